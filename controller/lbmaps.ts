@@ -1,0 +1,66 @@
+/**
+ * The narrow interface between the control plane and the datapath's BPF maps.
+ *
+ * The reconciler in `controller/` writes through it; `node/bpf/lbmaps_bpf.ts` implements it over
+ * the real pinned maps and `controller/lbmaps_memory.ts` in memory for unit tests. Shapes mirror
+ * `bpf/structs.h`: a service is found by (VIP, port, protocol); it names a Maglev table of
+ * backend IDs; a backend ID resolves to the address the packet is encapsulated to.
+ *
+ * Contract, per frontend: backends first, then the Maglev table, then the service entry — so the
+ * datapath never sees a service whose table points at a backend that is not there yet. Deletion
+ * goes the other way round. Every method is idempotent.
+ *
+ * @module
+ */
+
+/** L4 protocol numbers as they appear in the IPv4 header. */
+export type L4Protocol = "TCP" | "UDP";
+
+/** Key of the services map: the frontend as packets address it. */
+export interface ServiceKey {
+  /** Dotted-quad IPv4 frontend (LB) address, e.g. `10.0.100.1`. */
+  readonly address: string;
+  readonly port: number;
+  readonly protocol: L4Protocol;
+}
+
+/** How flows of a service are keyed: per connection, or per client address (affinity). */
+export type FlowKeyMode = "five-tuple" | "client-ip";
+
+/** Value of the services map. */
+export interface ServiceEntry {
+  /** Stable ID of the service; also the key of its Maglev table. 1..2^24; 0 is never used. */
+  readonly serviceId: number;
+  /** Number of active backends behind it; 0 means the datapath drops new flows. */
+  readonly backendCount: number;
+  readonly flowKeyMode: FlowKeyMode;
+  /** Maglev table size M (prime) the table was built with. */
+  readonly maglevSize: number;
+}
+
+/** Value of the backends map: where packets of a flow are encapsulated to. */
+export interface BackendEntry {
+  /** Dotted-quad IPv4 address of the backend (pod) that decapsulates. */
+  readonly address: string;
+  readonly port: number;
+}
+
+/** Everything a target holds, for restoring IDs after a restart and for `maps/dump`. */
+export interface LBMapsContents {
+  readonly services: ReadonlyArray<readonly [ServiceKey, ServiceEntry]>;
+  readonly backends: ReadonlyArray<readonly [number, BackendEntry]>;
+  /** Service ID → Maglev table (length M, each slot a backend ID; 0 = unset). */
+  readonly maglev: ReadonlyArray<readonly [number, Uint32Array]>;
+}
+
+/** The BPF-maps target. Implementations must make every call idempotent. */
+export interface LBMaps {
+  updateBackend(id: number, backend: BackendEntry): Promise<void>;
+  deleteBackend(id: number): Promise<void>;
+  updateMaglev(serviceId: number, table: Uint32Array): Promise<void>;
+  deleteMaglev(serviceId: number): Promise<void>;
+  updateService(key: ServiceKey, entry: ServiceEntry): Promise<void>;
+  deleteService(key: ServiceKey): Promise<void>;
+  /** Reads back everything; used at start to restore IDs so a restart renumbers nothing. */
+  dump(): Promise<LBMapsContents>;
+}

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Runs every Holdfast test group, each under its own named permission set from deno.json, and
+# ends with the totals on a line of their own: "N passed, N failed".
+#
+#   bash scripts/test.sh          everything: gates (fmt, lint, types), build, unit, redis,
+#                                 bpf, netns, e2e, hygiene
+#   bash scripts/test.sh --ok     the quick gate: fmt, lint, types, unit tests
+#   bash scripts/test.sh GROUP…   only the named groups (unit redis bpf netns e2e hygiene)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+export NO_COLOR=1
+
+passed=0
+failed=0
+report=()
+
+# Adds a gate (a command that is one check) to the totals.
+gate() {
+  local name=$1
+  shift
+  echo "== gate: $name"
+  if timeout 900 "$@"; then
+    passed=$((passed + 1)); report+=("gate $name: ok")
+  else
+    failed=$((failed + 1)); report+=("gate $name: FAILED")
+  fi
+}
+
+# Runs one test group: the *_test.ts files found under the given paths, with permission set $2.
+group() {
+  local name=$1 perm=$2
+  shift 2
+  local files
+  mapfile -t files < <(find "$@" -name '*_test.ts' -not -path '*/node_modules/*' 2>/dev/null | sort)
+  if [[ ${#files[@]} -eq 0 ]]; then
+    echo "== group $name: no test files under $*"
+    report+=("group $name: no tests")
+    return
+  fi
+  echo "== group $name (${#files[@]} files, -P=$perm)"
+  local log rc p f
+  log=$(mktemp)
+  timeout 1800 "$DENO" test -P="$perm" --no-prompt "${files[@]}" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  local summary
+  summary=$(grep -E '^(ok|FAILED) \| [0-9]+ passed' "$log" | tail -1)
+  if [[ $summary =~ ([0-9]+)\ passed.*\|\ ([0-9]+)\ failed ]]; then
+    p=${BASH_REMATCH[1]}; f=${BASH_REMATCH[2]}
+  else
+    p=0; f=0
+  fi
+  # A non-zero exit with no failed test counted (compile error, crash, timeout) is a failure.
+  if [[ $rc -ne 0 && $f -eq 0 ]]; then f=1; fi
+  passed=$((passed + p)); failed=$((failed + f))
+  report+=("group $name: $p passed, $f failed")
+  rm -f "$log"
+}
+
+run_gates() {
+  gate fmt "$DENO" fmt --check
+  gate lint "$DENO" lint
+  gate types "$DENO" check --quiet .
+}
+
+want() { [[ ${#selected[@]} -eq 0 ]] || [[ " ${selected[*]} " == *" $1 "* ]]; }
+
+selected=()
+ok_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --ok) ok_only=1 ;;
+    *) selected+=("$arg") ;;
+  esac
+done
+
+if [[ $(id -u) -eq 0 ]]; then "$DENO" run -P=netns tests/harness/sweep.ts || true; fi
+
+if [[ $ok_only -eq 1 ]]; then
+  gate build "$DENO" task -q build
+  run_gates
+  group unit unit controller policy-as node k8s bench main_test.ts
+else
+  if [[ ${#selected[@]} -eq 0 ]]; then run_gates; fi
+  gate build "$DENO" task -q build
+  want unit && group unit unit controller policy-as node k8s bench main_test.ts
+  want redis && group redis redis tests/redis
+  want bpf && group bpf bpf tests/bpf
+  want netns && group netns netns tests/netns
+  want e2e && group e2e netns tests/e2e
+  want hygiene && group hygiene netns tests/hygiene
+fi
+
+echo
+printf '%s\n' "${report[@]}"
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

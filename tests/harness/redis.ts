@@ -1,0 +1,214 @@
+import { processAlive, run } from "./netns.ts";
+
+/**
+ * A throwaway `redis-server` for tests: free loopback port, no persistence, its own temp dir
+ * (`/tmp/hf-redis-<pid>-*`), stopped and removed when disposed. Restartable on the same port, to
+ * test what happens while Redis is away.
+ *
+ * @example
+ * ```ts ignore
+ * await using redis = await startRedis();
+ * const client = createClient({ url: redis.url });
+ * ```
+ *
+ * @module
+ */
+
+/** An ACL user to create at start: `user NAME on >PASSWORD` plus the given rules. */
+export interface RedisAclUser {
+  readonly name: string;
+  readonly password: string;
+  /** ACL rules, default `["~*", "&*", "+@all"]`. */
+  readonly rules?: readonly string[];
+}
+
+/** Options for {@linkcode startRedis}. */
+export interface StartRedisOptions {
+  /** `requirepass` for the default user. */
+  readonly password?: string;
+  readonly aclUsers?: readonly RedisAclUser[];
+  /** Milliseconds to wait for the server to accept connections (default 10,000). */
+  readonly readyTimeoutMs?: number;
+}
+
+/** A running test redis-server. */
+export class RedisServer implements AsyncDisposable {
+  #child: Deno.ChildProcess | null = null;
+
+  constructor(readonly port: number, readonly dir: string, readonly options: StartRedisOptions) {}
+
+  /** `redis://127.0.0.1:PORT` (no credentials). */
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** PID of the current server process, or null when stopped. */
+  get pid(): number | null {
+    return this.#child?.pid ?? null;
+  }
+
+  /** Starts the server (again) on the same port and waits until it answers PING. */
+  async start(): Promise<void> {
+    if (this.#child) throw new Error(`redis-server on port ${this.port} is already running`);
+    const args = [
+      "--port",
+      String(this.port),
+      "--bind",
+      "127.0.0.1",
+      "--dir",
+      this.dir,
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--daemonize",
+      "no",
+      "--protected-mode",
+      "no",
+      "--loglevel",
+      "warning",
+      "--logfile",
+      `${this.dir}/redis.log`,
+    ];
+    if (this.options.password) args.push("--requirepass", this.options.password);
+    for (const u of this.options.aclUsers ?? []) {
+      args.push("--user", u.name, "on", `>${u.password}`, ...(u.rules ?? ["~*", "&*", "+@all"]));
+    }
+    this.#child = new Deno.Command("redis-server", {
+      args,
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    await waitForPing(this.port, this.options.readyTimeoutMs ?? 10_000, this.#child);
+  }
+
+  /** Stops the server (SIGKILL by default: an abrupt loss, as a crash would be). */
+  async stop(signal: Deno.Signal = "SIGKILL"): Promise<void> {
+    const child = this.#child;
+    if (!child) return;
+    this.#child = null;
+    try {
+      child.kill(signal);
+    } catch { /* exited */ }
+    await child.status;
+    try {
+      await child.stderr.cancel();
+    } catch { /* consumed */ }
+  }
+
+  /** Stop, then start again on the same port. */
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.start();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+    await Deno.remove(this.dir, { recursive: true }).catch(() => {});
+  }
+}
+
+/** Finds a free TCP port on 127.0.0.1. */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
+}
+
+async function waitForPing(
+  port: number,
+  timeoutMs: number,
+  child: Deno.ChildProcess,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let exited = false;
+  child.status.then(() => exited = true);
+  let lastError = "";
+  while (Date.now() < deadline) {
+    if (exited) {
+      const err = await new Response(child.stderr).text().catch(() => "");
+      throw new Error(`redis-server on port ${port} exited during start: ${err.trim()}`);
+    }
+    try {
+      const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+      try {
+        await conn.write(new TextEncoder().encode("PING\r\n"));
+        const buf = new Uint8Array(64);
+        const n = await conn.read(buf);
+        const reply = new TextDecoder().decode(buf.subarray(0, n ?? 0));
+        // +PONG, or -NOAUTH when a password is set: either way it is serving.
+        if (reply.startsWith("+PONG") || reply.startsWith("-NOAUTH")) return;
+        lastError = reply.trim();
+      } finally {
+        conn.close();
+      }
+    } catch (err) {
+      lastError = (err as Error).message;
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(
+    `redis-server on port ${port} did not answer PING within ${timeoutMs} ms: ${lastError}`,
+  );
+}
+
+/** Starts a throwaway redis-server. Dispose it to stop it and remove its directory. */
+export async function startRedis(options: StartRedisOptions = {}): Promise<RedisServer> {
+  const dir = await Deno.makeTempDir({ prefix: `hf-redis-${Deno.pid}-` });
+  const server = new RedisServer(freePort(), dir, options);
+  try {
+    await server.start();
+  } catch (err) {
+    await server[Symbol.asyncDispose]();
+    throw err;
+  }
+  return server;
+}
+
+/**
+ * PIDs of redis-servers started by this harness and still running, found through the pidfiles
+ * in their `/tmp/hf-redis-<creator pid>-*` dirs (Deno gates /proc behind --allow-all).
+ * With `staleOnly`, only those whose creating test process is gone.
+ */
+export async function harnessRedisPids(options: { staleOnly?: boolean } = {}): Promise<number[]> {
+  const pids: number[] = [];
+  const tmp = Deno.env.get("TMPDIR") ?? "/tmp";
+  for (const entry of Deno.readDirSync(tmp)) {
+    const m = /^hf-redis-(\d+)-/.exec(entry.name);
+    if (!m || !entry.isDirectory) continue;
+    if (options.staleOnly && await processAlive(Number(m[1]))) continue;
+    let pid: number;
+    try {
+      pid = Number(Deno.readTextFileSync(`${tmp}/${entry.name}/redis.pid`).trim());
+    } catch {
+      continue;
+    }
+    if (pid > 0 && await isRedisServer(pid)) pids.push(pid);
+  }
+  return pids;
+}
+
+async function isRedisServer(pid: number): Promise<boolean> {
+  const { code, stdout } = await run(["ps", "-o", "comm=", "-p", String(pid)], { check: false });
+  return code === 0 && stdout.trim() === "redis-server";
+}
+
+/** Kills redis-servers left behind by test processes that no longer run; removes their dirs. */
+export async function sweepStaleRedis(): Promise<number[]> {
+  const pids = await harnessRedisPids({ staleOnly: true });
+  for (const pid of pids) {
+    try {
+      Deno.kill(pid, "SIGKILL");
+    } catch { /* gone */ }
+  }
+  const tmp = Deno.env.get("TMPDIR") ?? "/tmp";
+  for (const entry of Deno.readDirSync(tmp)) {
+    const m = /^hf-redis-(\d+)-/.exec(entry.name);
+    if (m && !(await processAlive(Number(m[1])))) {
+      await Deno.remove(`${tmp}/${entry.name}`, { recursive: true }).catch(() => {});
+    }
+  }
+  return pids;
+}

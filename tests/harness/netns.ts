@@ -301,8 +301,66 @@ export class Topology implements AsyncDisposable {
   readonly #processes: HostProcess[] = [];
   readonly #namespaces: Map<string, string>;
 
-  constructor(namespaces: Map<string, string>) {
+  constructor(namespaces: Map<string, string> = new Map()) {
     this.#namespaces = namespaces;
+  }
+
+  /** Adds a host (namespace with `lo` up and its loopback addresses) to a live topology. */
+  async addHost(host: HostSpec): Promise<void> {
+    if (!/^[a-z0-9][a-z0-9-]{0,30}$/.test(host.name)) {
+      throw new Error(`Invalid host name "${host.name}": use [a-z0-9-], at most 31 characters`);
+    }
+    if (this.#namespaces.has(host.name)) throw new Error(`Duplicate host name "${host.name}"`);
+    const ns = `${PREFIX}${Deno.pid}-${host.name}`;
+    this.#namespaces.set(host.name, ns);
+    await run(["ip", "netns", "add", ns]);
+    await this.exec(host.name, ["ip", "link", "set", "lo", "up"]);
+    for (const addr of host.loopback ?? []) {
+      await this.exec(host.name, ["ip", "addr", "add", addr, "dev", "lo"]);
+    }
+    for (const [key, value] of Object.entries(host.sysctls ?? {})) {
+      await this.exec(host.name, ["sysctl", "-q", "-w", `${key}=${value}`]);
+    }
+  }
+
+  /** Adds a veth link between two hosts of a live topology, with addresses, and brings it up. */
+  async addLink(link: LinkSpec): Promise<void> {
+    for (const end of [link.a, link.b]) {
+      if (end.ifname.length > 15) {
+        throw new Error(`Interface name "${end.ifname}" is longer than 15 characters`);
+      }
+    }
+    const mtu = link.mtu ? ["mtu", String(link.mtu)] : [];
+    await run([
+      "ip",
+      "link",
+      "add",
+      "name",
+      link.a.ifname,
+      "netns",
+      this.ns(link.a.host),
+      ...mtu,
+      "type",
+      "veth",
+      "peer",
+      "name",
+      link.b.ifname,
+      "netns",
+      this.ns(link.b.host),
+      ...mtu,
+    ]);
+    for (const end of [link.a, link.b]) {
+      if (end.address) {
+        await this.exec(end.host, ["ip", "addr", "add", end.address, "dev", end.ifname]);
+      }
+      await this.exec(end.host, ["ip", "link", "set", "dev", end.ifname, "up"]);
+      if (end.txChecksumOff) await this.exec(end.host, ["ethtool", "-K", end.ifname, "tx", "off"]);
+    }
+  }
+
+  /** Adds or replaces a route in a live topology. */
+  async addRoute(route: RouteSpec): Promise<void> {
+    await this.exec(route.host, routeArgv(route));
   }
 
   /** The namespace name of a host, e.g. `hf-1234-lb1`. */
@@ -398,66 +456,17 @@ export async function createTopology(
   options: CreateTopologyOptions = {},
 ): Promise<Topology> {
   if (options.sweep ?? true) await sweepStaleNamespaces();
-  const names = new Map<string, string>();
-  for (const host of spec.hosts) {
-    if (!/^[a-z0-9][a-z0-9-]{0,30}$/.test(host.name)) {
-      throw new Error(`Invalid host name "${host.name}": use [a-z0-9-], at most 31 characters`);
-    }
-    if (names.has(host.name)) throw new Error(`Duplicate host name "${host.name}"`);
-    names.set(host.name, `${PREFIX}${Deno.pid}-${host.name}`);
-  }
-  const topo = new Topology(names);
+  const topo = new Topology();
   try {
-    for (const host of spec.hosts) {
-      const ns = topo.ns(host.name);
-      await run(["ip", "netns", "add", ns]);
-      await topo.exec(host.name, ["ip", "link", "set", "lo", "up"]);
-      for (const addr of host.loopback ?? []) {
-        await topo.exec(host.name, ["ip", "addr", "add", addr, "dev", "lo"]);
-      }
-    }
-    for (const link of spec.links ?? []) {
-      for (const end of [link.a, link.b]) {
-        if (end.ifname.length > 15) {
-          throw new Error(`Interface name "${end.ifname}" is longer than 15 characters`);
-        }
-      }
-      await run([
-        "ip",
-        "link",
-        "add",
-        "name",
-        link.a.ifname,
-        "netns",
-        topo.ns(link.a.host),
-        ...(link.mtu ? ["mtu", String(link.mtu)] : []),
-        "type",
-        "veth",
-        "peer",
-        "name",
-        link.b.ifname,
-        "netns",
-        topo.ns(link.b.host),
-        ...(link.mtu ? ["mtu", String(link.mtu)] : []),
-      ]);
-      for (const end of [link.a, link.b]) {
-        if (end.address) {
-          await topo.exec(end.host, ["ip", "addr", "add", end.address, "dev", end.ifname]);
-        }
-        await topo.exec(end.host, ["ip", "link", "set", "dev", end.ifname, "up"]);
-        if (end.txChecksumOff) {
-          await topo.exec(end.host, ["ethtool", "-K", end.ifname, "tx", "off"]);
-        }
-      }
-    }
+    // Sysctls go after links so per-interface keys (net.ipv4.conf.IF.*) can be set.
+    for (const host of spec.hosts) await topo.addHost({ ...host, sysctls: {} });
+    for (const link of spec.links ?? []) await topo.addLink(link);
     for (const host of spec.hosts) {
       for (const [key, value] of Object.entries(host.sysctls ?? {})) {
         await topo.exec(host.name, ["sysctl", "-q", "-w", `${key}=${value}`]);
       }
     }
-    for (const route of spec.routes ?? []) {
-      await topo.exec(route.host, routeArgv(route));
-    }
+    for (const route of spec.routes ?? []) await topo.addRoute(route);
   } catch (err) {
     await topo.destroy();
     throw err;

@@ -29,6 +29,15 @@ export interface StartRedisOptions {
   readonly aclUsers?: readonly RedisAclUser[];
   /** Milliseconds to wait for the server to accept connections (default 10,000). */
   readonly readyTimeoutMs?: number;
+  /**
+   * Run inside this network namespace (e.g. `topo.ns("ctl")`), listening on `bind`, so agents in
+   * other test namespaces reach it over the test network. Default: the caller's, on 127.0.0.1.
+   */
+  readonly netns?: string;
+  /** Address to listen on (default 127.0.0.1). */
+  readonly bind?: string;
+  /** Port (default: a free loopback port; with `netns` default 6379). */
+  readonly port?: number;
 }
 
 /** A running test redis-server. */
@@ -39,7 +48,7 @@ export class RedisServer implements AsyncDisposable {
 
   /** `redis://127.0.0.1:PORT` (no credentials). */
   get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
+    return `redis://${this.options.bind ?? "127.0.0.1"}:${this.port}`;
   }
 
   /** PID of the current server process, or null when stopped. */
@@ -74,13 +83,20 @@ export class RedisServer implements AsyncDisposable {
     for (const u of this.options.aclUsers ?? []) {
       args.push("--user", u.name, "on", `>${u.password}`, ...(u.rules ?? ["~*", "&*", "+@all"]));
     }
-    this.#child = new Deno.Command("redis-server", {
-      args,
+    const argv = this.options.netns
+      ? ["ip", "netns", "exec", this.options.netns, "redis-server", ...args]
+      : ["redis-server", ...args];
+    this.#child = new Deno.Command(argv[0]!, {
+      args: argv.slice(1),
       stdin: "null",
       stdout: "null",
       stderr: "piped",
     }).spawn();
-    await waitForPing(this.port, this.options.readyTimeoutMs ?? 10_000, this.#child);
+    if (this.options.netns) {
+      await waitForPingInNetns(this, this.options.readyTimeoutMs ?? 10_000, this.#child);
+    } else {
+      await waitForPing(this.port, this.options.readyTimeoutMs ?? 10_000, this.#child);
+    }
   }
 
   /** Stops the server (SIGKILL by default: an abrupt loss, as a crash would be). */
@@ -154,10 +170,42 @@ async function waitForPing(
   );
 }
 
+async function waitForPingInNetns(
+  server: RedisServer,
+  timeoutMs: number,
+  child: Deno.ChildProcess,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let exited = false;
+  child.status.then(() => exited = true);
+  let last = "";
+  while (Date.now() < deadline && !exited) {
+    const r = await run([
+      "ip",
+      "netns",
+      "exec",
+      server.options.netns!,
+      "redis-cli",
+      "-h",
+      server.options.bind ?? "127.0.0.1",
+      "-p",
+      String(server.port),
+      "ping",
+    ], { check: false, timeoutMs: 2_000 });
+    last = (r.stdout + r.stderr).trim();
+    if (/PONG|NOAUTH/.test(last)) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(
+    `redis-server in ${server.options.netns} on ${server.url} did not answer PING within ${timeoutMs} ms: ${last}`,
+  );
+}
+
 /** Starts a throwaway redis-server. Dispose it to stop it and remove its directory. */
 export async function startRedis(options: StartRedisOptions = {}): Promise<RedisServer> {
   const dir = await Deno.makeTempDir({ prefix: `hf-redis-${Deno.pid}-` });
-  const server = new RedisServer(freePort(), dir, options);
+  const port = options.port ?? (options.netns ? 6379 : freePort());
+  const server = new RedisServer(port, dir, options);
   try {
     await server.start();
   } catch (err) {

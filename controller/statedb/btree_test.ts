@@ -1,0 +1,65 @@
+import { assertEquals } from "../testing.ts";
+import { BTree, compareKeys, nonUniqueCompare, uniqueCompare } from "./btree.ts";
+import { mulberry32 } from "../testing.ts";
+
+Deno.test("btree: random inserts/deletes match a sorted model and old snapshots never change", () => {
+  const rnd = mulberry32(7);
+  let tree = BTree.empty<number>(uniqueCompare, { aux: true });
+  const model = new Map<number, number>();
+  const snapshots: [BTree<number>, [number, number][]][] = [];
+  for (let round = 0; round < 60; round++) {
+    const ed = tree.edit();
+    const ops = 1 + Math.floor(rnd() * 200);
+    for (let i = 0; i < ops; i++) {
+      const k = Math.floor(rnd() * 2000);
+      if (rnd() < 0.6) {
+        const old = ed.set(k, k * 10 + round, round);
+        assertEquals(old, model.get(k));
+        model.set(k, k * 10 + round);
+      } else {
+        const old = ed.delete(k);
+        assertEquals(old, model.get(k));
+        model.delete(k);
+      }
+      if (rnd() < 0.01) ed.snapshot(); // mid-edit snapshots must stay valid too
+    }
+    tree = ed.done();
+    assertEquals(tree.size, model.size);
+    const expected = [...model.entries()].sort((a, b) => a[0] - b[0]);
+    const got: [number, number][] = [];
+    tree.scan((k, v) => {
+      got.push([k as number, v]);
+    });
+    assertEquals(got, expected);
+    snapshots.push([tree, expected]);
+  }
+  for (const [t, expected] of snapshots) {
+    const got: [number, number][] = [];
+    t.scan((k, v) => {
+      got.push([k as number, v]);
+    });
+    assertEquals(got, expected);
+  }
+});
+
+Deno.test("btree: non-unique index keeps many values per key and scans from a key", () => {
+  type Row = { id: string; group: string };
+  const cmp = nonUniqueCompare<Row>((r) => r.id);
+  const ed = BTree.empty<Row>(cmp).edit();
+  const rows: Row[] = [];
+  for (let i = 0; i < 500; i++) {
+    const r = { id: `r${String(i).padStart(4, "0")}`, group: `g${i % 7}` };
+    rows.push(r);
+    ed.set(r.group, r);
+  }
+  for (let i = 0; i < 500; i += 3) ed.delete(rows[i]!.group, rows[i]!);
+  const t = ed.done();
+  const got: string[] = [];
+  t.scan((k, v) => {
+    if (k !== "g3") return false;
+    got.push(v.id);
+  }, "g3");
+  const want = rows.filter((r, i) => r.group === "g3" && i % 3 !== 0).map((r) => r.id).sort();
+  assertEquals(got, want);
+  assertEquals(compareKeys("a", "b") < 0, true);
+});

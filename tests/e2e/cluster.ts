@@ -1,0 +1,318 @@
+/**
+ * A virtual Holdfast cluster in network namespaces, shared by the demo and the chaos tests.
+ *
+ * ```
+ *                         ┌─ l1 ── lb1 (XDP LB + agent) ─┐
+ *  client ── c0 router ───┼─ l2 ── lb2 ...               │ encapsulated (UDP) to backends
+ *  10.1.0.2   (ECMP to    └─ lN ── lbN                   │
+ *              the VIP)   ┌─ b1 ── be1 (decap, VIP on lo, echo server) ◀┘
+ *                         ├─ bM ── beM        replies go straight to the client (DSR)
+ *                         └─ r0 ── ctl (redis-server 10.9.0.2:6379)
+ * ```
+ *
+ * LB node i: router side `l{i}` 10.2.i.1/24, node side `eth0` 10.2.i.2/24. Backend j: router side
+ * `b{j}` 10.3.j.1/24, backend `eth0` 10.3.j.2/24. The router's route to the VIP is an ECMP route
+ * over the live LB nodes (what BGP would install); `fib_multipath_hash_policy=1` spreads by
+ * 5-tuple. Services and backends reach every agent through one JSON file (the file data source),
+ * rewritten when backends change.
+ *
+ * @module
+ */
+import {
+  createTopology,
+  type HostProcess,
+  type RedisServer,
+  run as runRoot,
+  startRedis,
+  type Topology,
+} from "../harness/mod.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+const MAIN = `${ROOT}main.ts`;
+const ECHO = `${ROOT}tests/fixtures/tcp_echo.ts`;
+const HOLD = `${ROOT}tests/fixtures/hold_client.ts`;
+
+/** Options of a virtual cluster. */
+export interface ClusterOptions {
+  /** LB nodes started at creation (default 2). */
+  readonly lbNodes?: number;
+  /** Backends started at creation (default 3). */
+  readonly backends?: number;
+  readonly vip?: string;
+  readonly port?: number;
+  /** Share flows through Redis (default true); false = Maglev only, the baseline. */
+  readonly flowSync?: boolean;
+  /** Log agents' lines to this process's stderr (default false). */
+  readonly verbose?: boolean;
+}
+
+/** One LB node's live parts. */
+interface LbNode {
+  readonly index: number;
+  readonly host: string;
+  agent: HostProcess | null;
+  inRoute: boolean;
+}
+
+/** A running virtual cluster; dispose to tear it down. */
+export class Cluster implements AsyncDisposable {
+  readonly vip: string;
+  readonly port: number;
+  readonly flowSync: boolean;
+  readonly lbNodes = new Map<number, LbNode>();
+  readonly backends = new Map<number, HostProcess>();
+  readonly #verbose: boolean;
+
+  private constructor(
+    readonly topo: Topology,
+    readonly redis: RedisServer,
+    readonly configPath: string,
+    readonly dir: string,
+    options: ClusterOptions,
+  ) {
+    this.vip = options.vip ?? "10.0.100.1";
+    this.port = options.port ?? 8080;
+    this.flowSync = options.flowSync ?? true;
+    this.#verbose = options.verbose ?? false;
+  }
+
+  /** Builds the network, Redis, the backends and the LB nodes, and waits until all are ready. */
+  static async create(options: ClusterOptions = {}): Promise<Cluster> {
+    const topo = await createTopology({
+      hosts: [
+        { name: "client" },
+        {
+          name: "router",
+          sysctls: {
+            "net.ipv4.ip_forward": 1,
+            "net.ipv4.fib_multipath_hash_policy": 1,
+            "net.ipv4.conf.all.rp_filter": 2,
+            "net.ipv4.conf.all.ignore_routes_with_linkdown": 1,
+          },
+        },
+        { name: "ctl" },
+      ],
+      links: [
+        {
+          a: { host: "client", ifname: "eth0", address: "10.1.0.2/24", txChecksumOff: true },
+          b: { host: "router", ifname: "c0", address: "10.1.0.1/24" },
+        },
+        {
+          a: { host: "router", ifname: "r0", address: "10.9.0.1/24" },
+          b: { host: "ctl", ifname: "eth0", address: "10.9.0.2/24" },
+        },
+      ],
+      routes: [
+        { host: "client", to: "default", via: "10.1.0.1" },
+        { host: "ctl", to: "default", via: "10.9.0.1" },
+      ],
+    });
+    let redis: RedisServer | undefined;
+    const dir = await Deno.makeTempDir({ prefix: `hf-cluster-${Deno.pid}-` });
+    try {
+      redis = await startRedis({ netns: topo.ns("ctl"), bind: "10.9.0.2", port: 6379 });
+      const cluster = new Cluster(topo, redis, `${dir}/services.json`, dir, options);
+      for (let j = 1; j <= (options.backends ?? 3); j++) {
+        await cluster.addBackend(j, { publish: false });
+      }
+      await cluster.writeConfig();
+      for (let i = 1; i <= (options.lbNodes ?? 2); i++) await cluster.addLbNode(i);
+      return cluster;
+    } catch (err) {
+      await redis?.[Symbol.asyncDispose]();
+      await topo.destroy();
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+      throw err;
+    }
+  }
+
+  /** The services file every agent follows: one frontend, the current backends. */
+  async writeConfig(): Promise<void> {
+    const config = {
+      services: [{
+        name: "default/web",
+        frontends: [{ address: this.vip, port: this.port, protocol: "TCP" }],
+        backends: [...this.backends.keys()].sort((a, b) => a - b).map((j) => ({
+          address: `10.3.${j}.2`,
+          port: this.port,
+          name: `pod/web-${j}`,
+        })),
+      }],
+    };
+    const tmp = `${this.configPath}.tmp`;
+    await Deno.writeTextFile(tmp, JSON.stringify(config, null, 2));
+    await Deno.rename(tmp, this.configPath); // atomic: agents never read half a file
+  }
+
+  /** Adds backend j: namespace, link, decap on its eth0, VIP on lo, echo server on the VIP. */
+  async addBackend(j: number, options: { publish?: boolean } = {}): Promise<void> {
+    const host = `be${j}`;
+    await this.topo.addHost({
+      name: host,
+      loopback: [`${this.vip}/32`],
+      sysctls: { "net.ipv4.conf.all.rp_filter": 0 },
+    });
+    await this.topo.addLink({
+      a: { host: "router", ifname: `b${j}`, address: `10.3.${j}.1/24` },
+      b: { host, ifname: "eth0", address: `10.3.${j}.2/24` },
+    });
+    await this.topo.addRoute({ host, to: "default", via: `10.3.${j}.1` });
+    await this.topo.exec(host, [
+      Deno.execPath(),
+      "run",
+      "-P=netns",
+      "--quiet",
+      MAIN,
+      "decap",
+      "--iface",
+      "eth0",
+    ]);
+    const server = this.topo.spawnDeno(host, ECHO, {
+      args: ["server", this.vip, String(this.port)],
+      permissions: ["--allow-net"],
+    });
+    await server.waitForLine((l) => l.includes("listening"));
+    this.backends.set(j, server);
+    if (options.publish ?? true) await this.writeConfig();
+  }
+
+  /** Starts LB node i (creating its namespace and link the first time) and puts it in the ECMP route. */
+  async addLbNode(i: number): Promise<void> {
+    const host = `lb${i}`;
+    if (!this.lbNodes.has(i)) {
+      await this.topo.addHost({ name: host });
+      await this.topo.addLink({
+        a: { host: "router", ifname: `l${i}`, address: `10.2.${i}.1/24` },
+        b: { host, ifname: "eth0", address: `10.2.${i}.2/24` },
+      });
+      await this.topo.addRoute({ host, to: "default", via: `10.2.${i}.1` });
+      // XDP_TX on a veth delivers only if the peer has a native XDP program (FINDINGS).
+      await this.topo.exec("router", [
+        Deno.execPath(),
+        "run",
+        "-P=netns",
+        "--quiet",
+        MAIN,
+        "xdp-pass",
+        "--iface",
+        `l${i}`,
+      ]);
+      // The node's bpffs lives in the root mount namespace: `ip netns exec` gives each process a
+      // private mount namespace, and pins made on a mount inside it would die with the agent.
+      const bpffs = this.bpffs(i);
+      await Deno.mkdir(bpffs, { recursive: true });
+      await runRoot(["mount", "-t", "bpf", "bpf", bpffs]);
+      this.lbNodes.set(i, { index: i, host, agent: null, inRoute: false });
+    }
+    const node = this.lbNodes.get(i)!;
+    await this.topo.setLink(host, "eth0", true);
+    await this.startAgent(i);
+    node.inRoute = true;
+    await this.updateRoute();
+  }
+
+  /** The bpffs mount where LB node i's agent pins its maps. */
+  bpffs(i: number): string {
+    return `${this.dir}/bpffs-lb${i}`;
+  }
+
+  /** Starts (or restarts) the agent of LB node i and waits for it to report ready. */
+  async startAgent(i: number): Promise<void> {
+    const node = this.lbNodes.get(i);
+    if (!node) throw new Error(`No LB node ${i}`);
+    const args = [
+      "agent",
+      "--node",
+      node.host,
+      "--iface",
+      "eth0",
+      "--address",
+      `10.2.${i}.2`,
+      "--config",
+      this.configPath,
+      "--bpffs",
+      `${this.dir}/bpffs-${node.host}`,
+      "--redis",
+      this.redis.url,
+      "--vip",
+      this.vip,
+      ...(this.flowSync ? [] : ["--no-flow-sync"]),
+    ];
+    node.agent = this.topo.spawn(node.host, [
+      Deno.execPath(),
+      "run",
+      "-P=netns",
+      "--quiet",
+      MAIN,
+      ...args,
+    ], {
+      stderr: this.#verbose ? "inherit" : "null",
+    });
+    if (this.#verbose) this.#tail(node.agent);
+    await node.agent.waitForLine((l) => l.includes('"msg":"ready"'), { timeoutMs: 30_000 });
+  }
+
+  #tail(proc: HostProcess): void {
+    let from = 0;
+    const pump = async () => {
+      for (let k = 0; k < 100_000; k++) {
+        try {
+          await proc.waitForLine(() => true, { fromLine: from, timeoutMs: 60_000 });
+        } catch {
+          return;
+        }
+        for (; from < proc.lineCount; from++) {
+          const line = proc.lines[from - (proc.lineCount - proc.lines.length)];
+          if (line) console.error(`[${proc.host}] ${line}`);
+        }
+      }
+    };
+    pump();
+  }
+
+  /** Kills the agent of LB node i without touching its datapath (XDP and pinned maps stay). */
+  async killAgent(i: number): Promise<void> {
+    const node = this.lbNodes.get(i);
+    await node?.agent?.stop("SIGKILL");
+    if (node) node.agent = null;
+  }
+
+  /** LB node i dies: its link goes down, its agent is killed, the router withdraws it. */
+  async killLbNode(i: number): Promise<void> {
+    const node = this.lbNodes.get(i);
+    if (!node) throw new Error(`No LB node ${i}`);
+    await this.topo.setLink(node.host, "eth0", false);
+    await this.killAgent(i);
+    node.inRoute = false;
+    await this.updateRoute();
+  }
+
+  /** Rewrites the router's route to the VIP over the LB nodes that are in service. */
+  async updateRoute(): Promise<void> {
+    const vias = [...this.lbNodes.values()].filter((n) => n.inRoute).map((n) =>
+      `10.2.${n.index}.2`
+    );
+    if (vias.length === 0) {
+      await this.topo.exec("router", ["ip", "route", "del", `${this.vip}/32`], { check: false });
+    } else {
+      await this.topo.addRoute({ host: "router", to: `${this.vip}/32`, via: vias });
+    }
+  }
+
+  /** Starts the long-lived client: `count` connections for `durationMs`. */
+  async startClient(count: number, durationMs: number): Promise<HostProcess> {
+    const client = this.topo.spawnDeno("client", HOLD, {
+      args: [this.vip, String(this.port), String(count), String(durationMs)],
+      permissions: ["--allow-net"],
+    });
+    await client.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 30_000 });
+    return client;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.topo.destroy();
+    for (const i of this.lbNodes.keys()) await runRoot(["umount", this.bpffs(i)], { check: false });
+    await this.redis[Symbol.asyncDispose]();
+    await Deno.remove(this.dir, { recursive: true }).catch(() => {});
+  }
+}

@@ -1,0 +1,407 @@
+// Holdfast policy module (AssemblyScript → WASM).
+//
+// ABI version 1 — numbers-only exports over linear memory, no imports. The host side
+// (policy-as/host/) validates every export listed in policy-as/host/abi.ts before use.
+//
+//   abi_version(): u32                                  → 1
+//   flow_hash_5tuple(saddr, daddr, sport, dport, proto, seed): u32   (docs/contracts.md)
+//   flow_hash_client_ip(saddr, seed): u32
+//   maglev_input_ptr(n, m): usize    reserve memory for n backends and a table of m slots;
+//                                    returns where the host writes n records of three u32
+//                                    {keyHash1, keyHash2, weight} (12 bytes each); 0 = no memory
+//   maglev_build(n, m): i32          fill the table; >= 0: backends used (weight > 0),
+//                                    < 0: error code (see MAGLEV_ERR_* below)
+//   maglev_table_ptr(): usize        where the m u32 slots are: backend input index + 1, 0 = empty
+//   health_record_ptr(): usize       32-byte scratch record the host fills before health_step
+//   health_step(ok, now_ms, rise, fall, backoff_base_ms, backoff_max_ms): u32  new state
+//
+// Determinism: backends are sorted by (keyHash1, keyHash2) before filling, so the table depends
+// only on the set of (key, weight) pairs, never on their input order.
+
+export function abi_version(): u32 {
+  return 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Flow hash: Linux jhash_3words / jhash_1word, exactly as docs/contracts.md.
+
+const JHASH_INITVAL: u32 = 0xdeadbeef;
+
+@inline
+function jhash_final(a: u32, b: u32, c: u32): u32 {
+  c ^= b; c -= rotl<u32>(b, 14);
+  a ^= c; a -= rotl<u32>(c, 11);
+  b ^= a; b -= rotl<u32>(a, 25);
+  c ^= b; c -= rotl<u32>(b, 16);
+  a ^= c; a -= rotl<u32>(c, 4);
+  b ^= a; b -= rotl<u32>(a, 14);
+  c ^= b; c -= rotl<u32>(b, 24);
+  return c;
+}
+
+export function flow_hash_5tuple(saddr: u32, daddr: u32, sport: u32, dport: u32, proto: u32, seed: u32): u32 {
+  const iv: u32 = (seed ^ proto) + JHASH_INITVAL + (3 << 2);
+  return jhash_final(saddr + iv, daddr + iv, (((sport & 0xffff) << 16) | (dport & 0xffff)) + iv);
+}
+
+export function flow_hash_client_ip(saddr: u32, seed: u32): u32 {
+  const iv: u32 = seed + JHASH_INITVAL + (1 << 2);
+  return jhash_final(saddr + iv, iv, iv);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Maglev (Eisenbud et al., NSDI'16, "populate"), weighted by credit rounds: in round r a backend
+// of weight w has had floor(r * w / maxWeight) turns, so the heaviest takes one every round.
+//
+// Cost: the classic walk probes about M ln M slots, most of them at the end when few slots are
+// empty. Two things keep it cheap without changing a single slot: occupancy lives in a bitmap
+// (M/8 bytes, stays in L1) instead of the 4-byte table, and once at most TAIL slots are empty a
+// backend finds its next preference directly: the empty slot e with the smallest
+// j = (e - pos) * skip^-1 mod M, which is exactly the one the walk would reach first.
+
+const MAGLEV_ERR_M_RANGE: i32 = -1;   // M outside 251..131071
+const MAGLEV_ERR_M_NOT_PRIME: i32 = -2;
+const MAGLEV_ERR_N_OVER_M: i32 = -3;
+const MAGLEV_ERR_NO_MEMORY: i32 = -4;  // maglev_input_ptr(n, m) not called or failed
+const MAGLEV_ERR_DUPLICATE_KEY: i32 = -5;
+
+const M_MIN: u32 = 251;
+const M_MAX: u32 = 131071;
+const HEALTH_RECORD_BYTES: usize = 64;
+
+let reservedN: u32 = 0;
+let reservedM: u32 = 0;
+let inPtr: usize = 0;     // n × {h1, h2, weight}
+let tablePtr: usize = 0;  // m × u32
+let orderPtr: usize = 0;  // n × u32, input indices sorted by key
+let posPtr: usize = 0;    // n × u32, next candidate slot per sorted backend
+let skipPtr: usize = 0;   // n × u32
+let weightPtr: usize = 0; // n × u32
+let idxPtr: usize = 0;    // n × u32, input index + 1 per sorted backend
+let targetPtr: usize = 0; // n × u64, credit threshold per sorted backend
+let invPtr: usize = 0;    // n × u32, skip^-1 mod m per sorted backend (tail phase)
+let bitmapPtr: usize = 0; // ceil(m / 32) × u32 occupancy
+let emptyPtr: usize = 0;  // tail × u32, the empty slots in the tail phase
+
+// Build state, valid during maglev_build.
+let gM: u32 = 0;
+let gFilled: u32 = 0;
+let gTail: u32 = 0;       // switch to the direct search when this many slots are left
+let gInTail: bool = false;
+let gEmpty: u32 = 0;      // number of entries in the empty list
+
+@inline
+function align16(x: usize): usize {
+  return (x + 15) & ~(<usize>15);
+}
+
+function tailThreshold(m: u32): u32 {
+  let r: u32 = 1;
+  while ((r + 1) * (r + 1) <= m) r++;
+  return r < 8 ? 8 : r;
+}
+
+export function maglev_input_ptr(n: u32, m: u32): usize {
+  if (m > M_MAX || n > m) return 0;
+  const nn = <usize>n;
+  let p = align16(__heap_base) + HEALTH_RECORD_BYTES;
+  const inP = p; p = align16(p + nn * 12);
+  const tP = p; p = align16(p + <usize>m * 4);
+  const oP = p; p = align16(p + nn * 4);
+  const posP = p; p = align16(p + nn * 4);
+  const sP = p; p = align16(p + nn * 4);
+  const wP = p; p = align16(p + nn * 4);
+  const iP = p; p = align16(p + nn * 4);
+  const tgP = p; p = align16(p + nn * 8);
+  const invP = p; p = align16(p + nn * 4);
+  const bmP = p; p = align16(p + ((<usize>m + 31) >> 5) * 4);
+  const eP = p; p = align16(p + (<usize>tailThreshold(m) + 1) * 4);
+  const pagesNeeded = <i32>((p + 0xffff) >>> 16);
+  const have = memory.size();
+  if (pagesNeeded > have) {
+    if (memory.grow(pagesNeeded - have) < 0) return 0;
+  }
+  reservedN = n; reservedM = m;
+  inPtr = inP; tablePtr = tP; orderPtr = oP; posPtr = posP;
+  skipPtr = sP; weightPtr = wP; idxPtr = iP; targetPtr = tgP;
+  invPtr = invP; bitmapPtr = bmP; emptyPtr = eP;
+  return inPtr;
+}
+
+export function maglev_table_ptr(): usize {
+  return tablePtr;
+}
+
+function isPrime(m: u32): bool {
+  if (m < 2) return false;
+  if ((m & 1) == 0) return m == 2;
+  for (let d: u32 = 3; d * d <= m; d += 2) {
+    if (m % d == 0) return false;
+  }
+  return true;
+}
+
+// Inverse of a modulo prime m (extended Euclid); a in 1..m-1.
+function modInverse(a: u32, m: u32): u32 {
+  let t: i64 = 0, newT: i64 = 1;
+  let r: i64 = <i64>m, newR: i64 = <i64>a;
+  while (newR != 0) {
+    const q = r / newR;
+    const t2 = t - q * newT; t = newT; newT = t2;
+    const r2 = r - q * newR; r = newR; newR = r2;
+  }
+  if (t < 0) t += <i64>m;
+  return <u32>t;
+}
+
+// Key order of input records a and b: (h1, h2); returns true when a sorts before b.
+@inline
+function keyLess(a: u32, b: u32): bool {
+  const pa = inPtr + <usize>a * 12;
+  const pb = inPtr + <usize>b * 12;
+  const a1 = load<u32>(pa);
+  const b1 = load<u32>(pb);
+  if (a1 != b1) return a1 < b1;
+  return load<u32>(pa, 4) < load<u32>(pb, 4);
+}
+
+function siftDown(start: u32, end: u32): void {
+  let root = start;
+  while (true) {
+    let child = root * 2 + 1;
+    if (child >= end) return;
+    let cv = load<u32>(orderPtr + (<usize>child << 2));
+    if (child + 1 < end) {
+      const rv = load<u32>(orderPtr + (<usize>(child + 1) << 2));
+      if (keyLess(cv, rv)) { child++; cv = rv; }
+    }
+    const rootv = load<u32>(orderPtr + (<usize>root << 2));
+    if (!keyLess(rootv, cv)) return;
+    store<u32>(orderPtr + (<usize>root << 2), cv);
+    store<u32>(orderPtr + (<usize>child << 2), rootv);
+    root = child;
+  }
+}
+
+// Heap sort of `count` input indices by key: O(n log n), no allocation.
+function sortOrder(count: u32): void {
+  if (count < 2) return;
+  let start = (count - 2) / 2;
+  while (true) {
+    siftDown(start, count);
+    if (start == 0) break;
+    start--;
+  }
+  let end = count - 1;
+  while (end > 0) {
+    const t = load<u32>(orderPtr);
+    store<u32>(orderPtr, load<u32>(orderPtr + (<usize>end << 2)));
+    store<u32>(orderPtr + (<usize>end << 2), t);
+    siftDown(0, end);
+    end--;
+  }
+}
+
+function enterTail(count: u32): void {
+  const m = gM;
+  let e: u32 = 0;
+  for (let c: u32 = 0; c < m; c++) {
+    const word = load<u32>(bitmapPtr + (<usize>(c >> 5) << 2));
+    if ((word & (1 << (c & 31))) == 0) {
+      store<u32>(emptyPtr + (<usize>e << 2), c);
+      e++;
+    }
+  }
+  gEmpty = e;
+  for (let k: u32 = 0; k < count; k++) {
+    const off = <usize>k << 2;
+    store<u32>(invPtr + off, modInverse(load<u32>(skipPtr + off), m));
+  }
+  gInTail = true;
+}
+
+// Backend k (sorted position) takes its next preferred empty slot.
+@inline
+function takeNext(k: u32): void {
+  const m = gM;
+  const off = <usize>k << 2;
+  let c = load<u32>(posPtr + off);
+  const skip = load<u32>(skipPtr + off);
+  if (!gInTail) {
+    while (true) {
+      const wp = bitmapPtr + (<usize>(c >> 5) << 2);
+      const word = load<u32>(wp);
+      const bit: u32 = 1 << (c & 31);
+      if ((word & bit) == 0) {
+        store<u32>(wp, word | bit);
+        break;
+      }
+      c += skip;
+      if (c >= m) c -= m;
+    }
+  } else {
+    // j = diff * inv mod m in f64: the product is below 2^35, exact; the quotient estimate is
+    // off by at most one, fixed below. Much cheaper than a 64-bit division per empty slot.
+    const inv = <f64>load<u32>(invPtr + off);
+    const mf = <f64>m;
+    const rm = 1.0 / mf;
+    let best: f64 = Infinity;
+    let bestI: u32 = 0;
+    const count = gEmpty;
+    for (let i: u32 = 0; i < count; i++) {
+      const e = load<u32>(emptyPtr + (<usize>i << 2));
+      const diff: u32 = e >= c ? e - c : e + m - c;
+      const prod = <f64>diff * inv;
+      let j = prod - Math.floor(prod * rm) * mf;
+      if (j < 0) j += mf;
+      else if (j >= mf) j -= mf;
+      if (j < best) { best = j; bestI = i; }
+    }
+    c = load<u32>(emptyPtr + (<usize>bestI << 2));
+    gEmpty = count - 1;
+    store<u32>(emptyPtr + (<usize>bestI << 2), load<u32>(emptyPtr + (<usize>gEmpty << 2)));
+  }
+  store<u32>(tablePtr + (<usize>c << 2), load<u32>(idxPtr + off));
+  c += skip;
+  if (c >= m) c -= m;
+  store<u32>(posPtr + off, c);
+  gFilled++;
+}
+
+export function maglev_build(n: u32, m: u32): i32 {
+  if (m < M_MIN || m > M_MAX) return MAGLEV_ERR_M_RANGE;
+  if (!isPrime(m)) return MAGLEV_ERR_M_NOT_PRIME;
+  if (n > m) return MAGLEV_ERR_N_OVER_M;
+  if (inPtr == 0 || n > reservedN || m != reservedM) return MAGLEV_ERR_NO_MEMORY;
+
+  memory.fill(tablePtr, 0, <usize>m << 2);
+  memory.fill(bitmapPtr, 0, ((<usize>m + 31) >> 5) << 2);
+
+  // Backends with weight 0 are excluded before anything else.
+  let count: u32 = 0;
+  let maxW: u32 = 0;
+  let minW: u32 = 0xffffffff;
+  for (let i: u32 = 0; i < n; i++) {
+    const w = load<u32>(inPtr + <usize>i * 12, 8);
+    if (w == 0) continue;
+    store<u32>(orderPtr + (<usize>count << 2), i);
+    count++;
+    if (w > maxW) maxW = w;
+    if (w < minW) minW = w;
+  }
+  if (count == 0) return 0;
+
+  sortOrder(count);
+
+  const mm1 = m - 1;
+  for (let k: u32 = 0; k < count; k++) {
+    const i = load<u32>(orderPtr + (<usize>k << 2));
+    const rec = inPtr + <usize>i * 12;
+    const h1 = load<u32>(rec);
+    const h2 = load<u32>(rec, 4);
+    if (k > 0) {
+      const prev = inPtr + <usize>load<u32>(orderPtr + (<usize>(k - 1) << 2)) * 12;
+      if (load<u32>(prev) == h1 && load<u32>(prev, 4) == h2) return MAGLEV_ERR_DUPLICATE_KEY;
+    }
+    const off = <usize>k << 2;
+    store<u32>(posPtr + off, h1 % m);
+    store<u32>(skipPtr + off, h2 % mm1 + 1);
+    store<u32>(weightPtr + off, load<u32>(rec, 8));
+    store<u32>(idxPtr + off, i + 1);
+    store<u64>(targetPtr + (<usize>k << 3), <u64>maxW);
+  }
+
+  gM = m;
+  gFilled = 0;
+  gInTail = false;
+  gEmpty = 0;
+  const tail = tailThreshold(m);
+  gTail = tail;
+  if (minW == maxW) {
+    // Equal weights: plain Maglev round robin, one slot per backend per round.
+    while (true) {
+      for (let k: u32 = 0; k < count; k++) {
+        takeNext(k);
+        if (gFilled == m) return <i32>count;
+        if (!gInTail && m - gFilled <= tail) enterTail(count);
+      }
+    }
+  }
+  // Weighted: round r lets backend k take a slot while r * w_k >= target_k (target += maxW).
+  for (let round: u64 = 1; ; round++) {
+    for (let k: u32 = 0; k < count; k++) {
+      const tp = targetPtr + (<usize>k << 3);
+      const target = load<u64>(tp);
+      if (round * <u64>load<u32>(weightPtr + (<usize>k << 2)) < target) continue;
+      store<u64>(tp, target + <u64>maxW);
+      takeNext(k);
+      if (gFilled == m) return <i32>count;
+      if (!gInTail && m - gFilled <= tail) enterTail(count);
+    }
+  }
+  return <i32>count; // unreachable: the loop returns once every slot is filled
+}
+
+// ---------------------------------------------------------------------------------------------
+// Health policy: a step function (state, probe result, time) → next state, with rise/fall
+// counts and exponential backoff for backends that keep failing, so a flapping backend stays
+// out of the table instead of churning it.
+//
+// Record at health_record_ptr() (32 bytes, host fills it, the step updates it in place):
+//   0 state u32   4 consecutive_ok u32   8 consecutive_fail u32   12 strikes u32
+//   16 hold_until_ms f64   24 active_since_ms f64
+
+const HEALTH_NEW: u32 = 0;         // not yet judged: in the table only after `rise` oks
+const HEALTH_ACTIVE: u32 = 1;      // serving, in the Maglev table
+const HEALTH_QUARANTINED: u32 = 2; // out of the table until rise oks and the hold ends
+
+export function health_record_ptr(): usize {
+  // The first bytes of the heap; the Maglev area starts after them.
+  return align16(__heap_base);
+}
+
+export function health_step(ok: u32, now_ms: f64, rise: u32, fall: u32, backoff_base_ms: f64, backoff_max_ms: f64): u32 {
+  const r = health_record_ptr();
+  let state = load<u32>(r);
+  let oks = load<u32>(r, 4);
+  let fails = load<u32>(r, 8);
+  let strikes = load<u32>(r, 12);
+  let holdUntil = load<f64>(r, 16);
+  let activeSince = load<f64>(r, 24);
+  if (rise == 0) rise = 1;
+  if (fall == 0) fall = 1;
+
+  if (ok != 0) {
+    fails = 0;
+    if (oks < 0xffffffff) oks++;
+    if (state == HEALTH_ACTIVE) {
+      // A backend that stayed up for a full max-backoff period is forgiven its past strikes.
+      if (strikes > 0 && now_ms - activeSince >= backoff_max_ms) strikes = 0;
+    } else if (oks >= rise && now_ms >= holdUntil) {
+      state = HEALTH_ACTIVE;
+      activeSince = now_ms;
+      oks = 0;
+    }
+  } else {
+    oks = 0;
+    if (fails < 0xffffffff) fails++;
+    if (state != HEALTH_QUARANTINED && fails >= fall) {
+      // Each quarantine is a strike; the hold doubles per strike: base * 2^(strikes-1), capped.
+      if (strikes < 32) strikes++;
+      let backoff = backoff_base_ms;
+      for (let s: u32 = 1; s < strikes && backoff < backoff_max_ms; s++) backoff *= 2;
+      if (backoff > backoff_max_ms) backoff = backoff_max_ms;
+      holdUntil = now_ms + backoff;
+      state = HEALTH_QUARANTINED;
+      fails = 0;
+    }
+  }
+
+  store<u32>(r, state);
+  store<u32>(r, oks, 4);
+  store<u32>(r, fails, 8);
+  store<u32>(r, strikes, 12);
+  store<f64>(r, holdUntil, 16);
+  store<f64>(r, activeSince, 24);
+  return state;
+}

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Holdfast needs, only when missing. Sourced by ./hf; idempotent, a second run
 # costs well under a few seconds. Exports DENO (absolute path to the pinned deno binary) and
-# puts it first on PATH.
-set -euo pipefail
+# puts it first on PATH. Sets no shell options in the caller (callers choose their own).
 
 HF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HF_DENO_VERSION=2.9.6
@@ -61,4 +60,4 @@ hf_setup() {
   fi
 }
 
-hf_setup
+hf_setup || { echo "setup failed" >&2; return 1 2>/dev/null || exit 1; }

@@ -36,16 +36,19 @@ hf_setup() {
     fi
     hf_log "installing Debian packages: $missing"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
+    apt-get update -qq >/dev/null || { echo "setup: apt-get update failed" >&2; return 1; }
     # shellcheck disable=SC2086
-    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null ||
+      { echo "setup: apt-get install $missing failed" >&2; return 1; }
   fi
 
   local deno_bin="$HF_CACHE/deno/node_modules/deno/deno"
   if [[ ! -x $deno_bin ]] || [[ $("$deno_bin" --version 2>/dev/null | head -1) != "deno $HF_DENO_VERSION "* ]]; then
     hf_log "installing deno $HF_DENO_VERSION from npm into .cache/deno"
     mkdir -p "$HF_CACHE/deno"
-    npm install --silent --no-audit --no-fund --prefix "$HF_CACHE/deno" "deno@$HF_DENO_VERSION" >/dev/null 2>&1
+    npm install --silent --no-audit --no-fund --prefix "$HF_CACHE/deno" "deno@$HF_DENO_VERSION" >/dev/null 2>&1 ||
+      { echo "setup: npm install deno@$HF_DENO_VERSION failed" >&2; return 1; }
+    [[ -x $deno_bin ]] || { echo "setup: $deno_bin missing after npm install" >&2; return 1; }
   fi
   export DENO="$deno_bin"
   export DENO_DIR="$HF_CACHE/deno-dir"
@@ -56,7 +59,8 @@ hf_setup() {
   local stamp="$HF_CACHE/deps.stamp"
   if [[ ! -d $HF_ROOT/node_modules || ! -f $stamp || $HF_ROOT/deno.json -nt $stamp || $HF_ROOT/deno.lock -nt $stamp ]]; then
     hf_log "installing npm dependencies"
-    (cd "$HF_ROOT" && "$DENO" install --quiet) && touch "$stamp"
+    (cd "$HF_ROOT" && "$DENO" install --quiet) || { echo "setup: deno install failed" >&2; return 1; }
+    touch "$stamp"
   fi
 }
 

@@ -1,0 +1,628 @@
+/**
+ * The flow-sync agent of one LB node: mirrors the node's flow map and the shared store.
+ *
+ * - New flows (datapath ring-buffer events) are queued without waiting and written to the store
+ *   in batches, at most `flushIntervalMs` after they arrive while the store is up.
+ * - Peers' additions and removals are followed on the store's streams and applied to the flow
+ *   map (own additions skipped). A conflicting learn adopts the stored backend.
+ * - `start()` restores every stored flow of the node's LB IPs before it resolves (ready).
+ * - A sweep pushes activity (from the map's last seen) to the store, expires idle flows in the
+ *   store (the removals come back on the stream and leave every map), and removes local flows
+ *   that are idle and no longer stored.
+ * - Store down: the map keeps forwarding, events wait in a bounded queue (overflow counted and
+ *   logged) and are written when it returns; if it came back empty (restarted), every local flow
+ *   is written again and the map is restored from it.
+ *
+ * @module
+ */
+
+import {
+  describeFlow,
+  FLOW_F_PEER,
+  type FlowEntry,
+  type FlowEvent,
+  flowField,
+  flowId,
+  type FlowKey,
+  formatIpv4,
+  parseFlowField,
+  parseIpv4,
+} from "./flow.ts";
+import type { FlowTable } from "./table.ts";
+import type { FlowChange, FlowStore, StoredFlow } from "./store.ts";
+import { BoundedQueue } from "./queue.ts";
+import { log as rootLog, type Logger } from "../log.ts";
+import {
+  type Counter,
+  type Gauge,
+  type Histogram,
+  Registry,
+  registry as rootRegistry,
+} from "../metrics.ts";
+
+/** Options of {@link FlowSyncAgent}. */
+export interface FlowSyncAgentOptions {
+  /** This LB node's name, written with every change (to skip own additions). */
+  node: string;
+  /** LB IPs (dotted) this node serves; events for others are ignored. */
+  vips: readonly string[];
+  /** A flow with no packet for this long expires everywhere (default 300,000 ms). */
+  idleTimeoutMs?: number;
+  /** Period of the activity/expiry sweep (default idle timeout / 4, at most 30,000 ms). */
+  sweepIntervalMs?: number;
+  /** Flows per store write (default 1000). */
+  batchSize?: number;
+  /** Longest wait before a partial batch is written (default 5 ms). */
+  flushIntervalMs?: number;
+  /** Batches written concurrently (pipelined) (default 4). */
+  maxInFlight?: number;
+  /** Flows held while the store is unreachable; beyond, the oldest are dropped (default 100,000). */
+  queueCapacity?: number;
+  /** Longest blocking stream read, ms (default 1000; stop() may wait this long). */
+  readBlockMs?: number;
+  /** Epoch written with a learned flow (e.g. the service's backend-set generation). */
+  epochOf?: (vip: string) => number;
+  /** Metrics registry (default the process-wide one). */
+  registry?: Registry;
+  /** Logger (default the process-wide one). */
+  logger?: Logger;
+}
+
+interface Pending {
+  vip: string;
+  key: FlowKey;
+  field: string;
+  backend: number;
+  epoch: number;
+  queuedAt: number;
+}
+
+interface Metrics {
+  learned: Counter;
+  installed: Counter;
+  removed: Counter;
+  conflicts: Counter;
+  dropped: Counter;
+  ignored: Counter;
+  queue: Gauge;
+  up: Gauge;
+  ready: Gauge;
+  writeSeconds: Histogram;
+  restoreSeconds: Gauge;
+}
+
+function makeMetrics(r: Registry): Metrics {
+  const vip = { labelNames: ["vip"] };
+  return {
+    learned: r.counter("holdfast_flows_learned_total", "Flows learned here and stored.", vip),
+    installed: r.counter(
+      "holdfast_flows_installed_total",
+      "Flows installed into the flow map from the store (peers, restore, conflicts).",
+      vip,
+    ),
+    removed: r.counter(
+      "holdfast_flows_removed_total",
+      "Flows removed from the flow map (reason: idle, purge, orphan).",
+      { labelNames: ["vip", "reason"] },
+    ),
+    conflicts: r.counter(
+      "holdfast_flow_conflicts_total",
+      "Flows learned here that were already stored with another backend (stored one adopted).",
+      vip,
+    ),
+    dropped: r.counter(
+      "holdfast_flow_queue_dropped_total",
+      "Learned flows dropped because the outage queue was full.",
+    ),
+    ignored: r.counter(
+      "holdfast_flow_events_ignored_total",
+      "New-flow events for an LB IP this agent does not sync.",
+    ),
+    queue: r.gauge("holdfast_flow_queue_length", "Learned flows waiting to be stored."),
+    up: r.gauge("holdfast_flow_store_up", "1 when the flow store is reachable."),
+    ready: r.gauge("holdfast_flow_agent_ready", "1 once the flow map was restored."),
+    writeSeconds: r.histogram(
+      "holdfast_flow_write_seconds",
+      "Time from a new-flow event to its batch being stored (oldest flow of each batch).",
+    ),
+    restoreSeconds: r.gauge("holdfast_flow_restore_seconds", "Duration of the last restore."),
+  };
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Mirrors one LB node's flow map with the shared flow store. */
+export class FlowSyncAgent {
+  readonly node: string;
+  readonly #table: FlowTable;
+  readonly #store: FlowStore;
+  readonly #vipByAddr = new Map<number, string>();
+  readonly #queue: BoundedQueue<Pending>;
+  readonly #positions = new Map<string, string>();
+  readonly #m: Metrics;
+  readonly #log: Logger;
+  readonly #idleMs: number;
+  readonly #sweepMs: number;
+  readonly #batchSize: number;
+  readonly #flushMs: number;
+  readonly #maxInFlight: number;
+  readonly #readBlockMs: number;
+  readonly #epochOf: (vip: string) => number;
+
+  #ready = false;
+  #running = false;
+  #down = false;
+  #recovering: Promise<void> | null = null;
+  #instance = "";
+  #inFlight = 0;
+  #inFlightDone: Promise<void>[] = [];
+  #flushTimer: ReturnType<typeof setTimeout> | undefined;
+  #sweepTimer: ReturnType<typeof setInterval> | undefined;
+  #sweeping: Promise<void> | null = null;
+  #follower: Promise<void> | null = null;
+  #lastSweepNs = 0;
+  #droppedSinceLog = 0;
+  #lastDropLog = -Infinity;
+
+  constructor(table: FlowTable, store: FlowStore, options: FlowSyncAgentOptions) {
+    this.node = options.node;
+    this.#table = table;
+    this.#store = store;
+    for (const vip of options.vips) this.#vipByAddr.set(parseIpv4(vip), vip);
+    this.#idleMs = options.idleTimeoutMs ?? 300_000;
+    this.#sweepMs = options.sweepIntervalMs ?? Math.min(30_000, Math.max(10, this.#idleMs / 4));
+    this.#batchSize = options.batchSize ?? 1000;
+    this.#flushMs = options.flushIntervalMs ?? 5;
+    this.#maxInFlight = options.maxInFlight ?? 4;
+    this.#readBlockMs = options.readBlockMs ?? 1000;
+    this.#epochOf = options.epochOf ?? (() => 0);
+    this.#queue = new BoundedQueue(options.queueCapacity ?? 100_000);
+    this.#m = makeMetrics(options.registry ?? rootRegistry);
+    this.#m.queue.onCollect(() => this.#m.queue.set(undefined, this.#queue.size));
+    this.#log = (options.logger ?? rootLog).with({ component: "flows", node: this.node });
+  }
+
+  /** True once the flow map holds every stored flow of this node's LB IPs. */
+  get ready(): boolean {
+    return this.#ready;
+  }
+
+  /** True while the store is believed reachable. */
+  get storeUp(): boolean {
+    return !this.#down;
+  }
+
+  /** Flows waiting to be stored. */
+  get queued(): number {
+    return this.#queue.size;
+  }
+
+  /** Flows dropped from the outage queue so far. */
+  get dropped(): number {
+    return this.#queue.dropped;
+  }
+
+  /**
+   * Restores the flow map from the store (retrying while it is unreachable), then starts
+   * following peers and sweeping. Resolves when ready.
+   */
+  async start(options: { signal?: AbortSignal } = {}): Promise<void> {
+    if (this.#running) throw new Error(`Cannot start flow agent "${this.node}": already running`);
+    this.#running = true;
+    let delay = 100;
+    for (;;) {
+      if (options.signal?.aborted || !this.#running) {
+        this.#running = false;
+        throw new Error(`Cannot start flow agent "${this.node}": aborted before restore`);
+      }
+      try {
+        this.#instance = await this.#store.instanceId();
+        await this.#restore();
+        break;
+      } catch (err) {
+        this.#setDown(true);
+        this.#log.warn("flow restore failed, retrying", { err, retry_ms: delay });
+        await sleep(delay);
+        delay = Math.min(delay * 2, 2000);
+      }
+    }
+    this.#setDown(false);
+    this.#ready = true;
+    this.#m.ready.set(undefined, 1);
+    this.#follower = this.#follow();
+    this.#sweepTimer = setInterval(() => void this.sweep(), this.#sweepMs);
+    this.#scheduleFlush();
+  }
+
+  /** Stops following, sweeping and flushing (queued flows stay queued). Does not close the store. */
+  async stop(): Promise<void> {
+    this.#running = false;
+    this.#ready = false;
+    this.#m.ready.set(undefined, 0);
+    clearInterval(this.#sweepTimer);
+    clearTimeout(this.#flushTimer);
+    this.#flushTimer = undefined;
+    await Promise.allSettled([
+      this.#follower,
+      this.#sweeping,
+      this.#recovering,
+      ...this.#inFlightDone,
+    ]);
+  }
+
+  /**
+   * Takes one new-flow event from the datapath. Never waits: the flow is queued and written in
+   * the next batch.
+   */
+  learn(event: FlowEvent): void {
+    const vip = this.#vipByAddr.get(event.key.daddr);
+    if (vip === undefined) {
+      this.#m.ignored.inc();
+      return;
+    }
+    const field = flowField(event.key);
+    const dropped = this.#queue.push(flowId(event.key), {
+      vip,
+      key: event.key,
+      field,
+      backend: event.backend,
+      epoch: this.#epochOf(vip),
+      queuedAt: performance.now(),
+    });
+    if (dropped > 0) this.#countDrops(dropped);
+    this.#scheduleFlush();
+  }
+
+  /** Learns every event of `events` (e.g. the datapath's ring buffer) until it ends. */
+  async consume(events: AsyncIterable<FlowEvent>): Promise<void> {
+    for await (const ev of events) this.learn(ev);
+  }
+
+  /** Writes everything queued now (when the store is up) and waits for it. For tests. */
+  async flush(): Promise<void> {
+    for (let i = 0; i < 10_000 && this.#queue.size > 0 && !this.#down; i++) {
+      this.#pump();
+      await Promise.allSettled(this.#inFlightDone);
+    }
+    await Promise.allSettled(this.#inFlightDone);
+  }
+
+  #countDrops(n: number): void {
+    this.#m.dropped.inc(undefined, n);
+    this.#droppedSinceLog += n;
+    const now = performance.now();
+    if (now - this.#lastDropLog >= 5000) {
+      this.#log.warn("flow queue overflow, oldest flows dropped", {
+        dropped: this.#droppedSinceLog,
+        dropped_total: this.#queue.dropped,
+        capacity: this.#queue.capacity,
+      });
+      this.#droppedSinceLog = 0;
+      this.#lastDropLog = now;
+    }
+  }
+
+  #setDown(down: boolean): void {
+    this.#down = down;
+    this.#m.up.set(undefined, down ? 0 : 1);
+  }
+
+  #scheduleFlush(): void {
+    if (!this.#ready || this.#down || this.#queue.size === 0 || this.#flushTimer !== undefined) {
+      return;
+    }
+    const delay = this.#queue.size >= this.#batchSize ? 0 : this.#flushMs;
+    this.#flushTimer = setTimeout(() => {
+      this.#flushTimer = undefined;
+      this.#pump();
+    }, delay);
+  }
+
+  #pump(): void {
+    while (!this.#down && this.#queue.size > 0 && this.#inFlight < this.#maxInFlight) {
+      const batch = this.#queue.take(this.#batchSize);
+      this.#inFlight++;
+      const done = this.#write(batch).finally(() => {
+        this.#inFlight--;
+        this.#inFlightDone = this.#inFlightDone.filter((p) => p !== done);
+        if (this.#running) this.#scheduleFlush();
+      });
+      this.#inFlightDone.push(done);
+    }
+  }
+
+  async #write(batch: [string, Pending][]): Promise<void> {
+    const byVip = new Map<string, Pending[]>();
+    for (const [, p] of batch) {
+      let list = byVip.get(p.vip);
+      if (!list) byVip.set(p.vip, list = []);
+      list.push(p);
+    }
+    const nowMs = Date.now();
+    let oldest = Infinity;
+    try {
+      for (const [vip, list] of byVip) {
+        const conflicts = await this.#store.learn(vip, list, {
+          node: this.node,
+          nowMs,
+          idleTimeoutMs: this.#idleMs,
+        });
+        this.#m.learned.inc({ vip }, list.length - conflicts.length);
+        const conflicted = new Map(conflicts.map((c) => [c.field, c]));
+        for (const p of list) {
+          oldest = Math.min(oldest, p.queuedAt);
+          const c = conflicted.get(p.field);
+          if (c) this.#adopt(vip, p, c);
+          else {
+            this.#log.info("flow learned", {
+              vip,
+              flow: describeFlow(p.key),
+              backend: formatIpv4(p.backend),
+              epoch: p.epoch,
+            });
+          }
+        }
+        byVip.delete(vip);
+      }
+      this.#m.writeSeconds.observe(undefined, (performance.now() - oldest) / 1000);
+    } catch (err) {
+      // Put back what was not written (vips already written were removed from byVip).
+      const rest: [string, Pending][] = [];
+      for (const list of byVip.values()) for (const p of list) rest.push([flowId(p.key), p]);
+      const dropped = this.#queue.requeue(rest);
+      if (dropped > 0) this.#countDrops(dropped);
+      this.#storeFailed(err, "write");
+    }
+  }
+
+  #adopt(vip: string, p: Pending, stored: StoredFlow): void {
+    const cur = this.#table.get(p.key);
+    this.#table.put(p.key, {
+      backend: stored.backend,
+      flags: (cur?.flags ?? 0) | FLOW_F_PEER,
+      lastSeenNs: cur?.lastSeenNs ?? 0,
+    });
+    this.#m.conflicts.inc({ vip });
+    this.#m.installed.inc({ vip });
+    this.#log.warn("flow conflict, stored backend adopted", {
+      vip,
+      flow: describeFlow(p.key),
+      backend: formatIpv4(stored.backend),
+      chosen_here: formatIpv4(p.backend),
+    });
+  }
+
+  #storeFailed(err: unknown, during: string): void {
+    if (!this.#down) {
+      this.#log.warn("flow store unavailable", { during, err, queued: this.#queue.size });
+    }
+    this.#setDown(true);
+    this.#recovering ??= this.#recover().finally(() => this.#recovering = null);
+  }
+
+  async #recover(): Promise<void> {
+    let delay = 50;
+    while (this.#running) {
+      await sleep(delay);
+      delay = Math.min(delay * 2, 1000);
+      try {
+        const id = await this.#store.instanceId();
+        if (id !== this.#instance) {
+          this.#log.warn("flow store restarted empty, rewriting local flows", {
+            previous: this.#instance,
+            current: id,
+          });
+          await this.#reseed();
+          await this.#restore();
+          this.#instance = id;
+        }
+        this.#setDown(false);
+        this.#log.info("flow store available", { queued: this.#queue.size });
+        this.#scheduleFlush();
+        return;
+      } catch (err) {
+        this.#log.debug("flow store still unavailable", { err });
+      }
+    }
+  }
+
+  /** Writes every local flow of this node's LB IPs to the store (after it lost its data). */
+  async #reseed(): Promise<void> {
+    const byVip = new Map<string, { p: Pending[] }>();
+    for (const e of this.#table.entries()) {
+      const vip = this.#vipByAddr.get(e.key.daddr);
+      if (vip === undefined) continue;
+      let v = byVip.get(vip);
+      if (!v) byVip.set(vip, v = { p: [] });
+      v.p.push({
+        vip,
+        key: e.key,
+        field: flowField(e.key),
+        backend: e.value.backend,
+        epoch: this.#epochOf(vip),
+        queuedAt: performance.now(),
+      });
+    }
+    for (const [vip, { p }] of byVip) {
+      let written = 0;
+      for (let i = 0; i < p.length; i += this.#batchSize) {
+        const chunk = p.slice(i, i + this.#batchSize);
+        const conflicts = await this.#store.learn(vip, chunk, {
+          node: this.node,
+          nowMs: Date.now(),
+          idleTimeoutMs: this.#idleMs,
+        });
+        const conflicted = new Map(conflicts.map((c) => [c.field, c]));
+        for (const q of chunk) {
+          const c = conflicted.get(q.field);
+          if (c) this.#adopt(vip, q, c);
+        }
+        written += chunk.length;
+      }
+      this.#log.info("flows rewritten to store", { vip, flows: written });
+    }
+  }
+
+  /** Installs every stored flow of this node's LB IPs; sets the stream positions. */
+  async #restore(): Promise<void> {
+    const t0 = performance.now();
+    const local = new Map<string, number>();
+    for (const e of this.#table.entries()) {
+      if (this.#vipByAddr.has(e.key.daddr)) local.set(flowId(e.key), e.value.backend);
+    }
+    for (const [addr, vip] of this.#vipByAddr) {
+      const tail = await this.#store.streamTail(vip);
+      let installed = 0;
+      let stored = 0;
+      for await (const page of this.#store.scan(vip)) {
+        const entries: FlowEntry[] = [];
+        for (const f of page) {
+          const key = parseFlowField(f.field, addr);
+          const cur = local.get(flowId(key));
+          stored++;
+          if (cur === f.backend) continue;
+          entries.push({ key, value: { backend: f.backend, flags: FLOW_F_PEER, lastSeenNs: 0 } });
+        }
+        if (entries.length > 0) this.#table.putBatch(entries);
+        installed += entries.length;
+      }
+      this.#positions.set(vip, tail);
+      this.#m.installed.inc({ vip }, installed);
+      this.#log.info("flows restored", { vip, stored, installed, from_stream_id: tail });
+    }
+    this.#m.restoreSeconds.set(undefined, (performance.now() - t0) / 1000);
+  }
+
+  async #follow(): Promise<void> {
+    let delay = 50;
+    while (this.#running) {
+      if (this.#down) {
+        await (this.#recovering ?? sleep(50));
+        if (this.#down) await sleep(50);
+        continue;
+      }
+      try {
+        const changes = await this.#store.read(this.#positions, {
+          blockMs: this.#readBlockMs,
+          count: 100,
+        });
+        delay = 50;
+        if (!this.#running) return;
+        for (const c of changes) this.#apply(c);
+      } catch (err) {
+        if (!this.#running) return;
+        this.#storeFailed(err, "follow");
+        await sleep(delay);
+        delay = Math.min(delay * 2, 1000);
+      }
+    }
+  }
+
+  #apply(change: FlowChange): void {
+    this.#positions.set(change.vip, change.id);
+    const addr = parseIpv4(change.vip);
+    if (change.op === "add") {
+      if (change.node === this.node) return;
+      const entries: FlowEntry[] = [];
+      for (const f of change.flows) {
+        const key = parseFlowField(f.field, addr);
+        const cur = this.#table.get(key);
+        if (cur?.backend === f.backend) continue;
+        entries.push({
+          key,
+          value: { backend: f.backend, flags: FLOW_F_PEER, lastSeenNs: cur?.lastSeenNs ?? 0 },
+        });
+      }
+      if (entries.length === 0) return;
+      this.#table.putBatch(entries);
+      this.#m.installed.inc({ vip: change.vip }, entries.length);
+      for (const e of entries) {
+        this.#log.info("flow installed from peer", {
+          vip: change.vip,
+          flow: describeFlow(e.key),
+          backend: formatIpv4(e.value.backend),
+          peer: change.node,
+        });
+      }
+      return;
+    }
+    const reason = change.reason ?? "idle";
+    let removed = 0;
+    for (const f of change.flows) {
+      const key = parseFlowField(f.field, addr);
+      if (!this.#table.delete(key)) continue;
+      removed++;
+      this.#log.info(reason === "purge" ? "flow purged" : "flow expired", {
+        vip: change.vip,
+        flow: describeFlow(key),
+        by: change.node,
+      });
+    }
+    if (removed > 0) this.#m.removed.inc({ vip: change.vip, reason }, removed);
+  }
+
+  /**
+   * One activity/expiry pass: pushes last seen of flows active since the previous pass, expires
+   * idle flows in the store (announced, so every map drops them) and removes local flows that
+   * are idle and no longer stored. Runs every `sweepIntervalMs`; callable directly in tests.
+   */
+  sweep(): Promise<void> {
+    if (this.#sweeping || this.#down || !this.#ready) return this.#sweeping ?? Promise.resolve();
+    this.#sweeping = this.#sweep()
+      .catch((err) => this.#storeFailed(err, "sweep"))
+      .finally(() => this.#sweeping = null);
+    return this.#sweeping;
+  }
+
+  async #sweep(): Promise<void> {
+    const nowNs = this.#table.nowNs();
+    const nowMs = Date.now();
+    const idleNs = this.#idleMs * 1e6;
+    const since = this.#lastSweepNs;
+    const active = new Map<string, { field: string; lastSeenMs: number }[]>();
+    const idle = new Map<string, FlowKey[]>();
+    for (const e of this.#table.entries()) {
+      const vip = this.#vipByAddr.get(e.key.daddr);
+      if (vip === undefined) continue;
+      const seen = e.value.lastSeenNs;
+      if (seen <= 0) continue;
+      if (seen > since) {
+        let list = active.get(vip);
+        if (!list) active.set(vip, list = []);
+        list.push({ field: flowField(e.key), lastSeenMs: nowMs - (nowNs - seen) / 1e6 });
+      } else if (nowNs - seen > idleNs && !this.#queue.has(flowId(e.key))) {
+        let list = idle.get(vip);
+        if (!list) idle.set(vip, list = []);
+        if (list.length < 10_000) list.push(e.key);
+      }
+    }
+    this.#lastSweepNs = nowNs;
+    for (const [vip, seen] of active) {
+      await this.#store.touch(vip, seen, { idleTimeoutMs: this.#idleMs });
+    }
+    for (const vip of this.#vipByAddr.values()) {
+      for (let round = 0; round < 100; round++) {
+        const gone = await this.#store.expire(vip, nowMs - this.#idleMs, {
+          node: this.node,
+          limit: 10_000,
+        });
+        if (gone.length < 10_000) break;
+      }
+    }
+    for (const [vip, keys] of idle) {
+      const stored = await this.#store.exists(vip, keys.map(flowField));
+      let removed = 0;
+      keys.forEach((key, i) => {
+        if (stored[i] || !this.#table.delete(key)) return;
+        removed++;
+        this.#log.info("flow expired", {
+          vip,
+          flow: describeFlow(key),
+          by: this.node,
+          stored: false,
+        });
+      });
+      if (removed > 0) this.#m.removed.inc({ vip, reason: "orphan" }, removed);
+    }
+  }
+}

@@ -1,0 +1,253 @@
+import { FlowSyncAgent, type FlowSyncAgentOptions } from "./agent.ts";
+import { type FlowEvent, flowField, makeFlowKey, parseIpv4 } from "./flow.ts";
+import { MemoryFlowStore } from "./store.ts";
+import { MemoryFlowTable } from "./table.ts";
+import { purgeBackendFlows } from "./purge.ts";
+import { captureLogs } from "../log.ts";
+import { Registry } from "../metrics.ts";
+
+const VIP = "10.0.100.1";
+
+function assert(cond: unknown, msg: string): asserts cond {
+  if (!cond) throw new Error(msg);
+}
+
+function assertEquals(a: unknown, b: unknown, what = "") {
+  if (JSON.stringify(a) !== JSON.stringify(b)) {
+    throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
+  }
+}
+
+function event(client: string, sport: number, backend: string, vip = VIP): FlowEvent {
+  return {
+    key: makeFlowKey({ saddr: client, daddr: vip, sport, dport: 80, proto: 6 }),
+    backend: parseIpv4(backend),
+    serviceId: 1,
+    tsNs: 0,
+  };
+}
+
+async function until(what: string, cond: () => boolean, ms = 2000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+function agent(
+  name: string,
+  store: MemoryFlowStore,
+  options: Partial<FlowSyncAgentOptions> = {},
+): { agent: FlowSyncAgent; table: MemoryFlowTable; registry: Registry } {
+  const table = new MemoryFlowTable();
+  const registry = new Registry();
+  const a = new FlowSyncAgent(table, store, {
+    node: name,
+    vips: [VIP],
+    readBlockMs: 20,
+    flushIntervalMs: 1,
+    registry,
+    ...options,
+  });
+  return { agent: a, table, registry };
+}
+
+Deno.test("a flow learned by one agent is stored and installed by its peer, not by itself", async () => {
+  using logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const a = agent("lb-a", store);
+  const b = agent("lb-b", store);
+  await a.agent.start();
+  await b.agent.start();
+  try {
+    const ev = event("10.0.0.1", 40000, "10.0.1.2");
+    a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
+    a.agent.learn(ev);
+    a.agent.learn(event("10.9.9.9", 1, "10.0.1.2", "10.0.200.1")); // not ours: ignored
+    await until("peer install", () => b.table.get(ev.key) !== undefined);
+    assertEquals(b.table.get(ev.key), { backend: ev.backend, flags: 1, lastSeenNs: 0 }, "peer");
+    assertEquals(a.table.get(ev.key)?.flags, 0, "learner keeps its own entry");
+    assertEquals(store.stored(VIP, flowField(ev.key))?.backend, ev.backend, "stored");
+    assertEquals(store.count("10.0.200.1"), 0, "other LB IP");
+    const msgs = logs.records.map((r) => `${r.node} ${r.msg}`);
+    assert(msgs.includes("lb-a flow learned"), msgs.join("; "));
+    assert(msgs.includes("lb-b flow installed from peer"), msgs.join("; "));
+    assert(!msgs.includes("lb-a flow installed from peer"), "own addition skipped");
+    assert(
+      a.registry.expose().includes('holdfast_flows_learned_total{vip="10.0.100.1"} 1'),
+      "metric",
+    );
+  } finally {
+    await a.agent.stop();
+    await b.agent.stop();
+  }
+});
+
+Deno.test("start restores every stored flow before ready, waiting while the store is down", async () => {
+  using _logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const flows = Array.from({ length: 2500 }, (_, i) => ({
+    field: flowField(
+      makeFlowKey({ saddr: 0x0b000000 + i, daddr: VIP, sport: 1000, dport: 80, proto: 6 }),
+    ),
+    backend: parseIpv4("10.0.1.3"),
+    epoch: 2,
+  }));
+  await store.learn(VIP, flows, { node: "lb-a", nowMs: Date.now(), idleTimeoutMs: 60_000 });
+  store.available = false;
+  const b = agent("lb-b", store);
+  let ready = false;
+  const started = b.agent.start().then(() => ready = true);
+  await new Promise((r) => setTimeout(r, 150));
+  assert(!ready && b.table.size === 0, "not ready while the store is down");
+  store.available = true;
+  await started;
+  try {
+    assertEquals(b.table.size, 2500, "all restored at ready");
+    assert(b.agent.ready, "ready");
+  } finally {
+    await b.agent.stop();
+  }
+});
+
+Deno.test("concurrent learns of one flow converge on the first stored backend", async () => {
+  using logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const a = agent("lb-a", store);
+  const b = agent("lb-b", store);
+  await a.agent.start();
+  await b.agent.start();
+  try {
+    const first = event("10.0.0.7", 5000, "10.0.1.2");
+    const second = { ...first, backend: parseIpv4("10.0.1.9") };
+    a.table.put(first.key, { backend: first.backend, flags: 0, lastSeenNs: 1 });
+    b.table.put(second.key, { backend: second.backend, flags: 0, lastSeenNs: 1 });
+    a.agent.learn(first);
+    await a.agent.flush();
+    b.agent.learn(second);
+    await b.agent.flush();
+    assertEquals(b.table.get(first.key)?.backend, first.backend, "b adopted the stored backend");
+    await until("a unchanged", () => a.table.get(first.key)?.backend === first.backend);
+    assert(logs.records.some((r) => r.msg === "flow conflict, stored backend adopted"), "logged");
+  } finally {
+    await a.agent.stop();
+    await b.agent.stop();
+  }
+});
+
+Deno.test("purging a backend removes its flows from every map and keeps the others", async () => {
+  using logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const a = agent("lb-a", store);
+  const b = agent("lb-b", store);
+  await a.agent.start();
+  await b.agent.start();
+  try {
+    const gone = event("10.0.0.1", 1, "10.0.1.2");
+    const stays = event("10.0.0.2", 2, "10.0.1.3");
+    for (const ev of [gone, stays]) {
+      a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: 1 });
+      a.agent.learn(ev);
+    }
+    await a.agent.flush();
+    await until("b has both", () => b.table.size === 2);
+    assertEquals(await purgeBackendFlows(VIP, "10.0.1.2", { store }), 1, "purged");
+    await until("purge applied", () => a.table.size === 1 && b.table.size === 1);
+    assert(a.table.get(stays.key) && b.table.get(stays.key), "other flow stays");
+    assert(logs.records.some((r) => r.msg === "flows purged"), "controller logged");
+    assert(logs.records.some((r) => r.msg === "flow purged" && r.node === "lb-b"), "agent logged");
+  } finally {
+    await a.agent.stop();
+    await b.agent.stop();
+  }
+});
+
+Deno.test("idle flows expire in the store and in every map; active ones are refreshed", async () => {
+  using logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const opts = { idleTimeoutMs: 150, sweepIntervalMs: 60_000 };
+  const a = agent("lb-a", store, opts);
+  const b = agent("lb-b", store, opts);
+  await a.agent.start();
+  await b.agent.start();
+  try {
+    const idle = event("10.0.0.1", 1, "10.0.1.2");
+    const live = event("10.0.0.2", 2, "10.0.1.2");
+    for (const ev of [idle, live]) {
+      a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
+      a.agent.learn(ev);
+    }
+    await a.agent.flush();
+    await until("b has both", () => b.table.size === 2);
+    for (let i = 0; i < 4; i++) {
+      await new Promise((r) => setTimeout(r, 60));
+      a.table.touch(live.key); // traffic on the live flow only
+      await a.agent.sweep();
+    }
+    await until("idle flow gone everywhere", () => a.table.size === 1 && b.table.size === 1);
+    assert(b.table.get(live.key) && a.table.get(live.key), "live flow stays");
+    assertEquals(store.stored(VIP, flowField(idle.key)), undefined, "idle gone from store");
+    assert(logs.records.some((r) => r.msg === "flow expired" && r.node === "lb-b"), "logged");
+  } finally {
+    await a.agent.stop();
+    await b.agent.stop();
+  }
+});
+
+Deno.test("store outage: forwarding state untouched, flows queue bounded, flush on return", async () => {
+  using logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const a = agent("lb-a", store, { queueCapacity: 100 });
+  await a.agent.start();
+  try {
+    store.available = false;
+    const events = Array.from({ length: 150 }, (_, i) => event("10.1.0.1", 1000 + i, "10.0.1.2"));
+    const t0 = performance.now();
+    for (const ev of events) a.agent.learn(ev); // never waits
+    assert(performance.now() - t0 < 50, "learn does not wait on the store");
+    await until("outage noticed", () => !a.agent.storeUp);
+    assertEquals([a.agent.queued, a.agent.dropped], [100, 50], "bounded, overflow counted");
+    assert(
+      logs.records.some((r) => r.msg === "flow queue overflow, oldest flows dropped"),
+      "logged",
+    );
+    store.available = true;
+    await until("flushed", () => store.count(VIP) === 100 && a.agent.queued === 0);
+    assert(a.registry.expose().includes("holdfast_flow_queue_dropped_total 50"), "metric");
+  } finally {
+    await a.agent.stop();
+  }
+});
+
+Deno.test("store restarted empty: agents rewrite their flows and peers stay complete", async () => {
+  using logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const a = agent("lb-a", store);
+  const b = agent("lb-b", store);
+  await a.agent.start();
+  await b.agent.start();
+  try {
+    const ev = event("10.0.0.1", 1, "10.0.1.2");
+    a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: 1 });
+    a.agent.learn(ev);
+    await a.agent.flush();
+    await until("b has it", () => b.table.size === 1);
+    store.available = false;
+    await until("outage noticed", () => !a.agent.storeUp && !b.agent.storeUp);
+    const during = event("10.0.0.2", 2, "10.0.1.3");
+    a.table.put(during.key, { backend: during.backend, flags: 0, lastSeenNs: 1 });
+    a.agent.learn(during);
+    store.restart();
+    store.available = true;
+    await until("rewritten", () => store.count(VIP) === 2);
+    await until("b got the flow learned during the outage", () => b.table.size === 2);
+    assert(
+      logs.records.some((r) => r.msg === "flow store restarted empty, rewriting local flows"),
+      "log",
+    );
+  } finally {
+    await a.agent.stop();
+    await b.agent.stop();
+  }
+});

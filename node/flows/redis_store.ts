@@ -1,0 +1,381 @@
+/**
+ * {@link FlowStore} over Redis (schema in `schema.ts`), with node-redis.
+ *
+ * Two connections: one for commands (node-redis pipelines everything issued in the same tick)
+ * and one for the blocking stream read. Both reconnect by themselves with backoff; while a
+ * connection is down, calls fail at once with {@link StoreUnavailableError} (the offline queue is
+ * off: the agent keeps its own bounded queue). Authentication: `redis://user:password@host:port`
+ * or the `username`/`password` options (Redis ACL users or `requirepass`); wrong credentials stop
+ * reconnecting and are reported. TLS: a `rediss://` URL or `tls: {}`, with an optional CA.
+ *
+ * @module
+ */
+
+import { createClient, ErrorReply } from "redis";
+import {
+  decodeFlowValue,
+  encodeFlowValue,
+  EXPIRE_SCRIPT,
+  KEY_TTL_FACTOR,
+  LEARN_SCRIPT,
+  PURGE_SCRIPT,
+  STREAM_MAXLEN,
+  vipKeys,
+} from "./schema.ts";
+import {
+  type FlowChange,
+  type FlowStore,
+  type StoredFlow,
+  StoreUnavailableError,
+} from "./store.ts";
+import { log } from "../log.ts";
+
+/** How to reach Redis. */
+export interface RedisStoreOptions {
+  /** `redis://[user:password@]host:port[/db]` or `rediss://…` for TLS. */
+  url: string;
+  /** ACL user name (overrides the URL's). */
+  username?: string;
+  /** Password of the ACL user or of `requirepass` (overrides the URL's). */
+  password?: string;
+  /** TLS settings; setting this (or a `rediss://` URL) enables TLS. */
+  tls?: {
+    /** PEM CA bundle to verify the server with (default: system roots). */
+    ca?: string;
+    /** Server name to verify (default: the URL's host). */
+    servername?: string;
+  };
+  /** Key prefix (default `hf`). */
+  prefix?: string;
+  /** Connect timeout per attempt, ms (default 2000). */
+  connectTimeoutMs?: number;
+}
+
+type Client = ReturnType<typeof createClient>;
+type Reply = unknown;
+
+const storeLog = log.with({ component: "flow-store" });
+
+function isAuthError(err: unknown): boolean {
+  return err instanceof ErrorReply && /^(WRONGPASS|NOAUTH|NOPERM|ERR AUTH)/.test(err.message);
+}
+
+async function sha1Hex(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-1", new TextEncoder().encode(text));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The Redis-backed flow store. Create with {@link connectRedisStore}. */
+export class RedisFlowStore implements FlowStore {
+  readonly #cmd: Client;
+  readonly #blocking: Client;
+  readonly #prefix: string;
+  readonly #shas = new Map<string, string>();
+  #fatal: Error | null = null;
+  #closed = false;
+
+  constructor(readonly options: RedisStoreOptions) {
+    this.#prefix = options.prefix ?? "hf";
+    const make = (role: string) => {
+      const tls = options.tls !== undefined || options.url.startsWith("rediss://");
+      const client = createClient({
+        url: options.url,
+        ...(options.username !== undefined ? { username: options.username } : {}),
+        ...(options.password !== undefined ? { password: options.password } : {}),
+        disableOfflineQueue: true,
+        socket: {
+          connectTimeout: options.connectTimeoutMs ?? 2000,
+          ...(tls ? { tls: true as const, ...options.tls } : {}),
+          reconnectStrategy: (retries: number, cause: Error) => {
+            if (isAuthError(cause)) {
+              this.#fatal = new Error(
+                `Cannot authenticate to Redis at "${redact(options.url)}": ${cause.message}`,
+              );
+              storeLog.error("redis authentication failed", { role, err: cause.message });
+              return this.#fatal;
+            }
+            return Math.min(50 * 2 ** retries, 1000);
+          },
+        },
+      });
+      let wasDown = false;
+      client.on("error", (err: Error) => {
+        if (!wasDown) storeLog.warn("redis connection lost", { role, err: err.message });
+        wasDown = true;
+      });
+      client.on("ready", () => {
+        if (wasDown) storeLog.info("redis connection restored", { role });
+        wasDown = false;
+      });
+      client.connect().catch((err: Error) => {
+        if (!this.#closed) storeLog.error("redis connect gave up", { role, err: err.message });
+      });
+      return client;
+    };
+    this.#cmd = make("commands");
+    this.#blocking = make("stream");
+  }
+
+  /** Whether the command connection is up. */
+  get ready(): boolean {
+    return this.#cmd.isReady;
+  }
+
+  async #send(client: Client, args: string[]): Promise<Reply> {
+    if (this.#fatal) throw this.#fatal;
+    if (!client.isReady) {
+      throw new StoreUnavailableError(
+        `Cannot send ${args[0]} to Redis at "${redact(this.options.url)}": not connected`,
+      );
+    }
+    try {
+      return await client.sendCommand(args);
+    } catch (err) {
+      if (err instanceof ErrorReply) {
+        throw new Error(`Redis rejected ${args[0]} ${args[1] ?? ""}: ${err.message}`, {
+          cause: err,
+        });
+      }
+      throw new StoreUnavailableError(
+        `Cannot send ${args[0]} to Redis at "${redact(this.options.url)}": ${
+          (err as Error).message
+        }`,
+        { cause: err },
+      );
+    }
+  }
+
+  async #eval(script: string, keys: string[], args: string[]): Promise<Reply> {
+    let sha = this.#shas.get(script);
+    if (!sha) this.#shas.set(script, sha = await sha1Hex(script));
+    try {
+      return await this.#send(this.#cmd, ["EVALSHA", sha, String(keys.length), ...keys, ...args]);
+    } catch (err) {
+      if (!(err instanceof Error && /NOSCRIPT/.test(err.message))) throw err;
+      return await this.#send(this.#cmd, ["EVAL", script, String(keys.length), ...keys, ...args]);
+    }
+  }
+
+  #keys(vip: string): string[] {
+    const k = vipKeys(vip, this.#prefix);
+    return [k.flows, k.seen, k.events];
+  }
+
+  async instanceId(): Promise<string> {
+    const info = String(await this.#send(this.#cmd, ["INFO", "server"]));
+    const m = /run_id:([0-9a-f]+)/.exec(info);
+    if (!m) throw new Error(`Cannot read Redis run_id from INFO server`);
+    return m[1]!;
+  }
+
+  async learn(
+    vip: string,
+    flows: readonly StoredFlow[],
+    options: { node: string; nowMs: number; idleTimeoutMs: number },
+  ): Promise<StoredFlow[]> {
+    const args = [
+      options.node,
+      String(Math.round(options.nowMs)),
+      String(STREAM_MAXLEN),
+      String(Math.max(1000, options.idleTimeoutMs * KEY_TTL_FACTOR)),
+    ];
+    for (const f of flows) args.push(f.field, encodeFlowValue(f.backend, f.epoch));
+    const reply = await this.#eval(LEARN_SCRIPT, this.#keys(vip), args) as string[];
+    const conflicts: StoredFlow[] = [];
+    for (let i = 0; i + 1 < reply.length; i += 2) {
+      conflicts.push({ field: reply[i]!, ...decodeFlowValue(reply[i + 1]!) });
+    }
+    return conflicts;
+  }
+
+  async touch(
+    vip: string,
+    seen: readonly { field: string; lastSeenMs: number }[],
+    options: { idleTimeoutMs: number },
+  ): Promise<void> {
+    if (seen.length === 0) return;
+    const [flows, seenKey, events] = this.#keys(vip) as [string, string, string];
+    const sends: Promise<Reply>[] = [];
+    for (let i = 0; i < seen.length; i += 1000) {
+      const args = ["ZADD", seenKey, "XX", "GT"];
+      for (const s of seen.slice(i, i + 1000)) args.push(String(Math.round(s.lastSeenMs)), s.field);
+      sends.push(this.#send(this.#cmd, args));
+    }
+    const ttl = String(Math.max(1000, options.idleTimeoutMs * KEY_TTL_FACTOR));
+    for (const k of [flows, seenKey, events]) {
+      sends.push(this.#send(this.#cmd, ["PEXPIRE", k, ttl]));
+    }
+    await Promise.all(sends);
+  }
+
+  async expire(
+    vip: string,
+    cutoffMs: number,
+    options: { node: string; limit: number },
+  ): Promise<string[]> {
+    return await this.#eval(EXPIRE_SCRIPT, this.#keys(vip), [
+      options.node,
+      String(Math.floor(cutoffMs)),
+      String(options.limit),
+      String(STREAM_MAXLEN),
+    ]) as string[];
+  }
+
+  async exists(vip: string, fields: readonly string[]): Promise<boolean[]> {
+    if (fields.length === 0) return [];
+    const key = vipKeys(vip, this.#prefix).flows;
+    const out: boolean[] = [];
+    const sends: Promise<Reply>[] = [];
+    for (let i = 0; i < fields.length; i += 1000) {
+      sends.push(this.#send(this.#cmd, ["HMGET", key, ...fields.slice(i, i + 1000)]));
+    }
+    for (const r of await Promise.all(sends)) {
+      for (const v of r as (string | null)[]) out.push(v !== null);
+    }
+    return out;
+  }
+
+  async *scan(vip: string, options: { pageSize?: number } = {}): AsyncIterable<StoredFlow[]> {
+    const key = vipKeys(vip, this.#prefix).flows;
+    const count = String(options.pageSize ?? 10_000);
+    let cursor = "0";
+    do {
+      const [next, items] = await this.#send(this.#cmd, ["HSCAN", key, cursor, "COUNT", count]) as [
+        string,
+        string[],
+      ];
+      cursor = next;
+      const page: StoredFlow[] = new Array(items.length >> 1);
+      for (let i = 0, j = 0; i + 1 < items.length; i += 2, j++) {
+        const v = items[i + 1]!;
+        page[j] = {
+          field: items[i]!,
+          backend: parseInt(v.slice(0, 8), 16),
+          epoch: Number(v.slice(9)),
+        };
+      }
+      if (page.length > 0) yield page;
+    } while (cursor !== "0");
+  }
+
+  async purgeBackend(vip: string, backend: number, options: { node: string }): Promise<string[]> {
+    const want = encodeFlowValue(backend, 0).slice(0, 8);
+    const candidates: string[] = [];
+    const key = vipKeys(vip, this.#prefix).flows;
+    let cursor = "0";
+    do {
+      const [next, items] = await this.#send(this.#cmd, [
+        "HSCAN",
+        key,
+        cursor,
+        "COUNT",
+        "10000",
+      ]) as [string, string[]];
+      cursor = next;
+      for (let i = 0; i + 1 < items.length; i += 2) {
+        if (items[i + 1]!.startsWith(want)) candidates.push(items[i]!);
+      }
+    } while (cursor !== "0");
+    const gone: string[] = [];
+    for (let i = 0; i < candidates.length; i += 1000) {
+      const r = await this.#eval(PURGE_SCRIPT, this.#keys(vip), [
+        options.node,
+        want,
+        String(STREAM_MAXLEN),
+        ...candidates.slice(i, i + 1000),
+      ]) as string[];
+      gone.push(...r);
+    }
+    return gone;
+  }
+
+  async streamTail(vip: string): Promise<string> {
+    const r = await this.#send(this.#cmd, [
+      "XREVRANGE",
+      vipKeys(vip, this.#prefix).events,
+      "+",
+      "-",
+      "COUNT",
+      "1",
+    ]) as [string, string[]][];
+    return r[0]?.[0] ?? "0-0";
+  }
+
+  async read(
+    positions: ReadonlyMap<string, string>,
+    options: { blockMs: number; count: number },
+  ): Promise<FlowChange[]> {
+    if (positions.size === 0) {
+      await new Promise((r) => setTimeout(r, options.blockMs));
+      return [];
+    }
+    const byKey = new Map<string, string>();
+    const keys: string[] = [];
+    const ids: string[] = [];
+    for (const [vip, id] of positions) {
+      const k = vipKeys(vip, this.#prefix).events;
+      byKey.set(k, vip);
+      keys.push(k);
+      ids.push(id);
+    }
+    const reply = await this.#send(this.#blocking, [
+      "XREAD",
+      "COUNT",
+      String(options.count),
+      "BLOCK",
+      String(options.blockMs),
+      "STREAMS",
+      ...keys,
+      ...ids,
+    ]) as [string, [string, string[]][]][] | null;
+    const out: FlowChange[] = [];
+    for (const [key, entries] of reply ?? []) {
+      const vip = byKey.get(key)!;
+      for (const [id, kv] of entries) {
+        const f: Record<string, string> = {};
+        for (let i = 0; i + 1 < kv.length; i += 2) f[kv[i]!] = kv[i + 1]!;
+        const op = f.op === "del" ? "del" : "add";
+        const flows: StoredFlow[] = [];
+        for (const item of (f.flows ?? "").split(",")) {
+          if (!item) continue;
+          if (op === "add") {
+            const [field, value] = item.split("=") as [string, string];
+            flows.push({ field, ...decodeFlowValue(value) });
+          } else {
+            flows.push({ field: item, backend: 0, epoch: 0 });
+          }
+        }
+        out.push({
+          vip,
+          id,
+          node: f.node ?? "",
+          op,
+          flows,
+          ...(f.reason ? { reason: f.reason } : {}),
+        });
+      }
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const c of [this.#cmd, this.#blocking]) {
+      try {
+        c.destroy();
+      } catch { /* already closed */ }
+    }
+    await Promise.resolve();
+  }
+}
+
+/** Removes the password from a Redis URL for messages. */
+export function redact(url: string): string {
+  return url.replace(/\/\/([^:@/]*):[^@/]*@/, "//$1:***@");
+}
+
+/** Creates a {@link RedisFlowStore}; it connects in the background (see `ready`). */
+export function connectRedisStore(options: RedisStoreOptions): RedisFlowStore {
+  return new RedisFlowStore(options);
+}

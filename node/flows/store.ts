@@ -1,0 +1,280 @@
+/**
+ * The shared flow store as the sync agent needs it, behind a narrow interface: the real one is
+ * Redis (`redis_store.ts`); {@link MemoryFlowStore} stands in for unit tests.
+ *
+ * Flows are addressed per LB IP (`vip`, dotted) by their field ({@link flowField}).
+ *
+ * @module
+ */
+
+import { decodeFlowValue, encodeFlowValue } from "./schema.ts";
+
+/** A flow as stored: field within its LB IP, backend (host-order u32), epoch. */
+export interface StoredFlow {
+  readonly field: string;
+  readonly backend: number;
+  readonly epoch: number;
+}
+
+/** One stream entry: a batch of additions or removals by one node. */
+export interface FlowChange {
+  readonly vip: string;
+  /** Stream entry ID. */
+  readonly id: string;
+  readonly node: string;
+  readonly op: "add" | "del";
+  /** Why flows were removed (`del` only): `idle` or `purge`. */
+  readonly reason?: string;
+  /** For `del`, backend and epoch are 0. */
+  readonly flows: readonly StoredFlow[];
+}
+
+/** Thrown when the store cannot be reached; the agent queues and retries. */
+export class StoreUnavailableError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "StoreUnavailableError";
+  }
+}
+
+/** The shared flow store. Every method may throw {@link StoreUnavailableError}. */
+export interface FlowStore {
+  /** Identity of the store's current incarnation; changes when Redis restarted (empty). */
+  instanceId(): Promise<string>;
+  /**
+   * Stores flows first-writer-wins, sets their last seen to `nowMs`, and announces the ones
+   * stored by this call. Returns the flows already stored with a different backend.
+   */
+  learn(
+    vip: string,
+    flows: readonly StoredFlow[],
+    options: { node: string; nowMs: number; idleTimeoutMs: number },
+  ): Promise<StoredFlow[]>;
+  /** Raises the last seen of stored flows (flows not stored are ignored). */
+  touch(
+    vip: string,
+    seen: readonly { field: string; lastSeenMs: number }[],
+    options: { idleTimeoutMs: number },
+  ): Promise<void>;
+  /** Removes up to `limit` flows last seen at or before `cutoffMs`, announces and returns them. */
+  expire(
+    vip: string,
+    cutoffMs: number,
+    options: { node: string; limit: number },
+  ): Promise<string[]>;
+  /** Which of `fields` are stored. */
+  exists(vip: string, fields: readonly string[]): Promise<boolean[]>;
+  /** Every stored flow of `vip`, in pages. */
+  scan(vip: string, options?: { pageSize?: number }): AsyncIterable<StoredFlow[]>;
+  /** Removes flows of `vip` whose backend is `backend`, announces and returns their fields. */
+  purgeBackend(vip: string, backend: number, options: { node: string }): Promise<string[]>;
+  /** ID of the newest stream entry of `vip` ("0-0" if none): follow from here after a scan. */
+  streamTail(vip: string): Promise<string>;
+  /**
+   * Stream entries after the given positions (vip → last ID), waiting up to `blockMs` for one.
+   * Returns [] on timeout.
+   */
+  read(
+    positions: ReadonlyMap<string, string>,
+    options: { blockMs: number; count: number },
+  ): Promise<FlowChange[]>;
+  /** Closes connections. */
+  close(): Promise<void>;
+}
+
+interface MemoryVip {
+  flows: Map<string, string>;
+  seen: Map<string, number>;
+  events: FlowChange[];
+}
+
+/**
+ * An in-memory {@link FlowStore} with the same semantics as the Redis one, for unit tests.
+ * `available = false` makes every call throw {@link StoreUnavailableError}; `restart()` empties
+ * it and changes its instance ID, as a Redis restart without persistence does.
+ */
+export class MemoryFlowStore implements FlowStore {
+  /** When false, every call fails as if Redis were down. */
+  available = true;
+  #vips = new Map<string, MemoryVip>();
+  #instance = 1;
+  #seq = 0;
+  #waiters = new Set<() => void>();
+
+  #check(): void {
+    if (!this.available) throw new StoreUnavailableError("Cannot reach flow store: it is down");
+  }
+
+  #vip(vip: string): MemoryVip {
+    let v = this.#vips.get(vip);
+    if (!v) this.#vips.set(vip, v = { flows: new Map(), seen: new Map(), events: [] });
+    return v;
+  }
+
+  #announce(
+    vip: string,
+    node: string,
+    op: "add" | "del",
+    flows: StoredFlow[],
+    reason?: string,
+  ): void {
+    if (flows.length === 0) return;
+    const id = `${++this.#seq}-0`;
+    this.#vip(vip).events.push({ vip, id, node, op, flows, ...(reason ? { reason } : {}) });
+    for (const w of this.#waiters) w();
+  }
+
+  /** Empties the store and changes its instance ID. */
+  restart(): void {
+    this.#vips.clear();
+    this.#seq = 0;
+    this.#instance++;
+  }
+
+  /** The stored value of a flow (for assertions). */
+  stored(vip: string, field: string): StoredFlow | undefined {
+    const v = this.#vips.get(vip)?.flows.get(field);
+    return v === undefined ? undefined : { field, ...decodeFlowValue(v) };
+  }
+
+  /** Number of flows stored for `vip`. */
+  count(vip: string): number {
+    return this.#vips.get(vip)?.flows.size ?? 0;
+  }
+
+  /** Last seen of a flow (for assertions). */
+  lastSeen(vip: string, field: string): number | undefined {
+    return this.#vips.get(vip)?.seen.get(field);
+  }
+
+  instanceId(): Promise<string> {
+    this.#check();
+    return Promise.resolve(`memory-${this.#instance}`);
+  }
+
+  learn(
+    vip: string,
+    flows: readonly StoredFlow[],
+    options: { node: string; nowMs: number; idleTimeoutMs: number },
+  ): Promise<StoredFlow[]> {
+    this.#check();
+    const v = this.#vip(vip);
+    const added: StoredFlow[] = [];
+    const conflicts: StoredFlow[] = [];
+    for (const f of flows) {
+      const cur = v.flows.get(f.field);
+      if (cur === undefined) {
+        v.flows.set(f.field, encodeFlowValue(f.backend, f.epoch));
+        added.push(f);
+      } else {
+        const stored = decodeFlowValue(cur);
+        if (stored.backend !== f.backend) conflicts.push({ field: f.field, ...stored });
+      }
+      v.seen.set(f.field, Math.max(v.seen.get(f.field) ?? 0, options.nowMs));
+    }
+    this.#announce(vip, options.node, "add", added);
+    return Promise.resolve(conflicts);
+  }
+
+  touch(vip: string, seen: readonly { field: string; lastSeenMs: number }[]): Promise<void> {
+    this.#check();
+    const v = this.#vip(vip);
+    for (const s of seen) {
+      const cur = v.seen.get(s.field);
+      if (cur !== undefined && s.lastSeenMs > cur) v.seen.set(s.field, s.lastSeenMs);
+    }
+    return Promise.resolve();
+  }
+
+  expire(vip: string, cutoffMs: number, options: { node: string; limit: number }) {
+    this.#check();
+    const v = this.#vip(vip);
+    const gone: string[] = [];
+    for (const [field, ms] of v.seen) {
+      if (gone.length >= options.limit) break;
+      if (ms <= cutoffMs) gone.push(field);
+    }
+    for (const f of gone) {
+      v.seen.delete(f);
+      v.flows.delete(f);
+    }
+    const flows = gone.map((field) => ({ field, backend: 0, epoch: 0 }));
+    this.#announce(vip, options.node, "del", flows, "idle");
+    return Promise.resolve(gone);
+  }
+
+  exists(vip: string, fields: readonly string[]): Promise<boolean[]> {
+    this.#check();
+    const v = this.#vip(vip);
+    return Promise.resolve(fields.map((f) => v.flows.has(f)));
+  }
+
+  async *scan(vip: string, options: { pageSize?: number } = {}): AsyncIterable<StoredFlow[]> {
+    this.#check();
+    const all = [...this.#vip(vip).flows].map(([field, value]) => ({
+      field,
+      ...decodeFlowValue(value),
+    }));
+    const size = options.pageSize ?? 1000;
+    for (let i = 0; i < all.length; i += size) {
+      await Promise.resolve();
+      this.#check();
+      yield all.slice(i, i + size);
+    }
+  }
+
+  purgeBackend(vip: string, backend: number, options: { node: string }): Promise<string[]> {
+    this.#check();
+    const v = this.#vip(vip);
+    const gone: string[] = [];
+    for (const [field, value] of v.flows) {
+      if (decodeFlowValue(value).backend === backend) gone.push(field);
+    }
+    for (const f of gone) {
+      v.flows.delete(f);
+      v.seen.delete(f);
+    }
+    const flows = gone.map((field) => ({ field, backend: 0, epoch: 0 }));
+    this.#announce(vip, options.node, "del", flows, "purge");
+    return Promise.resolve(gone);
+  }
+
+  streamTail(vip: string): Promise<string> {
+    this.#check();
+    return Promise.resolve(this.#vip(vip).events.at(-1)?.id ?? "0-0");
+  }
+
+  async read(
+    positions: ReadonlyMap<string, string>,
+    options: { blockMs: number; count: number },
+  ): Promise<FlowChange[]> {
+    const collect = () => {
+      this.#check();
+      const out: FlowChange[] = [];
+      for (const [vip, after] of positions) {
+        const seq = Number(after.split("-")[0]);
+        for (const e of this.#vip(vip).events) {
+          if (Number(e.id.split("-")[0]) > seq && out.length < options.count) out.push(e);
+        }
+      }
+      return out;
+    };
+    const now = collect();
+    if (now.length > 0 || options.blockMs <= 0) return now;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, options.blockMs);
+      this.#waiters.add(done);
+    });
+    return collect();
+  }
+
+  close(): Promise<void> {
+    for (const w of this.#waiters) w();
+    return Promise.resolve();
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * The node's flow map as the sync agent needs it, behind a narrow interface: the real one is the
+ * datapath's BPF LRU hash (see `bpf_table.ts`); {@link MemoryFlowTable} stands in for unit tests
+ * and for agents run without a datapath.
+ *
+ * @module
+ */
+
+import { type FlowEntry, flowId, type FlowKey, type FlowValue } from "./flow.ts";
+
+/** A node's flow map: flow key → backend, flags, last seen. */
+export interface FlowTable {
+  /** The entry for `key`, or undefined. */
+  get(key: FlowKey): FlowValue | undefined;
+  /** Inserts or replaces the entry for `key`. */
+  put(key: FlowKey, value: FlowValue): void;
+  /** Inserts or replaces many entries at once (the datapath's batch update). */
+  putBatch(entries: readonly FlowEntry[]): void;
+  /** Removes the entry for `key`; true if it existed. */
+  delete(key: FlowKey): boolean;
+  /** Every entry, in no particular order. Safe against concurrent deletes. */
+  entries(): Iterable<FlowEntry>;
+  /** The clock of `lastSeenNs` (CLOCK_MONOTONIC ns for the BPF map). */
+  nowNs(): number;
+}
+
+/** An in-memory {@link FlowTable}; the clock is `performance.now()` unless one is given. */
+export class MemoryFlowTable implements FlowTable {
+  #map = new Map<string, FlowEntry>();
+  #clock: () => number;
+
+  constructor(options: { clockNs?: () => number } = {}) {
+    this.#clock = options.clockNs ?? (() => Math.round(performance.now() * 1e6));
+  }
+
+  /** Number of entries. */
+  get size(): number {
+    return this.#map.size;
+  }
+
+  get(key: FlowKey): FlowValue | undefined {
+    return this.#map.get(flowId(key))?.value;
+  }
+
+  put(key: FlowKey, value: FlowValue): void {
+    this.#map.set(flowId(key), { key, value });
+  }
+
+  putBatch(entries: readonly FlowEntry[]): void {
+    for (const e of entries) this.#map.set(flowId(e.key), e);
+  }
+
+  delete(key: FlowKey): boolean {
+    return this.#map.delete(flowId(key));
+  }
+
+  *entries(): Iterable<FlowEntry> {
+    yield* [...this.#map.values()];
+  }
+
+  nowNs(): number {
+    return this.#clock();
+  }
+
+  /** Simulates the datapath seeing a packet of `key` now (sets last seen). */
+  touch(key: FlowKey, nowNs = this.nowNs()): void {
+    const e = this.#map.get(flowId(key));
+    if (e) this.#map.set(flowId(key), { key, value: { ...e.value, lastSeenNs: nowNs } });
+  }
+}

@@ -137,6 +137,7 @@ export class FlowSyncAgent {
   readonly #table: FlowTable;
   readonly #store: FlowStore;
   readonly #vipByAddr = new Map<number, string>();
+  readonly #vips: readonly string[];
   readonly #queue: BoundedQueue<Pending>;
   readonly #positions = new Map<string, string>();
   readonly #m: Metrics;
@@ -163,12 +164,15 @@ export class FlowSyncAgent {
   #lastSweepNs = 0;
   #droppedSinceLog = 0;
   #lastDropLog = -Infinity;
+  /** Queue drops already compensated by rewriting learned flows. */
+  #droppedAtDown = 0;
 
   constructor(table: FlowTable, store: FlowStore, options: FlowSyncAgentOptions) {
     this.node = options.node;
     this.#table = table;
     this.#store = store;
     for (const vip of options.vips) this.#vipByAddr.set(parseIpv4(vip), vip);
+    this.#vips = [...options.vips];
     this.#idleMs = options.idleTimeoutMs ?? 300_000;
     this.#sweepMs = options.sweepIntervalMs ?? Math.min(30_000, Math.max(10, this.#idleMs / 4));
     this.#batchSize = options.batchSize ?? 1000;
@@ -216,7 +220,7 @@ export class FlowSyncAgent {
         throw new Error(`Cannot start flow agent "${this.node}": aborted before restore`);
       }
       try {
-        this.#instance = await this.#store.instanceId();
+        this.#instance = await this.#store.instanceId(this.#vips);
         await this.#restore();
         break;
       } catch (err) {
@@ -406,16 +410,23 @@ export class FlowSyncAgent {
       await sleep(delay);
       delay = Math.min(delay * 2, 1000);
       try {
-        const id = await this.#store.instanceId();
+        const id = await this.#store.instanceId(this.#vips);
         if (id !== this.#instance) {
           this.#log.warn("flow store restarted empty, rewriting local flows", {
             previous: this.#instance,
             current: id,
           });
-          await this.#reseed();
+          await this.#reseed(false);
           await this.#restore();
           this.#instance = id;
+        } else if (this.#queue.dropped > this.#droppedAtDown) {
+          // Flows fell out of the full queue; the flow map still has them: write them again.
+          this.#log.warn("flow queue overflowed during the outage, rewriting learned flows", {
+            dropped: this.#queue.dropped - this.#droppedAtDown,
+          });
+          await this.#reseed(true);
         }
+        this.#droppedAtDown = this.#queue.dropped;
         this.#setDown(false);
         this.#log.info("flow store available", { queued: this.#queue.size });
         this.#scheduleFlush();
@@ -426,12 +437,16 @@ export class FlowSyncAgent {
     }
   }
 
-  /** Writes every local flow of this node's LB IPs to the store (after it lost its data). */
-  async #reseed(): Promise<void> {
+  /**
+   * Writes local flows of this node's LB IPs to the store (first writer still wins): all of them
+   * after the store lost its data, or only those learned here after the queue overflowed.
+   */
+  async #reseed(learnedHereOnly: boolean): Promise<void> {
     const byVip = new Map<string, { p: Pending[] }>();
     for (const e of this.#table.entries()) {
       const vip = this.#vipByAddr.get(e.key.daddr);
       if (vip === undefined) continue;
+      if (learnedHereOnly && (e.value.flags & FLOW_F_PEER) !== 0) continue;
       let v = byVip.get(vip);
       if (!v) byVip.set(vip, v = { p: [] });
       v.p.push({

@@ -86,6 +86,7 @@ Deno.test("flow key, value and event byte layouts match docs/contracts.md", () =
 
 Deno.test("schema keys share the LB IP hash tag; values round-trip", () => {
   assertEquals(vipKeys("10.0.100.1"), {
+    instance: "hf:{10.0.100.1}:instance",
     flows: "hf:{10.0.100.1}:flows",
     seen: "hf:{10.0.100.1}:seen",
     events: "hf:{10.0.100.1}:events",

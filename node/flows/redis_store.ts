@@ -161,11 +161,15 @@ export class RedisFlowStore implements FlowStore {
     return [k.flows, k.seen, k.events];
   }
 
-  async instanceId(): Promise<string> {
-    const info = String(await this.#send(this.#cmd, ["INFO", "server"]));
-    const m = /run_id:([0-9a-f]+)/.exec(info);
-    if (!m) throw new Error(`Cannot read Redis run_id from INFO server`);
-    return m[1]!;
+  async instanceId(vips: readonly string[]): Promise<string> {
+    // A token per LB IP rather than INFO's run_id: works for an ACL user without @dangerous,
+    // and in a cluster it follows the shard that holds the LB IP.
+    const tokens = await Promise.all(vips.map(async (vip) => {
+      const key = vipKeys(vip, this.#prefix).instance;
+      await this.#send(this.#cmd, ["SET", key, crypto.randomUUID(), "NX"]);
+      return String(await this.#send(this.#cmd, ["GET", key]));
+    }));
+    return tokens.join(",");
   }
 
   async learn(

@@ -6,6 +6,7 @@
  * |----------------------------|------------|-----------------------------------------------------|
  * | `hf:{10.0.100.1}:flows`    | hash       | flow field → `<backend hex8>:<epoch>`               |
  * | `hf:{10.0.100.1}:seen`     | sorted set | flow field, score = last seen (Unix ms)             |
+ * | `hf:{10.0.100.1}:instance` | string     | random token; missing after Redis lost its data     |
  * | `hf:{10.0.100.1}:events`   | stream     | `node`, `op`, `reason`, `flows` (batched)     |
  *
  * A flow field is {@link flowField}: 18 hex digits of saddr, sport, dport, proto (sport 0 in
@@ -26,6 +27,7 @@
 
 /** Keys of one LB IP. */
 export interface VipKeys {
+  readonly instance: string;
   readonly flows: string;
   readonly seen: string;
   readonly events: string;
@@ -34,7 +36,12 @@ export interface VipKeys {
 /** Redis key names for LB IP `vip` (dotted), with an optional deployment prefix. */
 export function vipKeys(vip: string, prefix = "hf"): VipKeys {
   const tag = `${prefix}:{${vip}}`;
-  return { flows: `${tag}:flows`, seen: `${tag}:seen`, events: `${tag}:events` };
+  return {
+    instance: `${tag}:instance`,
+    flows: `${tag}:flows`,
+    seen: `${tag}:seen`,
+    events: `${tag}:events`,
+  };
 }
 
 /** Approximate cap of each LB IP's stream, in entries (each entry is a batch of flows). */

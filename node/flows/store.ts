@@ -39,8 +39,11 @@ export class StoreUnavailableError extends Error {
 
 /** The shared flow store. Every method may throw {@link StoreUnavailableError}. */
 export interface FlowStore {
-  /** Identity of the store's current incarnation; changes when Redis restarted (empty). */
-  instanceId(): Promise<string>;
+  /**
+   * Identity of the store's current incarnation for these LB IPs; changes when their data was
+   * lost (Redis restarted without persistence). Creates it when missing.
+   */
+  instanceId(vips: readonly string[]): Promise<string>;
   /**
    * Stores flows first-writer-wins, sets their last seen to `nowMs`, and announces the ones
    * stored by this call. Returns the flows already stored with a different backend.
@@ -147,7 +150,7 @@ export class MemoryFlowStore implements FlowStore {
     return this.#vips.get(vip)?.seen.get(field);
   }
 
-  instanceId(): Promise<string> {
+  instanceId(_vips: readonly string[]): Promise<string> {
     this.#check();
     return Promise.resolve(`memory-${this.#instance}`);
   }

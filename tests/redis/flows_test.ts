@@ -1,0 +1,243 @@
+/**
+ * Flow sync against a real redis-server: two agents with in-memory flow tables share one Redis.
+ * Run: `deno test -P=redis tests/redis/`.
+ */
+import { FlowSyncAgent, type FlowSyncAgentOptions } from "../../node/flows/agent.ts";
+import { type FlowEvent, flowField, makeFlowKey, parseIpv4 } from "../../node/flows/flow.ts";
+import { MemoryFlowTable } from "../../node/flows/table.ts";
+import { connectRedisStore, type RedisFlowStore } from "../../node/flows/redis_store.ts";
+import type { RedisStoreOptions } from "../../node/flows/redis_store.ts";
+import { purgeBackendFlows } from "../../node/flows/purge.ts";
+import { captureLogs } from "../../node/log.ts";
+import { Registry } from "../../node/metrics.ts";
+import { type RedisServer, startRedis } from "../harness/redis.ts";
+
+const VIP = "10.0.100.1";
+
+function assert(cond: unknown, msg: string): asserts cond {
+  if (!cond) throw new Error(msg);
+}
+
+function assertEquals(a: unknown, b: unknown, what = "") {
+  if (JSON.stringify(a) !== JSON.stringify(b)) {
+    throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
+  }
+}
+
+async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 5000) {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+function event(saddr: number | string, sport: number, backend: string): FlowEvent {
+  return {
+    key: makeFlowKey({ saddr, daddr: VIP, sport, dport: 80, proto: 6 }),
+    backend: parseIpv4(backend),
+    serviceId: 1,
+    tsNs: 0,
+  };
+}
+
+interface Node {
+  agent: FlowSyncAgent;
+  table: MemoryFlowTable;
+  store: RedisFlowStore;
+  registry: Registry;
+}
+
+async function node(
+  name: string,
+  redis: RedisServer,
+  options: Partial<FlowSyncAgentOptions> & { store?: Partial<RedisStoreOptions> } = {},
+  start = true,
+): Promise<Node & AsyncDisposable> {
+  const table = new MemoryFlowTable();
+  const store = connectRedisStore({ url: redis.url, ...options.store });
+  const registry = new Registry();
+  const agent = new FlowSyncAgent(table, store, {
+    node: name,
+    vips: [VIP],
+    readBlockMs: 100,
+    flushIntervalMs: 2,
+    registry,
+    ...options,
+  });
+  if (start) await agent.start();
+  return {
+    agent,
+    table,
+    store,
+    registry,
+    async [Symbol.asyncDispose]() {
+      await agent.stop();
+      await store.close();
+    },
+  };
+}
+
+/** A flow the datapath created: in the map, and its event to the agent. */
+function datapathLearns(n: Node, ev: FlowEvent): void {
+  n.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: n.table.nowNs() });
+  n.agent.learn(ev);
+}
+
+Deno.test("redis: a flow learned by agent A is installed by agent B", async () => {
+  using logs = captureLogs();
+  await using redis = await startRedis();
+  await using a = await node("lb-a", redis);
+  await using b = await node("lb-b", redis);
+  const evs = Array.from({ length: 500 }, (_, i) => event(0x0a010000 + i, 40000, "10.0.1.2"));
+  for (const ev of evs) datapathLearns(a, ev);
+  await until("B has all 500", () => b.table.size === 500);
+  for (const ev of evs) assertEquals(b.table.get(ev.key)?.backend, ev.backend, "backend");
+  assertEquals(b.table.get(evs[0]!.key)?.flags, 1, "peer flag");
+  assert(
+    logs.records.some((r) => r.msg === "flow installed from peer" && r.node === "lb-b"),
+    "log",
+  );
+  assert(
+    !logs.records.some((r) => r.msg === "flow installed from peer" && r.node === "lb-a"),
+    "own",
+  );
+});
+
+Deno.test("redis: an agent restores every flow of its LB IPs before it is ready", async () => {
+  using _logs = captureLogs();
+  await using redis = await startRedis();
+  await using a = await node("lb-a", redis, { batchSize: 2000 });
+  for (let i = 0; i < 20_000; i++) datapathLearns(a, event(0x0b000000 + i, 1234, "10.0.1.3"));
+  await a.agent.flush();
+  await using b = await node("lb-b", redis, {}, false);
+  assertEquals(b.table.size, 0, "empty before start");
+  await b.agent.start();
+  assertEquals(b.table.size, 20_000, "complete at ready");
+  // And a node whose Redis is down at start waits rather than reporting ready empty.
+  await redis.stop();
+  await using c = await node("lb-c", redis, {}, false);
+  let ready = false;
+  const started = c.agent.start().then(() => ready = true);
+  await new Promise((r) => setTimeout(r, 300));
+  assert(!ready, "not ready while Redis is down");
+  await redis.start();
+  await a.agent.flush();
+  await until("c ready", () => ready, 10_000);
+  await started;
+  // Redis came back empty; A rewrote its flows (it noticed the restart) — C has them.
+  await until("c complete", () => c.table.size === 20_000, 10_000);
+});
+
+Deno.test("redis: purging a backend removes its flows everywhere and keeps the others", async () => {
+  using logs = captureLogs();
+  await using redis = await startRedis();
+  await using a = await node("lb-a", redis);
+  await using b = await node("lb-b", redis);
+  for (let i = 0; i < 100; i++) {
+    datapathLearns(a, event(0x0c000000 + i, 1, i % 2 ? "10.0.1.2" : "10.0.1.3"));
+  }
+  await until("B has all", () => b.table.size === 100);
+  const n = await purgeBackendFlows(VIP, "10.0.1.2", { store: a.store });
+  assertEquals(n, 50, "purged count");
+  await until("both maps purged", () => a.table.size === 50 && b.table.size === 50);
+  for (const e of b.table.entries()) assertEquals(e.value.backend, parseIpv4("10.0.1.3"), "kept");
+  assert(logs.records.some((r) => r.msg === "flow purged" && r.node === "lb-b"), "agent log");
+});
+
+Deno.test("redis: idle flows expire in Redis and in both maps; active ones stay", async () => {
+  using _logs = captureLogs();
+  await using redis = await startRedis();
+  const opts = { idleTimeoutMs: 300, sweepIntervalMs: 60_000 };
+  await using a = await node("lb-a", redis, opts);
+  await using b = await node("lb-b", redis, opts);
+  const idle = event("10.0.0.1", 1, "10.0.1.2");
+  const live = event("10.0.0.2", 2, "10.0.1.2");
+  datapathLearns(a, idle);
+  datapathLearns(a, live);
+  await until("B has both", () => b.table.size === 2);
+  for (let i = 0; i < 6; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    a.table.touch(live.key);
+    await a.agent.sweep();
+    await b.agent.sweep();
+  }
+  await until("idle gone", () => a.table.size === 1 && b.table.size === 1);
+  assert(a.table.get(live.key) && b.table.get(live.key), "live stays");
+  const [stored] = await a.store.exists(VIP, [flowField(idle.key)]);
+  assertEquals(stored, false, "idle gone from Redis");
+});
+
+Deno.test("redis: restart mid-stream loses nothing; the queue is bounded and overflow counted", async () => {
+  using logs = captureLogs();
+  await using redis = await startRedis();
+  await using a = await node("lb-a", redis, { queueCapacity: 1000 });
+  await using b = await node("lb-b", redis);
+  let next = 0;
+  const learnSome = (n: number) => {
+    for (let i = 0; i < n; i++, next++) datapathLearns(a, event(0x0d000000 + next, 7, "10.0.1.4"));
+  };
+  learnSome(300);
+  await until("B has 300", () => b.table.size === 300);
+  await redis.stop();
+  // While Redis is down: learning never waits; 2,500 new flows overflow the 1,000-entry queue.
+  const t0 = performance.now();
+  learnSome(2500);
+  const learnMs = performance.now() - t0;
+  await until("outage noticed", () => !a.agent.storeUp);
+  assert(a.agent.queued <= 1000, `queue bounded: ${a.agent.queued}`);
+  assertEquals(a.agent.dropped, 1500, "overflow counted");
+  assert(a.registry.expose().includes("holdfast_flow_queue_dropped_total 1500"), "metric");
+  assert(logs.records.some((r) => r.msg === "flow queue overflow, oldest flows dropped"), "log");
+  await redis.start(); // empty: no persistence
+  await until("B has every flow", () => b.table.size === 2800, 15_000);
+  await until("Redis has every flow", async () =>
+    (await a.store.exists(VIP, [
+      flowField(event(0x0d000000, 7, "10.0.1.4").key),
+      flowField(event(0x0d000000 + 2799, 7, "10.0.1.4").key),
+    ])).every(Boolean));
+  assert(learnMs < 200, `learning 2,500 flows during the outage took ${learnMs} ms`);
+});
+
+Deno.test("redis: an ACL user with least privilege works; wrong password is reported", async () => {
+  using logs = captureLogs();
+  const rules = [
+    "~hf:*",
+    "resetchannels",
+    "-@all",
+    "+@read",
+    "+@write",
+    "+@scripting",
+    "+@connection",
+    "-@dangerous",
+  ];
+  await using redis = await startRedis({
+    password: "admin-secret",
+    aclUsers: [{ name: "holdfast", password: "flow-secret", rules }],
+  });
+  const url = `redis://holdfast:flow-secret@127.0.0.1:${redis.port}`;
+  await using a = await node("lb-a", redis, { store: { url } });
+  await using b = await node("lb-b", redis, {
+    store: { url: redis.url, username: "holdfast", password: "flow-secret" },
+  });
+  datapathLearns(a, event("10.0.0.9", 9, "10.0.1.2"));
+  await until("B has it", () => b.table.size === 1);
+  await purgeBackendFlows(VIP, "10.0.1.2", { store: a.store });
+  await until("purged", () => b.table.size === 0);
+  const bad = connectRedisStore({ url: `redis://holdfast:wrong@127.0.0.1:${redis.port}` });
+  try {
+    let msg = "";
+    await until("auth failure", async () => {
+      try {
+        await bad.instanceId([VIP]);
+      } catch (e) {
+        msg = (e as Error).message;
+      }
+      return msg.includes("authenticate");
+    });
+    assert(!msg.includes("wrong"), `password redacted: ${msg}`);
+  } finally {
+    await bad.close();
+  }
+  assert(logs.records.some((r) => r.msg === "redis authentication failed"), "logged");
+});

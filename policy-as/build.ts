@@ -1,6 +1,7 @@
 /**
  * Builds the policy WASM modules with the AssemblyScript compiler from npm:
- * `policy-as/build/debug.wasm` and `policy-as/build/release.wasm` (-O3), plus `.wat` text.
+ * `policy-as/build/debug.wasm` and `policy-as/build/release.wasm` (-O3), plus `.wat` text, and
+ * the broken test fixtures of `policy-as/assembly/fixtures/` into `policy-as/build/fixtures/`.
  * Called by `deno task build` (scripts/build.ts); runs alone with
  * `deno run -P=build policy-as/build.ts`.
  *
@@ -13,6 +14,24 @@ const POLICY_DIR = new URL(".", import.meta.url);
 /** The asconfig.json targets that `build()` compiles, in order. */
 export const TARGETS = ["debug", "release"] as const;
 
+/** Deliberately broken variants for the rejection tests → `build/fixtures/<name>.wasm`. */
+export const FIXTURES = ["wrong_hash", "slow_build", "trap_build"] as const;
+
+async function compile(args: string[], what: string): Promise<void> {
+  let stderr = "";
+  const { error } = await asc.main(args, {
+    stdout: { write: (s: string | Uint8Array) => void s },
+    stderr: {
+      write: (s: string | Uint8Array) => {
+        stderr += typeof s === "string" ? s : new TextDecoder().decode(s);
+      },
+    },
+  });
+  if (error) {
+    throw new Error(`Cannot build policy WASM ${what}: ${error.message}\n${stderr.trim()}`);
+  }
+}
+
 /**
  * Compiles every target in `policy-as/asconfig.json`.
  *
@@ -23,23 +42,10 @@ export async function build(): Promise<void> {
   await Deno.mkdir(new URL("build/", POLICY_DIR), { recursive: true });
   for (const target of TARGETS) {
     const started = performance.now();
-    let stderr = "";
-    const { error } = await asc.main(
+    await compile(
       ["assembly/index.ts", "--config", "asconfig.json", "--target", target, "--baseDir", dir],
-      {
-        stdout: { write: (s: string | Uint8Array) => void s },
-        stderr: {
-          write: (s: string | Uint8Array) => {
-            stderr += typeof s === "string" ? s : new TextDecoder().decode(s);
-          },
-        },
-      },
+      `target "${target}"`,
     );
-    if (error) {
-      throw new Error(
-        `Cannot build policy WASM target "${target}": ${error.message}\n${stderr.trim()}`,
-      );
-    }
     const out = new URL(`build/${target}.wasm`, POLICY_DIR);
     const size = (await Deno.stat(out)).size;
     console.log(JSON.stringify({
@@ -50,6 +56,22 @@ export async function build(): Promise<void> {
       bytes: size,
       ms: Math.round(performance.now() - started),
     }));
+  }
+  await Deno.mkdir(new URL("build/fixtures/", POLICY_DIR), { recursive: true });
+  for (const name of FIXTURES) {
+    await compile([
+      `assembly/fixtures/${name}.ts`,
+      "--config",
+      "asconfig.json",
+      "--target",
+      "release",
+      "--baseDir",
+      dir,
+      "--outFile",
+      `build/fixtures/${name}.wasm`,
+      "--textFile",
+      `build/fixtures/${name}.wat`,
+    ], `fixture "${name}"`);
   }
 }
 

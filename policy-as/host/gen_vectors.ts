@@ -1,6 +1,7 @@
 /**
- * Regenerates `policy-as/vectors/flow_hash.json` from the plain-TypeScript reference. Run only
- * when docs/contracts.md changes (together with every implementer):
+ * Regenerates the golden vectors in `policy-as/vectors/` from the plain-TypeScript references:
+ * `flow_hash.json` (docs/contracts.md; the BPF tests read it too), `maglev.json` and
+ * `health.json`. Run only when a definition changes (together with every implementer):
  *
  * ```sh
  * deno run --allow-write=./policy-as/vectors policy-as/host/gen_vectors.ts
@@ -8,19 +9,13 @@
  *
  * @module
  */
+import { type HealthParams, type HealthRecord, newHealthRecord } from "./abi.ts";
 import { flowHashClientIp, flowHashFiveTuple, ipv4ToU32 } from "./flow_hash.ts";
-
-/** One golden flow-hash vector, as stored in flow_hash.json (see docs/contracts.md). */
-export interface FlowHashVector {
-  saddr: string;
-  daddr: string;
-  sport: number;
-  dport: number;
-  proto: number;
-  seed: number;
-  five_tuple: number;
-  client_ip: number;
-}
+import { healthStepTs } from "./health_ts.ts";
+import type { MaglevBackend } from "./maglev_input.ts";
+import { TsMaglevBuilder } from "./maglev_ts.ts";
+import { tableDigest } from "./table_digest.ts";
+import type { FlowHashVector, HealthVector, MaglevVector } from "./vectors.ts";
 
 /** Deterministic xorshift32 so the vector set never depends on Math.random. */
 function xorshift32(state: { s: number }): number {
@@ -83,18 +78,129 @@ export function flowHashVectors(): FlowHashVector[] {
   });
 }
 
+/** Backend keys as the benchmark and the quality tests use them: `10.1.X.Y:8080`. */
+export function benchBackends(n: number, weight: (i: number) => number = () => 1): MaglevBackend[] {
+  return Array.from({ length: n }, (_, i) => ({
+    key: `10.1.${i >> 8}.${i & 255}:8080`,
+    weight: weight(i),
+  }));
+}
+
+/** Builds the Maglev vector list from the plain-TypeScript builder. */
+export async function maglevVectors(): Promise<MaglevVector[]> {
+  const cases: Array<{ name: string; m: number; backends: MaglevBackend[] }> = [
+    { name: "empty", m: 251, backends: [] },
+    {
+      name: "three equal",
+      m: 251,
+      backends: [{ key: "a", weight: 1 }, { key: "b", weight: 1 }, { key: "c", weight: 1 }],
+    },
+    {
+      name: "weighted with a zero weight",
+      m: 1021,
+      backends: Array.from({ length: 10 }, (_, i) => ({ key: `w${i}`, weight: i })),
+    },
+    { name: "largest M", m: 131071, backends: benchBackends(7) },
+    { name: "weighted 100", m: 65537, backends: benchBackends(100, (i) => 1 + (i % 3)) },
+    { name: "paper 1000", m: 65537, backends: benchBackends(1000) },
+  ];
+  const builder = new TsMaglevBuilder();
+  const out: MaglevVector[] = [];
+  for (const c of cases) {
+    const table = builder.build(c.backends, c.m);
+    const slots: Record<string, number> = {};
+    for (const i of [0, 1, 2, c.m >> 1, c.m - 2, c.m - 1]) slots[String(i)] = table[i]!;
+    out.push({ ...c, sha256: await tableDigest(table), slots });
+  }
+  return out;
+}
+
+/** Builds the health vectors from the plain-TypeScript step. */
+export function healthVectors(): HealthVector[] {
+  const params: HealthParams = { rise: 2, fall: 3, backoffBaseMs: 1000, backoffMaxMs: 8000 };
+  const seqs: Array<{ name: string; probes: Array<[boolean, number]> }> = [
+    { name: "new backend rises after 2 oks", probes: [[true, 0], [true, 100]] },
+    {
+      name: "active falls after 3 fails, held 1s",
+      probes: [[true, 0], [true, 100], [false, 200], [false, 300], [false, 400], [true, 500], [
+        true,
+        600,
+      ], [true, 1500]],
+    },
+    {
+      name: "flapping backend: hold doubles per strike",
+      probes: [
+        [true, 0],
+        [true, 1],
+        [false, 10],
+        [false, 11],
+        [false, 12],
+        [true, 1100],
+        [true, 1200],
+        [false, 1300],
+        [false, 1301],
+        [false, 1302],
+        [true, 2400],
+        [true, 2500],
+        [true, 3400],
+      ],
+    },
+    {
+      name: "strikes forgiven after a stable max-backoff period",
+      probes: [
+        [true, 0],
+        [true, 1],
+        [false, 2],
+        [false, 3],
+        [false, 4],
+        [true, 1100],
+        [true, 1200],
+        [true, 9300],
+        [false, 9400],
+        [false, 9401],
+        [false, 9402],
+        [true, 10500],
+        [true, 10600],
+      ],
+    },
+    {
+      name: "a fail resets the rise count",
+      probes: [[true, 0], [false, 1], [true, 2], [true, 3]],
+    },
+  ];
+  return seqs.map(({ name, probes }) => {
+    const rec = newHealthRecord();
+    const steps = probes.map(([ok, now_ms]) => {
+      healthStepTs(rec, { ok, nowMs: now_ms }, params);
+      return { ok, now_ms, expect: { ...rec } };
+    });
+    return { name, params, steps };
+  });
+}
+
 if (import.meta.main) {
-  const vectors = flowHashVectors();
-  const lines = vectors.map((v) => "  " + JSON.stringify(v));
-  const text = `{ "version": 1, "vectors": [\n${lines.join(",\n")}\n] }\n`;
-  const url = new URL("../vectors/flow_hash.json", import.meta.url);
-  await Deno.writeTextFile(url, text);
-  console.log(
-    JSON.stringify({
-      level: "info",
-      msg: "wrote flow-hash vectors",
-      count: vectors.length,
-      path: url.pathname,
-    }),
+  const dir = new URL("../vectors/", import.meta.url);
+  const flow = flowHashVectors();
+  await Deno.writeTextFile(
+    new URL("flow_hash.json", dir),
+    `{ "version": 1, "vectors": [\n${flow.map((v) => "  " + JSON.stringify(v)).join(",\n")}\n] }\n`,
   );
+  const maglev = await maglevVectors();
+  await Deno.writeTextFile(
+    new URL("maglev.json", dir),
+    JSON.stringify({ version: 1, vectors: maglev }) + "\n",
+  );
+  const health = healthVectors();
+  await Deno.writeTextFile(
+    new URL("health.json", dir),
+    JSON.stringify({ version: 1, vectors: health }, null, 1) + "\n",
+  );
+  console.log(JSON.stringify({
+    level: "info",
+    msg: "wrote policy vectors",
+    flow_hash: flow.length,
+    maglev: maglev.length,
+    health: health.length,
+    dir: dir.pathname,
+  }));
 }

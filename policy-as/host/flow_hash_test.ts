@@ -1,0 +1,57 @@
+import {
+  encapSourcePort,
+  flowHashClientIp,
+  flowHashFiveTuple,
+  ipv4ToU32,
+  jhash1Word,
+  jhash3Words,
+  u32ToIpv4,
+} from "./flow_hash.ts";
+import { loadVectors } from "./vectors.ts";
+
+function assertEq(actual: unknown, expected: unknown, what: string): void {
+  if (actual !== expected) throw new Error(`${what}: got ${actual}, expected ${expected}`);
+}
+
+Deno.test("flow hash reference reproduces every golden vector (both modes)", async () => {
+  const { flowHash } = await loadVectors();
+  if (flowHash.length < 50) throw new Error(`only ${flowHash.length} flow-hash vectors`);
+  for (const v of flowHash) {
+    const saddr = ipv4ToU32(v.saddr);
+    const t = { saddr, daddr: ipv4ToU32(v.daddr), sport: v.sport, dport: v.dport, proto: v.proto };
+    assertEq(flowHashFiveTuple(t, v.seed), v.five_tuple, `five-tuple ${JSON.stringify(v)}`);
+    assertEq(flowHashClientIp(saddr, v.seed), v.client_ip, `client-ip ${JSON.stringify(v)}`);
+  }
+});
+
+Deno.test("flow hash follows the contract's composition of jhash words", () => {
+  const t = { saddr: 0x0a000001, daddr: 0x0a006401, sport: 40000, dport: 80, proto: 6 };
+  assertEq(
+    flowHashFiveTuple(t, 7),
+    jhash3Words(0x0a000001, 0x0a006401, (40000 * 65536 + 80) >>> 0, 7 ^ 6),
+    "five-tuple",
+  );
+  assertEq(flowHashClientIp(0x0a000001, 7), jhash1Word(0x0a000001, 7), "client-ip");
+});
+
+Deno.test("encap source port stays in 49152..65535", () => {
+  for (const h of [0, 1, 0x3fff, 0x4000, 0xffffffff, 123456789]) {
+    const p = encapSourcePort(h);
+    if (p < 49152 || p > 65535) throw new Error(`port ${p} for hash ${h}`);
+    assertEq(p & 0x3fff, h & 0x3fff, "low bits");
+  }
+});
+
+Deno.test("IPv4 text round-trips and bad text is refused with the text quoted", () => {
+  assertEq(ipv4ToU32("10.0.0.1"), 0x0a000001, "10.0.0.1");
+  assertEq(u32ToIpv4(0xffffffff), "255.255.255.255", "broadcast");
+  for (const bad of ["10.0.0", "10.0.0.256", "a.b.c.d", "1.2.3.4.5"]) {
+    let msg = "";
+    try {
+      ipv4ToU32(bad);
+    } catch (e) {
+      msg = (e as Error).message;
+    }
+    if (!msg.includes(`"${bad}"`)) throw new Error(`"${bad}" not refused clearly: ${msg}`);
+  }
+});

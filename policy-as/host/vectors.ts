@@ -1,0 +1,77 @@
+/**
+ * Loads the golden vectors in `policy-as/vectors/` (flow hash, Maglev, health). The same files
+ * are read by the BPF tests (flow hash) and written by `gen_vectors.ts`.
+ *
+ * @module
+ */
+import type { HealthParams, HealthRecord } from "./abi.ts";
+import type { MaglevBackend } from "./maglev_input.ts";
+
+/** Default location of the vector files. */
+export const VECTORS_DIR: URL = new URL("../vectors/", import.meta.url);
+
+/** One flow-hash vector (docs/contracts.md). */
+export interface FlowHashVector {
+  saddr: string;
+  daddr: string;
+  sport: number;
+  dport: number;
+  proto: number;
+  seed: number;
+  five_tuple: number;
+  client_ip: number;
+}
+
+/** One Maglev vector: inputs, the table's SHA-256 and a few slots. */
+export interface MaglevVector {
+  name: string;
+  m: number;
+  backends: MaglevBackend[];
+  sha256: string;
+  slots: Record<string, number>;
+}
+
+/** One health sequence: parameters and the record expected after each probe. */
+export interface HealthVector {
+  name: string;
+  params: HealthParams;
+  steps: Array<{ ok: boolean; now_ms: number; expect: HealthRecord }>;
+}
+
+/** All golden vectors. */
+export interface PolicyVectors {
+  flowHash: FlowHashVector[];
+  maglev: MaglevVector[];
+  health: HealthVector[];
+}
+
+async function readVectors<T>(dir: URL, file: string): Promise<T[]> {
+  const url = new URL(file, dir);
+  let text: string;
+  try {
+    text = await Deno.readTextFile(url);
+  } catch (e) {
+    throw new Error(
+      `Cannot read policy vectors "${url.pathname}": ${e instanceof Error ? e.message : e}`,
+      { cause: e },
+    );
+  }
+  const doc = JSON.parse(text) as { version?: number; vectors?: T[] };
+  if (doc.version !== 1 || !Array.isArray(doc.vectors) || doc.vectors.length === 0) {
+    throw new Error(
+      `Cannot use policy vectors "${url.pathname}": expected version 1 with a non-empty ` +
+        `"vectors" list`,
+    );
+  }
+  return doc.vectors;
+}
+
+/** Reads the three vector files from `dir` (default {@link VECTORS_DIR}). */
+export async function loadVectors(dir: URL = VECTORS_DIR): Promise<PolicyVectors> {
+  const [flowHash, maglev, health] = await Promise.all([
+    readVectors<FlowHashVector>(dir, "flow_hash.json"),
+    readVectors<MaglevVector>(dir, "maglev.json"),
+    readVectors<HealthVector>(dir, "health.json"),
+  ]);
+  return { flowHash, maglev, health };
+}

@@ -1,0 +1,93 @@
+/**
+ * {@link MaglevBuilder} backed by the serving WASM policy module: what the controller plugs in
+ * instead of its TypeScript reference. Each call uses whatever module serves at that moment, so
+ * a swap takes effect at the next build; every table returned is a fresh copy.
+ *
+ * @module
+ */
+import { log as rootLog, type Logger } from "../../node/log.ts";
+import { type Counter, type Registry, registry as rootRegistry } from "../../node/metrics.ts";
+import { encodeMaglevInput, type MaglevBackend, type MaglevBuilder } from "./maglev_input.ts";
+import type { PolicyModule } from "./policy_module.ts";
+import { PolicyRejectedError } from "./policy_module.ts";
+
+/** Anything that yields the serving module (a `PolicyHost`, or a fixed module in tests). */
+export interface PolicySource {
+  readonly current: PolicyModule;
+}
+
+/** Options of {@link WasmMaglevBuilder}. */
+export interface WasmMaglevBuilderOptions {
+  /** Used when the module traps or runs over its budget (e.g. the TypeScript builder). */
+  fallback?: MaglevBuilder;
+  registry?: Registry;
+  logger?: Logger;
+}
+
+/**
+ * Builds Maglev tables in the serving policy module.
+ *
+ * @example
+ * ```ts ignore
+ * const host = await PolicyHost.create();
+ * await host.swap(await Deno.readFile("policy-as/build/release.wasm"));
+ * const builder = new WasmMaglevBuilder(host, { fallback: new TsMaglevBuilder() });
+ * const table = builder.build([{ key: "10.1.0.1:80", weight: 1 }], 65537);
+ * ```
+ */
+export class WasmMaglevBuilder implements MaglevBuilder {
+  #source: PolicySource;
+  #fallback?: MaglevBuilder;
+  #log: Logger;
+  #overBudget: Counter;
+  #failures: Counter;
+
+  constructor(source: PolicySource, options: WasmMaglevBuilderOptions = {}) {
+    this.#source = source;
+    this.#fallback = options.fallback;
+    this.#log = (options.logger ?? rootLog).with({ component: "policy" });
+    const reg = options.registry ?? rootRegistry;
+    this.#overBudget = reg.counter(
+      "holdfast_policy_build_over_budget_total",
+      "Maglev builds in the policy module that took longer than the time budget.",
+    );
+    this.#failures = reg.counter(
+      "holdfast_policy_build_failures_total",
+      "Maglev builds in the policy module that trapped (fallback used if configured).",
+    );
+  }
+
+  /**
+   * Same contract as the controller's `MaglevBuilder.build`.
+   *
+   * @throws {MaglevInputError} for invalid input (bad M, N > M, bad weight, duplicate key).
+   * @throws {PolicyRejectedError} when the module traps and there is no fallback.
+   */
+  build(backends: readonly MaglevBackend[], m: number): Uint32Array {
+    const records = encodeMaglevInput(backends, m);
+    const module = this.#source.current;
+    try {
+      const result = module.buildMaglev(records, m);
+      if (result.ms > module.limits.buildBudgetMs) {
+        this.#overBudget.inc();
+        this.#log.warn("maglev build over time budget", {
+          ms: Number(result.ms.toFixed(3)),
+          budget_ms: module.limits.buildBudgetMs,
+          n: backends.length,
+          m,
+        });
+      }
+      return result.table;
+    } catch (e) {
+      if (!(e instanceof PolicyRejectedError)) throw e;
+      this.#failures.inc();
+      this.#log.error("maglev build failed in policy module", {
+        error: e.message,
+        digest: module.digest.slice(0, 16),
+        fallback: this.#fallback !== undefined,
+      });
+      if (!this.#fallback) throw e;
+      return this.#fallback.build(backends, m);
+    }
+  }
+}

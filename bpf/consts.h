@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Constants of the Holdfast datapath. Numbers that user space also needs are mirrored in
+ * node/bpf/structs.ts; keep both in step. */
+#ifndef HF_CONSTS_H
+#define HF_CONSTS_H
+
+#define HF_ETH_P_IP 0x0800
+#define HF_IPPROTO_ICMP 1
+#define HF_IPPROTO_TCP 6
+#define HF_IPPROTO_UDP 17
+
+#define HF_IP_MF 0x2000
+#define HF_IP_OFFSET 0x1fff
+#define HF_IP_DF 0x4000
+
+/* Outer headers added by encapsulation: IPv4 (20, no options) + UDP (8). */
+#define HF_ENCAP_OVERHEAD 28
+#define HF_ENCAP_PORT_DEFAULT 6080
+#define HF_OUTER_TTL 64
+/* Outer UDP source port: HF_SPORT_BASE | (flow_hash & HF_SPORT_MASK), 49152..65535. */
+#define HF_SPORT_BASE 0xc000
+#define HF_SPORT_MASK 0x3fff
+
+/* service_value.flags */
+#define HF_SVC_F_CLIENT_IP (1u << 0) /* flow key is the client address, not the 5-tuple */
+
+/* flow_value.flags */
+#define HF_FLOW_F_PEER (1u << 0) /* learned from a peer, installed by the agent */
+
+/* Map sizes. Maglev: the inner array template only; real tables may have any size
+ * (BPF_F_INNER_MAP). */
+#define HF_MAX_SERVICES 4096
+#define HF_MAX_BACKENDS 65536
+#define HF_MAX_FLOWS 262144
+#define HF_MAGLEV_TEMPLATE_SIZE 65537
+#define HF_RINGBUF_BYTES (1 << 20)
+#define HF_MAX_LOCAL_VIPS 1024
+
+/* Per-CPU reason counters (hf_reasons index). Every packet the LB program sees bumps exactly one
+ * of them; the names are mirrored in node/bpf/structs.ts REASONS. */
+enum hf_reason {
+	HF_R_PASS_NOT_IPV4 = 0,     /* not IPv4 (ARP, IPv6, ...): passed untouched */
+	HF_R_PASS_TRUNCATED = 1,    /* Ethernet/IPv4/ports unreadable: passed, the kernel drops it */
+	HF_R_PASS_NOT_L4 = 2,       /* IPv4 but neither TCP nor UDP (ICMP, ...): passed */
+	HF_R_PASS_NOT_FRONTEND = 3, /* no service for (daddr, dport, proto): passed untouched */
+	HF_R_DROP_IP_OPTIONS = 4,   /* to a frontend with IP options */
+	HF_R_DROP_FRAGMENT = 5,     /* to a frontend, fragmented */
+	HF_R_DROP_BAD_LENGTH = 6,   /* to a frontend, IP/TCP/UDP lengths inconsistent */
+	HF_R_DROP_NO_BACKENDS = 7,  /* new flow, service has backend count 0 */
+	HF_R_DROP_NO_MAGLEV = 8,    /* new flow, no Maglev table for the service */
+	HF_R_DROP_SLOT_ZERO = 9,    /* new flow, Maglev slot unset (0) */
+	HF_R_DROP_NO_BACKEND = 10,  /* new flow, slot names a backend ID not in hf_backends */
+	HF_R_DROP_NO_CONFIG = 11,   /* hf_config has no source address yet */
+	HF_R_DROP_ENCAP = 12,       /* bpf_xdp_adjust_head failed */
+	HF_R_DROP_TOO_BIG = 13,     /* packet + 28 bytes exceeds the MTU (see docs/mtu.md) */
+	HF_R_TX_HIT = 14,           /* encapsulated, flow map hit */
+	HF_R_TX_NEW = 15,           /* encapsulated, new flow (Maglev) */
+	HF_R_EVENT_LOST = 16,       /* ring buffer full: new-flow event not delivered (packet sent) */
+	HF_R_PASS_ICMP = 17,        /* ICMP: passed to the kernel */
+	HF_R_COUNT = 18,
+};
+
+/* Per-CPU reason counters of the decap/MSS object (hf_decap_stat index). */
+enum hf_decap_reason {
+	HF_D_DECAP = 0,          /* outer headers stripped, inner packet delivered */
+	HF_D_NOT_LOCAL = 1,      /* encap port, but inner destination is not a local LB IP: passed */
+	HF_D_BAD_INNER = 2,      /* encap port, inner header not a clean IPv4 header: dropped */
+	HF_D_ADJUST_FAILED = 3,  /* bpf_skb_adjust_room failed: dropped */
+	HF_D_MSS_CLAMPED = 4,    /* SYN from a local LB IP had its MSS lowered */
+	HF_D_MSS_OK = 5,         /* SYN from a local LB IP, MSS already small enough */
+	HF_D_COUNT = 6,
+};
+
+#endif

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* BPF maps of the datapath. A program defines HF_LB_MAPS and/or HF_DECAP_MAPS before including
+ * this file so each object only creates the maps it uses. Names are what user space finds and
+ * pins (node/bpf/datapath.ts); keep them within 15 characters. */
+#ifndef HF_MAPS_H
+#define HF_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "consts.h"
+#include "structs.h"
+
+#ifdef HF_LB_MAPS
+/* Frontends: (VIP, port, proto) → service ID, backend count, flow-key mode, Maglev size. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HF_MAX_SERVICES);
+	__type(key, struct service_key);
+	__type(value, struct service_value);
+} hf_services SEC(".maps");
+
+/* Backend ID (as stored in Maglev slots) → address packets are encapsulated to. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HF_MAX_BACKENDS);
+	__type(key, __u32);
+	__type(value, struct backend_value);
+} hf_backends SEC(".maps");
+
+/* Template of a Maglev table: u32 array of backend IDs; BPF_F_INNER_MAP lets sizes differ. */
+struct hf_maglev_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_INNER_MAP);
+	__uint(max_entries, HF_MAGLEV_TEMPLATE_SIZE);
+	__type(key, __u32);
+	__type(value, __u32);
+};
+
+/* Service ID → its Maglev table (an inner array of M backend IDs, 0 = unset slot). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(max_entries, HF_MAX_SERVICES);
+	__type(key, __u32);
+	__array(values, struct hf_maglev_inner);
+} hf_maglev SEC(".maps");
+
+/* Connection tracking: flow key → backend address + last-seen time (LRU evicts idle flows). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, HF_MAX_FLOWS);
+	__type(key, struct flow_key);
+	__type(value, struct flow_value);
+} hf_flows SEC(".maps");
+
+/* Node settings written by the agent: outer source address, encap port, hash seed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lb_config);
+} hf_config SEC(".maps");
+
+/* Per-CPU packets/bytes/new flows/drops per frontend (key: service ID). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, HF_MAX_SERVICES);
+	__type(key, __u32);
+	__type(value, struct lb_stats);
+} hf_fe_stats SEC(".maps");
+
+/* Per-CPU packets/bytes/new flows per backend (key: backend address, network order). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, HF_MAX_BACKENDS);
+	__type(key, __be32);
+	__type(value, struct lb_stats);
+} hf_be_stats SEC(".maps");
+
+/* Per-CPU count of what happened to each packet (enum hf_reason), incl. drop reasons. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, HF_R_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} hf_reasons SEC(".maps");
+
+/* New-flow events (struct flow_event) for the agent, which writes them to Redis. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, HF_RINGBUF_BYTES);
+} hf_events SEC(".maps");
+#endif
+
+#ifdef HF_DECAP_MAPS
+/* Backend side settings: encap port, MSS clamp value. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct decap_config);
+} hf_decap_cfg SEC(".maps");
+
+/* LB IPs present on this namespace's lo: decap only to these, clamp MSS only from these. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HF_MAX_LOCAL_VIPS);
+	__type(key, __be32);
+	__type(value, __u32);
+} hf_local_vips SEC(".maps");
+
+/* Per-CPU count of decap/MSS outcomes (enum hf_decap_reason). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, HF_D_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} hf_decap_stat SEC(".maps");
+#endif
+
+#endif

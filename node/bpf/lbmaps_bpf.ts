@@ -1,0 +1,144 @@
+/**
+ * The control plane's BPF-maps target (controller/lbmaps.ts) over the real maps: services,
+ * backends and Maglev tables. A Maglev table is an inner u32 array (BPF_F_INNER_MAP, so sizes may
+ * differ) created whole and swapped into hf_maglev in one update, so the datapath never sees a
+ * half-written table. `dump()` reads everything back so a restarted agent renumbers nothing.
+ *
+ * @module
+ */
+
+import type {
+  BackendEntry,
+  L4Protocol,
+  LBMaps,
+  LBMapsContents,
+  ServiceEntry,
+  ServiceKey,
+} from "../../controller/lbmaps.ts";
+import { BPF_F_INNER_MAP, type BpfMap, BpfMap as Map_, MAP_TYPE } from "./map.ts";
+import {
+  decodeBackendValue,
+  decodeServiceKey,
+  decodeServiceValue,
+  encodeBackendValue,
+  encodeServiceKey,
+  encodeServiceValue,
+  PROTO,
+  readU32,
+  SVC_F_CLIENT_IP,
+  u32,
+} from "./structs.ts";
+
+/** The maps this target writes. */
+export interface LBMapsHandles {
+  readonly services: BpfMap;
+  readonly backends: BpfMap;
+  readonly maglev: BpfMap;
+}
+
+function protoNumber(p: L4Protocol): number {
+  return p === "TCP" ? PROTO.TCP : PROTO.UDP;
+}
+
+function protoName(n: number): L4Protocol {
+  if (n === PROTO.TCP) return "TCP";
+  if (n === PROTO.UDP) return "UDP";
+  throw new RangeError(
+    `Cannot name protocol ${n} of a service key: only TCP (6) and UDP (17) are used`,
+  );
+}
+
+/** {@linkcode LBMaps} over the LB object's maps. Every method is idempotent. */
+export class BpfLBMaps implements LBMaps {
+  readonly #m: LBMapsHandles;
+
+  /** Wraps the maps (see `Datapath.maps`). */
+  constructor(maps: LBMapsHandles) {
+    this.#m = maps;
+  }
+
+  updateBackend(id: number, backend: BackendEntry): Promise<void> {
+    this.#m.backends.update(u32(id), encodeBackendValue(backend.address, backend.port));
+    return Promise.resolve();
+  }
+
+  deleteBackend(id: number): Promise<void> {
+    this.#m.backends.delete(u32(id));
+    return Promise.resolve();
+  }
+
+  updateMaglev(serviceId: number, table: Uint32Array): Promise<void> {
+    if (table.length === 0) {
+      throw new RangeError(`Cannot store an empty Maglev table for service ${serviceId}`);
+    }
+    using inner = Map_.create(MAP_TYPE.ARRAY, `hf_mg_${serviceId}`, {
+      keySize: 4,
+      valueSize: 4,
+      maxEntries: table.length,
+    }, { flags: BPF_F_INNER_MAP });
+    const keys = new Uint32Array(table.length);
+    for (let i = 0; i < keys.length; i++) keys[i] = i;
+    const values = new Uint32Array(table); // copy: little-endian u32 on x86, as the kernel reads
+    inner.updateBatch(new Uint8Array(keys.buffer), new Uint8Array(values.buffer));
+    this.#m.maglev.update(u32(serviceId), u32(inner.fd));
+    return Promise.resolve();
+  }
+
+  deleteMaglev(serviceId: number): Promise<void> {
+    this.#m.maglev.delete(u32(serviceId));
+    return Promise.resolve();
+  }
+
+  updateService(key: ServiceKey, entry: ServiceEntry): Promise<void> {
+    this.#m.services.update(
+      encodeServiceKey(key.address, key.port, protoNumber(key.protocol)),
+      encodeServiceValue({
+        serviceId: entry.serviceId,
+        backendCount: entry.backendCount,
+        flags: entry.flowKeyMode === "client-ip" ? SVC_F_CLIENT_IP : 0,
+        maglevSize: entry.maglevSize,
+      }),
+    );
+    return Promise.resolve();
+  }
+
+  deleteService(key: ServiceKey): Promise<void> {
+    this.#m.services.delete(encodeServiceKey(key.address, key.port, protoNumber(key.protocol)));
+    return Promise.resolve();
+  }
+
+  dump(): Promise<LBMapsContents> {
+    const services: Array<readonly [ServiceKey, ServiceEntry]> = [];
+    for (const [k, v] of this.#m.services.entries()) {
+      const sk = decodeServiceKey(k);
+      const sv = decodeServiceValue(v);
+      services.push([
+        { address: sk.address, port: sk.port, protocol: protoName(sk.proto) },
+        {
+          serviceId: sv.serviceId,
+          backendCount: sv.backendCount,
+          flowKeyMode: sv.flags & SVC_F_CLIENT_IP ? "client-ip" : "five-tuple",
+          maglevSize: sv.maglevSize,
+        },
+      ]);
+    }
+    const backends: Array<readonly [number, BackendEntry]> = [];
+    for (const [k, v] of this.#m.backends.entries()) {
+      backends.push([readU32(k), decodeBackendValue(v)]);
+    }
+    const maglev: Array<readonly [number, Uint32Array]> = [];
+    for (const [k, v] of this.#m.maglev.entries()) {
+      // a map-in-map lookup from user space returns the inner map's ID
+      using inner = Map_.fromId(readU32(v));
+      const { values, count } = inner.lookupBatch(65536);
+      maglev.push([
+        readU32(k),
+        new Uint32Array(values.buffer.slice(values.byteOffset, values.byteOffset + count * 4)),
+      ]);
+    }
+    services.sort((a, b) => a[1].serviceId - b[1].serviceId);
+    backends.sort((a, b) => a[0] - b[0]);
+    maglev.sort((a, b) => a[0] - b[0]);
+    return Promise.resolve({ services, backends, maglev });
+  }
+}

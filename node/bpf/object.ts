@@ -1,0 +1,164 @@
+/**
+ * BPF objects and programs: open an ELF object built by bpf/build.ts, optionally pin or reuse its
+ * maps in bpffs, load it, find programs and maps by name.
+ *
+ * @module
+ */
+
+import { bpf, cstr, errno, readCstr } from "./_ffi.ts";
+import { BpfError, check } from "./errors.ts";
+import { BpfMap } from "./map.ts";
+
+/** A loaded program of a {@linkcode BpfObject}; valid while the object is open. */
+export class BpfProgram {
+  readonly name: string;
+  readonly #fd: number;
+
+  /** Wraps a loaded program's fd (owned by its object). */
+  constructor(name: string, fd: number) {
+    this.name = name;
+    this.#fd = fd;
+  }
+
+  /** The program's file descriptor (owned by the object). */
+  get fd(): number {
+    return this.#fd;
+  }
+}
+
+/** Options for {@linkcode BpfObject.open}. */
+export interface OpenObjectOptions {
+  /**
+   * bpffs directory to pin maps in. A map already pinned there with a compatible definition is
+   * reused (its contents survive), otherwise the new map is pinned there at load.
+   */
+  readonly pinDir?: string;
+  /** Which maps to pin (default: all except `.rodata`/`.bss`-style internal maps). */
+  readonly pinMaps?: readonly string[];
+  /** Override max_entries of named maps before load. */
+  readonly maxEntries?: Readonly<Record<string, number>>;
+  /** Existing map fds to reuse for named maps instead of creating them. */
+  readonly reuseFds?: Readonly<Record<string, number>>;
+}
+
+/** An opened and loaded BPF object file. Dispose to close it (pinned maps stay in bpffs). */
+export class BpfObject implements Disposable {
+  #obj: Deno.PointerValue;
+  readonly path: string;
+  readonly #maps = new Map<string, BpfMap>();
+
+  private constructor(obj: Deno.PointerValue, path: string) {
+    this.#obj = obj;
+    this.path = path;
+  }
+
+  /** Opens and loads an object file. Throws BpfError with libbpf's text (and the verifier's log on stderr). */
+  static open(path: string, options: OpenObjectOptions = {}): BpfObject {
+    const lib = bpf();
+    const obj = lib.bpf_object__open_file(cstr(path), null);
+    if (obj === null) throw new BpfError(`Cannot open BPF object "${path}"`, errno());
+    const self = new BpfObject(obj, path);
+    try {
+      for (const [name, n] of Object.entries(options.maxEntries ?? {})) {
+        check(
+          lib.bpf_map__set_max_entries(self.#rawMap(name), n),
+          `Cannot size map "${name}" of "${path}" to ${n}`,
+        );
+      }
+      for (const [name, fd] of Object.entries(options.reuseFds ?? {})) {
+        check(
+          lib.bpf_map__reuse_fd(self.#rawMap(name), fd),
+          `Cannot reuse fd ${fd} for map "${name}" of "${path}"`,
+        );
+      }
+      if (options.pinDir !== undefined) {
+        for (const name of options.pinMaps ?? self.#mapNames()) {
+          const pinPath = `${options.pinDir}/${name}`;
+          check(
+            lib.bpf_map__set_pin_path(self.#rawMap(name), cstr(pinPath)),
+            `Cannot set pin path "${pinPath}"`,
+          );
+        }
+      }
+      check(lib.bpf_object__load(obj), `Cannot load BPF object "${path}"`);
+    } catch (e) {
+      self[Symbol.dispose]();
+      throw e;
+    }
+    return self;
+  }
+
+  #raw(): NonNullable<Deno.PointerValue> {
+    if (this.#obj === null) throw new Error(`Cannot use BPF object "${this.path}": it is closed`);
+    return this.#obj;
+  }
+
+  #rawMap(name: string): NonNullable<Deno.PointerValue> {
+    const m = bpf().bpf_object__find_map_by_name(this.#raw(), cstr(name));
+    if (m === null) throw new Error(`Cannot find map "${name}" in BPF object "${this.path}"`);
+    return m;
+  }
+
+  #mapNames(): string[] {
+    const names: string[] = [];
+    let m: Deno.PointerValue = null;
+    for (let i = 0; i < 1000; i++) {
+      m = bpf().bpf_object__next_map(this.#raw(), m);
+      if (m === null) break;
+      const name = readCstr(bpf().bpf_map__name(m));
+      if (!name.startsWith(".")) names.push(name);
+    }
+    return names;
+  }
+
+  /** Names of the object's maps. */
+  mapNames(): string[] {
+    return this.#mapNames();
+  }
+
+  /** Names of the object's programs. */
+  programNames(): string[] {
+    const names: string[] = [];
+    let p: Deno.PointerValue = null;
+    for (let i = 0; i < 1000; i++) {
+      p = bpf().bpf_object__next_program(this.#raw(), p);
+      if (p === null) break;
+      names.push(readCstr(bpf().bpf_program__name(p)));
+    }
+    return names;
+  }
+
+  /** The loaded program named `name` (the C function name). */
+  program(name: string): BpfProgram {
+    const p = bpf().bpf_object__find_program_by_name(this.#raw(), cstr(name));
+    if (p === null) {
+      throw new Error(
+        `Cannot find program "${name}" in BPF object "${this.path}" (has: ${
+          this.programNames().join(", ")
+        })`,
+      );
+    }
+    return new BpfProgram(
+      name,
+      check(bpf().bpf_program__fd(p), `Cannot get fd of program "${name}"`),
+    );
+  }
+
+  /** The map named `name`; its fd is owned by this object. */
+  map(name: string): BpfMap {
+    let m = this.#maps.get(name);
+    if (!m) {
+      const fd = check(bpf().bpf_map__fd(this.#rawMap(name)), `Cannot get fd of map "${name}"`);
+      m = new BpfMap(fd, { ownsFd: false, name });
+      this.#maps.set(name, m);
+    }
+    return m;
+  }
+
+  /** Closes the object: programs not attached anywhere and unpinned maps are freed. */
+  [Symbol.dispose](): void {
+    if (this.#obj !== null) bpf().bpf_object__close(this.#obj);
+    this.#obj = null;
+    this.#maps.clear();
+  }
+}

@@ -1,0 +1,129 @@
+/**
+ * BPF ring-buffer consumption that never blocks the event loop: `epoll_wait` on libbpf's epoll
+ * fd runs as a nonblocking FFI call (a worker thread waits); when it returns, the JS thread calls
+ * `ring_buffer__consume`, which invokes the sample callback synchronously on the JS thread.
+ *
+ * @module
+ */
+
+import { bpf, c, errno } from "./_ffi.ts";
+import { BpfError } from "./errors.ts";
+import type { BpfMap } from "./map.ts";
+
+/** Options for {@linkcode RingBufferReader}. */
+export interface RingBufferOptions {
+  /** Longest single wait, so close() returns within it (default 100 ms). */
+  readonly pollMs?: number;
+}
+
+/** Reads records from a BPF_MAP_TYPE_RINGBUF map and hands each to `onRecord`. */
+export class RingBufferReader implements AsyncDisposable {
+  #rb: Deno.PointerValue;
+  readonly #callback: Deno.UnsafeCallback<
+    { readonly parameters: readonly ["pointer", "pointer", "usize"]; readonly result: "i32" }
+  >;
+  readonly #epfd: number;
+  readonly #pollMs: number;
+  readonly #events = new Uint8Array(12 * 4);
+  #loop: Promise<void> | undefined;
+  #closing = false;
+  #error: unknown;
+  /** Records delivered so far. */
+  delivered = 0;
+
+  /** `onRecord` gets a copy of each record; an exception from it stops nothing (it is logged). */
+  constructor(
+    map: BpfMap,
+    onRecord: (record: Uint8Array) => void,
+    options: RingBufferOptions = {},
+  ) {
+    this.#pollMs = options.pollMs ?? 100;
+    this.#callback = new Deno.UnsafeCallback(
+      { parameters: ["pointer", "pointer", "usize"], result: "i32" } as const,
+      (_ctx, data, size) => {
+        if (data === null) return 0;
+        const bytes = new Uint8Array(
+          Deno.UnsafePointerView.getArrayBuffer(data, Number(size)).slice(0),
+        );
+        this.delivered++;
+        try {
+          onRecord(bytes);
+        } catch (e) {
+          console.error(
+            JSON.stringify({
+              level: "error",
+              msg: "ringbuf: record handler threw",
+              map: map.name,
+              error: String(e),
+            }),
+          );
+        }
+        return 0;
+      },
+    );
+    const rb = bpf().ring_buffer__new(map.fd, this.#callback.pointer, null, null);
+    if (rb === null) {
+      const e = errno();
+      this.#callback.close();
+      throw new BpfError(`Cannot open ring buffer on map "${map.name}"`, e);
+    }
+    this.#rb = rb;
+    this.#epfd = bpf().ring_buffer__epoll_fd(rb);
+  }
+
+  /** Consumes everything available now, synchronously; returns the number of records. */
+  consume(): number {
+    if (this.#rb === null) return 0;
+    const n = bpf().ring_buffer__consume(this.#rb);
+    if (n < 0) throw new BpfError("Cannot consume ring buffer", -n);
+    return n;
+  }
+
+  /** Starts the background wait/consume loop (idempotent). */
+  start(): void {
+    if (this.#loop) return;
+    this.#loop = (async () => {
+      let failures = 0;
+      while (!this.#closing) {
+        const r = await c().epoll_wait(this.#epfd, this.#events, 4, this.#pollMs);
+        if (this.#closing) break;
+        if (r < 0) {
+          // errno belongs to the worker thread that waited; EINTR is the expected cause
+          if (++failures > 100) {
+            this.#error = new Error(
+              `Cannot wait on ring buffer: epoll_wait failed ${failures} times in a row`,
+            );
+            break;
+          }
+          continue;
+        }
+        failures = 0;
+        this.consume();
+      }
+    })();
+  }
+
+  /** The error that stopped the loop, if any. */
+  get error(): unknown {
+    return this.#error;
+  }
+
+  /** Stops the loop (within pollMs), drains what is left, frees the ring buffer. */
+  async close(): Promise<void> {
+    if (this.#rb === null) return;
+    this.#closing = true;
+    await this.#loop;
+    try {
+      this.consume();
+    } finally {
+      bpf().ring_buffer__free(this.#rb);
+      this.#rb = null;
+      this.#callback.close();
+    }
+  }
+
+  /** Same as close(). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}

@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { type HealthParams, type HealthRecord, newHealthRecord } from "./abi.ts";
+import { type HealthParams, newHealthRecord } from "./abi.ts";
 import { flowHashClientIp, flowHashFiveTuple, ipv4ToU32 } from "./flow_hash.ts";
 import { healthStepTs } from "./health_ts.ts";
 import type { MaglevBackend } from "./maglev_input.ts";

@@ -35,7 +35,7 @@ export async function followActivePolicy(
   const watcher = Deno.watchFs(dir, { recursive: false });
   options.signal.addEventListener("abort", () => watcher.close(), { once: true });
   const name = path.slice(path.lastIndexOf("/") + 1);
-  let timer: number | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   (async () => {
     for await (const event of watcher) {
       if (!event.paths.some((p) => p.endsWith(`/${name}`))) continue;

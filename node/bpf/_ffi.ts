@@ -118,6 +118,14 @@ export const LIBC_SYMBOLS = {
   close: { parameters: ["i32"], result: "i32" },
   // int setns(int fd, int nstype)
   setns: { parameters: ["i32", "i32"], result: "i32" },
+  // int mkdir(const char *pathname, mode_t mode)
+  mkdir: { parameters: ["buffer", "u32"], result: "i32" },
+  // int unlink(const char *pathname)
+  unlink: { parameters: ["buffer"], result: "i32" },
+  // int rmdir(const char *pathname)
+  rmdir: { parameters: ["buffer"], result: "i32" },
+  // int statfs(const char *path, struct statfs *buf)
+  statfs: { parameters: ["buffer", "buffer"], result: "i32" },
   // int clock_gettime(clockid_t clockid, struct timespec *tp)
   clock_gettime: { parameters: ["i32", "buffer"], result: "i32" },
   // unsigned int if_nametoindex(const char *ifname)
@@ -191,4 +199,42 @@ export function monotonicNs(): bigint {
   const ts = new BigInt64Array(2);
   c().clock_gettime(1, /* CLOCK_MONOTONIC */ new Uint8Array(ts.buffer));
   return (ts[0] ?? 0n) * 1_000_000_000n + (ts[1] ?? 0n);
+}
+
+/**
+ * mkdir -p through libc: Deno's own fs API needs --allow-all for anything under /sys, which the
+ * bpf permission sets deliberately do not grant.
+ */
+export function mkdirP(path: string): void {
+  let prefix = "";
+  for (const part of path.split("/").filter((p) => p !== "")) {
+    prefix += `/${part}`;
+    if (c().mkdir(cstr(prefix), 0o700) < 0) {
+      const e = errno();
+      if (e !== 17 /* EEXIST */) throw new Error(`Cannot create directory "${prefix}": errno ${e}`);
+    }
+  }
+}
+
+/** Removes a file (e.g. a pinned map) through libc; false when it did not exist. */
+export function unlinkPath(path: string): boolean {
+  if (c().unlink(cstr(path)) === 0) return true;
+  const e = errno();
+  if (e === 2) return false;
+  throw new Error(`Cannot remove "${path}": errno ${e}`);
+}
+
+/** Removes an empty directory through libc; false when it did not exist. */
+export function rmdirPath(path: string): boolean {
+  if (c().rmdir(cstr(path)) === 0) return true;
+  const e = errno();
+  if (e === 2) return false;
+  throw new Error(`Cannot remove directory "${path}": errno ${e}`);
+}
+
+/** Whether `path` is on a bpffs mount (statfs f_type == BPF_FS_MAGIC). */
+export function isBpffs(path: string): boolean {
+  const buf = new BigInt64Array(16);
+  if (c().statfs(cstr(path), new Uint8Array(buf.buffer)) < 0) return false;
+  return buf[0] === 0xcafe4a11n;
 }

@@ -42,7 +42,7 @@ import {
   u32,
 } from "./structs.ts";
 import { BpfLBMaps } from "./lbmaps_bpf.ts";
-import { monotonicNs } from "./_ffi.ts";
+import { isBpffs, mkdirP, monotonicNs, rmdirPath, unlinkPath } from "./_ffi.ts";
 
 /** Default bpffs directory for the LB node's pinned maps. */
 export const DEFAULT_PIN_DIR = "/sys/fs/bpf/holdfast";
@@ -75,10 +75,7 @@ export interface DatapathOptions {
 
 /** Ensures bpffs is mounted at /sys/fs/bpf and `dir` exists. */
 export async function ensureBpffs(dir: string): Promise<void> {
-  const mounts = await Deno.readTextFile("/proc/mounts");
-  if (
-    !mounts.split("\n").some((l) => l.split(" ")[1] === "/sys/fs/bpf" && l.split(" ")[2] === "bpf")
-  ) {
+  if (!isBpffs("/sys/fs/bpf")) {
     const r = await new Deno.Command("mount", {
       args: ["-t", "bpf", "bpf", "/sys/fs/bpf"],
       stderr: "piped",
@@ -89,7 +86,7 @@ export async function ensureBpffs(dir: string): Promise<void> {
       );
     }
   }
-  await Deno.mkdir(dir, { recursive: true });
+  mkdirP(dir);
 }
 
 /**
@@ -150,6 +147,15 @@ export class Datapath implements Disposable {
       maxEntries: options.maxFlows ? { hf_flows: options.maxFlows } : undefined,
     });
     return new Datapath(object, pinDir);
+  }
+
+  /**
+   * Deletes the pinned maps in `pinDir` (and the directory when empty): the datapath's state is
+   * gone for good once no program uses the maps. For tests and decommissioning only.
+   */
+  static unpin(pinDir: string = DEFAULT_PIN_DIR): void {
+    for (const name of LB_PINNED_MAPS) unlinkPath(`${pinDir}/${name}`);
+    rmdirPath(pinDir);
   }
 
   /** Attaches (or atomically replaces) hf_lb on an interface, native mode by default. */

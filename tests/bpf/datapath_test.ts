@@ -1,0 +1,162 @@
+/**
+ * The Datapath and its LBMaps target over real maps: contents survive closing the process's
+ * handles when pinned (an agent restart), dump() restores what was written, Maglev tables of
+ * different sizes, idempotent deletes, batch flow install, and new-flow events delivered by the
+ * background ring-buffer loop without calling consume().
+ */
+
+import { deepStrictEqual, strictEqual } from "node:assert/strict";
+import { rootTest } from "../harness/root.ts";
+import { Datapath, type FlowEvent, testRun, XDP } from "../../node/bpf/mod.ts";
+import { tcpFrame } from "./_packets.ts";
+
+const SVC = { address: "10.0.100.1", port: 80, protocol: "TCP" as const };
+
+rootTest(
+  "pinned maps survive an agent restart; dump() restores services, backends, Maglev",
+  async () => {
+    const pinDir = `/sys/fs/bpf/hf-test-${Deno.pid}`;
+    try {
+      {
+        using dp = await Datapath.open({ pinDir });
+        dp.configure({ srcAddr: "10.1.1.2", encapPort: 6080, seed: 7 });
+        const lb = dp.lbMaps();
+        await lb.updateBackend(1, { address: "10.2.0.1", port: 80 });
+        await lb.updateBackend(2, { address: "10.2.0.2", port: 8080 });
+        await lb.updateMaglev(5, new Uint32Array([1, 2, 1, 2, 1, 2, 1]));
+        await lb.updateMaglev(6, new Uint32Array([2, 2, 1, 1, 2]));
+        await lb.updateService(SVC, {
+          serviceId: 5,
+          backendCount: 2,
+          flowKeyMode: "five-tuple",
+          maglevSize: 7,
+        });
+        await lb.updateService({ ...SVC, port: 443 }, {
+          serviceId: 6,
+          backendCount: 2,
+          flowKeyMode: "client-ip",
+          maglevSize: 5,
+        });
+        strictEqual(
+          testRun(dp.program, tcpFrame("10.0.0.1", "10.0.100.1", { sport: 50000, dport: 80 }))
+            .retval,
+          XDP.TX,
+        );
+      }
+      // "restart": a fresh object reuses the pinned maps
+      using dp = await Datapath.open({ pinDir });
+      const dump = await dp.lbMaps().dump();
+      deepStrictEqual(dump.backends, [[1, { address: "10.2.0.1", port: 80 }], [2, {
+        address: "10.2.0.2",
+        port: 8080,
+      }]]);
+      deepStrictEqual(
+        dump.services.map(([k, v]) => [k.port, v.serviceId, v.flowKeyMode, v.maglevSize]),
+        [[80, 5, "five-tuple", 7], [443, 6, "client-ip", 5]],
+      );
+      deepStrictEqual(dump.maglev.map(([id, t]) => [id, Array.from(t)]), [[5, [
+        1,
+        2,
+        1,
+        2,
+        1,
+        2,
+        1,
+      ]], [6, [2, 2, 1, 1, 2]]]);
+      strictEqual(dp.flows().length, 1, "the flow created before the restart is still there");
+      const before = dp.reasons().tx_hit;
+      strictEqual(
+        testRun(
+          dp.program,
+          tcpFrame("10.0.0.1", "10.0.100.1", { sport: 50000, dport: 80, flags: 0x10 }),
+        ).retval,
+        XDP.TX,
+      );
+      strictEqual(dp.reasons().tx_hit, before + 1n, "it is a flow hit after the restart");
+      // idempotent deletes, in contract order
+      const lb = dp.lbMaps();
+      for (let i = 0; i < 2; i++) {
+        await lb.deleteService(SVC);
+        await lb.deleteMaglev(5);
+        await lb.deleteBackend(1);
+      }
+      const after = await lb.dump();
+      deepStrictEqual([after.services.length, after.maglev.length, after.backends.length], [
+        1,
+        1,
+        1,
+      ]);
+    } finally {
+      Datapath.unpin(pinDir);
+    }
+  },
+);
+
+rootTest(
+  "flows: batch install keeps local flows, last_seen moves, events arrive asynchronously",
+  async () => {
+    using dp = await Datapath.open({ pinDir: null });
+    dp.configure({ srcAddr: "10.1.1.2" });
+    const lb = dp.lbMaps();
+    await lb.updateBackend(1, { address: "10.2.0.1", port: 80 });
+    await lb.updateMaglev(5, new Uint32Array([1, 1, 1]));
+    await lb.updateService(SVC, {
+      serviceId: 5,
+      backendCount: 1,
+      flowKeyMode: "five-tuple",
+      maglevSize: 3,
+    });
+
+    const events: FlowEvent[] = [];
+    const sub = dp.subscribe((e) => events.push(e), { pollMs: 50 });
+    try {
+      for (let sport = 1000; sport < 1100; sport++) {
+        testRun(dp.program, tcpFrame("10.0.0.1", "10.0.100.1", { sport, dport: 80 }));
+      }
+      const deadline = Date.now() + 2000;
+      while (events.length < 100 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      strictEqual(events.length, 100, "100 new-flow events delivered by the background loop");
+      deepStrictEqual(events[0]?.key, {
+        saddr: "10.0.0.1",
+        daddr: "10.0.100.1",
+        sport: 1000,
+        dport: 80,
+        proto: 6,
+      });
+      strictEqual(events[0]?.backendAddr, "10.2.0.1");
+      strictEqual(events[0]?.serviceId, 5);
+    } finally {
+      await sub.close();
+    }
+
+    const key = { saddr: "10.0.0.1", daddr: "10.0.100.1", sport: 1000, dport: 80, proto: 6 };
+    const peerKey = { ...key, sport: 2000 };
+    strictEqual(
+      dp.installFlows([{ key, backendAddr: "10.2.0.9" }, {
+        key: peerKey,
+        backendAddr: "10.2.0.9",
+      }]),
+      1,
+      "the existing local flow is kept",
+    );
+    strictEqual(dp.lookupFlow(key)?.backendAddr, "10.2.0.1");
+    strictEqual(dp.lookupFlow(peerKey)?.flags, 1, "peer flows are flagged");
+    const seen = dp.lookupFlow(key)!.lastSeenNs;
+    testRun(
+      dp.program,
+      tcpFrame("10.0.0.1", "10.0.100.1", { sport: 1000, dport: 80, flags: 0x10 }),
+    );
+    strictEqual(dp.lookupFlow(key)!.lastSeenNs > seen, true, "last_seen advances on a hit");
+    const n = dp.installFlows(
+      Array.from(
+        { length: 500 },
+        (_, i) => ({ key: { ...key, sport: 10000 + i }, backendAddr: "10.2.0.1" }),
+      ),
+      { overwrite: true },
+    );
+    strictEqual(n, 500);
+    strictEqual(dp.flows().length, 100 + 1 + 500);
+  },
+);

@@ -1,0 +1,423 @@
+/**
+ * Fixture table for the LB XDP program through BPF_PROG_TEST_RUN: description, input frame,
+ * expected verdict, expected output frame (outer headers, checksums, ports — built independently
+ * in _packets.ts from the flow-hash reference), and the one reason counter it must bump.
+ */
+
+import { deepStrictEqual, strictEqual } from "node:assert/strict";
+import { rootTest } from "../harness/root.ts";
+import { Datapath, type Reason, REASONS, testRun, XDP } from "../../node/bpf/mod.ts";
+import {
+  encapSourcePort,
+  flowHashClientIp,
+  flowHashFiveTuple,
+  ipv4ToU32,
+} from "../../policy-as/host/flow_hash.ts";
+import { cat, encapsulated, eth, hex, ipv4, tcp, tcpFrame, udp, udpFrame } from "./_packets.ts";
+
+const SEED = 0x1234;
+const LB_SRC = "10.1.1.2";
+const ENCAP_PORT = 6080;
+const CLIENT = "10.0.0.1";
+const BACKENDS: Record<number, string> = {
+  1: "10.2.0.1",
+  2: "10.2.0.2",
+  3: "10.2.0.3",
+  9: "10.2.0.9",
+};
+const TABLE7 = new Uint32Array([1, 2, 3, 1, 2, 3, 1]);
+const TABLE5 = new Uint32Array([1, 2, 3, 1, 2]);
+
+/** Expected encapsulation of a frame for a five-tuple (or client-ip) service with `table`. */
+function expectEncap(
+  frame: Uint8Array,
+  table: Uint32Array,
+  mode: "five-tuple" | "client-ip" = "five-tuple",
+): Uint8Array {
+  const v = new DataView(frame.buffer, frame.byteOffset);
+  const src = ipv4ToU32(`${frame[26]}.${frame[27]}.${frame[28]}.${frame[29]}`);
+  const dst = ipv4ToU32(`${frame[30]}.${frame[31]}.${frame[32]}.${frame[33]}`);
+  const hash = mode === "client-ip" ? flowHashClientIp(src, SEED) : flowHashFiveTuple({
+    saddr: src,
+    daddr: dst,
+    sport: v.getUint16(34),
+    dport: v.getUint16(36),
+    proto: frame[23]!,
+  }, SEED);
+  const backend = BACKENDS[table[hash % table.length]!]!;
+  return encapsulated(frame, {
+    outerSrc: LB_SRC,
+    backend,
+    sport: encapSourcePort(hash),
+    dport: ENCAP_PORT,
+  });
+}
+
+interface Fixture {
+  readonly description: string;
+  readonly input: Uint8Array;
+  readonly verdict: number;
+  /** Expected output frame; "unchanged" = the input; null = not checked (dropped frames). */
+  readonly output: Uint8Array | "unchanged" | null;
+  readonly reason: Reason;
+  readonly before?: (dp: Datapath) => void;
+}
+
+const syn = (sport: number, dst = "10.0.100.1", dport = 80) =>
+  tcpFrame(CLIENT, dst, { sport, dport, flags: 0x02 });
+const payload = new TextEncoder().encode("hello holdfast");
+
+const FIXTURES: Fixture[] = [
+  {
+    description: "TCP SYN to a frontend, new flow: Maglev pick, encapsulated, XDP_TX",
+    input: syn(40000),
+    verdict: XDP.TX,
+    output: expectEncap(syn(40000), TABLE7),
+    reason: "tx_new",
+  },
+  {
+    description: "same 5-tuple again: flow map hit, same backend and outer port",
+    input: tcpFrame(CLIENT, "10.0.100.1", { sport: 40000, dport: 80, flags: 0x10, payload }),
+    verdict: XDP.TX,
+    output: expectEncap(
+      tcpFrame(CLIENT, "10.0.100.1", { sport: 40000, dport: 80, flags: 0x10, payload }),
+      TABLE7,
+    ),
+    reason: "tx_hit",
+  },
+  ...[40001, 40002, 40003, 40004, 40005, 40006].map((sport): Fixture => ({
+    description: `new flow sport ${sport}: backend = table[hash % 7]`,
+    input: syn(sport),
+    verdict: XDP.TX,
+    output: expectEncap(syn(sport), TABLE7),
+    reason: "tx_new",
+  })),
+  {
+    description: "flow installed by the agent (peer) wins over Maglev",
+    before: (dp) =>
+      dp.installFlows([{
+        key: { saddr: CLIENT, daddr: "10.0.100.1", sport: 41000, dport: 80, proto: 6 },
+        backendAddr: "10.2.0.9",
+      }]),
+    input: syn(41000),
+    verdict: XDP.TX,
+    output: (() => {
+      const f = syn(41000);
+      const hash = flowHashFiveTuple({
+        saddr: ipv4ToU32(CLIENT),
+        daddr: ipv4ToU32("10.0.100.1"),
+        sport: 41000,
+        dport: 80,
+        proto: 6,
+      }, SEED);
+      return encapsulated(f, {
+        outerSrc: LB_SRC,
+        backend: "10.2.0.9",
+        sport: encapSourcePort(hash),
+        dport: ENCAP_PORT,
+      });
+    })(),
+    reason: "tx_hit",
+  },
+  {
+    description: "UDP to a frontend: encapsulated",
+    input: udpFrame(CLIENT, "10.0.100.1", 5353, 53, payload),
+    verdict: XDP.TX,
+    output: expectEncap(udpFrame(CLIENT, "10.0.100.1", 5353, 53, payload), TABLE7),
+    reason: "tx_new",
+  },
+  {
+    description: "client-ip service: new client",
+    input: syn(42000, "10.0.100.2"),
+    verdict: XDP.TX,
+    output: expectEncap(syn(42000, "10.0.100.2"), TABLE5, "client-ip"),
+    reason: "tx_new",
+  },
+  {
+    description:
+      "client-ip service: other source port of the same client hits the same flow (sport 0 key)",
+    input: syn(42001, "10.0.100.2"),
+    verdict: XDP.TX,
+    output: expectEncap(syn(42001, "10.0.100.2"), TABLE5, "client-ip"),
+    reason: "tx_hit",
+  },
+  {
+    description: "TOS of the inner packet is copied to the outer header",
+    input: tcpFrame(CLIENT, "10.0.100.1", { sport: 40010, dport: 80 }, { tos: 0x10 }),
+    verdict: XDP.TX,
+    output: expectEncap(
+      tcpFrame(CLIENT, "10.0.100.1", { sport: 40010, dport: 80 }, { tos: 0x10 }),
+      TABLE7,
+    ),
+    reason: "tx_new",
+  },
+  // not for us: untouched
+  {
+    description: "TCP to another address: passed untouched",
+    input: syn(40000, "10.9.9.9"),
+    verdict: XDP.PASS,
+    output: "unchanged",
+    reason: "pass_not_frontend",
+  },
+  {
+    description: "frontend address, other port: passed untouched",
+    input: syn(40000, "10.0.100.1", 8080),
+    verdict: XDP.PASS,
+    output: "unchanged",
+    reason: "pass_not_frontend",
+  },
+  {
+    description: "frontend address and port, wrong protocol (UDP 80): passed untouched",
+    input: udpFrame(CLIENT, "10.0.100.1", 5000, 80, payload),
+    verdict: XDP.PASS,
+    output: "unchanged",
+    reason: "pass_not_frontend",
+  },
+  {
+    description: "ARP: passed untouched",
+    input: cat(eth(0x0806), new Uint8Array(28)),
+    verdict: XDP.PASS,
+    output: "unchanged",
+    reason: "pass_not_ipv4",
+  },
+  {
+    description: "IPv6: passed untouched",
+    input: cat(eth(0x86dd), new Uint8Array(60)),
+    verdict: XDP.PASS,
+    output: "unchanged",
+    reason: "pass_not_ipv4",
+  },
+  {
+    description: "EtherType IPv4 but version 6 in the header: passed untouched",
+    input: tcpFrame(CLIENT, "10.0.100.1", { sport: 40000, dport: 80 }, { version: 6 }),
+    verdict: XDP.PASS,
+    output: "unchanged",
+    reason: "pass_not_ipv4",
+  },
+  {
+    description: "ICMP echo to the frontend address: passed to the kernel",
+    input: cat(
+      eth(0x0800),
+      ipv4({ src: CLIENT, dst: "10.0.100.1", proto: 1, payloadLen: 8 }),
+      new Uint8Array([8, 0, 0xf7, 0xff, 0, 0, 0, 0]),
+    ),
+    verdict: XDP.PASS,
+    output: "unchanged",
+    reason: "pass_icmp",
+  },
+  {
+    description: "GRE to the frontend address: passed",
+    input: cat(
+      eth(0x0800),
+      ipv4({ src: CLIENT, dst: "10.0.100.1", proto: 47, payloadLen: 4 }),
+      new Uint8Array(4),
+    ),
+    verdict: XDP.PASS,
+    output: "unchanged",
+    reason: "pass_not_l4",
+  },
+  // truncated
+  // (frames under 14 bytes are refused by BPF_PROG_TEST_RUN itself, so the shortest is Ethernet only)
+  {
+    description: "Ethernet header only, EtherType IPv4, no IP header: passed",
+    input: eth(0x0800),
+    verdict: XDP.PASS,
+    output: "unchanged",
+    reason: "pass_truncated",
+  },
+  {
+    description: "truncated IPv4 header (12 of 20 bytes): passed",
+    input: syn(40000).slice(0, 26),
+    verdict: XDP.PASS,
+    output: "unchanged",
+    reason: "pass_truncated",
+  },
+  {
+    description: "ports cut off (IP header only): passed",
+    input: syn(40000).slice(0, 34),
+    verdict: XDP.PASS,
+    output: "unchanged",
+    reason: "pass_truncated",
+  },
+  {
+    description: "TCP header cut after the ports, to a frontend: dropped",
+    input: syn(40000).slice(0, 38),
+    verdict: XDP.DROP,
+    output: null,
+    reason: "drop_bad_length",
+  },
+  // bad packets to a frontend: dropped, never forwarded
+  {
+    description: "IP options to a frontend: dropped",
+    input: tcpFrame(CLIENT, "10.0.100.1", { sport: 40020, dport: 80 }, {
+      options: new Uint8Array([1, 1, 1, 0]),
+    }),
+    verdict: XDP.DROP,
+    output: null,
+    reason: "drop_ip_options",
+  },
+  {
+    description: "first fragment (MF) to a frontend: dropped",
+    input: tcpFrame(CLIENT, "10.0.100.1", { sport: 40021, dport: 80 }, { fragOff: 0x2000 }),
+    verdict: XDP.DROP,
+    output: null,
+    reason: "drop_fragment",
+  },
+  {
+    description: "later fragment (offset 185, ports are payload = 40021/80): dropped",
+    input: tcpFrame(CLIENT, "10.0.100.1", { sport: 40021, dport: 80 }, { fragOff: 185 }),
+    verdict: XDP.DROP,
+    output: null,
+    reason: "drop_fragment",
+  },
+  {
+    description: "later fragment whose payload does not look like a frontend: passed untouched",
+    input: tcpFrame(CLIENT, "10.0.100.1", { sport: 40021, dport: 9999 }, { fragOff: 185 }),
+    verdict: XDP.PASS,
+    output: "unchanged",
+    reason: "pass_not_frontend",
+  },
+  {
+    description: "IP total length beyond the frame: dropped",
+    input: tcpFrame(CLIENT, "10.0.100.1", { sport: 40022, dport: 80 }, { totLen: 1500 }),
+    verdict: XDP.DROP,
+    output: null,
+    reason: "drop_bad_length",
+  },
+  {
+    description: "IP total length shorter than IP + TCP headers: dropped",
+    input: tcpFrame(CLIENT, "10.0.100.1", { sport: 40023, dport: 80 }, { totLen: 30 }),
+    verdict: XDP.DROP,
+    output: null,
+    reason: "drop_bad_length",
+  },
+  {
+    description: "UDP length disagreeing with the IP length: dropped",
+    input: (() => {
+      const d = udp(CLIENT, "10.0.100.1", 5353, 53, payload, 100);
+      return cat(
+        eth(0x0800),
+        ipv4({ src: CLIENT, dst: "10.0.100.1", proto: 17, payloadLen: d.length }),
+        d,
+      );
+    })(),
+    verdict: XDP.DROP,
+    output: null,
+    reason: "drop_bad_length",
+  },
+  {
+    description: "TCP data offset 4 (< 5): dropped",
+    input: (() => {
+      const f = syn(40024);
+      f[46] = 0x40;
+      return f;
+    })(),
+    verdict: XDP.DROP,
+    output: null,
+    reason: "drop_bad_length",
+  },
+  // service states
+  {
+    description: "service with 0 backends: new flow dropped",
+    input: syn(40000, "10.0.100.3"),
+    verdict: XDP.DROP,
+    output: null,
+    reason: "drop_no_backends",
+  },
+  {
+    description: "Maglev slot 0 (unset): dropped and counted",
+    input: syn(40000, "10.0.100.4"),
+    verdict: XDP.DROP,
+    output: null,
+    reason: "drop_maglev_slot_zero",
+  },
+  {
+    description: "slot names a backend ID that does not exist: dropped",
+    input: syn(40000, "10.0.100.5"),
+    verdict: XDP.DROP,
+    output: null,
+    reason: "drop_no_backend",
+  },
+  {
+    description: "service without a Maglev table: dropped",
+    input: syn(40000, "10.0.100.6"),
+    verdict: XDP.DROP,
+    output: null,
+    reason: "drop_no_maglev",
+  },
+  {
+    description: "LB source address not configured: dropped",
+    before: (dp) => dp.configure({ srcAddr: "0.0.0.0", encapPort: ENCAP_PORT, seed: SEED }),
+    input: syn(40030),
+    verdict: XDP.DROP,
+    output: null,
+    reason: "drop_no_config",
+  },
+];
+
+rootTest("hf_lb fixtures through BPF_PROG_TEST_RUN", async (t) => {
+  using dp = await Datapath.open({ pinDir: null });
+  dp.configure({ srcAddr: LB_SRC, encapPort: ENCAP_PORT, seed: SEED });
+  const lb = dp.lbMaps();
+  for (const [id, address] of Object.entries(BACKENDS)) {
+    await lb.updateBackend(Number(id), { address, port: 80 });
+  }
+  const svc = async (
+    address: string,
+    port: number,
+    protocol: "TCP" | "UDP",
+    serviceId: number,
+    table: Uint32Array | null,
+    opts: { backendCount?: number; mode?: "five-tuple" | "client-ip"; size?: number } = {},
+  ) => {
+    if (table) await lb.updateMaglev(serviceId, table);
+    await lb.updateService({ address, port, protocol }, {
+      serviceId,
+      backendCount: opts.backendCount ?? 3,
+      flowKeyMode: opts.mode ?? "five-tuple",
+      maglevSize: opts.size ?? table?.length ?? 7,
+    });
+  };
+  await svc("10.0.100.1", 80, "TCP", 10, TABLE7);
+  await svc("10.0.100.1", 53, "UDP", 11, TABLE7);
+  await svc("10.0.100.2", 80, "TCP", 12, TABLE5, { mode: "client-ip" });
+  await svc("10.0.100.3", 80, "TCP", 13, TABLE7, { backendCount: 0 });
+  await svc("10.0.100.4", 80, "TCP", 14, new Uint32Array(7), { backendCount: 1 });
+  await svc("10.0.100.5", 80, "TCP", 15, new Uint32Array(7).fill(8), { backendCount: 1 });
+  await svc("10.0.100.6", 80, "TCP", 16, null, { backendCount: 1 });
+
+  for (const f of FIXTURES) {
+    await t.step(f.description, () => {
+      f.before?.(dp);
+      const before = dp.reasons();
+      const r = testRun(dp.program, f.input);
+      const after = dp.reasons();
+      strictEqual(r.retval, f.verdict, `verdict of "${f.description}"`);
+      if (f.output === "unchanged") {
+        strictEqual(hex(r.data), hex(f.input), "frame must pass untouched");
+      } else if (f.output !== null) strictEqual(hex(r.data), hex(f.output), "output frame");
+      const moved = REASONS.filter((n) => after[n] !== before[n]).map((n) =>
+        `${n}+${after[n] - before[n]}`
+      );
+      deepStrictEqual(moved, [`${f.reason}+1`], "exactly one reason counter moves by one");
+    });
+  }
+
+  await t.step("counters per frontend and backend, and new-flow events", () => {
+    const fe = dp.frontendStats().get(10);
+    strictEqual(
+      fe !== undefined && fe.packets > 0n && fe.newFlows > 0n,
+      true,
+      "frontend 10 counted",
+    );
+    const be = dp.backendStats();
+    const total = [...be.values()].reduce((s, x) => s + x.packets, 0n);
+    const tx = dp.reasons().tx_hit + dp.reasons().tx_new;
+    strictEqual(total, tx, "every transmitted packet is counted on exactly one backend");
+    const events: unknown[] = [];
+    const reader = dp.subscribe((e) => events.push(e));
+    reader.consume();
+    strictEqual(BigInt(events.length), dp.reasons().tx_new, "one event per new flow");
+    return reader.close();
+  });
+});

@@ -13,7 +13,7 @@ import {
   flowHashFiveTuple,
   ipv4ToU32,
 } from "../../policy-as/host/flow_hash.ts";
-import { cat, encapsulated, eth, hex, ipv4, tcp, tcpFrame, udp, udpFrame } from "./_packets.ts";
+import { cat, encapsulated, eth, hex, ipv4, tcpFrame, udp, udpFrame } from "./_packets.ts";
 
 const SEED = 0x1234;
 const LB_SRC = "10.1.1.2";

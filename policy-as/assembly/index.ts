@@ -85,10 +85,6 @@ let emptyPtr: usize = 0;  // tail × u32, the empty slots in the tail phase
 
 // Build state, valid during maglev_build.
 let gM: u32 = 0;
-let gFilled: u32 = 0;
-let gTail: u32 = 0;       // switch to the direct search when this many slots are left
-let gInTail: bool = false;
-let gEmpty: u32 = 0;      // number of entries in the empty list
 
 @inline
 function align16(x: usize): usize {
@@ -202,7 +198,8 @@ function sortOrder(count: u32): void {
   }
 }
 
-function enterTail(count: u32): void {
+// Lists the empty slots and every backend's skip^-1 mod m; returns how many slots are empty.
+function enterTail(count: u32): u32 {
   const m = gM;
   let e: u32 = 0;
   for (let c: u32 = 0; c < m; c++) {
@@ -212,60 +209,11 @@ function enterTail(count: u32): void {
       e++;
     }
   }
-  gEmpty = e;
   for (let k: u32 = 0; k < count; k++) {
     const off = <usize>k << 2;
     store<u32>(invPtr + off, modInverse(load<u32>(skipPtr + off), m));
   }
-  gInTail = true;
-}
-
-// Backend k (sorted position) takes its next preferred empty slot.
-@inline
-function takeNext(k: u32): void {
-  const m = gM;
-  const off = <usize>k << 2;
-  let c = load<u32>(posPtr + off);
-  const skip = load<u32>(skipPtr + off);
-  if (!gInTail) {
-    while (true) {
-      const wp = bitmapPtr + (<usize>(c >> 5) << 2);
-      const word = load<u32>(wp);
-      const bit: u32 = 1 << (c & 31);
-      if ((word & bit) == 0) {
-        store<u32>(wp, word | bit);
-        break;
-      }
-      c += skip;
-      if (c >= m) c -= m;
-    }
-  } else {
-    // j = diff * inv mod m in f64: the product is below 2^35, exact; the quotient estimate is
-    // off by at most one, fixed below. Much cheaper than a 64-bit division per empty slot.
-    const inv = <f64>load<u32>(invPtr + off);
-    const mf = <f64>m;
-    const rm = 1.0 / mf;
-    let best: f64 = Infinity;
-    let bestI: u32 = 0;
-    const count = gEmpty;
-    for (let i: u32 = 0; i < count; i++) {
-      const e = load<u32>(emptyPtr + (<usize>i << 2));
-      const diff: u32 = e >= c ? e - c : e + m - c;
-      const prod = <f64>diff * inv;
-      let j = prod - Math.floor(prod * rm) * mf;
-      if (j < 0) j += mf;
-      else if (j >= mf) j -= mf;
-      if (j < best) { best = j; bestI = i; }
-    }
-    c = load<u32>(emptyPtr + (<usize>bestI << 2));
-    gEmpty = count - 1;
-    store<u32>(emptyPtr + (<usize>bestI << 2), load<u32>(emptyPtr + (<usize>gEmpty << 2)));
-  }
-  store<u32>(tablePtr + (<usize>c << 2), load<u32>(idxPtr + off));
-  c += skip;
-  if (c >= m) c -= m;
-  store<u32>(posPtr + off, c);
-  gFilled++;
+  return e;
 }
 
 export function maglev_build(n: u32, m: u32): i32 {
@@ -312,31 +260,75 @@ export function maglev_build(n: u32, m: u32): i32 {
   }
 
   gM = m;
-  gFilled = 0;
-  gInTail = false;
-  gEmpty = 0;
   const tail = tailThreshold(m);
-  gTail = tail;
-  if (minW == maxW) {
-    // Equal weights: plain Maglev round robin, one slot per backend per round.
-    while (true) {
-      for (let k: u32 = 0; k < count; k++) {
-        takeNext(k);
-        if (gFilled == m) return <i32>count;
-        if (!gInTail && m - gFilled <= tail) enterTail(count);
-      }
-    }
-  }
-  // Weighted: round r lets backend k take a slot while r * w_k >= target_k (target += maxW).
+  const equal = minW == maxW;
+  const bm = bitmapPtr;
+  const tp = tablePtr;
+  const pp = posPtr;
+  const sp = skipPtr;
+  const ip = idxPtr;
+  const ep = emptyPtr;
+  const mf = <f64>m;
+  const rm = 1.0 / mf;
+  let filled: u32 = 0;
+  let inTail = false;
+  let empties: u32 = 0;
+  // Round r lets backend k take a turn while r * w_k >= target_k (target += maxW): with equal
+  // weights every backend takes one turn per round, the paper's plain round robin.
   for (let round: u64 = 1; ; round++) {
     for (let k: u32 = 0; k < count; k++) {
-      const tp = targetPtr + (<usize>k << 3);
-      const target = load<u64>(tp);
-      if (round * <u64>load<u32>(weightPtr + (<usize>k << 2)) < target) continue;
-      store<u64>(tp, target + <u64>maxW);
-      takeNext(k);
-      if (gFilled == m) return <i32>count;
-      if (!gInTail && m - gFilled <= tail) enterTail(count);
+      if (!equal) {
+        const tgp = targetPtr + (<usize>k << 3);
+        const target = load<u64>(tgp);
+        if (round * <u64>load<u32>(weightPtr + (<usize>k << 2)) < target) continue;
+        store<u64>(tgp, target + <u64>maxW);
+      }
+      const off = <usize>k << 2;
+      let c = load<u32>(pp + off);
+      const skip = load<u32>(sp + off);
+      if (!inTail) {
+        while (true) {
+          const wp = bm + (<usize>(c >> 5) << 2);
+          const word = load<u32>(wp);
+          const bit: u32 = 1 << (c & 31);
+          if ((word & bit) == 0) {
+            store<u32>(wp, word | bit);
+            break;
+          }
+          // The wrap is taken about half the time at random: a select, not a branch.
+          c += skip;
+          c = select<u32>(c - m, c, c >= m);
+        }
+      } else {
+        // j = diff * inv mod m in f64: the product is below 2^35, exact; the quotient estimate
+        // is off by at most one, fixed below. Much cheaper than a 64-bit division per slot.
+        const inv = <f64>load<u32>(invPtr + off);
+        let best: f64 = Infinity;
+        let bestI: u32 = 0;
+        for (let i: u32 = 0; i < empties; i++) {
+          const e = load<u32>(ep + (<usize>i << 2));
+          const diff: u32 = select<u32>(e - c, e + m - c, e >= c);
+          const prod = <f64>diff * inv;
+          let j = prod - Math.floor(prod * rm) * mf;
+          j = select<f64>(j + mf, j, j < 0);
+          j = select<f64>(j - mf, j, j >= mf);
+          const better = j < best;
+          best = select<f64>(j, best, better);
+          bestI = select<u32>(i, bestI, better);
+        }
+        c = load<u32>(ep + (<usize>bestI << 2));
+        empties--;
+        store<u32>(ep + (<usize>bestI << 2), load<u32>(ep + (<usize>empties << 2)));
+      }
+      store<u32>(tp + (<usize>c << 2), load<u32>(ip + off));
+      c += skip;
+      store<u32>(pp + off, select<u32>(c - m, c, c >= m));
+      filled++;
+      if (filled == m) return <i32>count;
+      if (!inTail && m - filled <= tail) {
+        empties = enterTail(count);
+        inTail = true;
+      }
     }
   }
   return <i32>count; // unreachable: the loop returns once every slot is filled

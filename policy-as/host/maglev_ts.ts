@@ -104,7 +104,7 @@ export function maglevFill(records: Uint32Array, table: Uint32Array): number {
           break;
         }
         c += s;
-        if (c >= m) c -= m;
+        c = c >= m ? c - m : c;
       }
     } else {
       const iv = inv[k]!;

@@ -52,6 +52,7 @@ Deno.test("first swap installs; a bad swap keeps the old module serving, logged 
 
 Deno.test("no module serving yet: current throws a clear error", async () => {
   const host = await PolicyHost.create({ registry: new Registry() });
+  using _logs = captureLogs();
   const r = await host.swap(new Uint8Array([0, 1, 2]));
   if (r.ok || r.reason !== "compile") throw new Error(JSON.stringify(r));
   try {

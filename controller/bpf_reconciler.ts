@@ -1,0 +1,309 @@
+/**
+ * The BPF-maps reconciler: frontends table → {@linkcode LBMaps}.
+ *
+ * Per frontend, one update writes, in order, the backends it needs that are not written yet,
+ * its Maglev table, then its service entry; if any step fails the whole update is retried.
+ * Backends shared by several frontends are written once and reference-counted; the last
+ * frontend to drop one deletes it (after its own service entry no longer points at it).
+ * Service and backend IDs are allocated here and restored from the maps' contents at start
+ * (`restore()`), so a restarted controller rewrites identical entries: no flow is disturbed.
+ *
+ * @module
+ */
+
+import { hostPort, parseAddr } from "./lb/address.ts";
+import type { Frontend } from "./lb/frontend.ts";
+import { selectBackends } from "./lb/select.ts";
+import { serviceByName } from "./lb/service.ts";
+import type { LBTables } from "./lb/tables.ts";
+import type { LBMaps, ServiceKey } from "./lbmaps.ts";
+import { checkMaglevSize, DEFAULT_MAGLEV_SIZE, type MaglevBuilder, referenceMaglev } from "./maglev.ts";
+import type { Operations } from "./reconciler/mod.ts";
+import type { ReadTxn } from "./statedb/mod.ts";
+
+/** Largest ID the services/backends maps accept (2^24 - 1). */
+const MAX_ID = (1 << 24) - 1;
+
+interface FrontendState {
+  readonly serviceId: number;
+  /** Distinct backend IDs its Maglev table uses, ascending. */
+  readonly backendIds: readonly number[];
+}
+
+/** Counters of the BPF reconciler. */
+export interface BPFMetrics {
+  holdfast_lbmaps_backend_writes_total: number;
+  holdfast_lbmaps_backend_deletes_total: number;
+  holdfast_lbmaps_maglev_writes_total: number;
+  holdfast_lbmaps_service_writes_total: number;
+  holdfast_lbmaps_service_deletes_total: number;
+  holdfast_lbmaps_pruned_total: number;
+}
+
+/** Options of {@linkcode LBMapsOps}. */
+export interface LBMapsOpsOptions {
+  /** Maglev builder (default: the TypeScript reference; the policy WASM plugs in here). */
+  maglev?: MaglevBuilder;
+  /** Maglev table size when a service does not set one (prime; default 1021). */
+  maglevSize?: number;
+}
+
+/** Reconciler operations for frontends against the BPF maps. */
+export class LBMapsOps implements Operations<Frontend> {
+  readonly #tables: LBTables;
+  readonly #maps: LBMaps;
+  readonly #maglev: MaglevBuilder;
+  readonly #defaultM: number;
+  /** Frontend address → service ID. */
+  readonly #serviceIds = new Map<string, number>();
+  #freeServiceIds: number[] = [];
+  #nextServiceId = 1;
+  /** Backend `IP:PORT` → ID; refcounts and "written" flags by ID. */
+  readonly #backendIds = new Map<string, number>();
+  /** ID → `IP:PORT` (sparse). */
+  readonly #keyById: (string | undefined)[] = [];
+  #refs = new Int32Array(1024);
+  #written = new Uint8Array(1024);
+  #freeBackendIds: number[] = [];
+  #nextBackendId = 1;
+  /** Unreferenced backends whose delete failed; retried before every operation. */
+  readonly #orphans = new Set<number>();
+  readonly #frontends = new Map<string, FrontendState>();
+  readonly metrics: BPFMetrics = {
+    holdfast_lbmaps_backend_writes_total: 0,
+    holdfast_lbmaps_backend_deletes_total: 0,
+    holdfast_lbmaps_maglev_writes_total: 0,
+    holdfast_lbmaps_service_writes_total: 0,
+    holdfast_lbmaps_service_deletes_total: 0,
+    holdfast_lbmaps_pruned_total: 0,
+  };
+
+  constructor(tables: LBTables, maps: LBMaps, options: LBMapsOpsOptions = {}) {
+    this.#tables = tables;
+    this.#maps = maps;
+    this.#maglev = options.maglev ?? referenceMaglev;
+    this.#defaultM = options.maglevSize ?? DEFAULT_MAGLEV_SIZE;
+    checkMaglevSize(this.#defaultM);
+  }
+
+  /** The service ID of a frontend address, if allocated. */
+  serviceId(frontendAddress: string): number | undefined {
+    return this.#serviceIds.get(frontendAddress);
+  }
+
+  /** The backend ID of a backend `IP:PORT`, if allocated. */
+  backendId(hostPortKey: string): number | undefined {
+    return this.#backendIds.get(hostPortKey);
+  }
+
+  /**
+   * Restores IDs and reference counts from what the maps already hold (after a restart).
+   * Call before starting the reconciler.
+   */
+  async restore(): Promise<{ services: number; backends: number }> {
+    const dump = await this.#maps.dump();
+    for (const [id, b] of dump.backends) {
+      this.#backendIds.set(`${b.address}:${b.port}`, id);
+      this.#keyById[id] = `${b.address}:${b.port}`;
+      this.#grow(id);
+      this.#written[id] = 1;
+      this.#refs[id] = 0;
+      this.#nextBackendId = Math.max(this.#nextBackendId, id + 1);
+    }
+    const tables = new Map(dump.maglev);
+    for (const [key, entry] of dump.services) {
+      const addr = `${key.address}:${key.port}/${key.protocol}`;
+      this.#serviceIds.set(addr, entry.serviceId);
+      this.#nextServiceId = Math.max(this.#nextServiceId, entry.serviceId + 1);
+      const ids = [...new Set(tables.get(entry.serviceId) ?? [])].filter((id) => id !== 0).sort((a, b) => a - b);
+      for (const id of ids) this.#refs[id]!++;
+      this.#frontends.set(addr, { serviceId: entry.serviceId, backendIds: ids });
+    }
+    // IDs below the high-water mark that nothing holds are free again.
+    const usedSvc = new Set(this.#serviceIds.values());
+    for (let id = this.#nextServiceId - 1; id >= 1; id--) if (!usedSvc.has(id)) this.#freeServiceIds.push(id);
+    const usedBe = new Set(this.#backendIds.values());
+    for (let id = this.#nextBackendId - 1; id >= 1; id--) if (!usedBe.has(id)) this.#freeBackendIds.push(id);
+    return { services: dump.services.length, backends: dump.backends.length };
+  }
+
+  #grow(id: number): void {
+    if (id < this.#refs.length) return;
+    let n = this.#refs.length;
+    while (n <= id) n *= 2;
+    const r = new Int32Array(n);
+    r.set(this.#refs);
+    this.#refs = r;
+    const w = new Uint8Array(n);
+    w.set(this.#written);
+    this.#written = w;
+  }
+
+  #allocServiceId(addr: string): number {
+    let id = this.#serviceIds.get(addr);
+    if (id !== undefined) return id;
+    id = this.#freeServiceIds.pop() ?? this.#nextServiceId++;
+    if (id > MAX_ID) throw new RangeError(`Cannot allocate service ID for "${addr}": all ${MAX_ID} IDs in use`);
+    this.#serviceIds.set(addr, id);
+    return id;
+  }
+
+  #backendIdFor(key: string): number {
+    let id = this.#backendIds.get(key);
+    if (id !== undefined) return id;
+    id = this.#freeBackendIds.pop() ?? this.#nextBackendId++;
+    if (id > MAX_ID) throw new RangeError(`Cannot allocate backend ID for "${key}": all ${MAX_ID} IDs in use`);
+    this.#grow(id);
+    this.#refs[id] = 0;
+    this.#written[id] = 0;
+    this.#backendIds.set(key, id);
+    this.#keyById[id] = key;
+    return id;
+  }
+
+  async #flushOrphans(): Promise<void> {
+    if (this.#orphans.size === 0) return;
+    for (const id of [...this.#orphans]) {
+      if (this.#refs[id] !== 0) {
+        this.#orphans.delete(id);
+        continue;
+      }
+      await this.#maps.deleteBackend(id);
+      this.metrics.holdfast_lbmaps_backend_deletes_total++;
+      this.#orphans.delete(id);
+      this.#freeBackend(id);
+    }
+  }
+
+  #freeBackend(id: number): void {
+    if (this.#refs[id] !== 0) return;
+    const k = this.#keyById[id];
+    if (k !== undefined && this.#backendIds.get(k) === id) this.#backendIds.delete(k);
+    this.#keyById[id] = undefined;
+    this.#written[id] = 0;
+    this.#freeBackendIds.push(id);
+  }
+
+  #release(old: readonly number[], keep: ReadonlySet<number> | null): void {
+    for (const id of old) {
+      if (keep !== null && keep.has(id)) continue;
+      if (--this.#refs[id]! === 0) this.#orphans.add(id);
+    }
+  }
+
+  /** Writes backends → Maglev table → service entry for `fe`. */
+  async update(txn: ReadTxn, fe: Frontend): Promise<void> {
+    await this.#flushOrphans();
+    const svc = this.#tables.services.get(txn, serviceByName(fe.serviceName));
+    if (svc === undefined) {
+      throw new Error(`Cannot reconcile frontend "${fe.address}": service "${fe.serviceName}" is not in the table`);
+    }
+    const addr = parseAddr(fe.address);
+    const selected = selectBackends(txn, this.#tables, fe);
+    const m = svc.maglevSize || this.#defaultM;
+    const serviceId = this.#allocServiceId(fe.address);
+    const n = selected.length;
+    const ids = new Array<number>(n);
+    const keys = new Array<{ key: string; weight: number }>(n);
+    for (let i = 0; i < n; i++) {
+      const b = selected[i]!;
+      const key = hostPort(b.address);
+      const id = this.#backendIdFor(key);
+      ids[i] = id;
+      keys[i] = { key, weight: b.weight };
+      if (this.#written[id] === 0) {
+        const colon = key.lastIndexOf(":");
+        await this.#maps.updateBackend(id, { address: key.slice(0, colon), port: Number(key.slice(colon + 1)) });
+        this.#written[id] = 1;
+        this.metrics.holdfast_lbmaps_backend_writes_total++;
+      }
+    }
+    const table = this.#maglev.build(keys, m);
+    if (table.length !== m) {
+      throw new Error(`Maglev builder returned ${table.length} slots for "${fe.address}", expected ${m}`);
+    }
+    for (let s = 0; s < m; s++) {
+      const v = table[s]!;
+      if (v !== 0) table[s] = ids[v - 1]!;
+    }
+    await this.#maps.updateMaglev(serviceId, table);
+    this.metrics.holdfast_lbmaps_maglev_writes_total++;
+    const key: ServiceKey = { address: addr.ip, port: addr.port, protocol: addr.protocol };
+    await this.#maps.updateService(key, {
+      serviceId,
+      backendCount: n,
+      flowKeyMode: svc.flowKeyMode,
+      maglevSize: m,
+    });
+    this.metrics.holdfast_lbmaps_service_writes_total++;
+    // Committed: move references from the old backend set to the new one.
+    const uniq = n <= 1 ? ids : [...new Set(ids)].sort((a, b) => a - b);
+    const prev = this.#frontends.get(fe.address);
+    const now = new Set(uniq);
+    const before = prev === undefined ? null : new Set(prev.backendIds);
+    for (const id of uniq) if (before === null || !before.has(id)) this.#refs[id]!++;
+    if (prev !== undefined) this.#release(prev.backendIds, now);
+    this.#frontends.set(fe.address, { serviceId, backendIds: uniq });
+    await this.#flushOrphans();
+  }
+
+  /** Deletes service entry → Maglev table → unreferenced backends of `fe`. */
+  async delete(_txn: ReadTxn, fe: Frontend): Promise<void> {
+    await this.#flushOrphans();
+    const addr = parseAddr(fe.address);
+    await this.#maps.deleteService({ address: addr.ip, port: addr.port, protocol: addr.protocol });
+    this.metrics.holdfast_lbmaps_service_deletes_total++;
+    const serviceId = this.#serviceIds.get(fe.address);
+    if (serviceId !== undefined) await this.#maps.deleteMaglev(serviceId);
+    const st = this.#frontends.get(fe.address);
+    this.#frontends.delete(fe.address);
+    if (serviceId !== undefined) {
+      this.#serviceIds.delete(fe.address);
+      this.#freeServiceIds.push(serviceId);
+    }
+    if (st !== undefined) this.#release(st.backendIds, null);
+    await this.#flushOrphans();
+  }
+
+  /** Removes from the maps every service, table and backend that no frontend accounts for. */
+  async prune(_txn: ReadTxn, rows: readonly Frontend[]): Promise<void> {
+    await this.#flushOrphans();
+    const wanted = new Set(rows.map((r) => r.address));
+    // Frontends we hold state for that are gone from the table (e.g. removed while stopped).
+    for (const [addr] of [...this.#frontends]) {
+      if (!wanted.has(addr)) {
+        await this.delete(_txn, {
+          address: addr,
+          serviceName: "",
+          portName: "",
+          redirectTo: null,
+          status: { kind: "pending" },
+        });
+        this.metrics.holdfast_lbmaps_pruned_total++;
+      }
+    }
+    const dump = await this.#maps.dump();
+    const liveServiceIds = new Set(this.#serviceIds.values());
+    for (const [k, e] of dump.services) {
+      const addr = `${k.address}:${k.port}/${k.protocol}`;
+      if (!wanted.has(addr) || this.#serviceIds.get(addr) !== e.serviceId) {
+        await this.#maps.deleteService(k);
+        this.metrics.holdfast_lbmaps_pruned_total++;
+      }
+    }
+    for (const [sid] of dump.maglev) {
+      if (!liveServiceIds.has(sid)) {
+        await this.#maps.deleteMaglev(sid);
+        this.metrics.holdfast_lbmaps_pruned_total++;
+      }
+    }
+    const known = new Set(this.#backendIds.values());
+    for (const [id] of dump.backends) {
+      if (!known.has(id) || this.#refs[id] === 0) {
+        await this.#maps.deleteBackend(id);
+        this.metrics.holdfast_lbmaps_pruned_total++;
+        if (known.has(id)) this.#freeBackend(id);
+      }
+    }
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * Frontend rows: an address clients connect to (`IP:PORT/PROTO`) and the service behind it.
+ * The BPF reconciler observes this table: each frontend is one services-map entry plus its
+ * Maglev table. Its reconcile status lives here.
+ *
+ * @module
+ */
+
+import { defineIndex, type Query } from "../statedb/mod.ts";
+import { type ReconcileStatus, showStatus } from "./status.ts";
+
+/** A frontend. Immutable: clone, change, insert. */
+export interface Frontend {
+  /** Canonical `IP:PORT/PROTO`; primary key. */
+  readonly address: string;
+  /** Owning service, `namespace/name`. */
+  readonly serviceName: string;
+  /** Service port name; backends are matched by it ("" matches every backend port). */
+  readonly portName: string;
+  /** Local-redirect override: use this service's backends instead (null: none). */
+  readonly redirectTo: string | null;
+  /** Reconcile status of the BPF maps for this frontend. */
+  readonly status: ReconcileStatus;
+}
+
+/** The service whose backends this frontend uses. */
+export function backendServiceOf(fe: Frontend): string {
+  return fe.redirectTo ?? fe.serviceName;
+}
+
+/** Primary index: by address. */
+export const frontendAddressIndex = defineIndex<Frontend>({
+  name: "address",
+  unique: true,
+  keys: (f) => f.address,
+});
+
+/** Frontends of a service. */
+export const frontendServiceIndex = defineIndex<Frontend>({
+  name: "service",
+  unique: false,
+  keys: (f) => f.serviceName,
+});
+
+/** Frontends by the service whose backends they use (differs from owner under redirect). */
+export const frontendBackendServiceIndex = defineIndex<Frontend>({
+  name: "backend-service",
+  unique: false,
+  keys: (f) => backendServiceOf(f),
+});
+
+/** Query: the frontend at `address` (`IP:PORT/PROTO`). */
+export function frontendByAddress(address: string): Query<Frontend> {
+  return frontendAddressIndex.query(address);
+}
+
+/** Query: frontends owned by service `name`. */
+export function frontendsByService(name: string): Query<Frontend> {
+  return frontendServiceIndex.query(name);
+}
+
+/** Query: frontends that draw backends from service `name`. */
+export function frontendsByBackendService(name: string): Query<Frontend> {
+  return frontendBackendServiceIndex.query(name);
+}
+
+/** Column names of the printed table. */
+export const frontendHeader = ["Address", "Service", "PortName", "RedirectTo", "Status", "Backends"] as const;
+
+/** One printed row; `backends` is the selection the reconciler would write (see select.ts). */
+export function frontendToRow(f: Frontend, backends: readonly string[]): string[] {
+  return [
+    f.address,
+    f.serviceName,
+    f.portName === "" ? "-" : f.portName,
+    f.redirectTo ?? "-",
+    showStatus(f.status),
+    backends.length === 0 ? "-" : backends.join(", "),
+  ];
+}

@@ -1,0 +1,41 @@
+/**
+ * Service rows: what a service is, independent of its addresses (frontends) and endpoints
+ * (backends). Keyed by `namespace/name`.
+ *
+ * @module
+ */
+
+import type { FlowKeyMode } from "../lbmaps.ts";
+import { defineIndex, type Query } from "../statedb/mod.ts";
+
+/** A load-balanced service. Immutable: clone, change, insert. */
+export interface Service {
+  /** `namespace/name`. */
+  readonly name: string;
+  /** Data source that owns the row (`k8s`, `file`, ...). */
+  readonly source: string;
+  /** Flow keying: per connection or per client address. */
+  readonly flowKeyMode: FlowKeyMode;
+  /** Maglev table size for this service; 0 means the reconciler's default. */
+  readonly maglevSize: number;
+}
+
+/** Primary index: by name. */
+export const serviceNameIndex = defineIndex<Service>({
+  name: "name",
+  unique: true,
+  keys: (s) => s.name,
+});
+
+/** Query: the service called `name` (`namespace/name`). */
+export function serviceByName(name: string): Query<Service> {
+  return serviceNameIndex.query(name);
+}
+
+/** Column names of the printed table. */
+export const serviceHeader = ["Name", "Source", "FlowKey", "Maglev"] as const;
+
+/** One printed row. */
+export function serviceToRow(s: Service): string[] {
+  return [s.name, s.source, s.flowKeyMode, s.maglevSize === 0 ? "default" : String(s.maglevSize)];
+}

@@ -1,0 +1,391 @@
+/**
+ * The Writer: the only write API of the LB tables. Data sources never insert rows themselves;
+ * they get a {@linkcode SourceWriter} bound to their name and call it inside a write txn.
+ *
+ * Semantics (after the Cilium control-plane design note):
+ * - Each row belongs to a source; removing a source removes only its rows.
+ * - Backends may arrive before their service; frontends created later pick them up.
+ * - Several sources may report the same backend for a service; the instance of the source with
+ *   the best (lowest) priority is used; a lower-priority source's service definition never
+ *   replaces a better one's.
+ * - A local-redirect override may be set before or after its service exists; removing it
+ *   restores the service's own backends.
+ * - Any change to what a frontend would select marks it pending (a new revision) so the
+ *   reconcilers pick it up.
+ *
+ * @module
+ */
+
+import type { FlowKeyMode } from "../lbmaps.ts";
+import type { WriteTxn } from "../statedb/mod.ts";
+import { parseAddr } from "./address.ts";
+import {
+  type Backend,
+  type BackendInstance,
+  type BackendState,
+  backendsByService,
+  compareInstances,
+  DEFAULT_WEIGHT,
+} from "./backend.ts";
+import { type Frontend, frontendsByBackendService, frontendsByService } from "./frontend.ts";
+import { redirectByService } from "./redirect.ts";
+import type { Service } from "./service.ts";
+import { PENDING } from "./status.ts";
+import { lbWriteTxn, type LBTables } from "./tables.ts";
+
+/** Default source priorities; lower wins. Unknown sources get {@linkcode UNKNOWN_PRIORITY}. */
+export const DEFAULT_PRIORITIES: Readonly<Record<string, number>> = Object.freeze({
+  k8s: 10,
+  file: 20,
+  redis: 30,
+  cluster: 40,
+});
+/** Priority of a source not in the priority table. */
+export const UNKNOWN_PRIORITY = 100;
+
+/** A service as a source describes it, with its frontends. */
+export interface ServiceInput {
+  /** `namespace/name`. */
+  readonly name: string;
+  readonly flowKeyMode?: FlowKeyMode;
+  /** Maglev table size (prime); omitted: the reconciler's default. */
+  readonly maglevSize?: number;
+  readonly frontends: readonly FrontendInput[];
+}
+
+/** A frontend of a {@linkcode ServiceInput}. */
+export interface FrontendInput {
+  /** `IP:PORT/PROTO`. */
+  readonly address: string;
+  readonly portName?: string;
+}
+
+/** A backend as a source reports it for one service. */
+export interface BackendInput {
+  /** `IP:PORT/PROTO`. */
+  readonly address: string;
+  readonly portName?: string;
+  readonly state?: BackendState;
+  readonly weight?: number;
+  readonly zone?: string;
+}
+
+/** Counters of the writer's decisions, Prometheus-style names. */
+export interface WriterMetrics {
+  holdfast_writer_rejected_services_total: number;
+  holdfast_writer_rejected_frontends_total: number;
+}
+
+/** Owns cross-table consistency of the LB tables. */
+export class Writer {
+  readonly tables: LBTables;
+  readonly #priorities: Readonly<Record<string, number>>;
+  /** Backend-services already refreshed in a txn: refresh each at most once per txn. */
+  readonly #refreshed = new WeakMap<WriteTxn, Set<string>>();
+  readonly #strings = new Map<string, string>();
+  readonly metrics: WriterMetrics = {
+    holdfast_writer_rejected_services_total: 0,
+    holdfast_writer_rejected_frontends_total: 0,
+  };
+  readonly #log: (msg: string, fields: Record<string, unknown>) => void;
+
+  constructor(
+    tables: LBTables,
+    options: {
+      priorities?: Readonly<Record<string, number>>;
+      log?: (msg: string, fields: Record<string, unknown>) => void;
+    } = {},
+  ) {
+    this.tables = tables;
+    this.#priorities = options.priorities ?? DEFAULT_PRIORITIES;
+    this.#log = options.log ??
+      ((msg, fields) => console.log(JSON.stringify({ level: "info", msg, ...fields })));
+  }
+
+  /** A write transaction locking all LB tables. Commit it before any `await`. */
+  txn(): WriteTxn {
+    return lbWriteTxn(this.tables);
+  }
+
+  /** The writer for one data source. */
+  source(name: string): SourceWriter {
+    return new SourceWriter(this, name);
+  }
+
+  /** Priority of a source (lower wins). */
+  priority(source: string): number {
+    return this.#priorities[source] ?? UNKNOWN_PRIORITY;
+  }
+
+  /** Shares equal small strings (port names, zones, sources) between rows. */
+  intern(s: string): string {
+    if (s.length === 0) return "";
+    const got = this.#strings.get(s);
+    if (got !== undefined) return got;
+    if (this.#strings.size < 4096) this.#strings.set(s, s);
+    return s;
+  }
+
+  /** @internal */
+  log(msg: string, fields: Record<string, unknown>): void {
+    this.#log(msg, fields);
+  }
+
+  /**
+   * Marks pending every frontend whose selection depends on service `name`'s backends: those
+   * using its backends (its own and those redirected to it) and its redirected frontends (they
+   * fall back to it).
+   * @internal
+   */
+  refreshFrontends(txn: WriteTxn, name: string): void {
+    let done = this.#refreshed.get(txn);
+    if (done === undefined) this.#refreshed.set(txn, (done = new Set()));
+    if (done.has(name)) return;
+    done.add(name);
+    const fes = this.tables.frontends;
+    for (const fe of fes.list(txn, frontendsByBackendService(name))) {
+      fes.insert(txn, { ...fe, status: PENDING });
+    }
+    for (const fe of fes.list(txn, frontendsByService(name))) {
+      if (fe.redirectTo !== null && fe.redirectTo !== name) fes.insert(txn, { ...fe, status: PENDING });
+    }
+  }
+}
+
+/** The Writer as one data source sees it: every row written is owned by `source`. */
+export class SourceWriter {
+  readonly writer: Writer;
+  readonly source: string;
+  readonly priority: number;
+
+  /** @internal */
+  constructor(writer: Writer, source: string) {
+    this.writer = writer;
+    this.source = writer.intern(source);
+    this.priority = writer.priority(source);
+  }
+
+  /** A write transaction locking all LB tables. */
+  txn(): WriteTxn {
+    return this.writer.txn();
+  }
+
+  /**
+   * Registers this source as an initializer of the LB tables; call the returned function in a
+   * write txn once the initial sync is written. Pruning waits for every initializer.
+   */
+  registerInitializer(txn: WriteTxn): (txn: WriteTxn) => void {
+    const t = this.writer.tables;
+    const name = this.source;
+    const fns = [
+      t.services.registerInitializer(txn, name),
+      t.frontends.registerInitializer(txn, name),
+      t.backends.registerInitializer(txn, name),
+    ];
+    return (w) => fns.forEach((f) => f(w));
+  }
+
+  /**
+   * Inserts or updates a service and replaces its set of frontends. Returns false (and changes
+   * nothing) if a better-priority source owns the service.
+   */
+  upsertService(txn: WriteTxn, input: ServiceInput): boolean {
+    const { services, frontends, redirects } = this.writer.tables;
+    const old = services.get(txn, { index: services.schema.primary, key: input.name });
+    if (old !== undefined && old.source !== this.source && this.writer.priority(old.source) < this.priority) {
+      this.writer.metrics.holdfast_writer_rejected_services_total++;
+      this.writer.log("service rejected: owned by a better-priority source", {
+        service: input.name,
+        source: this.source,
+        owner: old.source,
+      });
+      return false;
+    }
+    const svc: Service = {
+      name: old?.name ?? input.name,
+      source: this.source,
+      flowKeyMode: input.flowKeyMode ?? "five-tuple",
+      maglevSize: input.maglevSize ?? 0,
+    };
+    const svcChanged = old === undefined || old.source !== svc.source ||
+      old.flowKeyMode !== svc.flowKeyMode || old.maglevSize !== svc.maglevSize;
+    if (svcChanged) services.insert(txn, svc);
+    const redirect = redirects.get(txn, redirectByService(svc.name));
+    const redirectTo = redirect?.target ?? null;
+    const wanted = new Set<string>();
+    for (const fi of input.frontends) {
+      parseAddr(fi.address);
+      wanted.add(fi.address);
+      const portName = this.writer.intern(fi.portName ?? "");
+      const cur = frontends.get(txn, { index: frontends.schema.primary, key: fi.address });
+      if (cur !== undefined && cur.serviceName !== svc.name) {
+        const owner = services.get(txn, { index: services.schema.primary, key: cur.serviceName });
+        if (owner !== undefined && this.writer.priority(owner.source) < this.priority) {
+          this.writer.metrics.holdfast_writer_rejected_frontends_total++;
+          this.writer.log("frontend rejected: owned by a better-priority service", {
+            frontend: fi.address,
+            service: svc.name,
+            owner: cur.serviceName,
+          });
+          continue;
+        }
+      }
+      if (
+        cur !== undefined && !svcChanged && cur.serviceName === svc.name && cur.portName === portName &&
+        cur.redirectTo === redirectTo
+      ) continue;
+      const fe: Frontend = { address: fi.address, serviceName: svc.name, portName, redirectTo, status: PENDING };
+      frontends.insert(txn, fe);
+    }
+    for (const fe of frontends.list(txn, frontendsByService(svc.name))) {
+      if (!wanted.has(fe.address)) frontends.delete(txn, fe);
+    }
+    return true;
+  }
+
+  /** Deletes the service and its frontends if this source owns it. Backends stay. */
+  deleteService(txn: WriteTxn, name: string): boolean {
+    const { services, frontends } = this.writer.tables;
+    const old = services.get(txn, { index: services.schema.primary, key: name });
+    if (old === undefined || old.source !== this.source) return false;
+    services.delete(txn, old);
+    for (const fe of frontends.list(txn, frontendsByService(name))) frontends.delete(txn, fe);
+    return true;
+  }
+
+  /** Adds or updates this source's backends of a service (others of the service stay). */
+  upsertBackends(txn: WriteTxn, args: { service: string; backends: readonly BackendInput[] }): void {
+    let changed = false;
+    for (const b of args.backends) changed = this.#upsertInstance(txn, args.service, b) || changed;
+    if (changed) this.writer.refreshFrontends(txn, args.service);
+  }
+
+  /** Replaces this source's backends of a service with `backends`. */
+  setBackends(txn: WriteTxn, args: { service: string; backends: readonly BackendInput[] }): void {
+    const keep = new Set<string>();
+    for (const b of args.backends) keep.add(b.address + "\0" + (b.portName ?? ""));
+    let changed = false;
+    const { backends } = this.writer.tables;
+    for (const be of backends.list(txn, backendsByService(args.service))) {
+      for (const i of be.instances) {
+        if (
+          i.serviceName === args.service && i.source === this.source &&
+          !keep.has(be.address + "\0" + i.portName)
+        ) {
+          changed = this.#releaseInstance(txn, be.address, args.service, i.portName) || changed;
+        }
+      }
+    }
+    for (const b of args.backends) changed = this.#upsertInstance(txn, args.service, b) || changed;
+    if (changed) this.writer.refreshFrontends(txn, args.service);
+  }
+
+  /** Removes this source's instances of the given backend addresses from a service. */
+  releaseBackends(txn: WriteTxn, args: { service: string; addresses: readonly string[] }): void {
+    let changed = false;
+    const { backends } = this.writer.tables;
+    for (const addr of args.addresses) {
+      const be = backends.get(txn, { index: backends.schema.primary, key: addr });
+      if (be === undefined) continue;
+      for (const i of be.instances) {
+        if (i.serviceName === args.service && i.source === this.source) {
+          changed = this.#releaseInstance(txn, addr, args.service, i.portName) || changed;
+        }
+      }
+    }
+    if (changed) this.writer.refreshFrontends(txn, args.service);
+  }
+
+  /** Sets a local-redirect override: `service`'s frontends use `target`'s backends. */
+  setLocalRedirect(txn: WriteTxn, args: { service: string; target: string }): void {
+    const { redirects, frontends } = this.writer.tables;
+    redirects.insert(txn, { serviceName: args.service, target: args.target, source: this.source });
+    for (const fe of frontends.list(txn, frontendsByService(args.service))) {
+      if (fe.redirectTo !== args.target) {
+        frontends.insert(txn, { ...fe, redirectTo: args.target, status: PENDING });
+      }
+    }
+  }
+
+  /** Removes the local-redirect override of `service`; its own backends are used again. */
+  removeLocalRedirect(txn: WriteTxn, service: string): boolean {
+    const { redirects, frontends } = this.writer.tables;
+    const r = redirects.get(txn, redirectByService(service));
+    if (r === undefined || r.source !== this.source) return false;
+    redirects.delete(txn, r);
+    for (const fe of frontends.list(txn, frontendsByService(service))) {
+      if (fe.redirectTo !== null) frontends.insert(txn, { ...fe, redirectTo: null, status: PENDING });
+    }
+    return true;
+  }
+
+  /** Removes every row of this source: services (with frontends), backend instances, redirects. */
+  deleteAll(txn: WriteTxn): void {
+    const { services, backends, redirects } = this.writer.tables;
+    const svcs = services.all(txn).filter((s) => s.source === this.source);
+    for (const s of svcs) this.deleteService(txn, s.name);
+    const touched = new Set<string>();
+    const rows = backends.all(txn).filter((b) => b.instances.some((i) => i.source === this.source));
+    for (const be of rows) {
+      const rest = be.instances.filter((i) => i.source !== this.source);
+      for (const i of be.instances) if (i.source === this.source) touched.add(i.serviceName);
+      if (rest.length === 0) backends.delete(txn, be);
+      else backends.insert(txn, { address: be.address, instances: rest });
+    }
+    for (const r of redirects.all(txn).filter((r) => r.source === this.source)) {
+      this.removeLocalRedirect(txn, r.serviceName);
+    }
+    for (const s of touched) this.writer.refreshFrontends(txn, s);
+  }
+
+  #upsertInstance(txn: WriteTxn, service: string, b: BackendInput): boolean {
+    const { backends } = this.writer.tables;
+    const w = this.writer;
+    const inst: BackendInstance = {
+      serviceName: service,
+      portName: w.intern(b.portName ?? ""),
+      source: this.source,
+      priority: this.priority,
+      state: b.state ?? "active",
+      weight: b.weight ?? DEFAULT_WEIGHT,
+      zone: w.intern(b.zone ?? ""),
+    };
+    const old = backends.get(txn, { index: backends.schema.primary, key: b.address });
+    if (old === undefined) {
+      parseAddr(b.address);
+      backends.insert(txn, { address: b.address, instances: [inst] });
+      return true;
+    }
+    const list = old.instances;
+    let i = 0;
+    for (; i < list.length; i++) {
+      const o = list[i]!;
+      if (o.serviceName === service && o.source === this.source && o.portName === inst.portName) break;
+    }
+    let instances: BackendInstance[];
+    if (i < list.length) {
+      const o = list[i]!;
+      if (o.state === inst.state && o.weight === inst.weight && o.zone === inst.zone) return false;
+      instances = list.slice();
+      instances[i] = { ...inst, serviceName: o.serviceName };
+    } else {
+      instances = [...list, inst].sort(compareInstances);
+    }
+    const row: Backend = { address: old.address, instances };
+    backends.insert(txn, row);
+    return true;
+  }
+
+  #releaseInstance(txn: WriteTxn, address: string, service: string, portName: string): boolean {
+    const { backends } = this.writer.tables;
+    const old = backends.get(txn, { index: backends.schema.primary, key: address });
+    if (old === undefined) return false;
+    const rest = old.instances.filter((i) =>
+      !(i.serviceName === service && i.source === this.source && i.portName === portName)
+    );
+    if (rest.length === old.instances.length) return false;
+    if (rest.length === 0) backends.delete(txn, old);
+    else backends.insert(txn, { address: old.address, instances: rest });
+    return true;
+  }
+}

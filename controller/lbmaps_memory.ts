@@ -1,0 +1,198 @@
+/**
+ * In-memory {@linkcode LBMaps} for unit tests, script tests and benchmarks, plus a wrapper that
+ * injects faults. The real maps are `node/bpf/lbmaps_bpf.ts`.
+ *
+ * The memory maps also check the datapath's ordering invariant on every call: a service entry
+ * must name a Maglev table that exists and whose backend IDs all exist; a backend still named
+ * by a table must not be deleted. Breaches are recorded in `violations`.
+ *
+ * @module
+ */
+
+import type { BackendEntry, LBMaps, LBMapsContents, ServiceEntry, ServiceKey } from "./lbmaps.ts";
+
+function keyString(k: ServiceKey): string {
+  return `${k.address}:${k.port}/${k.protocol}`;
+}
+
+/** BPF maps held in JavaScript Maps. */
+export class MemoryLBMaps implements LBMaps {
+  readonly services = new Map<string, [ServiceKey, ServiceEntry]>();
+  readonly backends = new Map<number, BackendEntry>();
+  readonly maglev = new Map<number, Uint32Array>();
+  /** Ordering-invariant breaches seen (should stay empty). */
+  readonly violations: string[] = [];
+  /** Calls made, by method name. */
+  readonly calls: Record<string, number> = {};
+
+  #count(name: string): void {
+    this.calls[name] = (this.calls[name] ?? 0) + 1;
+  }
+
+  updateBackend(id: number, backend: BackendEntry): Promise<void> {
+    this.#count("updateBackend");
+    if (!(id > 0)) return Promise.reject(new RangeError(`Invalid backend ID ${id}: must be > 0`));
+    this.backends.set(id, { address: backend.address, port: backend.port });
+    return Promise.resolve();
+  }
+
+  deleteBackend(id: number): Promise<void> {
+    this.#count("deleteBackend");
+    for (const [sid, t] of this.maglev) {
+      if (t.includes(id)) {
+        this.violations.push(`backend ${id} deleted while Maglev table of service ${sid} uses it`);
+        break;
+      }
+    }
+    this.backends.delete(id);
+    return Promise.resolve();
+  }
+
+  updateMaglev(serviceId: number, table: Uint32Array): Promise<void> {
+    this.#count("updateMaglev");
+    for (const id of new Set(table)) {
+      if (id !== 0 && !this.backends.has(id)) {
+        this.violations.push(`Maglev table of service ${serviceId} names missing backend ${id}`);
+        break;
+      }
+    }
+    this.maglev.set(serviceId, table.slice());
+    return Promise.resolve();
+  }
+
+  deleteMaglev(serviceId: number): Promise<void> {
+    this.#count("deleteMaglev");
+    for (const [, [k, e]] of this.services) {
+      if (e.serviceId === serviceId) {
+        this.violations.push(`Maglev table ${serviceId} deleted while service ${keyString(k)} uses it`);
+        break;
+      }
+    }
+    this.maglev.delete(serviceId);
+    return Promise.resolve();
+  }
+
+  updateService(key: ServiceKey, entry: ServiceEntry): Promise<void> {
+    this.#count("updateService");
+    const t = this.maglev.get(entry.serviceId);
+    if (t === undefined) {
+      this.violations.push(`service ${keyString(key)} written before its Maglev table ${entry.serviceId}`);
+    } else if (t.length !== entry.maglevSize) {
+      this.violations.push(`service ${keyString(key)}: maglevSize ${entry.maglevSize} != table length ${t.length}`);
+    }
+    this.services.set(keyString(key), [{ ...key }, { ...entry }]);
+    return Promise.resolve();
+  }
+
+  deleteService(key: ServiceKey): Promise<void> {
+    this.#count("deleteService");
+    this.services.delete(keyString(key));
+    return Promise.resolve();
+  }
+
+  dump(): Promise<LBMapsContents> {
+    this.#count("dump");
+    return Promise.resolve({
+      services: [...this.services.values()].map(([k, e]) => [{ ...k }, { ...e }] as const),
+      backends: [...this.backends].map(([id, b]) => [id, { ...b }] as const),
+      maglev: [...this.maglev].map(([id, t]) => [id, t.slice()] as const),
+    });
+  }
+
+  /** Empties every map (for retained-memory measurements). */
+  clear(): void {
+    this.services.clear();
+    this.backends.clear();
+    this.maglev.clear();
+  }
+}
+
+/** Thrown by {@linkcode FaultyLBMaps} for an injected failure. */
+export class InjectedFault extends Error {
+  override name = "InjectedFault";
+}
+
+/**
+ * Wraps an {@linkcode LBMaps} and fails a share of calls before they reach it. `failRate` may be
+ * changed at any time (the fault-injection switch); `dump` never fails.
+ */
+export class FaultyLBMaps implements LBMaps {
+  readonly inner: LBMaps;
+  /** Share of calls to fail, 0..1. */
+  failRate: number;
+  /** Number of failures injected so far. */
+  injected = 0;
+  readonly #rand: () => number;
+
+  constructor(inner: LBMaps, options: { failRate?: number; seed?: number } = {}) {
+    this.inner = inner;
+    this.failRate = options.failRate ?? 0;
+    let s = (options.seed ?? 1) >>> 0;
+    this.#rand = () => {
+      s = (s + 0x6d2b79f5) >>> 0;
+      let t = s;
+      t = Math.imul(t ^ (t >>> 15), t | 1);
+      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+
+  #maybeFail(what: string): void {
+    if (this.failRate > 0 && this.#rand() < this.failRate) {
+      this.injected++;
+      throw new InjectedFault(`Injected fault: ${what} failed`);
+    }
+  }
+
+  updateBackend(id: number, backend: BackendEntry): Promise<void> {
+    try {
+      this.#maybeFail(`updateBackend(${id})`);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.inner.updateBackend(id, backend);
+  }
+  deleteBackend(id: number): Promise<void> {
+    try {
+      this.#maybeFail(`deleteBackend(${id})`);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.inner.deleteBackend(id);
+  }
+  updateMaglev(serviceId: number, table: Uint32Array): Promise<void> {
+    try {
+      this.#maybeFail(`updateMaglev(${serviceId})`);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.inner.updateMaglev(serviceId, table);
+  }
+  deleteMaglev(serviceId: number): Promise<void> {
+    try {
+      this.#maybeFail(`deleteMaglev(${serviceId})`);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.inner.deleteMaglev(serviceId);
+  }
+  updateService(key: ServiceKey, entry: ServiceEntry): Promise<void> {
+    try {
+      this.#maybeFail(`updateService(${keyString(key)})`);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.inner.updateService(key, entry);
+  }
+  deleteService(key: ServiceKey): Promise<void> {
+    try {
+      this.#maybeFail(`deleteService(${keyString(key)})`);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.inner.deleteService(key);
+  }
+  dump(): Promise<LBMapsContents> {
+    return this.inner.dump();
+  }
+}

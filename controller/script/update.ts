@@ -1,0 +1,37 @@
+/**
+ * Developer tool: re-records the expected outputs of script tests from what they produce.
+ * Review the diff before committing! `deno run -A controller/script/update.ts [FILE.txtar...]`
+ *
+ * @module
+ */
+import { runScript } from "./runner.ts";
+import { parseTxtar } from "./txtar.ts";
+
+/** Re-records the given archives (default: all in controller/testdata). */
+export async function main(args: string[]): Promise<number> {
+  const dir = new URL("../testdata/", import.meta.url);
+  const files = args.length > 0
+    ? args
+    : [...Deno.readDirSync(dir)].filter((e) => e.name.endsWith(".txtar")).map((e) => new URL(e.name, dir).pathname);
+  for (const path of files) {
+    const text = await Deno.readTextFile(path);
+    const updates = new Map<string, string>();
+    try {
+      await runScript(text, { update: (f, actual) => updates.set(f, actual) });
+    } catch (e) {
+      console.error(`${path}: ${(e as Error).message}`);
+    }
+    if (updates.size === 0) continue;
+    const ar = parseTxtar(text);
+    let out = ar.comment.replace(/\n*$/, "\n");
+    for (const [name, body] of ar.files) {
+      const b = updates.get(name) ?? body;
+      out += `-- ${name} --\n${b.endsWith("\n") || b === "" ? b : b + "\n"}`;
+    }
+    await Deno.writeTextFile(path, out);
+    console.log(`${path}: updated ${[...updates.keys()].join(", ")}`);
+  }
+  return 0;
+}
+
+if (import.meta.main) Deno.exit(await main(Deno.args));

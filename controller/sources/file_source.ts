@@ -1,0 +1,197 @@
+/**
+ * The file data source: services, their frontends and backends, and local-redirect overrides
+ * from YAML or JSON, written as source `file`. Loading a new version replaces the previous one
+ * (what disappeared is removed). {@linkcode DEFAULT_CONFIG_YAML} is the embedded demo config.
+ *
+ * Format:
+ * ```yaml
+ * services:
+ *   - name: default/echo            # namespace/name
+ *     flowKeyMode: five-tuple       # or client-ip
+ *     maglevSize: 1021              # optional, prime
+ *     frontends:
+ *       - { address: 10.0.100.1:80/TCP, portName: http }
+ *     backends:                     # optional; may also name services defined elsewhere
+ *       - { address: 10.1.0.1:8080/TCP, portName: http, weight: 100, state: active, zone: a }
+ * redirects:
+ *   - { service: default/echo, target: default/echo-local }
+ * ```
+ *
+ * @module
+ */
+
+import { parse as parseYaml } from "yaml";
+import { parseAddr } from "../lb/address.ts";
+import type { BackendInput, FrontendInput, ServiceInput, SourceWriter, Writer } from "../lb/writer.ts";
+import { checkMaglevSize } from "../maglev.ts";
+import type { WriteTxn } from "../statedb/mod.ts";
+
+/** A validated file configuration. */
+export interface FileConfig {
+  readonly services: readonly (ServiceInput & { readonly backends: readonly BackendInput[] })[];
+  readonly redirects: readonly { readonly service: string; readonly target: string }[];
+}
+
+/** Thrown when a config file is malformed; the message names the offending path. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+/** The demo's default configuration (one service, two backends). */
+export const DEFAULT_CONFIG_YAML = `# Holdfast demo: one TCP service on 10.0.100.1:80 with two backends.
+services:
+  - name: default/demo
+    flowKeyMode: five-tuple
+    frontends:
+      - address: 10.0.100.1:80/TCP
+        portName: http
+    backends:
+      - address: 10.0.1.1:8080/TCP
+        portName: http
+      - address: 10.0.1.2:8080/TCP
+        portName: http
+`;
+
+function fail(path: string, why: string): never {
+  throw new ConfigError(`Invalid config at ${path}: ${why}`);
+}
+
+function str(v: unknown, path: string): string {
+  if (typeof v !== "string" || v === "") fail(path, `expected a non-empty string, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function addr(v: unknown, path: string): string {
+  const s = str(v, path);
+  try {
+    parseAddr(s);
+  } catch (e) {
+    fail(path, (e as Error).message);
+  }
+  return s;
+}
+
+/** Parses and validates a config; `format` defaults to YAML (a superset of JSON). */
+export function parseConfig(text: string, options: { format?: "yaml" | "json" } = {}): FileConfig {
+  let raw: unknown;
+  try {
+    raw = options.format === "json" ? JSON.parse(text) : parseYaml(text);
+  } catch (e) {
+    throw new ConfigError(`Cannot parse config: ${(e as Error).message}`);
+  }
+  raw ??= {};
+  if (typeof raw !== "object" || Array.isArray(raw)) fail("$", "expected a mapping with services/redirects");
+  const r = raw as Record<string, unknown>;
+  for (const k of Object.keys(r)) if (k !== "services" && k !== "redirects") fail(`$.${k}`, "unknown key");
+  const services: FileConfig["services"][number][] = [];
+  const list = (v: unknown, path: string): unknown[] => {
+    if (v === undefined || v === null) return [];
+    if (!Array.isArray(v)) fail(path, "expected a list");
+    return v;
+  };
+  list(r.services, "$.services").forEach((s, i) => {
+    const p = `$.services[${i}]`;
+    if (typeof s !== "object" || s === null) fail(p, "expected a mapping");
+    const o = s as Record<string, unknown>;
+    const name = str(o.name, `${p}.name`);
+    if (!/^[^/]+\/[^/]+$/.test(name)) fail(`${p}.name`, `"${name}" is not namespace/name`);
+    const flowKeyMode = o.flowKeyMode ?? "five-tuple";
+    if (flowKeyMode !== "five-tuple" && flowKeyMode !== "client-ip") {
+      fail(`${p}.flowKeyMode`, `"${flowKeyMode}" is not five-tuple or client-ip`);
+    }
+    let maglevSize: number | undefined;
+    if (o.maglevSize !== undefined) {
+      maglevSize = Number(o.maglevSize);
+      try {
+        checkMaglevSize(maglevSize);
+      } catch (e) {
+        fail(`${p}.maglevSize`, (e as Error).message);
+      }
+    }
+    const frontends: FrontendInput[] = list(o.frontends, `${p}.frontends`).map((f, j) => {
+      const fp = `${p}.frontends[${j}]`;
+      const fo = (typeof f === "string" ? { address: f } : f) as Record<string, unknown>;
+      return { address: addr(fo.address, `${fp}.address`), portName: (fo.portName as string | undefined) ?? "" };
+    });
+    const backends: BackendInput[] = list(o.backends, `${p}.backends`).map((b, j) => {
+      const bp = `${p}.backends[${j}]`;
+      const bo = (typeof b === "string" ? { address: b } : b) as Record<string, unknown>;
+      const state = bo.state ?? "active";
+      if (state !== "active" && state !== "terminating" && state !== "quarantined") {
+        fail(`${bp}.state`, `"${state}" is not active, terminating or quarantined`);
+      }
+      const weight = bo.weight === undefined ? undefined : Number(bo.weight);
+      if (weight !== undefined && (!Number.isInteger(weight) || weight < 0)) {
+        fail(`${bp}.weight`, `${JSON.stringify(bo.weight)} is not an integer ≥ 0`);
+      }
+      return {
+        address: addr(bo.address, `${bp}.address`),
+        portName: (bo.portName as string | undefined) ?? "",
+        state,
+        weight,
+        zone: bo.zone as string | undefined,
+      };
+    });
+    services.push({ name, flowKeyMode, maglevSize, frontends, backends });
+  });
+  const redirects = list(r.redirects, "$.redirects").map((x, i) => {
+    const o = x as Record<string, unknown>;
+    return { service: str(o?.service, `$.redirects[${i}].service`), target: str(o?.target, `$.redirects[${i}].target`) };
+  });
+  return { services, redirects };
+}
+
+/** Writes file configs as one source, replacing the previously loaded one. */
+export class FileSource {
+  readonly src: SourceWriter;
+  #previous: FileConfig = { services: [], redirects: [] };
+
+  constructor(writer: Writer, options: { source?: string } = {}) {
+    this.src = writer.source(options.source ?? "file");
+  }
+
+  /** Parses `text` and applies it in one transaction. */
+  load(text: string, options: { format?: "yaml" | "json" } = {}): FileConfig {
+    const cfg = parseConfig(text, options);
+    const txn = this.src.txn();
+    try {
+      this.applyIn(txn, cfg);
+      txn.commit();
+    } finally {
+      txn.abort();
+    }
+    return cfg;
+  }
+
+  /** Reads a file (JSON if it ends in `.json`, else YAML) and applies it. */
+  async loadFile(path: string): Promise<FileConfig> {
+    const text = await Deno.readTextFile(path);
+    return this.load(text, { format: path.endsWith(".json") ? "json" : "yaml" });
+  }
+
+  /** Applies `cfg` inside `txn`, removing what the previous config had and this one lacks. */
+  applyIn(txn: WriteTxn, cfg: FileConfig): void {
+    const names = new Set(cfg.services.map((s) => s.name));
+    for (const s of this.#previous.services) {
+      if (!names.has(s.name)) {
+        this.src.deleteService(txn, s.name);
+        this.src.setBackends(txn, { service: s.name, backends: [] });
+      }
+    }
+    const redirected = new Set(cfg.redirects.map((r) => r.service));
+    for (const r of this.#previous.redirects) {
+      if (!redirected.has(r.service)) this.src.removeLocalRedirect(txn, r.service);
+    }
+    for (const r of cfg.redirects) this.src.setLocalRedirect(txn, r);
+    for (const s of cfg.services) {
+      if (s.frontends.length > 0 || !this.#backendsOnly(s)) this.src.upsertService(txn, s);
+      this.src.setBackends(txn, { service: s.name, backends: s.backends });
+    }
+    this.#previous = cfg;
+  }
+
+  #backendsOnly(s: FileConfig["services"][number]): boolean {
+    // A service entry with only backends contributes backends to a service defined elsewhere.
+    return s.frontends.length === 0 && s.backends.length > 0;
+  }
+}

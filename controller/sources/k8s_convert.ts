@@ -1,0 +1,156 @@
+/**
+ * Pure conversion of Kubernetes Service and EndpointSlice objects into LB model inputs.
+ * No API access here: the live watch (Kubernetes issue) feeds objects to {@linkcode K8sSource}.
+ *
+ * Rules:
+ * - Frontends: every IPv4 LoadBalancer ingress IP and `spec.externalIPs` entry × every TCP/UDP
+ *   port (port name kept to match backends); `spec.clusterIP` too with `includeClusterIP`.
+ * - Flow keying: `spec.sessionAffinity: ClientIP` or annotation `holdfast.io/flow-key: client-ip`
+ *   → per client address; otherwise per connection. `holdfast.io/maglev-size` sets M.
+ * - Backends: IPv4 EndpointSlices (label `kubernetes.io/service-name`), every endpoint address ×
+ *   every port. Ready and not terminating → active; terminating and serving → terminating;
+ *   otherwise skipped. Zone from the endpoint.
+ *
+ * The types below are the structural subset of `@kubernetes/client-node`'s V1Service and
+ * V1EndpointSlice that the conversion reads, so real objects can be passed as they are.
+ *
+ * @module
+ */
+
+import type { FlowKeyMode } from "../lbmaps.ts";
+import type { BackendInput, FrontendInput, ServiceInput } from "../lb/writer.ts";
+
+/** Object metadata fields used. */
+export interface K8sMeta {
+  name?: string;
+  namespace?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+
+/** The subset of V1Service read. */
+export interface K8sService {
+  kind?: string;
+  metadata?: K8sMeta;
+  spec?: {
+    type?: string;
+    clusterIP?: string;
+    externalIPs?: string[];
+    sessionAffinity?: string;
+    ports?: { name?: string; port: number; protocol?: string }[];
+  };
+  status?: { loadBalancer?: { ingress?: { ip?: string }[] } };
+}
+
+/** The subset of V1EndpointSlice read. */
+export interface K8sEndpointSlice {
+  kind?: string;
+  metadata?: K8sMeta;
+  addressType?: string;
+  endpoints?: {
+    addresses: string[];
+    conditions?: { ready?: boolean; serving?: boolean; terminating?: boolean };
+    zone?: string;
+    nodeName?: string;
+  }[];
+  ports?: { name?: string; port?: number; protocol?: string }[];
+}
+
+/** Label linking an EndpointSlice to its Service. */
+export const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
+/** Annotation selecting flow keying (`five-tuple` | `client-ip`). */
+export const FLOW_KEY_ANNOTATION = "holdfast.io/flow-key";
+/** Annotation setting the Maglev table size (prime). */
+export const MAGLEV_SIZE_ANNOTATION = "holdfast.io/maglev-size";
+
+const IPV4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/;
+
+function isIPv4(s: string | undefined): s is string {
+  const m = s === undefined ? null : IPV4.exec(s);
+  return m !== null && m.slice(1).every((o) => Number(o) <= 255);
+}
+
+/** Thrown for objects that cannot be converted (missing name, bad annotation...). */
+export class ConversionError extends Error {
+  override name = "ConversionError";
+}
+
+/** `namespace/name` of an object. */
+export function objectName(o: { metadata?: K8sMeta }): string {
+  const ns = o.metadata?.namespace ?? "default", name = o.metadata?.name;
+  if (!name) throw new ConversionError(`Cannot convert object in namespace "${ns}": metadata.name is missing`);
+  return `${ns}/${name}`;
+}
+
+/** Converts a Service into a service with frontends. */
+export function convertService(svc: K8sService, options: { includeClusterIP?: boolean } = {}): ServiceInput {
+  const name = objectName(svc);
+  const spec = svc.spec ?? {};
+  const ann = svc.metadata?.annotations ?? {};
+  let flowKeyMode: FlowKeyMode = spec.sessionAffinity === "ClientIP" ? "client-ip" : "five-tuple";
+  const fk = ann[FLOW_KEY_ANNOTATION];
+  if (fk !== undefined) {
+    if (fk !== "five-tuple" && fk !== "client-ip") {
+      throw new ConversionError(
+        `Cannot convert service "${name}": annotation ${FLOW_KEY_ANNOTATION}="${fk}" is not five-tuple or client-ip`,
+      );
+    }
+    flowKeyMode = fk;
+  }
+  let maglevSize: number | undefined;
+  const ms = ann[MAGLEV_SIZE_ANNOTATION];
+  if (ms !== undefined) {
+    maglevSize = Number(ms);
+    if (!Number.isInteger(maglevSize) || maglevSize < 3) {
+      throw new ConversionError(`Cannot convert service "${name}": annotation ${MAGLEV_SIZE_ANNOTATION}="${ms}" is not a size`);
+    }
+  }
+  const ips: string[] = [];
+  const add = (ip: string | undefined) => {
+    if (isIPv4(ip) && !ips.includes(ip)) ips.push(ip);
+  };
+  if (spec.type === "LoadBalancer") for (const i of svc.status?.loadBalancer?.ingress ?? []) add(i.ip);
+  for (const ip of spec.externalIPs ?? []) add(ip);
+  if (options.includeClusterIP && spec.clusterIP !== "None") add(spec.clusterIP);
+  const frontends: FrontendInput[] = [];
+  for (const ip of ips) {
+    for (const p of spec.ports ?? []) {
+      const proto = p.protocol ?? "TCP";
+      if (proto !== "TCP" && proto !== "UDP") continue;
+      frontends.push({ address: `${ip}:${p.port}/${proto}`, portName: p.name ?? "" });
+    }
+  }
+  return { name, flowKeyMode, maglevSize, frontends };
+}
+
+/** The service an EndpointSlice belongs to, or undefined if it is not a service's slice. */
+export function sliceServiceName(slice: K8sEndpointSlice): string | undefined {
+  const svc = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
+  if (!svc) return undefined;
+  return `${slice.metadata?.namespace ?? "default"}/${svc}`;
+}
+
+/** Converts an EndpointSlice into backends of its service (appending to `out`). */
+export function convertEndpointSlice(slice: K8sEndpointSlice, out: BackendInput[] = []): BackendInput[] {
+  if ((slice.addressType ?? "IPv4") !== "IPv4") return out;
+  const ports = slice.ports ?? [];
+  for (const ep of slice.endpoints ?? []) {
+    const c = ep.conditions ?? {};
+    let state: "active" | "terminating";
+    if (c.terminating === true) {
+      if (c.serving === false) continue;
+      state = "terminating";
+    } else if (c.ready === false) continue;
+    else state = "active";
+    for (const ip of ep.addresses) {
+      if (!isIPv4(ip)) continue;
+      for (const p of ports) {
+        if (p.port === undefined) continue;
+        const proto = p.protocol ?? "TCP";
+        if (proto !== "TCP" && proto !== "UDP") continue;
+        out.push({ address: `${ip}:${p.port}/${proto}`, portName: p.name ?? "", state, zone: ep.zone });
+      }
+    }
+  }
+  return out;
+}

@@ -52,8 +52,26 @@ export function murmur3_32(bytes: Uint8Array, seed: number): number {
   return h >>> 0;
 }
 
-/** The two Maglev key hashes of a backend key: `[offsetHash, skipHash]`. */
-export function backendKeyHashes(key: string): [number, number] {
-  const bytes = encoder.encode(key);
-  return [murmur3_32(bytes, KEY_SEED_OFFSET), murmur3_32(bytes, KEY_SEED_SKIP)];
+const scratch = new Uint8Array(1024);
+const cache = new Map<string, readonly [number, number]>();
+const CACHE_MAX = 1 << 16;
+
+/**
+ * The two Maglev key hashes of a backend key: `[offsetHash, skipHash]`. Memoized (up to 65,536
+ * keys, then the memo starts over): the controller rebuilds tables from mostly the same keys.
+ */
+export function backendKeyHashes(key: string): readonly [number, number] {
+  const hit = cache.get(key);
+  if (hit) return hit;
+  let bytes: Uint8Array;
+  if (key.length * 3 <= scratch.length) {
+    const { written } = encoder.encodeInto(key, scratch);
+    bytes = scratch.subarray(0, written);
+  } else {
+    bytes = encoder.encode(key);
+  }
+  const hashes = [murmur3_32(bytes, KEY_SEED_OFFSET), murmur3_32(bytes, KEY_SEED_SKIP)] as const;
+  if (cache.size >= CACHE_MAX) cache.clear();
+  cache.set(key, hashes);
+  return hashes;
 }

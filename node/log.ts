@@ -45,6 +45,8 @@ export interface Logger {
   error(msg: string, fields?: LogFields): void;
   /** A logger that adds `fields` to every line (its own fields win over the base's). */
   with(fields: LogFields): Logger;
+  /** Whether lines of `level` are written now (to skip building costly fields). */
+  enabled(level: LogLevel): boolean;
 }
 
 const SEVERITY: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
@@ -119,6 +121,7 @@ function makeLogger(base: LogFields): Logger {
     warn: (msg, fields) => write("warn", msg, fields),
     error: (msg, fields) => write("error", msg, fields),
     with: (fields) => makeLogger({ ...base, ...fields }),
+    enabled: (level) => SEVERITY[level] >= SEVERITY[minLevel],
   };
 }
 

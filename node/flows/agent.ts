@@ -4,7 +4,8 @@
  * - New flows (datapath ring-buffer events) are queued without waiting and written to the store
  *   in batches, at most `flushIntervalMs` after they arrive while the store is up.
  * - Peers' additions and removals are followed on the store's streams and applied to the flow
- *   map (own additions skipped). A conflicting learn adopts the stored backend.
+ *   map (own additions are no-ops; two nodes learning one flow at once converge on the stored,
+ *   last-written backend).
  * - `start()` restores every stored flow of the node's LB IPs before it resolves (ready).
  * - A sweep pushes activity (from the map's last seen) to the store, expires idle flows in the
  *   store (the removals come back on the stream and leave every map), and removes local flows
@@ -29,8 +30,9 @@ import {
   parseIpv4,
 } from "./flow.ts";
 import type { FlowTable } from "./table.ts";
-import type { FlowChange, FlowStore, StoredFlow } from "./store.ts";
+import type { FlowChange, FlowStore } from "./store.ts";
 import { BoundedQueue } from "./queue.ts";
+import { setImmediate } from "node:timers";
 import { log as rootLog, type Logger } from "../log.ts";
 import {
   type Counter,
@@ -71,6 +73,7 @@ export interface FlowSyncAgentOptions {
 interface Pending {
   vip: string;
   key: FlowKey;
+  /** Filled in when written (kept off the new-flow path). */
   field: string;
   backend: number;
   epoch: number;
@@ -81,7 +84,6 @@ interface Metrics {
   learned: Counter;
   installed: Counter;
   removed: Counter;
-  conflicts: Counter;
   dropped: Counter;
   ignored: Counter;
   queue: Gauge;
@@ -97,18 +99,13 @@ function makeMetrics(r: Registry): Metrics {
     learned: r.counter("holdfast_flows_learned_total", "Flows learned here and stored.", vip),
     installed: r.counter(
       "holdfast_flows_installed_total",
-      "Flows installed into the flow map from the store (peers, restore, conflicts).",
+      "Flows installed into the flow map from the store (peers, restore).",
       vip,
     ),
     removed: r.counter(
       "holdfast_flows_removed_total",
       "Flows removed from the flow map (reason: idle, purge, orphan).",
       { labelNames: ["vip", "reason"] },
-    ),
-    conflicts: r.counter(
-      "holdfast_flow_conflicts_total",
-      "Flows learned here that were already stored with another backend (stored one adopted).",
-      vip,
     ),
     dropped: r.counter(
       "holdfast_flow_queue_dropped_total",
@@ -140,6 +137,8 @@ export class FlowSyncAgent {
   readonly #vips: readonly string[];
   readonly #queue: BoundedQueue<Pending>;
   readonly #positions = new Map<string, string>();
+  /** Flows learned here that a peer's addition replaced before ours was seen on the stream. */
+  readonly #contested = new Set<string>();
   readonly #m: Metrics;
   readonly #log: Logger;
   readonly #idleMs: number;
@@ -157,7 +156,7 @@ export class FlowSyncAgent {
   #instance = "";
   #inFlight = 0;
   #inFlightDone: Promise<void>[] = [];
-  #flushTimer: ReturnType<typeof setTimeout> | undefined;
+  #flushTimer: ReturnType<typeof setTimeout> | "immediate" | undefined;
   #sweepTimer: ReturnType<typeof setInterval> | undefined;
   #sweeping: Promise<void> | null = null;
   #follower: Promise<void> | null = null;
@@ -244,7 +243,7 @@ export class FlowSyncAgent {
     this.#ready = false;
     this.#m.ready.set(undefined, 0);
     clearInterval(this.#sweepTimer);
-    clearTimeout(this.#flushTimer);
+    if (this.#flushTimer !== "immediate") clearTimeout(this.#flushTimer);
     this.#flushTimer = undefined;
     await Promise.allSettled([
       this.#follower,
@@ -264,11 +263,10 @@ export class FlowSyncAgent {
       this.#m.ignored.inc();
       return;
     }
-    const field = flowField(event.key);
-    const dropped = this.#queue.push(flowId(event.key), {
+    const dropped = this.#queue.push({
       vip,
       key: event.key,
-      field,
+      field: "",
       backend: event.backend,
       epoch: this.#epochOf(vip),
       queuedAt: performance.now(),
@@ -315,11 +313,19 @@ export class FlowSyncAgent {
     if (!this.#ready || this.#down || this.#queue.size === 0 || this.#flushTimer !== undefined) {
       return;
     }
-    const delay = this.#queue.size >= this.#batchSize ? 0 : this.#flushMs;
+    if (this.#queue.size >= this.#batchSize) {
+      // A full batch goes now (setImmediate: nested setTimeout(0) would be clamped to 4 ms).
+      this.#flushTimer = "immediate";
+      setImmediate(() => {
+        this.#flushTimer = undefined;
+        this.#pump();
+      });
+      return;
+    }
     this.#flushTimer = setTimeout(() => {
       this.#flushTimer = undefined;
       this.#pump();
-    }, delay);
+    }, this.#flushMs);
   }
 
   #pump(): void {
@@ -335,9 +341,10 @@ export class FlowSyncAgent {
     }
   }
 
-  async #write(batch: [string, Pending][]): Promise<void> {
+  async #write(batch: Pending[]): Promise<void> {
     const byVip = new Map<string, Pending[]>();
-    for (const [, p] of batch) {
+    for (const p of batch) {
+      if (p.field === "") p.field = flowField(p.key);
       let list = byVip.get(p.vip);
       if (!list) byVip.set(p.vip, list = []);
       list.push(p);
@@ -346,54 +353,34 @@ export class FlowSyncAgent {
     let oldest = Infinity;
     try {
       for (const [vip, list] of byVip) {
-        const conflicts = await this.#store.learn(vip, list, {
+        await this.#store.learn(vip, list, {
           node: this.node,
           nowMs,
           idleTimeoutMs: this.#idleMs,
         });
-        this.#m.learned.inc({ vip }, list.length - conflicts.length);
-        const conflicted = new Map(conflicts.map((c) => [c.field, c]));
+        this.#m.learned.inc({ vip }, list.length);
+        const logEach = this.#log.enabled("info");
         for (const p of list) {
-          oldest = Math.min(oldest, p.queuedAt);
-          const c = conflicted.get(p.field);
-          if (c) this.#adopt(vip, p, c);
-          else {
-            this.#log.info("flow learned", {
-              vip,
-              flow: describeFlow(p.key),
-              backend: formatIpv4(p.backend),
-              epoch: p.epoch,
-            });
-          }
+          if (p.queuedAt < oldest) oldest = p.queuedAt;
+          if (!logEach) continue;
+          this.#log.info("flow learned", {
+            vip,
+            flow: describeFlow(p.key),
+            backend: formatIpv4(p.backend),
+            epoch: p.epoch,
+          });
         }
         byVip.delete(vip);
       }
       this.#m.writeSeconds.observe(undefined, (performance.now() - oldest) / 1000);
     } catch (err) {
       // Put back what was not written (vips already written were removed from byVip).
-      const rest: [string, Pending][] = [];
-      for (const list of byVip.values()) for (const p of list) rest.push([flowId(p.key), p]);
+      const rest: Pending[] = [];
+      for (const list of byVip.values()) rest.push(...list);
       const dropped = this.#queue.requeue(rest);
       if (dropped > 0) this.#countDrops(dropped);
       this.#storeFailed(err, "write");
     }
-  }
-
-  #adopt(vip: string, p: Pending, stored: StoredFlow): void {
-    const cur = this.#table.get(p.key);
-    this.#table.put(p.key, {
-      backend: stored.backend,
-      flags: (cur?.flags ?? 0) | FLOW_F_PEER,
-      lastSeenNs: cur?.lastSeenNs ?? 0,
-    });
-    this.#m.conflicts.inc({ vip });
-    this.#m.installed.inc({ vip });
-    this.#log.warn("flow conflict, stored backend adopted", {
-      vip,
-      flow: describeFlow(p.key),
-      backend: formatIpv4(stored.backend),
-      chosen_here: formatIpv4(p.backend),
-    });
   }
 
   #storeFailed(err: unknown, during: string): void {
@@ -462,16 +449,11 @@ export class FlowSyncAgent {
       let written = 0;
       for (let i = 0; i < p.length; i += this.#batchSize) {
         const chunk = p.slice(i, i + this.#batchSize);
-        const conflicts = await this.#store.learn(vip, chunk, {
+        await this.#store.learn(vip, chunk, {
           node: this.node,
           nowMs: Date.now(),
           idleTimeoutMs: this.#idleMs,
         });
-        const conflicted = new Map(conflicts.map((c) => [c.field, c]));
-        for (const q of chunk) {
-          const c = conflicted.get(q.field);
-          if (c) this.#adopt(vip, q, c);
-        }
         written += chunk.length;
       }
       this.#log.info("flows rewritten to store", { vip, flows: written });
@@ -493,9 +475,8 @@ export class FlowSyncAgent {
         const entries: FlowEntry[] = [];
         for (const f of page) {
           const key = parseFlowField(f.field, addr);
-          const cur = local.get(flowId(key));
           stored++;
-          if (cur === f.backend) continue;
+          if (local.size > 0 && local.get(flowId(key)) === f.backend) continue;
           entries.push({ key, value: { backend: f.backend, flags: FLOW_F_PEER, lastSeenNs: 0 } });
         }
         if (entries.length > 0) this.#table.putBatch(entries);
@@ -537,12 +518,19 @@ export class FlowSyncAgent {
     this.#positions.set(change.vip, change.id);
     const addr = parseIpv4(change.vip);
     if (change.op === "add") {
-      if (change.node === this.node) return;
+      // Own additions match the map already, except for a flow a peer learned at the same time
+      // ("contested"): then the later stream entry wins on every node (last writer wins).
+      if (change.node === this.node && this.#contested.size === 0) return;
       const entries: FlowEntry[] = [];
       for (const f of change.flows) {
         const key = parseFlowField(f.field, addr);
+        const id = flowId(key);
+        if (change.node === this.node && !this.#contested.delete(id)) continue;
         const cur = this.#table.get(key);
         if (cur?.backend === f.backend) continue;
+        if (cur && (cur.flags & FLOW_F_PEER) === 0 && change.node !== this.node) {
+          if (this.#contested.size < 100_000) this.#contested.add(id);
+        }
         entries.push({
           key,
           value: { backend: f.backend, flags: FLOW_F_PEER, lastSeenNs: cur?.lastSeenNs ?? 0 },
@@ -551,13 +539,16 @@ export class FlowSyncAgent {
       if (entries.length === 0) return;
       this.#table.putBatch(entries);
       this.#m.installed.inc({ vip: change.vip }, entries.length);
-      for (const e of entries) {
-        this.#log.info("flow installed from peer", {
-          vip: change.vip,
-          flow: describeFlow(e.key),
-          backend: formatIpv4(e.value.backend),
-          peer: change.node,
-        });
+      for (const e of this.#log.enabled("info") ? entries : []) {
+        this.#log.info(
+          change.node === this.node ? "flow replaced by later learn" : "flow installed from peer",
+          {
+            vip: change.vip,
+            flow: describeFlow(e.key),
+            backend: formatIpv4(e.value.backend),
+            peer: change.node,
+          },
+        );
       }
       return;
     }
@@ -605,7 +596,7 @@ export class FlowSyncAgent {
         let list = active.get(vip);
         if (!list) active.set(vip, list = []);
         list.push({ field: flowField(e.key), lastSeenMs: nowMs - (nowNs - seen) / 1e6 });
-      } else if (nowNs - seen > idleNs && !this.#queue.has(flowId(e.key))) {
+      } else if (nowNs - seen > idleNs) {
         let list = idle.get(vip);
         if (!list) idle.set(vip, list = []);
         if (list.length < 10_000) list.push(e.key);
@@ -616,13 +607,11 @@ export class FlowSyncAgent {
       await this.#store.touch(vip, seen, { idleTimeoutMs: this.#idleMs });
     }
     for (const vip of this.#vipByAddr.values()) {
-      for (let round = 0; round < 100; round++) {
-        const gone = await this.#store.expire(vip, nowMs - this.#idleMs, {
-          node: this.node,
-          limit: 10_000,
-        });
-        if (gone.length < 10_000) break;
-      }
+      // One node per round walks the LB IP's flows; the removals come back on the stream.
+      await this.#store.expire(vip, nowMs - this.#idleMs, {
+        node: this.node,
+        lockMs: this.#sweepMs * 0.9,
+      });
     }
     for (const [vip, keys] of idle) {
       const stored = await this.#store.exists(vip, keys.map(flowField));

@@ -87,24 +87,31 @@ Deno.test("flow key, value and event byte layouts match docs/contracts.md", () =
 Deno.test("schema keys share the LB IP hash tag; values round-trip", () => {
   assertEquals(vipKeys("10.0.100.1"), {
     instance: "hf:{10.0.100.1}:instance",
+    sweeper: "hf:{10.0.100.1}:sweeper",
     flows: "hf:{10.0.100.1}:flows",
     seen: "hf:{10.0.100.1}:seen",
     events: "hf:{10.0.100.1}:events",
   });
-  assertEquals(encodeFlowValue(0x0a000102, 3), "0a000102:3");
-  assertEquals(decodeFlowValue("0a000102:3"), { backend: 0x0a000102, epoch: 3 });
+  assertEquals(encodeFlowValue(0x0a000102, 3, 1700000000123), "0a000102:3:1700000000123");
+  assertEquals(decodeFlowValue("0a000102:3:1700000000123"), {
+    backend: 0x0a000102,
+    epoch: 3,
+    learnedMs: 1700000000123,
+  });
 });
 
-Deno.test("bounded queue dedupes, drops the oldest when full and counts it", () => {
-  const q = new BoundedQueue<number>(2);
-  q.push("a", 1);
-  q.push("a", 2);
-  assertEquals(q.size, 1);
-  q.push("b", 3);
-  assertEquals(q.push("c", 4), 1);
-  assertEquals([q.size, q.dropped], [2, 1]);
-  assertEquals(q.take(10), [["b", 3], ["c", 4]]);
-  q.push("d", 5);
-  assertEquals(q.requeue([["b", 3], ["d", 9]]), 0);
-  assertEquals(q.take(10), [["d", 5], ["b", 3]]);
+Deno.test("bounded queue is FIFO, drops the oldest when full and counts it", () => {
+  const q = new BoundedQueue<number>(5, { chunkSize: 2 });
+  for (let i = 1; i <= 4; i++) assertEquals(q.push(i), 0);
+  assertEquals(q.take(3), [1, 2, 3]);
+  for (let i = 5; i <= 8; i++) q.push(i);
+  assertEquals([q.size, q.dropped], [5, 0]);
+  assertEquals(q.push(9), 1);
+  assertEquals([q.size, q.dropped], [5, 1]);
+  const batch = q.take(2); // [5, 6]
+  assertEquals(batch, [5, 6]);
+  q.push(10);
+  assertEquals(q.requeue(batch), 1); // 6 entries for 5 places: the oldest (5) goes
+  assertEquals(q.take(10), [6, 7, 8, 9, 10]);
+  assertEquals([q.size, q.dropped], [0, 2]);
 });

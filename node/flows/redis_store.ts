@@ -14,10 +14,8 @@
 import { createClient, ErrorReply } from "redis";
 import {
   decodeFlowValue,
-  encodeFlowValue,
   EXPIRE_SCRIPT,
   KEY_TTL_FACTOR,
-  LEARN_SCRIPT,
   PURGE_SCRIPT,
   STREAM_MAXLEN,
   vipKeys,
@@ -60,9 +58,28 @@ function isAuthError(err: unknown): boolean {
   return err instanceof ErrorReply && /^(WRONGPASS|NOAUTH|NOPERM|ERR AUTH)/.test(err.message);
 }
 
+function hex8(n: number): string {
+  return (n >>> 0).toString(16).padStart(8, "0");
+}
+
 async function sha1Hex(text: string): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-1", new TextEncoder().encode(text));
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function parseStreamFlows(op: "add" | "del", raw: string): StoredFlow[] {
+  const flows: StoredFlow[] = [];
+  for (const item of raw.split(",")) {
+    if (!item) continue;
+    if (op === "add") {
+      const [field, value] = item.split("=") as [string, string];
+      const { backend, epoch } = decodeFlowValue(value);
+      flows.push({ field, backend, epoch });
+    } else {
+      flows.push({ field: item, backend: 0, epoch: 0 });
+    }
+  }
+  return flows;
 }
 
 /** The Redis-backed flow store. Create with {@link connectRedisStore}. */
@@ -72,6 +89,8 @@ export class RedisFlowStore implements FlowStore {
   readonly #prefix: string;
   readonly #shas = new Map<string, string>();
   #fatal: Error | null = null;
+  readonly #firstReady = new Map<Client, Promise<void>>();
+  #everReady = false;
   #closed = false;
 
   constructor(readonly options: RedisStoreOptions) {
@@ -99,6 +118,8 @@ export class RedisFlowStore implements FlowStore {
         },
       });
       let wasDown = false;
+      const firstReady = new Promise<void>((resolve) => client.once("ready", () => resolve()));
+      this.#firstReady.set(client, firstReady);
       client.on("error", (err: Error) => {
         if (!wasDown) storeLog.warn("redis connection lost", { role, err: err.message });
         wasDown = true;
@@ -121,8 +142,21 @@ export class RedisFlowStore implements FlowStore {
     return this.#cmd.isReady;
   }
 
+  /** Before the first connection, waits for it (up to the connect timeout). */
+  async #awaitFirstConnect(client: Client): Promise<void> {
+    if (client.isReady || this.#everReady) return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      this.#firstReady.get(client),
+      new Promise((r) => timer = setTimeout(r, this.options.connectTimeoutMs ?? 2000)),
+    ]);
+    clearTimeout(timer);
+    if (client.isReady) this.#everReady = true;
+  }
+
   async #send(client: Client, args: string[]): Promise<Reply> {
     if (this.#fatal) throw this.#fatal;
+    await this.#awaitFirstConnect(client);
     if (!client.isReady) {
       throw new StoreUnavailableError(
         `Cannot send ${args[0]} to Redis at "${redact(this.options.url)}": not connected`,
@@ -140,6 +174,31 @@ export class RedisFlowStore implements FlowStore {
         `Cannot send ${args[0]} to Redis at "${redact(this.options.url)}": ${
           (err as Error).message
         }`,
+        { cause: err },
+      );
+    }
+  }
+
+  async #multi(commands: string[][]): Promise<unknown[]> {
+    if (this.#fatal) throw this.#fatal;
+    await this.#awaitFirstConnect(this.#cmd);
+    if (!this.#cmd.isReady) {
+      throw new StoreUnavailableError(
+        `Cannot write to Redis at "${redact(this.options.url)}": not connected`,
+      );
+    }
+    const multi = this.#cmd.multi();
+    for (const c of commands) multi.addCommand(c);
+    try {
+      return await multi.exec();
+    } catch (err) {
+      if (err instanceof ErrorReply) {
+        throw new Error(`Redis rejected a ${commands[0]?.[0]} transaction: ${err.message}`, {
+          cause: err,
+        });
+      }
+      throw new StoreUnavailableError(
+        `Cannot write to Redis at "${redact(this.options.url)}": ${(err as Error).message}`,
         { cause: err },
       );
     }
@@ -176,20 +235,41 @@ export class RedisFlowStore implements FlowStore {
     vip: string,
     flows: readonly StoredFlow[],
     options: { node: string; nowMs: number; idleTimeoutMs: number },
-  ): Promise<StoredFlow[]> {
-    const args = [
-      options.node,
-      String(Math.round(options.nowMs)),
-      String(STREAM_MAXLEN),
-      String(Math.max(1000, options.idleTimeoutMs * KEY_TTL_FACTOR)),
-    ];
-    for (const f of flows) args.push(f.field, encodeFlowValue(f.backend, f.epoch));
-    const reply = await this.#eval(LEARN_SCRIPT, this.#keys(vip), args) as string[];
-    const conflicts: StoredFlow[] = [];
-    for (let i = 0; i + 1 < reply.length; i += 2) {
-      conflicts.push({ field: reply[i]!, ...decodeFlowValue(reply[i + 1]!) });
+  ): Promise<void> {
+    if (flows.length === 0) return;
+    const k = vipKeys(vip, this.#prefix);
+    const hset = ["HSET", k.flows];
+    const announced: string[] = [];
+    const suffix = `:${Math.round(options.nowMs)}`;
+    // Few distinct backend/epoch pairs per batch: build each value string once.
+    const values = new Map<number, string>();
+    for (const f of flows) {
+      const vk = f.backend * 65536 + f.epoch;
+      let value = values.get(vk);
+      if (value === undefined) values.set(vk, value = `${hex8(f.backend)}:${f.epoch}${suffix}`);
+      hset.push(f.field, value);
+      announced.push(`${f.field}=${value}`);
     }
-    return conflicts;
+    const ttl = String(Math.max(1000, options.idleTimeoutMs * KEY_TTL_FACTOR));
+    await this.#multi([
+      hset,
+      [
+        "XADD",
+        k.events,
+        "MAXLEN",
+        "~",
+        String(STREAM_MAXLEN),
+        "*",
+        "node",
+        options.node,
+        "op",
+        "add",
+        "flows",
+        announced.join(","),
+      ],
+      ["PEXPIRE", k.flows, ttl],
+      ["PEXPIRE", k.events, ttl],
+    ]);
   }
 
   async touch(
@@ -201,7 +281,7 @@ export class RedisFlowStore implements FlowStore {
     const [flows, seenKey, events] = this.#keys(vip) as [string, string, string];
     const sends: Promise<Reply>[] = [];
     for (let i = 0; i < seen.length; i += 1000) {
-      const args = ["ZADD", seenKey, "XX", "GT"];
+      const args = ["ZADD", seenKey, "GT"];
       for (const s of seen.slice(i, i + 1000)) args.push(String(Math.round(s.lastSeenMs)), s.field);
       sends.push(this.#send(this.#cmd, args));
     }
@@ -215,14 +295,33 @@ export class RedisFlowStore implements FlowStore {
   async expire(
     vip: string,
     cutoffMs: number,
-    options: { node: string; limit: number },
+    options: { node: string; lockMs: number },
   ): Promise<string[]> {
-    return await this.#eval(EXPIRE_SCRIPT, this.#keys(vip), [
+    const k = vipKeys(vip, this.#prefix);
+    const lock = await this.#send(this.#cmd, [
+      "SET",
+      k.sweeper,
       options.node,
-      String(Math.floor(cutoffMs)),
-      String(options.limit),
-      String(STREAM_MAXLEN),
-    ]) as string[];
+      "NX",
+      "PX",
+      String(Math.max(1, Math.round(options.lockMs))),
+    ]);
+    if (lock === null) return [];
+    const gone: string[] = [];
+    let cursor = "0";
+    for (let step = 0; step < 100_000; step++) {
+      const [next, fields] = await this.#eval(EXPIRE_SCRIPT, this.#keys(vip), [
+        options.node,
+        String(Math.floor(cutoffMs)),
+        cursor,
+        "2000",
+        String(STREAM_MAXLEN),
+      ]) as [string, string[]];
+      gone.push(...fields);
+      cursor = next;
+      if (cursor === "0") break;
+    }
+    return gone;
   }
 
   async exists(vip: string, fields: readonly string[]): Promise<boolean[]> {
@@ -242,28 +341,29 @@ export class RedisFlowStore implements FlowStore {
   async *scan(vip: string, options: { pageSize?: number } = {}): AsyncIterable<StoredFlow[]> {
     const key = vipKeys(vip, this.#prefix).flows;
     const count = String(options.pageSize ?? 10_000);
-    let cursor = "0";
-    do {
-      const [next, items] = await this.#send(this.#cmd, ["HSCAN", key, cursor, "COUNT", count]) as [
-        string,
-        string[],
-      ];
-      cursor = next;
+    type Page = [string, string[]];
+    const hscan = (cursor: string) =>
+      this.#send(this.#cmd, ["HSCAN", key, cursor, "COUNT", count]) as Promise<Page>;
+    // Prefetch: Redis produces the next page while this one is parsed and installed.
+    let pending: Promise<Page> | null = hscan("0");
+    while (pending) {
+      const [next, items]: Page = await pending;
+      pending = next === "0" ? null : hscan(next);
       const page: StoredFlow[] = new Array(items.length >> 1);
       for (let i = 0, j = 0; i + 1 < items.length; i += 2, j++) {
         const v = items[i + 1]!;
         page[j] = {
           field: items[i]!,
           backend: parseInt(v.slice(0, 8), 16),
-          epoch: Number(v.slice(9)),
+          epoch: Number(v.slice(9, v.indexOf(":", 9))),
         };
       }
       if (page.length > 0) yield page;
-    } while (cursor !== "0");
+    }
   }
 
   async purgeBackend(vip: string, backend: number, options: { node: string }): Promise<string[]> {
-    const want = encodeFlowValue(backend, 0).slice(0, 8);
+    const want = hex8(backend);
     const candidates: string[] = [];
     const key = vipKeys(vip, this.#prefix).flows;
     let cursor = "0";
@@ -339,23 +439,18 @@ export class RedisFlowStore implements FlowStore {
         const f: Record<string, string> = {};
         for (let i = 0; i + 1 < kv.length; i += 2) f[kv[i]!] = kv[i + 1]!;
         const op = f.op === "del" ? "del" : "add";
-        const flows: StoredFlow[] = [];
-        for (const item of (f.flows ?? "").split(",")) {
-          if (!item) continue;
-          if (op === "add") {
-            const [field, value] = item.split("=") as [string, string];
-            flows.push({ field, ...decodeFlowValue(value) });
-          } else {
-            flows.push({ field: item, backend: 0, epoch: 0 });
-          }
-        }
+        const raw = f.flows ?? "";
+        let flows: StoredFlow[] | null = null;
         out.push({
           vip,
           id,
           node: f.node ?? "",
           op,
-          flows,
           ...(f.reason ? { reason: f.reason } : {}),
+          // Parsed on first use: an agent skips its own additions without parsing them.
+          get flows(): StoredFlow[] {
+            return flows ??= parseStreamFlows(op, raw);
+          },
         });
       }
     }

@@ -1,26 +1,33 @@
 /**
  * The Redis schema of shared flow state. Everything of one LB IP shares the hash tag `{<LB IP>}`,
- * so it lives in one Redis Cluster slot and the Lua scripts below may touch all of it at once.
+ * so it lives in one Redis Cluster slot and a transaction or script may touch all of it at once.
  *
  * | key                        | type       | content                                             |
  * |----------------------------|------------|-----------------------------------------------------|
- * | `hf:{10.0.100.1}:flows`    | hash       | flow field → `<backend hex8>:<epoch>`               |
- * | `hf:{10.0.100.1}:seen`     | sorted set | flow field, score = last seen (Unix ms)             |
+ * | `hf:{10.0.100.1}:flows`    | hash       | flow field → `<backend hex8>:<epoch>:<learned ms>`  |
+ * | `hf:{10.0.100.1}:seen`     | sorted set | flow field, score = last activity (Unix ms)         |
+ * | `hf:{10.0.100.1}:events`   | stream     | `node`, `op`, `reason`, `flows` (batched)           |
  * | `hf:{10.0.100.1}:instance` | string     | random token; missing after Redis lost its data     |
- * | `hf:{10.0.100.1}:events`   | stream     | `node`, `op`, `reason`, `flows` (batched)     |
+ * | `hf:{10.0.100.1}:sweeper`  | string     | node holding this round of expiry (PX lock)         |
  *
  * A flow field is {@link flowField}: 18 hex digits of saddr, sport, dport, proto (sport 0 in
- * client-ip mode, which makes one field per client address and port). The first writer of a flow
- * wins (HSETNX); only winners are announced on the stream, so every node converges on the stored
- * backend. Expiry is by last seen: a flow whose score is older than the idle timeout is removed
- * from the hash and the set and announced as `del`. (Redis 7.0 has no per-field TTL; the scripts
- * also keep a whole-key TTL of {@link KEY_TTL_FACTOR} idle timeouts so an abandoned LB IP
- * disappears.)
+ * client-ip mode, which makes one field per client address and port).
+ *
+ * Learning is one MULTI/EXEC per batch: variadic HSET + one stream entry. Hash and stream change
+ * in the same order, and every node applies every addition whose backend differs from its own
+ * entry (its own additions are no-ops), so all nodes converge on the stored value even when two
+ * nodes learn the same flow at once (last writer wins).
+ *
+ * Activity: a flow's last activity is its learn time, raised by the agents' periodic activity
+ * report into `seen`. Expiry: one node per round (the `sweeper` lock) walks the hash and removes
+ * flows whose last activity is older than the idle timeout, announcing them as `del`. Redis 7.0
+ * has no per-field TTL; every write also sets a whole-key TTL of {@link KEY_TTL_FACTOR} idle
+ * timeouts so an abandoned LB IP disappears.
  *
  * Stream entries: `add` → `flows` = `field=value,field=value…`; `del` → `flows` = `field,field…`
- * and `reason` = `idle` or `purge`.
- * The stream is capped (approximately) at {@link STREAM_MAXLEN} entries; a node that fell further
- * behind (or saw Redis restart) restores from the hash instead.
+ * and `reason` = `idle` or `purge`. The stream is capped (approximately) at
+ * {@link STREAM_MAXLEN} entries (each a batch); a node that fell further behind, or saw Redis
+ * lose its data, restores from the hash instead.
  *
  * @module
  */
@@ -28,6 +35,7 @@
 /** Keys of one LB IP. */
 export interface VipKeys {
   readonly instance: string;
+  readonly sweeper: string;
   readonly flows: string;
   readonly seen: string;
   readonly events: string;
@@ -38,6 +46,7 @@ export function vipKeys(vip: string, prefix = "hf"): VipKeys {
   const tag = `${prefix}:{${vip}}`;
   return {
     instance: `${tag}:instance`,
+    sweeper: `${tag}:sweeper`,
     flows: `${tag}:flows`,
     seen: `${tag}:seen`,
     events: `${tag}:events`,
@@ -50,65 +59,58 @@ export const STREAM_MAXLEN = 100_000;
 /** Whole-key TTL in idle timeouts: keys of an LB IP nobody writes to vanish after this long. */
 export const KEY_TTL_FACTOR = 4;
 
-/** The stored value of a flow: backend (host-order u32) and epoch. */
-export function encodeFlowValue(backend: number, epoch: number): string {
-  return `${(backend >>> 0).toString(16).padStart(8, "0")}:${epoch}`;
+/** The stored value of a flow: backend (host-order u32), epoch, learn time (Unix ms). */
+export function encodeFlowValue(backend: number, epoch: number, learnedMs: number): string {
+  return `${(backend >>> 0).toString(16).padStart(8, "0")}:${epoch}:${Math.round(learnedMs)}`;
 }
 
 /** Inverse of {@link encodeFlowValue}. */
-export function decodeFlowValue(text: string): { backend: number; epoch: number } {
+export function decodeFlowValue(
+  text: string,
+): { backend: number; epoch: number; learnedMs: number } {
   const backend = parseInt(text.slice(0, 8), 16);
-  const epoch = Number(text.slice(9));
-  if (text[8] !== ":" || Number.isNaN(backend) || !Number.isInteger(epoch)) {
-    throw new TypeError(`Cannot decode flow value "${text}": expected "<hex8>:<epoch>"`);
+  const colon = text.indexOf(":", 9);
+  const epoch = Number(text.slice(9, colon));
+  const learnedMs = Number(text.slice(colon + 1));
+  if (
+    text[8] !== ":" || colon < 0 || Number.isNaN(backend) || !Number.isInteger(epoch) ||
+    !Number.isFinite(learnedMs)
+  ) {
+    throw new TypeError(
+      `Cannot decode flow value "${text}": expected "<hex8>:<epoch>:<learned ms>"`,
+    );
   }
-  return { backend, epoch };
+  return { backend, epoch, learnedMs };
 }
 
 /**
- * Learn a batch: KEYS flows, seen, events; ARGV node, now_ms, maxlen, ttl_ms, then field/value
- * pairs. HSETNX each (first writer wins), set last seen (GT), announce winners in one stream
- * entry. Returns `{field, stored_value, …}` of flows stored with a different backend.
- */
-export const LEARN_SCRIPT = `
-local added, conflicts = {}, {}
-for i = 5, #ARGV, 2 do
-  local f, v = ARGV[i], ARGV[i + 1]
-  if redis.call('HSETNX', KEYS[1], f, v) == 1 then
-    added[#added + 1] = f .. '=' .. v
-  else
-    local cur = redis.call('HGET', KEYS[1], f)
-    if string.sub(cur, 1, 8) ~= string.sub(v, 1, 8) then
-      conflicts[#conflicts + 1] = f
-      conflicts[#conflicts + 1] = cur
-    end
-  end
-  redis.call('ZADD', KEYS[2], 'GT', ARGV[2], f)
-end
-if #added > 0 then
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'node', ARGV[1], 'op', 'add',
-    'flows', table.concat(added, ','))
-end
-for k = 1, 3 do redis.call('PEXPIRE', KEYS[k], ARGV[4]) end
-return conflicts
-`;
-
-/**
- * Expire idle flows: KEYS flows, seen, events; ARGV node, cutoff_ms, limit, maxlen. Removes up
- * to `limit` flows last seen at or before the cutoff and announces them. Returns their fields.
+ * One expiry step over the hash: KEYS flows, seen, events; ARGV node, cutoff_ms, cursor, count,
+ * maxlen. Removes flows whose learn time and last activity are both at or before the cutoff,
+ * announces them, and after the last step drops stale activity entries. Returns
+ * `{next_cursor, {field…}}`.
  */
 export const EXPIRE_SCRIPT = `
-local gone = redis.call('ZRANGE', KEYS[2], '-inf', ARGV[2], 'BYSCORE', 'LIMIT', 0, ARGV[3])
-if #gone == 0 then return gone end
+local r = redis.call('HSCAN', KEYS[1], ARGV[3], 'COUNT', ARGV[4])
+local items, gone, cutoff = r[2], {}, tonumber(ARGV[2])
+for i = 1, #items, 2 do
+  local learned = tonumber(string.match(items[i + 1], ':(%d+)$'))
+  if learned == nil or learned <= cutoff then
+    local s = redis.call('ZSCORE', KEYS[2], items[i])
+    if s == false or s == nil or tonumber(s) <= cutoff then gone[#gone + 1] = items[i] end
+  end
+end
 for i = 1, #gone, 500 do
   local chunk = {}
   for j = i, math.min(i + 499, #gone) do chunk[#chunk + 1] = gone[j] end
   redis.call('ZREM', KEYS[2], unpack(chunk))
   redis.call('HDEL', KEYS[1], unpack(chunk))
 end
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', 'node', ARGV[1], 'op', 'del',
-  'reason', 'idle', 'flows', table.concat(gone, ','))
-return gone
+if #gone > 0 then
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'node', ARGV[1], 'op', 'del',
+    'reason', 'idle', 'flows', table.concat(gone, ','))
+end
+if r[1] == '0' then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2]) end
+return {r[1], gone}
 `;
 
 /**

@@ -45,25 +45,28 @@ export interface FlowStore {
    */
   instanceId(vips: readonly string[]): Promise<string>;
   /**
-   * Stores flows first-writer-wins, sets their last seen to `nowMs`, and announces the ones
-   * stored by this call. Returns the flows already stored with a different backend.
+   * Stores flows (last writer wins) learned at `nowMs` and announces them, atomically: stored
+   * values and announcements are in the same order.
    */
   learn(
     vip: string,
     flows: readonly StoredFlow[],
     options: { node: string; nowMs: number; idleTimeoutMs: number },
-  ): Promise<StoredFlow[]>;
-  /** Raises the last seen of stored flows (flows not stored are ignored). */
+  ): Promise<void>;
+  /** Raises the last activity of flows. */
   touch(
     vip: string,
     seen: readonly { field: string; lastSeenMs: number }[],
     options: { idleTimeoutMs: number },
   ): Promise<void>;
-  /** Removes up to `limit` flows last seen at or before `cutoffMs`, announces and returns them. */
+  /**
+   * Removes flows whose learn time and last activity are at or before `cutoffMs`, announces and
+   * returns them — if this node wins the LB IP's expiry lock for `lockMs` (else returns []).
+   */
   expire(
     vip: string,
     cutoffMs: number,
-    options: { node: string; limit: number },
+    options: { node: string; lockMs: number },
   ): Promise<string[]>;
   /** Which of `fields` are stored. */
   exists(vip: string, fields: readonly string[]): Promise<boolean[]>;
@@ -89,6 +92,7 @@ interface MemoryVip {
   flows: Map<string, string>;
   seen: Map<string, number>;
   events: FlowChange[];
+  lockUntil: number;
 }
 
 /**
@@ -110,7 +114,9 @@ export class MemoryFlowStore implements FlowStore {
 
   #vip(vip: string): MemoryVip {
     let v = this.#vips.get(vip);
-    if (!v) this.#vips.set(vip, v = { flows: new Map(), seen: new Map(), events: [] });
+    if (!v) {
+      this.#vips.set(vip, v = { flows: new Map(), seen: new Map(), events: [], lockUntil: 0 });
+    }
     return v;
   }
 
@@ -137,7 +143,9 @@ export class MemoryFlowStore implements FlowStore {
   /** The stored value of a flow (for assertions). */
   stored(vip: string, field: string): StoredFlow | undefined {
     const v = this.#vips.get(vip)?.flows.get(field);
-    return v === undefined ? undefined : { field, ...decodeFlowValue(v) };
+    if (v === undefined) return undefined;
+    const { backend, epoch } = decodeFlowValue(v);
+    return { field, backend, epoch };
   }
 
   /** Number of flows stored for `vip`. */
@@ -159,48 +167,37 @@ export class MemoryFlowStore implements FlowStore {
     vip: string,
     flows: readonly StoredFlow[],
     options: { node: string; nowMs: number; idleTimeoutMs: number },
-  ): Promise<StoredFlow[]> {
+  ): Promise<void> {
     this.#check();
     const v = this.#vip(vip);
-    const added: StoredFlow[] = [];
-    const conflicts: StoredFlow[] = [];
-    for (const f of flows) {
-      const cur = v.flows.get(f.field);
-      if (cur === undefined) {
-        v.flows.set(f.field, encodeFlowValue(f.backend, f.epoch));
-        added.push(f);
-      } else {
-        const stored = decodeFlowValue(cur);
-        if (stored.backend !== f.backend) conflicts.push({ field: f.field, ...stored });
-      }
-      v.seen.set(f.field, Math.max(v.seen.get(f.field) ?? 0, options.nowMs));
-    }
-    this.#announce(vip, options.node, "add", added);
-    return Promise.resolve(conflicts);
+    for (const f of flows) v.flows.set(f.field, encodeFlowValue(f.backend, f.epoch, options.nowMs));
+    this.#announce(vip, options.node, "add", [...flows]);
+    return Promise.resolve();
   }
 
   touch(vip: string, seen: readonly { field: string; lastSeenMs: number }[]): Promise<void> {
     this.#check();
     const v = this.#vip(vip);
-    for (const s of seen) {
-      const cur = v.seen.get(s.field);
-      if (cur !== undefined && s.lastSeenMs > cur) v.seen.set(s.field, s.lastSeenMs);
-    }
+    for (const s of seen) v.seen.set(s.field, Math.max(v.seen.get(s.field) ?? 0, s.lastSeenMs));
     return Promise.resolve();
   }
 
-  expire(vip: string, cutoffMs: number, options: { node: string; limit: number }) {
+  expire(vip: string, cutoffMs: number, options: { node: string; lockMs: number }) {
     this.#check();
     const v = this.#vip(vip);
+    const now = Date.now();
+    if (v.lockUntil > now) return Promise.resolve([]);
+    v.lockUntil = now + options.lockMs;
     const gone: string[] = [];
-    for (const [field, ms] of v.seen) {
-      if (gone.length >= options.limit) break;
-      if (ms <= cutoffMs) gone.push(field);
+    for (const [field, value] of v.flows) {
+      const last = Math.max(decodeFlowValue(value).learnedMs, v.seen.get(field) ?? 0);
+      if (last <= cutoffMs) gone.push(field);
     }
     for (const f of gone) {
       v.seen.delete(f);
       v.flows.delete(f);
     }
+    for (const [field, ms] of v.seen) if (ms <= cutoffMs) v.seen.delete(field);
     const flows = gone.map((field) => ({ field, backend: 0, epoch: 0 }));
     this.#announce(vip, options.node, "del", flows, "idle");
     return Promise.resolve(gone);
@@ -214,10 +211,10 @@ export class MemoryFlowStore implements FlowStore {
 
   async *scan(vip: string, options: { pageSize?: number } = {}): AsyncIterable<StoredFlow[]> {
     this.#check();
-    const all = [...this.#vip(vip).flows].map(([field, value]) => ({
-      field,
-      ...decodeFlowValue(value),
-    }));
+    const all = [...this.#vip(vip).flows].map(([field, value]) => {
+      const { backend, epoch } = decodeFlowValue(value);
+      return { field, backend, epoch };
+    });
     const size = options.pageSize ?? 1000;
     for (let i = 0; i < all.length; i += size) {
       await Promise.resolve();

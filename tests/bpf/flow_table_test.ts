@@ -1,0 +1,76 @@
+/**
+ * The flow-sync agent's FlowTable over the real BPF flow map (node/flows/bpf_table.ts).
+ * Run: `deno test -P=bpf tests/bpf/flow_table_test.ts` (root).
+ */
+import { Datapath } from "../../node/bpf/mod.ts";
+import { BpfFlowTable, fromDatapathEvent } from "../../node/flows/bpf_table.ts";
+import { FLOW_F_PEER, makeFlowKey, parseIpv4 } from "../../node/flows/flow.ts";
+import { rootTest } from "../harness/root.ts";
+
+function assertEquals(a: unknown, b: unknown, what = "") {
+  if (JSON.stringify(a) !== JSON.stringify(b)) {
+    throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
+  }
+}
+
+rootTest(
+  "bpf flow table: get/put/delete/batch/entries on hf_flows, shared with the datapath's view",
+  async () => {
+    using dp = await Datapath.open({ pinDir: null });
+    const table = new BpfFlowTable(dp.maps.flows);
+    const key = makeFlowKey({
+      saddr: "10.0.0.1",
+      daddr: "10.0.100.1",
+      sport: 40000,
+      dport: 80,
+      proto: 6,
+    });
+    const now = table.nowNs();
+    table.put(key, { backend: parseIpv4("10.0.1.2"), flags: FLOW_F_PEER, lastSeenNs: now });
+    assertEquals(
+      table.get(key),
+      { backend: parseIpv4("10.0.1.2"), flags: 1, lastSeenNs: now },
+      "get",
+    );
+    // The datapath reads the same bytes (network order key/backend per docs/contracts.md).
+    const seen = dp.lookupFlow({
+      saddr: "10.0.0.1",
+      daddr: "10.0.100.1",
+      sport: 40000,
+      dport: 80,
+      proto: 6,
+    });
+    assertEquals(
+      [seen?.backendAddr, seen?.flags, String(seen?.lastSeenNs)],
+      ["10.0.1.2", 1, String(BigInt(now))],
+      "datapath view",
+    );
+    const many = Array.from({ length: 5000 }, (_, i) => ({
+      key: makeFlowKey({
+        saddr: 0x0b000000 + i,
+        daddr: "10.0.100.1",
+        sport: 1,
+        dport: 80,
+        proto: 6,
+      }),
+      value: { backend: parseIpv4("10.0.1.3"), flags: 1, lastSeenNs: 0 },
+    }));
+    table.putBatch(many);
+    const all = [...table.entries()];
+    assertEquals(all.length, 5001, "entries");
+    assertEquals(table.get(many[4999]!.key)?.backend, parseIpv4("10.0.1.3"), "batch put");
+    assertEquals([table.delete(key), table.delete(key)], [true, false], "delete");
+    const ev = fromDatapathEvent({
+      key: { saddr: "10.0.0.9", daddr: "10.0.100.1", sport: 5, dport: 80, proto: 17 },
+      backendAddr: "10.0.1.4",
+      serviceId: 3,
+      tsNs: 7n,
+    });
+    assertEquals(ev, {
+      key: { saddr: 0x0a000009, daddr: 0x0a006401, sport: 5, dport: 80, proto: 17 },
+      backend: 0x0a000104,
+      serviceId: 3,
+      tsNs: 7,
+    }, "event");
+  },
+);

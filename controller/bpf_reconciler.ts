@@ -202,15 +202,22 @@ export class LBMapsOps implements Operations<Frontend> {
     const selected = selectBackends(txn, this.#tables, fe);
     const m = svc.maglevSize || this.#defaultM;
     const serviceId = this.#allocServiceId(fe.address);
-    const n = selected.length;
+    let n = selected.length;
     const ids = new Array<number>(n);
     const keys = new Array<{ key: string; weight: number }>(n);
+    let j = 0;
     for (let i = 0; i < n; i++) {
       const b = selected[i]!;
       const key = hostPort(b.address);
+      // The maps know backends by IP:PORT only: merge a TCP and a UDP backend on the same pair
+      // (selection is sorted by address, so they are adjacent).
+      if (j > 0 && keys[j - 1]!.key === key) {
+        keys[j - 1] = { key, weight: Math.max(keys[j - 1]!.weight, b.weight) };
+        continue;
+      }
       const id = this.#backendIdFor(key);
-      ids[i] = id;
-      keys[i] = { key, weight: b.weight };
+      ids[j] = id;
+      keys[j++] = { key, weight: b.weight };
       if (this.#written[id] === 0) {
         const colon = key.lastIndexOf(":");
         await this.#maps.updateBackend(id, { address: key.slice(0, colon), port: Number(key.slice(colon + 1)) });
@@ -218,6 +225,7 @@ export class LBMapsOps implements Operations<Frontend> {
         this.metrics.holdfast_lbmaps_backend_writes_total++;
       }
     }
+    n = ids.length = keys.length = j;
     const table = this.#maglev.build(keys, m);
     if (table.length !== m) {
       throw new Error(`Maglev builder returned ${table.length} slots for "${fe.address}", expected ${m}`);

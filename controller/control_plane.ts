@@ -4,12 +4,14 @@
  *
  * @example
  * ```ts
- * import { startControlPlane } from "./control_plane.ts";
+ * import { createControlPlane } from "./control_plane.ts";
  * import { MemoryLBMaps } from "./lbmaps_memory.ts";
- * import { FileSource, DEFAULT_CONFIG_YAML } from "./sources/file_source.ts";
- * const cp = await startControlPlane(new MemoryLBMaps(), { log: () => {} });
- * new FileSource(cp.writer).load(DEFAULT_CONFIG_YAML);
- * await cp.reconciler.waitIdle();
+ * import { DEFAULT_CONFIG_YAML, FileSource } from "./sources/file_source.ts";
+ * const cp = await createControlPlane(new MemoryLBMaps(), { log: () => {} });
+ * const file = new FileSource(cp.writer); // sources (and their initializers) before start()
+ * cp.start();
+ * file.load(DEFAULT_CONFIG_YAML);
+ * await cp.waitFrontend("10.0.100.1:80/TCP");
  * await cp.stop();
  * ```
  *
@@ -33,6 +35,8 @@ export interface ControlPlane {
   readonly writer: Writer;
   readonly ops: LBMapsOps;
   readonly reconciler: Reconciler<Frontend>;
+  /** Starts the reconciler. Register data sources' initializers first: pruning waits for them. */
+  start(): void;
   /** Waits until the frontend at `address` is reconciled (status done) or gone. */
   waitFrontend(address: string, options?: { timeoutMs?: number; absent?: boolean }): Promise<void>;
   stop(): Promise<void>;
@@ -62,10 +66,11 @@ export const frontendStatus = {
 };
 
 /**
- * Creates the tables and Writer, restores IDs from `maps` and starts the BPF reconciler.
- * Register data sources (and their initializers) on `writer` right after.
+ * Creates the tables and Writer and restores IDs from `maps`. Attach data sources to `writer`
+ * (registering their initializers), then call `start()`: a reconciler started with no
+ * initializer registered would count the empty tables as synced and prune the maps.
  */
-export async function startControlPlane(maps: LBMaps, options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+export async function createControlPlane(maps: LBMaps, options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const db = new DB();
   const tables = createLBTables(db);
   const log = options.log;
@@ -90,8 +95,8 @@ export async function startControlPlane(maps: LBMaps, options: ControlPlaneOptio
     pruneIntervalMs: options.pruneIntervalMs,
     log,
   });
-  reconciler.start();
   return {
+    start: () => reconciler.start(),
     db,
     tables,
     writer,

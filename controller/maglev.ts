@@ -1,18 +1,15 @@
 /**
  * Maglev lookup-table construction behind a narrow interface, so the policy module's WASM
- * builder (policy-as/) can replace the reference implementation here.
+ * builder (`policy-as/host/wasm_maglev_builder.ts`) can replace the reference here.
  *
- * Reference algorithm (Eisenbud et al., "Maglev", NSDI 2016, with weights):
- * - per backend, `offset = h1(key) % M` and `skip = h2(key) % (M - 1) + 1`, where
- *   `h1 = murmur3_32(key, 0)` and `h2 = murmur3_32(key, 0x9e3779b9)` over the key's UTF-8 bytes;
- *   its preference list is `offset, offset + skip, offset + 2·skip, ... (mod M)`;
- * - rounds over the backends in the given order; each round a backend earns `weight` credit
- *   and claims its next free preferred slot once per `maxWeight` credit;
- * - until all M slots are claimed. Weight-0 backends claim nothing.
- *
- * Every LB node must compute the same table for the same input, so callers pass backends in a
- * canonical order (sorted by key) and an implementation may not depend on anything else.
- * Golden vectors: controller/testdata/maglev_vectors.json.
+ * Reference algorithm — the same tables as the policy module (checked against its golden
+ * vectors, `policy-as/vectors/maglev.json`):
+ * - key hashes `h1 = murmur3_32(utf8(key), 0x686f6c64)`, `h2 = murmur3_32(utf8(key), 0x66617374)`;
+ *   `offset = h1 % M`, `skip = h2 % (M - 1) + 1`; preference list `offset + j·skip (mod M)`;
+ * - backends with weight > 0, sorted by (h1, h2), so input order does not matter;
+ * - equal weights: round robin, each backend taking its next free preferred slot per turn;
+ *   otherwise in round r a backend of weight w has had floor(r·w / maxWeight) turns;
+ * - until all M slots are taken. M is a prime in 251..131071.
  *
  * @module
  */
@@ -32,6 +29,12 @@ export interface MaglevBuilder {
 
 /** Default table size: prime, ≥ 100 × a typical backend count. */
 export const DEFAULT_MAGLEV_SIZE = 1021;
+/** Smallest and largest table sizes the datapath and the policy module accept. */
+export const MAGLEV_M_MIN = 251;
+export const MAGLEV_M_MAX = 131071;
+/** Seeds of the two key hashes (ASCII "hold" and "fast"). */
+export const KEY_SEED_OFFSET = 0x686f6c64;
+export const KEY_SEED_SKIP = 0x66617374;
 
 const encoder = new TextEncoder();
 
@@ -80,10 +83,10 @@ export function murmur3(key: string, seed: number): number {
   return h >>> 0;
 }
 
-/** Throws unless `m` is a prime in 3..2^24 (the datapath's table size bounds). */
+/** Throws unless `m` is a prime in 251..131071. */
 export function checkMaglevSize(m: number): void {
-  if (!Number.isInteger(m) || m < 3 || m > 1 << 24) {
-    throw new RangeError(`Invalid Maglev table size ${m}: must be an integer in 3..16777216`);
+  if (!Number.isInteger(m) || m < MAGLEV_M_MIN || m > MAGLEV_M_MAX) {
+    throw new RangeError(`Invalid Maglev table size ${m}: must be a prime in ${MAGLEV_M_MIN}..${MAGLEV_M_MAX}`);
   }
   for (let d = 2; d * d <= m; d++) {
     if (m % d === 0) throw new RangeError(`Invalid Maglev table size ${m}: must be prime (divisible by ${d})`);
@@ -93,35 +96,66 @@ export function checkMaglevSize(m: number): void {
 /** The plain-TypeScript reference builder (the default). */
 export const referenceMaglev: MaglevBuilder = {
   build(backends: readonly MaglevBackend[], m: number): Uint32Array {
+    checkMaglevSize(m);
+    if (backends.length > m) {
+      throw new RangeError(`Cannot build Maglev table: ${backends.length} backends exceed table size M=${m}`);
+    }
     const table = new Uint32Array(m);
-    const n = backends.length;
-    let maxW = 0;
-    for (const b of backends) if (b.weight > maxW) maxW = b.weight;
-    if (n === 0 || maxW <= 0) return table;
-    const pos = new Uint32Array(n), skip = new Uint32Array(n), credit = new Float64Array(n);
-    for (let i = 0; i < n; i++) {
-      const key = backends[i]!.key;
-      pos[i] = murmur3(key, 0) % m;
-      skip[i] = (murmur3(key, 0x9e3779b9) % (m - 1)) + 1;
+    const order: number[] = [];
+    const h1s = new Uint32Array(backends.length), h2s = new Uint32Array(backends.length);
+    let maxW = 0, minW = Infinity;
+    for (let i = 0; i < backends.length; i++) {
+      const b = backends[i]!;
+      if (!Number.isInteger(b.weight) || b.weight < 0 || b.weight > 0xffffffff) {
+        throw new RangeError(`Cannot build Maglev table: backend "${b.key}" has weight ${b.weight}`);
+      }
+      h1s[i] = murmur3(b.key, KEY_SEED_OFFSET);
+      h2s[i] = murmur3(b.key, KEY_SEED_SKIP);
+      if (b.weight === 0) continue;
+      order.push(i);
+      if (b.weight > maxW) maxW = b.weight;
+      if (b.weight < minW) minW = b.weight;
+    }
+    const n = order.length;
+    if (n === 0) return table;
+    order.sort((a, b) => (h1s[a]! - h1s[b]!) || (h2s[a]! - h2s[b]!));
+    const pos = new Uint32Array(n), skip = new Uint32Array(n), target = new Float64Array(n);
+    for (let k = 0; k < n; k++) {
+      const i = order[k]!;
+      if (k > 0 && h1s[i] === h1s[order[k - 1]!] && h2s[i] === h2s[order[k - 1]!]) {
+        throw new RangeError(`Cannot build Maglev table: backend key "${backends[i]!.key}" appears twice`);
+      }
+      pos[k] = h1s[i]! % m;
+      skip[k] = (h2s[i]! % (m - 1)) + 1;
+      target[k] = maxW;
     }
     let filled = 0;
-    for (;;) {
-      for (let i = 0; i < n; i++) {
-        const w = backends[i]!.weight;
-        if (w <= 0) continue;
-        credit[i]! += w;
-        while (credit[i]! >= maxW) {
-          credit[i]! -= maxW;
-          let c = pos[i]!;
-          while (table[c] !== 0) {
-            c += skip[i]!;
-            if (c >= m) c -= m;
-          }
-          table[c] = i + 1;
-          c += skip[i]!;
-          pos[i] = c >= m ? c - m : c;
-          if (++filled === m) return table;
+    const take = (k: number): void => {
+      let c = pos[k]!;
+      const s = skip[k]!;
+      while (table[c] !== 0) {
+        c += s;
+        if (c >= m) c -= m;
+      }
+      table[c] = order[k]! + 1;
+      c += s;
+      pos[k] = c >= m ? c - m : c;
+      filled++;
+    };
+    if (minW === maxW) {
+      for (;;) {
+        for (let k = 0; k < n; k++) {
+          take(k);
+          if (filled === m) return table;
         }
+      }
+    }
+    for (let round = 1;; round++) {
+      for (let k = 0; k < n; k++) {
+        if (round * backends[order[k]!]!.weight < target[k]!) continue;
+        target[k] = target[k]! + maxW;
+        take(k);
+        if (filled === m) return table;
       }
     }
   },

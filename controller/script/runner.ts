@@ -8,6 +8,7 @@
  * | command | does |
  * |---|---|
  * | `k8s/add FILE...`, `k8s/update FILE...`, `k8s/delete FILE...` | Service/EndpointSlice YAML (multi-doc) through the k8s source |
+ * | `k8s/forget FILE...` | remove from the fake API server without an event (deleted while down) |
  * | `k8s/synced` | the k8s source finished its initial sync (pruning may start) |
  * | `file/load FILE` | load a file-source config |
  * | `source/backends SOURCE SERVICE FILE` | set SOURCE's backends of SERVICE (YAML list) |
@@ -18,6 +19,7 @@
  * | `db/show TABLE` | print a table to stdout |
  * | `db/cmp TABLE FILE` | compare a printed table with FILE (cells, ignoring alignment) |
  * | `maps/dump` | print the maps to stdout |
+ * | `maps/summary` | services with backend addresses and slot counts (ID-independent) |
  * | `maps/faults RATE` | fail RATE (0..1) of map operations |
  * | `maps/check` | no ordering-invariant breach so far |
  * | `reconciled` | wait until the reconciler is idle |
@@ -31,7 +33,7 @@
  */
 
 import { parse as parseYaml, parseAllDocuments } from "yaml";
-import { type ControlPlane, startControlPlane } from "../control_plane.ts";
+import { type ControlPlane, createControlPlane } from "../control_plane.ts";
 import { backendHeader, backendToRow } from "../lb/backend.ts";
 import { frontendHeader, frontendToRow } from "../lb/frontend.ts";
 import { formatTable, parseTable } from "../lb/print.ts";
@@ -124,8 +126,8 @@ class ScriptEnv {
   }
 
   async start(): Promise<void> {
-    this.cp = await startControlPlane(this.faulty, {
-      maglevSize: this.options.maglevSize ?? 31,
+    this.cp = await createControlPlane(this.faulty, {
+      maglevSize: this.options.maglevSize ?? 251,
       retryMinMs: 1,
       retryMaxMs: 20,
       log: () => {},
@@ -133,6 +135,7 @@ class ScriptEnv {
     this.k8s = new K8sSource(this.cp.writer);
     this.k8s.registerInitializer();
     this.file = new FileSource(this.cp.writer);
+    this.cp.start();
   }
 
   async stop(): Promise<void> {
@@ -197,6 +200,25 @@ class ScriptEnv {
     return out.join("\n") + "\n";
   }
 
+  /** The maps with IDs resolved: services → backend addresses and their Maglev slot counts. */
+  async summarizeMaps(): Promise<string> {
+    const d = await this.maps.dump();
+    const backends = new Map(d.backends.map(([id, b]) => [id, `${b.address}:${b.port}`]));
+    const tables = new Map(d.maglev);
+    const out: string[] = [];
+    for (const [k, e] of [...d.services].sort((a, b) => (a[0].address + a[0].port < b[0].address + b[0].port ? -1 : 1))) {
+      const counts = new Map<string, number>();
+      for (const id of tables.get(e.serviceId) ?? []) {
+        const name = id === 0 ? "unset" : backends.get(id) ?? `missing#${id}`;
+        counts.set(name, (counts.get(name) ?? 0) + 1);
+      }
+      const slots = [...counts].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([n, c]) => `${n}=${c}`).join(" ");
+      out.push(`${k.address}:${k.port}/${k.protocol} backends=${e.backendCount} ${slots}`);
+    }
+    out.push(`backend entries: ${d.backends.length}, maglev tables: ${d.maglev.length}`);
+    return out.join("\n") + "\n";
+  }
+
   k8sObjects(files: string[]): K8sObject[] {
     const objs: K8sObject[] = [];
     for (const f of files) {
@@ -211,8 +233,9 @@ class ScriptEnv {
   async restart(): Promise<void> {
     await this.cp.stop();
     await this.start();
-    // Sources resync from their inputs, as after a real restart.
-    this.k8s.apply([...this.apiserver.values()].map((object) => ({ type: "add" as const, object })));
+    // Sources resync from their inputs, as after a real restart — in reverse order, so fresh
+    // allocation would hand out different IDs and only restoring them keeps the numbering.
+    this.k8s.apply([...this.apiserver.values()].reverse().map((object) => ({ type: "add" as const, object })));
     if (this.lastFileConfig !== null) this.file.load(this.lastFileConfig);
     if (this.k8sSynced) this.k8s.synced();
   }
@@ -234,6 +257,12 @@ class ScriptEnv {
         this.k8s.apply(objs.map((object) => ({ type, object })));
         return;
       }
+      case "k8s/forget":
+        // Deleted while the controller was down: gone from the API server, no event seen.
+        for (const o of this.k8sObjects(rest)) {
+          this.apiserver.delete(`${o.kind}/${o.metadata?.namespace ?? "default"}/${o.metadata?.name}`);
+        }
+        return;
       case "k8s/synced":
         this.k8sSynced = true;
         this.k8s.synced();
@@ -306,6 +335,9 @@ class ScriptEnv {
       }
       case "maps/dump":
         this.stdout = await this.dumpMaps();
+        return;
+      case "maps/summary":
+        this.stdout = await this.summarizeMaps();
         return;
       case "maps/faults":
         this.faulty.failRate = Number(rest[0]);

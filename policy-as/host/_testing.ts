@@ -62,8 +62,11 @@ function vec(items: number[][]): number[] {
 
 /** What a hand-made module looks like. Every function has type `() -> i32`. */
 export interface HandMadeModule {
-  /** Function exports: name → constant it returns, or "trap" for `unreachable`. */
-  functions: Record<string, number | "trap">;
+  /**
+   * Function exports: name → constant it returns, "trap" for `unreachable`, or "hang" for a
+   * loop that never ends.
+   */
+  functions: Record<string, number | "trap" | "hang">;
   /** Initial memory pages; omit for no memory. */
   memoryPages?: number;
   /** Adds an import `env.abort` (a function). */
@@ -91,7 +94,9 @@ export function handMadeWasm(spec: HandMadeModule): Uint8Array {
   out.push(...section(7, vec(exports)));
   const bodies = fnames.map((f) => {
     const v = spec.functions[f]!;
-    const code = v === "trap" ? [0x00] : [0x41, ...sleb(v | 0)];
+    const code = v === "trap" ? [0x00] : v === "hang"
+      ? [0x03, 0x40, 0x0c, 0x00, 0x0b, 0x41, 0x00] // loop (br 0) end; i32.const 0
+      : [0x41, ...sleb(v | 0)];
     const body = [0x00, ...code, 0x0b];
     return [...leb(body.length), ...body];
   });
@@ -100,8 +105,8 @@ export function handMadeWasm(spec: HandMadeModule): Uint8Array {
 }
 
 /** Every required ABI function as a trap, `abi_version` returning `abi`. */
-export function allExportsTrapping(abi = 1): Record<string, number | "trap"> {
-  const fns: Record<string, number | "trap"> = {};
+export function allExportsTrapping(abi = 1): Record<string, number | "trap" | "hang"> {
+  const fns: Record<string, number | "trap" | "hang"> = {};
   for (const [k, kind] of Object.entries(REQUIRED_EXPORTS)) {
     if (kind === "function") fns[k] = "trap";
   }

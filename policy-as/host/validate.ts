@@ -15,6 +15,7 @@ import {
   PolicyRejectedError,
   type RejectReason,
 } from "./policy_module.ts";
+import { preflight, type PreflightPlan } from "./preflight.ts";
 import { tableDigest } from "./table_digest.ts";
 import type { PolicyVectors } from "./vectors.ts";
 
@@ -34,6 +35,41 @@ function reject(reason: RejectReason, message: string, cause?: unknown): never {
   throw new PolicyRejectedError(reason, `Policy module rejected: ${message}`, { cause });
 }
 
+/** Options of {@link validatePolicyModule}. */
+export interface ValidateOptions {
+  /**
+   * Run the vectors first in a throwaway Worker with a deadline, so a module that never returns
+   * is stopped instead of blocking this thread (default true).
+   */
+  preflight?: boolean;
+  /** Deadline of the pre-flight (default: 2 s plus the build budget for every Maglev build). */
+  preflightDeadlineMs?: number;
+}
+
+function preflightPlan(vectors: PolicyVectors): PreflightPlan {
+  return {
+    flowHash: vectors.flowHash.map((v) => [
+      ipv4ToU32(v.saddr),
+      ipv4ToU32(v.daddr),
+      v.sport,
+      v.dport,
+      v.proto,
+      v.seed,
+    ]),
+    health: vectors.health.map((v) =>
+      v.steps.map((s) => [
+        s.ok ? 1 : 0,
+        s.now_ms,
+        v.params.rise,
+        v.params.fall,
+        v.params.backoffBaseMs,
+        v.params.backoffMaxMs,
+      ])
+    ),
+    maglev: vectors.maglev.map((v) => ({ records: encodeMaglevInput(v.backends, v.m), m: v.m })),
+  };
+}
+
 /**
  * Loads `bytes` and runs every golden vector against it.
  *
@@ -43,8 +79,18 @@ export async function validatePolicyModule(
   bytes: Uint8Array,
   vectors: PolicyVectors,
   limits: Partial<PolicyLimits> = {},
+  options: ValidateOptions = {},
 ): Promise<{ module: PolicyModule; report: ValidationReport }> {
   const policy = await PolicyModule.load(bytes, limits);
+  if (options.preflight ?? true) {
+    const deadline = options.preflightDeadlineMs ??
+      2000 + 2 * vectors.maglev.length * policy.limits.buildBudgetMs;
+    try {
+      await preflight(bytes, preflightPlan(vectors), deadline);
+    } catch (e) {
+      reject("time-budget", (e as Error).message, e);
+    }
+  }
   const wrap = <T>(what: string, fn: () => T): T => {
     try {
       return fn();

@@ -1,4 +1,4 @@
-import { readBuiltWasm } from "./_testing.ts";
+import { allExportsTrapping, handMadeWasm, readBuiltWasm } from "./_testing.ts";
 import { PolicyRejectedError, type RejectReason } from "./policy_module.ts";
 import { validatePolicyModule } from "./validate.ts";
 import { loadVectors } from "./vectors.ts";
@@ -55,4 +55,22 @@ Deno.test("vectors that disagree with a correct module reject it (the check has 
     throw e;
   }
   throw new Error("tampered Maglev digest was not noticed");
+});
+
+Deno.test("a module that never returns is stopped in the pre-flight worker and rejected", async () => {
+  const bytes = handMadeWasm({
+    functions: { ...allExportsTrapping(), flow_hash_5tuple: "hang" },
+    memoryPages: 1,
+  });
+  const started = performance.now();
+  try {
+    await validatePolicyModule(bytes, vectors, {}, { preflightDeadlineMs: 300 });
+  } catch (e) {
+    if (!(e instanceof PolicyRejectedError) || e.reason !== "time-budget") throw e;
+    if (!e.message.includes("within 300 ms (runaway loop?)")) throw e;
+    const ms = performance.now() - started;
+    if (ms > 5000) throw new Error(`took ${ms} ms to stop`);
+    return;
+  }
+  throw new Error("a hanging module was accepted");
 });

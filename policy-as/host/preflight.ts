@@ -1,0 +1,93 @@
+/**
+ * Pre-flight run of a candidate module in a throwaway Worker: the same calls as the golden-vector
+ * validation, with a hard deadline. A module that never returns (a runaway loop, not just a slow
+ * build) is terminated there instead of blocking the thread that serves. Results are not compared
+ * here — `validate.ts` does that afterwards on the calling thread, knowing the calls terminate.
+ *
+ * The worker is a self-contained script from a blob URL, so it needs no file permissions.
+ *
+ * @module
+ */
+
+/** Everything the pre-flight calls, in order. */
+export interface PreflightPlan {
+  /** `flow_hash_5tuple` argument lists, each also run through `flow_hash_client_ip(a[0], a[5])`. */
+  flowHash: number[][];
+  /** Health sequences: `health_step` argument lists, record zeroed at each sequence start. */
+  health: number[][][];
+  /** Maglev builds: records (`3 * n` u32) and M; each is built twice, like the validation. */
+  maglev: Array<{ records: Uint32Array; m: number }>;
+}
+
+const WORKER_SOURCE = `
+self.onmessage = async (event) => {
+  const { bytes, plan } = event.data;
+  try {
+    const { instance } = await WebAssembly.instantiate(bytes, {});
+    const e = instance.exports;
+    e.abi_version();
+    for (const a of plan.flowHash) {
+      e.flow_hash_5tuple(a[0], a[1], a[2], a[3], a[4], a[5]);
+      e.flow_hash_client_ip(a[0], a[5]);
+    }
+    for (const seq of plan.health) {
+      const ptr = e.health_record_ptr() >>> 0;
+      new Uint8Array(e.memory.buffer, ptr, 32).fill(0);
+      for (const a of seq) e.health_step(a[0], a[1], a[2], a[3], a[4], a[5]);
+    }
+    for (const { records, m } of plan.maglev) {
+      for (let round = 0; round < 2; round++) {
+        const n = records.length / 3;
+        const ptr = e.maglev_input_ptr(n, m) >>> 0;
+        if (ptr === 0) break;
+        new Uint32Array(e.memory.buffer, ptr, records.length).set(records);
+        e.maglev_build(n, m);
+      }
+    }
+    self.postMessage({ ok: true });
+  } catch (err) {
+    // A trap or bad export is reported by the real validation with its proper reason.
+    self.postMessage({ ok: true, trapped: String(err) });
+  }
+};
+`;
+
+/**
+ * Runs `plan` against `bytes` in a Worker; resolves when every call returned (or trapped).
+ *
+ * @throws {Error} `did not finish ... within N ms` when the deadline passes; the worker is
+ *   terminated.
+ */
+export async function preflight(
+  bytes: Uint8Array,
+  plan: PreflightPlan,
+  deadlineMs: number,
+): Promise<void> {
+  const url = URL.createObjectURL(new Blob([WORKER_SOURCE], { type: "text/javascript" }));
+  const worker = new Worker(url, { type: "module" });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `did not finish the golden vectors within ${deadlineMs} ms (runaway loop?); ` +
+                `stopped it`,
+            ),
+          ),
+        deadlineMs,
+      );
+      worker.onmessage = () => resolve();
+      worker.onerror = (ev) => {
+        ev.preventDefault();
+        resolve(); // worker-level failure: the real validation reports it precisely
+      };
+      worker.postMessage({ bytes, plan });
+    });
+  } finally {
+    clearTimeout(timer);
+    worker.terminate();
+    URL.revokeObjectURL(url);
+  }
+}

@@ -1,5 +1,9 @@
 // Quality of the WASM Maglev tables against the paper's criteria, bad input, parity with the
 // plain-TypeScript fill, and the fallback on a trapping module.
+import {
+  type MaglevBuilder as ControllerMaglevBuilder,
+  referenceMaglev,
+} from "../../controller/maglev.ts";
 import { captureLogs } from "../../node/log.ts";
 import { Registry } from "../../node/metrics.ts";
 import { readBuiltWasm } from "./_testing.ts";
@@ -170,4 +174,20 @@ Deno.test("a trapping module falls back to the TypeScript builder, logged and co
     throw e;
   }
   throw new Error("trap without fallback did not throw");
+});
+
+Deno.test("plugs into the controller's MaglevBuilder and agrees with its reference", () => {
+  const plugged: ControllerMaglevBuilder = builder; // type-checks the interface match
+  const cases: Array<[MaglevBackend[], number]> = [
+    [benchBackends(1000), M],
+    [benchBackends(50, (i) => i % 4), 1021],
+    [[{ key: "10.0.1.5:8080", weight: 1 }, { key: "10.0.1.6:8080", weight: 2 }], 251],
+    [[], 251],
+  ];
+  for (const [backends, m] of cases) {
+    const a = plugged.build(backends, m);
+    const b = referenceMaglev.build(backends, m);
+    const diff = a.findIndex((v, i) => v !== b[i]);
+    if (diff !== -1) throw new Error(`N=${backends.length} M=${m}: slot ${diff} differs`);
+  }
 });

@@ -1,0 +1,183 @@
+/**
+ * Flow-state benchmark (`deno task bench:flows`), all in one run against one throwaway
+ * redis-server on this machine:
+ *
+ * 1. baseline: `redis-benchmark -t set -P 16 -q` (SET requests/s, 16-deep pipelines, 50 clients);
+ * 2. flows/s one agent writes to Redis: N new-flow events handed to a {@link FlowSyncAgent}
+ *    (pipelined batches through the learn script: HSETNX + last-seen ZADD + one stream entry per
+ *    batch), timed from the first event to the last batch acknowledged;
+ * 3. restore: a fresh agent starts and restores all N flows (HSCAN pages → flow table batch
+ *    puts) before it reports ready — into a real BPF flow map (`hf_flows` of the datapath's
+ *    object, unpinned, sized for N) when FFI and root allow, else into the in-memory table; the
+ *    `restore_table` field says which.
+ *
+ * Steps 1 and 2 alternate for `FLOWS_BENCH_ROUNDS` rounds (default 3) and the medians are
+ * reported, so both see the same machine noise.
+ *
+ * Last line: one JSON object with `flows_per_s`, `redis_set_p16_per_s`, `restore_1m_s`.
+ * `FLOWS_BENCH_N` (default 1,000,000) sets N; restore_1m_s is scaled to 1M when N differs.
+ *
+ * @module
+ */
+
+import { setImmediate } from "node:timers";
+import { FlowSyncAgent } from "../node/flows/agent.ts";
+import type { FlowEvent } from "../node/flows/flow.ts";
+import { type FlowTable, MemoryFlowTable } from "../node/flows/table.ts";
+import { connectRedisStore } from "../node/flows/redis_store.ts";
+import { setLogLevel } from "../node/log.ts";
+import { Registry } from "../node/metrics.ts";
+import { startRedis } from "../tests/harness/redis.ts";
+
+const N = Number(Deno.env.get("FLOWS_BENCH_N") ?? 1_000_000);
+const VIP = "10.0.100.1";
+const VIP_ADDR = 0x0a006401;
+
+async function redisBenchmark(port: number): Promise<number> {
+  const out = await new Deno.Command("redis-benchmark", {
+    args: ["-p", String(port), "-t", "set", "-P", "16", "-q", "-n", "1000000"],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout);
+  // "SET: 512820.53 requests per second, p50=1.375 msec" (after \r-separated progress lines)
+  const m = /SET: ([\d.]+) requests per second/.exec(text);
+  if (!out.success || !m) {
+    throw new Error(
+      `redis-benchmark failed: ${new TextDecoder().decode(out.stderr).trim() || text.trim()}`,
+    );
+  }
+  return Number(m[1]);
+}
+
+function events(n: number): FlowEvent[] {
+  const out: FlowEvent[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    out[i] = {
+      key: {
+        saddr: (0x0b000000 + (i >>> 6)) >>> 0,
+        daddr: VIP_ADDR,
+        sport: 10000 + (i & 63),
+        dport: 80,
+        proto: 6,
+      },
+      backend: 0x0a000102 + (i % 3),
+      serviceId: 1,
+      tsNs: 0,
+    };
+  }
+  return out;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+/** Writes `evs` through one agent; returns flows/s from first event to last acknowledgement. */
+async function agentWrite(url: string, evs: FlowEvent[], node: string): Promise<number> {
+  const store = connectRedisStore({ url });
+  const agent = new FlowSyncAgent(new MemoryFlowTable(), store, {
+    node,
+    vips: [VIP],
+    batchSize: Number(Deno.env.get("FLOWS_BENCH_BATCH") ?? 2000),
+    maxInFlight: Number(Deno.env.get("FLOWS_BENCH_INFLIGHT") ?? 4),
+    queueCapacity: evs.length,
+    registry: new Registry(),
+  });
+  await agent.start();
+  const t0 = performance.now();
+  // Events arrive in ring-buffer sized bursts; the agent batches them behind the scenes.
+  for (let i = 0; i < evs.length; i += 4096) {
+    const end = Math.min(evs.length, i + 4096);
+    for (let j = i; j < end; j++) agent.learn(evs[j]!);
+    await new Promise((r) => setImmediate(r));
+  }
+  await agent.flush();
+  const s = (performance.now() - t0) / 1000;
+  if (agent.queued !== 0 || agent.dropped !== 0) {
+    throw new Error(`write incomplete: ${agent.queued} queued, ${agent.dropped} dropped`);
+  }
+  await agent.stop();
+  await store.close();
+  return evs.length / s;
+}
+
+/** The flow table to restore into: the real BPF flow map when possible, else in memory. */
+async function restoreTarget(n: number): Promise<
+  { table: FlowTable; kind: string; count: () => number } & Disposable
+> {
+  try {
+    const { Datapath } = await import("../node/bpf/mod.ts");
+    const { BpfFlowTable } = await import("../node/flows/bpf_table.ts");
+    const dp = await Datapath.open({ pinDir: null, maxFlows: Math.ceil(n * 1.25) });
+    const table = new BpfFlowTable(dp.maps.flows);
+    return {
+      table,
+      kind: "bpf",
+      count: () => dp.maps.flows.lookupBatch().count,
+      [Symbol.dispose]: () => dp[Symbol.dispose](),
+    };
+  } catch (err) {
+    console.log(`BPF flow map unavailable (${(err as Error).message}); restoring into memory`);
+    const table = new MemoryFlowTable();
+    return { table, kind: "memory", count: () => table.size, [Symbol.dispose]: () => {} };
+  }
+}
+
+async function main(): Promise<void> {
+  setLogLevel("warn"); // one info line per flow would measure the logger, not the sync
+  await using redis = await startRedis();
+  const rounds = Number(Deno.env.get("FLOWS_BENCH_ROUNDS") ?? 3);
+  console.log(`redis-server ${redis.url}; N = ${N} flows; ${rounds} interleaved rounds`);
+  const evs = events(N);
+
+  // Interleave the baseline and ours so both see the same machine noise; report medians.
+  const setRates: number[] = [];
+  const flowRates: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    setRates.push(await redisBenchmark(redis.port));
+    flowRates.push(await agentWrite(redis.url, evs, `bench-w${r}`));
+    console.log(
+      `round ${r + 1}: redis-benchmark SET -P 16 ${setRates[r]!.toFixed(0)}/s, ` +
+        `agent ${flowRates[r]!.toFixed(0)} flows/s`,
+    );
+  }
+  const setP16 = median(setRates);
+  const flowsPerS = median(flowRates);
+  console.log(
+    `median: agent ${flowsPerS.toFixed(0)} flows/s = ${(100 * flowsPerS / setP16).toFixed(0)}% ` +
+      `of redis-benchmark -t set -P 16 (${setP16.toFixed(0)}/s); goal >= 50%`,
+  );
+
+  using target = await restoreTarget(N);
+  const store = connectRedisStore({ url: redis.url });
+  const agent = new FlowSyncAgent(target.table, store, {
+    node: "bench-restore",
+    vips: [VIP],
+    registry: new Registry(),
+  });
+  const t1 = performance.now();
+  await agent.start();
+  const restoreS = (performance.now() - t1) / 1000;
+  await agent.stop();
+  await store.close();
+  const restored = target.count();
+  if (restored !== N) throw new Error(`restore incomplete: ${restored} of ${N} in the table`);
+  const restore1mS = restoreS * 1_000_000 / N;
+  console.log(
+    `restore: ${N} flows from Redis into the ${target.kind} flow table before ready: ` +
+      `${restoreS.toFixed(2)} s (goal <= 3 s for 1M)`,
+  );
+
+  console.log(JSON.stringify({
+    n: N,
+    flows_per_s: Math.round(flowsPerS),
+    redis_set_p16_per_s: Math.round(setP16),
+    ratio: Number((flowsPerS / setP16).toFixed(3)),
+    restore_1m_s: Number(restore1mS.toFixed(3)),
+    restore_table: target.kind,
+  }));
+}
+
+if (import.meta.main) await main();

@@ -118,14 +118,19 @@ export function attachTc(
   prog: BpfProgram,
   ifname: string,
   direction: TcDirection,
-  options: IfaceOptions = {},
+  options: IfaceOptions & {
+    /** Create the clsact qdisc first (default true; EEXIST is fine but libbpf logs it). */
+    createQdisc?: boolean;
+  } = {},
 ): TcAttachment {
   const where = `${ifname} ${direction}${options.netns ? ` in netns "${options.netns}"` : ""}`;
   const ifindex = inNetns(options.netns, () => {
     const idx = ifIndex(ifname);
     const hook = tcHook(idx, direction);
-    const r = bpf().bpf_tc_hook_create(hook);
-    if (r < 0 && r !== -ERRNO.EEXIST) check(r, `Cannot create clsact qdisc on ${where}`);
+    if (options.createQdisc ?? true) {
+      const r = bpf().bpf_tc_hook_create(hook);
+      if (r < 0 && r !== -ERRNO.EEXIST) check(r, `Cannot create clsact qdisc on ${where}`);
+    }
     check(
       bpf().bpf_tc_attach(hook, tcOpts(prog.fd, 1 /* BPF_TC_F_REPLACE */)),
       `Cannot attach tc program "${prog.name}" to ${where}`,

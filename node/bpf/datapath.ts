@@ -332,7 +332,7 @@ export class DecapDatapath implements Disposable {
   attach(ifname: string, options: { netns?: string } = {}): [TcAttachment, TcAttachment] {
     return [
       attachTc(this.decap, ifname, "ingress", options),
-      attachTc(this.mssClamp, ifname, "egress", options),
+      attachTc(this.mssClamp, ifname, "egress", { ...options, createQdisc: false }),
     ];
   }
 

@@ -1,0 +1,245 @@
+/**
+ * TCP peer for the datapath end-to-end test, run inside namespaces.
+ *
+ *   server NAME HOST PORT          line protocol per connection:
+ *                                  "HELLO" → "NAME PEER_IP:PEER_PORT" (the address the server sees)
+ *                                  "UP n" + n bytes → "NAME GOT n SUM"; "DOWN n" → n bytes
+ *   client HOST PORT COUNT CONC    COUNT connections (CONC at a time): HELLO, check the server saw
+ *                                  our own address and port, close. Prints one JSON summary.
+ *   hold HOST PORT COUNT GO1 GO2   COUNT connections held open: HELLO; then after each file GOi
+ *                                  appears, HELLO again on every connection and compare backends.
+ *   bulk HOST PORT BYTES TIMEOUT   one connection: UP BYTES and DOWN BYTES, verified, within TIMEOUT ms.
+ *
+ * Every loop is bounded by count and a deadline.
+ *
+ * @module
+ */
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+/** Reads lines and exact byte counts from a connection. */
+class Reader {
+  #buf = new Uint8Array(0);
+  constructor(readonly conn: Deno.Conn) {}
+  async #fill(): Promise<boolean> {
+    const chunk = new Uint8Array(65536);
+    const n = await this.conn.read(chunk);
+    if (n === null) return false;
+    const next = new Uint8Array(this.#buf.length + n);
+    next.set(this.#buf);
+    next.set(chunk.subarray(0, n), this.#buf.length);
+    this.#buf = next;
+    return true;
+  }
+  async line(): Promise<string | null> {
+    for (;;) {
+      const i = this.#buf.indexOf(10);
+      if (i >= 0) {
+        const l = dec.decode(this.#buf.subarray(0, i));
+        this.#buf = this.#buf.slice(i + 1);
+        return l;
+      }
+      if (!(await this.#fill())) return null;
+    }
+  }
+  /** Consumes n bytes, returning their byte sum (mod 2^32), or null on EOF. */
+  async bytes(n: number): Promise<number | null> {
+    let sum = 0;
+    let left = n;
+    while (left > 0) {
+      if (this.#buf.length === 0 && !(await this.#fill())) return null;
+      const take = Math.min(left, this.#buf.length);
+      for (let i = 0; i < take; i++) sum = (sum + this.#buf[i]!) >>> 0;
+      this.#buf = this.#buf.slice(take);
+      left -= take;
+    }
+    return sum;
+  }
+}
+
+/** conn.write may write less than asked: loop until everything is out. */
+async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {
+  let off = 0;
+  while (off < data.length) off += await conn.write(data.subarray(off));
+}
+
+function pattern(n: number): { data: Uint8Array; sum: number } {
+  const data = new Uint8Array(n);
+  let sum = 0;
+  for (let i = 0; i < n; i++) {
+    data[i] = (i * 7 + 3) & 0xff;
+    sum = (sum + data[i]!) >>> 0;
+  }
+  return { data, sum };
+}
+
+async function serve(name: string, hostname: string, port: number): Promise<void> {
+  const listener = Deno.listen({ hostname, port });
+  console.log(JSON.stringify({ msg: "listening", name, hostname, port }));
+  for await (const conn of listener) {
+    const peer = conn.remoteAddr as Deno.NetAddr;
+    (async () => {
+      const r = new Reader(conn);
+      try {
+        for (let i = 0; i < 1000; i++) {
+          const l = await r.line();
+          if (l === null) break;
+          const [cmd, arg] = l.split(" ");
+          if (cmd === "HELLO") {
+            await conn.write(enc.encode(`${name} ${peer.hostname}:${peer.port}\n`));
+          } else if (cmd === "UP") {
+            const sum = await r.bytes(Number(arg));
+            if (sum === null) break;
+            await conn.write(enc.encode(`${name} GOT ${arg} ${sum}\n`));
+          } else if (cmd === "DOWN") await writeAll(conn, pattern(Number(arg)).data);
+          else break;
+        }
+      } catch { /* reset by peer */ }
+      try {
+        conn.close();
+      } catch { /* closed */ }
+    })();
+  }
+}
+
+interface Hello {
+  backend: string;
+  seen: string;
+}
+
+async function hello(conn: Deno.Conn, r: Reader): Promise<Hello> {
+  await conn.write(enc.encode("HELLO\n"));
+  const l = await r.line();
+  if (l === null) throw new Error("connection closed before the HELLO reply");
+  const [backend = "", seen = ""] = l.split(" ");
+  return { backend, seen };
+}
+
+function own(conn: Deno.Conn): string {
+  const a = conn.localAddr as Deno.NetAddr;
+  return `${a.hostname}:${a.port}`;
+}
+
+async function client(hostname: string, port: number, count: number, conc: number): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  const spread: Record<string, number> = {};
+  let ok = 0, failed = 0, wrongPeer = 0, next = 0;
+  const errors: string[] = [];
+  const worker = async () => {
+    while (next < count && Date.now() < deadline) {
+      next++;
+      try {
+        const conn = await Deno.connect({ hostname, port });
+        try {
+          const h = await hello(conn, new Reader(conn));
+          spread[h.backend] = (spread[h.backend] ?? 0) + 1;
+          if (h.seen !== own(conn)) wrongPeer++;
+          else ok++;
+        } finally {
+          conn.close();
+        }
+      } catch (e) {
+        failed++;
+        if (errors.length < 5) errors.push(String(e));
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: conc }, worker));
+  console.log(JSON.stringify({ msg: "done", ok, failed, wrongPeer, spread, errors }));
+}
+
+async function waitFile(path: string, deadline: number): Promise<void> {
+  while (Date.now() < deadline) {
+    try {
+      await Deno.stat(path);
+      return;
+    } catch { /* not yet */ }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`timed out waiting for "${path}"`);
+}
+
+async function hold(
+  hostname: string,
+  port: number,
+  count: number,
+  goFiles: string[],
+): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  const conns: Array<{ conn: Deno.Conn; r: Reader; backend: string }> = [];
+  let failed = 0;
+  for (let i = 0; i < count && Date.now() < deadline; i++) {
+    try {
+      const conn = await Deno.connect({ hostname, port });
+      const r = new Reader(conn);
+      const h = await hello(conn, r);
+      conns.push({ conn, r, backend: h.backend });
+    } catch {
+      failed++;
+    }
+  }
+  console.log(JSON.stringify({ msg: "phase", phase: 0, held: conns.length, failed }));
+  for (const [i, go] of goFiles.entries()) {
+    await waitFile(go, deadline);
+    let same = 0, moved = 0, broken = 0;
+    await Promise.all(conns.map(async (c) => {
+      try {
+        const h = await hello(c.conn, c.r);
+        if (h.backend === c.backend) same++;
+        else moved++;
+      } catch {
+        broken++;
+      }
+    }));
+    console.log(JSON.stringify({ msg: "phase", phase: i + 1, same, moved, broken }));
+  }
+  for (const c of conns) c.conn.close();
+}
+
+async function bulk(
+  hostname: string,
+  port: number,
+  bytes: number,
+  timeoutMs: number,
+): Promise<void> {
+  const started = performance.now();
+  const conn = await Deno.connect({ hostname, port });
+  const timer = setTimeout(() => {
+    console.log(
+      JSON.stringify({ msg: "bulk", ok: false, reason: `timeout after ${timeoutMs} ms` }),
+    );
+    Deno.exit(1);
+  }, timeoutMs);
+  const r = new Reader(conn);
+  const { data, sum } = pattern(bytes);
+  await conn.write(enc.encode(`UP ${bytes}\n`));
+  await writeAll(conn, data);
+  const up = await r.line();
+  await conn.write(enc.encode(`DOWN ${bytes}\n`));
+  const downSum = await r.bytes(bytes);
+  clearTimeout(timer);
+  conn.close();
+  const upOk = up !== null && up.split(" ")[3] === String(sum);
+  console.log(
+    JSON.stringify({
+      msg: "bulk",
+      ok: upOk && downSum === sum,
+      up,
+      downOk: downSum === sum,
+      ms: Math.round(performance.now() - started),
+    }),
+  );
+}
+
+const [mode, ...args] = Deno.args;
+if (mode === "server") await serve(args[0]!, args[1]!, Number(args[2]));
+else if (mode === "client") {
+  await client(args[0]!, Number(args[1]), Number(args[2]), Number(args[3] ?? 10));
+} else if (mode === "hold") await hold(args[0]!, Number(args[1]), Number(args[2]), args.slice(3));
+else if (mode === "bulk") {
+  await bulk(args[0]!, Number(args[1]), Number(args[2]), Number(args[3] ?? 10_000));
+} else {
+  console.error(`usage: _lb_peer.ts server|client|hold|bulk ..., got ${JSON.stringify(mode)}`);
+  Deno.exit(2);
+}

@@ -1,0 +1,43 @@
+/**
+ * Shared flow state: the node's flow map mirrored with Redis so that connections survive LB-node
+ * and backend changes (docs/architecture.md, "Flow state (Redis)").
+ *
+ * - {@link FlowSyncAgent} — one per LB node: new flows → Redis, peers' flows → the flow map,
+ *   restore before ready, activity refresh and idle expiry, bounded outage queue.
+ * - {@link FlowTable} ({@link MemoryFlowTable}, {@link BpfFlowTable}) — the node's flow map.
+ * - {@link FlowStore} ({@link MemoryFlowStore}, {@link RedisFlowStore}) — the shared store.
+ * - {@link purgeBackendFlows} — controller side: a backend went away.
+ * - `main` in `main.ts` — the `agent` subcommand.
+ *
+ * @module
+ */
+
+export { FlowSyncAgent, type FlowSyncAgentOptions } from "./agent.ts";
+export {
+  describeFlow,
+  FLOW_F_PEER,
+  type FlowEntry,
+  type FlowEvent,
+  flowField,
+  type FlowKey,
+  type FlowValue,
+  formatIpv4,
+  type KeyMode,
+  makeFlowKey,
+  parseFlowField,
+  parseIpv4,
+  readFlowEvent,
+} from "./flow.ts";
+export { type FlowTable, MemoryFlowTable } from "./table.ts";
+export { BpfFlowTable, fromDatapathEvent } from "./bpf_table.ts";
+export {
+  type FlowChange,
+  type FlowStore,
+  MemoryFlowStore,
+  type StoredFlow,
+  StoreUnavailableError,
+} from "./store.ts";
+export { connectRedisStore, RedisFlowStore, type RedisStoreOptions } from "./redis_store.ts";
+export { purgeBackendFlows } from "./purge.ts";
+export { vipKeys } from "./schema.ts";
+export { BoundedQueue } from "./queue.ts";

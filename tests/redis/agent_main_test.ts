@@ -98,9 +98,9 @@ Deno.test("agent subcommand: restores, reports ready, serves /readyz and /metric
     if (JSON.stringify(line).includes(":pw@")) throw new Error("password logged");
   } finally {
     stop.abort();
-    const code = await exit;
     await peer.stop();
     await peerStore.close();
-    if (code !== 0) throw new Error(`exit code ${code}`);
   }
+  const code = await exit;
+  if (code !== 0) throw new Error(`exit code ${code}`);
 });

@@ -137,16 +137,16 @@ function isPrime(m: u32): bool {
   return true;
 }
 
-// Inverse of a modulo prime m (extended Euclid); a in 1..m-1.
+// Inverse of a modulo prime m (extended Euclid in i32: every value stays below 2^18).
 function modInverse(a: u32, m: u32): u32 {
-  let t: i64 = 0, newT: i64 = 1;
-  let r: i64 = <i64>m, newR: i64 = <i64>a;
+  let t: i32 = 0, newT: i32 = 1;
+  let r: i32 = <i32>m, newR: i32 = <i32>a;
   while (newR != 0) {
     const q = r / newR;
     const t2 = t - q * newT; t = newT; newT = t2;
     const r2 = r - q * newR; r = newR; newR = r2;
   }
-  if (t < 0) t += <i64>m;
+  if (t < 0) t += <i32>m;
   return <u32>t;
 }
 
@@ -198,21 +198,23 @@ function sortOrder(count: u32): void {
   }
 }
 
-// Lists the empty slots and every backend's skip^-1 mod m; returns how many slots are empty.
+// Lists the empty slots, a bitmap word at a time; returns how many there are. Inverses of the
+// skips are computed lazily, only for backends that take a turn in the tail (0 = not yet).
 function enterTail(count: u32): u32 {
   const m = gM;
   let e: u32 = 0;
-  for (let c: u32 = 0; c < m; c++) {
-    const word = load<u32>(bitmapPtr + (<usize>(c >> 5) << 2));
-    if ((word & (1 << (c & 31))) == 0) {
+  const words = (m + 31) >> 5;
+  for (let w: u32 = 0; w < words; w++) {
+    let free = ~load<u32>(bitmapPtr + (<usize>w << 2));
+    while (free != 0) {
+      const c = (w << 5) + ctz<u32>(free);
+      free &= free - 1;
+      if (c >= m) break;
       store<u32>(emptyPtr + (<usize>e << 2), c);
       e++;
     }
   }
-  for (let k: u32 = 0; k < count; k++) {
-    const off = <usize>k << 2;
-    store<u32>(invPtr + off, modInverse(load<u32>(skipPtr + off), m));
-  }
+  memory.fill(invPtr, 0, <usize>count << 2);
   return e;
 }
 
@@ -302,7 +304,12 @@ export function maglev_build(n: u32, m: u32): i32 {
       } else {
         // j = diff * inv mod m in f64: the product is below 2^35, exact; the quotient estimate
         // is off by at most one, fixed below. Much cheaper than a 64-bit division per slot.
-        const inv = <f64>load<u32>(invPtr + off);
+        let invU = load<u32>(invPtr + off);
+        if (invU == 0) {
+          invU = modInverse(skip, m);
+          store<u32>(invPtr + off, invU);
+        }
+        const inv = <f64>invU;
         let best: f64 = Infinity;
         let bestI: u32 = 0;
         for (let i: u32 = 0; i < empties; i++) {

@@ -107,7 +107,8 @@ export function maglevFill(records: Uint32Array, table: Uint32Array): number {
         c = c >= m ? c - m : c;
       }
     } else {
-      const iv = inv[k]!;
+      let iv = inv[k]!;
+      if (iv === 0) iv = inv[k] = modInverse(s, m);
       let best = Infinity;
       let bestI = 0;
       for (let i = 0; i < emptyCount; i++) {
@@ -127,10 +128,16 @@ export function maglevFill(records: Uint32Array, table: Uint32Array): number {
     pos[k] = c;
     filled++;
     if (!inTail && m - filled <= tail && filled < m) {
-      for (let e = 0; e < m; e++) {
-        if ((bitmap[e >>> 5]! & (1 << (e & 31))) === 0) empty[emptyCount++] = e;
+      // List the empty slots a bitmap word at a time; inverses come lazily (0 = not yet).
+      for (let w = 0; w < bitmap.length; w++) {
+        let free = ~bitmap[w]! >>> 0;
+        while (free !== 0) {
+          const c = (w << 5) + (31 - Math.clz32(free & -free));
+          free &= free - 1;
+          if (c >= m) break;
+          empty[emptyCount++] = c;
+        }
       }
-      for (let q = 0; q < count; q++) inv[q] = modInverse(skip[q]!, m);
       inTail = true;
     }
   };

@@ -26,6 +26,8 @@ import type { FlowEvent } from "../node/flows/flow.ts";
 import { type FlowTable, MemoryFlowTable } from "../node/flows/table.ts";
 import { connectRedisStore } from "../node/flows/redis_store.ts";
 import { setLogLevel } from "../node/log.ts";
+import { vipKeys } from "../node/flows/schema.ts";
+import { createClient } from "redis";
 import { Registry } from "../node/metrics.ts";
 import { startRedis } from "../tests/harness/redis.ts";
 
@@ -67,6 +69,14 @@ function events(n: number): FlowEvent[] {
     };
   }
   return out;
+}
+
+async function clearFlows(url: string): Promise<void> {
+  const client = createClient({ url });
+  await client.connect();
+  const k = vipKeys(VIP);
+  await client.del([k.flows, k.seen, k.events, k.instance]);
+  client.destroy();
 }
 
 function median(xs: number[]): number {
@@ -136,6 +146,8 @@ async function main(): Promise<void> {
   const setRates: number[] = [];
   const flowRates: number[] = [];
   for (let r = 0; r < rounds; r++) {
+    // Every round inserts N new flows (not overwrites): clear the previous round's keys first.
+    await clearFlows(redis.url);
     setRates.push(await redisBenchmark(redis.port));
     flowRates.push(await agentWrite(redis.url, evs, `bench-w${r}`));
     console.log(

@@ -115,6 +115,13 @@ export interface HealthParams {
   backoffMaxMs: number;
 }
 
+/** One probe result, when it was taken, and the policy settings to judge it by. */
+export interface HealthProbe {
+  ok: boolean;
+  nowMs: number;
+  params: HealthParams;
+}
+
 /** A fresh record for a backend just discovered. */
 export function newHealthRecord(): HealthRecord {
   return {

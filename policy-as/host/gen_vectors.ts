@@ -171,7 +171,7 @@ export function healthVectors(): HealthVector[] {
   return seqs.map(({ name, probes }) => {
     const rec = newHealthRecord();
     const steps = probes.map(([ok, now_ms]) => {
-      healthStepTs(rec, { ok, nowMs: now_ms }, params);
+      healthStepTs(rec, { ok, nowMs: now_ms, params });
       return { ok, now_ms, expect: { ...rec } };
     });
     return { name, params, steps };

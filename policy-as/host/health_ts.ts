@@ -10,17 +10,13 @@
  *
  * @module
  */
-import { type HealthParams, type HealthRecord, HealthState } from "./abi.ts";
+import { type HealthProbe, type HealthRecord, HealthState } from "./abi.ts";
 
-/** Applies one probe result at `nowMs` to `rec` (in place) and returns the new state. */
-export function healthStepTs(
-  rec: HealthRecord,
-  probe: { ok: boolean; nowMs: number },
-  params: HealthParams,
-): HealthRecord["state"] {
+/** Applies one probe result to `rec` (in place) and returns the new state. */
+export function healthStepTs(rec: HealthRecord, probe: HealthProbe): HealthRecord["state"] {
+  const { nowMs, params } = probe;
   const rise = params.rise === 0 ? 1 : params.rise;
   const fall = params.fall === 0 ? 1 : params.fall;
-  const { nowMs } = probe;
   if (probe.ok) {
     rec.consecutiveFail = 0;
     if (rec.consecutiveOk < 0xffffffff) rec.consecutiveOk++;

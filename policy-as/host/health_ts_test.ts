@@ -9,7 +9,7 @@ const params: HealthParams = { rise: 2, fall: 3, backoffBaseMs: 1000, backoffMax
 Deno.test("a flapping backend stays out: it cannot rise before its doubling hold ends", () => {
   const rec = newHealthRecord();
   let t = 0;
-  const step = (ok: boolean) => healthStepTs(rec, { ok, nowMs: t += 100 }, params);
+  const step = (ok: boolean) => healthStepTs(rec, { ok, nowMs: t += 100, params });
   step(true);
   if (step(true) !== HealthState.Active) throw new Error("not active after rise=2");
   const holds: number[] = [];
@@ -36,7 +36,7 @@ Deno.test("health reference reproduces the golden health vectors", async () => {
   for (const v of health) {
     const rec = newHealthRecord();
     for (const [i, s] of v.steps.entries()) {
-      healthStepTs(rec, { ok: s.ok, nowMs: s.now_ms }, v.params);
+      healthStepTs(rec, { ok: s.ok, nowMs: s.now_ms, params: v.params });
       if (JSON.stringify(rec) !== JSON.stringify(s.expect)) {
         throw new Error(`"${v.name}" step ${i}: ${JSON.stringify(rec)}`);
       }
@@ -54,8 +54,8 @@ Deno.test("WASM health step equals the reference on 5000 random probes", async (
     seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
     const ok = (seed >>> 16) % 3 !== 0;
     t += (seed >>> 8) % 700;
-    healthStepTs(a, { ok, nowMs: t }, params);
-    policy.healthStep(b, { ok, nowMs: t }, params);
+    healthStepTs(a, { ok, nowMs: t, params });
+    policy.healthStep(b, { ok, nowMs: t, params });
     if (JSON.stringify(a) !== JSON.stringify(b)) throw new Error(`step ${i}: ${JSON.stringify(b)}`);
   }
 });

@@ -18,6 +18,7 @@
 export {
   ABI_VERSION,
   type HealthParams,
+  type HealthProbe,
   type HealthRecord,
   HealthState,
   type HealthStateValue,

@@ -9,7 +9,7 @@
  */
 import {
   ABI_VERSION,
-  type HealthParams,
+  type HealthProbe,
   type HealthRecord,
   type HealthStateValue,
   MAGLEV_ERRORS,
@@ -251,11 +251,8 @@ export class PolicyModule {
   }
 
   /** Applies one probe result to `rec` (updated in place); returns the new state. */
-  healthStep(
-    rec: HealthRecord,
-    probe: { ok: boolean; nowMs: number },
-    params: HealthParams,
-  ): HealthStateValue {
+  healthStep(rec: HealthRecord, probe: HealthProbe): HealthStateValue {
+    const { params } = probe;
     const e = this.#e;
     return this.#call("health_step", () => {
       const ptr = e.health_record_ptr() >>> 0;

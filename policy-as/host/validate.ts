@@ -136,7 +136,7 @@ export async function validatePolicyModule(
     for (const [i, step] of v.steps.entries()) {
       wrap(
         "health step",
-        () => policy.healthStep(rec, { ok: step.ok, nowMs: step.now_ms }, v.params),
+        () => policy.healthStep(rec, { ok: step.ok, nowMs: step.now_ms, params: v.params }),
       );
       healthSteps++;
       for (const [field, want] of Object.entries(step.expect)) {

@@ -84,7 +84,7 @@ export async function main(args: string[]): Promise<number> {
   }
   const vectors = await loadVectors(p.vectors);
   try {
-    const { report } = await validatePolicyModule(bytes, vectors, p.limits);
+    const { report } = await validatePolicyModule(bytes, vectors, { limits: p.limits });
     if (p.command === "check") {
       console.log(JSON.stringify({ ok: true, file: p.file, ...report }));
       return 0;

@@ -98,7 +98,9 @@ export class PolicyHost {
   async #swapNow(bytes: Uint8Array, source: string): Promise<SwapResult> {
     const previous = this.#current?.digest;
     try {
-      const { module, report } = await validatePolicyModule(bytes, this.#vectors, this.#limits);
+      const { module, report } = await validatePolicyModule(bytes, this.#vectors, {
+        limits: this.#limits,
+      });
       this.#current = module; // the one and only point where readers switch
       this.#swaps.inc();
       this.#log.info("policy module swapped", {

@@ -37,6 +37,8 @@ function reject(reason: RejectReason, message: string, cause?: unknown): never {
 
 /** Options of {@link validatePolicyModule}. */
 export interface ValidateOptions {
+  /** Memory cap and build time budget (default `DEFAULT_LIMITS`: 128 pages, 50 ms). */
+  limits?: Partial<PolicyLimits>;
   /**
    * Run the vectors first in a throwaway Worker with a deadline, so a module that never returns
    * is stopped instead of blocking this thread (default true).
@@ -78,10 +80,9 @@ function preflightPlan(vectors: PolicyVectors): PreflightPlan {
 export async function validatePolicyModule(
   bytes: Uint8Array,
   vectors: PolicyVectors,
-  limits: Partial<PolicyLimits> = {},
   options: ValidateOptions = {},
 ): Promise<{ module: PolicyModule; report: ValidationReport }> {
-  const policy = await PolicyModule.load(bytes, limits);
+  const policy = await PolicyModule.load(bytes, options.limits);
   if (options.preflight ?? true) {
     const deadline = options.preflightDeadlineMs ??
       2000 + 2 * vectors.maglev.length * policy.limits.buildBudgetMs;

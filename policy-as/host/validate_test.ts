@@ -12,7 +12,7 @@ async function expectRejected(
   limits = {},
 ): Promise<void> {
   try {
-    await validatePolicyModule(await readBuiltWasm(file), vectors, limits);
+    await validatePolicyModule(await readBuiltWasm(file), vectors, { limits });
   } catch (e) {
     if (!(e instanceof PolicyRejectedError)) throw e;
     if (e.reason !== reason || !e.message.includes(fragment)) {
@@ -64,7 +64,7 @@ Deno.test("a module that never returns is stopped in the pre-flight worker and r
   });
   const started = performance.now();
   try {
-    await validatePolicyModule(bytes, vectors, {}, { preflightDeadlineMs: 300 });
+    await validatePolicyModule(bytes, vectors, { preflightDeadlineMs: 300 });
   } catch (e) {
     if (!(e instanceof PolicyRejectedError) || e.reason !== "time-budget") throw e;
     if (!e.message.includes("within 300 ms (runaway loop?)")) throw e;

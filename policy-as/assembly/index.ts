@@ -55,7 +55,7 @@ export function flow_hash_client_ip(saddr: u32, seed: u32): u32 {
 //
 // Cost: the classic walk probes about M ln M slots, most of them at the end when few slots are
 // empty. Two things keep it cheap without changing a single slot: occupancy lives in a bitmap
-// (M/8 bytes, stays in L1) instead of the 4-byte table, and once at most TAIL slots are empty a
+// (M/8 bytes, stays in L1) instead of the 4-byte table, and once at most sqrt(M) slots are empty a
 // backend finds its next preference directly: the empty slot e with the smallest
 // j = (e - pos) * skip^-1 mod M, which is exactly the one the walk would reach first.
 

@@ -128,14 +128,15 @@ export class Cluster implements AsyncDisposable {
 
   /** The services file every agent follows: one frontend, the current backends. */
   async writeConfig(): Promise<void> {
+    // The file data source's format (controller/sources/file_source.ts).
     const config = {
       services: [{
         name: "default/web",
-        frontends: [{ address: this.vip, port: this.port, protocol: "TCP" }],
+        flowKeyMode: "five-tuple",
+        frontends: [{ address: `${this.vip}:${this.port}/TCP`, portName: "http" }],
         backends: [...this.backends.keys()].sort((a, b) => a - b).map((j) => ({
-          address: `10.3.${j}.2`,
-          port: this.port,
-          name: `pod/web-${j}`,
+          address: `10.3.${j}.2:${this.port}/TCP`,
+          portName: "http",
         })),
       }],
     };

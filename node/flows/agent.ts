@@ -104,7 +104,7 @@ function makeMetrics(r: Registry): Metrics {
     ),
     removed: r.counter(
       "holdfast_flows_removed_total",
-      "Flows removed from the flow map (reason: idle, purge, orphan).",
+      "Flows removed from the flow map (reason: idle, purge, orphan, stale).",
       { labelNames: ["vip", "reason"] },
     ),
     dropped: r.counter(
@@ -425,47 +425,33 @@ export class FlowSyncAgent {
   }
 
   /**
-   * Writes local flows of this node's LB IPs to the store (first writer still wins): all of them
-   * after the store lost its data, or only those learned here after the queue overflowed.
+   * Writes local flows of this node's LB IPs to the store (as any learn: last writer wins): all
+   * of them after the store lost its data, or only those learned here after the queue overflowed.
    */
   async #reseed(learnedHereOnly: boolean): Promise<void> {
-    const byVip = new Map<string, { p: Pending[] }>();
+    const byVip = new Map<string, FlowEntry[]>();
     for (const e of this.#table.entries()) {
       const vip = this.#vipByAddr.get(e.key.daddr);
       if (vip === undefined) continue;
       if (learnedHereOnly && (e.value.flags & FLOW_F_PEER) !== 0) continue;
-      let v = byVip.get(vip);
-      if (!v) byVip.set(vip, v = { p: [] });
-      v.p.push({
-        vip,
-        key: e.key,
-        field: flowField(e.key),
-        backend: e.value.backend,
-        epoch: this.#epochOf(vip),
-        queuedAt: performance.now(),
-      });
+      let list = byVip.get(vip);
+      if (!list) byVip.set(vip, list = []);
+      list.push(e);
     }
-    for (const [vip, { p }] of byVip) {
-      let written = 0;
-      for (let i = 0; i < p.length; i += this.#batchSize) {
-        const chunk = p.slice(i, i + this.#batchSize);
-        await this.#store.learn(vip, chunk, {
-          node: this.node,
-          nowMs: Date.now(),
-          idleTimeoutMs: this.#idleMs,
-        });
-        written += chunk.length;
-      }
-      this.#log.info("flows rewritten to store", { vip, flows: written });
+    for (const [vip, list] of byVip) {
+      await this.#publish(vip, list);
+      this.#log.info("flows rewritten to store", { vip, flows: list.length, learnedHereOnly });
     }
   }
 
   /** Installs every stored flow of this node's LB IPs; sets the stream positions. */
   async #restore(): Promise<void> {
     const t0 = performance.now();
-    const local = new Map<string, number>();
+    // Entries already in the map (pinned across an agent restart), by identity; those the store
+    // also has are struck off while scanning, what remains is unknown to the store.
+    const local = new Map<string, FlowEntry>();
     for (const e of this.#table.entries()) {
-      if (this.#vipByAddr.has(e.key.daddr)) local.set(flowId(e.key), e.value.backend);
+      if (this.#vipByAddr.has(e.key.daddr)) local.set(flowId(e.key), e);
     }
     for (const [addr, vip] of this.#vipByAddr) {
       const tail = await this.#store.streamTail(vip);
@@ -476,17 +462,67 @@ export class FlowSyncAgent {
         for (const f of page) {
           const key = parseFlowField(f.field, addr);
           stored++;
-          if (local.size > 0 && local.get(flowId(key)) === f.backend) continue;
-          entries.push({ key, value: { backend: f.backend, flags: FLOW_F_PEER, lastSeenNs: 0 } });
+          let lastSeenNs = 0;
+          if (local.size > 0) {
+            const id = flowId(key);
+            const cur = local.get(id);
+            if (cur) {
+              local.delete(id);
+              if (cur.value.backend === f.backend) continue;
+              lastSeenNs = cur.value.lastSeenNs;
+            }
+          }
+          entries.push({ key, value: { backend: f.backend, flags: FLOW_F_PEER, lastSeenNs } });
         }
         if (entries.length > 0) this.#table.putBatch(entries);
         installed += entries.length;
       }
       this.#positions.set(vip, tail);
       this.#m.installed.inc({ vip }, installed);
-      this.#log.info("flows restored", { vip, stored, installed, from_stream_id: tail });
+      // Local entries the store lacks: flows learned here while the agent was away are written;
+      // flows once installed from peers were removed meanwhile (expired, purged) and go — unless
+      // the store is empty for this LB IP (it lost its data), then everything is written back.
+      const missing = [...local.values()].filter((e) => e.key.daddr === addr);
+      const publish = stored === 0
+        ? missing
+        : missing.filter((e) => (e.value.flags & FLOW_F_PEER) === 0);
+      let removed = 0;
+      if (stored > 0) {
+        for (const e of missing) {
+          if ((e.value.flags & FLOW_F_PEER) === 0 || !this.#table.delete(e.key)) continue;
+          removed++;
+          this.#log.info("flow removed, no longer stored", { vip, flow: describeFlow(e.key) });
+        }
+        if (removed > 0) this.#m.removed.inc({ vip, reason: "stale" }, removed);
+      }
+      await this.#publish(vip, publish);
+      this.#log.info("flows restored", {
+        vip,
+        stored,
+        installed,
+        published: publish.length,
+        removed,
+        from_stream_id: tail,
+      });
     }
     this.#m.restoreSeconds.set(undefined, (performance.now() - t0) / 1000);
+  }
+
+  /** Writes map entries to the store in batches (not through the queue: may be large). */
+  async #publish(vip: string, entries: readonly FlowEntry[]): Promise<void> {
+    const epoch = this.#epochOf(vip);
+    for (let i = 0; i < entries.length; i += this.#batchSize) {
+      const flows = entries.slice(i, i + this.#batchSize).map((e) => ({
+        field: flowField(e.key),
+        backend: e.value.backend,
+        epoch,
+      }));
+      await this.#store.learn(vip, flows, {
+        node: this.node,
+        nowMs: Date.now(),
+        idleTimeoutMs: this.#idleMs,
+      });
+    }
   }
 
   async #follow(): Promise<void> {

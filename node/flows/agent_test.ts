@@ -255,3 +255,44 @@ Deno.test("store restarted empty: agents rewrite their flows and peers stay comp
     await b.agent.stop();
   }
 });
+
+Deno.test("restart with a pinned map: stale peer flows go, flows learned meanwhile are written", async () => {
+  using logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const kept = event("10.0.0.1", 1, "10.0.1.2");
+  const learnedWhileAway = event("10.0.0.2", 2, "10.0.1.2");
+  const purgedWhileAway = event("10.0.0.3", 3, "10.0.1.3");
+  await store.learn(VIP, [{ field: flowField(kept.key), backend: kept.backend, epoch: 0 }], {
+    node: "lb-b",
+    nowMs: Date.now(),
+    idleTimeoutMs: 60_000,
+  });
+  const a = agent("lb-a", store);
+  a.table.put(kept.key, { backend: kept.backend, flags: 1, lastSeenNs: 42 });
+  a.table.put(learnedWhileAway.key, { backend: learnedWhileAway.backend, flags: 0, lastSeenNs: 7 });
+  a.table.put(purgedWhileAway.key, { backend: purgedWhileAway.backend, flags: 1, lastSeenNs: 0 });
+  await a.agent.start();
+  try {
+    assertEquals(a.table.get(kept.key)?.lastSeenNs, 42, "kept entry untouched");
+    assertEquals(a.table.get(purgedWhileAway.key), undefined, "stale peer flow removed");
+    assertEquals(
+      store.stored(VIP, flowField(learnedWhileAway.key))?.backend,
+      learnedWhileAway.backend,
+      "written",
+    );
+    assert(logs.records.some((r) => r.msg === "flow removed, no longer stored"), "logged");
+  } finally {
+    await a.agent.stop();
+  }
+  // An empty store (lost its data while everything restarted): nothing is removed, all written.
+  const empty = new MemoryFlowStore();
+  const b = agent("lb-b", empty);
+  b.table.put(purgedWhileAway.key, { backend: purgedWhileAway.backend, flags: 1, lastSeenNs: 0 });
+  await b.agent.start();
+  try {
+    assert(b.table.get(purgedWhileAway.key), "kept when the store is empty");
+    assertEquals(empty.count(VIP), 1, "written back");
+  } finally {
+    await b.agent.stop();
+  }
+});

@@ -17,7 +17,12 @@ import { selectBackends } from "./lb/select.ts";
 import { serviceByName } from "./lb/service.ts";
 import type { LBTables } from "./lb/tables.ts";
 import type { LBMaps, ServiceKey } from "./lbmaps.ts";
-import { checkMaglevSize, DEFAULT_MAGLEV_SIZE, type MaglevBuilder, referenceMaglev } from "./maglev.ts";
+import {
+  checkMaglevSize,
+  DEFAULT_MAGLEV_SIZE,
+  type MaglevBuilder,
+  referenceMaglev,
+} from "./maglev.ts";
 import type { Operations } from "./reconciler/mod.ts";
 import type { ReadTxn } from "./statedb/mod.ts";
 
@@ -115,15 +120,22 @@ export class LBMapsOps implements Operations<Frontend> {
       const addr = `${key.address}:${key.port}/${key.protocol}`;
       this.#serviceIds.set(addr, entry.serviceId);
       this.#nextServiceId = Math.max(this.#nextServiceId, entry.serviceId + 1);
-      const ids = [...new Set(tables.get(entry.serviceId) ?? [])].filter((id) => id !== 0).sort((a, b) => a - b);
+      const ids = [...new Set(tables.get(entry.serviceId) ?? [])].filter((id) => id !== 0).sort((
+        a,
+        b,
+      ) => a - b);
       for (const id of ids) this.#refs[id]!++;
       this.#frontends.set(addr, { serviceId: entry.serviceId, backendIds: ids });
     }
     // IDs below the high-water mark that nothing holds are free again.
     const usedSvc = new Set(this.#serviceIds.values());
-    for (let id = this.#nextServiceId - 1; id >= 1; id--) if (!usedSvc.has(id)) this.#freeServiceIds.push(id);
+    for (let id = this.#nextServiceId - 1; id >= 1; id--) {
+      if (!usedSvc.has(id)) this.#freeServiceIds.push(id);
+    }
     const usedBe = new Set(this.#backendIds.values());
-    for (let id = this.#nextBackendId - 1; id >= 1; id--) if (!usedBe.has(id)) this.#freeBackendIds.push(id);
+    for (let id = this.#nextBackendId - 1; id >= 1; id--) {
+      if (!usedBe.has(id)) this.#freeBackendIds.push(id);
+    }
     return { services: dump.services.length, backends: dump.backends.length };
   }
 
@@ -143,7 +155,9 @@ export class LBMapsOps implements Operations<Frontend> {
     let id = this.#serviceIds.get(addr);
     if (id !== undefined) return id;
     id = this.#freeServiceIds.pop() ?? this.#nextServiceId++;
-    if (id > MAX_ID) throw new RangeError(`Cannot allocate service ID for "${addr}": all ${MAX_ID} IDs in use`);
+    if (id > MAX_ID) {
+      throw new RangeError(`Cannot allocate service ID for "${addr}": all ${MAX_ID} IDs in use`);
+    }
     this.#serviceIds.set(addr, id);
     return id;
   }
@@ -152,7 +166,9 @@ export class LBMapsOps implements Operations<Frontend> {
     let id = this.#backendIds.get(key);
     if (id !== undefined) return id;
     id = this.#freeBackendIds.pop() ?? this.#nextBackendId++;
-    if (id > MAX_ID) throw new RangeError(`Cannot allocate backend ID for "${key}": all ${MAX_ID} IDs in use`);
+    if (id > MAX_ID) {
+      throw new RangeError(`Cannot allocate backend ID for "${key}": all ${MAX_ID} IDs in use`);
+    }
     this.#grow(id);
     this.#refs[id] = 0;
     this.#written[id] = 0;
@@ -196,7 +212,9 @@ export class LBMapsOps implements Operations<Frontend> {
     await this.#flushOrphans();
     const svc = this.#tables.services.get(txn, serviceByName(fe.serviceName));
     if (svc === undefined) {
-      throw new Error(`Cannot reconcile frontend "${fe.address}": service "${fe.serviceName}" is not in the table`);
+      throw new Error(
+        `Cannot reconcile frontend "${fe.address}": service "${fe.serviceName}" is not in the table`,
+      );
     }
     const addr = parseAddr(fe.address);
     const selected = selectBackends(txn, this.#tables, fe);
@@ -220,7 +238,10 @@ export class LBMapsOps implements Operations<Frontend> {
       keys[j++] = { key, weight: b.weight };
       if (this.#written[id] === 0) {
         const colon = key.lastIndexOf(":");
-        await this.#maps.updateBackend(id, { address: key.slice(0, colon), port: Number(key.slice(colon + 1)) });
+        await this.#maps.updateBackend(id, {
+          address: key.slice(0, colon),
+          port: Number(key.slice(colon + 1)),
+        });
         this.#written[id] = 1;
         this.metrics.holdfast_lbmaps_backend_writes_total++;
       }
@@ -228,7 +249,9 @@ export class LBMapsOps implements Operations<Frontend> {
     n = ids.length = keys.length = j;
     const table = this.#maglev.build(keys, m);
     if (table.length !== m) {
-      throw new Error(`Maglev builder returned ${table.length} slots for "${fe.address}", expected ${m}`);
+      throw new Error(
+        `Maglev builder returned ${table.length} slots for "${fe.address}", expected ${m}`,
+      );
     }
     for (let s = 0; s < m; s++) {
       const v = table[s]!;

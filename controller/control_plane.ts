@@ -70,7 +70,10 @@ export const frontendStatus = {
  * (registering their initializers), then call `start()`: a reconciler started with no
  * initializer registered would count the empty tables as synced and prune the maps.
  */
-export async function createControlPlane(maps: LBMaps, options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+export async function createControlPlane(
+  maps: LBMaps,
+  options: ControlPlaneOptions = {},
+): Promise<ControlPlane> {
   const db = new DB();
   const tables = createLBTables(db);
   const log = options.log;
@@ -78,7 +81,10 @@ export async function createControlPlane(maps: LBMaps, options: ControlPlaneOpti
     priorities: options.priorities,
     log: log ? (msg, f) => log("info", msg, f) : undefined,
   });
-  const ops = new LBMapsOps(tables, maps, { maglev: options.maglev, maglevSize: options.maglevSize });
+  const ops = new LBMapsOps(tables, maps, {
+    maglev: options.maglev,
+    maglevSize: options.maglevSize,
+  });
   const restored = await ops.restore();
   if (log) log("info", "restored IDs from maps", restored);
   else console.log(JSON.stringify({ level: "info", msg: "restored IDs from maps", ...restored }));

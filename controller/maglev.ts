@@ -86,10 +86,14 @@ export function murmur3(key: string, seed: number): number {
 /** Throws unless `m` is a prime in 251..131071. */
 export function checkMaglevSize(m: number): void {
   if (!Number.isInteger(m) || m < MAGLEV_M_MIN || m > MAGLEV_M_MAX) {
-    throw new RangeError(`Invalid Maglev table size ${m}: must be a prime in ${MAGLEV_M_MIN}..${MAGLEV_M_MAX}`);
+    throw new RangeError(
+      `Invalid Maglev table size ${m}: must be a prime in ${MAGLEV_M_MIN}..${MAGLEV_M_MAX}`,
+    );
   }
   for (let d = 2; d * d <= m; d++) {
-    if (m % d === 0) throw new RangeError(`Invalid Maglev table size ${m}: must be prime (divisible by ${d})`);
+    if (m % d === 0) {
+      throw new RangeError(`Invalid Maglev table size ${m}: must be prime (divisible by ${d})`);
+    }
   }
 }
 
@@ -98,7 +102,9 @@ export const referenceMaglev: MaglevBuilder = {
   build(backends: readonly MaglevBackend[], m: number): Uint32Array {
     checkMaglevSize(m);
     if (backends.length > m) {
-      throw new RangeError(`Cannot build Maglev table: ${backends.length} backends exceed table size M=${m}`);
+      throw new RangeError(
+        `Cannot build Maglev table: ${backends.length} backends exceed table size M=${m}`,
+      );
     }
     const table = new Uint32Array(m);
     const order: number[] = [];
@@ -107,7 +113,9 @@ export const referenceMaglev: MaglevBuilder = {
     for (let i = 0; i < backends.length; i++) {
       const b = backends[i]!;
       if (!Number.isInteger(b.weight) || b.weight < 0 || b.weight > 0xffffffff) {
-        throw new RangeError(`Cannot build Maglev table: backend "${b.key}" has weight ${b.weight}`);
+        throw new RangeError(
+          `Cannot build Maglev table: backend "${b.key}" has weight ${b.weight}`,
+        );
       }
       h1s[i] = murmur3(b.key, KEY_SEED_OFFSET);
       h2s[i] = murmur3(b.key, KEY_SEED_SKIP);
@@ -123,7 +131,9 @@ export const referenceMaglev: MaglevBuilder = {
     for (let k = 0; k < n; k++) {
       const i = order[k]!;
       if (k > 0 && h1s[i] === h1s[order[k - 1]!] && h2s[i] === h2s[order[k - 1]!]) {
-        throw new RangeError(`Cannot build Maglev table: backend key "${backends[i]!.key}" appears twice`);
+        throw new RangeError(
+          `Cannot build Maglev table: backend key "${backends[i]!.key}" appears twice`,
+        );
       }
       pos[k] = h1s[i]! % m;
       skip[k] = (h2s[i]! % (m - 1)) + 1;

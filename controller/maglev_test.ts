@@ -10,13 +10,23 @@ interface Vector {
 }
 
 Deno.test("maglev reference builds the policy module's golden tables", async () => {
-  const text = await Deno.readTextFile(new URL("../policy-as/vectors/maglev.json", import.meta.url));
+  const text = await Deno.readTextFile(
+    new URL("../policy-as/vectors/maglev.json", import.meta.url),
+  );
   const { vectors } = JSON.parse(text) as { vectors: Vector[] };
   for (const v of vectors) {
     const t = referenceMaglev.build(v.backends, v.m);
-    for (const [slot, want] of Object.entries(v.slots)) assertEquals(t[Number(slot)], want, `${v.name} slot ${slot}`);
-    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new Uint8Array(t.buffer as ArrayBuffer)));
-    assertEquals([...digest].map((b) => b.toString(16).padStart(2, "0")).join(""), v.sha256, v.name);
+    for (const [slot, want] of Object.entries(v.slots)) {
+      assertEquals(t[Number(slot)], want, `${v.name} slot ${slot}`);
+    }
+    const digest = new Uint8Array(
+      await crypto.subtle.digest("SHA-256", new Uint8Array(t.buffer as ArrayBuffer)),
+    );
+    assertEquals(
+      [...digest].map((b) => b.toString(16).padStart(2, "0")).join(""),
+      v.sha256,
+      v.name,
+    );
   }
 });
 

@@ -5,7 +5,9 @@
 import { runScript } from "./script/runner.ts";
 
 const dir = new URL("./testdata/", import.meta.url);
-const names = [...Deno.readDirSync(dir)].filter((e) => e.isFile && e.name.endsWith(".txtar")).map((e) => e.name)
+const names = [...Deno.readDirSync(dir)].filter((e) => e.isFile && e.name.endsWith(".txtar")).map((
+  e,
+) => e.name)
   .sort();
 
 for (const name of names) {

@@ -38,7 +38,9 @@ export function deepEqual(a: unknown, b: unknown): boolean {
 export function assertEquals(actual: unknown, expected: unknown, msg = ""): void {
   if (!deepEqual(actual, expected)) {
     throw new Error(
-      `${msg ? msg + ": " : ""}values differ\nactual:   ${show(actual)}\nexpected: ${show(expected)}`,
+      `${msg ? msg + ": " : ""}values differ\nactual:   ${show(actual)}\nexpected: ${
+        show(expected)
+      }`,
     );
   }
 }
@@ -55,7 +57,9 @@ export async function assertRejects(fn: () => unknown, includes?: string): Promi
   } catch (e) {
     const err = e instanceof Error ? e : new Error(String(e));
     if (includes !== undefined && !err.message.includes(includes)) {
-      throw new Error(`error message ${JSON.stringify(err.message)} lacks ${JSON.stringify(includes)}`);
+      throw new Error(
+        `error message ${JSON.stringify(err.message)} lacks ${JSON.stringify(includes)}`,
+      );
     }
     return err;
   }

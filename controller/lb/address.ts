@@ -29,10 +29,14 @@ export function parseAddr(s: string): L3n4Addr {
     throw new AddressError(`Cannot parse address "${s}": expected IPv4:PORT/TCP|UDP`);
   }
   for (let i = 1; i <= 4; i++) {
-    if (Number(m[i]) > 255) throw new AddressError(`Cannot parse address "${s}": octet ${m[i]} > 255`);
+    if (Number(m[i]) > 255) {
+      throw new AddressError(`Cannot parse address "${s}": octet ${m[i]} > 255`);
+    }
   }
   const port = Number(m[5]);
-  if (port < 1 || port > 65535) throw new AddressError(`Cannot parse address "${s}": port ${port} out of 1..65535`);
+  if (port < 1 || port > 65535) {
+    throw new AddressError(`Cannot parse address "${s}": port ${port} out of 1..65535`);
+  }
   return { ip: `${m[1]}.${m[2]}.${m[3]}.${m[4]}`, port, protocol: m[6] as L4Protocol };
 }
 

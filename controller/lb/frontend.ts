@@ -65,7 +65,14 @@ export function frontendsByBackendService(name: string): Query<Frontend> {
 }
 
 /** Column names of the printed table. */
-export const frontendHeader = ["Address", "Service", "PortName", "RedirectTo", "Status", "Backends"] as const;
+export const frontendHeader = [
+  "Address",
+  "Service",
+  "PortName",
+  "RedirectTo",
+  "Status",
+  "Backends",
+] as const;
 
 /** One printed row; `backends` is the selection the reconciler would write (see select.ts). */
 export function frontendToRow(f: Frontend, backends: readonly string[]): string[] {

@@ -31,7 +31,12 @@ export function selectBackends(txn: ReadTxn, tables: LBTables, fe: Frontend): Se
   return selectFrom(txn, tables, fe.serviceName, fe.portName);
 }
 
-function selectFrom(txn: ReadTxn, tables: LBTables, service: string, portName: string): SelectedBackend[] {
+function selectFrom(
+  txn: ReadTxn,
+  tables: LBTables,
+  service: string,
+  portName: string,
+): SelectedBackend[] {
   const active: SelectedBackend[] = [];
   let terminating: SelectedBackend[] | null = null;
   for (const b of tables.backends.list(txn, backendsByService(service))) {
@@ -40,8 +45,9 @@ function selectFrom(txn: ReadTxn, tables: LBTables, service: string, portName: s
       if (portName !== "" && inst.portName !== portName) continue;
       // First match is the best-priority instance (instances are sorted).
       if (inst.weight > 0) {
-        if (inst.state === "active") active.push({ address: b.address, weight: inst.weight, state: inst.state });
-        else if (inst.state === "terminating") {
+        if (inst.state === "active") {
+          active.push({ address: b.address, weight: inst.weight, state: inst.state });
+        } else if (inst.state === "terminating") {
           (terminating ??= []).push({ address: b.address, weight: inst.weight, state: inst.state });
         }
       }

@@ -22,8 +22,8 @@ import { parseAddr } from "./address.ts";
 import {
   type Backend,
   type BackendInstance,
-  type BackendState,
   backendsByService,
+  type BackendState,
   compareInstances,
   DEFAULT_WEIGHT,
 } from "./backend.ts";
@@ -31,7 +31,7 @@ import { type Frontend, frontendsByBackendService, frontendsByService } from "./
 import { redirectByService } from "./redirect.ts";
 import type { Service } from "./service.ts";
 import { PENDING } from "./status.ts";
-import { lbWriteTxn, type LBTables } from "./tables.ts";
+import { type LBTables, lbWriteTxn } from "./tables.ts";
 
 /** Default source priorities; lower wins. Unknown sources get {@linkcode UNKNOWN_PRIORITY}. */
 export const DEFAULT_PRIORITIES: Readonly<Record<string, number>> = Object.freeze({
@@ -139,7 +139,7 @@ export class Writer {
    */
   refreshFrontends(txn: WriteTxn, name: string): void {
     let done = this.#refreshed.get(txn);
-    if (done === undefined) this.#refreshed.set(txn, (done = new Set()));
+    if (done === undefined) this.#refreshed.set(txn, done = new Set());
     if (done.has(name)) return;
     done.add(name);
     const fes = this.tables.frontends;
@@ -147,7 +147,9 @@ export class Writer {
       fes.insert(txn, { ...fe, status: PENDING });
     }
     for (const fe of fes.list(txn, frontendsByService(name))) {
-      if (fe.redirectTo !== null && fe.redirectTo !== name) fes.insert(txn, { ...fe, status: PENDING });
+      if (fe.redirectTo !== null && fe.redirectTo !== name) {
+        fes.insert(txn, { ...fe, status: PENDING });
+      }
     }
   }
 }
@@ -192,7 +194,10 @@ export class SourceWriter {
   upsertService(txn: WriteTxn, input: ServiceInput): boolean {
     const { services, frontends, redirects } = this.writer.tables;
     const old = services.get(txn, { index: services.schema.primary, key: input.name });
-    if (old !== undefined && old.source !== this.source && this.writer.priority(old.source) < this.priority) {
+    if (
+      old !== undefined && old.source !== this.source &&
+      this.writer.priority(old.source) < this.priority
+    ) {
       this.writer.metrics.holdfast_writer_rejected_services_total++;
       this.writer.log("service rejected: owned by a better-priority source", {
         service: input.name,
@@ -231,10 +236,17 @@ export class SourceWriter {
         }
       }
       if (
-        cur !== undefined && !svcChanged && cur.serviceName === svc.name && cur.portName === portName &&
+        cur !== undefined && !svcChanged && cur.serviceName === svc.name &&
+        cur.portName === portName &&
         cur.redirectTo === redirectTo
       ) continue;
-      const fe: Frontend = { address: fi.address, serviceName: svc.name, portName, redirectTo, status: PENDING };
+      const fe: Frontend = {
+        address: fi.address,
+        serviceName: svc.name,
+        portName,
+        redirectTo,
+        status: PENDING,
+      };
       frontends.insert(txn, fe);
     }
     for (const fe of frontends.list(txn, frontendsByService(svc.name))) {
@@ -254,7 +266,10 @@ export class SourceWriter {
   }
 
   /** Adds or updates this source's backends of a service (others of the service stay). */
-  upsertBackends(txn: WriteTxn, args: { service: string; backends: readonly BackendInput[] }): void {
+  upsertBackends(
+    txn: WriteTxn,
+    args: { service: string; backends: readonly BackendInput[] },
+  ): void {
     let changed = false;
     for (const b of args.backends) changed = this.#upsertInstance(txn, args.service, b) || changed;
     if (changed) this.writer.refreshFrontends(txn, args.service);
@@ -314,7 +329,9 @@ export class SourceWriter {
     if (r === undefined || r.source !== this.source) return false;
     redirects.delete(txn, r);
     for (const fe of frontends.list(txn, frontendsByService(service))) {
-      if (fe.redirectTo !== null) frontends.insert(txn, { ...fe, redirectTo: null, status: PENDING });
+      if (fe.redirectTo !== null) {
+        frontends.insert(txn, { ...fe, redirectTo: null, status: PENDING });
+      }
     }
     return true;
   }
@@ -360,7 +377,9 @@ export class SourceWriter {
     let i = 0;
     for (; i < list.length; i++) {
       const o = list[i]!;
-      if (o.serviceName === service && o.source === this.source && o.portName === inst.portName) break;
+      if (o.serviceName === service && o.source === this.source && o.portName === inst.portName) {
+        break;
+      }
     }
     let instances: BackendInstance[];
     if (i < list.length) {

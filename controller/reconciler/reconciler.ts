@@ -123,8 +123,9 @@ export class Reconciler<R> {
 
   #stillIdle(): boolean {
     const c = this.config;
-    return c.table.revision(c.db.readTxn()) === this.#seenRev && this.#retries.size === 0 &&
-      !this.#pruneWanted;
+    const txn = c.db.readTxn();
+    return c.table.revision(txn) === this.#seenRev && this.#retries.size === 0 &&
+      !this.#pruneWanted && (this.#pruned || !c.table.initialized(txn)[0]);
   }
   #seenRev = -1;
 
@@ -156,7 +157,7 @@ export class Reconciler<R> {
   }
 
   async #run(): Promise<void> {
-    const { db, table, ops, getStatus, setStatus } = this.config;
+    const { db, table, ops, getStatus } = this.config;
     const batchSize = this.config.batchSize ?? 1000;
     const iter = table.changes();
     const signal = this.#stop.signal;
@@ -196,7 +197,9 @@ export class Reconciler<R> {
         const [init, initWatch] = table.initialized(db.readTxn());
         const interval = this.config.pruneIntervalMs ?? 0;
         if (
-          init && (!this.#pruned || this.#pruneWanted || (interval > 0 && Date.now() - this.#lastPrune >= interval))
+          init &&
+          (!this.#pruned || this.#pruneWanted ||
+            (interval > 0 && Date.now() - this.#lastPrune >= interval))
         ) {
           this.#pruneWanted = false;
           this.#pruneWatch = new Watch();
@@ -215,10 +218,16 @@ export class Reconciler<R> {
         this.metrics.holdfast_reconciler_failing = this.#retries.size;
         if (watch.stale && changes.length >= batchSize) continue;
         let timeoutMs: number | undefined;
-        for (const r of this.#retries.values()) timeoutMs = Math.min(timeoutMs ?? Infinity, r.due - Date.now());
-        if (this.#pruneWanted) timeoutMs = Math.min(timeoutMs ?? Infinity, this.config.retryMinMs ?? 10);
+        for (const r of this.#retries.values()) {
+          timeoutMs = Math.min(timeoutMs ?? Infinity, r.due - Date.now());
+        }
+        if (this.#pruneWanted) {
+          timeoutMs = Math.min(timeoutMs ?? Infinity, this.config.retryMinMs ?? 10);
+        }
         if (init && interval > 0) timeoutMs = Math.min(timeoutMs ?? Infinity, interval);
-        if (!watch.stale && this.#retries.size === 0 && !this.#pruneWanted && (this.#pruned || !init)) {
+        if (
+          !watch.stale && this.#retries.size === 0 && !this.#pruneWanted && (this.#pruned || !init)
+        ) {
           this.#isIdle = true;
           const idle = this.#idle;
           this.#idle = [];
@@ -312,12 +321,20 @@ export async function waitReconciled<R>(
     const txn = db.readTxn();
     const [row, watch] = table.getWatch(txn, { index: table.schema.primary, key });
     const rev = table.rowRevision(txn, key);
-    if (options.absent ? row === undefined : row !== undefined && options.getStatus(row).kind === "done" &&
-        rev >= (options.minRevision ?? 0)) return;
+    if (
+      options.absent
+        ? row === undefined
+        : row !== undefined && options.getStatus(row).kind === "done" &&
+          rev >= (options.minRevision ?? 0)
+    ) return;
     const left = deadline - Date.now();
     if (left <= 0 || (await waitAny([watch], { timeoutMs: left })) === "timeout") {
       const st = row === undefined ? "absent" : JSON.stringify(options.getStatus(row));
-      throw new Error(`Timed out waiting for "${String(key)}" in table "${table.name}" to reconcile: status ${st}`);
+      throw new Error(
+        `Timed out waiting for "${
+          String(key)
+        }" in table "${table.name}" to reconcile: status ${st}`,
+      );
     }
   }
 }

@@ -94,7 +94,9 @@ export async function runScript(text: string, options: ScriptOptions = {}): Prom
           await new Promise((r) => setTimeout(r, 10));
           continue;
         }
-        const why = negate ? "expected failure, but it succeeded" : (err instanceof Error ? err.message : String(err));
+        const why = negate
+          ? "expected failure, but it succeeded"
+          : (err instanceof Error ? err.message : String(err));
         throw new ScriptError(`line ${n + 1}: ${raw}\n${why}\n--- last stdout ---\n${env.stdout}`);
       }
     }
@@ -165,7 +167,9 @@ class ScriptEnv {
       case "frontends":
         return formatTable(
           frontendHeader,
-          frontends.all(txn).map((f) => frontendToRow(f, selectBackends(txn, this.cp.tables, f).map((b) => b.address))),
+          frontends.all(txn).map((f) =>
+            frontendToRow(f, selectBackends(txn, this.cp.tables, f).map((b) => b.address))
+          ),
         );
       case "backends":
         return formatTable(backendHeader, backends.all(txn).map(backendToRow));
@@ -185,7 +189,9 @@ class ScriptEnv {
       );
     }
     out.push("backends:");
-    for (const [id, b] of [...d.backends].sort((a, b) => a[0] - b[0])) out.push(`  ${id} ${b.address}:${b.port}`);
+    for (const [id, b] of [...d.backends].sort((a, b) => a[0] - b[0])) {
+      out.push(`  ${id} ${b.address}:${b.port}`);
+    }
     out.push("maglev:");
     for (const [id, t] of [...d.maglev].sort((a, b) => a[0] - b[0])) {
       const counts = new Map<number, number>();
@@ -206,13 +212,19 @@ class ScriptEnv {
     const backends = new Map(d.backends.map(([id, b]) => [id, `${b.address}:${b.port}`]));
     const tables = new Map(d.maglev);
     const out: string[] = [];
-    for (const [k, e] of [...d.services].sort((a, b) => (a[0].address + a[0].port < b[0].address + b[0].port ? -1 : 1))) {
+    for (
+      const [k, e] of [...d.services].sort((
+        a,
+        b,
+      ) => (a[0].address + a[0].port < b[0].address + b[0].port ? -1 : 1))
+    ) {
       const counts = new Map<string, number>();
       for (const id of tables.get(e.serviceId) ?? []) {
         const name = id === 0 ? "unset" : backends.get(id) ?? `missing#${id}`;
         counts.set(name, (counts.get(name) ?? 0) + 1);
       }
-      const slots = [...counts].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([n, c]) => `${n}=${c}`).join(" ");
+      const slots = [...counts].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([n, c]) => `${n}=${c}`)
+        .join(" ");
       out.push(`${k.address}:${k.port}/${k.protocol} backends=${e.backendCount} ${slots}`);
     }
     out.push(`backend entries: ${d.backends.length}, maglev tables: ${d.maglev.length}`);
@@ -235,7 +247,9 @@ class ScriptEnv {
     await this.start();
     // Sources resync from their inputs, as after a real restart — in reverse order, so fresh
     // allocation would hand out different IDs and only restoring them keeps the numbering.
-    this.k8s.apply([...this.apiserver.values()].reverse().map((object) => ({ type: "add" as const, object })));
+    this.k8s.apply(
+      [...this.apiserver.values()].reverse().map((object) => ({ type: "add" as const, object })),
+    );
     if (this.lastFileConfig !== null) this.file.load(this.lastFileConfig);
     if (this.k8sSynced) this.k8s.synced();
   }
@@ -260,7 +274,9 @@ class ScriptEnv {
       case "k8s/forget":
         // Deleted while the controller was down: gone from the API server, no event seen.
         for (const o of this.k8sObjects(rest)) {
-          this.apiserver.delete(`${o.kind}/${o.metadata?.namespace ?? "default"}/${o.metadata?.name}`);
+          this.apiserver.delete(
+            `${o.kind}/${o.metadata?.namespace ?? "default"}/${o.metadata?.name}`,
+          );
         }
         return;
       case "k8s/synced":
@@ -275,7 +291,10 @@ class ScriptEnv {
         const [source, service, f] = rest;
         const src = w.source(source!);
         const txn = src.txn();
-        src.setBackends(txn, { service: service!, backends: (parseYaml(this.file_(f)) ?? []) as BackendInput[] });
+        src.setBackends(txn, {
+          service: service!,
+          backends: (parseYaml(this.file_(f)) ?? []) as BackendInput[],
+        });
         txn.commit();
         return;
       }
@@ -298,8 +317,9 @@ class ScriptEnv {
       case "redirect/remove": {
         const src = w.source("local-redirect");
         const txn = src.txn();
-        if (cmd === "redirect/set") src.setLocalRedirect(txn, { service: rest[0]!, target: rest[1]! });
-        else src.removeLocalRedirect(txn, rest[0]!);
+        if (cmd === "redirect/set") {
+          src.setLocalRedirect(txn, { service: rest[0]!, target: rest[1]! });
+        } else src.removeLocalRedirect(txn, rest[0]!);
         txn.commit();
         return;
       }
@@ -329,7 +349,9 @@ class ScriptEnv {
         const want = this.file_(rest[1]);
         if (JSON.stringify(parseTable(got)) !== JSON.stringify(parseTable(want))) {
           if (this.options.update && this.lastChance) return this.options.update(rest[1]!, got);
-          throw new Error(`table "${rest[0]}" differs from ${rest[1]}:\n--- got ---\n${got}--- want ---\n${want}`);
+          throw new Error(
+            `table "${rest[0]}" differs from ${rest[1]}:\n--- got ---\n${got}--- want ---\n${want}`,
+          );
         }
         return;
       }
@@ -343,12 +365,19 @@ class ScriptEnv {
         this.faulty.failRate = Number(rest[0]);
         return;
       case "maps/check":
-        if (this.maps.violations.length > 0) throw new Error(`violations:\n${this.maps.violations.join("\n")}`);
+        if (this.maps.violations.length > 0) {
+          throw new Error(`violations:\n${this.maps.violations.join("\n")}`);
+        }
         return;
       case "reconciled": {
         let timer: ReturnType<typeof setTimeout> | undefined;
-        const timeout = new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), 5000)));
-        const r = await Promise.race([this.cp.reconciler.waitIdle().then(() => "idle" as const), timeout]);
+        const timeout = new Promise<"timeout">((
+          r,
+        ) => (timer = setTimeout(() => r("timeout"), 5000)));
+        const r = await Promise.race([
+          this.cp.reconciler.waitIdle().then(() => "idle" as const),
+          timeout,
+        ]);
         clearTimeout(timer);
         if (r === "timeout") throw new Error("reconciler not idle after 5 s");
         return;
@@ -360,16 +389,23 @@ class ScriptEnv {
         await this.restart();
         return;
       case "metrics":
-        this.stdout = Object.entries({ ...this.cp.reconciler.metrics, injected_faults: this.faulty.injected })
-          .map(([k, v]) => `${k} ${v}`).join("\n") + "\n";
+        this.stdout =
+          Object.entries({ ...this.cp.reconciler.metrics, injected_faults: this.faulty.injected })
+            .map(([k, v]) => `${k} ${v}`).join("\n") + "\n";
         return;
       case "cmp": {
-        if (rest[0] !== "stdout") throw new Error(`cmp: only "stdout" is supported, got "${rest[0]}"`);
+        if (rest[0] !== "stdout") {
+          throw new Error(`cmp: only "stdout" is supported, got "${rest[0]}"`);
+        }
         const want = this.file_(rest[1]);
         const norm = (s: string) => s.split("\n").map((l) => l.trimEnd()).join("\n").trim();
         if (norm(this.stdout) !== norm(want)) {
-          if (this.options.update && this.lastChance) return this.options.update(rest[1]!, this.stdout);
-          throw new Error(`stdout differs from ${rest[1]}:\n--- got ---\n${this.stdout}--- want ---\n${want}`);
+          if (this.options.update && this.lastChance) {
+            return this.options.update(rest[1]!, this.stdout);
+          }
+          throw new Error(
+            `stdout differs from ${rest[1]}:\n--- got ---\n${this.stdout}--- want ---\n${want}`,
+          );
         }
         return;
       }

@@ -12,7 +12,9 @@ export async function main(args: string[]): Promise<number> {
   const dir = new URL("../testdata/", import.meta.url);
   const files = args.length > 0
     ? args
-    : [...Deno.readDirSync(dir)].filter((e) => e.name.endsWith(".txtar")).map((e) => new URL(e.name, dir).pathname);
+    : [...Deno.readDirSync(dir)].filter((e) => e.name.endsWith(".txtar")).map((e) =>
+      new URL(e.name, dir).pathname
+    );
   for (const path of files) {
     const text = await Deno.readTextFile(path);
     const updates = new Map<string, string>();

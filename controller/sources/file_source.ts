@@ -22,7 +22,13 @@
 
 import { parse as parseYaml } from "yaml";
 import { parseAddr } from "../lb/address.ts";
-import type { BackendInput, FrontendInput, ServiceInput, SourceWriter, Writer } from "../lb/writer.ts";
+import type {
+  BackendInput,
+  FrontendInput,
+  ServiceInput,
+  SourceWriter,
+  Writer,
+} from "../lb/writer.ts";
 import { checkMaglevSize } from "../maglev.ts";
 import type { WriteTxn } from "../statedb/mod.ts";
 
@@ -38,7 +44,8 @@ export class ConfigError extends Error {
 }
 
 /** The demo's default configuration (one service, two backends). */
-export const DEFAULT_CONFIG_YAML = `# Holdfast demo: one TCP service on 10.0.100.1:80 with two backends.
+export const DEFAULT_CONFIG_YAML =
+  `# Holdfast demo: one TCP service on 10.0.100.1:80 with two backends.
 services:
   - name: default/demo
     flowKeyMode: five-tuple
@@ -57,7 +64,9 @@ function fail(path: string, why: string): never {
 }
 
 function str(v: unknown, path: string): string {
-  if (typeof v !== "string" || v === "") fail(path, `expected a non-empty string, got ${JSON.stringify(v)}`);
+  if (typeof v !== "string" || v === "") {
+    fail(path, `expected a non-empty string, got ${JSON.stringify(v)}`);
+  }
   return v;
 }
 
@@ -80,9 +89,13 @@ export function parseConfig(text: string, options: { format?: "yaml" | "json" } 
     throw new ConfigError(`Cannot parse config: ${(e as Error).message}`);
   }
   raw ??= {};
-  if (typeof raw !== "object" || Array.isArray(raw)) fail("$", "expected a mapping with services/redirects");
+  if (typeof raw !== "object" || Array.isArray(raw)) {
+    fail("$", "expected a mapping with services/redirects");
+  }
   const r = raw as Record<string, unknown>;
-  for (const k of Object.keys(r)) if (k !== "services" && k !== "redirects") fail(`$.${k}`, "unknown key");
+  for (const k of Object.keys(r)) {
+    if (k !== "services" && k !== "redirects") fail(`$.${k}`, "unknown key");
+  }
   const services: FileConfig["services"][number][] = [];
   const list = (v: unknown, path: string): unknown[] => {
     if (v === undefined || v === null) return [];
@@ -111,7 +124,10 @@ export function parseConfig(text: string, options: { format?: "yaml" | "json" } 
     const frontends: FrontendInput[] = list(o.frontends, `${p}.frontends`).map((f, j) => {
       const fp = `${p}.frontends[${j}]`;
       const fo = (typeof f === "string" ? { address: f } : f) as Record<string, unknown>;
-      return { address: addr(fo.address, `${fp}.address`), portName: (fo.portName as string | undefined) ?? "" };
+      return {
+        address: addr(fo.address, `${fp}.address`),
+        portName: (fo.portName as string | undefined) ?? "",
+      };
     });
     const backends: BackendInput[] = list(o.backends, `${p}.backends`).map((b, j) => {
       const bp = `${p}.backends[${j}]`;
@@ -136,7 +152,10 @@ export function parseConfig(text: string, options: { format?: "yaml" | "json" } 
   });
   const redirects = list(r.redirects, "$.redirects").map((x, i) => {
     const o = x as Record<string, unknown>;
-    return { service: str(o?.service, `$.redirects[${i}].service`), target: str(o?.target, `$.redirects[${i}].target`) };
+    return {
+      service: str(o?.service, `$.redirects[${i}].service`),
+      target: str(o?.target, `$.redirects[${i}].target`),
+    };
   });
   return { services, redirects };
 }

@@ -78,12 +78,19 @@ export class ConversionError extends Error {
 /** `namespace/name` of an object. */
 export function objectName(o: { metadata?: K8sMeta }): string {
   const ns = o.metadata?.namespace ?? "default", name = o.metadata?.name;
-  if (!name) throw new ConversionError(`Cannot convert object in namespace "${ns}": metadata.name is missing`);
+  if (!name) {
+    throw new ConversionError(
+      `Cannot convert object in namespace "${ns}": metadata.name is missing`,
+    );
+  }
   return `${ns}/${name}`;
 }
 
 /** Converts a Service into a service with frontends. */
-export function convertService(svc: K8sService, options: { includeClusterIP?: boolean } = {}): ServiceInput {
+export function convertService(
+  svc: K8sService,
+  options: { includeClusterIP?: boolean } = {},
+): ServiceInput {
   const name = objectName(svc);
   const spec = svc.spec ?? {};
   const ann = svc.metadata?.annotations ?? {};
@@ -102,14 +109,18 @@ export function convertService(svc: K8sService, options: { includeClusterIP?: bo
   if (ms !== undefined) {
     maglevSize = Number(ms);
     if (!Number.isInteger(maglevSize) || maglevSize < 3) {
-      throw new ConversionError(`Cannot convert service "${name}": annotation ${MAGLEV_SIZE_ANNOTATION}="${ms}" is not a size`);
+      throw new ConversionError(
+        `Cannot convert service "${name}": annotation ${MAGLEV_SIZE_ANNOTATION}="${ms}" is not a size`,
+      );
     }
   }
   const ips: string[] = [];
   const add = (ip: string | undefined) => {
     if (isIPv4(ip) && !ips.includes(ip)) ips.push(ip);
   };
-  if (spec.type === "LoadBalancer") for (const i of svc.status?.loadBalancer?.ingress ?? []) add(i.ip);
+  if (spec.type === "LoadBalancer") {
+    for (const i of svc.status?.loadBalancer?.ingress ?? []) add(i.ip);
+  }
   for (const ip of spec.externalIPs ?? []) add(ip);
   if (options.includeClusterIP && spec.clusterIP !== "None") add(spec.clusterIP);
   const frontends: FrontendInput[] = [];
@@ -131,7 +142,10 @@ export function sliceServiceName(slice: K8sEndpointSlice): string | undefined {
 }
 
 /** Converts an EndpointSlice into backends of its service (appending to `out`). */
-export function convertEndpointSlice(slice: K8sEndpointSlice, out: BackendInput[] = []): BackendInput[] {
+export function convertEndpointSlice(
+  slice: K8sEndpointSlice,
+  out: BackendInput[] = [],
+): BackendInput[] {
   if ((slice.addressType ?? "IPv4") !== "IPv4") return out;
   const ports = slice.ports ?? [];
   for (const ep of slice.endpoints ?? []) {
@@ -148,7 +162,12 @@ export function convertEndpointSlice(slice: K8sEndpointSlice, out: BackendInput[
         if (p.port === undefined) continue;
         const proto = p.protocol ?? "TCP";
         if (proto !== "TCP" && proto !== "UDP") continue;
-        out.push({ address: `${ip}:${p.port}/${proto}`, portName: p.name ?? "", state, zone: ep.zone });
+        out.push({
+          address: `${ip}:${p.port}/${proto}`,
+          portName: p.name ?? "",
+          state,
+          zone: ep.zone,
+        });
       }
     }
   }

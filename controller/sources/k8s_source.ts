@@ -75,7 +75,10 @@ export class K8sSource {
     if (kind === "Service") {
       const svc = o as K8sService;
       if (e.type === "delete") this.src.deleteService(txn, objectName(svc));
-      else this.src.upsertService(txn, convertService(svc, { includeClusterIP: this.#includeClusterIP }));
+      else {this.src.upsertService(
+          txn,
+          convertService(svc, { includeClusterIP: this.#includeClusterIP }),
+        );}
       return;
     }
     if (kind !== "EndpointSlice") {
@@ -100,7 +103,7 @@ export class K8sSource {
     if (e.type !== "delete" && old === undefined) {
       if (cur === undefined) this.#byService.set(service, sliceName);
       else if (siblings !== undefined) siblings.add(sliceName);
-      else this.#byService.set(service, (siblings = new Set<string>([cur as string, sliceName])));
+      else this.#byService.set(service, siblings = new Set<string>([cur as string, sliceName]));
     } else if (e.type === "delete") {
       if (siblings !== undefined) {
         siblings.delete(sliceName);
@@ -110,7 +113,11 @@ export class K8sSource {
     if (old !== undefined) {
       const keep = new Set(addrs);
       if (siblings !== undefined) {
-        for (const n of siblings) if (n !== sliceName) for (const a of this.#slices.get(n)?.addrs ?? []) keep.add(a);
+        for (const n of siblings) {
+          if (n !== sliceName) {
+            for (const a of this.#slices.get(n)?.addrs ?? []) keep.add(a);
+          }
+        }
       }
       const gone = old.addrs.filter((a) => !keep.has(a));
       if (gone.length > 0) this.src.releaseBackends(txn, { service, addresses: gone });

@@ -7,10 +7,13 @@
  * other node is copied first. So a write transaction with many inserts copies each touched node
  * once, and the published tree shares every untouched node with the previous one.
  *
- * Entries are (key, value, aux) triples sorted by a comparator over (key, value): unique indexes
- * compare keys only; non-unique indexes break ties by the value's primary key, so a key may map
- * to many values without building composite key strings (which would cost memory per row).
- * `aux` is an optional parallel number array (the primary index keeps row revisions in it).
+ * Entries are (key, value) pairs, plus per entry:
+ * - in non-unique trees a tiebreak key `t` (the row's primary key), stored beside the key so
+ *   one key may hold many values, ordered by tiebreak, without building composite key strings
+ *   and without calling back into row code while comparing;
+ * - optionally an `aux` number (the primary index keeps row revisions there).
+ *
+ * Keys of one tree are all strings or all numbers; they compare with `<`.
  *
  * @module
  */
@@ -18,54 +21,85 @@
 /** Index keys: strings (addresses, names) or small integers (revisions). */
 export type Key = string | number;
 
-/** Orders (key, value) pairs; a `value` of `undefined` sorts before every value of that key. */
-export type Compare<V> = (ak: Key, av: V | undefined, bk: Key, bv: V | undefined) => number;
-
 /** Maximum entries per node. 32 keeps copy-on-write cheap while the tree stays shallow. */
 const MAX = 32;
 /** A node with fewer entries than this after a delete is merged with a neighbour if it fits. */
 const MIN = 8;
 
-interface Leaf<V> {
+interface Node<V> {
   o: object;
+  /** Leaf: entry keys. Inner: separators, `k[i]` a lower bound of child `i + 1`. */
   k: Key[];
+  /** Tiebreaks of `k` (non-unique trees), else null. */
+  t: Key[] | null;
+  /** Leaf values (inner: unused, empty). */
   v: V[];
+  /** Leaf aux numbers, if the tree has them. */
   a: number[] | null;
-  c: null;
+  /** Children (inner nodes), null for leaves. */
+  c: Node<V>[] | null;
 }
-interface Inner<V> {
-  o: object;
-  /** Separators: `k[i]`/`v[i]` is a lower bound of child `i + 1`. */
-  k: Key[];
-  v: V[];
-  a: null;
-  c: Node<V>[];
-}
-type Node<V> = Leaf<V> | Inner<V>;
 
 /** Compares keys of the same kind; strings by code unit, numbers numerically. */
 export function compareKeys(a: Key, b: Key): number {
-  if (typeof a === "number" && typeof b === "number") return a - b;
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/** Comparator for unique indexes: keys only. */
-export function uniqueCompare<V>(ak: Key, _av: V | undefined, bk: Key, _bv: V | undefined): number {
-  return compareKeys(ak, bk);
-}
-
-/** Comparator for non-unique indexes: key, then the value's tiebreak (its primary key). */
-export function nonUniqueCompare<V>(tiebreak: (v: V) => Key): Compare<V> {
-  return (ak, av, bk, bv) => {
-    const c = compareKeys(ak, bk);
-    if (c !== 0) return c;
-    if (av === undefined) return bv === undefined ? 0 : -1;
-    if (bv === undefined) return 1;
-    return compareKeys(tiebreak(av), tiebreak(bv));
-  };
+  return a === b ? 0 : a < b ? -1 : 1;
 }
 
 const FROZEN = Object.freeze({});
+
+/** Sign of (entry i) − (probe key, probe tiebreak); an undefined tiebreak is below all. */
+function cmpAt(ks: Key[], ts: Key[] | null, i: number, key: Key, tb: Key | undefined): number {
+  const k = ks[i]!;
+  if (k < key) return -1;
+  if (k > key) return 1;
+  if (ts === null) return 0;
+  if (tb === undefined) return 1;
+  const t = ts[i]!;
+  return t < tb ? -1 : t > tb ? 1 : 0;
+}
+
+/** `arr.splice(i, 0, x)` without the builtin's overhead (small arrays). */
+function insertAt<T>(arr: T[], i: number, x: T): void {
+  let j = arr.length;
+  arr.push(x);
+  for (; j > i; j--) arr[j] = arr[j - 1]!;
+  arr[i] = x;
+}
+
+/** `arr.splice(i, 1)` for small arrays. */
+function removeAt<T>(arr: T[], i: number): void {
+  const n = arr.length - 1;
+  for (let j = i; j < n; j++) arr[j] = arr[j + 1]!;
+  arr.length = n;
+}
+
+/** First index whose entry is ≥ the probe. */
+function lowerIndex(ks: Key[], ts: Key[] | null, key: Key, tb: Key | undefined): number {
+  let lo = 0, hi = ks.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (cmpAt(ks, ts, mid, key, tb) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** Number of separators ≤ the probe: the child that may hold it. */
+function upperIndex(ks: Key[], ts: Key[] | null, key: Key, tb: Key | undefined): number {
+  let lo = 0, hi = ks.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (cmpAt(ks, ts, mid, key, tb) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function findLeaf<V>(root: Node<V>, key: Key, tb: Key | undefined): Node<V> {
+  let n = root;
+  while (n.c !== null) n = n.c[upperIndex(n.k, n.t, key, tb)]!;
+  return n;
+}
 
 /** An immutable B+tree. Create with {@linkcode BTree.empty}, change with {@linkcode BTree.edit}. */
 export class BTree<V> {
@@ -73,24 +107,34 @@ export class BTree<V> {
   readonly root: Node<V>;
   /** Number of entries. */
   readonly size: number;
-  /** The comparator entries are sorted by. */
-  readonly cmp: Compare<V>;
+  /** Whether entries carry a tiebreak (non-unique index). */
+  readonly multi: boolean;
   /** Whether entries carry an `aux` number. */
   readonly hasAux: boolean;
 
   /** @internal */
-  constructor(root: Node<V>, size: number, cmp: Compare<V>, hasAux: boolean) {
+  constructor(root: Node<V>, size: number, multi: boolean, hasAux: boolean) {
     this.root = root;
     this.size = size;
-    this.cmp = cmp;
+    this.multi = multi;
     this.hasAux = hasAux;
   }
 
-  /** An empty tree ordered by `cmp`; `aux` says whether entries carry a number beside the value. */
-  static empty<V>(cmp: Compare<V>, options: { aux?: boolean } = {}): BTree<V> {
-    const aux = options.aux ?? false;
-    const leaf: Leaf<V> = { o: FROZEN, k: [], v: [], a: aux ? [] : null, c: null };
-    return new BTree(leaf, 0, cmp, aux);
+  /**
+   * An empty tree. `unique: false` makes a non-unique tree whose entries carry a tiebreak;
+   * `aux` gives entries a number beside the value.
+   */
+  static empty<V>(options: { unique?: boolean; aux?: boolean } = {}): BTree<V> {
+    const aux = options.aux ?? false, multi = options.unique === false;
+    const leaf: Node<V> = {
+      o: FROZEN,
+      k: [],
+      t: multi ? [] : null,
+      v: [],
+      a: aux ? [] : null,
+      c: null,
+    };
+    return new BTree(leaf, 0, multi, aux);
   }
 
   /** Starts an edit; the returned editor mutates only nodes it created. */
@@ -98,54 +142,58 @@ export class BTree<V> {
     return new BTreeEditor(this);
   }
 
-  /** Finds the entry equal to (key, value) (value omitted for unique trees). */
-  find(key: Key, value?: V): { value: V; aux: number } | undefined {
-    const leaf = findLeaf(this.root, key, value, this.cmp);
-    const i = lowerIndex(leaf.k, leaf.v, leaf.k.length, key, value, this.cmp);
-    if (i < leaf.k.length && this.cmp(key, value, leaf.k[i]!, leaf.v[i]) === 0) {
-      return { value: leaf.v[i]!, aux: leaf.a ? leaf.a[i]! : 0 };
+  /** The value of the entry (key, tiebreak) (tiebreak omitted: the first of `key`). */
+  get(key: Key, tb?: Key): V | undefined {
+    const leaf = findLeaf(this.root, key, tb);
+    const i = lowerIndex(leaf.k, leaf.t, key, tb);
+    if (
+      i < leaf.k.length && leaf.k[i] === key &&
+      (tb === undefined || leaf.t === null || leaf.t[i] === tb)
+    ) {
+      return leaf.v[i];
     }
     return undefined;
   }
 
-  /** The value stored under `key` in a unique tree. */
-  get(key: Key): V | undefined {
-    const leaf = findLeaf(this.root, key, undefined, this.cmp);
-    const i = lowerIndex(leaf.k, leaf.v, leaf.k.length, key, undefined, this.cmp);
-    if (i < leaf.k.length && compareKeys(leaf.k[i]!, key) === 0) return leaf.v[i];
-    return undefined;
+  /** The aux number of the entry `key` (unique trees), or -1 if absent. */
+  getAux(key: Key): number {
+    const leaf = findLeaf(this.root, key, undefined);
+    const i = lowerIndex(leaf.k, leaf.t, key, undefined);
+    if (i < leaf.k.length && leaf.k[i] === key) return leaf.a === null ? 0 : leaf.a[i]!;
+    return -1;
   }
 
   /**
-   * Calls `fn(key, value, aux)` for entries from the first one ≥ (key, value) onwards (from the
-   * start when `key` is undefined) until `fn` returns `false`.
+   * Calls `fn(key, value, aux)` for entries from the first one ≥ (from, tb) onwards (from the
+   * start when `from` is undefined) until `fn` returns `false`.
    */
-  scan(fn: (k: Key, v: V, a: number) => boolean | void, from?: Key, value?: V): void {
-    const stack: { n: Inner<V>; i: number }[] = [];
+  scan(fn: (k: Key, v: V, a: number) => boolean | void, from?: Key, tb?: Key): void {
+    const stack: Node<V>[] = [];
+    const idx: number[] = [];
     let node = this.root;
     while (node.c !== null) {
-      const i = from === undefined ? 0 : upperIndex(node.k, node.v, from, value, this.cmp);
-      stack.push({ n: node, i });
+      const i = from === undefined ? 0 : upperIndex(node.k, node.t, from, tb);
+      stack.push(node);
+      idx.push(i);
       node = node.c[i]!;
     }
-    let leaf: Leaf<V> = node;
-    let i = from === undefined ? 0 : lowerIndex(leaf.k, leaf.v, leaf.k.length, from, value, this.cmp);
+    let leaf = node;
+    let i = from === undefined ? 0 : lowerIndex(leaf.k, leaf.t, from, tb);
     for (;;) {
       const k = leaf.k, v = leaf.v, a = leaf.a;
       for (; i < k.length; i++) {
-        if (fn(k[i]!, v[i]!, a ? a[i]! : 0) === false) return;
+        if (fn(k[i]!, v[i]!, a === null ? 0 : a[i]!) === false) return;
       }
-      // Climb to the next subtree to the right.
-      let top = stack[stack.length - 1];
-      while (top !== undefined && top.i + 1 >= top.n.c.length) {
-        stack.pop();
-        top = stack[stack.length - 1];
-      }
-      if (top === undefined) return;
-      top.i++;
-      let n: Node<V> = top.n.c[top.i]!;
+      let d = stack.length - 1;
+      while (d >= 0 && idx[d]! + 1 >= stack[d]!.c!.length) d--;
+      if (d < 0) return;
+      stack.length = d + 1;
+      idx.length = d + 1;
+      idx[d]!++;
+      let n = stack[d]!.c![idx[d]!]!;
       while (n.c !== null) {
-        stack.push({ n, i: 0 });
+        stack.push(n);
+        idx.push(0);
         n = n.c[0]!;
       }
       leaf = n;
@@ -153,7 +201,7 @@ export class BTree<V> {
     }
   }
 
-  /** Values in order (allocates an array; for tests and small tables). */
+  /** Values in order (allocates an array). */
   values(): V[] {
     const out: V[] = [];
     this.scan((_k, v) => {
@@ -167,15 +215,19 @@ export class BTree<V> {
 export class BTreeEditor<V> {
   #root: Node<V>;
   #size: number;
-  readonly #cmp: Compare<V>;
+  readonly #multi: boolean;
   readonly #aux: boolean;
   #tok: object = {};
   #finished = false;
+  /** Aux number of the entry the last `set` replaced or `delete` removed. */
+  oldAux = 0;
+  #old: V | undefined = undefined;
+  #found = false;
 
   constructor(tree: BTree<V>) {
     this.#root = tree.root;
     this.#size = tree.size;
-    this.#cmp = tree.cmp;
+    this.#multi = tree.multi;
     this.#aux = tree.hasAux;
   }
 
@@ -186,9 +238,9 @@ export class BTreeEditor<V> {
 
   /** A read-only snapshot of the current state (later edits will not change it). */
   snapshot(): BTree<V> {
-    // Handing out the root means no node reachable from it may be mutated again.
-    const t = new BTree(this.#root, this.#size, this.#cmp, this.#aux);
-    this.#retire();
+    const t = new BTree(this.#root, this.#size, this.#multi, this.#aux);
+    // A fresh owner: nodes created so far are now shared with the snapshot and copied on write.
+    this.#tok = {};
     return t;
   }
 
@@ -197,258 +249,206 @@ export class BTreeEditor<V> {
    * `set`/`delete`: do not write while scanning it.
    */
   view(): BTree<V> {
-    return new BTree(this.#root, this.#size, this.#cmp, this.#aux);
+    return new BTree(this.#root, this.#size, this.#multi, this.#aux);
   }
 
-  /** Inserts or replaces (key, value); returns the value replaced, if any. */
-  set(key: Key, value: V, aux = 0): V | undefined {
-    this.#check();
-    const out: { old: V | undefined } = { old: undefined };
-    const r = this.#insert(this.#root, key, value, aux, out);
-    if (Array.isArray(r)) {
-      const [left, sepK, sepV, right] = r;
-      this.#root = { o: this.#tok, k: [sepK], v: [sepV], a: null, c: [left, right] };
-    } else {
-      this.#root = r;
+  /** Inserts or replaces (key, tiebreak); returns the value replaced, if any (aux in `oldAux`). */
+  set(key: Key, value: V, aux = 0, tb?: Key): V | undefined {
+    if (this.#finished) throw new Error("BTreeEditor used after done()");
+    if (this.#multi && tb === undefined) {
+      throw new Error("Non-unique BTree entries need a tiebreak");
     }
-    if (out.old === undefined) this.#size++;
-    return out.old;
+    this.#found = false;
+    this.#old = undefined;
+    this.#root = this.#own(this.#root);
+    const r = this.#insert(this.#root, key, value, aux, tb);
+    if (r !== null) {
+      const [left, sepK, sepT, right] = r;
+      this.#root = {
+        o: this.#tok,
+        k: [sepK],
+        t: this.#multi ? [sepT!] : null,
+        v: [],
+        a: null,
+        c: [left, right],
+      };
+    }
+    if (!this.#found) this.#size++;
+    return this.#old;
   }
 
-  /** Removes the entry equal to (key, value); returns the removed value, if any. */
-  delete(key: Key, value?: V): V | undefined {
-    this.#check();
-    const out: { old: V | undefined } = { old: undefined };
-    const r = this.#remove(this.#root, key, value, out);
-    if (out.old === undefined) return undefined;
+  /** Removes the entry (key, tiebreak); returns the removed value, if any (aux in `oldAux`). */
+  delete(key: Key, tb?: Key): V | undefined {
+    if (this.#finished) throw new Error("BTreeEditor used after done()");
+    this.#found = false;
+    this.#old = undefined;
+    const r = this.#remove(this.#root, key, tb);
+    if (!this.#found) return undefined;
     let root = r ?? this.#emptyLeaf();
     while (root.c !== null && root.c.length === 1) root = root.c[0]!;
     this.#root = root;
     this.#size--;
-    return out.old;
+    return this.#old;
   }
 
   /** Publishes the edited tree; the editor must not be used afterwards. */
   done(): BTree<V> {
-    const t = new BTree(this.#root, this.#size, this.#cmp, this.#aux);
     this.#finished = true;
-    return t;
+    return new BTree(this.#root, this.#size, this.#multi, this.#aux);
   }
 
-  #retire(): void {
-    // A fresh owner: nodes created so far are now shared with a snapshot and are copied on write.
-    this.#tok = {};
+  #emptyLeaf(): Node<V> {
+    return {
+      o: this.#tok,
+      k: [],
+      t: this.#multi ? [] : null,
+      v: [],
+      a: this.#aux ? [] : null,
+      c: null,
+    };
   }
 
-  #check(): void {
-    if (this.#finished) throw new Error("BTreeEditor used after done()");
-  }
-
-  #emptyLeaf(): Leaf<V> {
-    return { o: this.#tok, k: [], v: [], a: this.#aux ? [] : null, c: null };
-  }
-
-  #own<N extends Node<V>>(n: N): N {
+  #own(n: Node<V>): Node<V> {
     if (n.o === this.#tok) return n;
     return {
       o: this.#tok,
       k: n.k.slice(),
-      v: n.v.slice(),
+      t: n.t === null ? null : n.t.slice(),
+      v: n.c === null ? n.v.slice() : n.v,
       a: n.a === null ? null : n.a.slice(),
       c: n.c === null ? null : n.c.slice(),
-    } as N;
+    };
   }
 
+  /** Returns null when the node absorbed the entry in place, or the split [left, sep, right]. */
   #insert(
     node: Node<V>,
     key: Key,
     value: V,
     aux: number,
-    out: { old: V | undefined },
-  ): Node<V> | [Node<V>, Key, V, Node<V>] {
-    const cmp = this.#cmp;
+    tb: Key | undefined,
+  ): [Node<V>, Key, Key | undefined, Node<V>] | null {
     if (node.c === null) {
-      const len = node.k.length;
-      const i = lowerIndex(node.k, node.v, len, key, value, cmp);
-      if (i < len && cmp(key, value, node.k[i]!, node.v[i]) === 0) {
-        out.old = node.v[i];
-        const n = this.#own(node);
-        n.k[i] = key;
-        n.v[i] = value;
-        if (n.a !== null) n.a[i] = aux;
-        return n;
+      const i = lowerIndex(node.k, node.t, key, tb);
+      if (i < node.k.length && cmpAt(node.k, node.t, i, key, tb) === 0) {
+        this.#found = true;
+        this.#old = node.v[i];
+        if (node.a !== null) this.oldAux = node.a[i]!;
+        node.v[i] = value; // caller owns `node` (see below)
+        node.k[i] = key;
+        if (node.a !== null) node.a[i] = aux;
+        return null;
       }
-      let n: Leaf<V>;
-      if (node.o === this.#tok) {
-        n = node;
-        n.k.splice(i, 0, key);
-        n.v.splice(i, 0, value);
-        if (n.a !== null) n.a.splice(i, 0, aux);
-      } else {
-        // Copy with the new entry in place: exact-size arrays, no splice over-allocation.
-        n = {
-          o: this.#tok,
-          k: insertCopy(node.k, i, key),
-          v: insertCopy(node.v, i, value),
-          a: node.a === null ? null : insertCopy(node.a, i, aux),
-          c: null,
-        };
-      }
-      if (n.k.length <= MAX) return n;
-      const h = n.k.length >> 1;
-      const right: Leaf<V> = {
+      insertAt(node.k, i, key);
+      if (node.t !== null) insertAt(node.t, i, tb!);
+      insertAt(node.v, i, value);
+      if (node.a !== null) insertAt(node.a, i, aux);
+      if (node.k.length <= MAX) return null;
+      const h = node.k.length >> 1;
+      const right: Node<V> = {
         o: this.#tok,
-        k: n.k.slice(h),
-        v: n.v.slice(h),
-        a: n.a === null ? null : n.a.slice(h),
+        k: node.k.slice(h),
+        t: node.t === null ? null : node.t.slice(h),
+        v: node.v.slice(h),
+        a: node.a === null ? null : node.a.slice(h),
         c: null,
       };
-      const left: Leaf<V> = {
-        o: this.#tok,
-        k: n.k.slice(0, h),
-        v: n.v.slice(0, h),
-        a: n.a === null ? null : n.a.slice(0, h),
-        c: null,
-      };
-      return [left, right.k[0]!, right.v[0]!, right];
+      node.k.length = h;
+      if (node.t !== null) node.t.length = h;
+      node.v.length = h;
+      if (node.a !== null) node.a.length = h;
+      return [node, right.k[0]!, right.t === null ? undefined : right.t[0], right];
     }
-    const ci = upperIndex(node.k, node.v, key, value, cmp);
-    const r = this.#insert(node.c[ci]!, key, value, aux, out);
-    if (!Array.isArray(r)) {
-      if (r === node.c[ci]) return node;
-      const n = this.#own(node);
-      n.c[ci] = r;
-      return n;
-    }
-    const [left, sepK, sepV, right] = r;
-    const n = this.#own(node);
-    n.c[ci] = left;
-    n.c.splice(ci + 1, 0, right);
-    n.k.splice(ci, 0, sepK);
-    n.v.splice(ci, 0, sepV);
-    if (n.c.length <= MAX) return n;
+    const ci = upperIndex(node.k, node.t, key, tb);
+    const child = this.#own(node.c[ci]!);
+    node.c[ci] = child;
+    const r = this.#insert(child, key, value, aux, tb);
+    if (r === null) return null;
+    const [, sepK, sepT, right] = r;
+    insertAt(node.c, ci + 1, right);
+    insertAt(node.k, ci, sepK);
+    if (node.t !== null) insertAt(node.t, ci, sepT!);
+    if (node.c.length <= MAX) return null;
     // Split an inner node: the middle separator moves up.
-    const h = n.c.length >> 1;
-    const upK = n.k[h - 1]!, upV = n.v[h - 1]!;
-    const rightN: Inner<V> = { o: this.#tok, k: n.k.slice(h), v: n.v.slice(h), a: null, c: n.c.slice(h) };
-    const leftN: Inner<V> = {
+    const h = node.c.length >> 1;
+    const upK = node.k[h - 1]!, upT = node.t === null ? undefined : node.t[h - 1];
+    const rightN: Node<V> = {
       o: this.#tok,
-      k: n.k.slice(0, h - 1),
-      v: n.v.slice(0, h - 1),
+      k: node.k.slice(h),
+      t: node.t === null ? null : node.t.slice(h),
+      v: [],
       a: null,
-      c: n.c.slice(0, h),
+      c: node.c.slice(h),
     };
-    return [leftN, upK, upV, rightN];
+    node.k.length = h - 1;
+    if (node.t !== null) node.t.length = h - 1;
+    node.c.length = h;
+    return [node, upK, upT, rightN];
   }
 
-  /** Returns the new node, `null` if it became empty, or the same node if nothing was found. */
-  #remove(node: Node<V>, key: Key, value: V | undefined, out: { old: V | undefined }): Node<V> | null {
-    const cmp = this.#cmp;
+  /** `node` is owned by the caller's path (copied on the way down only when something changes). */
+  #remove(node: Node<V>, key: Key, tb: Key | undefined): Node<V> | null {
     if (node.c === null) {
-      const len = node.k.length;
-      const i = lowerIndex(node.k, node.v, len, key, value, cmp);
-      if (i >= len || cmp(key, value, node.k[i]!, node.v[i]) !== 0) return node;
-      out.old = node.v[i];
-      if (len === 1) return null;
+      const i = lowerIndex(node.k, node.t, key, tb);
+      if (i >= node.k.length || cmpAt(node.k, node.t, i, key, tb) !== 0) return node;
+      this.#found = true;
+      this.#old = node.v[i];
+      if (node.a !== null) this.oldAux = node.a[i]!;
+      if (node.k.length === 1) return null;
       const n = this.#own(node);
-      n.k.splice(i, 1);
-      n.v.splice(i, 1);
-      if (n.a !== null) n.a.splice(i, 1);
+      removeAt(n.k, i);
+      if (n.t !== null) removeAt(n.t, i);
+      removeAt(n.v, i);
+      if (n.a !== null) removeAt(n.a, i);
       return n;
     }
-    const ci = upperIndex(node.k, node.v, key, value, cmp);
-    const child = node.c[ci]!;
-    const r = this.#remove(child, key, value, out);
-    if (out.old === undefined) return node;
+    const ci = upperIndex(node.k, node.t, key, tb);
+    const r = this.#remove(node.c[ci]!, key, tb);
+    if (!this.#found) return node;
     const n = this.#own(node);
     if (r === null) {
-      n.c.splice(ci, 1);
-      if (n.c.length === 0) return null;
+      n.c!.splice(ci, 1);
+      if (n.c!.length === 0) return null;
       // Drop the separator that bounded the removed child (or the next one for child 0).
       const si = ci === 0 ? 0 : ci - 1;
       n.k.splice(si, 1);
-      n.v.splice(si, 1);
+      if (n.t !== null) n.t.splice(si, 1);
       return n;
     }
-    n.c[ci] = r;
-    if (nodeLen(r) < MIN && n.c.length > 1) this.#merge(n, ci);
+    n.c![ci] = r;
+    if ((r.c === null ? r.k.length : r.c.length) < MIN && n.c!.length > 1) this.#merge(n, ci);
     return n;
   }
 
   /** Merges child `ci` of `n` with a neighbour when both fit into one node. */
-  #merge(n: Inner<V>, ci: number): void {
+  #merge(n: Node<V>, ci: number): void {
+    const c = n.c!;
     const li = ci > 0 ? ci - 1 : ci;
-    const left = n.c[li]!, right = n.c[li + 1]!;
-    if (nodeLen(left) + nodeLen(right) > MAX) return;
+    const left = c[li]!, right = c[li + 1]!;
+    const len = (x: Node<V>) => (x.c === null ? x.k.length : x.c.length);
+    if (len(left) + len(right) > MAX) return;
     let merged: Node<V>;
-    if (left.c === null && right.c === null) {
+    if (left.c === null) {
       merged = {
         o: this.#tok,
         k: left.k.concat(right.k),
+        t: left.t === null ? null : left.t.concat(right.t!),
         v: left.v.concat(right.v),
         a: left.a === null ? null : left.a.concat(right.a!),
         c: null,
       };
     } else {
-      const l = left as Inner<V>, r = right as Inner<V>;
       merged = {
         o: this.#tok,
-        k: l.k.concat([n.k[li]!], r.k),
-        v: l.v.concat([n.v[li]!], r.v),
+        k: left.k.concat([n.k[li]!], right.k),
+        t: left.t === null ? null : left.t.concat([n.t![li]!], right.t!),
+        v: [],
         a: null,
-        c: l.c.concat(r.c),
+        c: left.c.concat(right.c!),
       };
     }
-    n.c.splice(li, 2, merged);
+    c.splice(li, 2, merged);
     n.k.splice(li, 1);
-    n.v.splice(li, 1);
+    if (n.t !== null) n.t.splice(li, 1);
   }
-}
-
-function nodeLen<V>(n: Node<V>): number {
-  return n.c === null ? n.k.length : n.c.length;
-}
-
-function insertCopy<T>(arr: T[], i: number, x: T): T[] {
-  const len = arr.length;
-  const out = new Array<T>(len + 1);
-  for (let j = 0; j < i; j++) out[j] = arr[j]!;
-  out[i] = x;
-  for (let j = i; j < len; j++) out[j + 1] = arr[j]!;
-  return out;
-}
-
-/** First index whose entry is ≥ (key, value). */
-function lowerIndex<V>(
-  ks: Key[],
-  vs: V[],
-  len: number,
-  key: Key,
-  value: V | undefined,
-  cmp: Compare<V>,
-): number {
-  let lo = 0, hi = len;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (cmp(ks[mid]!, vs[mid], key, value) < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/** Number of separators ≤ (key, value): the child that may hold it. */
-function upperIndex<V>(ks: Key[], vs: V[], key: Key, value: V | undefined, cmp: Compare<V>): number {
-  let lo = 0, hi = ks.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (cmp(ks[mid]!, vs[mid], key, value) <= 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-function findLeaf<V>(root: Node<V>, key: Key, value: V | undefined, cmp: Compare<V>): Leaf<V> {
-  let n = root;
-  while (n.c !== null) n = n.c[upperIndex(n.k, n.v, key, value, cmp)]!;
-  return n;
 }

@@ -1,10 +1,9 @@
-import { assertEquals } from "../testing.ts";
-import { BTree, compareKeys, nonUniqueCompare, uniqueCompare } from "./btree.ts";
-import { mulberry32 } from "../testing.ts";
+import { assertEquals, mulberry32 } from "../testing.ts";
+import { BTree, compareKeys } from "./btree.ts";
 
 Deno.test("btree: random inserts/deletes match a sorted model and old snapshots never change", () => {
   const rnd = mulberry32(7);
-  let tree = BTree.empty<number>(uniqueCompare, { aux: true });
+  let tree = BTree.empty<number>({ aux: true });
   const model = new Map<number, number>();
   const snapshots: [BTree<number>, [number, number][]][] = [];
   for (let round = 0; round < 60; round++) {
@@ -21,7 +20,12 @@ Deno.test("btree: random inserts/deletes match a sorted model and old snapshots 
         assertEquals(old, model.get(k));
         model.delete(k);
       }
-      if (rnd() < 0.01) ed.snapshot(); // mid-edit snapshots must stay valid too
+      if (rnd() < 0.01) {
+        snapshots.push([
+          ed.snapshot(),
+          [...model.entries()].sort((a, b) => a[0] - b[0]),
+        ]);
+      }
     }
     tree = ed.done();
     assertEquals(tree.size, model.size);
@@ -31,6 +35,7 @@ Deno.test("btree: random inserts/deletes match a sorted model and old snapshots 
       got.push([k as number, v]);
     });
     assertEquals(got, expected);
+    for (const [k, v] of expected.slice(0, 20)) assertEquals(tree.get(k), v);
     snapshots.push([tree, expected]);
   }
   for (const [t, expected] of snapshots) {
@@ -42,24 +47,25 @@ Deno.test("btree: random inserts/deletes match a sorted model and old snapshots 
   }
 });
 
-Deno.test("btree: non-unique index keeps many values per key and scans from a key", () => {
+Deno.test("btree: non-unique tree keeps many values per key and scans from a key", () => {
   type Row = { id: string; group: string };
-  const cmp = nonUniqueCompare<Row>((r) => r.id);
-  const ed = BTree.empty<Row>(cmp).edit();
+  const ed = BTree.empty<Row>({ unique: false }).edit();
   const rows: Row[] = [];
   for (let i = 0; i < 500; i++) {
     const r = { id: `r${String(i).padStart(4, "0")}`, group: `g${i % 7}` };
     rows.push(r);
-    ed.set(r.group, r);
+    ed.set(r.group, r, 0, r.id);
   }
-  for (let i = 0; i < 500; i += 3) ed.delete(rows[i]!.group, rows[i]!);
+  for (let i = 0; i < 500; i += 3) ed.delete(rows[i]!.group, rows[i]!.id);
   const t = ed.done();
-  const got: string[] = [];
-  t.scan((k, v) => {
-    if (k !== "g3") return false;
-    got.push(v.id);
-  }, "g3");
-  const want = rows.filter((r, i) => r.group === "g3" && i % 3 !== 0).map((r) => r.id).sort();
-  assertEquals(got, want);
+  for (const g of ["g0", "g3", "g6"]) {
+    const got: string[] = [];
+    t.scan((k, v) => {
+      if (k !== g) return false;
+      got.push(v.id);
+    }, g);
+    const want = rows.filter((r, i) => r.group === g && i % 3 !== 0).map((r) => r.id).sort();
+    assertEquals(got, want);
+  }
   assertEquals(compareKeys("a", "b") < 0, true);
 });

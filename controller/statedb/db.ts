@@ -13,7 +13,7 @@
  * @module
  */
 
-import { BTree, type BTreeEditor, compareKeys, type Key, nonUniqueCompare, uniqueCompare } from "./btree.ts";
+import { BTree, type BTreeEditor, type Key } from "./btree.ts";
 import type { IndexDef, Query } from "./index_def.ts";
 import { Watch } from "./watch.ts";
 
@@ -128,7 +128,9 @@ export class WriteTxn extends ReadTxn {
 
   /** @internal The edit of a locked table; throws if the table was not locked by this txn. */
   edit<R>(table: Table<R>): TableEdit<R> {
-    if (this.#done) throw new Error(`Cannot write table "${table.name}": transaction already ended`);
+    if (this.#done) {
+      throw new Error(`Cannot write table "${table.name}": transaction already ended`);
+    }
     const e = this.#edits[table.id] as TableEdit<R> | undefined;
     if (e === undefined) {
       throw new Error(`Cannot write table "${table.name}": not locked by this write transaction`);
@@ -175,13 +177,11 @@ export class DB {
     const t = new Table<R>(this, this.#tables.length, schema);
     this.#tables.push(t as Table<unknown>);
     this.#locked.push(false);
-    const secondary = (schema.secondary ?? []).map((d) =>
-      BTree.empty<R>(d.unique ? uniqueCompare : nonUniqueCompare((r: R) => primaryKey(schema.primary, r)))
-    );
+    const secondary = (schema.secondary ?? []).map((d) => BTree.empty<R>({ unique: d.unique }));
     const st: TableState<R> = {
       rev: 0,
-      primary: BTree.empty<R>(uniqueCompare, { aux: true }),
-      byRev: BTree.empty<R>(uniqueCompare),
+      primary: BTree.empty<R>({ aux: true }),
+      byRev: BTree.empty<R>(),
       secondary,
       gy: [],
       gyStart: 0,
@@ -288,10 +288,6 @@ export class DB {
   }
 }
 
-function primaryKey<R>(def: IndexDef<R>, row: R): Key {
-  return def.keys(row) as Key;
-}
-
 function keysOf<R>(def: IndexDef<R>, row: R): readonly Key[] {
   const k = def.keys(row);
   return typeof k === "object" ? k : [k];
@@ -345,10 +341,10 @@ export class Table<R> {
   get(txn: ReadTxn, q: Query<R>): R | undefined {
     const slot = this.#slot(q.index);
     const tree = txn.tree(this, slot);
-    if (slot === 0 || q.index.unique) return tree.get(q.key);
+    if (!tree.multi) return tree.get(q.key);
     let found: R | undefined;
     tree.scan((k, v) => {
-      if (compareKeys(k, q.key) === 0) found = v;
+      if (k === q.key) found = v;
       return false;
     }, q.key);
     return found;
@@ -363,10 +359,11 @@ export class Table<R> {
   list(txn: ReadTxn, q: Query<R>): R[] {
     const out: R[] = [];
     const tree = txn.tree(this, this.#slot(q.index));
+    const key = q.key;
     tree.scan((k, v) => {
-      if (compareKeys(k, q.key) !== 0) return false;
+      if (k !== key) return false;
       out.push(v);
-    }, q.key);
+    }, key);
     return out;
   }
 
@@ -417,13 +414,14 @@ export class Table<R> {
 
   /** The revision of the row with primary key `key`, or 0 if absent. */
   rowRevision(txn: ReadTxn, key: Key): number {
-    return txn.tree(this, 0).find(key)?.aux ?? 0;
+    return Math.max(0, txn.tree(this, 0).getAux(key));
   }
 
   /** The row with primary key `key` and its revision. */
   getWithRevision(txn: ReadTxn, key: Key): { row: R; rev: number } | undefined {
-    const f = txn.tree(this, 0).find(key);
-    return f && { row: f.value, rev: f.aux };
+    const t = txn.tree(this, 0);
+    const row = t.get(key);
+    return row === undefined ? undefined : { row, rev: t.getAux(key) };
   }
 
   #tableWatch(txn: ReadTxn): Watch {
@@ -436,7 +434,7 @@ export class Table<R> {
     if (txn.state(this).rev !== this.#committed().rev) return Watch.fired();
     const m = this.#keyWatches[slot]!;
     let w = m.get(key);
-    if (w === undefined) m.set(key, (w = new Watch()));
+    if (w === undefined) m.set(key, w = new Watch());
     return w;
   }
 
@@ -449,30 +447,38 @@ export class Table<R> {
   /** Inserts or replaces a row (by primary key); returns the row it replaced. */
   insert(txn: WriteTxn, row: R): R | undefined {
     const e = txn.edit(this);
-    const pk = this.primaryKey(row);
-    const prev = e.primary.view().find(pk);
+    const pk = this.schema.primary.keys(row) as Key;
     const rev = ++e.rev;
-    e.primary.set(pk, row, rev);
-    if (prev !== undefined) e.byRev.delete(prev.aux);
+    const prev = e.primary.set(pk, row, rev);
+    if (prev !== undefined) e.byRev.delete(e.primary.oldAux);
     e.byRev.set(rev, row);
     const sec = this.schema.secondary;
     if (sec !== undefined) {
       for (let i = 0; i < sec.length; i++) {
         const def = sec[i]!, ed = e.secondary[i]!;
-        const nk = keysOf(def, row);
-        if (prev !== undefined) {
-          for (const k of keysOf(def, prev.value)) {
-            if (!nk.includes(k)) ed.delete(k, prev.value);
+        const tb = def.unique ? undefined : pk;
+        const nk = def.keys(row);
+        if (typeof nk !== "object") {
+          if (prev !== undefined) {
+            const ok = def.keys(prev);
+            if (typeof ok !== "object") {
+              if (ok !== nk) ed.delete(ok, tb);
+            } else {
+              for (const k of ok) if (k !== nk) ed.delete(k, tb);
+            }
           }
-        }
-        for (const k of nk) {
-          // Replacing in place: same (key, primary key) compares equal to the old entry.
-          ed.set(k, row);
+          // Same (key, tiebreak) replaces the old entry in place.
+          ed.set(nk, row, 0, tb);
+        } else {
+          if (prev !== undefined) {
+            for (const k of keysOf(def, prev)) if (!nk.includes(k)) ed.delete(k, tb);
+          }
+          for (const k of nk) ed.set(k, row, 0, tb);
         }
       }
     }
-    e.changed.push(prev?.value, row);
-    return prev?.value;
+    e.changed.push(prev, row);
+    return prev;
   }
 
   /** Deletes the row with `row`'s primary key; returns the deleted row. */
@@ -483,20 +489,21 @@ export class Table<R> {
   /** Deletes the row with primary key `key`; returns it. */
   deleteKey(txn: WriteTxn, key: Key): R | undefined {
     const e = txn.edit(this);
-    const prev = e.primary.view().find(key);
+    const prev = e.primary.delete(key);
     if (prev === undefined) return undefined;
-    e.primary.delete(key);
-    e.byRev.delete(prev.aux);
+    e.byRev.delete(e.primary.oldAux);
     const sec = this.schema.secondary;
     if (sec !== undefined) {
       for (let i = 0; i < sec.length; i++) {
-        for (const k of keysOf(sec[i]!, prev.value)) e.secondary[i]!.delete(k, prev.value);
+        const def = sec[i]!;
+        const tb = def.unique ? undefined : key;
+        for (const k of keysOf(def, prev)) e.secondary[i]!.delete(k, tb);
       }
     }
     const rev = ++e.rev;
-    if (this.#iterators.size > 0) e.graves.push({ rev, row: prev.value });
-    e.changed.push(prev.value, undefined);
-    return prev.value;
+    if (this.#iterators.size > 0) e.graves.push({ rev, row: prev });
+    e.changed.push(prev, undefined);
+    return prev;
   }
 
   // ---- initializers ----
@@ -522,7 +529,9 @@ export class Table<R> {
   initialized(txn: ReadTxn): [boolean, Watch] {
     const pending = txn.state(this).pendingInit;
     if (pending.length === 0) return [true, Watch.fired()];
-    if (txn.state(this).pendingInit !== this.#committed().pendingInit) return [false, Watch.fired()];
+    if (txn.state(this).pendingInit !== this.#committed().pendingInit) {
+      return [false, Watch.fired()];
+    }
     return [false, this.#initWatch];
   }
 

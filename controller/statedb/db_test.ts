@@ -1,7 +1,12 @@
 import { assert, assertEquals, assertRejects, mulberry32 } from "../testing.ts";
 import { DB, defineIndex, type ReadTxn, type Table, Watch } from "./mod.ts";
 
-type Obj = { readonly id: string; readonly group: string; readonly tags: readonly string[]; readonly n: number };
+type Obj = {
+  readonly id: string;
+  readonly group: string;
+  readonly tags: readonly string[];
+  readonly n: number;
+};
 
 const byId = defineIndex<Obj>({ name: "id", unique: true, keys: (o) => o.id });
 const byGroup = defineIndex<Obj>({ name: "group", unique: false, keys: (o) => o.group });
@@ -80,11 +85,16 @@ Deno.test("statedb property: random txns agree with a naive model (isolation, in
         assertEquals(a.list(now, byGroup.query(g)), sorted(model.a).filter((o) => o.group === g));
       }
       for (const tag of tagsPool) {
-        assertEquals(a.list(now, byTag.query(tag)), sorted(model.a).filter((o) => o.tags.includes(tag)));
+        assertEquals(
+          a.list(now, byTag.query(tag)),
+          sorted(model.a).filter((o) => o.tags.includes(tag)),
+        );
       }
       if (!aborted) {
         groups.forEach((g, i) => {
-          if (touchedGroups.has(g)) assert(watches[i]![1].stale, `watch on group ${g} did not fire at step ${step}`);
+          if (touchedGroups.has(g)) {
+            assert(watches[i]![1].stale, `watch on group ${g} did not fire at step ${step}`);
+          }
         });
         if (touchedTagX) assert(tagWatch.stale, `watch on tag x did not fire at step ${step}`);
       }

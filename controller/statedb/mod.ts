@@ -19,6 +19,14 @@
  *
  * @module
  */
-export { type Change, ChangeIterator, DB, ReadTxn, Table, type TableSchema, WriteTxn } from "./db.ts";
+export {
+  type Change,
+  ChangeIterator,
+  DB,
+  ReadTxn,
+  Table,
+  type TableSchema,
+  WriteTxn,
+} from "./db.ts";
 export { defineIndex, type IndexDef, type Key, type Query } from "./index_def.ts";
 export { waitAny, Watch } from "./watch.ts";

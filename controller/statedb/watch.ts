@@ -75,10 +75,12 @@ export async function waitAny(
   }
   if (options.signal) {
     const sig = options.signal;
-    racers.push(new Promise((r) => {
-      onAbort = () => r("aborted");
-      sig.addEventListener("abort", onAbort, { once: true });
-    }));
+    racers.push(
+      new Promise((r) => {
+        onAbort = () => r("aborted");
+        sig.addEventListener("abort", onAbort, { once: true });
+      }),
+    );
   }
   try {
     return await Promise.race(racers);

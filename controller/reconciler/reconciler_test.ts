@@ -1,0 +1,150 @@
+import { assert, assertEquals } from "../testing.ts";
+import { PENDING, type ReconcileStatus } from "../lb/status.ts";
+import { DB, defineIndex, type ReadTxn } from "../statedb/mod.ts";
+import { type Operations, Reconciler, waitReconciled } from "./reconciler.ts";
+
+type Obj = { readonly id: string; readonly value: number; readonly status: ReconcileStatus };
+const byId = defineIndex<Obj>({ name: "id", unique: true, keys: (o) => o.id });
+
+/** A target that holds id → value and fails while `failing` says so. */
+class Target implements Operations<Obj> {
+  readonly data = new Map<string, number>();
+  failing: (op: string, id: string) => boolean = () => false;
+  readonly log: string[] = [];
+  /** Resolves the in-flight update when set (to interleave a write). */
+  gate: Promise<void> | null = null;
+
+  async update(_txn: ReadTxn, o: Obj): Promise<void> {
+    if (this.gate) await this.gate;
+    if (this.failing("update", o.id)) throw new Error(`target refused ${o.id}`);
+    this.log.push(`update ${o.id}=${o.value}`);
+    this.data.set(o.id, o.value);
+  }
+  delete(_txn: ReadTxn, o: Obj): Promise<void> {
+    if (this.failing("delete", o.id)) {
+      return Promise.reject(new Error(`target refused delete ${o.id}`));
+    }
+    this.log.push(`delete ${o.id}`);
+    this.data.delete(o.id);
+    return Promise.resolve();
+  }
+  prune(_txn: ReadTxn, rows: readonly Obj[]): Promise<void> {
+    const keep = new Set(rows.map((r) => r.id));
+    this.log.push(`prune ${rows.length}`);
+    for (const k of [...this.data.keys()]) if (!keep.has(k)) this.data.delete(k);
+    return Promise.resolve();
+  }
+}
+
+function setup(options: { batchSize?: number } = {}) {
+  const db = new DB();
+  const table = db.createTable<Obj>({ name: "objs", primary: byId });
+  const target = new Target();
+  const r = new Reconciler<Obj>({
+    name: "test",
+    db,
+    table,
+    ops: target,
+    getStatus: (o) => o.status,
+    setStatus: (o, status) => ({ ...o, status }),
+    retryMinMs: 1,
+    retryMaxMs: 8,
+    batchSize: options.batchSize,
+    log: () => {},
+  });
+  const put = (id: string, value: number) => {
+    const w = db.writeTxn(table);
+    table.insert(w, { id, value, status: PENDING });
+    w.commit();
+  };
+  const del = (id: string) => {
+    const w = db.writeTxn(table);
+    table.deleteKey(w, id);
+    w.commit();
+  };
+  const wait = (id: string) =>
+    waitReconciled(db, table, id, { getStatus: (o) => o.status, timeoutMs: 2000 });
+  return { db, table, target, r, put, del, wait };
+}
+
+Deno.test("reconciler: updates, deletes, writes status back, prunes only after init", async () => {
+  const { db, table, target, r, put, del, wait } = setup({ batchSize: 2 });
+  const w = db.writeTxn(table);
+  const done = table.registerInitializer(w, "source");
+  w.commit();
+  target.data.set("stale", 1); // left over in the target from a previous run
+  r.start();
+  for (let i = 0; i < 5; i++) put(`o${i}`, i);
+  await wait("o4");
+  await r.waitIdle();
+  assertEquals(table.all(db.readTxn()).map((o) => o.status.kind), [
+    "done",
+    "done",
+    "done",
+    "done",
+    "done",
+  ]);
+  assert(target.data.has("stale"), "pruned before the table was initialized");
+  assert(!target.log.some((l) => l.startsWith("prune")));
+  const w2 = db.writeTxn(table);
+  done(w2);
+  w2.commit();
+  await r.waitIdle();
+  assert(!target.data.has("stale"), "not pruned after initialization");
+  assertEquals(target.log.filter((l) => l.startsWith("prune")), ["prune 5"]);
+  del("o1");
+  await waitReconciled(db, table, "o1", { getStatus: (o) => o.status, absent: true });
+  await r.waitIdle();
+  assertEquals(target.data.has("o1"), false);
+  assertEquals(r.metrics.holdfast_reconciler_deletes_total, 1);
+  await r.stop();
+});
+
+Deno.test("reconciler: failures set error status, retry with backoff and converge", async () => {
+  const { db, table, target, r, put } = setup();
+  let failures = 0;
+  target.failing = (_op, id) => id === "x" && failures++ < 3;
+  r.start();
+  put("x", 1);
+  // The error is visible in the row while it is retried.
+  const deadline = Date.now() + 2000;
+  let sawError = "";
+  while (Date.now() < deadline) {
+    const row = table.get(db.readTxn(), byId.query("x"));
+    if (row?.status.kind === "error") sawError = row.status.error ?? "";
+    if (row?.status.kind === "done") break;
+    await new Promise((res) => setTimeout(res, 1));
+  }
+  assertEquals(table.get(db.readTxn(), byId.query("x"))?.status.kind, "done");
+  assertEquals(sawError, "target refused x");
+  assertEquals(target.data.get("x"), 1);
+  assertEquals(r.metrics.holdfast_reconciler_errors_total, 3);
+  assert(r.metrics.holdfast_reconciler_retries_total >= 3);
+  // A failing delete is retried too.
+  let delFailures = 0;
+  target.failing = (op) => op === "delete" && delFailures++ < 2;
+  const w = db.writeTxn(table);
+  table.deleteKey(w, "x");
+  w.commit();
+  await r.waitIdle();
+  assertEquals(target.data.has("x"), false);
+  await r.stop();
+});
+
+Deno.test("reconciler: a row changed during its update stays pending and is reconciled again", async () => {
+  const { db, table, target, r, put, wait } = setup();
+  let release!: () => void;
+  target.gate = new Promise((res) => (release = res));
+  r.start();
+  put("y", 1);
+  await new Promise((res) => setTimeout(res, 5)); // update of y=1 is now in flight
+  put("y", 2);
+  target.gate = null;
+  release();
+  await wait("y");
+  await r.waitIdle();
+  assertEquals(target.data.get("y"), 2);
+  assertEquals(table.get(db.readTxn(), byId.query("y"))?.value, 2);
+  assertEquals(target.log.filter((l) => l.startsWith("update")), ["update y=1", "update y=2"]);
+  await r.stop();
+});

@@ -1,0 +1,73 @@
+import { assertEquals, assertRejects } from "../testing.ts";
+import { convertEndpointSlice, convertService, sliceServiceName } from "./k8s_convert.ts";
+
+Deno.test("k8s convert: LoadBalancer service → frontends per ingress IP × port", () => {
+  const s = convertService({
+    metadata: { name: "web", namespace: "shop", annotations: { "holdfast.io/maglev-size": "257" } },
+    spec: {
+      type: "LoadBalancer",
+      clusterIP: "10.96.0.10",
+      externalIPs: ["192.0.2.7", "2001:db8::1"],
+      sessionAffinity: "ClientIP",
+      ports: [{ name: "http", port: 80 }, { name: "dns", port: 53, protocol: "UDP" }, {
+        name: "s",
+        port: 9,
+        protocol: "SCTP",
+      }],
+    },
+    status: { loadBalancer: { ingress: [{ ip: "10.0.100.1" }, { ip: "10.0.100.1" }] } },
+  });
+  assertEquals(s, {
+    name: "shop/web",
+    flowKeyMode: "client-ip",
+    maglevSize: 257,
+    frontends: [
+      { address: "10.0.100.1:80/TCP", portName: "http" },
+      { address: "10.0.100.1:53/UDP", portName: "dns" },
+      { address: "192.0.2.7:80/TCP", portName: "http" },
+      { address: "192.0.2.7:53/UDP", portName: "dns" },
+    ],
+  });
+  const c = convertService({
+    metadata: { name: "c" },
+    spec: { clusterIP: "10.96.0.1", ports: [{ port: 443 }] },
+  }, {
+    includeClusterIP: true,
+  });
+  assertEquals(c.frontends, [{ address: "10.96.0.1:443/TCP", portName: "" }]);
+  assertEquals(c.name, "default/c");
+});
+
+Deno.test("k8s convert: bad annotations and missing names are errors that say why", async () => {
+  await assertRejects(
+    () =>
+      convertService({
+        metadata: { name: "x", annotations: { "holdfast.io/flow-key": "random" } },
+      }),
+    'annotation holdfast.io/flow-key="random"',
+  );
+  await assertRejects(() => convertService({ metadata: {} }), "metadata.name is missing");
+});
+
+Deno.test("k8s convert: EndpointSlice conditions → active / terminating / skipped", () => {
+  const slice = {
+    metadata: { name: "web-1", namespace: "shop", labels: { "kubernetes.io/service-name": "web" } },
+    addressType: "IPv4",
+    ports: [{ name: "http", port: 8080 }],
+    endpoints: [
+      { addresses: ["10.1.0.1"], conditions: { ready: true }, zone: "a" },
+      { addresses: ["10.1.0.2"], conditions: { ready: false } },
+      { addresses: ["10.1.0.3"], conditions: { ready: false, serving: true, terminating: true } },
+      { addresses: ["10.1.0.4"], conditions: { ready: false, serving: false, terminating: true } },
+      { addresses: ["10.1.0.5"] },
+    ],
+  };
+  assertEquals(sliceServiceName(slice), "shop/web");
+  assertEquals(convertEndpointSlice(slice), [
+    { address: "10.1.0.1:8080/TCP", portName: "http", state: "active", zone: "a" },
+    { address: "10.1.0.3:8080/TCP", portName: "http", state: "terminating", zone: undefined },
+    { address: "10.1.0.5:8080/TCP", portName: "http", state: "active", zone: undefined },
+  ]);
+  assertEquals(convertEndpointSlice({ ...slice, addressType: "IPv6" }), []);
+  assertEquals(sliceServiceName({ metadata: { name: "orphan" } }), undefined);
+});

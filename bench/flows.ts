@@ -14,6 +14,9 @@
  * Steps 1 and 2 alternate for `FLOWS_BENCH_ROUNDS` rounds (default 3) and the medians are
  * reported, so both see the same machine noise.
  *
+ * 4. propagation: agent A learns 20,000 flows/s for 2 s; per flow, the time until agent B's
+ *    flow map has it (p50/p99), i.e. how stale a peer's map can be when ECMP moves a new flow.
+ *
  * Last line: one JSON object with `flows_per_s`, `redis_set_p16_per_s`, `restore_1m_s`.
  * `FLOWS_BENCH_N` (default 1,000,000) sets N; restore_1m_s is scaled to 1M when N differs.
  *
@@ -22,7 +25,7 @@
 
 import { setImmediate } from "node:timers";
 import { FlowSyncAgent } from "../node/flows/agent.ts";
-import type { FlowEvent } from "../node/flows/flow.ts";
+import type { FlowEntry, FlowEvent } from "../node/flows/flow.ts";
 import { type FlowTable, MemoryFlowTable } from "../node/flows/table.ts";
 import { connectRedisStore } from "../node/flows/redis_store.ts";
 import { setLogLevel } from "../node/log.ts";
@@ -113,6 +116,75 @@ async function agentWrite(url: string, evs: FlowEvent[], node: string): Promise<
   return evs.length / s;
 }
 
+const PROP_RATE = Number(Deno.env.get("FLOWS_BENCH_PROP_RATE") ?? 20_000);
+const PROP_VIP = "10.0.100.2"; // apart from the restore's LB IP
+
+/**
+ * End-to-end latency at a steady rate: agent A learns flows (1,000 every 50 ms for 2 s), agent
+ * B's flow map receives them from the stream; per flow, the time from `A.learn` to B's batch put.
+ */
+async function propagation(url: string): Promise<{
+  p50: number;
+  p99: number;
+  max: number;
+  samples: number;
+}> {
+  const sent = new Map<number, number>();
+  const delays: number[] = [];
+  class Recording extends MemoryFlowTable {
+    override putBatch(entries: readonly FlowEntry[]): void {
+      const now = performance.now();
+      for (const e of entries) {
+        const t = sent.get(e.key.saddr);
+        if (t !== undefined) delays.push(now - t);
+      }
+      super.putBatch(entries);
+    }
+  }
+  const storeA = connectRedisStore({ url });
+  const storeB = connectRedisStore({ url });
+  const a = new FlowSyncAgent(new MemoryFlowTable(), storeA, {
+    node: "prop-a",
+    vips: [PROP_VIP],
+    registry: new Registry(),
+  });
+  const b = new FlowSyncAgent(new Recording(), storeB, {
+    node: "prop-b",
+    vips: [PROP_VIP],
+    registry: new Registry(),
+    readBlockMs: 200,
+  });
+  await a.start();
+  await b.start();
+  const perTick = PROP_RATE / 20;
+  for (let tick = 0; tick < 40; tick++) {
+    const t = performance.now();
+    for (let i = 0; i < perTick; i++) {
+      const saddr = (0x0c000000 + tick * perTick + i) >>> 0;
+      sent.set(saddr, performance.now());
+      a.learn({
+        key: { saddr, daddr: 0x0a006402, sport: 1, dport: 80, proto: 6 },
+        backend: 0x0a000102,
+        serviceId: 1,
+        tsNs: 0,
+      });
+    }
+    await new Promise((r) => setTimeout(r, Math.max(0, 50 - (performance.now() - t))));
+  }
+  const deadline = Date.now() + 10_000;
+  while (delays.length < sent.size && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  await a.stop();
+  await b.stop();
+  await storeA.close();
+  await storeB.close();
+  if (delays.length < sent.size) throw new Error(`propagation: ${delays.length} of ${sent.size}`);
+  delays.sort((x, y) => x - y);
+  const q = (p: number) => delays[Math.min(delays.length - 1, Math.floor(p * delays.length))]!;
+  return { p50: q(0.5), p99: q(0.99), max: delays.at(-1)!, samples: delays.length };
+}
+
 /** The flow table to restore into: the real BPF flow map when possible, else in memory. */
 async function restoreTarget(n: number): Promise<
   { table: FlowTable; kind: string; count: () => number } & Disposable
@@ -162,6 +234,15 @@ async function main(): Promise<void> {
       `of redis-benchmark -t set -P 16 (${setP16.toFixed(0)}/s); goal >= 50%`,
   );
 
+  const prop = await propagation(redis.url);
+  console.log(
+    `propagation A.learn → installed in B's map at ${PROP_RATE} flows/s: ` +
+      `p50 ${prop.p50.toFixed(1)} ms, p99 ${prop.p99.toFixed(1)} ms, max ${
+        prop.max.toFixed(1)
+      } ms ` +
+      `(${prop.samples} flows)`,
+  );
+
   using target = await restoreTarget(N);
   const store = connectRedisStore({ url: redis.url });
   const agent = new FlowSyncAgent(target.table, store, {
@@ -189,6 +270,8 @@ async function main(): Promise<void> {
     ratio: Number((flowsPerS / setP16).toFixed(3)),
     restore_1m_s: Number(restore1mS.toFixed(3)),
     restore_table: target.kind,
+    propagation_p50_ms: Number(prop.p50.toFixed(2)),
+    propagation_p99_ms: Number(prop.p99.toFixed(2)),
   }));
 }
 

@@ -2,7 +2,8 @@
  * The flow-sync agent of one LB node: mirrors the node's flow map and the shared store.
  *
  * - New flows (datapath ring-buffer events) are queued without waiting and written to the store
- *   in batches, at most `flushIntervalMs` after they arrive while the store is up.
+ *   in batches as soon as a write slot is free (so a batch holds what arrived during the previous
+ *   write), while the store is up.
  * - Peers' additions and removals are followed on the store's streams and applied to the flow
  *   map (own additions are no-ops; two nodes learning one flow at once converge on the stored,
  *   last-written backend).
@@ -54,7 +55,10 @@ export interface FlowSyncAgentOptions {
   sweepIntervalMs?: number;
   /** Flows per store write (default 1000). */
   batchSize?: number;
-  /** Longest wait before a partial batch is written (default 5 ms). */
+  /**
+   * Extra wait to gather a partial batch, ms (default 0: write as soon as a write slot is free;
+   * batches then hold whatever arrived during the previous write).
+   */
   flushIntervalMs?: number;
   /** Batches written concurrently (pipelined) (default 4). */
   maxInFlight?: number;
@@ -175,7 +179,7 @@ export class FlowSyncAgent {
     this.#idleMs = options.idleTimeoutMs ?? 300_000;
     this.#sweepMs = options.sweepIntervalMs ?? Math.min(30_000, Math.max(10, this.#idleMs / 4));
     this.#batchSize = options.batchSize ?? 1000;
-    this.#flushMs = options.flushIntervalMs ?? 5;
+    this.#flushMs = options.flushIntervalMs ?? 0;
     this.#maxInFlight = options.maxInFlight ?? 4;
     this.#readBlockMs = options.readBlockMs ?? 1000;
     this.#epochOf = options.epochOf ?? (() => 0);
@@ -309,23 +313,31 @@ export class FlowSyncAgent {
     this.#m.up.set(undefined, down ? 0 : 1);
   }
 
+  /**
+   * Writes as soon as a write slot is free ("send when idle, batch when busy"): at low rates a
+   * flow goes out on the next turn of the event loop; under load, flows gather while earlier
+   * batches are in flight and go out as full batches when one completes.
+   */
   #scheduleFlush(): void {
-    if (!this.#ready || this.#down || this.#queue.size === 0 || this.#flushTimer !== undefined) {
-      return;
+    if (!this.#ready || this.#down || this.#queue.size === 0) return;
+    const full = this.#queue.size >= this.#batchSize;
+    if (this.#flushTimer !== undefined) {
+      if (this.#flushTimer === "immediate" || !full) return;
+      clearTimeout(this.#flushTimer); // a full batch does not wait for the gathering delay
     }
-    if (this.#queue.size >= this.#batchSize) {
-      // A full batch goes now (setImmediate: nested setTimeout(0) would be clamped to 4 ms).
-      this.#flushTimer = "immediate";
-      setImmediate(() => {
+    if (this.#flushMs > 0 && !full) {
+      this.#flushTimer = setTimeout(() => {
         this.#flushTimer = undefined;
         this.#pump();
-      });
+      }, this.#flushMs);
       return;
     }
-    this.#flushTimer = setTimeout(() => {
+    // setImmediate: a nested setTimeout(0) would be clamped to 4 ms.
+    this.#flushTimer = "immediate";
+    setImmediate(() => {
       this.#flushTimer = undefined;
       this.#pump();
-    }, this.#flushMs);
+    });
   }
 
   #pump(): void {

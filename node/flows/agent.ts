@@ -415,15 +415,20 @@ export class FlowSyncAgent {
             previous: this.#instance,
             current: id,
           });
-          await this.#reseed(false);
+          await this.#reseed();
           await this.#restore();
           this.#instance = id;
-        } else if (this.#queue.dropped > this.#droppedAtDown) {
-          // Flows fell out of the full queue; the flow map still has them: write them again.
-          this.#log.warn("flow queue overflowed during the outage, rewriting learned flows", {
-            dropped: this.#queue.dropped - this.#droppedAtDown,
-          });
-          await this.#reseed(true);
+        } else {
+          // Same data, but this node may have missed stream entries (or the stream was trimmed
+          // past it) and flows may have fallen out of the full queue: restore reconciles both —
+          // missed additions installed, missed removals applied, flows learned here but not
+          // stored (the map still has them) written.
+          if (this.#queue.dropped > this.#droppedAtDown) {
+            this.#log.warn("flow queue overflowed during the outage, rewriting learned flows", {
+              dropped: this.#queue.dropped - this.#droppedAtDown,
+            });
+          }
+          await this.#restore();
         }
         this.#droppedAtDown = this.#queue.dropped;
         this.#setDown(false);
@@ -437,22 +442,21 @@ export class FlowSyncAgent {
   }
 
   /**
-   * Writes local flows of this node's LB IPs to the store (as any learn: last writer wins): all
-   * of them after the store lost its data, or only those learned here after the queue overflowed.
+   * Writes every local flow of this node's LB IPs to the store (as any learn: last writer wins),
+   * after the store lost its data.
    */
-  async #reseed(learnedHereOnly: boolean): Promise<void> {
+  async #reseed(): Promise<void> {
     const byVip = new Map<string, FlowEntry[]>();
     for (const e of this.#table.entries()) {
       const vip = this.#vipByAddr.get(e.key.daddr);
       if (vip === undefined) continue;
-      if (learnedHereOnly && (e.value.flags & FLOW_F_PEER) !== 0) continue;
       let list = byVip.get(vip);
       if (!list) byVip.set(vip, list = []);
       list.push(e);
     }
     for (const [vip, list] of byVip) {
       await this.#publish(vip, list);
-      this.#log.info("flows rewritten to store", { vip, flows: list.length, learnedHereOnly });
+      this.#log.info("flows rewritten to store", { vip, flows: list.length });
     }
   }
 

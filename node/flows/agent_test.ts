@@ -1,6 +1,6 @@
 import { FlowSyncAgent, type FlowSyncAgentOptions } from "./agent.ts";
 import { type FlowEvent, flowField, makeFlowKey, parseIpv4 } from "./flow.ts";
-import { MemoryFlowStore } from "./store.ts";
+import { MemoryFlowStore, StoreUnavailableError } from "./store.ts";
 import { MemoryFlowTable } from "./table.ts";
 import { purgeBackendFlows } from "./purge.ts";
 import { captureLogs } from "../log.ts";
@@ -296,3 +296,59 @@ Deno.test("restart with a pinned map: stale peer flows go, flows learned meanwhi
     await b.agent.stop();
   }
 });
+
+/** One node's view of a shared store that can be cut off on its own (a partition). */
+function partitionable(store: MemoryFlowStore): { store: MemoryFlowStore; cut: boolean } {
+  const state = { cut: false, store: undefined as unknown as MemoryFlowStore };
+  state.store = new Proxy(store, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop, target);
+      if (typeof v !== "function") return v;
+      return (...args: unknown[]) => {
+        if (state.cut && prop !== "close") {
+          throw new StoreUnavailableError("Cannot reach flow store: partitioned");
+        }
+        return v.apply(target, args);
+      };
+    },
+  });
+  return state;
+}
+
+Deno.test("a node cut off from the store catches up on additions and removals it missed", async () => {
+  using _logs = captureLogs();
+  const shared = new MemoryFlowStore();
+  const view = partitionable(shared);
+  const a = agent("lb-a", shared);
+  const b = agent("lb-b", view.store);
+  await a.agent.start();
+  await b.agent.start();
+  try {
+    const early = event("10.0.0.1", 1, "10.0.1.2");
+    datapath(a, early);
+    await until("b has early", () => b.table.size === 1);
+    view.cut = true;
+    await until("b notices", () => !b.agent.storeUp);
+    const late = event("10.0.0.2", 2, "10.0.1.3");
+    datapath(a, late);
+    await a.agent.flush();
+    await purgeBackendFlows(VIP, "10.0.1.2", { store: shared }); // removes "early"
+    const mine = event("10.0.0.3", 3, "10.0.1.3");
+    datapath(b, mine); // learned on b while cut off
+    view.cut = false;
+    await until(
+      "b caught up",
+      () => b.table.get(late.key) !== undefined && b.table.get(early.key) === undefined,
+    );
+    await until("b's flow stored", () => shared.stored(VIP, flowField(mine.key)) !== undefined);
+    await until("a got b's flow", () => a.table.get(mine.key) !== undefined);
+  } finally {
+    await a.agent.stop();
+    await b.agent.stop();
+  }
+});
+
+function datapath(n: { agent: FlowSyncAgent; table: MemoryFlowTable }, ev: FlowEvent): void {
+  n.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: n.table.nowNs() });
+  n.agent.learn(ev);
+}

@@ -31,8 +31,8 @@ const MAX_ID = (1 << 24) - 1;
 
 interface FrontendState {
   readonly serviceId: number;
-  /** Distinct backend IDs its Maglev table uses, ascending. */
-  readonly backendIds: readonly number[];
+  /** Distinct backend IDs its written Maglev table uses, ascending; null: nothing written yet. */
+  readonly backendIds: readonly number[] | null;
 }
 
 /** Counters of the BPF reconciler. */
@@ -59,13 +59,14 @@ export class LBMapsOps implements Operations<Frontend> {
   readonly #maps: LBMaps;
   readonly #maglev: MaglevBuilder;
   readonly #defaultM: number;
-  /** Frontend address → service ID. */
-  readonly #serviceIds = new Map<string, number>();
   #freeServiceIds: number[] = [];
   #nextServiceId = 1;
-  /** Backend `IP:PORT` → ID; refcounts and "written" flags by ID. */
+  /**
+   * Backend address (`IP:PORT/PROTO`, the row's own string: no copy kept) → ID; reference
+   * counts and "written" flags by ID in typed arrays, so a backend costs one Map entry here.
+   */
   readonly #backendIds = new Map<string, number>();
-  /** ID → `IP:PORT` (sparse). */
+  /** ID → address (sparse). */
   readonly #keyById: (string | undefined)[] = [];
   #refs = new Int32Array(1024);
   #written = new Uint8Array(1024);
@@ -73,6 +74,7 @@ export class LBMapsOps implements Operations<Frontend> {
   #nextBackendId = 1;
   /** Unreferenced backends whose delete failed; retried before every operation. */
   readonly #orphans = new Set<number>();
+  /** Frontend address → its service ID and the backend IDs its written table uses. */
   readonly #frontends = new Map<string, FrontendState>();
   readonly metrics: BPFMetrics = {
     holdfast_lbmaps_backend_writes_total: 0,
@@ -93,12 +95,12 @@ export class LBMapsOps implements Operations<Frontend> {
 
   /** The service ID of a frontend address, if allocated. */
   serviceId(frontendAddress: string): number | undefined {
-    return this.#serviceIds.get(frontendAddress);
+    return this.#frontends.get(frontendAddress)?.serviceId;
   }
 
-  /** The backend ID of a backend `IP:PORT`, if allocated. */
-  backendId(hostPortKey: string): number | undefined {
-    return this.#backendIds.get(hostPortKey);
+  /** The backend ID of a backend address (`IP:PORT/PROTO`), if allocated. */
+  backendId(address: string): number | undefined {
+    return this.#backendIds.get(address);
   }
 
   /**
@@ -107,28 +109,44 @@ export class LBMapsOps implements Operations<Frontend> {
    */
   async restore(): Promise<{ services: number; backends: number }> {
     const dump = await this.#maps.dump();
-    for (const [id, b] of dump.backends) {
-      this.#backendIds.set(`${b.address}:${b.port}`, id);
-      this.#keyById[id] = `${b.address}:${b.port}`;
+    const entries = new Map(dump.backends);
+    const tables = new Map(dump.maglev);
+    for (const [id] of dump.backends) {
       this.#grow(id);
       this.#written[id] = 1;
       this.#refs[id] = 0;
       this.#nextBackendId = Math.max(this.#nextBackendId, id + 1);
     }
-    const tables = new Map(dump.maglev);
+    const name = (id: number, protocol: string) => {
+      const b = entries.get(id)!;
+      return `${b.address}:${b.port}/${protocol}`;
+    };
     for (const [key, entry] of dump.services) {
       const addr = `${key.address}:${key.port}/${key.protocol}`;
-      this.#serviceIds.set(addr, entry.serviceId);
       this.#nextServiceId = Math.max(this.#nextServiceId, entry.serviceId + 1);
-      const ids = [...new Set(tables.get(entry.serviceId) ?? [])].filter((id) => id !== 0).sort((
-        a,
-        b,
-      ) => a - b);
-      for (const id of ids) this.#refs[id]!++;
+      const ids = [...new Set(tables.get(entry.serviceId) ?? [])].filter((id) =>
+        id !== 0 && entries.has(id)
+      )
+        .sort((a, b) => a - b);
+      for (const id of ids) {
+        this.#refs[id]!++;
+        // The maps know backends by IP:PORT; the protocol is the service's.
+        if (this.#keyById[id] === undefined) {
+          this.#keyById[id] = name(id, key.protocol);
+          this.#backendIds.set(this.#keyById[id]!, id);
+        }
+      }
       this.#frontends.set(addr, { serviceId: entry.serviceId, backendIds: ids });
     }
+    for (const [id] of dump.backends) {
+      // Unreferenced: kept under an assumed protocol until prune removes it.
+      if (this.#keyById[id] === undefined) {
+        this.#keyById[id] = name(id, "TCP");
+        this.#backendIds.set(this.#keyById[id]!, id);
+      }
+    }
     // IDs below the high-water mark that nothing holds are free again.
-    const usedSvc = new Set(this.#serviceIds.values());
+    const usedSvc = new Set([...this.#frontends.values()].map((f) => f.serviceId));
     for (let id = this.#nextServiceId - 1; id >= 1; id--) {
       if (!usedSvc.has(id)) this.#freeServiceIds.push(id);
     }
@@ -151,15 +169,16 @@ export class LBMapsOps implements Operations<Frontend> {
     this.#written = w;
   }
 
-  #allocServiceId(addr: string): number {
-    let id = this.#serviceIds.get(addr);
-    if (id !== undefined) return id;
-    id = this.#freeServiceIds.pop() ?? this.#nextServiceId++;
+  #serviceState(addr: string): FrontendState {
+    const st = this.#frontends.get(addr);
+    if (st !== undefined) return st;
+    const id = this.#freeServiceIds.pop() ?? this.#nextServiceId++;
     if (id > MAX_ID) {
       throw new RangeError(`Cannot allocate service ID for "${addr}": all ${MAX_ID} IDs in use`);
     }
-    this.#serviceIds.set(addr, id);
-    return id;
+    const fresh: FrontendState = { serviceId: id, backendIds: null };
+    this.#frontends.set(addr, fresh);
+    return fresh;
   }
 
   #backendIdFor(key: string): number {
@@ -219,21 +238,22 @@ export class LBMapsOps implements Operations<Frontend> {
     const addr = parseAddr(fe.address);
     const selected = selectBackends(txn, this.#tables, fe);
     const m = svc.maglevSize || this.#defaultM;
-    const serviceId = this.#allocServiceId(fe.address);
+    const prev = this.#serviceState(fe.address);
+    const serviceId = prev.serviceId;
     let n = selected.length;
     const ids = new Array<number>(n);
     const keys = new Array<{ key: string; weight: number }>(n);
     let j = 0;
     for (let i = 0; i < n; i++) {
       const b = selected[i]!;
+      // Maglev keys are IP:PORT (the maps' identity of a backend, the same on every node).
       const key = hostPort(b.address);
-      // The maps know backends by IP:PORT only: merge a TCP and a UDP backend on the same pair
-      // (selection is sorted by address, so they are adjacent).
+      // A TCP and a UDP backend on the same pair (adjacent: selection is sorted) share a slot.
       if (j > 0 && keys[j - 1]!.key === key) {
         keys[j - 1] = { key, weight: Math.max(keys[j - 1]!.weight, b.weight) };
         continue;
       }
-      const id = this.#backendIdFor(key);
+      const id = this.#backendIdFor(b.address);
       ids[j] = id;
       keys[j++] = { key, weight: b.weight };
       if (this.#written[id] === 0) {
@@ -268,13 +288,28 @@ export class LBMapsOps implements Operations<Frontend> {
     });
     this.metrics.holdfast_lbmaps_service_writes_total++;
     // Committed: move references from the old backend set to the new one.
-    const uniq = n <= 1 ? ids : [...new Set(ids)].sort((a, b) => a - b);
-    const prev = this.#frontends.get(fe.address);
-    const now = new Set(uniq);
-    const before = prev === undefined ? null : new Set(prev.backendIds);
-    for (const id of uniq) if (before === null || !before.has(id)) this.#refs[id]!++;
-    if (prev !== undefined) this.#release(prev.backendIds, now);
-    this.#frontends.set(fe.address, { serviceId, backendIds: uniq });
+    const now = ids.sort((a, b) => a - b);
+    const before = prev.backendIds;
+    if (before === null) {
+      for (const id of now) this.#refs[id]!++;
+    } else {
+      // Both ascending: one merge pass.
+      let a = 0, b = 0;
+      while (a < now.length || b < before.length) {
+        const x = now[a], y = before[b];
+        if (y === undefined || (x !== undefined && x < y)) {
+          this.#refs[x!]!++;
+          a++;
+        } else if (x === undefined || y < x) {
+          if (--this.#refs[y]! === 0) this.#orphans.add(y);
+          b++;
+        } else {
+          a++;
+          b++;
+        }
+      }
+    }
+    this.#frontends.set(fe.address, { serviceId, backendIds: now });
     await this.#flushOrphans();
   }
 
@@ -284,15 +319,13 @@ export class LBMapsOps implements Operations<Frontend> {
     const addr = parseAddr(fe.address);
     await this.#maps.deleteService({ address: addr.ip, port: addr.port, protocol: addr.protocol });
     this.metrics.holdfast_lbmaps_service_deletes_total++;
-    const serviceId = this.#serviceIds.get(fe.address);
-    if (serviceId !== undefined) await this.#maps.deleteMaglev(serviceId);
     const st = this.#frontends.get(fe.address);
+    if (st !== undefined) await this.#maps.deleteMaglev(st.serviceId);
     this.#frontends.delete(fe.address);
-    if (serviceId !== undefined) {
-      this.#serviceIds.delete(fe.address);
-      this.#freeServiceIds.push(serviceId);
+    if (st !== undefined) {
+      this.#freeServiceIds.push(st.serviceId);
+      if (st.backendIds !== null) this.#release(st.backendIds, null);
     }
-    if (st !== undefined) this.#release(st.backendIds, null);
     await this.#flushOrphans();
   }
 
@@ -314,10 +347,10 @@ export class LBMapsOps implements Operations<Frontend> {
       }
     }
     const dump = await this.#maps.dump();
-    const liveServiceIds = new Set(this.#serviceIds.values());
+    const liveServiceIds = new Set([...this.#frontends.values()].map((f) => f.serviceId));
     for (const [k, e] of dump.services) {
       const addr = `${k.address}:${k.port}/${k.protocol}`;
-      if (!wanted.has(addr) || this.#serviceIds.get(addr) !== e.serviceId) {
+      if (!wanted.has(addr) || this.#frontends.get(addr)?.serviceId !== e.serviceId) {
         await this.#maps.deleteService(k);
         this.metrics.holdfast_lbmaps_pruned_total++;
       }

@@ -7,7 +7,8 @@
  */
 
 import type { WriteTxn } from "../statedb/mod.ts";
-import type { SourceWriter, Writer } from "../lb/writer.ts";
+import { backendsByService } from "../lb/backend.ts";
+import type { BackendInput, SourceWriter, Writer } from "../lb/writer.ts";
 import {
   convertEndpointSlice,
   convertService,
@@ -28,12 +29,11 @@ export class K8sSource {
   readonly src: SourceWriter;
   readonly #includeClusterIP: boolean;
   /**
-   * slice name → its service and the backend addresses it contributed. Only addresses are
-   * kept (the strings are shared with the backend rows), to keep memory per service small.
+   * service → the name of its only slice, or, for services with several slices, slice name →
+   * that slice's converted backends (the union is written). Single-slice services, the common
+   * case, keep no backend list here: the backends table is the state.
    */
-  readonly #slices = new Map<string, { service: string; addrs: string[] }>();
-  /** service → its slice name, or their set when it has several. */
-  readonly #byService = new Map<string, string | Set<string>>();
+  readonly #byService = new Map<string, string | Map<string, BackendInput[]>>();
   #initDone: ((txn: WriteTxn) => void) | null = null;
 
   constructor(writer: Writer, options: { includeClusterIP?: boolean; source?: string } = {}) {
@@ -87,47 +87,52 @@ export class K8sSource {
     const slice = o as K8sEndpointSlice;
     const service = sliceServiceName(slice);
     if (service === undefined) return;
-    const sliceName = objectName(slice);
-    const old = this.#slices.get(sliceName);
-    if (old !== undefined && old.service !== service) {
-      // The slice moved to another service (label changed): drop it from the old one first.
-      this.applyIn(txn, { type: "delete", object: slice });
-      return this.applyIn(txn, e);
-    }
-    const backends = e.type === "delete" ? [] : convertEndpointSlice(slice);
-    const addrs = backends.map((b) => b.address);
-    if (e.type === "delete") this.#slices.delete(sliceName);
-    else this.#slices.set(sliceName, { service, addrs });
+    const sliceName = slice.metadata?.name ?? "";
     const cur = this.#byService.get(service);
-    let siblings: Set<string> | undefined = typeof cur === "object" ? cur : undefined;
-    if (e.type !== "delete" && old === undefined) {
-      if (cur === undefined) this.#byService.set(service, sliceName);
-      else if (siblings !== undefined) siblings.add(sliceName);
-      else this.#byService.set(service, siblings = new Set<string>([cur as string, sliceName]));
-    } else if (e.type === "delete") {
-      if (siblings !== undefined) {
-        siblings.delete(sliceName);
-        if (siblings.size === 1) this.#byService.set(service, siblings.values().next().value!);
-      } else if (cur === sliceName) this.#byService.delete(service);
+    const backends = e.type === "delete" ? [] : convertEndpointSlice(slice);
+    if (cur === undefined || cur === sliceName) {
+      // The only slice of the service (the common case).
+      if (e.type === "delete") this.#byService.delete(service);
+      else if (cur === undefined) this.#byService.set(service, sliceName);
+      this.src.setBackends(txn, { service, backends });
+      return;
     }
-    if (old !== undefined) {
-      const keep = new Set(addrs);
-      if (siblings !== undefined) {
-        for (const n of siblings) {
-          if (n !== sliceName) {
-            for (const a of this.#slices.get(n)?.addrs ?? []) keep.add(a);
-          }
+    let slices: Map<string, BackendInput[]>;
+    if (typeof cur === "string") {
+      if (e.type === "delete") return; // an unknown slice went away
+      // A second slice: recover the first one's backends from the table.
+      slices = new Map([[cur, this.#currentBackends(txn, service)]]);
+      this.#byService.set(service, slices);
+    } else slices = cur;
+    if (e.type === "delete") slices.delete(sliceName);
+    else slices.set(sliceName, backends);
+    if (slices.size === 1) this.#byService.set(service, slices.keys().next().value!);
+    else if (slices.size === 0) this.#byService.delete(service);
+    this.src.setBackends(txn, { service, backends: [...slices.values()].flat() });
+  }
+
+  /** This source's backends of `service` as currently in the table. */
+  #currentBackends(txn: WriteTxn, service: string): BackendInput[] {
+    const out: BackendInput[] = [];
+    const { backends } = this.src.writer.tables;
+    for (const b of backends.list(txn, backendsByService(service))) {
+      for (const i of b.instances) {
+        if (i.serviceName === service && i.source === this.src.source) {
+          out.push({
+            address: b.address,
+            portName: i.portName,
+            state: i.state,
+            weight: i.weight,
+            zone: i.zone,
+          });
         }
       }
-      const gone = old.addrs.filter((a) => !keep.has(a));
-      if (gone.length > 0) this.src.releaseBackends(txn, { service, addresses: gone });
     }
-    if (backends.length > 0) this.src.upsertBackends(txn, { service, backends });
+    return out;
   }
 
   /** Forgets every slice of a service (used when resyncing). */
   reset(): void {
-    this.#slices.clear();
     this.#byService.clear();
   }
 }

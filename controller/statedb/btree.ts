@@ -46,6 +46,9 @@ export function compareKeys(a: Key, b: Key): number {
 }
 
 const FROZEN = Object.freeze({});
+/** The (unused) value array of every inner node. Never written. */
+// deno-lint-ignore no-explicit-any
+const NO_VALUES: any[] = [];
 
 /** Sign of (entry i) − (probe key, probe tiebreak); an undefined tiebreak is below all. */
 function cmpAt(ks: Key[], ts: Key[] | null, i: number, key: Key, tb: Key | undefined): number {
@@ -223,6 +226,8 @@ export class BTreeEditor<V> {
   oldAux = 0;
   #old: V | undefined = undefined;
   #found = false;
+  /** Nodes this edit created; their arrays are trimmed to size when the edit is published. */
+  #owned: Node<V>[] = [];
 
   constructor(tree: BTree<V>) {
     this.#root = tree.root;
@@ -264,14 +269,14 @@ export class BTreeEditor<V> {
     const r = this.#insert(this.#root, key, value, aux, tb);
     if (r !== null) {
       const [left, sepK, sepT, right] = r;
-      this.#root = {
+      this.#root = this.#track({
         o: this.#tok,
         k: [sepK],
         t: this.#multi ? [sepT!] : null,
-        v: [],
+        v: NO_VALUES,
         a: null,
         c: [left, right],
-      };
+      });
     }
     if (!this.#found) this.#size++;
     return this.#old;
@@ -294,6 +299,16 @@ export class BTreeEditor<V> {
   /** Publishes the edited tree; the editor must not be used afterwards. */
   done(): BTree<V> {
     this.#finished = true;
+    // In-place inserts grew arrays with slack (V8 grows capacity by ~1.5×); published nodes are
+    // kept for a long time, so give them exact-size arrays.
+    for (const n of this.#owned) {
+      n.k = n.k.slice();
+      if (n.t !== null) n.t = n.t.slice();
+      if (n.c === null) n.v = n.v.slice();
+      else n.c = n.c.slice();
+      if (n.a !== null) n.a = n.a.slice();
+    }
+    this.#owned = [];
     return new BTree(this.#root, this.#size, this.#multi, this.#aux);
   }
 
@@ -310,14 +325,19 @@ export class BTreeEditor<V> {
 
   #own(n: Node<V>): Node<V> {
     if (n.o === this.#tok) return n;
-    return {
+    return this.#track({
       o: this.#tok,
       k: n.k.slice(),
       t: n.t === null ? null : n.t.slice(),
       v: n.c === null ? n.v.slice() : n.v,
       a: n.a === null ? null : n.a.slice(),
       c: n.c === null ? null : n.c.slice(),
-    };
+    });
+  }
+
+  #track(n: Node<V>): Node<V> {
+    this.#owned.push(n);
+    return n;
   }
 
   /** Returns null when the node absorbed the entry in place, or the split [left, sep, right]. */
@@ -344,15 +364,16 @@ export class BTreeEditor<V> {
       insertAt(node.v, i, value);
       if (node.a !== null) insertAt(node.a, i, aux);
       if (node.k.length <= MAX) return null;
-      const h = node.k.length >> 1;
-      const right: Node<V> = {
+      // Appending (ascending keys such as revisions): keep the left node full.
+      const h = i === node.k.length - 1 ? MAX : node.k.length >> 1;
+      const right: Node<V> = this.#track({
         o: this.#tok,
         k: node.k.slice(h),
         t: node.t === null ? null : node.t.slice(h),
         v: node.v.slice(h),
         a: node.a === null ? null : node.a.slice(h),
         c: null,
-      };
+      });
       node.k.length = h;
       if (node.t !== null) node.t.length = h;
       node.v.length = h;
@@ -369,17 +390,17 @@ export class BTreeEditor<V> {
     insertAt(node.k, ci, sepK);
     if (node.t !== null) insertAt(node.t, ci, sepT!);
     if (node.c.length <= MAX) return null;
-    // Split an inner node: the middle separator moves up.
-    const h = node.c.length >> 1;
+    // Split an inner node: the middle separator moves up (the last one when appending).
+    const h = ci + 2 === node.c.length ? MAX : node.c.length >> 1;
     const upK = node.k[h - 1]!, upT = node.t === null ? undefined : node.t[h - 1];
-    const rightN: Node<V> = {
+    const rightN: Node<V> = this.#track({
       o: this.#tok,
       k: node.k.slice(h),
       t: node.t === null ? null : node.t.slice(h),
-      v: [],
+      v: NO_VALUES,
       a: null,
       c: node.c.slice(h),
-    };
+    });
     node.k.length = h - 1;
     if (node.t !== null) node.t.length = h - 1;
     node.c.length = h;
@@ -442,12 +463,12 @@ export class BTreeEditor<V> {
         o: this.#tok,
         k: left.k.concat([n.k[li]!], right.k),
         t: left.t === null ? null : left.t.concat([n.t![li]!], right.t!),
-        v: [],
+        v: NO_VALUES,
         a: null,
         c: left.c.concat(right.c!),
       };
     }
-    c.splice(li, 2, merged);
+    c.splice(li, 2, this.#track(merged));
     n.k.splice(li, 1);
     if (n.t !== null) n.t.splice(li, 1);
   }

@@ -29,8 +29,11 @@ export interface TableState<R> {
   readonly rev: number;
   /** Primary index; aux holds each row's revision. */
   readonly primary: BTree<R>;
-  /** Revision → row, for change iterators. */
-  readonly byRev: BTree<R>;
+  /**
+   * Revision → row, for change iterators; null until the table is first observed with
+   * `changes()` (tables nobody iterates don't pay for it).
+   */
+  readonly byRev: BTree<R> | null;
   readonly secondary: readonly BTree<R>[];
   /** Graveyard: `gy[gyStart..gyEnd)`; the array is append-only and shared between states. */
   readonly gy: Grave<R>[];
@@ -65,7 +68,11 @@ export class ReadTxn {
   /** @internal The tree of index `slot` (0 primary, 1.. secondary, -1 by revision). */
   tree<R>(table: Table<R>, slot: number): BTree<R> {
     const s = this.states[table.id] as TableState<R>;
-    return slot === 0 ? s.primary : slot === -1 ? s.byRev : s.secondary[slot - 1]!;
+    return slot === 0
+      ? s.primary
+      : slot === -1
+      ? s.byRev ?? buildByRev(s.primary)
+      : s.secondary[slot - 1]!;
   }
   /** @internal */
   state<R>(table: Table<R>): TableState<R> {
@@ -77,7 +84,7 @@ interface TableEdit<R> {
   table: Table<R>;
   rev: number;
   primary: BTreeEditor<R>;
-  byRev: BTreeEditor<R>;
+  byRev: BTreeEditor<R> | null;
   secondary: BTreeEditor<R>[];
   graves: Grave<R>[];
   /** Flattened (old, new) pairs for firing key watches. */
@@ -102,7 +109,7 @@ export class WriteTxn extends ReadTxn {
         table: t,
         rev: s.rev,
         primary: s.primary.edit(),
-        byRev: s.byRev.edit(),
+        byRev: (s.byRev ?? (t._tracked ? buildByRev(s.primary) : null))?.edit() ?? null,
         secondary: s.secondary.map((b) => b.edit()),
         graves: [],
         changed: [],
@@ -115,7 +122,8 @@ export class WriteTxn extends ReadTxn {
   override tree<R>(table: Table<R>, slot: number): BTree<R> {
     const e = this.#edits[table.id] as TableEdit<R> | undefined;
     if (e === undefined) return super.tree(table, slot);
-    return (slot === 0 ? e.primary : slot === -1 ? e.byRev : e.secondary[slot - 1]!).view();
+    if (slot === -1) return e.byRev?.view() ?? buildByRev(e.primary.view());
+    return (slot === 0 ? e.primary : e.secondary[slot - 1]!).view();
   }
 
   /** @internal */
@@ -181,7 +189,7 @@ export class DB {
     const st: TableState<R> = {
       rev: 0,
       primary: BTree.empty<R>({ aux: true }),
-      byRev: BTree.empty<R>(),
+      byRev: null,
       secondary,
       gy: [],
       gyStart: 0,
@@ -218,6 +226,15 @@ export class DB {
     return new WriteTxn(this, this.#states, tables as Table<unknown>[]);
   }
 
+  /** @internal Adds the revision index to the committed state of a table (no new revision). */
+  _buildRevisionIndex(table: Table<unknown>): void {
+    const s = this.#states[table.id]!;
+    if (s.byRev !== null) return;
+    const states = this.#states.slice();
+    states[table.id] = { ...s, byRev: buildByRev(s.primary) };
+    this.#states = states;
+  }
+
   /** @internal */
   _release(edits: readonly (TableEdit<unknown> | undefined)[]): void {
     for (const e of edits) if (e) this.#locked[e.table.id] = false;
@@ -248,7 +265,7 @@ export class DB {
       states[e.table.id] = {
         rev: e.rev,
         primary: e.primary.done(),
-        byRev: e.byRev.done(),
+        byRev: e.byRev?.done() ?? null,
         secondary: e.secondary.map((s) => s.done()),
         gy,
         gyStart,
@@ -288,6 +305,18 @@ export class DB {
   }
 }
 
+/** The revision index of a primary tree (its aux numbers are the revisions). */
+function buildByRev<R>(primary: BTree<R>): BTree<R> {
+  const entries: [number, R][] = [];
+  primary.scan((_k, v, a) => {
+    entries.push([a, v]);
+  });
+  entries.sort((x, y) => x[0] - y[0]);
+  const ed = BTree.empty<R>().edit();
+  for (const [rev, row] of entries) ed.set(rev, row);
+  return ed.done();
+}
+
 function keysOf<R>(def: IndexDef<R>, row: R): readonly Key[] {
   const k = def.keys(row);
   return typeof k === "object" ? k : [k];
@@ -310,6 +339,8 @@ export class Table<R> {
   /** Per index slot: key → watch, registered by `getWatch`/`listWatch`. */
   readonly #keyWatches: Map<Key, Watch>[];
   readonly #iterators = new Set<ChangeIterator<R>>();
+  /** @internal Whether the revision index is maintained (set by the first `changes()`). */
+  _tracked = false;
 
   /** @internal */
   constructor(db: DB, id: number, schema: TableSchema<R>) {
@@ -450,8 +481,10 @@ export class Table<R> {
     const pk = this.schema.primary.keys(row) as Key;
     const rev = ++e.rev;
     const prev = e.primary.set(pk, row, rev);
-    if (prev !== undefined) e.byRev.delete(e.primary.oldAux);
-    e.byRev.set(rev, row);
+    if (e.byRev !== null) {
+      if (prev !== undefined) e.byRev.delete(e.primary.oldAux);
+      e.byRev.set(rev, row);
+    }
     const sec = this.schema.secondary;
     if (sec !== undefined) {
       for (let i = 0; i < sec.length; i++) {
@@ -491,7 +524,7 @@ export class Table<R> {
     const e = txn.edit(this);
     const prev = e.primary.delete(key);
     if (prev === undefined) return undefined;
-    e.byRev.delete(e.primary.oldAux);
+    e.byRev?.delete(e.primary.oldAux);
     const sec = this.schema.secondary;
     if (sec !== undefined) {
       for (let i = 0; i < sec.length; i++) {
@@ -548,6 +581,10 @@ export class Table<R> {
    * kept for this observer forever.
    */
   changes(): ChangeIterator<R> {
+    if (!this._tracked) {
+      this._tracked = true;
+      this.db._buildRevisionIndex(this as Table<unknown>);
+    }
     const it = new ChangeIterator(this, this.#committed().rev);
     this.#iterators.add(it);
     return it;
@@ -626,7 +663,7 @@ export class ChangeIterator<R> {
       return true;
     };
     let stopped = false;
-    s.byRev.scan((k, v) => {
+    (s.byRev ?? buildByRev(s.primary)).scan((k, v) => {
       const rev = k as number;
       if (!emitGravesBelow(rev) || out.length >= limit) {
         stopped = true;

@@ -98,7 +98,8 @@ export class RedisFlowStore implements FlowStore {
     const make = (role: string) => {
       const tls = options.tls !== undefined || options.url.startsWith("rediss://");
       const client = createClient({
-        url: options.url,
+        // node-redis insists that the scheme and the tls option agree.
+        url: tls ? options.url.replace(/^redis:\/\//, "rediss://") : options.url,
         ...(options.username !== undefined ? { username: options.username } : {}),
         ...(options.password !== undefined ? { password: options.password } : {}),
         disableOfflineQueue: true,

@@ -17,6 +17,8 @@
 #define HF_ENCAP_OVERHEAD 28
 #define HF_ENCAP_PORT_DEFAULT 6080
 #define HF_OUTER_TTL 64
+/* Every IPv4 link carries 576-byte packets: smaller frames never need an MTU check. */
+#define HF_MIN_IPV4_MTU 576
 /* Outer UDP source port: HF_SPORT_BASE | (flow_hash & HF_SPORT_MASK), 49152..65535. */
 #define HF_SPORT_BASE 0xc000
 #define HF_SPORT_MASK 0x3fff
@@ -27,8 +29,9 @@
 /* flow_value.flags */
 #define HF_FLOW_F_PEER (1u << 0) /* learned from a peer, installed by the agent */
 
-/* Map sizes. Maglev: the inner array template only; real tables may have any size
- * (BPF_F_INNER_MAP). */
+/* Map sizes. Service IDs must be < HF_MAX_SERVICES and backend IDs < HF_MAX_BACKENDS: the
+ * controller allocates them densely from 1, and arrays indexed by them keep lookups inlined.
+ * Maglev: the inner array template only; real tables may have any size (BPF_F_INNER_MAP). */
 #define HF_MAX_SERVICES 4096
 #define HF_MAX_BACKENDS 65536
 #define HF_MAX_FLOWS 262144

@@ -19,9 +19,10 @@ struct {
 	__type(value, struct service_value);
 } hf_services SEC(".maps");
 
-/* Backend ID (as stored in Maglev slots) → address packets are encapsulated to. */
+/* Backend ID (as stored in Maglev slots) → address packets are encapsulated to; address 0 = no
+ * such backend. An array (IDs are dense, allocated by the controller): an inlined lookup. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, HF_MAX_BACKENDS);
 	__type(key, __u32);
 	__type(value, struct backend_value);
@@ -36,9 +37,10 @@ struct hf_maglev_inner {
 	__type(value, __u32);
 };
 
-/* Service ID → its Maglev table (an inner array of M backend IDs, 0 = unset slot). */
+/* Service ID → its Maglev table (an inner array of M backend IDs, 0 = unset slot). An array of
+ * maps indexed by the dense service ID; an empty index has no table. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
 	__uint(max_entries, HF_MAX_SERVICES);
 	__type(key, __u32);
 	__array(values, struct hf_maglev_inner);
@@ -60,20 +62,23 @@ struct {
 	__type(value, struct lb_config);
 } hf_config SEC(".maps");
 
-/* Per-CPU packets/bytes/new flows/drops per frontend (key: service ID). */
+/* Per-CPU packets/bytes/new flows/drops per frontend, indexed by service ID (IDs are dense;
+ * an ID beyond the array is counted in slot 0). An array, not a hash: ~30 ns less per packet. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, HF_MAX_SERVICES);
 	__type(key, __u32);
 	__type(value, struct lb_stats);
 } hf_fe_stats SEC(".maps");
 
-/* Per-CPU packets/bytes/new flows per backend (key: backend address, network order). */
+/* Per-CPU new flows per backend, indexed by backend ID (slot 0: IDs beyond the array). Per-backend
+ * packets are counted where they arrive (hf_decap_stat): the flow-hit path knows only the
+ * backend's address, and a per-packet hash lookup by address would cost ~30 ns. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, HF_MAX_BACKENDS);
-	__type(key, __be32);
-	__type(value, struct lb_stats);
+	__type(key, __u32);
+	__type(value, __u64);
 } hf_be_stats SEC(".maps");
 
 /* Per-CPU count of what happened to each packet (enum hf_reason), incl. drop reasons. */

@@ -32,9 +32,9 @@ import {
   type FlowKey,
   type FlowValue,
   ipv4Bytes,
-  ipv4Text,
   type LbConfig,
   type LbStats,
+  readU32,
   type Reason,
   REASONS,
   sumLbStats,
@@ -256,19 +256,27 @@ export class Datapath implements Disposable {
     return out;
   }
 
-  /** Per-frontend counters (key: service ID), summed over CPUs. */
+  /** Per-frontend counters by service ID (slot 0: IDs beyond the array), summed over CPUs. */
   frontendStats(): Map<number, LbStats> {
     const out = new Map<number, LbStats>();
-    for (const [k, v] of this.maps.frontendStats.entries()) {
-      out.set(new DataView(k.buffer).getUint32(0, true), sumLbStats(v));
+    const { keys, values, count } = this.maps.frontendStats.lookupBatch(1024);
+    const per = this.maps.frontendStats.userValueSize;
+    for (let i = 0; i < count; i++) {
+      const s = sumLbStats(values.subarray(i * per, (i + 1) * per));
+      if (s.packets || s.drops || s.newFlows) out.set(readU32(keys, i * 4), s);
     }
     return out;
   }
 
-  /** Per-backend counters (key: backend address), summed over CPUs. */
-  backendStats(): Map<string, LbStats> {
-    const out = new Map<string, LbStats>();
-    for (const [k, v] of this.maps.backendStats.entries()) out.set(ipv4Text(k), sumLbStats(v));
+  /** New flows assigned per backend ID by this node, summed over CPUs. */
+  backendNewFlows(): Map<number, bigint> {
+    const out = new Map<number, bigint>();
+    const { keys, values, count } = this.maps.backendStats.lookupBatch(8192);
+    const per = this.maps.backendStats.userValueSize;
+    for (let i = 0; i < count; i++) {
+      const n = sumU64(values.subarray(i * per, (i + 1) * per));
+      if (n) out.set(readU32(keys, i * 4), n);
+    }
     return out;
   }
 

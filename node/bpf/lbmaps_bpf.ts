@@ -36,6 +36,17 @@ export interface LBMapsHandles {
   readonly maglev: BpfMap;
 }
 
+/** IDs index arrays in the datapath (bpf/consts.h): 1 ≤ id < capacity. */
+function checkId(kind: "service" | "backend", id: number, capacity: number): void {
+  if (!Number.isInteger(id) || id < 1 || id >= capacity) {
+    throw new RangeError(
+      `Cannot use ${kind} ID ${id}: the datapath indexes ${kind}s by ID in an array of ${capacity} (IDs 1..${
+        capacity - 1
+      }, allocated densely)`,
+    );
+  }
+}
+
 function protoNumber(p: L4Protocol): number {
   return p === "TCP" ? PROTO.TCP : PROTO.UDP;
 }
@@ -58,16 +69,25 @@ export class BpfLBMaps implements LBMaps {
   }
 
   updateBackend(id: number, backend: BackendEntry): Promise<void> {
+    checkId("backend", id, this.#m.backends.maxEntries);
+    if (backend.address === "0.0.0.0") {
+      throw new RangeError(
+        `Cannot store backend ${id} with address "0.0.0.0": 0 means "no backend"`,
+      );
+    }
     this.#m.backends.update(u32(id), encodeBackendValue(backend.address, backend.port));
     return Promise.resolve();
   }
 
   deleteBackend(id: number): Promise<void> {
-    this.#m.backends.delete(u32(id));
+    checkId("backend", id, this.#m.backends.maxEntries);
+    // an array entry cannot be deleted: address 0 is "no such backend"
+    this.#m.backends.update(u32(id), new Uint8Array(8));
     return Promise.resolve();
   }
 
   updateMaglev(serviceId: number, table: Uint32Array): Promise<void> {
+    checkId("service", serviceId, this.#m.maglev.maxEntries);
     if (table.length === 0) {
       throw new RangeError(`Cannot store an empty Maglev table for service ${serviceId}`);
     }
@@ -90,6 +110,7 @@ export class BpfLBMaps implements LBMaps {
   }
 
   updateService(key: ServiceKey, entry: ServiceEntry): Promise<void> {
+    checkId("service", entry.serviceId, this.#m.maglev.maxEntries);
     this.#m.services.update(
       encodeServiceKey(key.address, key.port, protoNumber(key.protocol)),
       encodeServiceValue({
@@ -123,8 +144,13 @@ export class BpfLBMaps implements LBMaps {
       ]);
     }
     const backends: Array<readonly [number, BackendEntry]> = [];
-    for (const [k, v] of this.#m.backends.entries()) {
-      backends.push([readU32(k), decodeBackendValue(v)]);
+    {
+      // an array: one batch read, entries with address 0 are unset IDs
+      const { keys, values, count } = this.#m.backends.lookupBatch(8192);
+      for (let i = 0; i < count; i++) {
+        const b = decodeBackendValue(values.subarray(i * 8, i * 8 + 8));
+        if (b.address !== "0.0.0.0") backends.push([readU32(keys, i * 4), b]);
+      }
     }
     const maglev: Array<readonly [number, Uint32Array]> = [];
     for (const [k, v] of this.#m.maglev.entries()) {

@@ -16,6 +16,7 @@ export const MAP_TYPE = {
   PERCPU_HASH: 5,
   PERCPU_ARRAY: 6,
   LRU_HASH: 9,
+  ARRAY_OF_MAPS: 12,
   HASH_OF_MAPS: 13,
   RINGBUF: 27,
 } as const;

@@ -410,10 +410,20 @@ rootTest("hf_lb fixtures through BPF_PROG_TEST_RUN", async (t) => {
       true,
       "frontend 10 counted",
     );
-    const be = dp.backendStats();
-    const total = [...be.values()].reduce((s, x) => s + x.packets, 0n);
-    const tx = dp.reasons().tx_hit + dp.reasons().tx_new;
-    strictEqual(total, tx, "every transmitted packet is counted on exactly one backend");
+    const fePackets = [...dp.frontendStats().values()].reduce((s, x) => s + x.packets, 0n);
+    const r = dp.reasons();
+    strictEqual(fePackets, r.tx_hit + r.tx_new, "every transmitted packet counted on its frontend");
+    const feDrops = [...dp.frontendStats().values()].reduce((s, x) => s + x.drops, 0n);
+    const dropReasons = (Object.keys(r) as (keyof typeof r)[]).filter((k) => k.startsWith("drop_"));
+    strictEqual(
+      feDrops,
+      dropReasons.reduce((s, k) => s + r[k], 0n),
+      "every drop counted on its frontend",
+    );
+    const be = dp.backendNewFlows();
+    const maglevPicks = [...be.values()].reduce((s, x) => s + x, 0n);
+    // new flows minus the one learned from a peer (a hit) = Maglev picks, each on one backend
+    strictEqual(maglevPicks, r.tx_new, "every Maglev pick counted on exactly one backend");
     const events: unknown[] = [];
     const reader = dp.subscribe((e) => events.push(e));
     reader.consume();

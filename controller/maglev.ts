@@ -139,33 +139,25 @@ export const referenceMaglev: MaglevBuilder = {
       skip[k] = (h2s[i]! % (m - 1)) + 1;
       target[k] = maxW;
     }
+    // Inlined turn-taking: each turn a backend takes its next free preferred slot.
     let filled = 0;
-    const take = (k: number): void => {
-      let c = pos[k]!;
-      const s = skip[k]!;
-      while (table[c] !== 0) {
-        c += s;
-        if (c >= m) c -= m;
-      }
-      table[c] = order[k]! + 1;
-      c += s;
-      pos[k] = c >= m ? c - m : c;
-      filled++;
-    };
-    if (minW === maxW) {
-      for (;;) {
-        for (let k = 0; k < n; k++) {
-          take(k);
-          if (filled === m) return table;
-        }
-      }
-    }
+    const equal = minW === maxW;
     for (let round = 1;; round++) {
       for (let k = 0; k < n; k++) {
-        if (round * backends[order[k]!]!.weight < target[k]!) continue;
-        target[k] = target[k]! + maxW;
-        take(k);
-        if (filled === m) return table;
+        if (!equal) {
+          if (round * backends[order[k]!]!.weight < target[k]!) continue;
+          target[k] = target[k]! + maxW;
+        }
+        let c = pos[k]!;
+        const s = skip[k]!;
+        while (table[c] !== 0) {
+          c += s;
+          if (c >= m) c -= m;
+        }
+        table[c] = order[k]! + 1;
+        c += s;
+        pos[k] = c >= m ? c - m : c;
+        if (++filled === m) return table;
       }
     }
   },

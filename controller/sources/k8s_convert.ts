@@ -18,6 +18,7 @@
  */
 
 import type { FlowKeyMode } from "../lbmaps.ts";
+import { scanIPv4 } from "../lb/address.ts";
 import type { BackendInput, FrontendInput, ServiceInput } from "../lb/writer.ts";
 
 /** Object metadata fields used. */
@@ -63,11 +64,8 @@ export const FLOW_KEY_ANNOTATION = "holdfast.io/flow-key";
 /** Annotation setting the Maglev table size (prime). */
 export const MAGLEV_SIZE_ANNOTATION = "holdfast.io/maglev-size";
 
-const IPV4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/;
-
 function isIPv4(s: string | undefined): s is string {
-  const m = s === undefined ? null : IPV4.exec(s);
-  return m !== null && m.slice(1).every((o) => Number(o) <= 255);
+  return s !== undefined && scanIPv4(s) === s.length;
 }
 
 /**

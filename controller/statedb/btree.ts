@@ -69,6 +69,16 @@ function insertAt<T>(arr: T[], i: number, x: T): void {
   arr[i] = x;
 }
 
+/** A copy of `arr` with `x` inserted at `i`, allocated at its exact size. */
+function insertCopy<T>(arr: T[], i: number, x: T): T[] {
+  const n = arr.length;
+  const out = new Array<T>(n + 1);
+  for (let j = 0; j < i; j++) out[j] = arr[j]!;
+  out[i] = x;
+  for (let j = i; j < n; j++) out[j + 1] = arr[j]!;
+  return out;
+}
+
 /** `arr.splice(i, 1)` for small arrays. */
 function removeAt<T>(arr: T[], i: number): void {
   const n = arr.length - 1;
@@ -226,8 +236,8 @@ export class BTreeEditor<V> {
   oldAux = 0;
   #old: V | undefined = undefined;
   #found = false;
-  /** Nodes this edit created; their arrays are trimmed to size when the edit is published. */
-  #owned: Node<V>[] = [];
+  /** Owned nodes that grew in place; their arrays are trimmed to size when published. */
+  readonly #slack = new Set<Node<V>>();
 
   constructor(tree: BTree<V>) {
     this.#root = tree.root;
@@ -265,19 +275,18 @@ export class BTreeEditor<V> {
     }
     this.#found = false;
     this.#old = undefined;
-    this.#root = this.#own(this.#root);
     const r = this.#insert(this.#root, key, value, aux, tb);
-    if (r !== null) {
+    if (Array.isArray(r)) {
       const [left, sepK, sepT, right] = r;
-      this.#root = this.#track({
+      this.#root = {
         o: this.#tok,
         k: [sepK],
         t: this.#multi ? [sepT!] : null,
         v: NO_VALUES,
         a: null,
         c: [left, right],
-      });
-    }
+      };
+    } else this.#root = r;
     if (!this.#found) this.#size++;
     return this.#old;
   }
@@ -299,16 +308,16 @@ export class BTreeEditor<V> {
   /** Publishes the edited tree; the editor must not be used afterwards. */
   done(): BTree<V> {
     this.#finished = true;
-    // In-place inserts grew arrays with slack (V8 grows capacity by ~1.5×); published nodes are
-    // kept for a long time, so give them exact-size arrays.
-    for (const n of this.#owned) {
+    // Nodes that grew in place carry array slack (V8 grows capacity by ~1.5×); published nodes
+    // live long, so give those exact-size arrays. Nodes copied once are exact already.
+    for (const n of this.#slack) {
       n.k = n.k.slice();
       if (n.t !== null) n.t = n.t.slice();
       if (n.c === null) n.v = n.v.slice();
       else n.c = n.c.slice();
       if (n.a !== null) n.a = n.a.slice();
     }
-    this.#owned = [];
+    this.#slack.clear();
     return new BTree(this.#root, this.#size, this.#multi, this.#aux);
   }
 
@@ -325,86 +334,108 @@ export class BTreeEditor<V> {
 
   #own(n: Node<V>): Node<V> {
     if (n.o === this.#tok) return n;
-    return this.#track({
+    return {
       o: this.#tok,
       k: n.k.slice(),
       t: n.t === null ? null : n.t.slice(),
       v: n.c === null ? n.v.slice() : n.v,
       a: n.a === null ? null : n.a.slice(),
       c: n.c === null ? null : n.c.slice(),
-    });
+    };
   }
 
-  #track(n: Node<V>): Node<V> {
-    this.#owned.push(n);
-    return n;
-  }
-
-  /** Returns null when the node absorbed the entry in place, or the split [left, sep, right]. */
+  /**
+   * Inserts below `node`; returns the node for the parent's slot (the same one, or a copy), or
+   * a split [left, separator key, separator tiebreak, right].
+   */
   #insert(
     node: Node<V>,
     key: Key,
     value: V,
     aux: number,
     tb: Key | undefined,
-  ): [Node<V>, Key, Key | undefined, Node<V>] | null {
+  ): Node<V> | [Node<V>, Key, Key | undefined, Node<V>] {
     if (node.c === null) {
       const i = lowerIndex(node.k, node.t, key, tb);
       if (i < node.k.length && cmpAt(node.k, node.t, i, key, tb) === 0) {
         this.#found = true;
         this.#old = node.v[i];
         if (node.a !== null) this.oldAux = node.a[i]!;
-        node.v[i] = value; // caller owns `node` (see below)
-        node.k[i] = key;
-        if (node.a !== null) node.a[i] = aux;
-        return null;
+        const n = this.#own(node);
+        n.v[i] = value;
+        n.k[i] = key;
+        if (n.a !== null) n.a[i] = aux;
+        return n;
       }
-      insertAt(node.k, i, key);
-      if (node.t !== null) insertAt(node.t, i, tb!);
-      insertAt(node.v, i, value);
-      if (node.a !== null) insertAt(node.a, i, aux);
-      if (node.k.length <= MAX) return null;
+      let n: Node<V>;
+      if (node.o === this.#tok) {
+        n = node;
+        insertAt(n.k, i, key);
+        if (n.t !== null) insertAt(n.t, i, tb!);
+        insertAt(n.v, i, value);
+        if (n.a !== null) insertAt(n.a, i, aux);
+        this.#slack.add(n);
+      } else {
+        // First touch in this edit: copy with the entry in place, exact size.
+        n = {
+          o: this.#tok,
+          k: insertCopy(node.k, i, key),
+          t: node.t === null ? null : insertCopy(node.t, i, tb!),
+          v: insertCopy(node.v, i, value),
+          a: node.a === null ? null : insertCopy(node.a, i, aux),
+          c: null,
+        };
+      }
+      if (n.k.length <= MAX) return n;
       // Appending (ascending keys such as revisions): keep the left node full.
-      const h = i === node.k.length - 1 ? MAX : node.k.length >> 1;
-      const right: Node<V> = this.#track({
+      const h = i === n.k.length - 1 ? MAX : n.k.length >> 1;
+      const right: Node<V> = {
         o: this.#tok,
-        k: node.k.slice(h),
-        t: node.t === null ? null : node.t.slice(h),
-        v: node.v.slice(h),
-        a: node.a === null ? null : node.a.slice(h),
+        k: n.k.slice(h),
+        t: n.t === null ? null : n.t.slice(h),
+        v: n.v.slice(h),
+        a: n.a === null ? null : n.a.slice(h),
         c: null,
-      });
-      node.k.length = h;
-      if (node.t !== null) node.t.length = h;
-      node.v.length = h;
-      if (node.a !== null) node.a.length = h;
-      return [node, right.k[0]!, right.t === null ? undefined : right.t[0], right];
+      };
+      n.k.length = h;
+      if (n.t !== null) n.t.length = h;
+      n.v.length = h;
+      if (n.a !== null) n.a.length = h;
+      this.#slack.add(n);
+      return [n, right.k[0]!, right.t === null ? undefined : right.t[0], right];
     }
     const ci = upperIndex(node.k, node.t, key, tb);
-    const child = this.#own(node.c[ci]!);
-    node.c[ci] = child;
-    const r = this.#insert(child, key, value, aux, tb);
-    if (r === null) return null;
-    const [, sepK, sepT, right] = r;
-    insertAt(node.c, ci + 1, right);
-    insertAt(node.k, ci, sepK);
-    if (node.t !== null) insertAt(node.t, ci, sepT!);
-    if (node.c.length <= MAX) return null;
+    const r = this.#insert(node.c[ci]!, key, value, aux, tb);
+    if (!Array.isArray(r)) {
+      if (r === node.c[ci]) return node;
+      const n = this.#own(node);
+      n.c![ci] = r;
+      return n;
+    }
+    const [left, sepK, sepT, right] = r;
+    const n = this.#own(node);
+    const c = n.c!;
+    c[ci] = left;
+    insertAt(c, ci + 1, right);
+    insertAt(n.k, ci, sepK);
+    if (n.t !== null) insertAt(n.t, ci, sepT!);
+    this.#slack.add(n);
+    if (c.length <= MAX) return n;
     // Split an inner node: the middle separator moves up (the last one when appending).
-    const h = ci + 2 === node.c.length ? MAX : node.c.length >> 1;
-    const upK = node.k[h - 1]!, upT = node.t === null ? undefined : node.t[h - 1];
-    const rightN: Node<V> = this.#track({
+    const h = ci + 2 === c.length ? MAX : c.length >> 1;
+    const upK = n.k[h - 1]!, upT = n.t === null ? undefined : n.t[h - 1];
+    const rightN: Node<V> = {
       o: this.#tok,
-      k: node.k.slice(h),
-      t: node.t === null ? null : node.t.slice(h),
+      k: n.k.slice(h),
+      t: n.t === null ? null : n.t.slice(h),
       v: NO_VALUES,
       a: null,
-      c: node.c.slice(h),
-    });
-    node.k.length = h - 1;
-    if (node.t !== null) node.t.length = h - 1;
-    node.c.length = h;
-    return [node, upK, upT, rightN];
+      c: c.slice(h),
+    };
+    n.k.length = h - 1;
+    if (n.t !== null) n.t.length = h - 1;
+    c.length = h;
+    return [n, upK, upT, rightN];
   }
 
   /** `node` is owned by the caller's path (copied on the way down only when something changes). */
@@ -468,7 +499,7 @@ export class BTreeEditor<V> {
         c: left.c.concat(right.c!),
       };
     }
-    c.splice(li, 2, this.#track(merged));
+    c.splice(li, 2, merged);
     n.k.splice(li, 1);
     if (n.t !== null) n.t.splice(li, 1);
   }

@@ -51,7 +51,7 @@ enum hf_reason {
 	HF_R_DROP_BAD_LENGTH = 6,   /* to a frontend, IP/TCP/UDP lengths inconsistent */
 	HF_R_DROP_NO_BACKENDS = 7,  /* new flow, service has backend count 0 */
 	HF_R_DROP_NO_MAGLEV = 8,    /* new flow, no Maglev table for the service */
-	HF_R_DROP_SLOT_ZERO = 9,    /* new flow, Maglev slot unset (0) */
+	HF_R_DROP_MAGLEV_SLOT_ZERO = 9,    /* new flow, Maglev slot unset (0) */
 	HF_R_DROP_NO_BACKEND = 10,  /* new flow, slot names a backend ID not in hf_backends */
 	HF_R_DROP_NO_CONFIG = 11,   /* hf_config has no source address yet */
 	HF_R_DROP_ENCAP = 12,       /* bpf_xdp_adjust_head failed */

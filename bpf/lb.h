@@ -54,11 +54,11 @@ static __always_inline __be32 hf_maglev_pick(struct service_value *svc, __u32 ha
 	__u32 *backend_id = bpf_map_lookup_elem(table, &slot);
 	if (!backend_id) {
 		/* M larger than the table: a control-plane bug, counted like an unset slot */
-		*reason = HF_R_DROP_SLOT_ZERO;
+		*reason = HF_R_DROP_MAGLEV_SLOT_ZERO;
 		return 0;
 	}
 	if (*backend_id == 0) {
-		*reason = HF_R_DROP_SLOT_ZERO;
+		*reason = HF_R_DROP_MAGLEV_SLOT_ZERO;
 		return 0;
 	}
 	__u32 bid = *backend_id;

@@ -44,4 +44,5 @@ export {
   ensureBpffs,
 } from "./datapath.ts";
 export { BpfLBMaps, type LBMapsHandles } from "./lbmaps_bpf.ts";
+export { type DatapathCounters, exportDatapathMetrics } from "./metrics.ts";
 export * from "./structs.ts";

@@ -7,7 +7,14 @@
 
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
-import { Datapath, type FlowEvent, testRun, XDP } from "../../node/bpf/mod.ts";
+import {
+  Datapath,
+  exportDatapathMetrics,
+  type FlowEvent,
+  testRun,
+  XDP,
+} from "../../node/bpf/mod.ts";
+import { Registry } from "../../node/metrics.ts";
 import { tcpFrame } from "./_packets.ts";
 
 const SVC = { address: "10.0.100.1", port: 80, protocol: "TCP" as const };
@@ -158,5 +165,17 @@ rootTest(
     );
     strictEqual(n, 500);
     strictEqual(dp.flows().length, 100 + 1 + 500);
+
+    const reg = new Registry();
+    exportDatapathMetrics(dp, reg);
+    const text = reg.expose();
+    for (
+      const line of [
+        'holdfast_datapath_packets_total{reason="tx_new"} 100',
+        'holdfast_datapath_packets_total{reason="tx_hit"} 1',
+        'holdfast_datapath_frontend_new_flows_total{service_id="5"} 100',
+        'holdfast_datapath_backend_new_flows_total{backend_id="1"} 100',
+      ]
+    ) strictEqual(text.includes(line), true, `metrics lack ${line}:\n${text}`);
   },
 );

@@ -1,0 +1,95 @@
+/**
+ * Prometheus counters for the datapath's per-CPU BPF counters, read at scrape time: packets by
+ * outcome (`reason`), per frontend (service ID) packets/bytes/new flows/drops, new flows per
+ * backend ID. Counters only move forward: after a datapath reload (fresh maps) the next delta
+ * starts from zero again.
+ *
+ * @module
+ */
+
+import type { Registry } from "../metrics.ts";
+import type { LbStats, Reason } from "./structs.ts";
+
+/** What the exporter reads; `Datapath` implements it. */
+export interface DatapathCounters {
+  reasons(): Record<Reason, bigint>;
+  frontendStats(): Map<number, LbStats>;
+  backendNewFlows(): Map<number, bigint>;
+}
+
+/**
+ * Registers the datapath counters on `registry`; they are refreshed from the maps each time the
+ * registry is exposed.
+ *
+ * @example
+ * ```ts ignore
+ * import { registry } from "../metrics.ts";
+ * exportDatapathMetrics(dp, registry);
+ * registry.expose(); // holdfast_datapath_packets_total{reason="tx_hit"} 1234 ...
+ * ```
+ */
+export function exportDatapathMetrics(source: DatapathCounters, registry: Registry): void {
+  // Registered first so its collect hook runs before the counters below are printed.
+  const scrape = registry.gauge(
+    "holdfast_datapath_scrape_seconds",
+    "Time spent reading the datapath's BPF counters at the last scrape",
+  );
+  const packets = registry.counter(
+    "holdfast_datapath_packets_total",
+    "Packets seen by the LB XDP program, by outcome (bpf/consts.h enum hf_reason)",
+    { labelNames: ["reason"] },
+  );
+  const fePackets = registry.counter(
+    "holdfast_datapath_frontend_packets_total",
+    "Packets encapsulated to a backend, per frontend (service ID)",
+    { labelNames: ["service_id"] },
+  );
+  const feBytes = registry.counter(
+    "holdfast_datapath_frontend_bytes_total",
+    "Inner IP bytes encapsulated, per frontend",
+    { labelNames: ["service_id"] },
+  );
+  const feNew = registry.counter(
+    "holdfast_datapath_frontend_new_flows_total",
+    "Flows created by Maglev on this node, per frontend",
+    { labelNames: ["service_id"] },
+  );
+  const feDrops = registry.counter(
+    "holdfast_datapath_frontend_drops_total",
+    "Packets to a frontend dropped (bad packet, no backend, slot 0, too big), per frontend",
+    { labelNames: ["service_id"] },
+  );
+  const beNew = registry.counter(
+    "holdfast_datapath_backend_new_flows_total",
+    "Flows assigned to a backend by Maglev on this node, per backend ID",
+    { labelNames: ["backend_id"] },
+  );
+  const last = new Map<string, bigint>();
+  const advance = (
+    c: { inc(labels: Record<string, string | number>, v: number): void },
+    id: string,
+    labels: Record<string, string | number>,
+    now: bigint,
+  ) => {
+    const prev = last.get(id) ?? 0n;
+    const delta = now >= prev ? now - prev : now; // maps were recreated: count from zero
+    if (delta > 0n) c.inc(labels, Number(delta));
+    last.set(id, now);
+  };
+  scrape.onCollect(() => {
+    const started = performance.now();
+    for (const [reason, n] of Object.entries(source.reasons())) {
+      advance(packets, `r/${reason}`, { reason }, n);
+    }
+    for (const [id, s] of source.frontendStats()) {
+      advance(fePackets, `fp/${id}`, { service_id: id }, s.packets);
+      advance(feBytes, `fb/${id}`, { service_id: id }, s.bytes);
+      advance(feNew, `fn/${id}`, { service_id: id }, s.newFlows);
+      advance(feDrops, `fd/${id}`, { service_id: id }, s.drops);
+    }
+    for (const [id, n] of source.backendNewFlows()) {
+      advance(beNew, `bn/${id}`, { backend_id: id }, n);
+    }
+    scrape.set(undefined, (performance.now() - started) / 1000);
+  });
+}

@@ -1,0 +1,94 @@
+import { deepStrictEqual, strictEqual, throws } from "node:assert/strict";
+import {
+  decodeFlowEvent,
+  decodeFlowKey,
+  decodeFlowValue,
+  decodeServiceKey,
+  decodeServiceValue,
+  encodeBackendValue,
+  encodeFlowKey,
+  encodeFlowValue,
+  encodeLbConfig,
+  encodeServiceKey,
+  encodeServiceValue,
+  ipv4Bytes,
+  REASONS,
+  SIZES,
+  sumLbStats,
+} from "./structs.ts";
+
+Deno.test("flow key: network byte order as on the wire, 16 bytes (docs/contracts.md)", () => {
+  const key = { saddr: "10.0.0.1", daddr: "10.0.100.1", sport: 40000, dport: 80, proto: 6 };
+  const b = encodeFlowKey(key);
+  strictEqual(b.length, SIZES.flow_key);
+  deepStrictEqual(Array.from(b), [10, 0, 0, 1, 10, 0, 100, 1, 0x9c, 0x40, 0, 80, 6, 0, 0, 0]);
+  deepStrictEqual(decodeFlowKey(b), key);
+});
+
+Deno.test("flow value: backend address network order, flags and last_seen host order", () => {
+  const v = { backendAddr: "10.2.0.9", flags: 1, lastSeenNs: 123456789012345n };
+  const b = encodeFlowValue(v);
+  strictEqual(b.length, SIZES.flow_value);
+  deepStrictEqual(Array.from(b.subarray(0, 8)), [10, 2, 0, 9, 1, 0, 0, 0]);
+  deepStrictEqual(decodeFlowValue(b), v);
+});
+
+Deno.test("flow event decodes the 32-byte record", () => {
+  const b = new Uint8Array(32);
+  b.set(encodeFlowKey({ saddr: "1.2.3.4", daddr: "5.6.7.8", sport: 1, dport: 2, proto: 17 }), 0);
+  b.set(ipv4Bytes("9.9.9.9"), 16);
+  new DataView(b.buffer).setUint32(20, 7, true);
+  new DataView(b.buffer).setBigUint64(24, 42n, true);
+  deepStrictEqual(decodeFlowEvent(b), {
+    key: { saddr: "1.2.3.4", daddr: "5.6.7.8", sport: 1, dport: 2, proto: 17 },
+    backendAddr: "9.9.9.9",
+    serviceId: 7,
+    tsNs: 42n,
+  });
+  throws(() => decodeFlowEvent(new Uint8Array(31)), /32/);
+});
+
+Deno.test("service key/value and backend value round-trip", () => {
+  const k = encodeServiceKey("10.0.100.1", 443, 6);
+  strictEqual(k.length, SIZES.service_key);
+  deepStrictEqual(decodeServiceKey(k), { address: "10.0.100.1", port: 443, proto: 6 });
+  const v = { serviceId: 3, backendCount: 2, flags: 1, maglevSize: 251 };
+  deepStrictEqual(decodeServiceValue(encodeServiceValue(v)), v);
+  deepStrictEqual(Array.from(encodeBackendValue("10.2.0.1", 8080)), [
+    10,
+    2,
+    0,
+    1,
+    0x1f,
+    0x90,
+    0,
+    0,
+  ]);
+});
+
+Deno.test("lb_config: source address network order, port and seed host order", () => {
+  const b = encodeLbConfig({ srcAddr: "10.1.1.2", encapPort: 6080, seed: 0xdeadbeef });
+  strictEqual(b.length, SIZES.lb_config);
+  deepStrictEqual(Array.from(b.subarray(0, 6)), [10, 1, 1, 2, 0xc0, 0x17]);
+  strictEqual(new DataView(b.buffer).getUint32(8, true), 0xdeadbeef);
+});
+
+Deno.test("per-CPU stats are summed over CPUs", () => {
+  const b = new Uint8Array(64);
+  const v = new DataView(b.buffer);
+  v.setBigUint64(0, 1n, true);
+  v.setBigUint64(32, 2n, true);
+  v.setBigUint64(56, 5n, true);
+  deepStrictEqual(sumLbStats(b), { packets: 3n, bytes: 0n, newFlows: 0n, drops: 5n });
+});
+
+Deno.test("bad addresses are refused with the value quoted", () => {
+  throws(() => ipv4Bytes("10.0.0.256"), /"10\.0\.0\.256"/);
+  throws(() => ipv4Bytes("10.0.0"), /"10\.0\.0"/);
+});
+
+Deno.test("reason names: 18, in enum order (tests/bpf/consts_mirror_test.ts checks the C)", () => {
+  strictEqual(REASONS.length, 18);
+  strictEqual(REASONS[9], "drop_maglev_slot_zero");
+  strictEqual(REASONS[14], "tx_hit");
+});

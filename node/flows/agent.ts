@@ -31,7 +31,7 @@ import {
   parseIpv4,
 } from "./flow.ts";
 import type { FlowTable } from "./table.ts";
-import type { FlowChange, FlowStore } from "./store.ts";
+import { type FlowChange, type FlowStore, StoreUnavailableError } from "./store.ts";
 import { BoundedQueue } from "./queue.ts";
 import { setImmediate } from "node:timers";
 import { log as rootLog, type Logger } from "../log.ts";
@@ -169,6 +169,8 @@ export class FlowSyncAgent {
   #lastDropLog = -Infinity;
   /** Queue drops already compensated by rewriting learned flows. */
   #droppedAtDown = 0;
+  /** Store failures since the last successful write (recovery backoff). */
+  #failStreak = 0;
 
   constructor(table: FlowTable, store: FlowStore, options: FlowSyncAgentOptions) {
     this.node = options.node;
@@ -341,7 +343,9 @@ export class FlowSyncAgent {
   }
 
   #pump(): void {
-    while (!this.#down && this.#queue.size > 0 && this.#inFlight < this.#maxInFlight) {
+    while (
+      this.#running && !this.#down && this.#queue.size > 0 && this.#inFlight < this.#maxInFlight
+    ) {
       const batch = this.#queue.take(this.#batchSize);
       this.#inFlight++;
       const done = this.#write(batch).finally(() => {
@@ -385,6 +389,7 @@ export class FlowSyncAgent {
         byVip.delete(vip);
       }
       this.#m.writeSeconds.observe(undefined, (performance.now() - oldest) / 1000);
+      this.#failStreak = 0;
     } catch (err) {
       // Put back what was not written (vips already written were removed from byVip).
       const rest: Pending[] = [];
@@ -397,17 +402,24 @@ export class FlowSyncAgent {
 
   #storeFailed(err: unknown, during: string): void {
     if (!this.#down) {
-      this.#log.warn("flow store unavailable", { during, err, queued: this.#queue.size });
+      this.#failStreak++;
+      if (err instanceof StoreUnavailableError) {
+        this.#log.warn("flow store unavailable", { during, err, queued: this.#queue.size });
+      } else {
+        // Reachable but refusing (e.g. an ACL without a needed command): retried with backoff.
+        this.#log.error("flow store rejected a request", { during, err, queued: this.#queue.size });
+      }
     }
     this.#setDown(true);
     this.#recovering ??= this.#recover().finally(() => this.#recovering = null);
   }
 
   async #recover(): Promise<void> {
-    let delay = 50;
+    // Consecutive failures without a successful write back off up to 5 s between attempts.
+    let delay = Math.min(50 * 2 ** Math.min(this.#failStreak - 1, 10), 5000);
     while (this.#running) {
       await sleep(delay);
-      delay = Math.min(delay * 2, 1000);
+      delay = Math.max(delay, Math.min(delay * 2, 1000));
       try {
         const id = await this.#store.instanceId(this.#vips);
         if (id !== this.#instance) {

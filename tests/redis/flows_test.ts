@@ -239,3 +239,24 @@ Deno.test("redis: an ACL user with least privilege works; wrong password is repo
   }
   assert(logs.records.some((r) => r.msg === "redis authentication failed"), "logged");
 });
+
+Deno.test("redis: an ACL user missing a command gets a logged rejection and a backed-off retry", async () => {
+  using logs = captureLogs();
+  const rules = ["~hf:*", "+@all", "-@dangerous", "-xadd"];
+  await using redis = await startRedis({ aclUsers: [{ name: "narrow", password: "pw", rules }] });
+  await using a = await node("lb-a", redis, {
+    store: { url: `redis://narrow:pw@127.0.0.1:${redis.port}` },
+  });
+  datapathLearns(a, event("10.0.0.1", 1, "10.0.1.2"));
+  await until(
+    "rejection logged",
+    () =>
+      logs.records.some((r) =>
+        r.msg === "flow store rejected a request" && /NOPERM|xadd/i.test(String(r.err))
+      ),
+  );
+  await new Promise((r) => setTimeout(r, 1500));
+  const rejections = logs.records.filter((r) => r.msg === "flow store rejected a request").length;
+  assert(rejections <= 6, `retries back off: ${rejections} rejections in ~1.5 s`);
+  assertEquals(a.agent.queued, 1, "the flow waits in the queue, not lost");
+});

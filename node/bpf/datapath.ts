@@ -15,6 +15,7 @@ import {
   type XdpMode,
 } from "./attach.ts";
 import { BpfMap, UPDATE } from "./map.ts";
+import { BpfError, ERRNO } from "./errors.ts";
 import { BpfObject, type BpfProgram } from "./object.ts";
 import { RingBufferReader } from "./ringbuf.ts";
 import {
@@ -73,9 +74,14 @@ export interface DatapathOptions {
   readonly maxFlows?: number;
 }
 
-/** Ensures bpffs is mounted at /sys/fs/bpf and `dir` exists. */
+/**
+ * Makes sure `dir` exists on a bpffs mount. Under /sys/fs/bpf, bpffs is mounted there first if
+ * missing (as in a fresh `ip netns exec`, which remounts /sys). Any other directory must already
+ * be on a bpffs mount (e.g. a per-node mount made by the caller in the root mount namespace, so
+ * pins outlive a process started with `ip netns exec`).
+ */
 export async function ensureBpffs(dir: string): Promise<void> {
-  if (!isBpffs("/sys/fs/bpf")) {
+  if ((dir === "/sys/fs/bpf" || dir.startsWith("/sys/fs/bpf/")) && !isBpffs("/sys/fs/bpf")) {
     const r = await new Deno.Command("mount", {
       args: ["-t", "bpf", "bpf", "/sys/fs/bpf"],
       stderr: "piped",
@@ -87,6 +93,11 @@ export async function ensureBpffs(dir: string): Promise<void> {
     }
   }
   mkdirP(dir);
+  if (!isBpffs(dir)) {
+    throw new Error(
+      `Cannot pin maps in "${dir}": it is not on a bpffs mount (mount -t bpf bpf DIR first)`,
+    );
+  }
 }
 
 /**
@@ -141,12 +152,23 @@ export class Datapath implements Disposable {
     const pinDir = options.pinDir === undefined ? DEFAULT_PIN_DIR : options.pinDir;
     if (pinDir !== null) await ensureBpffs(pinDir);
     const path = `${options.objectDir ?? DEFAULT_OBJECT_DIR}/lb_xdp.o`;
-    const object = BpfObject.open(path, {
-      pinDir: pinDir ?? undefined,
-      pinMaps: pinDir === null ? undefined : LB_PINNED_MAPS,
-      maxEntries: options.maxFlows ? { hf_flows: options.maxFlows } : undefined,
-    });
-    return new Datapath(object, pinDir);
+    try {
+      const object = BpfObject.open(path, {
+        pinDir: pinDir ?? undefined,
+        pinMaps: pinDir === null ? undefined : LB_PINNED_MAPS,
+        maxEntries: options.maxFlows ? { hf_flows: options.maxFlows } : undefined,
+      });
+      return new Datapath(object, pinDir);
+    } catch (e) {
+      if (pinDir !== null && e instanceof BpfError && e.errno === ERRNO.EINVAL) {
+        throw new BpfError(
+          `Cannot load "${path}" with the maps pinned in "${pinDir}" (pinned by an incompatible version? ` +
+            `Datapath.unpin("${pinDir}") resets them, losing flows)`,
+          e.errno,
+        );
+      }
+      throw e;
+    }
   }
 
   /**

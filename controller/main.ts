@@ -1,0 +1,82 @@
+/**
+ * `holdfast control-plane` subcommand: runs the control plane over in-memory maps from a file
+ * config (default: the embedded demo config) and prints the tables and the resulting maps — a
+ * dry run of what the agent would program.
+ *
+ * Usage: `control-plane [--config FILE.yaml|FILE.json] [--maglev M]`
+ *
+ * @module
+ */
+
+import { createControlPlane } from "./control_plane.ts";
+import { backendHeader, backendToRow } from "./lb/backend.ts";
+import { frontendHeader, frontendToRow } from "./lb/frontend.ts";
+import { formatTable } from "./lb/print.ts";
+import { selectBackends } from "./lb/select.ts";
+import { serviceHeader, serviceToRow } from "./lb/service.ts";
+import { MemoryLBMaps } from "./lbmaps_memory.ts";
+import { DEFAULT_MAGLEV_SIZE } from "./maglev.ts";
+import { DEFAULT_CONFIG_YAML, FileSource } from "./sources/file_source.ts";
+
+/** Entry point; returns the exit code. */
+export async function main(args: string[]): Promise<number> {
+  let config: string | undefined;
+  let maglev = DEFAULT_MAGLEV_SIZE;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === "--config") config = args[++i];
+    else if (a === "--maglev") maglev = Number(args[++i]);
+    else if (a === "-h" || a === "--help") {
+      console.log("usage: control-plane [--config FILE.yaml|FILE.json] [--maglev M]");
+      return 0;
+    } else {
+      console.error(`control-plane: unknown argument "${a}"`);
+      return 2;
+    }
+  }
+  const maps = new MemoryLBMaps();
+  const cp = await createControlPlane(maps, { maglevSize: maglev, log: () => {} });
+  const file = new FileSource(cp.writer);
+  const txn = file.src.txn();
+  const done = file.src.registerInitializer(txn);
+  txn.commit();
+  cp.start();
+  try {
+    if (config === undefined) file.load(DEFAULT_CONFIG_YAML);
+    else await file.loadFile(config);
+    const w = file.src.txn();
+    done(w);
+    w.commit();
+    await cp.reconciler.waitIdle();
+    const r = cp.db.readTxn();
+    const t = cp.tables;
+    console.log(formatTable(serviceHeader, t.services.all(r).map(serviceToRow)));
+    console.log(formatTable(
+      frontendHeader,
+      t.frontends.all(r).map((f) =>
+        frontendToRow(f, selectBackends(r, t, f).map((b) => b.address))
+      ),
+    ));
+    console.log(formatTable(backendHeader, t.backends.all(r).map(backendToRow)));
+    const d = await maps.dump();
+    console.log("maps:");
+    for (const [k, e] of d.services) {
+      console.log(
+        `  service ${k.address}:${k.port}/${k.protocol} id=${e.serviceId} backends=${e.backendCount} M=${e.maglevSize}`,
+      );
+    }
+    for (const [id, b] of d.backends) console.log(`  backend ${id} ${b.address}:${b.port}`);
+    if (maps.violations.length > 0) {
+      console.error(`ordering violations: ${maps.violations.join("; ")}`);
+      return 1;
+    }
+    return 0;
+  } catch (e) {
+    console.error(`control-plane: ${(e as Error).message}`);
+    return 1;
+  } finally {
+    await cp.stop();
+  }
+}
+
+if (import.meta.main) Deno.exit(await main(Deno.args));

@@ -1,0 +1,45 @@
+/**
+ * Holdfast's control plane: the table store, the load-balancer model and its Writer,
+ * reconcilers, the BPF-maps reconciler, data sources and the script-test runner.
+ *
+ * @example
+ * ```ts
+ * import { createControlPlane, DEFAULT_CONFIG_YAML, FileSource, MemoryLBMaps } from "./mod.ts";
+ * const cp = await createControlPlane(new MemoryLBMaps(), { log: () => {} });
+ * const file = new FileSource(cp.writer);
+ * cp.start();
+ * file.load(DEFAULT_CONFIG_YAML);
+ * await cp.waitFrontend("10.0.100.1:80/TCP");
+ * await cp.stop();
+ * ```
+ *
+ * @module
+ */
+export { type BPFMetrics, LBMapsOps, type LBMapsOpsOptions } from "./bpf_reconciler.ts";
+export {
+  type ControlPlane,
+  type ControlPlaneOptions,
+  createControlPlane,
+  frontendStatus,
+} from "./control_plane.ts";
+export * from "./lb/mod.ts";
+export type * from "./lbmaps.ts";
+export { FaultyLBMaps, InjectedFault, MemoryLBMaps } from "./lbmaps_memory.ts";
+export {
+  checkMaglevSize,
+  DEFAULT_MAGLEV_SIZE,
+  type MaglevBackend,
+  type MaglevBuilder,
+  referenceMaglev,
+} from "./maglev.ts";
+export * from "./reconciler/mod.ts";
+export {
+  ConfigError,
+  DEFAULT_CONFIG_YAML,
+  type FileConfig,
+  FileSource,
+  parseConfig,
+} from "./sources/file_source.ts";
+export * from "./sources/k8s_convert.ts";
+export { type K8sEvent, K8sSource } from "./sources/k8s_source.ts";
+export * from "./statedb/mod.ts";

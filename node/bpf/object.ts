@@ -5,24 +5,48 @@
  * @module
  */
 
-import { bpf, cstr, errno, readCstr } from "./_ffi.ts";
+import { bpf, c, cstr, errno, readCstr } from "./_ffi.ts";
 import { BpfError, check } from "./errors.ts";
 import { BpfMap } from "./map.ts";
 
-/** A loaded program of a {@linkcode BpfObject}; valid while the object is open. */
-export class BpfProgram {
+/**
+ * A loaded program. From {@linkcode BpfObject.program} its fd belongs to the object (dispose is
+ * a no-op); from {@linkcode BpfProgram.fromPinned} this handle owns the fd and dispose closes it.
+ */
+export class BpfProgram implements Disposable {
   readonly name: string;
-  readonly #fd: number;
+  #fd: number;
+  readonly #ownsFd: boolean;
 
-  /** Wraps a loaded program's fd (owned by its object). */
-  constructor(name: string, fd: number) {
+  /** Wraps a loaded program's fd; `ownsFd` makes dispose close it. */
+  constructor(name: string, fd: number, options: { ownsFd?: boolean } = {}) {
     this.name = name;
     this.#fd = fd;
+    this.#ownsFd = options.ownsFd ?? false;
   }
 
-  /** The program's file descriptor (owned by the object). */
+  /** Opens a program pinned in bpffs. */
+  static fromPinned(path: string): BpfProgram {
+    const fd = bpf().bpf_obj_get(cstr(path));
+    if (fd < 0) throw new BpfError(`Cannot open pinned program "${path}"`, -fd);
+    return new BpfProgram(path.split("/").pop() ?? path, fd, { ownsFd: true });
+  }
+
+  /** The program's file descriptor. */
   get fd(): number {
+    if (this.#fd < 0) throw new Error(`Cannot use program "${this.name}": it is closed`);
     return this.#fd;
+  }
+
+  /** Pins the program at a bpffs path (it then outlives every fd and attachment). */
+  pin(path: string): void {
+    check(bpf().bpf_obj_pin(this.fd, cstr(path)), `Cannot pin program "${this.name}" at "${path}"`);
+  }
+
+  /** Closes the fd if this handle owns it. */
+  [Symbol.dispose](): void {
+    if (this.#ownsFd && this.#fd >= 0) c().close(this.#fd);
+    this.#fd = -1;
   }
 }
 

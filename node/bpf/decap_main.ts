@@ -10,6 +10,7 @@
 
 import { intFlag, parseFlags } from "./cli_args.ts";
 import { DecapDatapath } from "./datapath.ts";
+import { log } from "../log.ts";
 
 const USAGE =
   "usage: decap --iface IF [--netns NS] [--vip IP[,IP...]] [--encap-port PORT] [--mss N (0 = off)] [--object-dir DIR]";
@@ -48,27 +49,10 @@ export async function main(args: string[]): Promise<number> {
     dp.configure({ encapPort, mssMax });
     for (const vip of vips) dp.addLocalVip(vip);
     dp.attach(iface, { netns });
-    console.log(
-      JSON.stringify({
-        level: "info",
-        msg: "decap attached",
-        iface,
-        netns,
-        vips,
-        encapPort,
-        mssMax,
-      }),
-    );
+    log.info("decap attached", { component: "bpf", iface, netns, vips, encapPort, mssMax });
     return 0;
   } catch (e) {
-    console.error(
-      JSON.stringify({
-        level: "error",
-        msg: "decap setup failed",
-        iface,
-        error: (e as Error).message,
-      }),
-    );
+    log.error("decap setup failed", { component: "bpf", iface, error: (e as Error).message });
     return 1;
   }
 }

@@ -9,6 +9,7 @@
 import { bpf, c, errno } from "./_ffi.ts";
 import { BpfError } from "./errors.ts";
 import type { BpfMap } from "./map.ts";
+import { log } from "../log.ts";
 
 /** Options for {@linkcode RingBufferReader}. */
 export interface RingBufferOptions {
@@ -49,14 +50,11 @@ export class RingBufferReader implements AsyncDisposable {
         try {
           onRecord(bytes);
         } catch (e) {
-          console.error(
-            JSON.stringify({
-              level: "error",
-              msg: "ringbuf: record handler threw",
-              map: map.name,
-              error: String(e),
-            }),
-          );
+          log.error("ringbuf: record handler threw", {
+            component: "bpf",
+            map: map.name,
+            error: String(e),
+          });
         }
         return 0;
       },

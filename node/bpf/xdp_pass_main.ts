@@ -10,6 +10,7 @@ import { attachXdp } from "./attach.ts";
 import { parseFlags } from "./cli_args.ts";
 import { DEFAULT_OBJECT_DIR } from "./datapath.ts";
 import { BpfObject } from "./object.ts";
+import { log } from "../log.ts";
 
 const USAGE = "usage: xdp-pass --iface IF [--netns NS] [--mode native|generic] [--object-dir DIR]";
 
@@ -37,17 +38,10 @@ function run(args: string[]): number {
   try {
     using obj = BpfObject.open(`${flags.get("object-dir") ?? DEFAULT_OBJECT_DIR}/xdp_pass.o`);
     attachXdp(obj.program("hf_xdp_pass"), iface, { netns, mode });
-    console.log(JSON.stringify({ level: "info", msg: "xdp-pass attached", iface, netns, mode }));
+    log.info("xdp-pass attached", { component: "bpf", iface, netns, mode });
     return 0;
   } catch (e) {
-    console.error(
-      JSON.stringify({
-        level: "error",
-        msg: "xdp-pass attach failed",
-        iface,
-        error: (e as Error).message,
-      }),
-    );
+    log.error("xdp-pass attach failed", { component: "bpf", iface, error: (e as Error).message });
     return 1;
   }
 }

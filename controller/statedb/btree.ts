@@ -61,6 +61,85 @@ function cmpAt(ks: Key[], ts: Key[] | null, i: number, key: Key, tb: Key | undef
   return t < tb ? -1 : t > tb ? 1 : 0;
 }
 
+// The search loops come in a string and a number flavour: a comparison site that only ever sees
+// one type compiles to a direct string or integer compare instead of V8's generic `<`.
+
+function lowerStr(ks: string[], ts: Key[] | null, key: string, tb: Key | undefined): number {
+  let lo = 0, hi = ks.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    const k = ks[mid]!;
+    if (
+      k < key ||
+      (k === key && ts !== null && tb !== undefined && (ts[mid] as string) < (tb as string))
+    ) {
+      lo = mid + 1;
+    } else hi = mid;
+  }
+  return lo;
+}
+
+function lowerNum(ks: number[], key: number): number {
+  let lo = 0, hi = ks.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (ks[mid]! < key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function upperStr(ks: string[], ts: Key[] | null, key: string, tb: Key | undefined): number {
+  let lo = 0, hi = ks.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    const k = ks[mid]!;
+    // entry ≤ probe
+    if (
+      k < key ||
+      (k === key && (ts === null || (tb !== undefined && (ts[mid] as string) <= (tb as string))))
+    ) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function upperNum(ks: number[], key: number): number {
+  let lo = 0, hi = ks.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (ks[mid]! <= key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** First index whose entry is ≥ the probe. */
+function lowerIndex(ks: Key[], ts: Key[] | null, key: Key, tb: Key | undefined): number {
+  if (typeof key === "string") return lowerStr(ks as string[], ts, key, tb);
+  if (ts === null) return lowerNum(ks as number[], key);
+  let lo = 0, hi = ks.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (cmpAt(ks, ts, mid, key, tb) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** Number of separators ≤ the probe: the child that may hold it. */
+function upperIndex(ks: Key[], ts: Key[] | null, key: Key, tb: Key | undefined): number {
+  if (typeof key === "string") return upperStr(ks as string[], ts, key, tb);
+  if (ts === null) return upperNum(ks as number[], key);
+  let lo = 0, hi = ks.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (cmpAt(ks, ts, mid, key, tb) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /** `arr.splice(i, 0, x)` without the builtin's overhead (small arrays). */
 function insertAt<T>(arr: T[], i: number, x: T): void {
   let j = arr.length;
@@ -84,28 +163,6 @@ function removeAt<T>(arr: T[], i: number): void {
   const n = arr.length - 1;
   for (let j = i; j < n; j++) arr[j] = arr[j + 1]!;
   arr.length = n;
-}
-
-/** First index whose entry is ≥ the probe. */
-function lowerIndex(ks: Key[], ts: Key[] | null, key: Key, tb: Key | undefined): number {
-  let lo = 0, hi = ks.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (cmpAt(ks, ts, mid, key, tb) < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/** Number of separators ≤ the probe: the child that may hold it. */
-function upperIndex(ks: Key[], ts: Key[] | null, key: Key, tb: Key | undefined): number {
-  let lo = 0, hi = ks.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (cmpAt(ks, ts, mid, key, tb) <= 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }
 
 function findLeaf<V>(root: Node<V>, key: Key, tb: Key | undefined): Node<V> {

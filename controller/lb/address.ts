@@ -66,6 +66,15 @@ export class AddressError extends Error {
 
 /** Parses `IP:PORT/PROTO`; throws {@linkcode AddressError} saying what is wrong. */
 export function parseAddr(s: string): L3n4Addr {
+  if (isAddr(s)) {
+    // Fast path: already validated; split without a regex.
+    const colon = s.indexOf(":"), slash = s.length - 4;
+    return {
+      ip: s.slice(0, colon),
+      port: Number(s.slice(colon + 1, slash)),
+      protocol: s.charCodeAt(slash + 1) === 84 ? "TCP" : "UDP",
+    };
+  }
   const m = RE.exec(s);
   if (m === null) {
     throw new AddressError(`Cannot parse address "${s}": expected IPv4:PORT/TCP|UDP`);

@@ -58,3 +58,36 @@ Deno.test("agent arguments: errors name the argument", () => {
     if (!msg.includes(want)) throw new Error(`${JSON.stringify(args)}: "${msg}" lacks ${want}`);
   }
 });
+
+Deno.test("agent arguments: the e2e cluster's flags (aliases, services file, no flow sync)", () => {
+  const a = parseAgentArgs([
+    "--node",
+    "lb1",
+    "--iface",
+    "eth0",
+    "--address",
+    "10.2.1.2",
+    "--config",
+    "/tmp/s.json",
+    "--bpffs",
+    "/tmp/bpffs-lb1",
+    "--redis",
+    "redis://10.9.0.2:6379",
+    "--vip",
+    "10.0.100.1",
+  ]);
+  assertEquals(
+    [a.nodeName, a.attach, a.configure, a.config, a.pinDir, a.redis?.url, a.vips],
+    [
+      "lb1",
+      { ifname: "eth0" },
+      { srcAddr: "10.2.1.2", encapPort: 6080, seed: 0 },
+      "/tmp/s.json",
+      "/tmp/bpffs-lb1",
+      "redis://10.9.0.2:6379",
+      ["10.0.100.1"],
+    ],
+  );
+  const b = parseAgentArgs(["--node", "lb1", "--config", "/tmp/s.json", "--no-flow-sync"]);
+  assertEquals([b.redis, b.vips, b.config], [undefined, [], "/tmp/s.json"]);
+});

@@ -258,7 +258,7 @@ async function txnBench(): Promise<{ commitsPerS: number; wakeP50Us: number; wak
   };
 }
 
-async function main(): Promise<void> {
+export async function main(): Promise<void> {
   const n = flag("services", 10_000), b = flag("backends", 10), maglev = flag("maglev", 1021);
   const batch = flag("batch", 100);
   if (!gcFn) console.log("warning: run with --v8-flags=--expose-gc for retained-memory numbers");

@@ -36,17 +36,11 @@ export async function main(args: string[]): Promise<number> {
   }
   const maps = new MemoryLBMaps();
   const cp = await createControlPlane(maps, { maglevSize: maglev, log: () => {} });
-  const file = new FileSource(cp.writer);
-  const txn = file.src.txn();
-  const done = file.src.registerInitializer(txn);
-  txn.commit();
+  const file = new FileSource(cp.writer); // registers its initializer: no prune before the load
   cp.start();
   try {
     if (config === undefined) file.load(DEFAULT_CONFIG_YAML);
     else await file.loadFile(config);
-    const w = file.src.txn();
-    done(w);
-    w.commit();
     await cp.reconciler.waitIdle();
     const r = cp.db.readTxn();
     const t = cp.tables;

@@ -136,7 +136,7 @@ class ScriptEnv {
     });
     this.k8s = new K8sSource(this.cp.writer);
     this.k8s.registerInitializer();
-    this.file = new FileSource(this.cp.writer);
+    this.file = new FileSource(this.cp.writer, { initializer: false });
     this.cp.start();
   }
 

@@ -164,9 +164,21 @@ export function parseConfig(text: string, options: { format?: "yaml" | "json" } 
 export class FileSource {
   readonly src: SourceWriter;
   #previous: FileConfig = { services: [], redirects: [] };
+  #initDone: ((txn: WriteTxn) => void) | null = null;
 
-  constructor(writer: Writer, options: { source?: string } = {}) {
+  /**
+   * Registers the source as an initializer of the LB tables (unless `initializer: false`):
+   * the reconciler will not prune the maps until the first config has loaded, so a restarted
+   * agent whose config is unreadable keeps serving what the maps hold. Construct it before
+   * starting the control plane.
+   */
+  constructor(writer: Writer, options: { source?: string; initializer?: boolean } = {}) {
     this.src = writer.source(options.source ?? "file");
+    if (options.initializer ?? true) {
+      const txn = this.src.txn();
+      this.#initDone = this.src.registerInitializer(txn);
+      txn.commit();
+    }
   }
 
   /** Parses `text` and applies it in one transaction. */
@@ -175,6 +187,8 @@ export class FileSource {
     const txn = this.src.txn();
     try {
       this.applyIn(txn, cfg);
+      this.#initDone?.(txn);
+      this.#initDone = null;
       txn.commit();
     } finally {
       txn.abort();

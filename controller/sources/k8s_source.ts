@@ -41,8 +41,12 @@ export class K8sSource {
     this.#includeClusterIP = options.includeClusterIP ?? false;
   }
 
-  /** Registers the initial-sync initializer (call before the first events). */
+  /**
+   * Registers the initial-sync initializer (before the control plane starts; idempotent):
+   * pruning waits until `synced()`.
+   */
   registerInitializer(): void {
+    if (this.#initDone !== null) return;
     const txn = this.src.txn();
     this.#initDone = this.src.registerInitializer(txn);
     txn.commit();

@@ -13,6 +13,12 @@
 #define HF_IP_OFFSET 0x1fff
 #define HF_IP_DF 0x4000
 
+/* ICMP destination unreachable / fragmentation needed (RFC 792, RFC 1191) */
+#define HF_ICMP_DEST_UNREACH 3
+#define HF_ICMP_FRAG_NEEDED 4
+/* An ICMP error quotes the IPv4 header (20, no options here) and 8 bytes of L4. */
+#define HF_ICMP_QUOTE (20 + 8)
+
 /* Outer headers added by encapsulation: IPv4 (20, no options) + UDP (8). */
 #define HF_ENCAP_OVERHEAD 28
 #define HF_ENCAP_PORT_DEFAULT 6080
@@ -60,7 +66,8 @@ enum hf_reason {
 	HF_R_TX_NEW = 15,           /* encapsulated, new flow (Maglev) */
 	HF_R_EVENT_LOST = 16,       /* ring buffer full: new-flow event not delivered (packet sent) */
 	HF_R_PASS_ICMP = 17,        /* ICMP: passed to the kernel */
-	HF_R_COUNT = 18,
+	HF_R_TX_ICMP_TOO_BIG = 18,  /* oversize DF packet answered with ICMP frag-needed (docs/mtu.md) */
+	HF_R_COUNT = 19,
 };
 
 /* Per-CPU reason counters of the decap/MSS object (hf_decap_stat index). */

@@ -122,6 +122,75 @@ static __always_inline int hf_encap(struct xdp_md *ctx, struct lb_config *cfg, _
 	return 0;
 }
 
+/* Turns an oversize frame (clean IPv4, no options, checked by the caller) into an ICMP
+ * "fragmentation needed" reply to its source carrying next-hop MTU = mtu - 28, to be sent back
+ * with XDP_TX (RFC 1191): the frame is cut to IP header + 8 bytes and 28 bytes of outer IPv4 +
+ * ICMP are prepended. Returns 0, or -1 when the frame could not be rewritten (then drop it). */
+static __always_inline int hf_icmp_too_big(struct xdp_md *ctx, struct lb_config *cfg, __u32 mtu)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)eth + sizeof(*eth) + HF_ICMP_QUOTE > data_end)
+		return -1;
+	if (mtu < 68 + HF_ENCAP_OVERHEAD)
+		return -1;
+	struct iphdr *orig = (void *)(eth + 1);
+	__be32 client = orig->saddr;
+	unsigned char dst[ETH_ALEN], src[ETH_ALEN];
+	__builtin_memcpy(dst, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(src, eth->h_dest, ETH_ALEN);
+
+	int len = data_end - data;
+	if (bpf_xdp_adjust_tail(ctx, (int)(sizeof(*eth) + HF_ICMP_QUOTE) - len))
+		return -1;
+	if (bpf_xdp_adjust_head(ctx, -(int)(sizeof(struct iphdr) + 8)))
+		return -1;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	__u8 *icmp = (void *)(ip + 1);
+	if ((void *)(icmp + 8 + HF_ICMP_QUOTE) > data_end)
+		return -1;
+
+	__builtin_memcpy(eth->h_dest, dst, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, src, ETH_ALEN);
+	eth->h_proto = bpf_htons(HF_ETH_P_IP);
+
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tos = 0;
+	ip->tot_len = bpf_htons(sizeof(struct iphdr) + 8 + HF_ICMP_QUOTE);
+	ip->id = 0;
+	ip->frag_off = 0;
+	ip->ttl = HF_OUTER_TTL;
+	ip->protocol = HF_IPPROTO_ICMP;
+	ip->check = 0;
+	ip->saddr = cfg->src_addr;
+	ip->daddr = client;
+	ip->check = hf_ipv4_csum(ip);
+
+	__u16 next_hop_mtu = mtu - HF_ENCAP_OVERHEAD;
+	icmp[0] = HF_ICMP_DEST_UNREACH;
+	icmp[1] = HF_ICMP_FRAG_NEEDED;
+	icmp[2] = 0; /* checksum, below */
+	icmp[3] = 0;
+	icmp[4] = 0; /* unused */
+	icmp[5] = 0;
+	icmp[6] = next_hop_mtu >> 8;
+	icmp[7] = next_hop_mtu & 0xff;
+	__u16 *w = (__u16 *)icmp;
+	__u32 sum = 0;
+#pragma unroll
+	for (int i = 0; i < (8 + HF_ICMP_QUOTE) / 2; i++)
+		sum += w[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	w[1] = ~sum;
+	return 0;
+}
+
 /* The LB decision and rewrite for one frame; returns the XDP verdict. */
 static __always_inline int hf_lb_main(struct xdp_md *ctx)
 {
@@ -190,8 +259,18 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 	if ((void *)(long)ctx->data_end - (void *)(long)ctx->data + HF_ENCAP_OVERHEAD >
 	    HF_MIN_IPV4_MTU + sizeof(struct ethhdr)) {
 		__u32 mtu_len = 0;
-		if (bpf_check_mtu(ctx, 0, &mtu_len, HF_ENCAP_OVERHEAD, 0) != BPF_MTU_CHK_RET_SUCCESS)
+		if (bpf_check_mtu(ctx, 0, &mtu_len, HF_ENCAP_OVERHEAD, 0) != BPF_MTU_CHK_RET_SUCCESS) {
+			/* DF set: tell the client the path MTU (PMTUD). Otherwise we cannot fragment. */
+			if ((p.ip->frag_off & bpf_htons(HF_IP_DF)) &&
+			    hf_icmp_too_big(ctx, cfg, mtu_len) == 0) {
+				struct lb_stats *fs = hf_fe_slot(service_id);
+				if (fs)
+					fs->drops += 1;
+				hf_count(HF_R_TX_ICMP_TOO_BIG);
+				return XDP_TX;
+			}
 			return hf_drop_fe(service_id, HF_R_DROP_TOO_BIG);
+		}
 	}
 
 	__u64 now = bpf_ktime_get_ns();

@@ -283,6 +283,7 @@ export const REASONS = [
   "tx_new",
   "event_lost",
   "pass_icmp",
+  "tx_icmp_too_big",
 ] as const;
 
 /** A reason counter name. */

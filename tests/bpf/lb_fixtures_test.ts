@@ -6,14 +6,25 @@
 
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
-import { Datapath, type Reason, REASONS, testRun, XDP } from "../../node/bpf/mod.ts";
+import { createTopology } from "../harness/netns.ts";
+import { Datapath, inNetns, type Reason, REASONS, testRun, XDP } from "../../node/bpf/mod.ts";
 import {
   encapSourcePort,
   flowHashClientIp,
   flowHashFiveTuple,
   ipv4ToU32,
 } from "../../policy-as/host/flow_hash.ts";
-import { cat, encapsulated, eth, hex, ipv4, tcpFrame, udp, udpFrame } from "./_packets.ts";
+import {
+  cat,
+  encapsulated,
+  eth,
+  hex,
+  inetChecksum,
+  ipv4,
+  tcpFrame,
+  udp,
+  udpFrame,
+} from "./_packets.ts";
 
 const SEED = 0x1234;
 const LB_SRC = "10.1.1.2";
@@ -431,3 +442,73 @@ rootTest("hf_lb fixtures through BPF_PROG_TEST_RUN", async (t) => {
     return reader.close();
   });
 });
+
+rootTest(
+  "oversize frames: ICMP fragmentation-needed for DF, dropped otherwise, fitting ones sent",
+  async (t) => {
+    // BPF_PROG_TEST_RUN checks the MTU of the context's ingress device: a namespace whose lo has
+    // MTU 1500 stands in for a 1500-MTU NIC.
+    await using topo = await createTopology({ hosts: [{ name: "mtu" }] });
+    await topo.exec("mtu", ["ip", "link", "set", "lo", "mtu", "1500"]);
+    using dp = await Datapath.open({ pinDir: null });
+    dp.configure({ srcAddr: LB_SRC, encapPort: ENCAP_PORT, seed: SEED });
+    const lb = dp.lbMaps();
+    for (const [id, address] of Object.entries(BACKENDS)) {
+      await lb.updateBackend(Number(id), { address, port: 80 });
+    }
+    await lb.updateMaglev(10, TABLE7);
+    await lb.updateService({ address: "10.0.100.1", port: 80, protocol: "TCP" }, {
+      serviceId: 10,
+      backendCount: 3,
+      flowKeyMode: "five-tuple",
+      maglevSize: 7,
+    });
+    const run = (frame: Uint8Array) => {
+      const ctx = new Uint8Array(24); // struct xdp_md: data, data_end, data_meta, ingress_ifindex, ...
+      const v = new DataView(ctx.buffer);
+      v.setUint32(4, frame.length, true);
+      v.setUint32(12, 1, true); // lo
+      return inNetns(topo.ns("mtu"), () => testRun(dp.program, frame, { ctxIn: ctx }));
+    };
+    const sized = (ipLen: number, fragOff = 0x4000) =>
+      tcpFrame(CLIENT, "10.0.100.1", {
+        sport: 45000,
+        dport: 80,
+        flags: 0x10,
+        payload: new Uint8Array(ipLen - 40).fill(0xab),
+      }, { fragOff });
+
+    await t.step(
+      "IP 1500 bytes with DF: ICMP 3/4 with next-hop MTU 1472 back to the client",
+      () => {
+        const input = sized(1500);
+        const before = dp.reasons();
+        const r = run(input);
+        strictEqual(r.retval, XDP.TX);
+        const icmp = new Uint8Array(36);
+        icmp.set([3, 4, 0, 0, 0, 0, 1472 >> 8, 1472 & 0xff]);
+        icmp.set(input.subarray(14, 14 + 28), 8);
+        new DataView(icmp.buffer).setUint16(2, inetChecksum(icmp));
+        const expected = cat(
+          eth(0x0800, Array.from(input.subarray(6, 12)), Array.from(input.subarray(0, 6))),
+          ipv4({ src: LB_SRC, dst: CLIENT, proto: 1, payloadLen: 36, id: 0, fragOff: 0, ttl: 64 }),
+          icmp,
+        );
+        strictEqual(hex(r.data), hex(expected), "ICMP frame");
+        strictEqual(dp.reasons().tx_icmp_too_big, before.tx_icmp_too_big + 1n);
+        strictEqual(dp.flows().length, 0, "no flow is created for a packet that was not forwarded");
+      },
+    );
+    await t.step("IP 1500 bytes without DF: dropped (cannot fragment in XDP)", () => {
+      const before = dp.reasons().drop_too_big;
+      strictEqual(run(sized(1500, 0)).retval, XDP.DROP);
+      strictEqual(dp.reasons().drop_too_big, before + 1n);
+    });
+    await t.step("IP 1472 bytes: fits once encapsulated (1500), sent", () => {
+      const input = sized(1472);
+      const r = run(input);
+      strictEqual(r.retval, XDP.TX);
+      strictEqual(hex(r.data), hex(expectEncap(input, TABLE7)));
+    });
+  },
+);

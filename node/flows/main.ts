@@ -1,40 +1,37 @@
 /**
- * `holdfast agent`: one LB node as a process — datapath, optionally the control plane following
- * a services file, and the flow-sync agent (`lb_node.ts`).
+ * The flow-sync agent of one LB node as a process, and the argument parser `node/agent.ts` (the
+ * full LB-node composition behind `main.ts agent`) uses for its flow-sync options.
  *
  * ```
- * main.ts agent --redis redis://[user:pass@]host:port --vip 10.0.100.1[,…] --node-name lb-a
- *               [--config services.json] [--iface eth0 --address 10.2.1.2] [--bpffs DIR]
- *               [--listen 127.0.0.1:9470] [--datapath bpf|memory] [--no-flow-sync] …
+ * main.ts agent --redis redis://[user:pass@]host:port --vip 10.0.100.1[,10.0.100.2…]
+ *               --node-name lb-a [--listen 127.0.0.1:9470] [--datapath bpf|memory] …
  * ```
  *
- * It opens the datapath (pinned maps reused, so an agent restart loses no flow), attaches XDP,
- * loads the services file into the maps, takes new-flow events from the ring buffer (queued
- * until ready), restores every stored flow of its LB IPs, then reports ready: a JSON log line
- * `{"msg":"ready",…}` on stdout and `GET /readyz` → 200 on the listen address (503 before).
- * `GET /metrics` serves Prometheus text, `GET /healthz` 200 while running. SIGTERM/SIGINT stop
- * it (exit 0); maps stay pinned and XDP stays attached.
+ * It opens the datapath (pinned maps reused, so an agent restart loses no flow), starts taking
+ * new-flow events from the ring buffer (queued until ready), restores every stored flow of its
+ * LB IPs into the flow map, then reports ready: a JSON log line `{"msg":"ready",…}` on stdout and
+ * `GET /readyz` → 200 on the listen address (503 before). `GET /metrics` serves Prometheus text,
+ * `GET /healthz` 200 while running. SIGTERM/SIGINT stop it (exit 0); maps stay pinned.
  *
- * Aliases: `--node` = `--node-name`, `--bpffs` = `--pin-dir`, `--iface` = `--attach`,
- * `--address` = `--src-addr`. `--no-flow-sync` runs without Redis (Maglev only, the baseline).
- * The Redis password may come from `--redis-password-file` or `HOLDFAST_REDIS_PASSWORD` instead
- * of the URL, to keep it out of the process list.
+ * The Redis password may come from `--redis-password-file` or the `HOLDFAST_REDIS_PASSWORD`
+ * environment variable instead of the URL, to keep it out of the process list. Aliases:
+ * `--node` = `--node-name`, `--bpffs` = `--pin-dir`, `--iface` = `--attach`, `--address` =
+ * `--src-addr`.
  *
  * @module
  */
 
-import { redact, type RedisStoreOptions } from "./redis_store.ts";
-import { type LbNode, startLbNode } from "./lb_node.ts";
+import { FlowSyncAgent } from "./agent.ts";
+import { connectRedisStore, redact, type RedisStoreOptions } from "./redis_store.ts";
+import { MemoryFlowTable } from "./table.ts";
+import type { FlowTable } from "./table.ts";
 import { parseIpv4 } from "./flow.ts";
 import { log, type Logger, type LogLevel, setLogLevel } from "../log.ts";
 import { CONTENT_TYPE, registry } from "../metrics.ts";
 
 /** Parsed `agent` arguments. */
 export interface AgentArgs {
-  /** Absent with `--no-flow-sync`. */
-  redis?: RedisStoreOptions;
-  /** Services file followed by the control plane. */
-  config?: string;
+  redis: RedisStoreOptions;
   vips: string[];
   nodeName: string;
   listen: { hostname: string; port: number } | null;
@@ -52,8 +49,7 @@ export interface AgentArgs {
   logLevel: LogLevel;
 }
 
-const USAGE = `usage: agent (--redis URL | --no-flow-sync) (--vip IP[,IP...] | --config FILE)
-  --node-name NAME (alias --node) [--config FILE (services, YAML or JSON)]
+const USAGE = `usage: agent --redis URL --vip IP[,IP...] --node-name NAME (alias --node)
   [--redis-user USER] [--redis-password-file FILE] [--redis-tls] [--redis-ca FILE]
   [--listen HOST:PORT (default 127.0.0.1:9470; "none" to disable)]
   [--datapath bpf|memory (default bpf)] [--pin-dir DIR (alias --bpffs)] [--object-dir DIR]
@@ -69,7 +65,8 @@ export function parseAgentArgs(
 ): AgentArgs {
   const values = new Map<string, string[]>();
   const flags = new Set<string>();
-  const boolean = new Set(["--redis-tls", "--no-flow-sync"]);
+  const boolean = new Set(["--redis-tls"]);
+  // Spellings the e2e cluster (tests/e2e/cluster.ts) uses.
   const aliases: Record<string, string> = {
     "--node": "--node-name",
     "--bpffs": "--pin-dir",
@@ -113,7 +110,6 @@ export function parseAgentArgs(
     "--sweep-interval-ms",
     "--queue-capacity",
     "--log-level",
-    "--config",
   ]);
   for (const name of values.keys()) {
     if (!known.has(name)) throw new TypeError(`Cannot parse agent arguments: unknown "${name}"`);
@@ -136,30 +132,24 @@ export function parseAgentArgs(
     return n;
   };
 
-  const redis = flags.has("--no-flow-sync") ? undefined : redisOptions(need("--redis"));
-  function redisOptions(url: string): RedisStoreOptions {
-    if (!/^rediss?:\/\//.test(url)) {
-      throw new TypeError(`Cannot parse agent arguments: "--redis" must be redis:// or rediss://`);
-    }
-    const r: RedisStoreOptions = { url };
-    const user = one("--redis-user");
-    if (user) r.username = user;
-    const pwFile = one("--redis-password-file");
-    if (pwFile) r.password = (env.readFile ?? Deno.readTextFileSync)(pwFile).trim();
-    else if (env.password) r.password = env.password;
-    const ca = one("--redis-ca");
-    if (flags.has("--redis-tls") || ca) {
-      r.tls = ca ? { ca: (env.readFile ?? Deno.readTextFileSync)(ca) } : {};
-    }
-    return r;
+  const url = need("--redis");
+  if (!/^rediss?:\/\//.test(url)) {
+    throw new TypeError(`Cannot parse agent arguments: "--redis" must be redis:// or rediss://`);
   }
-  const config = one("--config");
+  const redis: RedisStoreOptions = { url };
+  const user = one("--redis-user");
+  if (user) redis.username = user;
+  const pwFile = one("--redis-password-file");
+  if (pwFile) redis.password = (env.readFile ?? Deno.readTextFileSync)(pwFile).trim();
+  else if (env.password) redis.password = env.password;
+  const ca = one("--redis-ca");
+  if (flags.has("--redis-tls") || ca) {
+    redis.tls = ca ? { ca: (env.readFile ?? Deno.readTextFileSync)(ca) } : {};
+  }
 
   const vips = (values.get("--vip") ?? []).flatMap((v) => v.split(",")).map((v) => v.trim())
     .filter(Boolean);
-  if (vips.length === 0 && !config) {
-    throw new TypeError(`Cannot parse agent arguments: "--vip" is required (or "--config")`);
-  }
+  if (vips.length === 0) throw new TypeError(`Cannot parse agent arguments: "--vip" is required`);
   for (const v of vips) parseIpv4(v);
 
   const listenText = one("--listen") ?? "127.0.0.1:9470";
@@ -178,9 +168,7 @@ export function parseAgentArgs(
     throw new TypeError(`Cannot parse agent arguments: bad "--log-level" "${logLevel}"`);
   }
 
-  const out: AgentArgs = { vips, nodeName: need("--node-name"), listen, datapath, logLevel };
-  if (redis) out.redis = redis;
-  if (config) out.config = config;
+  const out: AgentArgs = { redis, vips, nodeName: need("--node-name"), listen, datapath, logLevel };
   const pinDir = one("--pin-dir");
   if (pinDir) out.pinDir = pinDir;
   const objectDir = one("--object-dir");
@@ -206,13 +194,47 @@ export function parseAgentArgs(
   return out;
 }
 
+/** A started datapath side: the flow table plus cleanup. */
+interface Side {
+  table: FlowTable;
+  kind: string;
+  close(): Promise<void>;
+}
+
+async function openDatapath(a: AgentArgs, agentRef: { agent?: FlowSyncAgent }): Promise<Side> {
+  if (a.datapath === "memory") {
+    return { table: new MemoryFlowTable(), kind: "memory", close: () => Promise.resolve() };
+  }
+  const { Datapath } = await import("../bpf/mod.ts");
+  const { BpfFlowTable, fromDatapathEvent } = await import("./bpf_table.ts");
+  const dp = await Datapath.open({
+    ...(a.pinDir ? { pinDir: a.pinDir } : {}),
+    ...(a.objectDir ? { objectDir: a.objectDir } : {}),
+    ...(a.maxFlows ? { maxFlows: a.maxFlows } : {}),
+  });
+  if (a.configure) dp.configure(a.configure);
+  if (a.attach) {
+    dp.attach(a.attach.ifname, a.attach.netns ? { netns: a.attach.netns } : {});
+  }
+  // Events are taken from the start and queue in the agent until it is ready.
+  const reader = dp.subscribe((ev) => agentRef.agent?.learn(fromDatapathEvent(ev)));
+  return {
+    table: new BpfFlowTable(dp.maps.flows),
+    kind: "bpf",
+    async close() {
+      await reader.close();
+      dp[Symbol.dispose]();
+    },
+  };
+}
+
 /**
  * Serves /readyz, /metrics and /healthz. A listen failure (e.g. `lo` down in a fresh network
  * namespace) is logged and the agent runs on without HTTP; stdout still carries the ready line.
  */
-function serveHttp(
+export function serveHttp(
   listen: { hostname: string; port: number },
-  current: () => LbNode | null,
+  ready: () => boolean,
   agentLog: Logger,
 ): Deno.HttpServer | null {
   try {
@@ -225,9 +247,8 @@ function serveHttp(
         return new Response(registry.expose(), { headers: { "content-type": CONTENT_TYPE } });
       }
       if (path === "/readyz") {
-        const node = current();
-        const ready = node !== null && (node.agent?.ready ?? true);
-        return new Response(ready ? "ready\n" : "starting\n", { status: ready ? 200 : 503 });
+        const ok = ready();
+        return new Response(ok ? "ready\n" : "restoring\n", { status: ok ? 200 : 503 });
       }
       if (path === "/healthz") return new Response("ok\n");
       return new Response("not found\n", { status: 404 });
@@ -264,44 +285,34 @@ export async function main(
   for (const s of signals) Deno.addSignalListener(s, onSignal);
   options.signal?.addEventListener("abort", onSignal);
 
-  let node: LbNode | null = null;
+  const ref: { agent?: FlowSyncAgent } = {};
+  let side: Side | null = null;
   let server: Deno.HttpServer | null = null;
+  const store = connectRedisStore(a.redis);
   try {
-    if (a.listen) server = serveHttp(a.listen, () => node, agentLog);
-    agentLog.info("starting", {
-      redis: a.redis ? redact(a.redis.url) : null,
+    side = await openDatapath(a, ref);
+    const agent = ref.agent = new FlowSyncAgent(side.table, store, {
+      node: a.nodeName,
       vips: a.vips,
-      config: a.config,
-      datapath: a.datapath,
-      tls: a.redis !== undefined &&
-        (a.redis.tls !== undefined || a.redis.url.startsWith("rediss://")),
-    });
-    node = await startLbNode({
-      nodeName: a.nodeName,
-      vips: a.vips,
-      datapath: a.datapath,
-      signal: stop.signal,
-      ...(a.redis ? { redis: a.redis } : {}),
-      ...(a.config ? { config: a.config } : {}),
-      ...(a.pinDir ? { pinDir: a.pinDir } : {}),
-      ...(a.objectDir ? { objectDir: a.objectDir } : {}),
-      ...(a.maxFlows ? { maxFlows: a.maxFlows } : {}),
-      ...(a.attach ? { attach: a.attach } : {}),
-      ...(a.configure ? { configure: a.configure } : {}),
       ...(a.idleTimeoutMs !== undefined ? { idleTimeoutMs: a.idleTimeoutMs } : {}),
       ...(a.sweepIntervalMs !== undefined ? { sweepIntervalMs: a.sweepIntervalMs } : {}),
       ...(a.queueCapacity !== undefined ? { queueCapacity: a.queueCapacity } : {}),
     });
-    agentLog.info("ready", {
-      vips: node.vips,
-      datapath: node.datapath,
-      flowSync: node.agent !== null,
+    if (a.listen) server = serveHttp(a.listen, () => agent.ready, agentLog);
+    agentLog.info("starting", {
+      redis: redact(a.redis.url),
+      vips: a.vips,
+      datapath: side.kind,
+      tls: a.redis.tls !== undefined || a.redis.url.startsWith("rediss://"),
     });
+    await agent.start({ signal: stop.signal });
+    agentLog.info("ready", { vips: a.vips, datapath: side.kind });
     await new Promise<void>((resolve) => {
       if (stop.signal.aborted) resolve();
       stop.signal.addEventListener("abort", () => resolve());
     });
-    agentLog.info("stopping", { queued: node.agent?.queued ?? 0 });
+    agentLog.info("stopping", { queued: agent.queued });
+    await agent.stop();
     return 0;
   } catch (err) {
     if (stop.signal.aborted) return 0;
@@ -309,7 +320,8 @@ export async function main(
     return 1;
   } finally {
     for (const s of signals) Deno.removeSignalListener(s, onSignal);
-    await node?.close();
     await server?.shutdown();
+    await side?.close();
+    await store.close();
   }
 }

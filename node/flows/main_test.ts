@@ -59,7 +59,7 @@ Deno.test("agent arguments: errors name the argument", () => {
   }
 });
 
-Deno.test("agent arguments: the e2e cluster's flags (aliases, services file, no flow sync)", () => {
+Deno.test("agent arguments: the e2e cluster's spellings are aliases", () => {
   const a = parseAgentArgs([
     "--node",
     "lb1",
@@ -67,8 +67,6 @@ Deno.test("agent arguments: the e2e cluster's flags (aliases, services file, no 
     "eth0",
     "--address",
     "10.2.1.2",
-    "--config",
-    "/tmp/s.json",
     "--bpffs",
     "/tmp/bpffs-lb1",
     "--redis",
@@ -77,17 +75,14 @@ Deno.test("agent arguments: the e2e cluster's flags (aliases, services file, no 
     "10.0.100.1",
   ]);
   assertEquals(
-    [a.nodeName, a.attach, a.configure, a.config, a.pinDir, a.redis?.url, a.vips],
+    [a.nodeName, a.attach, a.configure, a.pinDir, a.redis.url, a.vips],
     [
       "lb1",
       { ifname: "eth0" },
       { srcAddr: "10.2.1.2", encapPort: 6080, seed: 0 },
-      "/tmp/s.json",
       "/tmp/bpffs-lb1",
       "redis://10.9.0.2:6379",
       ["10.0.100.1"],
     ],
   );
-  const b = parseAgentArgs(["--node", "lb1", "--config", "/tmp/s.json", "--no-flow-sync"]);
-  assertEquals([b.redis, b.vips, b.config], [undefined, [], "/tmp/s.json"]);
 });

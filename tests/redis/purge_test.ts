@@ -1,0 +1,95 @@
+/**
+ * Backend removal from a services config purges that backend's flows in Redis and in every
+ * agent's flow map; adding a backend purges nothing. Real redis-server, in-memory flow maps.
+ * Run: `deno test -P=redis tests/redis/purge_test.ts`.
+ */
+import { FlowSyncAgent } from "../../node/flows/agent.ts";
+import { flowField, makeFlowKey, parseIpv4 } from "../../node/flows/flow.ts";
+import { MemoryFlowTable } from "../../node/flows/table.ts";
+import { connectRedisStore, type RedisFlowStore } from "../../node/flows/redis_store.ts";
+import { purgeRemovedBackends } from "../../node/flows/purge.ts";
+import { captureLogs } from "../../node/log.ts";
+import { Registry } from "../../node/metrics.ts";
+import { startRedis } from "../harness/redis.ts";
+
+const VIP = "10.0.100.1";
+
+async function until(what: string, cond: () => boolean, ms = 10_000) {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** The services file format (controller/sources/file_source.ts), one service. */
+function services(backends: string[]) {
+  return {
+    services: [{
+      name: "default/web",
+      frontends: [{ address: `${VIP}:8080/TCP` }],
+      backends: backends.map((b) => ({ address: `${b}:8080/TCP` })),
+    }],
+  };
+}
+
+Deno.test("redis purge: a backend leaving the config loses its flows everywhere; adding one moves nothing", async () => {
+  using logs = captureLogs();
+  await using redis = await startRedis();
+  const stores: RedisFlowStore[] = [];
+  const nodes: { agent: FlowSyncAgent; table: MemoryFlowTable }[] = [];
+  try {
+    for (const name of ["lb1", "lb2"]) {
+      const store = connectRedisStore({ url: redis.url });
+      stores.push(store);
+      const table = new MemoryFlowTable();
+      const agent = new FlowSyncAgent(table, store, {
+        node: name,
+        vips: [VIP],
+        registry: new Registry(),
+        readBlockMs: 100,
+      });
+      await agent.start();
+      nodes.push({ agent, table });
+    }
+    const [a, b] = nodes as [(typeof nodes)[0], (typeof nodes)[0]];
+    const keys = Array.from(
+      { length: 20 },
+      (_, i) =>
+        makeFlowKey({ saddr: 0x0a010000 + i, daddr: VIP, sport: 40000, dport: 8080, proto: 6 }),
+    );
+    keys.forEach((key, i) => {
+      const backend = parseIpv4(i % 2 ? "10.3.1.2" : "10.3.2.2");
+      a.table.put(key, { backend, flags: 0, lastSeenNs: a.table.nowNs() });
+      a.agent.learn({ key, backend, serviceId: 1, tsNs: 0 });
+    });
+    await until("b has all 20", () => keys.every((k) => b.table.get(k) !== undefined));
+
+    const v1 = services(["10.3.1.2", "10.3.2.2"]);
+    const v2 = services(["10.3.1.2", "10.3.2.2", "10.3.3.2"]);
+    const v3 = services(["10.3.2.2", "10.3.3.2"]);
+    const store = stores[0]!;
+    if (await purgeRemovedBackends(v1, v2, { store, node: "lb1" }) !== 0) {
+      throw new Error("adding a backend purged flows");
+    }
+    // Every node reacts to the same file change; the second purge finds nothing.
+    const first = await purgeRemovedBackends(v2, v3, { store, node: "lb1" });
+    const second = await purgeRemovedBackends(v2, v3, { store: stores[1]!, node: "lb2" });
+    if (first !== 10 || second !== 0) throw new Error(`purged ${first} then ${second}`);
+    const gone = keys.filter((_, i) => i % 2 === 1);
+    const kept = keys.filter((_, i) => i % 2 === 0);
+    await until(
+      "purged from both maps",
+      () => gone.every((k) => a.table.get(k) === undefined && b.table.get(k) === undefined),
+    );
+    if (!kept.every((k) => a.table.get(k) && b.table.get(k))) throw new Error("other flows lost");
+    const stored = await store.exists(VIP, keys.map(flowField));
+    if (stored.filter(Boolean).length !== 10) throw new Error(`stored: ${stored}`);
+    if (!logs.records.some((r) => r.msg === "flows purged" && r.backend === "10.3.1.2")) {
+      throw new Error("no purge log line");
+    }
+  } finally {
+    for (const n of nodes) await n.agent.stop();
+    for (const s of stores) await s.close();
+  }
+});

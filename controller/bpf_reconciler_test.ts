@@ -1,0 +1,123 @@
+import { assert, assertEquals, mulberry32 } from "./testing.ts";
+import { createControlPlane } from "./control_plane.ts";
+import { FaultyLBMaps, MemoryLBMaps } from "./lbmaps_memory.ts";
+import type { BackendInput } from "./lb/writer.ts";
+
+type State = "active" | "terminating" | "quarantined";
+
+/**
+ * Property test of Writer + BPF reconciler against a naive model: random service, backend and
+ * source operations from two sources (some under injected faults); whenever the reconciler is
+ * idle the maps must hold exactly the model's selection per frontend, only referenced backends,
+ * and never have broken the ordering invariant.
+ */
+Deno.test("bpf reconciler property: maps equal a naive model's selection under random ops and faults", async () => {
+  let checks = 0, nonEmpty = 0, faults = 0;
+  for (const seed of [11, 12, 13]) {
+    const rnd = mulberry32(seed);
+    const mem = new MemoryLBMaps();
+    const maps = new FaultyLBMaps(mem, { seed });
+    const cp = await createControlPlane(maps, {
+      log: () => {},
+      maglevSize: 251,
+      retryMinMs: 1,
+      retryMaxMs: 4,
+    });
+    cp.start();
+    const sources = { k8s: cp.writer.source("k8s"), cluster: cp.writer.source("cluster") };
+    // Model: services (owned by k8s) → frontend; per source, service → address → state.
+    const services = new Map<string, string>();
+    const model = {
+      k8s: new Map<string, Map<string, State>>(),
+      cluster: new Map<string, Map<string, State>>(),
+    };
+    const names = ["a", "b", "c", "d"].map((n) => `ns/${n}`);
+    const addrs = Array.from({ length: 8 }, (_, i) => `10.1.0.${i + 1}:8080/TCP`);
+    const pick = <T>(xs: readonly T[]) => xs[Math.floor(rnd() * xs.length)]!;
+    for (let step = 0; step < 40; step++) {
+      maps.failRate = rnd() < 0.3 ? 0.2 : 0;
+      const txn = cp.writer.txn();
+      for (let op = 0; op < 3; op++) {
+        const r = rnd(), name = pick(names);
+        if (r < 0.25) {
+          const fe = `10.0.100.${names.indexOf(name) + 1}:80/TCP`;
+          sources.k8s.upsertService(txn, { name, frontends: [{ address: fe }] });
+          services.set(name, fe);
+        } else if (r < 0.35) {
+          sources.k8s.deleteService(txn, name);
+          services.delete(name);
+        } else if (r < 0.9) {
+          const src = rnd() < 0.6 ? "k8s" : "cluster";
+          const chosen = new Map<string, State>();
+          for (const a of addrs) {
+            if (rnd() < 0.35) {
+              chosen.set(a, pick(["active", "active", "terminating", "quarantined"] as const));
+            }
+          }
+          const backends: BackendInput[] = [...chosen].map(([address, state]) => ({
+            address,
+            state,
+          }));
+          sources[src].setBackends(txn, { service: name, backends });
+          model[src].set(name, chosen);
+        } else {
+          const src = rnd() < 0.5 ? "k8s" : "cluster";
+          sources[src].deleteAll(txn);
+          model[src].clear();
+          if (src === "k8s") services.clear();
+        }
+      }
+      txn.commit();
+      // Let the reconciler work while faults may be injected.
+      await new Promise((r) => setTimeout(r, 1));
+      if (rnd() < 0.5) continue;
+      maps.failRate = 0;
+      await cp.reconciler.waitIdle();
+      // Expected selection per frontend: k8s instance preferred over cluster; active, else terminating.
+      const expected = new Map<string, string[]>();
+      for (const [name, fe] of services) {
+        const active: string[] = [], terminating: string[] = [];
+        for (const a of addrs) {
+          const st = model.k8s.get(name)?.get(a) ?? model.cluster.get(name)?.get(a);
+          if (st === "active") active.push(a.replace("/TCP", ""));
+          else if (st === "terminating") terminating.push(a.replace("/TCP", ""));
+        }
+        expected.set(fe, active.length > 0 ? active : terminating);
+      }
+      const backends = new Map([...mem.backends].map(([id, b]) => [id, `${b.address}:${b.port}`]));
+      const got = new Map<string, string[]>();
+      const used = new Set<number>();
+      for (const [, [k, e]] of mem.services) {
+        const table = mem.maglev.get(e.serviceId);
+        assert(table !== undefined, `service ${k.address} has no Maglev table`);
+        const ids = [...new Set(table)].filter((x) => x !== 0);
+        ids.forEach((x) => used.add(x));
+        got.set(`${k.address}:${k.port}/${k.protocol}`, ids.map((x) => backends.get(x)!).sort());
+        assertEquals(
+          e.backendCount,
+          ids.length,
+          `backendCount of ${k.address} (seed ${seed} step ${step})`,
+        );
+      }
+      assertEquals(
+        [...got].sort(),
+        [...expected].map(([fe, bs]) => [fe, [...bs].sort()]).sort(),
+        `maps vs model (seed ${seed} step ${step})`,
+      );
+      assertEquals(
+        [...mem.backends.keys()].sort(),
+        [...used].sort(),
+        `unreferenced backends left (step ${step})`,
+      );
+      assertEquals(mem.violations, [], "ordering invariant");
+      checks++;
+      nonEmpty += [...expected.values()].filter((b) => b.length > 0).length;
+    }
+    faults += maps.injected;
+    await cp.stop();
+  }
+  assert(
+    checks >= 30 && nonEmpty >= 30 && faults > 0,
+    `too weak: ${checks} checks, ${nonEmpty} non-empty, ${faults} faults`,
+  );
+});

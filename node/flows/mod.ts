@@ -6,8 +6,10 @@
  *   restore before ready, activity refresh and idle expiry, bounded outage queue.
  * - {@link FlowTable} ({@link MemoryFlowTable}, {@link BpfFlowTable}) — the node's flow map.
  * - {@link FlowStore} ({@link MemoryFlowStore}, {@link RedisFlowStore}) — the shared store.
- * - {@link purgeBackendFlows} — controller side: a backend went away.
- * - `main` in `main.ts` — the `agent` subcommand.
+ * - {@link purgeBackendFlows}, {@link purgeRemovedBackends} — a backend went away (e.g. a
+ *   services-file reload): its flows are removed everywhere.
+ * - `main.ts` — a flow-sync-only agent process and `parseAgentArgs`, which `node/agent.ts`
+ *   (the full LB node behind `main.ts agent`) uses for its flow-sync options.
  *
  * @module
  */
@@ -38,6 +40,6 @@ export {
   StoreUnavailableError,
 } from "./store.ts";
 export { connectRedisStore, RedisFlowStore, type RedisStoreOptions } from "./redis_store.ts";
-export { purgeBackendFlows } from "./purge.ts";
+export { purgeBackendFlows, purgeRemovedBackends, type ServicesView } from "./purge.ts";
 export { vipKeys } from "./schema.ts";
 export { BoundedQueue } from "./queue.ts";

@@ -21,6 +21,10 @@ const COMMANDS: Record<string, Command> = {
     summary: "run the virtual-cluster demo in network namespaces (needs root)",
     load: () => import("./tests/e2e/demo.ts"),
   },
+  agent: {
+    summary: "run an LB node: XDP datapath, control plane from a config file, flow sync via Redis",
+    load: () => import("./node/agent.ts"),
+  },
   policy: {
     summary: "check FILE | swap FILE [--active PATH]: validate or install a WASM policy module",
     load: () => import("./policy-as/host/cli.ts"),

@@ -63,7 +63,7 @@ export class RedisServer implements AsyncDisposable {
       "--port",
       String(this.port),
       "--bind",
-      "127.0.0.1",
+      this.options.bind ?? "127.0.0.1",
       "--dir",
       this.dir,
       "--save",
@@ -78,6 +78,8 @@ export class RedisServer implements AsyncDisposable {
       "warning",
       "--logfile",
       `${this.dir}/redis.log`,
+      "--pidfile",
+      `${this.dir}/redis.pid`,
     ];
     if (this.options.password) args.push("--requirepass", this.options.password);
     for (const u of this.options.aclUsers ?? []) {

@@ -70,3 +70,29 @@ int hf_bench_noop(struct xdp_md *ctx)
 {
 	return XDP_PASS;
 }
+
+/* The undo overhead alone, to subtract: grow the head by 28 bytes, write an Ethernet header
+ * there as hf_lb would, then hf_bench_restore. */
+SEC("xdp")
+int hf_bench_undo_only(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *old = data;
+	if ((void *)(old + 1) > data_end)
+		return XDP_ABORTED;
+	unsigned char dst[ETH_ALEN], src[ETH_ALEN];
+	__builtin_memcpy(dst, old->h_source, ETH_ALEN);
+	__builtin_memcpy(src, old->h_dest, ETH_ALEN);
+	if (bpf_xdp_adjust_head(ctx, -HF_ENCAP_OVERHEAD))
+		return XDP_ABORTED;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return XDP_ABORTED;
+	__builtin_memcpy(eth->h_dest, dst, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, src, ETH_ALEN);
+	hf_bench_restore(ctx);
+	return XDP_TX;
+}

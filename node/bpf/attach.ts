@@ -117,12 +117,14 @@ function tcOpts(progFd: number, flags: number): Uint8Array {
 export function attachTc(
   prog: BpfProgram,
   ifname: string,
-  direction: TcDirection,
   options: IfaceOptions & {
+    /** Which hook: tc ingress or egress. */
+    direction: TcDirection;
     /** Create the clsact qdisc first (default true; EEXIST is fine but libbpf logs it). */
     createQdisc?: boolean;
-  } = {},
+  },
 ): TcAttachment {
+  const direction = options.direction;
   const where = `${ifname} ${direction}${options.netns ? ` in netns "${options.netns}"` : ""}`;
   const ifindex = inNetns(options.netns, () => {
     const idx = ifIndex(ifname);

@@ -361,8 +361,8 @@ export class DecapDatapath implements Disposable {
   /** Attaches decap to ingress and the MSS clamp to egress of `ifname`. */
   attach(ifname: string, options: { netns?: string } = {}): [TcAttachment, TcAttachment] {
     return [
-      attachTc(this.decap, ifname, "ingress", options),
-      attachTc(this.mssClamp, ifname, "egress", { ...options, createQdisc: false }),
+      attachTc(this.decap, ifname, { ...options, direction: "ingress" }),
+      attachTc(this.mssClamp, ifname, { ...options, direction: "egress", createQdisc: false }),
     ];
   }
 

@@ -91,11 +91,13 @@ export class BpfLBMaps implements LBMaps {
     if (table.length === 0) {
       throw new RangeError(`Cannot store an empty Maglev table for service ${serviceId}`);
     }
-    using inner = Map_.create(MAP_TYPE.ARRAY, `hf_mg_${serviceId}`, {
+    using inner = Map_.create(MAP_TYPE.ARRAY, {
+      name: `hf_mg_${serviceId}`,
       keySize: 4,
       valueSize: 4,
       maxEntries: table.length,
-    }, { flags: BPF_F_INNER_MAP });
+      flags: BPF_F_INNER_MAP,
+    });
     const keys = new Uint32Array(table.length);
     for (let i = 0; i < keys.length; i++) keys[i] = i;
     const values = new Uint32Array(table); // copy: little-endian u32 on x86, as the kernel reads

@@ -74,8 +74,14 @@ export function mapInfoByFd(fd: number): MapInfo {
   };
 }
 
-/** Options for {@linkcode BpfMap.create}. */
-export interface CreateMapOptions {
+/** What {@linkcode BpfMap.create} makes. */
+export interface CreateMapSpec {
+  /** Kernel object name (first 15 characters are kept). */
+  readonly name: string;
+  readonly keySize: number;
+  readonly valueSize: number;
+  readonly maxEntries: number;
+  /** Map flags, e.g. {@linkcode BPF_F_INNER_MAP}. */
   readonly flags?: number;
   /** For map-in-map outer maps: fd of an inner map template. */
   readonly innerMapFd?: number;
@@ -120,33 +126,28 @@ export class BpfMap implements Disposable {
     return new BpfMap(fd, { ownsFd: true });
   }
 
-  /** Creates a new map (not tied to any object). */
-  static create(
-    type: number,
-    name: string,
-    sizes: { keySize: number; valueSize: number; maxEntries: number },
-    options: CreateMapOptions = {},
-  ): BpfMap {
-    const opts = new Uint8Array(48);
+  /** Creates a new map (not tied to any object); `type` is a {@linkcode MAP_TYPE}. */
+  static create(type: number, spec: CreateMapSpec): BpfMap {
+    const opts = new Uint8Array(48); // struct bpf_map_create_opts
     const v = new DataView(opts.buffer);
     v.setBigUint64(0, 48n, true);
-    v.setUint32(24, options.innerMapFd ?? 0, true);
-    v.setUint32(28, options.flags ?? 0, true);
+    v.setUint32(24, spec.innerMapFd ?? 0, true);
+    v.setUint32(28, spec.flags ?? 0, true);
     const fd = bpf().bpf_map_create(
       type,
-      cstr(name.slice(0, 15)),
-      sizes.keySize,
-      sizes.valueSize,
-      sizes.maxEntries,
+      cstr(spec.name.slice(0, 15)),
+      spec.keySize,
+      spec.valueSize,
+      spec.maxEntries,
       opts,
     );
     if (fd < 0) {
       throw new BpfError(
-        `Cannot create map "${name}" (type ${type}, ${sizes.maxEntries} entries)`,
+        `Cannot create map "${spec.name}" (type ${type}, ${spec.maxEntries} entries)`,
         -fd,
       );
     }
-    return new BpfMap(fd, { ownsFd: true, name });
+    return new BpfMap(fd, { ownsFd: true, name: spec.name });
   }
 
   /** The map's file descriptor. */

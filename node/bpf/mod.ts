@@ -19,7 +19,15 @@
  */
 
 export { BpfError, ERRNO, strerror } from "./errors.ts";
-export { BPF_F_INNER_MAP, BpfMap, MAP_TYPE, type MapInfo, numPossibleCpus, UPDATE } from "./map.ts";
+export {
+  BPF_F_INNER_MAP,
+  BpfMap,
+  type CreateMapSpec,
+  MAP_TYPE,
+  type MapInfo,
+  numPossibleCpus,
+  UPDATE,
+} from "./map.ts";
 export { BpfObject, BpfProgram, type OpenObjectOptions } from "./object.ts";
 export {
   attachTc,

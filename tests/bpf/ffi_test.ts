@@ -45,7 +45,8 @@ rootTest("errors carry what failed, the quoted subject and libbpf's errno text",
     /Cannot open pinned map "\/sys\/fs\/bpf\/hf-nonexistent": No such file or directory/,
   );
   throws(
-    () => BpfMap.create(MAP_TYPE.ARRAY, "hf_bad", { keySize: 3, valueSize: 4, maxEntries: 1 }),
+    () =>
+      BpfMap.create(MAP_TYPE.ARRAY, { name: "hf_bad", keySize: 3, valueSize: 4, maxEntries: 1 }),
     /Cannot create map "hf_bad" .*: Invalid argument \(errno 22\)/,
   );
   strictEqual(libbpfPath(), Deno.env.get("HOLDFAST_LIBBPF") || "libbpf.so.1");
@@ -58,7 +59,12 @@ rootTest("a pinned program and map are reopened by path and closed by dispose", 
     {
       using obj = BpfObject.open(`${DEFAULT_OBJECT_DIR}/xdp_pass.o`);
       obj.program("hf_xdp_pass").pin(`${dir}/prog`);
-      using m = BpfMap.create(MAP_TYPE.HASH, "hf_t", { keySize: 4, valueSize: 4, maxEntries: 8 });
+      using m = BpfMap.create(MAP_TYPE.HASH, {
+        name: "hf_t",
+        keySize: 4,
+        valueSize: 4,
+        maxEntries: 8,
+      });
       m.update(new Uint8Array([1, 0, 0, 0]), new Uint8Array([7, 0, 0, 0]));
       m.pin(`${dir}/map`);
     }

@@ -203,8 +203,10 @@ export class LBMapsOps implements Operations<Frontend> {
         this.#orphans.delete(id);
         continue;
       }
-      await this.#maps.deleteBackend(id);
-      this.metrics.holdfast_lbmaps_backend_deletes_total++;
+      if (this.#written[id] !== 0) {
+        await this.#maps.deleteBackend(id);
+        this.metrics.holdfast_lbmaps_backend_deletes_total++;
+      }
       this.#orphans.delete(id);
       this.#freeBackend(id);
     }
@@ -253,20 +255,60 @@ export class LBMapsOps implements Operations<Frontend> {
         keys[j - 1] = { key, weight: Math.max(keys[j - 1]!.weight, b.weight) };
         continue;
       }
-      const id = this.#backendIdFor(b.address);
-      ids[j] = id;
+      ids[j] = this.#backendIdFor(b.address);
       keys[j++] = { key, weight: b.weight };
-      if (this.#written[id] === 0) {
-        const colon = key.lastIndexOf(":");
-        await this.#maps.updateBackend(id, {
-          address: key.slice(0, colon),
-          port: Number(key.slice(colon + 1)),
-        });
-        this.#written[id] = 1;
-        this.metrics.holdfast_lbmaps_backend_writes_total++;
-      }
     }
     n = ids.length = keys.length = j;
+    // References first: from here until the update succeeds this frontend holds old ∪ new, so
+    // nothing it wrote or may still name is deleted under it, whatever step fails. The Maglev
+    // table is live as soon as it is written (the service entry only names its ID), so the
+    // old-only backends are released right after that write.
+    const now = ids.slice().sort((a, b) => a - b);
+    const before = prev.backendIds ?? [];
+    const oldOnly: number[] = [], union: number[] = [];
+    {
+      let a = 0, b = 0;
+      while (a < now.length || b < before.length) {
+        const x = now[a], y = before[b];
+        if (y === undefined || (x !== undefined && x < y)) {
+          this.#refs[x!]!++;
+          union.push(x!);
+          a++;
+        } else if (x === undefined || y < x) {
+          oldOnly.push(y);
+          union.push(y);
+          b++;
+        } else {
+          union.push(x);
+          a++;
+          b++;
+        }
+      }
+    }
+    this.#frontends.set(fe.address, { serviceId, backendIds: union });
+    let writes: Promise<void>[] | null = null;
+    for (let i = 0; i < n; i++) {
+      const id = ids[i]!;
+      if (this.#written[id] !== 0) continue;
+      // Backends are independent of each other: issue them together, wait once, and only then
+      // write the table that names them.
+      const key = keys[i]!.key, colon = key.lastIndexOf(":");
+      (writes ??= []).push(
+        this.#maps.updateBackend(id, {
+          address: key.slice(0, colon),
+          port: Number(key.slice(colon + 1)),
+        })
+          .then(() => {
+            this.#written[id] = 1;
+            this.metrics.holdfast_lbmaps_backend_writes_total++;
+          }),
+      );
+    }
+    if (writes !== null) {
+      const results = await Promise.allSettled(writes);
+      const failed = results.find((r) => r.status === "rejected");
+      if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
+    }
     const table = this.#maglev.build(keys, m);
     if (table.length !== m) {
       throw new Error(
@@ -279,6 +321,8 @@ export class LBMapsOps implements Operations<Frontend> {
     }
     await this.#maps.updateMaglev(serviceId, table);
     this.metrics.holdfast_lbmaps_maglev_writes_total++;
+    this.#release(oldOnly, null);
+    this.#frontends.set(fe.address, { serviceId, backendIds: now });
     const key: ServiceKey = { address: addr.ip, port: addr.port, protocol: addr.protocol };
     await this.#maps.updateService(key, {
       serviceId,
@@ -287,29 +331,6 @@ export class LBMapsOps implements Operations<Frontend> {
       maglevSize: m,
     });
     this.metrics.holdfast_lbmaps_service_writes_total++;
-    // Committed: move references from the old backend set to the new one.
-    const now = ids.sort((a, b) => a - b);
-    const before = prev.backendIds;
-    if (before === null) {
-      for (const id of now) this.#refs[id]!++;
-    } else {
-      // Both ascending: one merge pass.
-      let a = 0, b = 0;
-      while (a < now.length || b < before.length) {
-        const x = now[a], y = before[b];
-        if (y === undefined || (x !== undefined && x < y)) {
-          this.#refs[x!]!++;
-          a++;
-        } else if (x === undefined || y < x) {
-          if (--this.#refs[y]! === 0) this.#orphans.add(y);
-          b++;
-        } else {
-          a++;
-          b++;
-        }
-      }
-    }
-    this.#frontends.set(fe.address, { serviceId, backendIds: now });
     await this.#flushOrphans();
   }
 

@@ -12,6 +12,7 @@
  */
 
 import { createClient, ErrorReply } from "redis";
+import { hexAt } from "./flow.ts";
 import {
   decodeFlowValue,
   EXPIRE_SCRIPT,
@@ -353,11 +354,11 @@ export class RedisFlowStore implements FlowStore {
       const page: StoredFlow[] = new Array(items.length >> 1);
       for (let i = 0, j = 0; i + 1 < items.length; i += 2, j++) {
         const v = items[i + 1]!;
-        page[j] = {
-          field: items[i]!,
-          backend: parseInt(v.slice(0, 8), 16),
-          epoch: Number(v.slice(9, v.indexOf(":", 9))),
-        };
+        // "<backend hex8>:<epoch>:<learned ms>", epoch almost always 0: parse without slicing.
+        const epoch = v.charCodeAt(9) === 48 && v.charCodeAt(10) === 58
+          ? 0
+          : Number(v.slice(9, v.indexOf(":", 9)));
+        page[j] = { field: items[i]!, backend: hexAt(v, 0, 8), epoch };
       }
       if (page.length > 0) yield page;
     }

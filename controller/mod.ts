@@ -32,6 +32,7 @@ export {
   type MaglevBuilder,
   referenceMaglev,
 } from "./maglev.ts";
+export { exportControlPlaneMetrics } from "./metrics.ts";
 export * from "./reconciler/mod.ts";
 export {
   ConfigError,

@@ -1,0 +1,31 @@
+import { assert } from "./testing.ts";
+import { Registry } from "../node/metrics.ts";
+import { createControlPlane } from "./control_plane.ts";
+import { MemoryLBMaps } from "./lbmaps_memory.ts";
+import { exportControlPlaneMetrics } from "./metrics.ts";
+import { DEFAULT_CONFIG_YAML, FileSource } from "./sources/file_source.ts";
+
+Deno.test("metrics: control-plane state and counters in the Prometheus exposition", async () => {
+  const cp = await createControlPlane(new MemoryLBMaps(), { log: () => {}, maglevSize: 251 });
+  const file = new FileSource(cp.writer);
+  cp.start();
+  file.load(DEFAULT_CONFIG_YAML);
+  await cp.waitFrontend("10.0.100.1:80/TCP");
+  await cp.reconciler.waitIdle();
+  const reg = new Registry();
+  exportControlPlaneMetrics(cp, reg);
+  const text = reg.expose();
+  for (
+    const line of [
+      'holdfast_lb_frontends{status="done"} 1',
+      "holdfast_lb_services 1",
+      "holdfast_lb_backends 2",
+      'holdfast_reconciler_updates_total{reconciler="bpf-lbmaps"} 1',
+      "holdfast_lbmaps_backend_writes_total 2",
+    ]
+  ) assert(text.includes(line), `missing "${line}" in:\n${text}`);
+  // Counters keep counting across scrapes.
+  reg.expose();
+  assert(reg.expose().includes("holdfast_lbmaps_backend_writes_total 2"));
+  await cp.stop();
+});

@@ -25,6 +25,14 @@ const COMMANDS: Record<string, Command> = {
     summary: "run an LB node: XDP datapath, control plane from a config file, flow sync via Redis",
     load: () => import("./node/agent.ts"),
   },
+  decap: {
+    summary: "backend side: attach decapsulation and MSS clamping to an interface (tc)",
+    load: () => import("./node/bpf/decap_main.ts"),
+  },
+  "xdp-pass": {
+    summary: "attach a pass-through XDP program (veth peers of XDP_TX interfaces need one)",
+    load: () => import("./node/bpf/xdp_pass_main.ts"),
+  },
   policy: {
     summary: "check FILE | swap FILE [--active PATH]: validate or install a WASM policy module",
     load: () => import("./policy-as/host/cli.ts"),

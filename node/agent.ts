@@ -25,12 +25,13 @@
  */
 import { createControlPlane } from "../controller/control_plane.ts";
 import { referenceMaglev } from "../controller/maglev.ts";
-import { ConfigError, FileSource } from "../controller/sources/file_source.ts";
+import { ConfigError, type FileConfig, FileSource } from "../controller/sources/file_source.ts";
 import { PolicyHost, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import { Datapath } from "./bpf/mod.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
 import { BpfFlowTable, fromDatapathEvent } from "./flows/bpf_table.ts";
 import { parseAgentArgs } from "./flows/main.ts";
+import { purgeRemovedBackends } from "./flows/purge.ts";
 import { connectRedisStore, redact } from "./flows/redis_store.ts";
 import { log, setLogLevel } from "./log.ts";
 import { CONTENT_TYPE, registry } from "./metrics.ts";
@@ -140,17 +141,26 @@ export async function main(args: string[]): Promise<number> {
         return null;
       }
     };
-    const first = await loadConfig();
+    let current = await loadConfig();
+    const first = current;
     for (const svc of first?.services ?? []) {
       for (const fe of svc.frontends) {
         await cp.waitFrontend(fe.address, { timeoutMs: 10_000 });
       }
     }
+    // Set once flow sync runs: flows of backends a reload removed are purged everywhere, so
+    // their clients get a clean new choice while every other flow keeps its backend.
+    let purge: ((prev: FileConfig, next: FileConfig) => Promise<unknown>) | null = null;
     const poll = setInterval(async () => {
       const m = await mtimeOf(own.config);
-      if (m !== seen) {
-        seen = m;
-        await loadConfig();
+      if (m === seen) return;
+      seen = m;
+      const next = await loadConfig();
+      if (next === null) return;
+      const prev = current;
+      current = next;
+      if (prev && purge) {
+        await purge(prev, next).catch((err) => agentLog.warn("flow purge failed", { err }));
       }
     }, own.configPollMs);
     cleanup.push(() => clearInterval(poll));
@@ -168,6 +178,7 @@ export async function main(args: string[]): Promise<number> {
         ...(a.queueCapacity !== undefined ? { queueCapacity: a.queueCapacity } : {}),
       });
       const sub = dp.subscribe((ev) => agent.learn(fromDatapathEvent(ev)));
+      purge = (prev, next) => purgeRemovedBackends(prev, next, { store, node: a.nodeName });
       cleanup.push(async () => {
         await agent.stop();
         await sub.close();

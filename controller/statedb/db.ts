@@ -413,6 +413,11 @@ export class Table<R> {
     return out;
   }
 
+  /** {@linkcode Table.prefix} and its watch twin (fires on any change to the table). */
+  prefixWatch(txn: ReadTxn, index: IndexDef<R>, prefix: string): [R[], Watch] {
+    return [this.prefix(txn, index, prefix), this.watch(txn)];
+  }
+
   /** All rows in primary-key order. */
   all(txn: ReadTxn): R[] {
     return txn.tree(this, 0).values();

@@ -194,3 +194,18 @@ Deno.test("statedb: write locks, initializers, revisions and watch wake-up", asy
   w.commit();
   assert(a.getWatch(old, byId.query("x"))[1].stale);
 });
+
+Deno.test("statedb: prefix query and its watch twin", () => {
+  const { db, a } = setup();
+  const w = db.writeTxn(a);
+  for (const id of ["10.0.0.1:80", "10.0.0.1:443", "10.0.0.2:80"]) {
+    a.insert(w, { id, group: "g", tags: [], n: 0 });
+  }
+  w.commit();
+  const [rows, watch] = a.prefixWatch(db.readTxn(), byId, "10.0.0.1:");
+  assertEquals(rows.map((r) => r.id), ["10.0.0.1:443", "10.0.0.1:80"]);
+  const w2 = db.writeTxn(a);
+  a.deleteKey(w2, "10.0.0.1:80");
+  w2.commit();
+  assert(watch.stale);
+});

@@ -27,7 +27,17 @@ import {
   type Topology,
 } from "../harness/mod.ts";
 
-import { attachXdp, BpfObject, DecapDatapath, DEFAULT_OBJECT_DIR } from "../../node/bpf/mod.ts";
+import {
+  attachXdp,
+  BpfMap,
+  BpfObject,
+  DecapDatapath,
+  decodeFlowKey,
+  decodeFlowValue,
+  DEFAULT_OBJECT_DIR,
+  type FlowKey,
+  type FlowValue,
+} from "../../node/bpf/mod.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const ENCAP_PORT = 6080;
@@ -177,6 +187,38 @@ export class Cluster implements AsyncDisposable {
     await server.waitForLine((l) => l.includes("listening"));
     this.backends.set(j, server);
     if (options.publish ?? true) await this.writeConfig();
+  }
+
+  /**
+   * Backend j leaves the service: removed from the services file (agents purge its flows) and,
+   * with `stopServer`, its server stops as a deleted pod's would.
+   */
+  async removeBackend(j: number, options: { stopServer?: boolean } = {}): Promise<void> {
+    const server = this.backends.get(j);
+    if (!server) throw new Error(`No backend ${j}`);
+    this.backends.delete(j);
+    await this.writeConfig();
+    if (options.stopServer ?? true) await server.stop("SIGKILL");
+  }
+
+  /** Client addresses (`ip:port`) backend j accepted so far, from its server's log. */
+  acceptedBy(j: number): string[] {
+    const server = this.backends.get(j);
+    if (!server) throw new Error(`No backend ${j}`);
+    return server.lines.filter((l) => l.includes('"accepted"')).map((l) =>
+      JSON.parse(l).peer as string
+    );
+  }
+
+  /** LB node i's flow map as the datapath holds it (read through its pinned map). */
+  flowsOf(i: number): Array<{ key: FlowKey; value: FlowValue }> {
+    using map = BpfMap.fromPinned(`${this.bpffs(i)}/hf_flows`);
+    const { keys, values, count } = map.lookupBatch();
+    const out: Array<{ key: FlowKey; value: FlowValue }> = [];
+    for (let k = 0; k < count; k++) {
+      out.push({ key: decodeFlowKey(keys, k * 16), value: decodeFlowValue(values, k * 16) });
+    }
+    return out;
   }
 
   /** Starts LB node i (creating its namespace and link the first time) and puts it in the ECMP route. */

@@ -1,0 +1,65 @@
+/**
+ * When a backend leaves a service, Holdfast removes its flows everywhere (Redis and every LB
+ * node's flow map) so its clients get a clean new choice, and every other flow keeps its backend.
+ */
+import { rootTest } from "../harness/mod.ts";
+import { Cluster } from "./cluster.ts";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+rootTest(
+  "flows: a removed backend's flows are purged on every LB node; other connections survive",
+  async () => {
+    await using cluster = await Cluster.create({ lbNodes: 2, backends: 3 });
+    const client = await cluster.startClient(60, 6_000);
+    await sleep(1_500); // learned and shared
+    const onBe3 = new Set(cluster.acceptedBy(3).map((peer) => Number(peer.split(":")[1])));
+    const gone = "10.3.3.2";
+    for (const i of [1, 2]) {
+      const flows = cluster.flowsOf(i);
+      if (!flows.some((f) => f.value.backendAddr === gone)) {
+        throw new Error(`LB node ${i} has no flow to ${gone} before removal: nothing to test`);
+      }
+    }
+    await cluster.removeBackend(3);
+    // Bounded wait for the purge to reach both nodes.
+    let left: number[] = [];
+    for (let k = 0; k < 50; k++) {
+      left = [1, 2].map((i) =>
+        cluster.flowsOf(i).filter((f) => f.value.backendAddr === gone).length
+      );
+      if (left.every((n) => n === 0)) break;
+      await sleep(100);
+    }
+    if (left.some((n) => n > 0)) {
+      throw new Error(
+        `flows to removed backend ${gone} still mapped: ${left}`,
+      );
+    }
+    const line = await client.waitForLine((l) => l.includes('"msg":"summary"'), {
+      timeoutMs: 30_000,
+    });
+    const summary = JSON.parse(line) as {
+      connections: number;
+      survived: number;
+      deaths: { port: number; reason: string }[];
+    };
+    const wrongDeaths = summary.deaths.filter((d) => !onBe3.has(d.port));
+    if (wrongDeaths.length) {
+      throw new Error(
+        `connections not on the removed backend died: ${JSON.stringify(wrongDeaths.slice(0, 5))}`,
+      );
+    }
+    if (summary.survived !== summary.connections - onBe3.size) {
+      throw new Error(
+        `expected ${
+          summary.connections - onBe3.size
+        } survivors (all but the ${onBe3.size} on be3), got ${summary.survived}`,
+      );
+    }
+    for (const i of [1, 2]) {
+      const others = cluster.flowsOf(i).filter((f) => f.value.backendAddr !== gone).length;
+      if (others === 0) throw new Error(`LB node ${i} lost the flows of the remaining backends`);
+    }
+  },
+);

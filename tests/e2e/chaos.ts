@@ -77,11 +77,17 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     name: "redis-restarts",
-    description: "Redis is killed and started again during traffic (state lost)",
+    description:
+      "Redis is killed and started empty during traffic; then backends scale 3 → 5 and LB node 3 joins, restoring from the refilled Redis",
     lbNodes: 2,
     backends: 3,
     chaos: async (c) => {
       await c.redis.restart();
+      await sleep(1_500); // agents notice the empty store and write their flows again
+      await c.addBackend(4);
+      await c.addBackend(5);
+      await sleep(500);
+      await c.addLbNode(3);
     },
   },
 ];

@@ -25,6 +25,10 @@ const COMMANDS: Record<string, Command> = {
     summary: "run an LB node: XDP datapath, control plane from a config file, flow sync via Redis",
     load: () => import("./node/agent.ts"),
   },
+  "control-plane": {
+    summary: "dry run: load a services file into in-memory maps and print the tables",
+    load: () => import("./controller/main.ts"),
+  },
   decap: {
     summary: "backend side: attach decapsulation and MSS clamping to an interface (tc)",
     load: () => import("./node/bpf/decap_main.ts"),

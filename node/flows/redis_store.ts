@@ -91,7 +91,7 @@ export class RedisFlowStore implements FlowStore {
   readonly #shas = new Map<string, string>();
   #fatal: Error | null = null;
   readonly #firstReady = new Map<Client, Promise<void>>();
-  #everReady = false;
+  readonly #everReady = new Set<Client>();
   #closed = false;
 
   constructor(readonly options: RedisStoreOptions) {
@@ -146,14 +146,14 @@ export class RedisFlowStore implements FlowStore {
 
   /** Before the first connection, waits for it (up to the connect timeout). */
   async #awaitFirstConnect(client: Client): Promise<void> {
-    if (client.isReady || this.#everReady) return;
+    if (client.isReady || this.#everReady.has(client)) return;
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([
       this.#firstReady.get(client),
       new Promise((r) => timer = setTimeout(r, this.options.connectTimeoutMs ?? 2000)),
     ]);
     clearTimeout(timer);
-    if (client.isReady) this.#everReady = true;
+    if (client.isReady) this.#everReady.add(client);
   }
 
   async #send(client: Client, args: string[]): Promise<Reply> {

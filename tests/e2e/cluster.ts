@@ -134,8 +134,9 @@ export class Cluster implements AsyncDisposable {
       for (let i = 1; i <= (options.lbNodes ?? 2); i++) await cluster.addLbNode(i);
       return cluster;
     } catch (err) {
-      await redis?.[Symbol.asyncDispose]();
       await topo.destroy();
+      await redis?.[Symbol.asyncDispose]();
+      await unmountUnder(dir);
       await Deno.remove(dir, { recursive: true }).catch(() => {});
       throw err;
     }
@@ -353,8 +354,15 @@ export class Cluster implements AsyncDisposable {
     await this.topo.destroy();
     for (const h of this.#handles.splice(0)) h[Symbol.dispose]();
     this.#pass?.[Symbol.dispose]();
-    for (const i of this.lbNodes.keys()) await runRoot(["umount", this.bpffs(i)], { check: false });
+    await unmountUnder(this.dir);
     await this.redis[Symbol.asyncDispose]();
     await Deno.remove(this.dir, { recursive: true }).catch(() => {});
   }
+}
+
+/** Unmounts every mount below `dir` (the LB nodes' bpffs), deepest first. */
+export async function unmountUnder(dir: string): Promise<void> {
+  const { stdout } = await runRoot(["findmnt", "-rn", "-o", "TARGET"], { check: false });
+  const targets = stdout.split("\n").filter((t) => t.startsWith(`${dir}/`)).sort().reverse();
+  for (const t of targets) await runRoot(["umount", t], { check: false });
 }

@@ -6,16 +6,34 @@
  */
 import { sweepStaleNamespaces } from "./netns.ts";
 import { sweepStaleRedis } from "./redis.ts";
+import { processAlive } from "./netns.ts";
+import { unmountUnder } from "../e2e/cluster.ts";
+
+/** Removes `/tmp/hf-cluster-<pid>-*` dirs (and their bpffs mounts) of dead processes. */
+async function sweepStaleClusters(): Promise<string[]> {
+  const removed: string[] = [];
+  const tmp = Deno.env.get("TMPDIR") ?? "/tmp";
+  for (const entry of Deno.readDirSync(tmp)) {
+    const m = /^hf-cluster-(\d+)-/.exec(entry.name);
+    if (!m || await processAlive(Number(m[1]))) continue;
+    await unmountUnder(`${tmp}/${entry.name}`);
+    await Deno.remove(`${tmp}/${entry.name}`, { recursive: true }).catch(() => {});
+    removed.push(entry.name);
+  }
+  return removed;
+}
 
 if (import.meta.main) {
   const namespaces = Deno.uid() === 0 ? await sweepStaleNamespaces() : [];
   const redis = await sweepStaleRedis();
+  const clusters = Deno.uid() === 0 ? await sweepStaleClusters() : [];
   console.log(
     JSON.stringify({
       level: "info",
       msg: "swept stale test resources",
       namespaces,
       redis_pids: redis,
+      clusters,
     }),
   );
 }

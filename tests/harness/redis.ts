@@ -94,11 +94,7 @@ export class RedisServer implements AsyncDisposable {
       stdout: "null",
       stderr: "piped",
     }).spawn();
-    if (this.options.netns) {
-      await waitForPingInNetns(this, this.options.readyTimeoutMs ?? 10_000, this.#child);
-    } else {
-      await waitForPing(this.port, this.options.readyTimeoutMs ?? 10_000, this.#child);
-    }
+    await waitForPing(this, this.options.readyTimeoutMs ?? 10_000, this.#child);
   }
 
   /** Stops the server (SIGKILL by default: an abrupt loss, as a crash would be). */
@@ -135,44 +131,11 @@ export function freePort(): number {
   return port;
 }
 
+/**
+ * Waits until the server answers PING (`+PONG`, or `NOAUTH` when a password is set: serving
+ * either way), asking with `redis-cli` from inside the server's namespace when it has one.
+ */
 async function waitForPing(
-  port: number,
-  timeoutMs: number,
-  child: Deno.ChildProcess,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let exited = false;
-  child.status.then(() => exited = true);
-  let lastError = "";
-  while (Date.now() < deadline) {
-    if (exited) {
-      const err = await new Response(child.stderr).text().catch(() => "");
-      throw new Error(`redis-server on port ${port} exited during start: ${err.trim()}`);
-    }
-    try {
-      const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-      try {
-        await conn.write(new TextEncoder().encode("PING\r\n"));
-        const buf = new Uint8Array(64);
-        const n = await conn.read(buf);
-        const reply = new TextDecoder().decode(buf.subarray(0, n ?? 0));
-        // +PONG, or -NOAUTH when a password is set: either way it is serving.
-        if (reply.startsWith("+PONG") || reply.startsWith("-NOAUTH")) return;
-        lastError = reply.trim();
-      } finally {
-        conn.close();
-      }
-    } catch (err) {
-      lastError = (err as Error).message;
-    }
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(
-    `redis-server on port ${port} did not answer PING within ${timeoutMs} ms: ${lastError}`,
-  );
-}
-
-async function waitForPingInNetns(
   server: RedisServer,
   timeoutMs: number,
   child: Deno.ChildProcess,
@@ -180,26 +143,29 @@ async function waitForPingInNetns(
   const deadline = Date.now() + timeoutMs;
   let exited = false;
   child.status.then(() => exited = true);
+  const where = server.options.netns ? ["ip", "netns", "exec", server.options.netns] : [];
+  const ping = [
+    ...where,
+    "redis-cli",
+    "-h",
+    server.options.bind ?? "127.0.0.1",
+    "-p",
+    String(server.port),
+    "ping",
+  ];
   let last = "";
-  while (Date.now() < deadline && !exited) {
-    const r = await run([
-      "ip",
-      "netns",
-      "exec",
-      server.options.netns!,
-      "redis-cli",
-      "-h",
-      server.options.bind ?? "127.0.0.1",
-      "-p",
-      String(server.port),
-      "ping",
-    ], { check: false, timeoutMs: 2_000 });
+  while (Date.now() < deadline) {
+    if (exited) {
+      const err = await new Response(child.stderr).text().catch(() => "");
+      throw new Error(`redis-server on ${server.url} exited during start: ${err.trim()}`);
+    }
+    const r = await run(ping, { check: false, timeoutMs: 2_000 });
     last = (r.stdout + r.stderr).trim();
     if (/PONG|NOAUTH/.test(last)) return;
     await new Promise((r) => setTimeout(r, 25));
   }
   throw new Error(
-    `redis-server in ${server.options.netns} on ${server.url} did not answer PING within ${timeoutMs} ms: ${last}`,
+    `redis-server on ${server.url} did not answer PING within ${timeoutMs} ms: ${last}`,
   );
 }
 

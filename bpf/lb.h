@@ -273,13 +273,17 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 		}
 	}
 
-	__u64 now = bpf_ktime_get_ns();
+	/* CLOCK_MONOTONIC at tick resolution (docs/contracts.md): bpf_ktime_get_ns() costs ~17 ns
+	 * more per packet here. The entry is written only when the tick moved, so a busy flow
+	 * dirties its cache line at most once per tick instead of on every packet. */
+	__u64 now = bpf_ktime_get_coarse_ns();
 	__be32 backend;
 	int is_new = 0;
 	struct flow_value *fv = bpf_map_lookup_elem(&hf_flows, &fk);
 	if (fv) {
 		backend = fv->backend_addr;
-		fv->last_seen_ns = now;
+		if (fv->last_seen_ns != now)
+			fv->last_seen_ns = now;
 	} else {
 		__u32 reason = 0;
 		backend = hf_maglev_pick(svc, hash, &reason);

@@ -22,7 +22,7 @@ struct flow_key {
 struct flow_value {
 	__be32 backend_addr;
 	__u32 flags;         /* HF_FLOW_F_* */
-	__u64 last_seen_ns;  /* bpf_ktime_get_ns() of the last packet */
+	__u64 last_seen_ns;  /* bpf_ktime_get_coarse_ns() of the last packet (CLOCK_MONOTONIC) */
 };
 
 /* hf_events record, 32 bytes: a flow the LB program created. */

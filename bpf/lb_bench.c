@@ -64,6 +64,27 @@ int hf_lb_bench_miss(struct xdp_md *ctx)
 	return rc;
 }
 
+/* New-flow path + restore, then the frame's source port is bumped so that the next repetition is
+ * another new flow. Unlike hf_lb_bench_miss nothing is deleted: the flows stay in the map (the
+ * bench removes them between rounds, or fills the map first to measure inserts that evict). The
+ * bumped port leaves the L4 checksum stale, which hf_lb does not read. */
+SEC("xdp")
+int hf_lb_bench_miss_next(struct xdp_md *ctx)
+{
+	int rc = hf_lb_main(ctx);
+	if (rc != XDP_TX)
+		return rc;
+	hf_bench_restore(ctx);
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct hf_pkt p = {};
+	if (hf_parse(data, data_end, &p) != HF_PARSE_L4)
+		return rc;
+	__be16 *ports = p.l4;
+	ports[0] = bpf_htons(bpf_ntohs(p.sport) + 1);
+	return rc;
+}
+
 /* The floor, measured by the same method: a no-op. */
 SEC("xdp")
 int hf_bench_noop(struct xdp_md *ctx)

@@ -144,6 +144,9 @@ export class Writer {
     done.add(name);
     const fes = this.tables.frontends;
     for (const fe of fes.list(txn, frontendsByBackendService(name))) {
+      // Written pending in this very txn (e.g. its service arrived with its backends): it
+      // already has a revision no reconciler has seen; a second insert would change nothing.
+      if (fe.status === PENDING && fes.writtenIn(txn, fe.address)) continue;
       fes.insert(txn, { ...fe, status: PENDING });
     }
     for (const fe of fes.list(txn, frontendsByService(name))) {
@@ -386,8 +389,13 @@ export class SourceWriter {
       state = b.state ?? "active",
       weight = b.weight ?? DEFAULT_WEIGHT;
     const zone = b.zone ?? "";
-    const memoKey = portName + "\0" + state + "\0" + weight + "\0" + zone;
-    let single = shared.get(memoKey);
+    // The last parameter set first (one slice's endpoints usually all share it): no key string.
+    let single = shared.get("");
+    const last = single?.[0];
+    if (
+      last === undefined || last.portName !== portName || last.state !== state ||
+      last.weight !== weight || last.zone !== zone
+    ) single = shared.get(portName + "\0" + state + "\0" + weight + "\0" + zone);
     if (single === undefined) {
       const fresh: BackendInstance = {
         serviceName: service,
@@ -399,8 +407,9 @@ export class SourceWriter {
         zone: w.intern(zone),
       };
       single = [fresh];
-      shared.set(memoKey, single);
+      shared.set(portName + "\0" + state + "\0" + weight + "\0" + zone, single);
     }
+    shared.set("", single);
     const inst = single[0]!;
     const old = backends.get(txn, { index: backends.schema.primary, key: b.address });
     if (old === undefined) {

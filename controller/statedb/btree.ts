@@ -271,6 +271,44 @@ export class BTree<V> {
     }
   }
 
+  /**
+   * Appends to `out` the values of every entry whose key equals `key` (all tiebreaks, in
+   * order), at most `limit` of them; the closure-free twin of `scan` for the commonest query.
+   */
+  collect(key: Key, out: V[], limit = Infinity): V[] {
+    let node = this.root;
+    const stack: Node<V>[] = [];
+    const idx: number[] = [];
+    while (node.c !== null) {
+      const i = upperIndex(node.k, node.t, key, undefined);
+      stack.push(node);
+      idx.push(i);
+      node = node.c[i]!;
+    }
+    let i = lowerIndex(node.k, node.t, key, undefined);
+    for (;;) {
+      const k = node.k, v = node.v;
+      for (; i < k.length; i++) {
+        if (k[i] !== key || out.length >= limit) return out;
+        out.push(v[i]!);
+      }
+      let d = stack.length - 1;
+      while (d >= 0 && idx[d]! + 1 >= stack[d]!.c!.length) d--;
+      if (d < 0) return out;
+      stack.length = d + 1;
+      idx.length = d + 1;
+      idx[d]!++;
+      let n = stack[d]!.c![idx[d]!]!;
+      while (n.c !== null) {
+        stack.push(n);
+        idx.push(0);
+        n = n.c[0]!;
+      }
+      node = n;
+      i = 0;
+    }
+  }
+
   /** Values in order (allocates an array). */
   values(): V[] {
     const out: V[] = [];
@@ -295,6 +333,8 @@ export class BTreeEditor<V> {
   #found = false;
   /** Owned nodes that grew in place; their arrays are trimmed to size when published. */
   readonly #slack = new Set<Node<V>>();
+  /** The last `view()`, valid while no `set`/`delete` happened since (reads in a write txn). */
+  #view: BTree<V> | null = null;
 
   constructor(tree: BTree<V>) {
     this.#root = tree.root;
@@ -321,7 +361,9 @@ export class BTreeEditor<V> {
    * `set`/`delete`: do not write while scanning it.
    */
   view(): BTree<V> {
-    return new BTree(this.#root, this.#size, this.#multi, this.#aux);
+    const v = this.#view;
+    if (v !== null && v.root === this.#root && v.size === this.#size) return v;
+    return this.#view = new BTree(this.#root, this.#size, this.#multi, this.#aux);
   }
 
   /** Inserts or replaces (key, tiebreak); returns the value replaced, if any (aux in `oldAux`). */

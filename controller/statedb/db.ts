@@ -134,6 +134,11 @@ export class WriteTxn extends ReadTxn {
     return { ...s, rev: e.rev, pendingInit: e.pendingInit };
   }
 
+  /** @internal The table's revision when this transaction started. */
+  baseRevision<R>(table: Table<R>): number {
+    return super.state(table).rev;
+  }
+
   /** @internal The edit of a locked table; throws if the table was not locked by this txn. */
   edit<R>(table: Table<R>): TableEdit<R> {
     if (this.#done) {
@@ -372,13 +377,7 @@ export class Table<R> {
   get(txn: ReadTxn, q: Query<R>): R | undefined {
     const slot = this.#slot(q.index);
     const tree = txn.tree(this, slot);
-    if (!tree.multi) return tree.get(q.key);
-    let found: R | undefined;
-    tree.scan((k, v) => {
-      if (k === q.key) found = v;
-      return false;
-    }, q.key);
-    return found;
+    return tree.multi ? tree.collect(q.key, [], 1)[0] : tree.get(q.key);
   }
 
   /** {@linkcode Table.get} and a watch that fires when its answer may have changed. */
@@ -388,14 +387,7 @@ export class Table<R> {
 
   /** Every row matching `q`, in primary-key order. */
   list(txn: ReadTxn, q: Query<R>): R[] {
-    const out: R[] = [];
-    const tree = txn.tree(this, this.#slot(q.index));
-    const key = q.key;
-    tree.scan((k, v) => {
-      if (k !== key) return false;
-      out.push(v);
-    }, key);
-    return out;
+    return txn.tree(this, this.#slot(q.index)).collect(q.key, []);
   }
 
   /** {@linkcode Table.list} and its watch twin. */
@@ -451,6 +443,11 @@ export class Table<R> {
   /** The revision of the row with primary key `key`, or 0 if absent. */
   rowRevision(txn: ReadTxn, key: Key): number {
     return Math.max(0, txn.tree(this, 0).getAux(key));
+  }
+
+  /** Whether the row with primary key `key` was inserted or replaced inside write txn `txn`. */
+  writtenIn(txn: WriteTxn, key: Key): boolean {
+    return txn.tree(this, 0).getAux(key) > txn.baseRevision(this);
   }
 
   /** The row with primary key `key` and its revision. */

@@ -40,6 +40,8 @@ export interface BPFMetrics {
   holdfast_lbmaps_backend_writes_total: number;
   holdfast_lbmaps_backend_deletes_total: number;
   holdfast_lbmaps_maglev_writes_total: number;
+  /** Maglev tables copied from the previous build (same backend set and M) instead of built. */
+  holdfast_lbmaps_maglev_reused_total: number;
   holdfast_lbmaps_service_writes_total: number;
   holdfast_lbmaps_service_deletes_total: number;
   holdfast_lbmaps_pruned_total: number;
@@ -74,12 +76,22 @@ export class LBMapsOps implements Operations<Frontend> {
   #nextBackendId = 1;
   /** Unreferenced backends whose delete failed; retried before every operation. */
   readonly #orphans = new Set<number>();
+  /**
+   * The last Maglev table written (with its keys, IDs and M): the frontends of one service
+   * (several ports or addresses) are reconciled one after the other with the same backend set,
+   * so they share one build. One entry only: retained memory stays one table.
+   */
+  #lastKeys: readonly { key: string; weight: number }[] = [];
+  #lastIds: readonly number[] = [];
+  #lastM = 0;
+  #lastTable: Uint32Array | null = null;
   /** Frontend address → its service ID and the backend IDs its written table uses. */
   readonly #frontends = new Map<string, FrontendState>();
   readonly metrics: BPFMetrics = {
     holdfast_lbmaps_backend_writes_total: 0,
     holdfast_lbmaps_backend_deletes_total: 0,
     holdfast_lbmaps_maglev_writes_total: 0,
+    holdfast_lbmaps_maglev_reused_total: 0,
     holdfast_lbmaps_service_writes_total: 0,
     holdfast_lbmaps_service_deletes_total: 0,
     holdfast_lbmaps_pruned_total: 0,
@@ -228,9 +240,30 @@ export class LBMapsOps implements Operations<Frontend> {
     }
   }
 
+  /**
+   * The previous frontend's ID table if it was built from the same keys, weights, IDs and M
+   * (never mutated after it was written, so it can be written again as it is).
+   */
+  #reuseMaglev(
+    keys: readonly { key: string; weight: number }[],
+    ids: readonly number[],
+    m: number,
+  ): Uint32Array | null {
+    const last = this.#lastKeys, lastIds = this.#lastIds;
+    if (this.#lastTable === null || m !== this.#lastM || keys.length !== last.length) return null;
+    for (let i = 0; i < keys.length; i++) {
+      if (
+        keys[i]!.key !== last[i]!.key || keys[i]!.weight !== last[i]!.weight ||
+        ids[i] !== lastIds[i]
+      ) return null;
+    }
+    this.metrics.holdfast_lbmaps_maglev_reused_total++;
+    return this.#lastTable;
+  }
+
   /** Writes backends → Maglev table → service entry for `fe`. */
   async update(txn: ReadTxn, fe: Frontend): Promise<void> {
-    await this.#flushOrphans();
+    if (this.#orphans.size > 0) await this.#flushOrphans();
     const svc = this.#tables.services.get(txn, serviceByName(fe.serviceName));
     if (svc === undefined) {
       throw new Error(
@@ -286,35 +319,52 @@ export class LBMapsOps implements Operations<Frontend> {
       }
     }
     this.#frontends.set(fe.address, { serviceId, backendIds: union });
-    let writes: Promise<void>[] | null = null;
+    let writes: Promise<void>[] | null = null, writeIds: number[] | null = null;
     for (let i = 0; i < n; i++) {
       const id = ids[i]!;
       if (this.#written[id] !== 0) continue;
-      // Backends are independent of each other: issue them together, wait once, and only then
-      // write the table that names them.
+      // Backends are independent of each other: issue them together, then wait for all of
+      // them, and only then write the table that names them.
       const key = keys[i]!.key, colon = key.lastIndexOf(":");
       (writes ??= []).push(
         this.#maps.updateBackend(id, {
           address: key.slice(0, colon),
           port: Number(key.slice(colon + 1)),
-        })
-          .then(() => {
-            this.#written[id] = 1;
-            this.metrics.holdfast_lbmaps_backend_writes_total++;
-          }),
+        }),
       );
+      (writeIds ??= []).push(id);
     }
-    // On a failure the others may still land; each marks itself written when it does.
-    if (writes !== null) await Promise.all(writes);
-    const table = this.#maglev.build(keys, m);
-    if (table.length !== m) {
-      throw new Error(
-        `Maglev builder returned ${table.length} slots for "${fe.address}", expected ${m}`,
-      );
+    if (writes !== null) {
+      // Each write that lands is marked written, whether or not another one failed.
+      let failure: unknown = undefined, failed = false;
+      for (let i = 0; i < writes.length; i++) {
+        try {
+          await writes[i];
+          this.#written[writeIds![i]!] = 1;
+          this.metrics.holdfast_lbmaps_backend_writes_total++;
+        } catch (e) {
+          if (!failed) failure = e;
+          failed = true;
+        }
+      }
+      if (failed) throw failure;
     }
-    for (let s = 0; s < m; s++) {
-      const v = table[s]!;
-      if (v !== 0) table[s] = ids[v - 1]!;
+    let table = this.#reuseMaglev(keys, ids, m);
+    if (table === null) {
+      table = this.#maglev.build(keys, m);
+      if (table.length !== m) {
+        throw new Error(
+          `Maglev builder returned ${table.length} slots for "${fe.address}", expected ${m}`,
+        );
+      }
+      for (let s = 0; s < m; s++) {
+        const v = table[s]!;
+        if (v !== 0) table[s] = ids[v - 1]!;
+      }
+      this.#lastTable = table;
+      this.#lastKeys = keys;
+      this.#lastIds = ids;
+      this.#lastM = m;
     }
     await this.#maps.updateMaglev(serviceId, table);
     this.metrics.holdfast_lbmaps_maglev_writes_total++;
@@ -328,7 +378,7 @@ export class LBMapsOps implements Operations<Frontend> {
       maglevSize: m,
     });
     this.metrics.holdfast_lbmaps_service_writes_total++;
-    await this.#flushOrphans();
+    if (this.#orphans.size > 0) await this.#flushOrphans();
   }
 
   /** Deletes service entry → Maglev table → unreferenced backends of `fe`. */

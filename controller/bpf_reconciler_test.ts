@@ -121,3 +121,43 @@ Deno.test("bpf reconciler property: maps equal a naive model's selection under r
     `too weak: ${checks} checks, ${nonEmpty} non-empty, ${faults} faults`,
   );
 });
+
+Deno.test("bpf reconciler reuses the Maglev build for frontends of one service with the same backends", async () => {
+  const mem = new MemoryLBMaps();
+  let builds = 0;
+  const { referenceMaglev } = await import("./maglev.ts");
+  const cp = await createControlPlane(mem, {
+    log: () => {},
+    maglevSize: 251,
+    maglev: { build: (b, m) => (builds++, referenceMaglev.build(b, m)) },
+  });
+  cp.start();
+  const src = cp.writer.source("k8s");
+  const txn = cp.writer.txn();
+  src.upsertService(txn, {
+    name: "ns/a",
+    frontends: [{ address: "10.0.100.1:80/TCP" }, { address: "10.0.100.2:80/TCP" }],
+  });
+  src.setBackends(txn, {
+    service: "ns/a",
+    backends: [{ address: "10.1.0.1:8080/TCP" }, { address: "10.1.0.2:8080/TCP" }],
+  });
+  src.upsertService(txn, { name: "ns/b", frontends: [{ address: "10.0.100.3:80/TCP" }] });
+  src.setBackends(txn, { service: "ns/b", backends: [{ address: "10.1.0.3:8080/TCP" }] });
+  txn.commit();
+  await cp.reconciler.waitIdle();
+  assertEquals(builds, 2);
+  assertEquals(cp.ops.metrics.holdfast_lbmaps_maglev_reused_total, 1);
+  const id1 = cp.ops.serviceId("10.0.100.1:80/TCP")!, id2 = cp.ops.serviceId("10.0.100.2:80/TCP")!;
+  assert(id1 !== id2);
+  assertEquals([...mem.maglev.get(id1)!], [...mem.maglev.get(id2)!]);
+  assertEquals(
+    [...mem.maglev.get(id1)!],
+    [...referenceMaglev.build([{ key: "10.1.0.1:8080", weight: 100 }, {
+      key: "10.1.0.2:8080",
+      weight: 100,
+    }], 251)].map((v) => cp.ops.backendId(`10.1.0.${v}:8080/TCP`)!),
+  );
+  assertEquals(mem.violations, []);
+  await cp.stop();
+});

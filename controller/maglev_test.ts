@@ -1,5 +1,5 @@
 import { assertEquals } from "./testing.ts";
-import { referenceMaglev } from "./maglev.ts";
+import { murmur3, referenceMaglev } from "./maglev.ts";
 
 interface Vector {
   name: string;
@@ -42,4 +42,21 @@ Deno.test("maglev reference: order-independent, balanced, weighted", () => {
   const w = referenceMaglev.build([{ key: "a", weight: 1 }, { key: "b", weight: 3 }], 1021);
   const nb = [...w].filter((x) => x === 2).length;
   assertEquals(nb > 700 && nb < 830, true, `weighted share ${nb}`);
+});
+
+Deno.test("murmur3: ASCII fast path and UTF-8 path give the reference hashes", () => {
+  // Values from the previous (single-path) implementation, seed 0x686f6c64.
+  const want: [string, number][] = [
+    ["", 2121787616],
+    ["a", 4104272448],
+    ["ab", 2678437359],
+    ["abc", 2909189253],
+    ["abcd", 2299212356],
+    ["10.1.0.1:8080", 881161541],
+    ["héllo", 1563062306],
+    ["日本:80", 3132505402],
+    ["172.16.0.255:8080x", 2797393561],
+    ["ü", 4247076265],
+  ];
+  for (const [k, h] of want) assertEquals(murmur3(k, 0x686f6c64), h, k);
 });

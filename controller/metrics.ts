@@ -81,6 +81,12 @@ export function exportControlPlaneMetrics(
     false,
   );
   counter(
+    "holdfast_lbmaps_maglev_reused_total",
+    "Maglev tables reused from the previous frontend (same backends and M) instead of built.",
+    () => o.holdfast_lbmaps_maglev_reused_total,
+    false,
+  );
+  counter(
     "holdfast_lbmaps_service_writes_total",
     "Service entries written.",
     () => o.holdfast_lbmaps_service_writes_total,

@@ -12,7 +12,8 @@
 import type { BackendEntry, LBMaps, LBMapsContents, ServiceEntry, ServiceKey } from "./lbmaps.ts";
 
 function keyString(k: ServiceKey): string {
-  return `${k.address}:${k.port}/${k.protocol}`;
+  // join: one flat string (a template literal would be a rope, re-flattened on every hash).
+  return [k.address, ":", k.port, "/", k.protocol].join("");
 }
 
 /** BPF maps held in JavaScript Maps. */
@@ -100,7 +101,15 @@ export class MemoryLBMaps implements LBMaps {
         `service ${keyString(key)}: maglevSize ${entry.maglevSize} != table length ${t.length}`,
       );
     }
-    this.services.set(keyString(key), [{ ...key }, { ...entry }]);
+    this.services.set(keyString(key), [
+      { address: key.address, port: key.port, protocol: key.protocol },
+      {
+        serviceId: entry.serviceId,
+        backendCount: entry.backendCount,
+        flowKeyMode: entry.flowKeyMode,
+        maglevSize: entry.maglevSize,
+      },
+    ]);
     return Promise.resolve();
   }
 

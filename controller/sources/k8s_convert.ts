@@ -154,7 +154,15 @@ export function convertEndpointSlice(
   out: BackendInput[] = [],
 ): BackendInput[] {
   if ((slice.addressType ?? "IPv4") !== "IPv4") return out;
-  const ports = slice.ports ?? [];
+  // Per port, once per slice: the `:PORT/PROTO` suffix and the port name (null: skipped).
+  const ports: { suffix: string; name: string }[] = [];
+  for (const p of slice.ports ?? []) {
+    if (p.port === undefined) continue;
+    const proto = p.protocol ?? "TCP";
+    if (proto !== "TCP" && proto !== "UDP") continue;
+    ports.push({ suffix: flat([":", p.port, "/", proto]), name: p.name ?? "" });
+  }
+  if (ports.length === 0) return out;
   for (const ep of slice.endpoints ?? []) {
     const c = ep.conditions ?? {};
     let state: "active" | "terminating";
@@ -166,15 +174,7 @@ export function convertEndpointSlice(
     for (const ip of ep.addresses) {
       if (!isIPv4(ip)) continue;
       for (const p of ports) {
-        if (p.port === undefined) continue;
-        const proto = p.protocol ?? "TCP";
-        if (proto !== "TCP" && proto !== "UDP") continue;
-        out.push({
-          address: flat([ip, ":", p.port, "/", proto]),
-          portName: p.name ?? "",
-          state,
-          zone: ep.zone,
-        });
+        out.push({ address: flat([ip, p.suffix]), portName: p.name, state, zone: ep.zone });
       }
     }
   }

@@ -10,7 +10,7 @@
  *
  * Run: `deno task bench:control-plane` (needs `--v8-flags=--expose-gc` for retained memory).
  * Flags: `--services=N` (10000), `--backends=B` (10), `--maglev=M` (1021), `--batch=S` (100
- * services per write txn). The last line of output is one JSON object.
+ * services per write txn), `--maglev-builder=ts|wasm` (ts). The last line of output is one JSON object.
  *
  * @module
  */
@@ -19,7 +19,8 @@ import v8 from "node:v8";
 import { createControlPlane } from "../controller/control_plane.ts";
 import { hostPort } from "../controller/lb/address.ts";
 import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
-import { referenceMaglev } from "../controller/maglev.ts";
+import { type MaglevBuilder, referenceMaglev } from "../controller/maglev.ts";
+import { PolicyHost, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import {
   convertEndpointSlice,
   convertService,
@@ -36,8 +37,27 @@ const CILIUM = {
 };
 
 function flag(name: string, def: number): number {
+  return Number(strFlag(name, String(def)));
+}
+function strFlag(name: string, def: string): string {
   const a = Deno.args.find((x) => x.startsWith(`--${name}=`));
-  return a === undefined ? def : Number(a.slice(name.length + 3));
+  return a === undefined ? def : a.slice(name.length + 3);
+}
+
+/**
+ * The Maglev builder the pipeline (and the plain-Maps baseline) uses: `ts` (default) is the
+ * controller's TypeScript reference; `wasm` is what the LB agent runs (`node/agent.ts`: the
+ * policy module's WASM builder with the TypeScript one as fallback). Same tables either way.
+ */
+async function maglevBuilder(kind: string): Promise<MaglevBuilder> {
+  if (kind === "ts") return referenceMaglev;
+  if (kind !== "wasm") throw new Error(`Unknown --maglev-builder "${kind}": expected wasm or ts`);
+  const host = await PolicyHost.create();
+  const swap = await host.swap(
+    await Deno.readFile(new URL("../policy-as/build/release.wasm", import.meta.url)),
+  );
+  if (!swap.ok) throw new Error(`Policy module rejected: ${JSON.stringify(swap)}`);
+  return new WasmMaglevBuilder(host, { fallback: referenceMaglev });
 }
 
 const gcFn = (globalThis as { gc?: () => void }).gc;
@@ -94,12 +114,13 @@ export function generate(n: number, b: number, offset = 0): K8sEvent[] {
 }
 void ip;
 
-/** The reference builder, timed: the pipeline reports how much of its time Maglev takes. */
+/** The builder, timed: the pipeline reports how much of its time Maglev takes. */
 const timedMaglev = {
   ms: 0,
+  inner: referenceMaglev as MaglevBuilder,
   build(backends: readonly { key: string; weight: number }[], m: number): Uint32Array {
     const t = performance.now();
-    const table = referenceMaglev.build(backends, m);
+    const table = this.inner.build(backends, m);
     this.ms += performance.now() - t;
     return table;
   },
@@ -165,6 +186,7 @@ async function pipeline(
 
 /** Same conversion, Maglev and map writes with plain Maps: the floor under the store's cost. */
 async function baseline(events: K8sEvent[], maglev: number): Promise<number> {
+  const builder = timedMaglev.inner;
   const maps = new MemoryLBMaps({ checkInvariants: false });
   const t0 = performance.now();
   const services = new Map<string, ReturnType<typeof convertService>>();
@@ -200,7 +222,7 @@ async function baseline(events: K8sEvent[], maglev: number): Promise<number> {
       }
       bids.push(id);
     }
-    const table = referenceMaglev.build(keys, maglev);
+    const table = builder.build(keys, maglev);
     for (let i = 0; i < table.length; i++) table[i] = bids[table[i]! - 1]!;
     const id = sid++;
     await maps.updateMaglev(id, table);
@@ -261,6 +283,8 @@ async function txnBench(): Promise<{ commitsPerS: number; wakeP50Us: number; wak
 export async function main(): Promise<void> {
   const n = flag("services", 10_000), b = flag("backends", 10), maglev = flag("maglev", 1021);
   const batch = flag("batch", 100);
+  const builderKind = strFlag("maglev-builder", "ts");
+  timedMaglev.inner = await maglevBuilder(builderKind);
   if (!gcFn) console.log("warning: run with --v8-flags=--expose-gc for retained-memory numbers");
 
   // Warm-up at 1/10 scale, on different addresses; thrown away.
@@ -293,6 +317,7 @@ export async function main(): Promise<void> {
     services: n,
     backends_per_service: b,
     maglev_size: maglev,
+    maglev_builder: builderKind,
     batch_services_per_txn: batch,
     services_per_s: Math.round(sps),
     ingest_services_per_s: Math.round(n / (r.ingestMs / 1000)),
@@ -313,7 +338,7 @@ export async function main(): Promise<void> {
     cilium_retained_bytes_per_service: CILIUM.retained_bytes_per_service,
   };
   console.log(
-    `services: ${n} × ${b} backends, Maglev M=${maglev}, ${batch} services per write txn`,
+    `services: ${n} × ${b} backends, Maglev M=${maglev} (${builderKind} builder), ${batch} services per write txn`,
   );
   console.log(
     `end to end: ${r.totalMs.toFixed(0)} ms = ${out.services_per_s} services/s ` +

@@ -89,6 +89,21 @@ struct {
 	__type(value, __u64);
 } hf_reasons SEC(".maps");
 
+/* hf_clock value: this CPU's last coarse clock reading and the jiffies it was taken at. */
+struct hf_clock_cache {
+	__u64 jiffies;
+	__u64 ns;
+};
+
+/* Per-CPU cache of bpf_ktime_get_coarse_ns() per jiffy (lb.h hf_now): the LB program reads the
+ * clock helper once per tick per CPU instead of on every packet. Not pinned: a cache. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hf_clock_cache);
+} hf_clock SEC(".maps");
+
 /* New-flow events (struct flow_event) for the agent, which writes them to Redis. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

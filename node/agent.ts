@@ -27,7 +27,8 @@ import { createControlPlane } from "../controller/control_plane.ts";
 import { referenceMaglev } from "../controller/maglev.ts";
 import { ConfigError, type FileConfig, FileSource } from "../controller/sources/file_source.ts";
 import { PolicyHost, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
-import { Datapath } from "./bpf/mod.ts";
+import { Datapath, exportDatapathMetrics } from "./bpf/mod.ts";
+import { exportControlPlaneMetrics } from "../controller/metrics.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
 import { BpfFlowTable, fromDatapathEvent } from "./flows/bpf_table.ts";
 import { parseAgentArgs } from "./flows/main.ts";
@@ -124,6 +125,8 @@ export async function main(args: string[]): Promise<number> {
       ...(own.maglevSize ? { maglevSize: own.maglevSize } : {}),
       log: (level, msg, fields) => agentLog[level](msg, fields),
     });
+    exportControlPlaneMetrics(cp, registry);
+    exportDatapathMetrics(dp, registry);
     const file = new FileSource(cp.writer);
     cp.start();
     cleanup.push(() => cp.stop());

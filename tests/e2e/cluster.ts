@@ -211,6 +211,23 @@ export class Cluster implements AsyncDisposable {
     );
   }
 
+  /** GET `path` from LB node i's agent (its listen address, inside the node's namespace). */
+  async agentHttp(i: number, path: string): Promise<{ status: number; body: string }> {
+    const node = this.lbNodes.get(i);
+    if (!node) throw new Error(`No LB node ${i}`);
+    const code =
+      `const r = await fetch("http://127.0.0.1:9470${path}"); console.log(JSON.stringify({status: r.status, body: await r.text()}));`;
+    const out = await this.topo.exec(node.host, [
+      Deno.execPath(),
+      "eval",
+      "--quiet",
+      "--no-prompt",
+      "--allow-net=127.0.0.1:9470",
+      code,
+    ]);
+    return JSON.parse(out.stdout.trim().split("\n").at(-1)!);
+  }
+
   /** LB node i's flow map as the datapath holds it (read through its pinned map). */
   flowsOf(i: number): Array<{ key: FlowKey; value: FlowValue }> {
     using map = BpfMap.fromPinned(`${this.bpffs(i)}/hf_flows`);

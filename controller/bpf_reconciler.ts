@@ -85,6 +85,8 @@ export class LBMapsOps implements Operations<Frontend> {
   #lastIds: readonly number[] = [];
   #lastM = 0;
   #lastTable: Uint32Array | null = null;
+  /** A table buffer nothing holds, handed to the builder as `out` (two buffers alternate). */
+  #spare: Uint32Array | null = null;
   /** Frontend address → its service ID and the backend IDs its written table uses. */
   readonly #frontends = new Map<string, FrontendState>();
   readonly metrics: BPFMetrics = {
@@ -351,7 +353,8 @@ export class LBMapsOps implements Operations<Frontend> {
     }
     let table = this.#reuseMaglev(keys, ids, m);
     if (table === null) {
-      table = this.#maglev.build(keys, m);
+      const spare = this.#spare !== null && this.#spare.length === m ? this.#spare : undefined;
+      table = this.#maglev.build(keys, m, spare);
       if (table.length !== m) {
         throw new Error(
           `Maglev builder returned ${table.length} slots for "${fe.address}", expected ${m}`,
@@ -361,6 +364,8 @@ export class LBMapsOps implements Operations<Frontend> {
         const v = table[s]!;
         if (v !== 0) table[s] = ids[v - 1]!;
       }
+      // The maps copy a table when it is written, so the previous one is free again.
+      if (table === spare || this.#spare === null) this.#spare = this.#lastTable;
       this.#lastTable = table;
       this.#lastKeys = keys;
       this.#lastIds = ids;

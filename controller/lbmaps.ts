@@ -57,6 +57,7 @@ export interface LBMapsContents {
 export interface LBMaps {
   updateBackend(id: number, backend: BackendEntry): Promise<void>;
   deleteBackend(id: number): Promise<void>;
+  /** Copies `table` before returning: the caller reuses the buffer for the next table. */
   updateMaglev(serviceId: number, table: Uint32Array): Promise<void>;
   deleteMaglev(serviceId: number): Promise<void>;
   updateService(key: ServiceKey, entry: ServiceEntry): Promise<void>;

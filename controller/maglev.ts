@@ -24,7 +24,12 @@ export interface MaglevBackend {
 
 /** Builds a Maglev table: `M` slots, each an index into `backends` plus one (0 = unset). */
 export interface MaglevBuilder {
-  build(backends: readonly MaglevBackend[], m: number): Uint32Array;
+  /**
+   * `out`, if given (length `m`), may be filled and returned instead of a new array — typed
+   * arrays of this size are allocated outside the JS heap and cost microseconds each. A builder
+   * may ignore it.
+   */
+  build(backends: readonly MaglevBackend[], m: number, out?: Uint32Array): Uint32Array;
 }
 
 /** Default table size: prime, ≥ 100 × a typical backend count. */
@@ -127,14 +132,14 @@ export function checkMaglevSize(m: number): void {
 
 /** The plain-TypeScript reference builder (the default). */
 export const referenceMaglev: MaglevBuilder = {
-  build(backends: readonly MaglevBackend[], m: number): Uint32Array {
+  build(backends: readonly MaglevBackend[], m: number, out?: Uint32Array): Uint32Array {
     checkMaglevSize(m);
     if (backends.length > m) {
       throw new RangeError(
         `Cannot build Maglev table: ${backends.length} backends exceed table size M=${m}`,
       );
     }
-    const table = new Uint32Array(m);
+    const table = out !== undefined && out.length === m ? out.fill(0) : new Uint32Array(m);
     const order: number[] = [];
     const h1s = new Uint32Array(backends.length), h2s = new Uint32Array(backends.length);
     let maxW = 0, minW = Infinity;

@@ -213,9 +213,21 @@ for (let round = 0; round < ROUNDS; round++) {
   }
 }
 events.consume();
-const benchReasons = bench.map("hf_reasons").lookup(u32(REASONS.indexOf("event_lost")))!;
-const lostEvents = new BigUint64Array(benchReasons.buffer).reduce((a, b) => a + b, 0n);
+/** A reason counter of the bench object, summed over CPUs. */
+function benchReason(name: typeof REASONS[number]): bigint {
+  const v = bench.map("hf_reasons").lookup(u32(REASONS.indexOf(name)))!;
+  return new BigUint64Array(v.buffer).reduce((a, b) => a + b, 0n);
+}
+const lostEvents = benchReason("event_lost");
 if (lostEvents !== 0n) throw new Error(`${lostEvents} new-flow events lost: ring not drained`);
+// every timed repetition took the path it claims: 1 + 3 setup runs, then ROUNDS × REPEAT each
+const looped = BigInt(ROUNDS * REPEAT);
+if (benchReason("tx_hit") !== 3n + looped || benchReason("tx_new") !== 4n + 3n * looped) {
+  throw new Error(
+    `bench paths miscounted: tx_hit ${benchReason("tx_hit")} (expected ${3n + looped}), ` +
+      `tx_new ${benchReason("tx_new")} (expected ${4n + 3n * looped})`,
+  );
+}
 const m1 = {
   floor: median(loop.floor),
   hit: median(loop.hit),

@@ -22,7 +22,8 @@
  *     which dominates small programs. Miss uses a new source port each call.
  *
  * Run: `deno task bench:datapath` (root; builds bpf/ first). Flags: `--repeat=R` (20000),
- * `--rounds=N` (15), `--calls=C` (5000). The last line is one JSON object with floor_ns, hit_ns,
+ * `--rounds=N` (15), `--calls=C` (5000), `--baseline=PATH.o` (another build of bpf/lb_bench.c,
+ * e.g. of an earlier commit, measured by method 1 in the same loop, interleaved). The last line is one JSON object with floor_ns, hit_ns,
  * miss_ns (method 1), the other miss figures, and the method-2 figures.
  *
  * @module
@@ -90,36 +91,27 @@ const hitFrame = tcpFrame(CLIENT, VIP, {
 });
 
 // ---- method 1: in-kernel repeat loop on the restoring variants
-using bench = BpfObject.open(`${DEFAULT_OBJECT_DIR}/lb_bench.o`);
-const benchMaps = {
-  configure: (cfg: LbConfig) => bench.map("hf_config").update(u32(0), encodeLbConfig(cfg)),
-  lbMaps: () =>
-    new BpfLBMaps({
-      services: bench.map("hf_services"),
-      backends: bench.map("hf_backends"),
-      maglev: bench.map("hf_maglev"),
-    }),
-};
-await populate(benchMaps);
-const noop = bench.program("hf_bench_noop");
-const hit = bench.program("hf_lb_bench_hit");
-const miss = bench.program("hf_lb_bench_miss");
-// create the flow for the hit path once
-if (testRun(hit, hitFrame).retval !== XDP.TX) {
-  throw new Error("Cannot benchmark: hit variant did not XDP_TX");
-}
 const missFrame = tcpFrame(CLIENT, VIP, {
   sport: 50000,
   dport: 80,
   flags: 0x02,
   payload: new Uint8Array(64),
 });
-const missNext = bench.program("hf_lb_bench_miss_next");
+// not for a frontend: parsed, looked up, passed untouched (nothing to restore)
+const passFrame = tcpFrame(CLIENT, "10.9.9.9", {
+  sport: 40000,
+  dport: 80,
+  flags: 0x10,
+  payload: new Uint8Array(64),
+});
 const NEXT_SPORT = 1024;
 if (NEXT_SPORT + REPEAT > 65536) throw new Error(`--repeat=${REPEAT} exceeds the port range`);
+// Every miss repetition submits a 32-byte event (48 bytes in the ring): drained before each run.
+if (REPEAT * 48 > (1 << 20)) throw new Error(`--repeat=${REPEAT} overflows the 1 MiB ring buffer`);
+const nextClient = (round: number) => `10.3.${(round >> 8) & 255}.${round & 255}`;
 /** The miss_next frame of a round: its own client address, ports NEXT_SPORT.. in the loop. */
 const nextFrame = (round: number) =>
-  tcpFrame(`10.3.${(round >> 8) & 255}.${round & 255}`, VIP, {
+  tcpFrame(nextClient(round), VIP, {
     sport: NEXT_SPORT,
     dport: 80,
     flags: 0x02,
@@ -131,7 +123,7 @@ function nextKeys(round: number): Uint8Array {
   for (let i = 0; i < REPEAT; i++) {
     keys.set(
       encodeFlowKey({
-        saddr: `10.3.${(round >> 8) & 255}.${round & 255}`,
+        saddr: nextClient(round),
         daddr: VIP,
         sport: NEXT_SPORT + i,
         dport: 80,
@@ -142,101 +134,153 @@ function nextKeys(round: number): Uint8Array {
   }
   return keys;
 }
-const benchFlows = bench.map("hf_flows");
-// Every miss repetition submits a 32-byte event (48 bytes in the ring): drained before each run.
-await using events = new RingBufferReader(bench.map("hf_events"), () => {});
-if (REPEAT * 48 > (1 << 20)) throw new Error(`--repeat=${REPEAT} overflows the 1 MiB ring buffer`);
-for (const [p, f] of [[hit, hitFrame], [miss, missFrame]] as const) {
-  const r = testRun(p, f, { repeat: 3 });
-  if (r.retval !== XDP.TX || r.data.length !== f.length) {
-    throw new Error(
-      `Cannot benchmark "${p.name}": repeat run did not restore the frame (len ${r.data.length})`,
-    );
+
+/** One lb_bench object under test: its programs, its own maps, its samples. */
+class Subject {
+  readonly object: BpfObject;
+  readonly events: RingBufferReader;
+  readonly loop = {
+    floor: [] as number[],
+    hit: [] as number[],
+    miss: [] as number[],
+    missNew: [] as number[],
+    missFull: [] as number[],
+    pass: [] as number[],
+    undo: [] as number[],
+  };
+
+  constructor(readonly path: string) {
+    this.object = BpfObject.open(path);
+    this.events = new RingBufferReader(this.object.map("hf_events"), () => {});
+  }
+
+  /** Fills the maps, creates the hit path's flow and checks that the variants restore. */
+  async prepare(): Promise<void> {
+    const o = this.object;
+    await populate({
+      configure: (cfg: LbConfig) => o.map("hf_config").update(u32(0), encodeLbConfig(cfg)),
+      lbMaps: () =>
+        new BpfLBMaps({
+          services: o.map("hf_services"),
+          backends: o.map("hf_backends"),
+          maglev: o.map("hf_maglev"),
+        }),
+    });
+    if (testRun(o.program("hf_lb_bench_hit"), hitFrame).retval !== XDP.TX) {
+      throw new Error(`Cannot benchmark "${this.path}": hit variant did not XDP_TX`);
+    }
+    for (const [name, f] of [["hf_lb_bench_hit", hitFrame], ["hf_lb_bench_miss", missFrame]]) {
+      const r = testRun(o.program(name as string), f as Uint8Array, { repeat: 3 });
+      if (r.retval !== XDP.TX || r.data.length !== (f as Uint8Array).length) {
+        throw new Error(
+          `Cannot benchmark "${name}" of "${this.path}": repeat run did not restore the frame (len ${r.data.length})`,
+        );
+      }
+    }
+  }
+
+  #run(name: string, frame: Uint8Array): number {
+    return testRun(this.object.program(name), frame, { repeat: REPEAT }).durationNs;
+  }
+
+  /** One interleaved round of every figure but the full-map one. */
+  round(round: number): void {
+    this.loop.floor.push(this.#run("hf_bench_noop", hitFrame));
+    this.loop.hit.push(this.#run("hf_lb_bench_hit", hitFrame));
+    this.events.consume();
+    this.loop.miss.push(this.#run("hf_lb_bench_miss", missFrame));
+    this.events.consume();
+    this.loop.missNew.push(this.#run("hf_lb_bench_miss_next", nextFrame(round)));
+    const removed = this.object.map("hf_flows").deleteBatch(nextKeys(round));
+    if (removed !== REPEAT) throw new Error(`miss_next round ${round}: removed ${removed} flows`);
+    this.loop.pass.push(this.#run("hf_lb_bench_hit", passFrame));
+    this.loop.undo.push(this.#run("hf_bench_undo_only", hitFrame));
+  }
+
+  /** Fills hf_flows to max_entries, so that every later insert has to evict. */
+  fill(): void {
+    const flows = this.object.map("hf_flows");
+    const n = flows.maxEntries;
+    const keys = new Uint8Array(n * 16);
+    const values = new Uint8Array(n * 16);
+    const value = encodeFlowValue({ backendAddr: "10.2.0.1", flags: 0, lastSeenNs: 1n });
+    for (let i = 0; i < n; i++) {
+      keys.set(
+        encodeFlowKey({
+          saddr: `10.4.${(i >> 8) & 255}.${i & 255}`,
+          daddr: VIP,
+          sport: 1024 + (i >> 16),
+          dport: 80,
+          proto: 6,
+        }),
+        i * 16,
+      );
+      values.set(value, i * 16);
+    }
+    flows.updateBatch(keys, values);
+  }
+
+  /** One full-map round (after fill()). */
+  roundFull(round: number): void {
+    this.events.consume();
+    this.loop.missFull.push(this.#run("hf_lb_bench_miss_next", nextFrame(1000 + round)));
+  }
+
+  /** A reason counter, summed over CPUs. */
+  reason(name: typeof REASONS[number]): bigint {
+    const v = this.object.map("hf_reasons").lookup(u32(REASONS.indexOf(name)))!;
+    return new BigUint64Array(v.buffer).reduce((a, b) => a + b, 0n);
+  }
+
+  /** Checks that no event was lost and every timed repetition took the path it claims (1 + 3
+   * setup runs, then ROUNDS × REPEAT per variant); returns the medians. */
+  result() {
+    this.events.consume();
+    const lost = this.reason("event_lost");
+    if (lost !== 0n) throw new Error(`${lost} new-flow events lost: ring not drained`);
+    const looped = BigInt(ROUNDS * REPEAT);
+    const txHit = this.reason("tx_hit"), txNew = this.reason("tx_new");
+    if (txHit !== 3n + looped || txNew !== 4n + 3n * looped) {
+      throw new Error(
+        `bench paths miscounted in "${this.path}": tx_hit ${txHit} (expected ${3n + looped}), ` +
+          `tx_new ${txNew} (expected ${4n + 3n * looped})`,
+      );
+    }
+    const l = this.loop;
+    return {
+      floor: median(l.floor),
+      hit: median(l.hit),
+      miss: median(l.miss),
+      missNew: median(l.missNew),
+      missFull: median(l.missFull),
+      pass: median(l.pass),
+      undo: median(l.undo) - median(l.floor),
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.events.close();
+    this.object[Symbol.dispose]();
   }
 }
-const loop = {
-  floor: [] as number[],
-  hit: [] as number[],
-  miss: [] as number[],
-  missNew: [] as number[],
-  missFull: [] as number[],
-  pass: [] as number[],
-  undo: [] as number[],
-};
-const undoOnly = bench.program("hf_bench_undo_only");
-// not for a frontend: parsed, looked up, passed untouched (nothing to restore)
-const lbProg = bench.program("hf_lb_bench_hit");
-const passFrame = tcpFrame(CLIENT, "10.9.9.9", {
-  sport: 40000,
-  dport: 80,
-  flags: 0x10,
-  payload: new Uint8Array(64),
-});
+
+// --baseline=PATH.o: another build of lb_bench.c (e.g. of an earlier commit) measured in the
+// same run, interleaved round by round, for before/after comparisons.
+const baselinePath = Deno.args.find((a) => a.startsWith("--baseline="))?.slice(11);
+const subjects = [new Subject(`${DEFAULT_OBJECT_DIR}/lb_bench.o`)];
+if (baselinePath) subjects.push(new Subject(baselinePath));
+for (const s of subjects) await s.prepare();
 for (let round = 0; round < ROUNDS; round++) {
-  // interleaved so all three see the same noise
-  loop.floor.push(testRun(noop, hitFrame, { repeat: REPEAT }).durationNs);
-  loop.hit.push(testRun(hit, hitFrame, { repeat: REPEAT }).durationNs);
-  events.consume();
-  loop.miss.push(testRun(miss, missFrame, { repeat: REPEAT }).durationNs);
-  events.consume();
-  loop.missNew.push(testRun(missNext, nextFrame(round), { repeat: REPEAT }).durationNs);
-  const removed = benchFlows.deleteBatch(nextKeys(round));
-  if (removed !== REPEAT) throw new Error(`miss_next round ${round}: removed ${removed} flows`);
-  loop.pass.push(testRun(lbProg, passFrame, { repeat: REPEAT }).durationNs);
-  loop.undo.push(testRun(undoOnly, hitFrame, { repeat: REPEAT }).durationNs);
+  // interleaved so every figure (and every subject) sees the same noise
+  for (const s of subjects) s.round(round);
 }
-// full map: fill hf_flows to max_entries, then every insert has to evict
-{
-  const n = benchFlows.maxEntries;
-  const keys = new Uint8Array(n * 16);
-  const values = new Uint8Array(n * 16);
-  const value = encodeFlowValue({ backendAddr: "10.2.0.1", flags: 0, lastSeenNs: 1n });
-  for (let i = 0; i < n; i++) {
-    keys.set(
-      encodeFlowKey({
-        saddr: `10.4.${(i >> 8) & 255}.${i & 255}`,
-        daddr: VIP,
-        sport: 1024 + (i >> 16),
-        dport: 80,
-        proto: 6,
-      }),
-      i * 16,
-    );
-    values.set(value, i * 16);
-  }
-  benchFlows.updateBatch(keys, values);
-  for (let round = 0; round < ROUNDS; round++) {
-    events.consume();
-    loop.missFull.push(
-      testRun(missNext, nextFrame(1000 + round), { repeat: REPEAT }).durationNs,
-    );
-  }
-}
-events.consume();
-/** A reason counter of the bench object, summed over CPUs. */
-function benchReason(name: typeof REASONS[number]): bigint {
-  const v = bench.map("hf_reasons").lookup(u32(REASONS.indexOf(name)))!;
-  return new BigUint64Array(v.buffer).reduce((a, b) => a + b, 0n);
-}
-const lostEvents = benchReason("event_lost");
-if (lostEvents !== 0n) throw new Error(`${lostEvents} new-flow events lost: ring not drained`);
-// every timed repetition took the path it claims: 1 + 3 setup runs, then ROUNDS × REPEAT each
-const looped = BigInt(ROUNDS * REPEAT);
-if (benchReason("tx_hit") !== 3n + looped || benchReason("tx_new") !== 4n + 3n * looped) {
-  throw new Error(
-    `bench paths miscounted: tx_hit ${benchReason("tx_hit")} (expected ${3n + looped}), ` +
-      `tx_new ${benchReason("tx_new")} (expected ${4n + 3n * looped})`,
-  );
-}
-const m1 = {
-  floor: median(loop.floor),
-  hit: median(loop.hit),
-  miss: median(loop.miss),
-  missNew: median(loop.missNew),
-  missFull: median(loop.missFull),
-  pass: median(loop.pass),
-  undo: median(loop.undo) - median(loop.floor),
-};
+for (const s of subjects) s.fill();
+for (let round = 0; round < ROUNDS; round++) for (const s of subjects) s.roundFull(round);
+const [m1, base] = subjects.map((s) => s.result()) as [
+  ReturnType<Subject["result"]>,
+  ReturnType<Subject["result"]> | undefined,
+];
+for (const s of subjects) await s.close();
 
 // ---- method 2: fresh packet per call on the real program
 using dp = await Datapath.open({ pinDir: null });
@@ -308,6 +352,15 @@ console.log(
     m1.undo.toFixed(1)
   } ns over the floor; about half of it, the restore, is inside hit and miss)`,
 );
+if (base) {
+  console.log(
+    `  baseline ${baselinePath} in the same loop (same order of figures): floor ${base.floor}, hit ${base.hit} (${
+      r2(base.hit, base.floor)
+    }), miss ${base.missNew} (${
+      r2(base.missNew, base.floor)
+    }), full map ${base.missFull}, ins.+delete ${base.miss}, not a frontend ${base.pass} ns`,
+  );
+}
 console.log(
   `method 2 — fresh packet per call (repeat=1, ${CALLS} calls, median of kernel-reported durations):`,
 );
@@ -337,4 +390,17 @@ console.log(JSON.stringify({
   fresh_packet: { floor_ns: m2.floor, hit_ns: m2.hit, miss_ns: m2.miss, calls: CALLS },
   repeat: REPEAT,
   rounds: ROUNDS,
+  ...(base
+    ? {
+      baseline: {
+        object: baselinePath,
+        floor_ns: base.floor,
+        hit_ns: base.hit,
+        miss_ns: base.missNew,
+        miss_full_map_ns: base.missFull,
+        miss_insert_delete_ns: base.miss,
+        pass_ns: base.pass,
+      },
+    }
+    : {}),
 }));

@@ -36,7 +36,7 @@ export interface FlowValue {
   readonly backendAddr: string;
   /** Bit 0 ({@linkcode FLOW_F_PEER}): learned from a peer. */
   readonly flags: number;
-  /** CLOCK_MONOTONIC ns of the last packet, tick resolution (bpf_ktime_get_coarse_ns() per jiffy). */
+  /** CLOCK_MONOTONIC ns of the last packet at tick resolution (coarse clock, read per jiffy). */
   readonly lastSeenNs: bigint;
 }
 

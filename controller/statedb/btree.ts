@@ -335,6 +335,12 @@ export class BTreeEditor<V> {
   readonly #slack = new Set<Node<V>>();
   /** The last `view()`, valid while no `set`/`delete` happened since (reads in a write txn). */
   #view: BTree<V> | null = null;
+  /**
+   * The leaf the last `set` wrote (owned by this edit, so linked into the current tree until a
+   * delete, which may merge it away, clears this). A key strictly between its first and last
+   * entries belongs there: clustered inserts (one service's backends) skip the descent.
+   */
+  #finger: Node<V> | null = null;
 
   constructor(tree: BTree<V>) {
     this.#root = tree.root;
@@ -374,6 +380,29 @@ export class BTreeEditor<V> {
     }
     this.#found = false;
     this.#old = undefined;
+    const f = this.#finger;
+    if (f !== null && f.o === this.#tok && f.k.length < MAX) {
+      const ks = f.k, ts = f.t, last = ks.length - 1;
+      if (last > 0 && cmpAt(ks, ts, 0, key, tb) < 0 && cmpAt(ks, ts, last, key, tb) > 0) {
+        const i = lowerIndex(ks, ts, key, tb);
+        if (cmpAt(ks, ts, i, key, tb) === 0) {
+          const old = f.v[i];
+          if (f.a !== null) {
+            this.oldAux = f.a[i]!;
+            f.a[i] = aux;
+          }
+          f.v[i] = value;
+          return old;
+        }
+        insertAt(ks, i, key);
+        if (ts !== null) insertAt(ts, i, tb!);
+        insertAt(f.v, i, value);
+        if (f.a !== null) insertAt(f.a, i, aux);
+        this.#slack.add(f);
+        this.#size++;
+        return undefined;
+      }
+    }
     const r = this.#insert(this.#root, key, value, aux, tb);
     if (Array.isArray(r)) {
       const [left, sepK, sepT, right] = r;
@@ -395,6 +424,7 @@ export class BTreeEditor<V> {
     if (this.#finished) throw new Error("BTreeEditor used after done()");
     this.#found = false;
     this.#old = undefined;
+    this.#finger = null;
     const r = this.#remove(this.#root, key, tb);
     if (!this.#found) return undefined;
     let root = r ?? this.#emptyLeaf();
@@ -464,6 +494,7 @@ export class BTreeEditor<V> {
         n.v[i] = value;
         n.k[i] = key;
         if (n.a !== null) n.a[i] = aux;
+        this.#finger = n;
         return n;
       }
       let n: Node<V>;
@@ -485,6 +516,7 @@ export class BTreeEditor<V> {
           c: null,
         };
       }
+      this.#finger = n;
       if (n.k.length <= MAX) return n;
       // Appending (ascending keys such as revisions): keep the left node full.
       const h = i === n.k.length - 1 ? MAX : n.k.length >> 1;

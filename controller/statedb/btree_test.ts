@@ -69,3 +69,54 @@ Deno.test("btree: non-unique tree keeps many values per key and scans from a key
   }
   assertEquals(compareKeys("a", "b") < 0, true);
 });
+
+Deno.test("btree: clustered inserts (the last-leaf fast path) interleaved with deletes and snapshots", () => {
+  const rnd = mulberry32(99);
+  for (const multi of [false, true]) {
+    let tree = BTree.empty<string>(multi ? { unique: false } : { aux: true });
+    const model = new Map<string, [string, number]>(); // "key\0tb" → [value, aux]
+    const id = (k: string, t: string) => multi ? `${k}\0${t}` : k;
+    const snapshots: [BTree<string>, [string, string][]][] = [];
+    const entries = () =>
+      [...model.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+        .map(([k, [v]]) => [k, v] as [string, string]);
+    for (let round = 0; round < 60; round++) {
+      const ed = tree.edit();
+      for (let op = 0; op < 150; op++) {
+        // Runs of neighbouring keys, like one service's backends; sometimes a random one.
+        const base = Math.floor(rnd() * 400);
+        const run = 1 + Math.floor(rnd() * 12);
+        for (let j = 0; j < run; j++) {
+          const n = rnd() < 0.9 ? base + j : Math.floor(rnd() * 400);
+          const k = multi ? `svc-${n >> 3}` : `10.0.${n >> 8}.${n & 255}:80/TCP`;
+          const t = `10.0.${n >> 8}.${n & 255}:80/TCP`;
+          if (rnd() < 0.8) {
+            const v = `v${round}.${op}.${j}`, aux = round * 1000 + op;
+            const had = model.get(id(k, t));
+            const old = ed.set(k, v, aux, multi ? t : undefined);
+            assertEquals(old, had?.[0]);
+            if (!multi && had !== undefined) assertEquals(ed.oldAux, had[1]);
+            model.set(id(k, t), [v, aux]);
+          } else {
+            assertEquals(ed.delete(k, multi ? t : undefined), model.get(id(k, t))?.[0]);
+            model.delete(id(k, t));
+          }
+        }
+        if (rnd() < 0.02) snapshots.push([ed.snapshot(), entries()]);
+      }
+      tree = ed.done();
+      assertEquals(tree.size, model.size);
+      snapshots.push([tree, entries()]);
+    }
+    for (const [t, expected] of snapshots) {
+      const got: [string, string][] = [];
+      t.scan((k, v) => {
+        got.push([k as string, v]);
+      });
+      assertEquals(got.map(([, v]) => v), expected.map(([, v]) => v));
+      if (!multi) {
+        for (const [k, v] of expected) assertEquals(t.get(k), v);
+      }
+    }
+  }
+});

@@ -43,6 +43,9 @@ import {
   registry as rootRegistry,
 } from "../metrics.ts";
 
+/** How far the datapath's last_seen may trail CLOCK_MONOTONIC (bpf/lb.h: per-tick clock). */
+const LAST_SEEN_LAG_NS = 20_000_000;
+
 /** Options of {@link FlowSyncAgent}. */
 export interface FlowSyncAgentOptions {
   /** This LB node's name, written with every change (to skip own additions). */
@@ -648,7 +651,10 @@ export class FlowSyncAgent {
     const nowNs = this.#table.nowNs();
     const nowMs = Date.now();
     const idleNs = this.#idleMs * 1e6;
-    const since = this.#lastSweepNs;
+    // The datapath stamps last_seen from a per-tick cached clock (up to ~2 jiffies behind
+    // CLOCK_MONOTONIC), so a packet just after the previous pass can carry a stamp just before
+    // it: look back a margin. Reporting a flow active twice is harmless; missing it is not.
+    const since = this.#lastSweepNs - LAST_SEEN_LAG_NS;
     const active = new Map<string, { field: string; lastSeenMs: number }[]>();
     const idle = new Map<string, FlowKey[]>();
     for (const e of this.#table.entries()) {

@@ -41,7 +41,10 @@ group() {
   echo "== group $name (${#files[@]} files, -P=$perm)"
   local log rc p f
   log=$(mktemp)
-  timeout 1800 "$DENO" test -P="$perm" --no-prompt "${files[@]}" 2>&1 | tee "$log"
+  # The unit group also type-checks and runs the JSDoc examples of every module it covers.
+  local targets=("${files[@]}") extra=()
+  if [[ $name == unit ]]; then targets=("$@"); extra=(--doc); fi
+  timeout 1800 "$DENO" test -P="$perm" --no-prompt "${extra[@]}" "${targets[@]}" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   local summary
   summary=$(grep -E '^(ok|FAILED) \| [0-9]+ passed' "$log" | tail -1)
@@ -79,11 +82,11 @@ if [[ $(id -u) -eq 0 ]]; then "$DENO" run -P=netns tests/harness/sweep.ts || tru
 if [[ $ok_only -eq 1 ]]; then
   gate build "$DENO" task -q build
   run_gates
-  group unit unit controller policy-as node k8s bench main_test.ts
+  group unit unit controller policy-as node k8s bench
 else
   if [[ ${#selected[@]} -eq 0 ]]; then run_gates; fi
   gate build "$DENO" task -q build
-  want unit && group unit unit controller policy-as node k8s bench main_test.ts
+  want unit && group unit unit controller policy-as node k8s bench
   want redis && group redis redis tests/redis
   want bpf && group bpf bpf tests/bpf
   want netns && group netns netns tests/netns

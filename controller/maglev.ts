@@ -37,84 +37,11 @@ export const DEFAULT_MAGLEV_SIZE = 1021;
 /** Smallest and largest table sizes the datapath and the policy module accept. */
 export const MAGLEV_M_MIN = 251;
 export const MAGLEV_M_MAX = 131071;
-/** Seeds of the two key hashes (ASCII "hold" and "fast"). */
-export const KEY_SEED_OFFSET = 0x686f6c64;
-export const KEY_SEED_SKIP = 0x66617374;
-
-const encoder = new TextEncoder();
-
-/** MurmurHash3 (x86, 32-bit) of a string's UTF-8 bytes. */
-export function murmur3(key: string, seed: number): number {
-  const len = key.length;
-  for (let i = 0; i < len; i++) {
-    if (key.charCodeAt(i) > 0x7f) return murmur3Bytes(encoder.encode(key), seed);
-  }
-  // ASCII (every address key): the UTF-16 code units are the UTF-8 bytes; no closure, no copy.
-  const c1 = 0xcc9e2d51, c2 = 0x1b873593;
-  let h = seed | 0;
-  const tail = len & ~3;
-  for (let i = 0; i < tail; i += 4) {
-    let k = key.charCodeAt(i) | (key.charCodeAt(i + 1) << 8) | (key.charCodeAt(i + 2) << 16) |
-      (key.charCodeAt(i + 3) << 24);
-    k = Math.imul(k, c1);
-    k = (k << 15) | (k >>> 17);
-    k = Math.imul(k, c2);
-    h ^= k;
-    h = (h << 13) | (h >>> 19);
-    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  }
-  const rest = len & 3;
-  if (rest > 0) {
-    let k = 0;
-    if (rest === 3) k ^= key.charCodeAt(tail + 2) << 16;
-    if (rest >= 2) k ^= key.charCodeAt(tail + 1) << 8;
-    k ^= key.charCodeAt(tail);
-    k = Math.imul(k, c1);
-    k = (k << 15) | (k >>> 17);
-    k = Math.imul(k, c2);
-    h ^= k;
-  }
-  return fmix(h, len);
-}
-
-function fmix(h: number, len: number): number {
-  h ^= len;
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
-
-/** MurmurHash3 (x86, 32-bit) of bytes. */
-function murmur3Bytes(bytes: Uint8Array, seed: number): number {
-  const len = bytes.length;
-  const c1 = 0xcc9e2d51, c2 = 0x1b873593;
-  let h = seed | 0;
-  const tail = len & ~3;
-  for (let i = 0; i < tail; i += 4) {
-    let k = bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24);
-    k = Math.imul(k, c1);
-    k = (k << 15) | (k >>> 17);
-    k = Math.imul(k, c2);
-    h ^= k;
-    h = (h << 13) | (h >>> 19);
-    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  }
-  const rest = len & 3;
-  if (rest > 0) {
-    let k = 0;
-    if (rest === 3) k ^= bytes[tail + 2]! << 16;
-    if (rest >= 2) k ^= bytes[tail + 1]! << 8;
-    k ^= bytes[tail]!;
-    k = Math.imul(k, c1);
-    k = (k << 15) | (k >>> 17);
-    k = Math.imul(k, c2);
-    h ^= k;
-  }
-  return fmix(h, len);
-}
+// Key hashes and their seeds are the policy module's input contract: one implementation.
+import { KEY_SEED_OFFSET, KEY_SEED_SKIP, murmur3String } from "../policy-as/host/key_hash.ts";
+export { KEY_SEED_OFFSET, KEY_SEED_SKIP };
+/** MurmurHash3 (x86, 32-bit) of a string's UTF-8 bytes (`policy-as/host/key_hash.ts`). */
+export const murmur3: (key: string, seed: number) => number = murmur3String;
 
 /** Throws unless `m` is a prime in 251..131071. */
 export function checkMaglevSize(m: number): void {

@@ -14,35 +14,24 @@ export const KEY_SEED_OFFSET = 0x686f6c64;
 export const KEY_SEED_SKIP = 0x66617374;
 
 const encoder = new TextEncoder();
+const C1 = 0xcc9e2d51;
+const C2 = 0x1b873593;
 
-/** MurmurHash3 x86 32-bit of `bytes` with `seed`; u32 result. */
-export function murmur3_32(bytes: Uint8Array, seed: number): number {
-  const c1 = 0xcc9e2d51;
-  const c2 = 0x1b873593;
-  let h = seed >>> 0;
-  const len = bytes.length;
-  const blocks = len & ~3;
-  for (let i = 0; i < blocks; i += 4) {
-    let k = (bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24)) >>>
-      0;
-    k = Math.imul(k, c1);
-    k = (k << 15) | (k >>> 17);
-    k = Math.imul(k, c2);
-    h ^= k;
-    h = (h << 13) | (h >>> 19);
-    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  }
-  const rem = len & 3;
-  if (rem > 0) {
-    let k = 0;
-    if (rem === 3) k ^= bytes[blocks + 2]! << 16;
-    if (rem >= 2) k ^= bytes[blocks + 1]! << 8;
-    k ^= bytes[blocks]!;
-    k = Math.imul(k, c1);
-    k = (k << 15) | (k >>> 17);
-    k = Math.imul(k, c2);
-    h ^= k;
-  }
+function mixBlock(h: number, k: number): number {
+  k = Math.imul(k, C1);
+  k = (k << 15) | (k >>> 17);
+  h ^= Math.imul(k, C2);
+  h = (h << 13) | (h >>> 19);
+  return (Math.imul(h, 5) + 0xe6546b64) | 0;
+}
+
+function mixTail(h: number, k: number): number {
+  k = Math.imul(k, C1);
+  k = (k << 15) | (k >>> 17);
+  return h ^ Math.imul(k, C2);
+}
+
+function finalize(h: number, len: number): number {
   h ^= len;
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
@@ -52,7 +41,55 @@ export function murmur3_32(bytes: Uint8Array, seed: number): number {
   return h >>> 0;
 }
 
-const scratch = new Uint8Array(1024);
+/** MurmurHash3 x86 32-bit of `bytes` with `seed`; u32 result. */
+export function murmur3_32(bytes: Uint8Array, seed: number): number {
+  let h = seed | 0;
+  const len = bytes.length;
+  const blocks = len & ~3;
+  for (let i = 0; i < blocks; i += 4) {
+    h = mixBlock(
+      h,
+      bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24),
+    );
+  }
+  const rem = len & 3;
+  if (rem > 0) {
+    let k = bytes[blocks]!;
+    if (rem >= 2) k |= bytes[blocks + 1]! << 8;
+    if (rem === 3) k |= bytes[blocks + 2]! << 16;
+    h = mixTail(h, k);
+  }
+  return finalize(h, len);
+}
+
+/**
+ * MurmurHash3 x86 32-bit of a string's UTF-8 bytes. ASCII strings (every address key) are hashed
+ * straight from their UTF-16 code units, which equal their UTF-8 bytes: no encoding, no copy.
+ */
+export function murmur3String(key: string, seed: number): number {
+  const len = key.length;
+  for (let i = 0; i < len; i++) {
+    if (key.charCodeAt(i) > 0x7f) return murmur3_32(encoder.encode(key), seed);
+  }
+  let h = seed | 0;
+  const blocks = len & ~3;
+  for (let i = 0; i < blocks; i += 4) {
+    h = mixBlock(
+      h,
+      key.charCodeAt(i) | (key.charCodeAt(i + 1) << 8) | (key.charCodeAt(i + 2) << 16) |
+        (key.charCodeAt(i + 3) << 24),
+    );
+  }
+  const rem = len & 3;
+  if (rem > 0) {
+    let k = key.charCodeAt(blocks);
+    if (rem >= 2) k |= key.charCodeAt(blocks + 1) << 8;
+    if (rem === 3) k |= key.charCodeAt(blocks + 2) << 16;
+    h = mixTail(h, k);
+  }
+  return finalize(h, len);
+}
+
 const cache = new Map<string, readonly [number, number]>();
 const CACHE_MAX = 1 << 16;
 
@@ -63,14 +100,7 @@ const CACHE_MAX = 1 << 16;
 export function backendKeyHashes(key: string): readonly [number, number] {
   const hit = cache.get(key);
   if (hit) return hit;
-  let bytes: Uint8Array;
-  if (key.length * 3 <= scratch.length) {
-    const { written } = encoder.encodeInto(key, scratch);
-    bytes = scratch.subarray(0, written);
-  } else {
-    bytes = encoder.encode(key);
-  }
-  const hashes = [murmur3_32(bytes, KEY_SEED_OFFSET), murmur3_32(bytes, KEY_SEED_SKIP)] as const;
+  const hashes = [murmur3String(key, KEY_SEED_OFFSET), murmur3String(key, KEY_SEED_SKIP)] as const;
   if (cache.size >= CACHE_MAX) cache.clear();
   cache.set(key, hashes);
   return hashes;

@@ -3,7 +3,7 @@
  *
  * ```
  * main.ts agent --node-name lb1 --attach eth0 --src-addr 10.2.1.2 --pin-dir /sys/fs/bpf/holdfast
- *               --config services.yaml --redis redis://10.9.0.2:6379 --vip 10.0.100.1
+ *               --config services.yaml --redis redis://10.9.0.2:6379 [--vip 10.0.100.1]
  *               [--no-flow-sync] [--maglev-size 1021] [--policy FILE] [--config-poll-ms 200]
  *               [flow-sync options: see node/flows/main.ts]
  * ```
@@ -16,6 +16,8 @@
  *    TypeScript reference as fallback.
  * 3. Flow sync (unless `--no-flow-sync`): new-flow events from the ring buffer go to Redis;
  *    peers' flows are installed into the flow map; every stored flow is restored before ready.
+ *    The LB IPs followed are the config's frontend addresses (plus any `--vip`), updated after
+ *    every successful reload (`FlowSyncAgent.setVips`: an added one is restored and followed).
  *
  * Ready — a `{"msg":"ready"}` log line and `GET /readyz` 200 — only once the first config is
  * reconciled into the maps and the flows are restored, so a router never sends this node
@@ -30,6 +32,7 @@ import { PolicyHost, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import { Datapath, exportDatapathMetrics } from "./bpf/mod.ts";
 import { exportControlPlaneMetrics } from "../controller/metrics.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
+import { followedVips } from "./flows/config_vips.ts";
 import { BpfFlowTable, fromDatapathEvent } from "./flows/bpf_table.ts";
 import { parseAgentArgs } from "./flows/main.ts";
 import { purgeRemovedBackends } from "./flows/purge.ts";
@@ -92,7 +95,10 @@ export async function main(args: string[]): Promise<number> {
   try {
     const split = splitArgs(args);
     own = split.own;
-    a = parseAgentArgs(split.rest, { password: Deno.env.get("HOLDFAST_REDIS_PASSWORD") });
+    a = parseAgentArgs(split.rest, {
+      password: Deno.env.get("HOLDFAST_REDIS_PASSWORD"),
+      vipsOptional: true,
+    });
   } catch (err) {
     console.error((err as Error).message);
     return 2;
@@ -154,6 +160,8 @@ export async function main(args: string[]): Promise<number> {
     // Set once flow sync runs: flows of backends a reload removed are purged everywhere, so
     // their clients get a clean new choice while every other flow keeps its backend.
     let purge: ((prev: FileConfig, next: FileConfig) => Promise<unknown>) | null = null;
+    // Set once flow sync runs: follows the LB IPs of each loaded config (its frontends).
+    let follow: ((config: FileConfig) => Promise<void>) | null = null;
     const poll = setInterval(async () => {
       const m = await mtimeOf(own.config);
       if (m === seen) return;
@@ -162,6 +170,7 @@ export async function main(args: string[]): Promise<number> {
       if (next === null) return;
       const prev = current;
       current = next;
+      await follow?.(next).catch((err) => agentLog.warn("cannot follow LB IPs", { err }));
       if (prev && purge) {
         await purge(prev, next).catch((err) => agentLog.warn("flow purge failed", { err }));
       }
@@ -175,18 +184,21 @@ export async function main(args: string[]): Promise<number> {
       cleanup.push(() => store.close());
       const agent = flows = new FlowSyncAgent(new BpfFlowTable(dp.maps.flows), store, {
         node: a.nodeName,
-        vips: a.vips,
+        vips: [],
         ...(a.idleTimeoutMs !== undefined ? { idleTimeoutMs: a.idleTimeoutMs } : {}),
         ...(a.sweepIntervalMs !== undefined ? { sweepIntervalMs: a.sweepIntervalMs } : {}),
         ...(a.queueCapacity !== undefined ? { queueCapacity: a.queueCapacity } : {}),
       });
       const sub = dp.subscribe((ev) => agent.learn(fromDatapathEvent(ev)));
       purge = (prev, next) => purgeRemovedBackends(prev, next, { store, node: a.nodeName });
+      follow = (config) => agent.setVips(followedVips(config, a.vips));
+      // The first config's LB IPs: recorded now, restored by start() before ready.
+      await agent.setVips(followedVips(current, a.vips));
       cleanup.push(async () => {
         await agent.stop();
         await sub.close();
       });
-      agentLog.info("restoring flows", { redis: redact(a.redis.url), vips: a.vips });
+      agentLog.info("restoring flows", { redis: redact(a.redis.url), vips: agent.vips });
       await agent.start({ signal: stop.signal });
     } else {
       agentLog.info("flow sync disabled: Maglev only", { vips: a.vips });
@@ -212,7 +224,7 @@ export async function main(args: string[]): Promise<number> {
       cleanup.push(() => server.shutdown());
     }
     agentLog.info("ready", {
-      vips: a.vips,
+      vips: flows?.vips ?? a.vips,
       flow_sync: own.flowSync,
       attached: a.attach?.ifname ?? null,
       policy_ok: swap.ok,

@@ -50,7 +50,11 @@ const LAST_SEEN_LAG_NS = 20_000_000;
 export interface FlowSyncAgentOptions {
   /** This LB node's name, written with every change (to skip own additions). */
   node: string;
-  /** LB IPs (dotted) this node serves; events for others are ignored. */
+  /**
+   * LB IPs (dotted) this node follows at start; events for others are ignored (counted in
+   * `holdfast_flow_events_ignored_total`). Changed while running with
+   * {@link FlowSyncAgent.setVips}.
+   */
   vips: readonly string[];
   /** A flow with no packet for this long expires everywhere (default 300,000 ms). */
   idleTimeoutMs?: number;
@@ -133,6 +137,14 @@ function makeMetrics(r: Registry): Metrics {
   };
 }
 
+/** Orders stream entry IDs (`<ms>-<seq>`): negative when `a` is older than `b`. */
+function compareStreamIds(a: string, b: string): number {
+  const [am = "0", as = "0"] = a.split("-");
+  const [bm = "0", bs = "0"] = b.split("-");
+  const d = Number(am) - Number(bm);
+  return d !== 0 ? Math.sign(d) : Math.sign(Number(as) - Number(bs));
+}
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Mirrors one LB node's flow map with the shared flow store. */
@@ -140,8 +152,12 @@ export class FlowSyncAgent {
   readonly node: string;
   readonly #table: FlowTable;
   readonly #store: FlowStore;
+  /** Followed LB IPs: learned, restored, followed, touched and expired. */
   readonly #vipByAddr = new Map<number, string>();
-  readonly #vips: readonly string[];
+  /** LB IPs no longer followed → when (table clock, ns); their map entries idle out locally. */
+  readonly #retired = new Map<number, number>();
+  /** Serializes restores (start, recovery) and LB IP set changes. */
+  #vipLock: Promise<unknown> = Promise.resolve();
   readonly #queue: BoundedQueue<Pending>;
   readonly #positions = new Map<string, string>();
   /** Flows learned here that a peer's addition replaced before ours was seen on the stream. */
@@ -160,7 +176,8 @@ export class FlowSyncAgent {
   #running = false;
   #down = false;
   #recovering: Promise<void> | null = null;
-  #instance = "";
+  /** Store incarnation token per followed LB IP (a change means Redis lost its data). */
+  readonly #instance = new Map<string, string>();
   #inFlight = 0;
   #inFlightDone: Promise<void>[] = [];
   #flushTimer: ReturnType<typeof setTimeout> | "immediate" | undefined;
@@ -180,7 +197,6 @@ export class FlowSyncAgent {
     this.#table = table;
     this.#store = store;
     for (const vip of options.vips) this.#vipByAddr.set(parseIpv4(vip), vip);
-    this.#vips = [...options.vips];
     this.#idleMs = options.idleTimeoutMs ?? 300_000;
     this.#sweepMs = options.sweepIntervalMs ?? Math.min(30_000, Math.max(10, this.#idleMs / 4));
     this.#batchSize = options.batchSize ?? 1000;
@@ -228,8 +244,13 @@ export class FlowSyncAgent {
         throw new Error(`Cannot start flow agent "${this.node}": aborted before restore`);
       }
       try {
-        this.#instance = await this.#store.instanceId(this.#vips);
-        await this.#restore();
+        await this.#exclusive(async () => {
+          await this.#readInstances();
+          await this.#restore();
+          // Under the lock, so a concurrent setVips sees "ready" only with every LB IP restored.
+          this.#setDown(false);
+          this.#ready = true;
+        });
         break;
       } catch (err) {
         this.#setDown(true);
@@ -238,8 +259,6 @@ export class FlowSyncAgent {
         delay = Math.min(delay * 2, 2000);
       }
     }
-    this.#setDown(false);
-    this.#ready = true;
     this.#m.ready.set(undefined, 1);
     this.#follower = this.#follow();
     this.#sweepTimer = setInterval(() => void this.sweep(), this.#sweepMs);
@@ -282,6 +301,97 @@ export class FlowSyncAgent {
     });
     if (dropped > 0) this.#countDrops(dropped);
     this.#scheduleFlush();
+  }
+
+  /** LB IPs (dotted) followed now. */
+  get vips(): string[] {
+    return [...this.#vipByAddr.values()];
+  }
+
+  /**
+   * Makes `vips` the followed LB IPs, e.g. after a config reload. Safe while running and
+   * concurrently with {@link learn}; calls are applied one at a time, in order; idempotent.
+   *
+   * - An added LB IP is restored first (its stored flows installed into the flow map, local
+   *   flows the store lacks written — e.g. ones the datapath created before it was followed),
+   *   then its stream is followed from the restore's tail, and from then on its new flows are
+   *   learned, its activity touched and its idle flows expired. Resolves once restored. Before
+   *   `start()` (or while the store is down) it is only recorded: the start (or recovery)
+   *   restore covers it.
+   * - A removed LB IP is no longer followed, learned, touched or expired here; its stored flows
+   *   stay in the store (other nodes may serve it; unused keys expire by TTL). Its entries in the
+   *   flow map are kept and removed locally once idle for the idle timeout (counted: reason
+   *   `unfollowed`), so a reverted config change keeps its connections.
+   *
+   * New-flow events for an LB IP not followed (yet) are dropped and counted
+   * (`holdfast_flow_events_ignored_total`): the flow stays in the map and the restore that
+   * starts following its LB IP writes it, so nothing is lost.
+   */
+  setVips(vips: readonly string[]): Promise<void> {
+    const want = new Map<number, string>();
+    for (const vip of vips) want.set(parseIpv4(vip), vip);
+    return this.#exclusive(() => this.#applyVips(want));
+  }
+
+  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#vipLock.then(fn, fn);
+    this.#vipLock = run.catch(() => {});
+    return run;
+  }
+
+  async #applyVips(want: Map<number, string>): Promise<void> {
+    for (const [addr, vip] of [...this.#vipByAddr]) {
+      if (want.has(addr)) continue;
+      this.#vipByAddr.delete(addr);
+      this.#positions.delete(vip);
+      this.#instance.delete(vip);
+      this.#retired.set(addr, this.#table.nowNs());
+      this.#log.info("stopped following LB IP", { vip, following: this.vips });
+    }
+    const added = new Map<number, string>();
+    for (const [addr, vip] of want) {
+      if (this.#vipByAddr.has(addr)) continue;
+      added.set(addr, vip);
+      this.#retired.delete(addr);
+    }
+    if (added.size === 0) return;
+    if (!this.#ready || this.#down) {
+      // Not started yet, or the store is down: the pending start/recovery restore covers them.
+      for (const [addr, vip] of added) {
+        this.#vipByAddr.set(addr, vip);
+        this.#log.info("following LB IP", {
+          vip,
+          following: this.vips,
+          restored: false,
+          pending: this.#running ? "store unavailable" : "start",
+        });
+      }
+      return;
+    }
+    for (const [addr, vip] of added) this.#vipByAddr.set(addr, vip);
+    try {
+      await this.#readInstances([...added.values()]);
+      await this.#restore(added);
+    } catch (err) {
+      // Followed already; recovery restores every followed LB IP, these included.
+      this.#storeFailed(err, "restore");
+      this.#log.info("following LB IP", {
+        vip: [...added.values()],
+        following: this.vips,
+        restored: false,
+        pending: "store unavailable",
+      });
+      return;
+    }
+    for (const vip of added.values()) {
+      this.#log.info("following LB IP", { vip, following: this.vips, restored: true });
+    }
+  }
+
+  /** Records the store incarnation of `vips` (default all followed ones). */
+  async #readInstances(vips: readonly string[] = this.vips): Promise<void> {
+    const ids = await Promise.all(vips.map((v) => this.#store.instanceId([v])));
+    vips.forEach((v, i) => this.#instance.set(v, ids[i]!));
   }
 
   /** Learns every event of `events` (e.g. the datapath's ring buffer) until it ends. */
@@ -424,29 +534,12 @@ export class FlowSyncAgent {
       await sleep(delay);
       delay = Math.max(delay, Math.min(delay * 2, 1000));
       try {
-        const id = await this.#store.instanceId(this.#vips);
-        if (id !== this.#instance) {
-          this.#log.warn("flow store restarted empty, rewriting local flows", {
-            previous: this.#instance,
-            current: id,
-          });
-          await this.#reseed();
-          await this.#restore();
-          this.#instance = id;
-        } else {
-          // Same data, but this node may have missed stream entries (or the stream was trimmed
-          // past it) and flows may have fallen out of the full queue: restore reconciles both —
-          // missed additions installed, missed removals applied, flows learned here but not
-          // stored (the map still has them) written.
-          if (this.#queue.dropped > this.#droppedAtDown) {
-            this.#log.warn("flow queue overflowed during the outage, rewriting learned flows", {
-              dropped: this.#queue.dropped - this.#droppedAtDown,
-            });
-          }
-          await this.#restore();
-        }
-        this.#droppedAtDown = this.#queue.dropped;
-        this.#setDown(false);
+        await this.#exclusive(async () => {
+          await this.#recoverOnce();
+          // Under the lock, so a concurrent setVips sees "up" only with every LB IP restored.
+          this.#droppedAtDown = this.#queue.dropped;
+          this.#setDown(false);
+        });
         this.#log.info("flow store available", { queued: this.#queue.size });
         this.#scheduleFlush();
         return;
@@ -454,6 +547,37 @@ export class FlowSyncAgent {
         this.#log.debug("flow store still unavailable", { err });
       }
     }
+  }
+
+  async #recoverOnce(): Promise<void> {
+    const vips = this.vips;
+    const ids = await Promise.all(vips.map((v) => this.#store.instanceId([v])));
+    // LB IPs followed since the outage began have no recorded token yet: not a restart.
+    const changed = vips.filter((v, i) => {
+      const was = this.#instance.get(v);
+      return was !== undefined && was !== ids[i];
+    });
+    if (changed.length > 0) {
+      this.#log.warn("flow store restarted empty, rewriting local flows", {
+        vips: changed,
+        previous: changed.map((v) => this.#instance.get(v)),
+        current: changed.map((v) => ids[vips.indexOf(v)]),
+      });
+      await this.#reseed();
+      await this.#restore();
+    } else {
+      // Same data, but this node may have missed stream entries (or the stream was trimmed
+      // past it) and flows may have fallen out of the full queue: restore reconciles both —
+      // missed additions installed, missed removals applied, flows learned here but not
+      // stored (the map still has them) written.
+      if (this.#queue.dropped > this.#droppedAtDown) {
+        this.#log.warn("flow queue overflowed during the outage, rewriting learned flows", {
+          dropped: this.#queue.dropped - this.#droppedAtDown,
+        });
+      }
+      await this.#restore();
+    }
+    vips.forEach((v, i) => this.#instance.set(v, ids[i]!));
   }
 
   /**
@@ -475,16 +599,16 @@ export class FlowSyncAgent {
     }
   }
 
-  /** Installs every stored flow of this node's LB IPs; sets the stream positions. */
-  async #restore(): Promise<void> {
+  /** Installs every stored flow of `vips` (default all followed); sets the stream positions. */
+  async #restore(vips: ReadonlyMap<number, string> = new Map(this.#vipByAddr)): Promise<void> {
     const t0 = performance.now();
     // Entries already in the map (pinned across an agent restart), by identity; those the store
     // also has are struck off while scanning, what remains is unknown to the store.
     const local = new Map<string, FlowEntry>();
     for (const e of this.#table.entries()) {
-      if (this.#vipByAddr.has(e.key.daddr)) local.set(flowId(e.key), e);
+      if (vips.has(e.key.daddr)) local.set(flowId(e.key), e);
     }
-    for (const [addr, vip] of this.#vipByAddr) {
+    for (const [addr, vip] of vips) {
       const tail = await this.#store.streamTail(vip);
       let installed = 0;
       let stored = 0;
@@ -508,7 +632,8 @@ export class FlowSyncAgent {
         if (entries.length > 0) this.#table.putBatch(entries);
         installed += entries.length;
       }
-      this.#positions.set(vip, tail);
+      // Removed by setVips meanwhile: not followed (its map entries idle out as unfollowed).
+      if (this.#vipByAddr.get(addr) === vip) this.#positions.set(vip, tail);
       this.#m.installed.inc({ vip }, installed);
       // Local entries the store lacks: flows learned here while the agent was away are written;
       // flows once installed from peers were removed meanwhile (expired, purged) and go — unless
@@ -582,6 +707,10 @@ export class FlowSyncAgent {
   }
 
   #apply(change: FlowChange): void {
+    // A read started before the LB IP was unfollowed (or unfollowed and followed again, then
+    // restored to a later position) may return entries no longer wanted: skip them.
+    const pos = this.#positions.get(change.vip);
+    if (pos === undefined || compareStreamIds(change.id, pos) <= 0) return;
     this.#positions.set(change.vip, change.id);
     const addr = parseIpv4(change.vip);
     if (change.op === "add") {
@@ -657,9 +786,19 @@ export class FlowSyncAgent {
     const since = this.#lastSweepNs - LAST_SEEN_LAG_NS;
     const active = new Map<string, { field: string; lastSeenMs: number }[]>();
     const idle = new Map<string, FlowKey[]>();
+    const retiredIdle: FlowKey[] = [];
+    const retiredLive = new Set<number>();
     for (const e of this.#table.entries()) {
       const vip = this.#vipByAddr.get(e.key.daddr);
-      if (vip === undefined) continue;
+      if (vip === undefined) {
+        const since = this.#retired.get(e.key.daddr);
+        if (since === undefined) continue;
+        // Unfollowed LB IP: local idle-out only (peer-installed entries count from unfollowing).
+        if (nowNs - Math.max(since, e.value.lastSeenNs) > idleNs) {
+          if (retiredIdle.length < 10_000) retiredIdle.push(e.key);
+        } else retiredLive.add(e.key.daddr);
+        continue;
+      }
       const seen = e.value.lastSeenNs;
       if (seen <= 0) continue;
       if (seen > since) {
@@ -673,6 +812,20 @@ export class FlowSyncAgent {
       }
     }
     this.#lastSweepNs = nowNs;
+    for (const key of retiredIdle) {
+      if (!this.#table.delete(key)) continue;
+      const vip = formatIpv4(key.daddr);
+      this.#m.removed.inc({ vip, reason: "unfollowed" });
+      this.#log.info("flow expired", {
+        vip,
+        flow: describeFlow(key),
+        by: this.node,
+        followed: false,
+      });
+    }
+    for (const [addr, since] of [...this.#retired]) {
+      if (!retiredLive.has(addr) && nowNs - since > idleNs) this.#retired.delete(addr);
+    }
     for (const [vip, seen] of active) {
       await this.#store.touch(vip, seen, { idleTimeoutMs: this.#idleMs });
     }

@@ -352,3 +352,142 @@ function datapath(n: { agent: FlowSyncAgent; table: MemoryFlowTable }, ev: FlowE
   n.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: n.table.nowNs() });
   n.agent.learn(ev);
 }
+
+const VIP2 = "10.0.100.2";
+
+Deno.test("an LB IP added at run time is restored, then followed, learned and touched", async () => {
+  using logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const a = agent("lb-a", store);
+  const peer = agent("lb-p", store, { vips: [VIP, VIP2] });
+  await a.agent.start();
+  await peer.agent.start();
+  try {
+    // Stored before lb-a follows VIP2.
+    const old = event("10.0.0.1", 1000, "10.0.2.1", VIP2);
+    datapath(peer, old);
+    await peer.agent.flush();
+    // The datapath created a VIP2 flow before the agent followed it: ignored, counted, kept.
+    const early = event("10.0.0.2", 2000, "10.0.2.2", VIP2);
+    datapath(a, early);
+    assert(a.registry.expose().includes("holdfast_flow_events_ignored_total 1"), "ignored");
+    assertEquals(a.table.get(old.key), undefined, "not followed yet");
+
+    await Promise.all([a.agent.setVips([VIP, VIP2]), a.agent.setVips([VIP2, VIP])]);
+    assertEquals(a.agent.vips.sort(), [VIP, VIP2], "followed");
+    assertEquals(
+      a.table.get(old.key),
+      { backend: old.backend, flags: 1, lastSeenNs: 0 },
+      "restored",
+    );
+    assertEquals(store.stored(VIP2, flowField(early.key))?.backend, early.backend, "early written");
+    const following = logs.records.filter((r) => r.msg === "following LB IP" && r.node === "lb-a");
+    assertEquals(following.map((r) => [r.vip, r.restored]), [[VIP2, true]], "logged once");
+
+    // Followed from now on: peers' additions installed, own learns stored, activity touched.
+    const next = event("10.0.0.3", 3000, "10.0.2.3", VIP2);
+    datapath(peer, next);
+    await until("peer flow installed", () => a.table.get(next.key)?.backend === next.backend);
+    const own = event("10.0.0.4", 4000, "10.0.2.4", VIP2);
+    datapath(a, own);
+    await a.agent.flush();
+    await until("own flow at peer", () => peer.table.get(own.key)?.backend === own.backend);
+    await a.agent.sweep();
+    assert(store.lastSeen(VIP2, flowField(own.key)) !== undefined, "touched");
+    assert(
+      a.registry.expose().includes('holdfast_flows_learned_total{vip="10.0.100.2"} 1'),
+      "learned metric",
+    );
+  } finally {
+    await a.agent.stop();
+    await peer.agent.stop();
+  }
+});
+
+Deno.test("a removed LB IP is no longer followed; its map entries idle out locally", async () => {
+  using logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const opts = { idleTimeoutMs: 100, sweepIntervalMs: 10_000 };
+  const a = agent("lb-a", store, { ...opts, vips: [VIP, VIP2] });
+  const peer = agent("lb-p", store, { ...opts, vips: [VIP, VIP2] });
+  await a.agent.start();
+  await peer.agent.start();
+  try {
+    const kept = event("10.0.0.1", 1000, "10.0.2.1", VIP2);
+    datapath(peer, kept);
+    await until("installed", () => a.table.get(kept.key) !== undefined);
+
+    await a.agent.setVips([VIP]);
+    await a.agent.setVips([VIP]); // idempotent
+    assertEquals(a.agent.vips, [VIP], "followed");
+    const stopped = logs.records.filter((r) => r.msg === "stopped following LB IP");
+    assertEquals(stopped.map((r) => r.vip), [VIP2], "logged once");
+
+    const later = event("10.0.0.2", 2000, "10.0.2.2", VIP2);
+    datapath(peer, later);
+    const onVip = event("10.0.0.3", 3000, "10.0.1.3");
+    datapath(peer, onVip);
+    await until("VIP still followed", () => a.table.get(onVip.key) !== undefined);
+    assertEquals(a.table.get(later.key), undefined, "VIP2 addition not installed");
+    const mine = event("10.0.0.4", 4000, "10.0.2.4", VIP2);
+    datapath(a, mine);
+    await a.agent.flush();
+    assertEquals(store.stored(VIP2, flowField(mine.key)), undefined, "VIP2 learn not stored");
+
+    // Kept in the map (a reverted change keeps connections) until idle for the idle timeout.
+    await a.agent.sweep();
+    assert(a.table.get(kept.key) !== undefined, "kept while young");
+    await new Promise((r) => setTimeout(r, 150));
+    a.table.touch(mine.key); // active: stays
+    await a.agent.sweep();
+    assertEquals(a.table.get(kept.key), undefined, "idled out");
+    assert(a.table.get(mine.key) !== undefined, "active entry stays");
+    assert(store.stored(VIP2, flowField(kept.key)) !== undefined, "store untouched");
+    assert(
+      a.registry.expose().includes(
+        'holdfast_flows_removed_total{vip="10.0.100.2",reason="unfollowed"} 1',
+      ),
+      a.registry.expose(),
+    );
+
+    // Followed again: restored (the stored flow is back), entries the store lacks written.
+    await a.agent.setVips([VIP, VIP2]);
+    assertEquals(a.table.get(later.key)?.backend, later.backend, "re-followed: restored");
+    assertEquals(store.stored(VIP2, flowField(mine.key))?.backend, mine.backend, "written");
+  } finally {
+    await a.agent.stop();
+    await peer.agent.stop();
+  }
+});
+
+Deno.test("setVips before start is restored by start; while the store is down, by recovery", async () => {
+  using _logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const peer = agent("lb-p", store, { vips: [VIP, VIP2] });
+  await peer.agent.start();
+  const a = agent("lb-a", store, { vips: [] });
+  try {
+    const f1 = event("10.0.0.1", 1000, "10.0.2.1", VIP2);
+    datapath(peer, f1);
+    await peer.agent.flush();
+    await a.agent.setVips([VIP2]);
+    await a.agent.start();
+    assertEquals(a.table.get(f1.key)?.backend, f1.backend, "restored by start");
+
+    store.available = false;
+    await a.agent.sweep(); // notices the outage
+    await until("down", () => !a.agent.storeUp);
+    await a.agent.setVips([VIP2, VIP]);
+    store.available = true;
+    const f2 = event("10.0.0.2", 2000, "10.0.1.2");
+    datapath(peer, f2);
+    await peer.agent.flush();
+    await until("recovered and restored VIP", () => a.table.get(f2.key) !== undefined, 5000);
+    const f3 = event("10.0.0.3", 3000, "10.0.1.3");
+    datapath(peer, f3);
+    await until("VIP followed", () => a.table.get(f3.key) !== undefined);
+  } finally {
+    await a.agent.stop();
+    await peer.agent.stop();
+  }
+});

@@ -61,7 +61,12 @@ const USAGE = `usage: agent --redis URL --vip IP[,IP...] --node-name NAME (alias
 /** Parses `agent` arguments; throws a `TypeError` naming the bad argument. */
 export function parseAgentArgs(
   args: readonly string[],
-  env: { password?: string; readFile?: (path: string) => string } = {},
+  env: {
+    password?: string;
+    readFile?: (path: string) => string;
+    /** `--vip` may be absent (`main.ts agent` derives LB IPs from its config's frontends). */
+    vipsOptional?: boolean;
+  } = {},
 ): AgentArgs {
   const values = new Map<string, string[]>();
   const flags = new Set<string>();
@@ -149,7 +154,9 @@ export function parseAgentArgs(
 
   const vips = (values.get("--vip") ?? []).flatMap((v) => v.split(",")).map((v) => v.trim())
     .filter(Boolean);
-  if (vips.length === 0) throw new TypeError(`Cannot parse agent arguments: "--vip" is required`);
+  if (vips.length === 0 && !env.vipsOptional) {
+    throw new TypeError(`Cannot parse agent arguments: "--vip" is required`);
+  }
   for (const v of vips) parseIpv4(v);
 
   const listenText = one("--listen") ?? "127.0.0.1:9470";

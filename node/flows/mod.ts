@@ -8,6 +8,8 @@
  * - {@link FlowStore} ({@link MemoryFlowStore}, {@link RedisFlowStore}) — the shared store.
  * - {@link purgeBackendFlows}, {@link purgeRemovedBackends} — a backend went away (e.g. a
  *   services-file reload): its flows are removed everywhere.
+ * - {@link followedVips} — the LB IPs to follow: a config's frontends and `--vip` flags
+ *   (`FlowSyncAgent.setVips` follows changes live).
  * - `main.ts` — a flow-sync-only agent process and `parseAgentArgs`, which `node/agent.ts`
  *   (the full LB node behind `main.ts agent`) uses for its flow-sync options.
  *
@@ -42,4 +44,5 @@ export {
 export { connectRedisStore, RedisFlowStore, type RedisStoreOptions } from "./redis_store.ts";
 export { purgeBackendFlows, purgeRemovedBackends, type ServicesView } from "./purge.ts";
 export { vipKeys } from "./schema.ts";
+export { followedVips, type FrontendsView } from "./config_vips.ts";
 export { BoundedQueue } from "./queue.ts";

@@ -1,0 +1,35 @@
+import { followedVips } from "./config_vips.ts";
+
+function assertEquals(a: unknown, b: unknown, what = "") {
+  if (JSON.stringify(a) !== JSON.stringify(b)) {
+    throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
+  }
+}
+
+Deno.test("followed LB IPs: config frontends united with --vip flags, unique and sorted", () => {
+  const config = {
+    services: [
+      { frontends: [{ address: "10.0.100.10:80/TCP" }, { address: "10.0.100.2:443/TCP" }] },
+      { frontends: [] },
+      { frontends: [{ address: "10.0.100.2:53/UDP" }] },
+    ],
+  };
+  assertEquals(followedVips(config, []), ["10.0.100.2", "10.0.100.10"], "config only");
+  assertEquals(
+    followedVips(config, ["10.0.100.2", "10.0.99.1"]),
+    ["10.0.99.1", "10.0.100.2", "10.0.100.10"],
+    "union",
+  );
+  assertEquals(followedVips(null, ["10.0.100.1"]), ["10.0.100.1"], "no config");
+  assertEquals(followedVips({ services: [] }, []), [], "nothing");
+});
+
+Deno.test("followed LB IPs: a non-IPv4 address is named in the error", () => {
+  let msg = "";
+  try {
+    followedVips({ services: [{ frontends: [{ address: "fd00::1:80/TCP" }] }] }, []);
+  } catch (err) {
+    msg = (err as Error).message;
+  }
+  if (!msg.includes('"fd00::1:80/TCP"')) throw new Error(`unexpected: "${msg}"`);
+});

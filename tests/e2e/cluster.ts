@@ -292,8 +292,7 @@ export class Cluster implements AsyncDisposable {
       this.bpffs(i),
       "--redis",
       this.redis.url,
-      "--vip",
-      this.vip,
+      // No --vip: the agent follows its config's frontends (this.vip among them).
       ...(this.flowSync ? [] : ["--no-flow-sync"]),
     ];
     node.agent = this.topo.spawn(node.host, [

@@ -162,17 +162,26 @@ export async function main(args: string[]): Promise<number> {
     let purge: ((prev: FileConfig, next: FileConfig) => Promise<unknown>) | null = null;
     // Set once flow sync runs: follows the LB IPs of each loaded config (its frontends).
     let follow: ((config: FileConfig) => Promise<void>) | null = null;
+    // One reload at a time: a slow one (restoring a new LB IP's flows) must not interleave with
+    // the next tick's.
+    let reloading = false;
     const poll = setInterval(async () => {
-      const m = await mtimeOf(own.config);
-      if (m === seen) return;
-      seen = m;
-      const next = await loadConfig();
-      if (next === null) return;
-      const prev = current;
-      current = next;
-      await follow?.(next).catch((err) => agentLog.warn("cannot follow LB IPs", { err }));
-      if (prev && purge) {
-        await purge(prev, next).catch((err) => agentLog.warn("flow purge failed", { err }));
+      if (reloading) return;
+      reloading = true;
+      try {
+        const m = await mtimeOf(own.config);
+        if (m === seen) return;
+        seen = m;
+        const next = await loadConfig();
+        if (next === null) return;
+        const prev = current;
+        current = next;
+        await follow?.(next).catch((err) => agentLog.warn("cannot follow LB IPs", { err }));
+        if (prev && purge) {
+          await purge(prev, next).catch((err) => agentLog.warn("flow purge failed", { err }));
+        }
+      } finally {
+        reloading = false;
       }
     }, own.configPollMs);
     cleanup.push(() => clearInterval(poll));

@@ -149,13 +149,12 @@ function generate(prog: number, frame: Uint8Array, ifindex: number, count: numbe
   );
 }
 
-const topo = await createTopology(spec);
-using pass = BpfObject.open(`${DEFAULT_OBJECT_DIR}/xdp_pass.o`);
-using gen = BpfObject.open(`${DEFAULT_OBJECT_DIR}/xdp_gen.o`);
-const lb = await Datapath.open({ pinDir: null });
-const decap = await DecapDatapath.open();
-let exitCode = 0;
-try {
+/** Sets the path up in `topo`, runs the phases and prints the summary line. */
+async function bench(topo: Topology): Promise<void> {
+  using pass = BpfObject.open(`${DEFAULT_OBJECT_DIR}/xdp_pass.o`);
+  using gen = BpfObject.open(`${DEFAULT_OBJECT_DIR}/xdp_gen.o`);
+  using lb = await Datapath.open({ pinDir: null });
+  using decap = await DecapDatapath.open();
   lb.configure({ srcAddr: "10.11.1.2", encapPort: 6080, seed: 0 });
   const maps = lb.lbMaps();
   await maps.updateBackend(1, { address: "10.12.1.2", port: PORT });
@@ -261,6 +260,13 @@ try {
   };
   const l = sum("lb");
   const b = sum("baseline");
+  for (const [mode, m] of [["lb", l], ["baseline", b]] as const) {
+    if (m.delivered < m.sent / 2) {
+      throw new Error(
+        `${mode} path: only ${m.delivered} of ${m.sent} generated frames reached the backend`,
+      );
+    }
+  }
   const lbDecap = results.filter((r) => r.mode === "lb").reduce((s, r) => s + r.decapsulated, 0);
   if (lbDecap < l.delivered * 0.99) {
     throw new Error(
@@ -286,12 +292,16 @@ try {
     phases: results.map((r) => ({ mode: r.mode, pps: r.pps })),
     load1: Deno.loadavg()[0],
   }));
+}
+
+const topo = await createTopology(spec);
+let exitCode = 0;
+try {
+  await bench(topo);
 } catch (e) {
   console.error(e);
   exitCode = 1;
 } finally {
-  lb[Symbol.dispose]();
-  decap[Symbol.dispose]();
   await topo.destroy();
 }
 Deno.exit(exitCode);

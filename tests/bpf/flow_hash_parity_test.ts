@@ -8,55 +8,11 @@
 import { strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
 import { BpfObject, DEFAULT_OBJECT_DIR, ipv4Bytes, testRun, XDP } from "../../node/bpf/mod.ts";
-import { flowHashClientIp, flowHashFiveTuple, ipv4ToU32 } from "../../policy-as/host/flow_hash.ts";
-
-interface Vector {
-  saddr: string;
-  daddr: string;
-  sport: number;
-  dport: number;
-  proto: number;
-  seed: number;
-  five_tuple: number;
-  client_ip: number;
-}
-
-async function loadVectors(): Promise<{ source: string; vectors: Vector[] }> {
-  const path = new URL("../../policy-as/vectors/flow_hash.json", import.meta.url);
-  try {
-    const doc = JSON.parse(await Deno.readTextFile(path)) as { vectors: Vector[] };
-    return { source: "policy-as/vectors/flow_hash.json", vectors: doc.vectors };
-  } catch (e) {
-    if (!(e instanceof Deno.errors.NotFound)) throw e;
-  }
-  // Fallback until policy-as publishes its vectors: the TS reference of the same formula.
-  const vectors: Vector[] = [];
-  for (let i = 0; i < 64; i++) {
-    const v = {
-      saddr: `10.0.${i}.${(i * 7) % 256}`,
-      daddr: "10.0.100.1",
-      sport: 30000 + i * 97,
-      dport: 80 + i,
-      proto: i % 2 ? 17 : 6,
-      seed: i * 0x9e3779b9 >>> 0,
-    };
-    vectors.push({
-      ...v,
-      five_tuple: flowHashFiveTuple({
-        saddr: ipv4ToU32(v.saddr),
-        daddr: ipv4ToU32(v.daddr),
-        sport: v.sport,
-        dport: v.dport,
-        proto: v.proto,
-      }, v.seed),
-      client_ip: flowHashClientIp(ipv4ToU32(v.saddr), v.seed),
-    });
-  }
-  return { source: "generated from policy-as/host/flow_hash.ts", vectors };
-}
+import { loadVectors } from "../../policy-as/host/vectors.ts";
 
 rootTest("BPF flow hash equals the policy-as golden vectors", async () => {
-  const { source, vectors } = await loadVectors();
+  const source = "policy-as/vectors/flow_hash.json";
+  const { flowHash: vectors } = await loadVectors();
   using obj = BpfObject.open(`${DEFAULT_OBJECT_DIR}/lb_xdp.o`);
   const probe = obj.program("hf_hash_probe");
   strictEqual(vectors.length > 0, true, `no vectors in ${source}`);

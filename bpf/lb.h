@@ -93,6 +93,31 @@ static __always_inline __be32 hf_maglev_pick(struct service_value *svc, __u32 ha
 	return be->addr;
 }
 
+/* Writes a reply-direction Ethernet header (to `dst` from `src`) and an option-less outer IPv4
+ * header with its checksum, as the LB sends them: TTL HF_OUTER_TTL, ID 0, source = this node. */
+static __always_inline void hf_write_eth_ip(struct ethhdr *eth, struct iphdr *ip,
+					    const unsigned char *dst, const unsigned char *src,
+					    __u8 proto, __u8 tos, __u16 tot_len, __u16 frag_off,
+					    __be32 saddr, __be32 daddr)
+{
+	__builtin_memcpy(eth->h_dest, dst, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, src, ETH_ALEN);
+	eth->h_proto = bpf_htons(HF_ETH_P_IP);
+
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tos = tos;
+	ip->tot_len = bpf_htons(tot_len);
+	ip->id = 0;
+	ip->frag_off = bpf_htons(frag_off);
+	ip->ttl = HF_OUTER_TTL;
+	ip->protocol = proto;
+	ip->check = 0;
+	ip->saddr = saddr;
+	ip->daddr = daddr;
+	ip->check = hf_ipv4_csum(ip);
+}
+
 /* Prepends Ethernet (MACs swapped, for XDP_TX) + IPv4 + UDP in front of the IPv4 packet.
  * Returns 0 on success, -1 when the headroom could not be grown. */
 static __always_inline int hf_encap(struct xdp_md *ctx, struct lb_config *cfg, __be32 backend,
@@ -117,22 +142,8 @@ static __always_inline int hf_encap(struct xdp_md *ctx, struct lb_config *cfg, _
 	if ((void *)(udp + 1) > data_end)
 		return -1;
 
-	__builtin_memcpy(eth->h_dest, dst, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, src, ETH_ALEN);
-	eth->h_proto = bpf_htons(HF_ETH_P_IP);
-
-	ip->version = 4;
-	ip->ihl = 5;
-	ip->tos = tos;
-	ip->tot_len = bpf_htons(inner_len + HF_ENCAP_OVERHEAD);
-	ip->id = 0;
-	ip->frag_off = bpf_htons(HF_IP_DF);
-	ip->ttl = HF_OUTER_TTL;
-	ip->protocol = HF_IPPROTO_UDP;
-	ip->check = 0;
-	ip->saddr = cfg->src_addr;
-	ip->daddr = backend;
-	ip->check = hf_ipv4_csum(ip);
+	hf_write_eth_ip(eth, ip, dst, src, HF_IPPROTO_UDP, tos, inner_len + HF_ENCAP_OVERHEAD,
+			HF_IP_DF, cfg->src_addr, backend);
 
 	udp->source = bpf_htons(HF_SPORT_BASE | (hash & HF_SPORT_MASK));
 	udp->dest = bpf_htons(cfg->encap_port_host);
@@ -173,22 +184,8 @@ static __always_inline int hf_icmp_too_big(struct xdp_md *ctx, struct lb_config 
 	if ((void *)(icmp + 8 + HF_ICMP_QUOTE) > data_end)
 		return -1;
 
-	__builtin_memcpy(eth->h_dest, dst, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, src, ETH_ALEN);
-	eth->h_proto = bpf_htons(HF_ETH_P_IP);
-
-	ip->version = 4;
-	ip->ihl = 5;
-	ip->tos = 0;
-	ip->tot_len = bpf_htons(sizeof(struct iphdr) + 8 + HF_ICMP_QUOTE);
-	ip->id = 0;
-	ip->frag_off = 0;
-	ip->ttl = HF_OUTER_TTL;
-	ip->protocol = HF_IPPROTO_ICMP;
-	ip->check = 0;
-	ip->saddr = cfg->src_addr;
-	ip->daddr = client;
-	ip->check = hf_ipv4_csum(ip);
+	hf_write_eth_ip(eth, ip, dst, src, HF_IPPROTO_ICMP, 0, sizeof(struct iphdr) + 8 + HF_ICMP_QUOTE,
+			0, cfg->src_addr, client);
 
 	__u16 next_hop_mtu = mtu - HF_ENCAP_OVERHEAD;
 	icmp[0] = HF_ICMP_DEST_UNREACH;

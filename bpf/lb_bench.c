@@ -30,6 +30,15 @@ static __always_inline void hf_bench_restore(struct xdp_md *ctx)
 	eth->h_proto = bpf_htons(HF_ETH_P_IP);
 }
 
+/* Restores the frame after hf_lb's XDP_TX and parses it again; true when it is L4 again. */
+static __always_inline int hf_bench_restore_parse(struct xdp_md *ctx, struct hf_pkt *p)
+{
+	hf_bench_restore(ctx);
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	return hf_parse(data, data_end, p) == HF_PARSE_L4;
+}
+
 /* Flow-hit path (the flow must exist) + restore. */
 SEC("xdp")
 int hf_lb_bench_hit(struct xdp_md *ctx)
@@ -47,11 +56,8 @@ int hf_lb_bench_miss(struct xdp_md *ctx)
 	int rc = hf_lb_main(ctx);
 	if (rc != XDP_TX)
 		return rc;
-	hf_bench_restore(ctx);
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
 	struct hf_pkt p = {};
-	if (hf_parse(data, data_end, &p) != HF_PARSE_L4)
+	if (!hf_bench_restore_parse(ctx, &p))
 		return rc;
 	struct flow_key fk = {
 		.saddr = p.ip->saddr,
@@ -74,11 +80,8 @@ int hf_lb_bench_miss_next(struct xdp_md *ctx)
 	int rc = hf_lb_main(ctx);
 	if (rc != XDP_TX)
 		return rc;
-	hf_bench_restore(ctx);
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
 	struct hf_pkt p = {};
-	if (hf_parse(data, data_end, &p) != HF_PARSE_L4)
+	if (!hf_bench_restore_parse(ctx, &p))
 		return rc;
 	__be16 *ports = p.l4;
 	ports[0] = bpf_htons(bpf_ntohs(p.sport) + 1);

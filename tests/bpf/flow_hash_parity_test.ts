@@ -7,7 +7,7 @@
 
 import { strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
-import { BpfObject, DEFAULT_OBJECT_DIR, ipv4Bytes, testRun, XDP } from "../../node/bpf/mod.ts";
+import { BpfObject, DEFAULT_OBJECT_DIR, encodeFlowKey, testRun, XDP } from "../../node/bpf/mod.ts";
 import { loadVectors } from "../../policy-as/host/vectors.ts";
 
 rootTest("BPF flow hash equals the policy-as golden vectors", async () => {
@@ -17,14 +17,10 @@ rootTest("BPF flow hash equals the policy-as golden vectors", async () => {
   const probe = obj.program("hf_hash_probe");
   strictEqual(vectors.length > 0, true, `no vectors in ${source}`);
   for (const v of vectors) {
+    // hf_hash_probe's input: a struct flow_key, then the seed at offset 16.
     const input = new Uint8Array(64);
-    const dv = new DataView(input.buffer);
-    input.set(ipv4Bytes(v.saddr), 0);
-    input.set(ipv4Bytes(v.daddr), 4);
-    dv.setUint16(8, v.sport);
-    dv.setUint16(10, v.dport);
-    input[12] = v.proto;
-    dv.setUint32(16, v.seed >>> 0);
+    input.set(encodeFlowKey(v), 0);
+    new DataView(input.buffer).setUint32(16, v.seed >>> 0);
     const r = testRun(probe, input);
     strictEqual(r.retval, XDP.PASS);
     const out = new DataView(r.data.buffer, r.data.byteOffset);

@@ -11,16 +11,7 @@ import { connectRedisStore } from "../../node/flows/redis_store.ts";
 import { captureLogs } from "../../node/log.ts";
 import { Registry } from "../../node/metrics.ts";
 import { freePort, startRedis } from "../harness/redis.ts";
-
-const VIP = "10.0.100.1";
-
-async function until(what: string, cond: () => Promise<boolean> | boolean, ms = 10_000) {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+import { until, VIP } from "./_flow_nodes.ts";
 
 async function get(url: string): Promise<{ status: number; text: string }> {
   try {

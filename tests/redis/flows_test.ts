@@ -2,17 +2,12 @@
  * Flow sync against a real redis-server: two agents with in-memory flow tables share one Redis.
  * Run: `deno test -P=redis tests/redis/`.
  */
-import { FlowSyncAgent, type FlowSyncAgentOptions } from "../../node/flows/agent.ts";
-import { type FlowEvent, flowField, makeFlowKey, parseIpv4 } from "../../node/flows/flow.ts";
-import { MemoryFlowTable } from "../../node/flows/table.ts";
-import { connectRedisStore, type RedisFlowStore } from "../../node/flows/redis_store.ts";
-import type { RedisStoreOptions } from "../../node/flows/redis_store.ts";
+import { flowField, parseIpv4 } from "../../node/flows/flow.ts";
+import { connectRedisStore } from "../../node/flows/redis_store.ts";
 import { purgeBackendFlows } from "../../node/flows/purge.ts";
 import { captureLogs } from "../../node/log.ts";
-import { Registry } from "../../node/metrics.ts";
-import { type RedisServer, startRedis } from "../harness/redis.ts";
-
-const VIP = "10.0.100.1";
+import { startRedis } from "../harness/redis.ts";
+import { datapathLearns, event, node, until, VIP } from "./_flow_nodes.ts";
 
 function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(msg);
@@ -22,66 +17,6 @@ function assertEquals(a: unknown, b: unknown, what = "") {
   if (JSON.stringify(a) !== JSON.stringify(b)) {
     throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
   }
-}
-
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 5000) {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-function event(saddr: number | string, sport: number, backend: string): FlowEvent {
-  return {
-    key: makeFlowKey({ saddr, daddr: VIP, sport, dport: 80, proto: 6 }),
-    backend: parseIpv4(backend),
-    serviceId: 1,
-    tsNs: 0,
-  };
-}
-
-interface Node {
-  agent: FlowSyncAgent;
-  table: MemoryFlowTable;
-  store: RedisFlowStore;
-  registry: Registry;
-}
-
-async function node(
-  name: string,
-  redis: RedisServer,
-  options: Partial<FlowSyncAgentOptions> & { store?: Partial<RedisStoreOptions> } = {},
-  start = true,
-): Promise<Node & AsyncDisposable> {
-  const table = new MemoryFlowTable();
-  const store = connectRedisStore({ url: redis.url, ...options.store });
-  const registry = new Registry();
-  const agent = new FlowSyncAgent(table, store, {
-    node: name,
-    vips: [VIP],
-    readBlockMs: 100,
-    flushIntervalMs: 2,
-    registry,
-    ...options,
-  });
-  if (start) await agent.start();
-  return {
-    agent,
-    table,
-    store,
-    registry,
-    async [Symbol.asyncDispose]() {
-      await agent.stop();
-      await store.close();
-    },
-  };
-}
-
-/** A flow the datapath created: in the map, and its event to the agent. */
-function datapathLearns(n: Node, ev: FlowEvent): void {
-  n.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: n.table.nowNs() });
-  n.agent.learn(ev);
 }
 
 Deno.test("redis: a flow learned by agent A is installed by agent B", async () => {
@@ -110,13 +45,13 @@ Deno.test("redis: an agent restores every flow of its LB IPs before it is ready"
   await using a = await node("lb-a", redis, { batchSize: 2000 });
   for (let i = 0; i < 20_000; i++) datapathLearns(a, event(0x0b000000 + i, 1234, "10.0.1.3"));
   await a.agent.flush();
-  await using b = await node("lb-b", redis, {}, false);
+  await using b = await node("lb-b", redis, { start: false });
   assertEquals(b.table.size, 0, "empty before start");
   await b.agent.start();
   assertEquals(b.table.size, 20_000, "complete at ready");
   // And a node whose Redis is down at start waits rather than reporting ready empty.
   await redis.stop();
-  await using c = await node("lb-c", redis, {}, false);
+  await using c = await node("lb-c", redis, { start: false });
   let ready = false;
   const started = c.agent.start().then(() => ready = true);
   await new Promise((r) => setTimeout(r, 300));

@@ -11,16 +11,7 @@ import { purgeRemovedBackends } from "../../node/flows/purge.ts";
 import { captureLogs } from "../../node/log.ts";
 import { Registry } from "../../node/metrics.ts";
 import { startRedis } from "../harness/redis.ts";
-
-const VIP = "10.0.100.1";
-
-async function until(what: string, cond: () => boolean, ms = 10_000) {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+import { until, VIP } from "./_flow_nodes.ts";
 
 /** The services file format (controller/sources/file_source.ts), one service. */
 function services(backends: string[]) {

@@ -2,83 +2,24 @@
  * LB IPs followed live (`FlowSyncAgent.setVips`) against a real redis-server: two agents with
  * in-memory flow tables share one Redis. Run: `deno test -P=redis tests/redis/vips_test.ts`.
  */
-import { FlowSyncAgent } from "../../node/flows/agent.ts";
-import { type FlowEvent, flowField, makeFlowKey, parseIpv4 } from "../../node/flows/flow.ts";
-import { MemoryFlowTable } from "../../node/flows/table.ts";
-import { connectRedisStore, type RedisFlowStore } from "../../node/flows/redis_store.ts";
+import { flowField } from "../../node/flows/flow.ts";
 import { captureLogs } from "../../node/log.ts";
-import { Registry } from "../../node/metrics.ts";
-import { type RedisServer, startRedis } from "../harness/redis.ts";
+import { startRedis } from "../harness/redis.ts";
+import { datapathLearns, event, node, until, VIP } from "./_flow_nodes.ts";
 
-const VIP = "10.0.100.1";
 const VIP2 = "10.0.100.2";
 
 function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(msg);
 }
 
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 5000) {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-function event(saddr: string, sport: number, backend: string, vip: string): FlowEvent {
-  return {
-    key: makeFlowKey({ saddr, daddr: vip, sport, dport: 80, proto: 6 }),
-    backend: parseIpv4(backend),
-    serviceId: 1,
-    tsNs: 0,
-  };
-}
-
-interface Node {
-  agent: FlowSyncAgent;
-  table: MemoryFlowTable;
-  store: RedisFlowStore;
-}
-
-async function node(
-  name: string,
-  redis: RedisServer,
-  vips: string[],
-): Promise<Node & AsyncDisposable> {
-  const table = new MemoryFlowTable();
-  const store = connectRedisStore({ url: redis.url });
-  const agent = new FlowSyncAgent(table, store, {
-    node: name,
-    vips,
-    readBlockMs: 100,
-    flushIntervalMs: 2,
-    registry: new Registry(),
-  });
-  await agent.start();
-  return {
-    agent,
-    table,
-    store,
-    async [Symbol.asyncDispose]() {
-      await agent.stop();
-      await store.close();
-    },
-  };
-}
-
-/** A flow the datapath created: in the map, and its event to the agent. */
-function datapathLearns(n: Node, ev: FlowEvent): void {
-  n.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: n.table.nowNs() });
-  n.agent.learn(ev);
-}
-
 Deno.test("redis: an LB IP added to two running agents is restored and shared, removal stops it", async () => {
   using logs = captureLogs();
   await using redis = await startRedis();
-  await using a = await node("lb-a", redis, [VIP]);
-  await using b = await node("lb-b", redis, [VIP]);
+  await using a = await node("lb-a", redis, { vips: [VIP] });
+  await using b = await node("lb-b", redis, { vips: [VIP] });
   // Another LB node already serves VIP2 and stored a flow.
-  await using c = await node("lb-c", redis, [VIP2]);
+  await using c = await node("lb-c", redis, { vips: [VIP2] });
   const stored = event("10.1.0.1", 1000, "10.0.2.1", VIP2);
   datapathLearns(c, stored);
   await c.agent.flush();

@@ -1,0 +1,99 @@
+/**
+ * Shared pieces of the flow-sync tests against a real redis-server: LB nodes made of a
+ * FlowSyncAgent over an in-memory flow table, flow events, and a bounded wait.
+ *
+ * @module
+ */
+import { FlowSyncAgent, type FlowSyncAgentOptions } from "../../node/flows/agent.ts";
+import { type FlowEvent, makeFlowKey, parseIpv4 } from "../../node/flows/flow.ts";
+import { MemoryFlowTable } from "../../node/flows/table.ts";
+import {
+  connectRedisStore,
+  type RedisFlowStore,
+  type RedisStoreOptions,
+} from "../../node/flows/redis_store.ts";
+import { Registry } from "../../node/metrics.ts";
+import type { RedisServer } from "../harness/redis.ts";
+
+/** The LB IP the tests use unless they say otherwise. */
+export const VIP = "10.0.100.1";
+
+/** Polls `cond` every 10 ms until it holds; throws after `ms`. */
+export async function until(
+  what: string,
+  cond: () => boolean | Promise<boolean>,
+  ms = 10_000,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** A new-flow event as the datapath reports it: TCP to `vip`:80. */
+export function event(
+  saddr: number | string,
+  sport: number,
+  backend: string,
+  vip: string = VIP,
+): FlowEvent {
+  return {
+    key: makeFlowKey({ saddr, daddr: vip, sport, dport: 80, proto: 6 }),
+    backend: parseIpv4(backend),
+    serviceId: 1,
+    tsNs: 0,
+  };
+}
+
+/** One LB node's flow-sync side. */
+export interface Node {
+  agent: FlowSyncAgent;
+  table: MemoryFlowTable;
+  store: RedisFlowStore;
+  registry: Registry;
+}
+
+/** Options of {@linkcode node}: agent options (default LB IPs `[VIP]`), store options, start. */
+export type NodeOptions = Partial<FlowSyncAgentOptions> & {
+  store?: Partial<RedisStoreOptions>;
+  /** Start the agent (restore, follow) before returning (default true). */
+  start?: boolean;
+};
+
+/** An LB node whose agent shares `redis`; dispose to stop it. */
+export async function node(
+  name: string,
+  redis: RedisServer,
+  options: NodeOptions = {},
+): Promise<Node & AsyncDisposable> {
+  const { store: storeOptions, start = true, ...agentOptions } = options;
+  const table = new MemoryFlowTable();
+  const store = connectRedisStore({ url: redis.url, ...storeOptions });
+  const registry = new Registry();
+  const agent = new FlowSyncAgent(table, store, {
+    node: name,
+    vips: [VIP],
+    readBlockMs: 100,
+    flushIntervalMs: 2,
+    registry,
+    ...agentOptions,
+  });
+  if (start) await agent.start();
+  return {
+    agent,
+    table,
+    store,
+    registry,
+    async [Symbol.asyncDispose]() {
+      await agent.stop();
+      await store.close();
+    },
+  };
+}
+
+/** A flow the datapath created: in the map, and its event to the agent. */
+export function datapathLearns(n: Node, ev: FlowEvent): void {
+  n.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: n.table.nowNs() });
+  n.agent.learn(ev);
+}

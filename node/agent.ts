@@ -4,80 +4,116 @@
  * ```
  * main.ts agent --node-name lb1 --attach eth0 --src-addr 10.2.1.2 --pin-dir /sys/fs/bpf/holdfast
  *               --config services.yaml --redis redis://10.9.0.2:6379 [--vip 10.0.100.1]
- *               [--no-flow-sync] [--maglev-size 1021] [--policy FILE] [--config-poll-ms 200]
- *               [flow-sync options: see node/flows/main.ts]
+ *               [--no-flow-sync] [--datapath bpf|memory] … (node/agent_args.ts: USAGE)
  * ```
  *
  * 1. Datapath: loads the XDP load balancer reusing the maps pinned in `--pin-dir` (a restart
- *    loses no flow and renumbers nothing), writes the node settings, attaches to `--attach`.
- * 2. Control plane: tables + Writer + the BPF-maps reconciler over the real maps, fed by the
- *    file source following `--config` (re-read when it changes; a bad file is logged and the
- *    last good one keeps serving). Maglev tables come from the WASM policy module, with the
- *    TypeScript reference as fallback.
+ *    loses no flow and renumbers nothing) and writes the node settings. `--datapath memory`
+ *    uses in-memory maps instead, to run everything else without root.
+ * 2. Control plane: tables + Writer + the BPF-maps reconciler over those maps, fed by the file
+ *    source following `--config` (re-read when it changes; a bad file is logged and the last good
+ *    one keeps serving). Maglev tables come from the WASM policy module, with the TypeScript
+ *    reference as fallback.
  * 3. Flow sync (unless `--no-flow-sync`): new-flow events from the ring buffer go to Redis;
  *    peers' flows are installed into the flow map; every stored flow is restored before ready.
  *    The LB IPs followed are the config's frontend addresses (plus any `--vip`), updated after
  *    every successful reload (`FlowSyncAgent.setVips`: an added one is restored and followed).
+ * 4. Attach XDP to `--attach`, last, so the first packet finds programmed maps and flows.
  *
- * Ready — a `{"msg":"ready"}` log line and `GET /readyz` 200 — only once the first config is
- * reconciled into the maps and the flows are restored, so a router never sends this node
- * traffic it cannot place.
+ * `GET /readyz` answers 503 until then and 200 after, together with a `{"msg":"ready"}` log
+ * line, so a router never sends this node traffic it cannot place. `GET /metrics` serves
+ * Prometheus text, `GET /healthz` 200 while running. SIGTERM/SIGINT (or `options.signal`) stop
+ * it with exit 0; the datapath and pinned maps stay, so traffic continues.
  *
  * @module
  */
 import { createControlPlane } from "../controller/control_plane.ts";
+import type { LBMaps } from "../controller/lbmaps.ts";
+import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
 import { referenceMaglev } from "../controller/maglev.ts";
+import { exportControlPlaneMetrics } from "../controller/metrics.ts";
 import { ConfigError, type FileConfig, FileSource } from "../controller/sources/file_source.ts";
 import { PolicyHost, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
+import { type AgentArgs, parseAgentArgs, USAGE } from "./agent_args.ts";
 import { Datapath, exportDatapathMetrics } from "./bpf/mod.ts";
-import { exportControlPlaneMetrics } from "../controller/metrics.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
-import { followedVips } from "./flows/config_vips.ts";
 import { BpfFlowTable, fromDatapathEvent } from "./flows/bpf_table.ts";
-import { parseAgentArgs } from "./flows/main.ts";
+import { followedVips } from "./flows/config_vips.ts";
+import type { FlowEvent } from "./flows/flow.ts";
 import { purgeRemovedBackends } from "./flows/purge.ts";
 import { connectRedisStore, redact } from "./flows/redis_store.ts";
-import { log, setLogLevel } from "./log.ts";
+import { type FlowTable, MemoryFlowTable } from "./flows/table.ts";
+import { log, type Logger, setLogLevel } from "./log.ts";
 import { CONTENT_TYPE, registry } from "./metrics.ts";
 
 const RELEASE_WASM = new URL("../policy-as/build/release.wasm", import.meta.url);
 
-/** Options only this composition takes; the rest go to the flow-sync parser. */
-interface CompositionArgs {
-  config: string;
-  flowSync: boolean;
-  maglevSize?: number;
-  policy: URL | string;
-  configPollMs: number;
+/** What the rest of the agent needs from a datapath, real or in memory. */
+interface NodeDatapath {
+  readonly kind: "bpf" | "memory";
+  readonly lbMaps: LBMaps;
+  readonly flows: FlowTable;
+  /** Starts delivering new-flow events; returns a stop function. */
+  subscribe(onEvent: (event: FlowEvent) => void): () => Promise<void>;
+  /** Attaches the LB program (no-op in memory). */
+  attach(): void;
+  close(): void;
 }
 
-function splitArgs(args: readonly string[]): { own: CompositionArgs; rest: string[] } {
-  const rest: string[] = [];
-  let config: string | undefined;
-  let flowSync = true;
-  let maglevSize: number | undefined;
-  let policy: URL | string = RELEASE_WASM;
-  let configPollMs = 200;
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i]!;
-    const value = () => {
-      const v = args[++i];
-      if (v === undefined) {
-        throw new TypeError(`Cannot parse agent arguments: "${a}" needs a value`);
-      }
-      return v;
+async function openDatapath(a: AgentArgs): Promise<NodeDatapath> {
+  if (a.datapath === "memory") {
+    return {
+      kind: "memory",
+      lbMaps: new MemoryLBMaps(),
+      flows: new MemoryFlowTable(),
+      subscribe: () => () => Promise.resolve(),
+      attach: () => {},
+      close: () => {},
     };
-    if (a === "--config") config = value();
-    else if (a === "--no-flow-sync") flowSync = false;
-    else if (a === "--maglev-size") maglevSize = Number(value());
-    else if (a === "--policy") policy = value();
-    else if (a === "--config-poll-ms") configPollMs = Number(value());
-    else rest.push(a);
   }
-  if (config === undefined) {
-    throw new TypeError(`Cannot parse agent arguments: "--config" is required`);
-  }
-  return { own: { config, flowSync, maglevSize, policy, configPollMs }, rest };
+  const dp = await Datapath.open({
+    ...(a.pinDir ? { pinDir: a.pinDir } : {}),
+    ...(a.objectDir ? { objectDir: a.objectDir } : {}),
+    ...(a.maxFlows ? { maxFlows: a.maxFlows } : {}),
+  });
+  if (a.configure) dp.configure(a.configure);
+  exportDatapathMetrics(dp, registry);
+  return {
+    kind: "bpf",
+    lbMaps: dp.lbMaps(),
+    flows: new BpfFlowTable(dp.maps.flows),
+    subscribe(onEvent) {
+      const reader = dp.subscribe((ev) => onEvent(fromDatapathEvent(ev)));
+      return () => reader.close();
+    },
+    attach() {
+      if (a.attach) dp.attach(a.attach.ifname, a.attach.netns ? { netns: a.attach.netns } : {});
+    },
+    close: () => dp[Symbol.dispose](),
+  };
+}
+
+/** Serves /readyz, /metrics and /healthz; `isReady` decides /readyz. */
+function serveHttp(
+  listen: NonNullable<AgentArgs["listen"]>,
+  isReady: () => boolean,
+  agentLog: Logger,
+): Deno.HttpServer {
+  return Deno.serve({
+    ...listen,
+    onListen: (addr) => agentLog.info("listening", { addr: `${addr.hostname}:${addr.port}` }),
+  }, (req) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/metrics") {
+      return new Response(registry.expose(), { headers: { "content-type": CONTENT_TYPE } });
+    }
+    if (path === "/readyz") {
+      const ok = isReady();
+      return new Response(ok ? "ready\n" : "not ready\n", { status: ok ? 200 : 503 });
+    }
+    if (path === "/healthz") return new Response("ok\n");
+    return new Response("not found\n", { status: 404 });
+  });
 }
 
 async function mtimeOf(path: string): Promise<number> {
@@ -88,19 +124,19 @@ async function mtimeOf(path: string): Promise<number> {
   }
 }
 
-/** Runs the agent until SIGTERM/SIGINT. Exit codes: 0 clean stop, 1 cannot start, 2 bad arguments. */
-export async function main(args: string[]): Promise<number> {
-  let own: CompositionArgs;
-  let a: ReturnType<typeof parseAgentArgs>;
+/**
+ * Runs the agent until SIGTERM/SIGINT or `options.signal`. Exit codes: 0 clean stop, 1 cannot
+ * start, 2 bad arguments.
+ */
+export async function main(
+  args: string[],
+  options: { signal?: AbortSignal } = {},
+): Promise<number> {
+  let a: AgentArgs;
   try {
-    const split = splitArgs(args);
-    own = split.own;
-    a = parseAgentArgs(split.rest, {
-      password: Deno.env.get("HOLDFAST_REDIS_PASSWORD"),
-      vipsOptional: true,
-    });
+    a = parseAgentArgs(args, { password: Deno.env.get("HOLDFAST_REDIS_PASSWORD") });
   } catch (err) {
-    console.error((err as Error).message);
+    console.error(`${(err as Error).message}\n${USAGE}`);
     return 2;
   }
   setLogLevel(a.logLevel);
@@ -108,60 +144,96 @@ export async function main(args: string[]): Promise<number> {
   const stop = new AbortController();
   const onSignal = () => stop.abort();
   for (const s of ["SIGTERM", "SIGINT"] as const) Deno.addSignalListener(s, onSignal);
+  options.signal?.addEventListener("abort", onSignal);
 
   const cleanup: (() => Promise<void> | void)[] = [];
+  let ready = false;
+  let flows: FlowSyncAgent | null = null;
   try {
-    // 1. Datapath.
-    const dp = await Datapath.open({
-      ...(a.pinDir ? { pinDir: a.pinDir } : {}),
-      ...(a.objectDir ? { objectDir: a.objectDir } : {}),
-      ...(a.maxFlows ? { maxFlows: a.maxFlows } : {}),
+    agentLog.info("starting", {
+      datapath: a.datapath,
+      config: a.config,
+      flow_sync: a.flowSync,
+      redis: a.flowSync ? redact(a.redis.url) : null,
     });
-    cleanup.push(() => dp[Symbol.dispose]());
-    if (a.configure) dp.configure(a.configure);
+    if (a.listen) {
+      const server = serveHttp(a.listen, () => ready && (flows?.ready ?? true), agentLog);
+      cleanup.push(() => server.shutdown());
+    }
 
-    // 2. Control plane over the real maps, Maglev from the WASM policy.
+    // 1. Datapath.
+    const dp = await openDatapath(a);
+    cleanup.push(() => dp.close());
+
+    // 2. Control plane over the maps, Maglev from the WASM policy.
     const policy = await PolicyHost.create();
-    const swap = await policy.swap(await Deno.readFile(own.policy));
+    const swap = await policy.swap(await Deno.readFile(a.policy ?? RELEASE_WASM));
     if (!swap.ok) {
       agentLog.warn("policy module rejected, using the TypeScript Maglev", { reason: swap });
     }
-    const cp = await createControlPlane(dp.lbMaps(), {
+    const cp = await createControlPlane(dp.lbMaps, {
       maglev: new WasmMaglevBuilder(policy, { fallback: referenceMaglev }),
-      ...(own.maglevSize ? { maglevSize: own.maglevSize } : {}),
+      ...(a.maglevSize ? { maglevSize: a.maglevSize } : {}),
       log: (level, msg, fields) => agentLog[level](msg, fields),
     });
     exportControlPlaneMetrics(cp, registry);
-    exportDatapathMetrics(dp, registry);
     const file = new FileSource(cp.writer);
     cp.start();
     cleanup.push(() => cp.stop());
-    let seen = await mtimeOf(own.config);
     const loadConfig = async () => {
       try {
-        const config = await file.loadFile(own.config);
-        agentLog.info("config loaded", { file: own.config, services: config.services.length });
+        const config = await file.loadFile(a.config);
+        agentLog.info("config loaded", { file: a.config, services: config.services.length });
         return config;
       } catch (err) {
         const msg = err instanceof ConfigError || err instanceof Deno.errors.NotFound
           ? "config rejected, keeping the last good one"
           : "config load failed";
-        agentLog.error(msg, { file: own.config, err });
+        agentLog.error(msg, { file: a.config, err });
         return null;
       }
     };
+    let seen = await mtimeOf(a.config);
     let current = await loadConfig();
-    const first = current;
-    for (const svc of first?.services ?? []) {
-      for (const fe of svc.frontends) {
-        await cp.waitFrontend(fe.address, { timeoutMs: 10_000 });
-      }
+    for (const svc of current?.services ?? []) {
+      for (const fe of svc.frontends) await cp.waitFrontend(fe.address, { timeoutMs: 10_000 });
     }
-    // Set once flow sync runs: flows of backends a reload removed are purged everywhere, so
-    // their clients get a clean new choice while every other flow keeps its backend.
-    let purge: ((prev: FileConfig, next: FileConfig) => Promise<unknown>) | null = null;
-    // Set once flow sync runs: follows the LB IPs of each loaded config (its frontends).
-    let follow: ((config: FileConfig) => Promise<void>) | null = null;
+
+    // 3. Flow sync. Set once it runs: follows each loaded config's LB IPs, and purges the flows
+    // of backends a reload removed so their clients get a clean new choice.
+    let onReload: ((prev: FileConfig | null, next: FileConfig) => Promise<void>) | null = null;
+    if (a.flowSync) {
+      const store = connectRedisStore(a.redis);
+      cleanup.push(() => store.close());
+      const agent = flows = new FlowSyncAgent(dp.flows, store, {
+        node: a.nodeName,
+        vips: [],
+        ...(a.idleTimeoutMs !== undefined ? { idleTimeoutMs: a.idleTimeoutMs } : {}),
+        ...(a.sweepIntervalMs !== undefined ? { sweepIntervalMs: a.sweepIntervalMs } : {}),
+        ...(a.queueCapacity !== undefined ? { queueCapacity: a.queueCapacity } : {}),
+      });
+      // Events are taken from the start and queue in the agent until it is ready.
+      const unsubscribe = dp.subscribe((ev) => agent.learn(ev));
+      cleanup.push(async () => {
+        await agent.stop();
+        await unsubscribe();
+      });
+      onReload = async (prev, next) => {
+        await agent.setVips(followedVips(next, a.vips))
+          .catch((err) => agentLog.warn("cannot follow LB IPs", { err }));
+        if (prev) {
+          await purgeRemovedBackends(prev, next, { store, node: a.nodeName })
+            .catch((err) => agentLog.warn("flow purge failed", { err }));
+        }
+      };
+      // The first config's LB IPs: recorded now, restored by start() before ready.
+      await agent.setVips(followedVips(current, a.vips));
+      agentLog.info("restoring flows", { vips: agent.vips });
+      await agent.start({ signal: stop.signal });
+    } else {
+      agentLog.info("flow sync disabled: Maglev only", { vips: a.vips });
+    }
+
     // One reload at a time: a slow one (restoring a new LB IP's flows) must not interleave with
     // the next tick's.
     let reloading = false;
@@ -169,72 +241,27 @@ export async function main(args: string[]): Promise<number> {
       if (reloading) return;
       reloading = true;
       try {
-        const m = await mtimeOf(own.config);
+        const m = await mtimeOf(a.config);
         if (m === seen) return;
         seen = m;
         const next = await loadConfig();
         if (next === null) return;
         const prev = current;
         current = next;
-        await follow?.(next).catch((err) => agentLog.warn("cannot follow LB IPs", { err }));
-        if (prev && purge) {
-          await purge(prev, next).catch((err) => agentLog.warn("flow purge failed", { err }));
-        }
+        await onReload?.(prev, next);
       } finally {
         reloading = false;
       }
-    }, own.configPollMs);
+    }, a.configPollMs);
     cleanup.push(() => clearInterval(poll));
 
-    // 3. Flow sync.
-    let flows: FlowSyncAgent | null = null;
-    if (own.flowSync) {
-      const store = connectRedisStore(a.redis);
-      cleanup.push(() => store.close());
-      const agent = flows = new FlowSyncAgent(new BpfFlowTable(dp.maps.flows), store, {
-        node: a.nodeName,
-        vips: [],
-        ...(a.idleTimeoutMs !== undefined ? { idleTimeoutMs: a.idleTimeoutMs } : {}),
-        ...(a.sweepIntervalMs !== undefined ? { sweepIntervalMs: a.sweepIntervalMs } : {}),
-        ...(a.queueCapacity !== undefined ? { queueCapacity: a.queueCapacity } : {}),
-      });
-      const sub = dp.subscribe((ev) => agent.learn(fromDatapathEvent(ev)));
-      purge = (prev, next) => purgeRemovedBackends(prev, next, { store, node: a.nodeName });
-      follow = (config) => agent.setVips(followedVips(config, a.vips));
-      // The first config's LB IPs: recorded now, restored by start() before ready.
-      await agent.setVips(followedVips(current, a.vips));
-      cleanup.push(async () => {
-        await agent.stop();
-        await sub.close();
-      });
-      agentLog.info("restoring flows", { redis: redact(a.redis.url), vips: agent.vips });
-      await agent.start({ signal: stop.signal });
-    } else {
-      agentLog.info("flow sync disabled: Maglev only", { vips: a.vips });
-    }
-
-    // Attach last: the maps are programmed and flows restored before the first packet.
-    if (a.attach) dp.attach(a.attach.ifname, a.attach.netns ? { netns: a.attach.netns } : {});
-
-    let ready = true;
-    if (a.listen) {
-      const server = Deno.serve({ ...a.listen, onListen: () => {} }, (req) => {
-        const path = new URL(req.url).pathname;
-        if (path === "/metrics") {
-          return new Response(registry.expose(), { headers: { "content-type": CONTENT_TYPE } });
-        }
-        if (path === "/readyz") {
-          const ok = ready && (flows?.ready ?? true);
-          return new Response(ok ? "ready\n" : "not ready\n", { status: ok ? 200 : 503 });
-        }
-        if (path === "/healthz") return new Response("ok\n");
-        return new Response("not found\n", { status: 404 });
-      });
-      cleanup.push(() => server.shutdown());
-    }
+    // 4. Attach last: the maps are programmed and flows restored before the first packet.
+    dp.attach();
+    ready = true;
     agentLog.info("ready", {
       vips: flows?.vips ?? a.vips,
-      flow_sync: own.flowSync,
+      datapath: dp.kind,
+      flow_sync: a.flowSync,
       attached: a.attach?.ifname ?? null,
       policy_ok: swap.ok,
     });
@@ -251,6 +278,7 @@ export async function main(args: string[]): Promise<number> {
     return 1;
   } finally {
     for (const s of ["SIGTERM", "SIGINT"] as const) Deno.removeSignalListener(s, onSignal);
+    options.signal?.removeEventListener("abort", onSignal);
     for (const fn of cleanup.reverse()) {
       try {
         await fn();

@@ -1,9 +1,9 @@
 /**
- * The `agent` subcommand (node/flows/main.ts) in-process against a real redis-server, with the
+ * The `agent` subcommand (node/agent.ts) in-process against a real redis-server, with the
  * in-memory datapath: ready signalling, /readyz, /metrics, peer flows, clean stop.
  * Run: `deno test -P=redis tests/redis/agent_main_test.ts`.
  */
-import { main } from "../../node/flows/main.ts";
+import { main } from "../../node/agent.ts";
 import { FlowSyncAgent } from "../../node/flows/agent.ts";
 import { makeFlowKey, parseIpv4 } from "../../node/flows/flow.ts";
 import { MemoryFlowTable } from "../../node/flows/table.ts";
@@ -42,8 +42,22 @@ Deno.test("agent subcommand: restores, reports ready, serves /readyz and /metric
   await peer.flush();
 
   const port = freePort();
+  const dir = await Deno.makeTempDir({ prefix: "hf-agent-test-" });
+  const config = `${dir}/services.json`;
+  await Deno.writeTextFile(
+    config,
+    JSON.stringify({
+      services: [{
+        name: "default/web",
+        frontends: [{ address: `${VIP}:80/TCP` }],
+        backends: [{ address: "10.0.1.2:80/TCP" }, { address: "10.0.1.3:80/TCP" }],
+      }],
+    }),
+  );
   const stop = new AbortController();
   const exit = main([
+    "--config",
+    config,
     "--redis",
     `redis://holdfast:pw@127.0.0.1:${redis.port}`,
     "--vip",
@@ -91,6 +105,7 @@ Deno.test("agent subcommand: restores, reports ready, serves /readyz and /metric
     stop.abort();
     await peer.stop();
     await peerStore.close();
+    await Deno.remove(dir, { recursive: true });
   }
   const code = await exit;
   if (code !== 0) throw new Error(`exit code ${code}`);

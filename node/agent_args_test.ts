@@ -1,4 +1,4 @@
-import { parseAgentArgs } from "./main.ts";
+import { parseAgentArgs } from "./agent_args.ts";
 
 function assertEquals(a: unknown, b: unknown) {
   if (JSON.stringify(a) !== JSON.stringify(b)) {
@@ -8,6 +8,8 @@ function assertEquals(a: unknown, b: unknown) {
 
 Deno.test("agent arguments: required, lists, defaults, secrets from a file", () => {
   const a = parseAgentArgs([
+    "--config",
+    "/etc/holdfast/services.yaml",
     "--redis",
     "redis://127.0.0.1:6379",
     "--vip",
@@ -32,21 +34,22 @@ Deno.test("agent arguments: required, lists, defaults, secrets from a file", () 
   });
   assertEquals([a.nodeName, a.datapath, a.idleTimeoutMs], ["lb-a", "memory", 1000]);
   assertEquals(a.listen, { hostname: "127.0.0.1", port: 9470 });
+  assertEquals([a.config, a.flowSync, a.configPollMs], ["/etc/holdfast/services.yaml", true, 200]);
+});
+
+Deno.test("agent arguments: --no-flow-sync needs no Redis; --vip is optional", () => {
+  const a = parseAgentArgs(["--config", "s.yaml", "--node-name", "lb1", "--no-flow-sync"]);
+  assertEquals([a.flowSync, a.vips], [false, []]);
 });
 
 Deno.test("agent arguments: errors name the argument", () => {
+  const base = ["--config", "s.yaml", "--node-name", "a"];
   const cases: [string[], string][] = [
-    [["--vip", "10.0.100.1", "--node-name", "a"], '"--redis" is required'],
-    [["--redis", "redis://h:1", "--node-name", "a"], '"--vip" is required'],
-    [
-      ["--redis", "redis://h:1", "--vip", "10.0.100", "--node-name", "a"],
-      'IPv4 address "10.0.100"',
-    ],
-    [["--redis", "http://h", "--vip", "10.0.100.1", "--node-name", "a"], "redis:// or rediss://"],
-    [
-      ["--redis", "redis://h:1", "--vip", "10.0.100.1", "--node-name", "a", "--bogus", "1"],
-      '"--bogus"',
-    ],
+    [["--vip", "10.0.100.1", ...base], '"--redis" is required'],
+    [["--redis", "redis://h:1", "--node-name", "a"], '"--config" is required'],
+    [["--redis", "redis://h:1", "--vip", "10.0.100", ...base], 'IPv4 address "10.0.100"'],
+    [["--redis", "http://h", ...base], "redis:// or rediss://"],
+    [["--redis", "redis://h:1", ...base, "--bogus", "1"], '"--bogus"'],
   ];
   for (const [args, want] of cases) {
     let msg = "";
@@ -57,32 +60,4 @@ Deno.test("agent arguments: errors name the argument", () => {
     }
     if (!msg.includes(want)) throw new Error(`${JSON.stringify(args)}: "${msg}" lacks ${want}`);
   }
-});
-
-Deno.test("agent arguments: the e2e cluster's spellings are aliases", () => {
-  const a = parseAgentArgs([
-    "--node",
-    "lb1",
-    "--iface",
-    "eth0",
-    "--address",
-    "10.2.1.2",
-    "--bpffs",
-    "/tmp/bpffs-lb1",
-    "--redis",
-    "redis://10.9.0.2:6379",
-    "--vip",
-    "10.0.100.1",
-  ]);
-  assertEquals(
-    [a.nodeName, a.attach, a.configure, a.pinDir, a.redis.url, a.vips],
-    [
-      "lb1",
-      { ifname: "eth0" },
-      { srcAddr: "10.2.1.2", encapPort: 6080, seed: 0 },
-      "/tmp/bpffs-lb1",
-      "redis://10.9.0.2:6379",
-      ["10.0.100.1"],
-    ],
-  );
 });

@@ -25,13 +25,13 @@
 
 import { setImmediate } from "node:timers";
 import { FlowSyncAgent } from "../node/flows/agent.ts";
-import type { FlowEntry, FlowEvent } from "../node/flows/flow.ts";
+import type { FlowEntry, FlowEvent } from "../node/bpf/flow.ts";
 import { type FlowTable, MemoryFlowTable } from "../node/flows/table.ts";
 import { connectRedisStore } from "../node/flows/redis_store.ts";
-import { setLogLevel } from "../node/log.ts";
+import { setLogLevel } from "../lib/log.ts";
 import { vipKeys } from "../node/flows/schema.ts";
 import { createClient } from "redis";
-import { Registry } from "../node/metrics.ts";
+import { Registry } from "../lib/metrics.ts";
 import { startRedis } from "../tests/harness/redis.ts";
 
 const N = Number(Deno.env.get("FLOWS_BENCH_N") ?? 1_000_000);

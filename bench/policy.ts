@@ -24,7 +24,7 @@ import { encodeMaglevInput } from "../policy-as/host/maglev_input.ts";
 import { maglevFill, TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 import { PolicyModule } from "../policy-as/host/policy_module.ts";
 import { WasmMaglevBuilder } from "../policy-as/host/wasm_maglev_builder.ts";
-import { Registry } from "../node/metrics.ts";
+import { Registry } from "../lib/metrics.ts";
 
 const M = 65537;
 const N = 1000;

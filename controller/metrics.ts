@@ -1,12 +1,12 @@
 /**
  * Prometheus exposition of the control plane's state and counters through the shared registry
- * (`node/metrics.ts`). The components keep plain counters (no registry dependency in hot
+ * (`lib/metrics.ts`). The components keep plain counters (no registry dependency in hot
  * paths); this bridge copies them at scrape time.
  *
  * @module
  */
 
-import { type Counter, type Registry, registry as rootRegistry } from "../node/metrics.ts";
+import { type Counter, type Registry, registry as rootRegistry } from "../lib/metrics.ts";
 import type { ControlPlane } from "./control_plane.ts";
 
 /**

@@ -1,5 +1,5 @@
 import { assert } from "./testing.ts";
-import { Registry } from "../node/metrics.ts";
+import { Registry } from "../lib/metrics.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { MemoryLBMaps } from "./lbmaps_memory.ts";
 import { exportControlPlaneMetrics } from "./metrics.ts";

@@ -39,12 +39,12 @@ import { Datapath, exportDatapathMetrics } from "./bpf/mod.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
 import { BpfFlowTable, fromDatapathEvent } from "./flows/bpf_table.ts";
 import { followedVips } from "./flows/config_vips.ts";
-import type { FlowEvent } from "./flows/flow.ts";
+import type { FlowEvent } from "./bpf/flow.ts";
 import { purgeRemovedBackends } from "./flows/purge.ts";
 import { connectRedisStore, redact } from "./flows/redis_store.ts";
 import { type FlowTable, MemoryFlowTable } from "./flows/table.ts";
-import { log, type Logger, setLogLevel } from "./log.ts";
-import { CONTENT_TYPE, registry } from "./metrics.ts";
+import { log, type Logger, setLogLevel } from "../lib/log.ts";
+import { CONTENT_TYPE, registry } from "../lib/metrics.ts";
 
 const RELEASE_WASM = new URL("../policy-as/build/release.wasm", import.meta.url);
 

@@ -13,9 +13,9 @@
  * @module
  */
 
-import { parseIpv4 } from "./flows/flow.ts";
 import type { RedisStoreOptions } from "./flows/redis_store.ts";
-import type { LogLevel } from "./log.ts";
+import type { LogLevel } from "../lib/log.ts";
+import { parseIpv4 } from "../lib/ipv4.ts";
 
 /** Parsed `agent` arguments. */
 export interface AgentArgs {

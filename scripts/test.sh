@@ -82,11 +82,11 @@ if [[ $(id -u) -eq 0 ]]; then "$DENO" run -P=netns tests/harness/sweep.ts || tru
 if [[ $ok_only -eq 1 ]]; then
   gate build "$DENO" task -q build
   run_gates
-  group unit unit controller policy-as node k8s bench
+  group unit unit lib controller policy-as node k8s bench
 else
   if [[ ${#selected[@]} -eq 0 ]]; then run_gates; fi
   gate build "$DENO" task -q build
-  want unit && group unit unit controller policy-as node k8s bench
+  want unit && group unit unit lib controller policy-as node k8s bench
   want redis && group redis redis tests/redis
   want bpf && group bpf bpf tests/bpf
   want netns && group netns netns tests/netns

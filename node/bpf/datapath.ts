@@ -32,7 +32,6 @@ import {
   type FlowEvent,
   type FlowKey,
   type FlowValue,
-  ipv4Bytes,
   type LbConfig,
   type LbStats,
   readU32,
@@ -44,6 +43,7 @@ import {
 } from "./structs.ts";
 import { BpfLBMaps } from "./lbmaps_bpf.ts";
 import { isBpffs, mkdirP, monotonicNs, rmdirPath, unlinkPath } from "./_ffi.ts";
+import { ipv4Bytes } from "../../lib/ipv4.ts";
 
 /** Default bpffs directory for the LB node's pinned maps. */
 export const DEFAULT_PIN_DIR = "/sys/fs/bpf/holdfast";

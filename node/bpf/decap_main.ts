@@ -10,7 +10,7 @@
 
 import { intFlag, parseFlags } from "./cli_args.ts";
 import { DecapDatapath } from "./datapath.ts";
-import { log } from "../log.ts";
+import { log } from "../../lib/log.ts";
 
 const USAGE =
   "usage: decap --iface IF [--netns NS] [--vip IP[,IP...]] [--encap-port PORT] [--mss N (0 = off)] [--object-dir DIR]";

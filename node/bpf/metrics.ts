@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { Registry } from "../metrics.ts";
+import type { Registry } from "../../lib/metrics.ts";
 import type { LbStats, Reason } from "./structs.ts";
 
 /** What the exporter reads; `Datapath` implements it. */
@@ -23,7 +23,7 @@ export interface DatapathCounters {
  *
  * @example
  * ```ts ignore
- * import { registry } from "../metrics.ts";
+ * import { registry } from "../../lib/metrics.ts";
  * exportDatapathMetrics(dp, registry);
  * registry.expose(); // holdfast_datapath_packets_total{reason="tx_hit"} 1234 ...
  * ```

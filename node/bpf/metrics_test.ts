@@ -1,5 +1,5 @@
 import { strictEqual } from "node:assert/strict";
-import { Registry } from "../metrics.ts";
+import { Registry } from "../../lib/metrics.ts";
 import { type DatapathCounters, exportDatapathMetrics } from "./metrics.ts";
 import { type LbStats, type Reason, REASONS } from "./structs.ts";
 

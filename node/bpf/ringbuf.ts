@@ -9,7 +9,7 @@
 import { bpf, c, errno } from "./_ffi.ts";
 import { BpfError } from "./errors.ts";
 import type { BpfMap } from "./map.ts";
-import { log } from "../log.ts";
+import { log } from "../../lib/log.ts";
 
 /** Options for {@linkcode RingBufferReader}. */
 export interface RingBufferOptions {

@@ -5,19 +5,7 @@
  * @module
  */
 
-/** Dotted quad → 4 bytes network order. */
-export function ipv4Bytes(address: string): Uint8Array {
-  const parts = address.split(".");
-  if (parts.length !== 4 || parts.some((p) => !/^\d{1,3}$/.test(p) || Number(p) > 255)) {
-    throw new TypeError(`Cannot parse IPv4 address "${address}": expected four octets 0..255`);
-  }
-  return new Uint8Array(parts.map(Number));
-}
-
-/** 4 bytes network order at `offset` → dotted quad. */
-export function ipv4Text(bytes: Uint8Array, offset = 0): string {
-  return `${bytes[offset]}.${bytes[offset + 1]}.${bytes[offset + 2]}.${bytes[offset + 3]}`;
-}
+import { ipv4Bytes, ipv4Text } from "../../lib/ipv4.ts";
 
 /** IP protocol numbers. */
 export const PROTO = { ICMP: 1, TCP: 6, UDP: 17 } as const;

@@ -11,11 +11,11 @@ import {
   encodeLbConfig,
   encodeServiceKey,
   encodeServiceValue,
-  ipv4Bytes,
   REASONS,
   SIZES,
   sumLbStats,
 } from "./structs.ts";
+import { ipv4Bytes } from "../../lib/ipv4.ts";
 
 Deno.test("flow key: network byte order as on the wire, 16 bytes (docs/contracts.md)", () => {
   const key = { saddr: "10.0.0.1", daddr: "10.0.100.1", sport: 40000, dport: 80, proto: 6 };

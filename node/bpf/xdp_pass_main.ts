@@ -10,7 +10,7 @@ import { attachXdp } from "./attach.ts";
 import { parseFlags } from "./cli_args.ts";
 import { DEFAULT_OBJECT_DIR } from "./datapath.ts";
 import { BpfObject } from "./object.ts";
-import { log } from "../log.ts";
+import { log } from "../../lib/log.ts";
 
 const USAGE = "usage: xdp-pass --iface IF [--netns NS] [--mode native|generic] [--object-dir DIR]";
 

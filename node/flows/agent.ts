@@ -23,25 +23,22 @@ import {
   FLOW_F_PEER,
   type FlowEntry,
   type FlowEvent,
-  flowField,
-  flowId,
   type FlowKey,
-  formatIpv4,
-  parseFlowField,
-  parseIpv4,
-} from "./flow.ts";
+} from "../bpf/flow.ts";
 import type { FlowTable } from "./table.ts";
 import { type FlowChange, type FlowStore, StoreUnavailableError } from "./store.ts";
 import { BoundedQueue } from "./queue.ts";
 import { setImmediate } from "node:timers";
-import { log as rootLog, type Logger } from "../log.ts";
+import { log as rootLog, type Logger } from "../../lib/log.ts";
 import {
   type Counter,
   type Gauge,
   type Histogram,
   Registry,
   registry as rootRegistry,
-} from "../metrics.ts";
+} from "../../lib/metrics.ts";
+import { flowField, flowId, parseFlowField } from "./field.ts";
+import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
 
 /** How far the datapath's last_seen may trail CLOCK_MONOTONIC (bpf/lb.h: per-tick clock). */
 const LAST_SEEN_LAG_NS = 20_000_000;

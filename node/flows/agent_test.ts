@@ -1,10 +1,12 @@
 import { FlowSyncAgent, type FlowSyncAgentOptions } from "./agent.ts";
-import { type FlowEvent, flowField, makeFlowKey, parseIpv4 } from "./flow.ts";
+import { type FlowEvent, makeFlowKey } from "../bpf/flow.ts";
 import { MemoryFlowStore, StoreUnavailableError } from "./store.ts";
 import { MemoryFlowTable } from "./table.ts";
 import { purgeBackendFlows } from "./purge.ts";
-import { captureLogs } from "../log.ts";
-import { Registry } from "../metrics.ts";
+import { captureLogs } from "../../lib/log.ts";
+import { Registry } from "../../lib/metrics.ts";
+import { flowField } from "./field.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
 
 const VIP = "10.0.100.1";
 

@@ -24,13 +24,13 @@ import {
   type FlowEvent,
   type FlowKey,
   type FlowValue,
-  parseIpv4,
   readFlowKey,
   readFlowValue,
   writeFlowKey,
   writeFlowValue,
-} from "./flow.ts";
+} from "../bpf/flow.ts";
 import type { FlowTable } from "./table.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
 
 /** The datapath's flow map as a {@link FlowTable}. */
 export class BpfFlowTable implements FlowTable {

@@ -1,10 +1,9 @@
+import { parseIpv4 } from "../../lib/ipv4.ts";
 /**
  * Which LB IPs an LB node's flow-sync agent follows: its config's frontend addresses.
  *
  * @module
  */
-
-import { parseIpv4 } from "./flow.ts";
 
 /** The part of a services config the followed LB IPs come from (e.g. a `FileConfig`). */
 export interface FrontendsView {

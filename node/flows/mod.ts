@@ -22,16 +22,13 @@ export {
   FLOW_F_PEER,
   type FlowEntry,
   type FlowEvent,
-  flowField,
   type FlowKey,
   type FlowValue,
-  formatIpv4,
   type KeyMode,
   makeFlowKey,
-  parseFlowField,
-  parseIpv4,
   readFlowEvent,
-} from "./flow.ts";
+} from "../bpf/flow.ts";
+export { flowField, parseFlowField } from "./field.ts";
 export { type FlowTable, MemoryFlowTable } from "./table.ts";
 export { BpfFlowTable, fromDatapathEvent } from "./bpf_table.ts";
 export {

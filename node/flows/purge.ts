@@ -4,9 +4,9 @@
  * @module
  */
 
-import { formatIpv4, parseIpv4 } from "./flow.ts";
 import type { FlowStore } from "./store.ts";
-import { log } from "../log.ts";
+import { log } from "../../lib/log.ts";
+import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
 
 /**
  * Removes every flow of LB IP `vip` that goes to `backendAddr` (dotted) and announces the

@@ -12,7 +12,6 @@
  */
 
 import { createClient, ErrorReply } from "redis";
-import { hexAt } from "./flow.ts";
 import {
   decodeFlowValue,
   EXPIRE_SCRIPT,
@@ -27,7 +26,8 @@ import {
   type StoredFlow,
   StoreUnavailableError,
 } from "./store.ts";
-import { log } from "../log.ts";
+import { log } from "../../lib/log.ts";
+import { hexAt } from "./field.ts";
 
 /** How to reach Redis. */
 export interface RedisStoreOptions {

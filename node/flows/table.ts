@@ -6,7 +6,8 @@
  * @module
  */
 
-import { type FlowEntry, flowId, type FlowKey, type FlowValue } from "./flow.ts";
+import { type FlowEntry, type FlowKey, type FlowValue } from "../bpf/flow.ts";
+import { flowId } from "./field.ts";
 
 /** A node's flow map: flow key → backend, flags, last seen. */
 export interface FlowTable {

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { log } from "../../node/log.ts";
+import { log } from "../../lib/log.ts";
 import type { PolicyHost, SwapResult } from "./policy_host.ts";
 
 /**

@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { log } from "../../node/log.ts";
+import { log } from "../../lib/log.ts";
 import { DEFAULT_LIMITS, type PolicyLimits, PolicyRejectedError } from "./policy_module.ts";
 import { validatePolicyModule } from "./validate.ts";
 import { loadVectors, VECTORS_DIR } from "./vectors.ts";

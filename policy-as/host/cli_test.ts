@@ -1,4 +1,4 @@
-import { captureLogs } from "../../node/log.ts";
+import { captureLogs } from "../../lib/log.ts";
 import { main } from "./cli.ts";
 
 const BUILD = new URL("../build/", import.meta.url).pathname;

@@ -59,9 +59,10 @@ export interface FlowTuple {
  *
  * @example
  * ```ts
- * import { flowHashFiveTuple, ipv4ToU32 } from "./flow_hash.ts";
+ * import { flowHashFiveTuple } from "./flow_hash.ts";
+ * import { parseIpv4 } from "../../lib/ipv4.ts";
  * const h = flowHashFiveTuple({
- *   saddr: ipv4ToU32("10.0.0.1"), daddr: ipv4ToU32("10.0.100.1"),
+ *   saddr: parseIpv4("10.0.0.1"), daddr: parseIpv4("10.0.100.1"),
  *   sport: 40000, dport: 80, proto: 6,
  * }, 0);
  * if ((h >>> 0) !== h) throw new Error("flow hash must be a u32");
@@ -80,29 +81,4 @@ export function flowHashClientIp(saddr: number, seed: number): number {
 /** Outer UDP source port for encapsulation: `0xc000 | (flowHash & 0x3fff)`. */
 export function encapSourcePort(flowHash: number): number {
   return 0xc000 | (flowHash & 0x3fff);
-}
-
-/**
- * Parses a dotted-quad IPv4 address into a host-order u32.
- *
- * @throws {TypeError} when the text is not four decimal octets 0..255.
- */
-export function ipv4ToU32(text: string): number {
-  const parts = text.split(".");
-  if (parts.length !== 4) {
-    throw new TypeError(`Cannot parse IPv4 address "${text}": expected four dot-separated octets`);
-  }
-  let v = 0;
-  for (const p of parts) {
-    if (!/^\d{1,3}$/.test(p) || Number(p) > 255) {
-      throw new TypeError(`Cannot parse IPv4 address "${text}": octet "${p}" is not 0..255`);
-    }
-    v = v * 256 + Number(p);
-  }
-  return v >>> 0;
-}
-
-/** Formats a host-order u32 as a dotted-quad IPv4 address. */
-export function u32ToIpv4(v: number): string {
-  return [(v >>> 24) & 255, (v >>> 16) & 255, (v >>> 8) & 255, v & 255].join(".");
 }

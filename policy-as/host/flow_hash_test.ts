@@ -2,12 +2,11 @@ import {
   encapSourcePort,
   flowHashClientIp,
   flowHashFiveTuple,
-  ipv4ToU32,
   jhash1Word,
   jhash3Words,
-  u32ToIpv4,
 } from "./flow_hash.ts";
 import { loadVectors } from "./vectors.ts";
+import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
 
 function assertEq(actual: unknown, expected: unknown, what: string): void {
   if (actual !== expected) throw new Error(`${what}: got ${actual}, expected ${expected}`);
@@ -17,8 +16,8 @@ Deno.test("flow hash reference reproduces every golden vector (both modes)", asy
   const { flowHash } = await loadVectors();
   if (flowHash.length < 50) throw new Error(`only ${flowHash.length} flow-hash vectors`);
   for (const v of flowHash) {
-    const saddr = ipv4ToU32(v.saddr);
-    const t = { saddr, daddr: ipv4ToU32(v.daddr), sport: v.sport, dport: v.dport, proto: v.proto };
+    const saddr = parseIpv4(v.saddr);
+    const t = { saddr, daddr: parseIpv4(v.daddr), sport: v.sport, dport: v.dport, proto: v.proto };
     assertEq(flowHashFiveTuple(t, v.seed), v.five_tuple, `five-tuple ${JSON.stringify(v)}`);
     assertEq(flowHashClientIp(saddr, v.seed), v.client_ip, `client-ip ${JSON.stringify(v)}`);
   }
@@ -43,12 +42,12 @@ Deno.test("encap source port stays in 49152..65535", () => {
 });
 
 Deno.test("IPv4 text round-trips and bad text is refused with the text quoted", () => {
-  assertEq(ipv4ToU32("10.0.0.1"), 0x0a000001, "10.0.0.1");
-  assertEq(u32ToIpv4(0xffffffff), "255.255.255.255", "broadcast");
+  assertEq(parseIpv4("10.0.0.1"), 0x0a000001, "10.0.0.1");
+  assertEq(formatIpv4(0xffffffff), "255.255.255.255", "broadcast");
   for (const bad of ["10.0.0", "10.0.0.256", "a.b.c.d", "1.2.3.4.5"]) {
     let msg = "";
     try {
-      ipv4ToU32(bad);
+      parseIpv4(bad);
     } catch (e) {
       msg = (e as Error).message;
     }

@@ -10,12 +10,13 @@
  * @module
  */
 import { type HealthParams, newHealthRecord } from "./abi.ts";
-import { flowHashClientIp, flowHashFiveTuple, ipv4ToU32 } from "./flow_hash.ts";
+import { flowHashClientIp, flowHashFiveTuple } from "./flow_hash.ts";
 import { healthStepTs } from "./health_ts.ts";
 import type { MaglevBackend } from "./maglev_input.ts";
 import { TsMaglevBuilder } from "./maglev_ts.ts";
 import { tableDigest } from "./table_digest.ts";
 import type { FlowHashVector, HealthVector, MaglevVector } from "./vectors.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
 
 /** Deterministic xorshift32 so the vector set never depends on Math.random. */
 function xorshift32(state: { s: number }): number {
@@ -66,11 +67,11 @@ export function flowHashVectors(): FlowHashVector[] {
     });
   }
   return inputs.map((v) => {
-    const saddr = ipv4ToU32(v.saddr);
+    const saddr = parseIpv4(v.saddr);
     return {
       ...v,
       five_tuple: flowHashFiveTuple(
-        { saddr, daddr: ipv4ToU32(v.daddr), sport: v.sport, dport: v.dport, proto: v.proto },
+        { saddr, daddr: parseIpv4(v.daddr), sport: v.sport, dport: v.dport, proto: v.proto },
         v.seed,
       ),
       client_ip: flowHashClientIp(saddr, v.seed),

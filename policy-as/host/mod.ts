@@ -34,8 +34,6 @@ export {
   flowHashClientIp,
   flowHashFiveTuple,
   type FlowTuple,
-  ipv4ToU32,
-  u32ToIpv4,
 } from "./flow_hash.ts";
 export { healthStepTs } from "./health_ts.ts";
 export {

@@ -5,8 +5,8 @@
  *
  * @module
  */
-import { log as rootLog, type Logger } from "../../node/log.ts";
-import { type Counter, type Registry, registry as rootRegistry } from "../../node/metrics.ts";
+import { log as rootLog, type Logger } from "../../lib/log.ts";
+import { type Counter, type Registry, registry as rootRegistry } from "../../lib/metrics.ts";
 import {
   type PolicyLimits,
   type PolicyModule,

@@ -1,5 +1,5 @@
-import { captureLogs } from "../../node/log.ts";
-import { Registry } from "../../node/metrics.ts";
+import { captureLogs } from "../../lib/log.ts";
+import { Registry } from "../../lib/metrics.ts";
 import { allExportsTrapping, handMadeWasm, readBuiltWasm } from "./_testing.ts";
 import { benchBackends } from "./gen_vectors.ts";
 import { TsMaglevBuilder } from "./maglev_ts.ts";

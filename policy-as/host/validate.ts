@@ -7,7 +7,6 @@
  * @module
  */
 import { newHealthRecord } from "./abi.ts";
-import { ipv4ToU32 } from "./flow_hash.ts";
 import { encodeMaglevInput } from "./maglev_input.ts";
 import {
   type PolicyLimits,
@@ -18,6 +17,7 @@ import {
 import { preflight, type PreflightPlan } from "./preflight.ts";
 import { tableDigest } from "./table_digest.ts";
 import type { PolicyVectors } from "./vectors.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
 
 /** What a successful validation measured. */
 export interface ValidationReport {
@@ -51,8 +51,8 @@ export interface ValidateOptions {
 function preflightPlan(vectors: PolicyVectors): PreflightPlan {
   return {
     flowHash: vectors.flowHash.map((v) => [
-      ipv4ToU32(v.saddr),
-      ipv4ToU32(v.daddr),
+      parseIpv4(v.saddr),
+      parseIpv4(v.daddr),
       v.sport,
       v.dport,
       v.proto,
@@ -105,10 +105,10 @@ export async function validatePolicyModule(
   };
 
   for (const v of vectors.flowHash) {
-    const saddr = ipv4ToU32(v.saddr);
+    const saddr = parseIpv4(v.saddr);
     const tuple = {
       saddr,
-      daddr: ipv4ToU32(v.daddr),
+      daddr: parseIpv4(v.daddr),
       sport: v.sport,
       dport: v.dport,
       proto: v.proto,

@@ -5,8 +5,8 @@
  *
  * @module
  */
-import { log as rootLog, type Logger } from "../../node/log.ts";
-import { type Counter, type Registry, registry as rootRegistry } from "../../node/metrics.ts";
+import { log as rootLog, type Logger } from "../../lib/log.ts";
+import { type Counter, type Registry, registry as rootRegistry } from "../../lib/metrics.ts";
 import { encodeMaglevInput, type MaglevBackend, type MaglevBuilder } from "./maglev_input.ts";
 import type { PolicyModule } from "./policy_module.ts";
 import { PolicyRejectedError } from "./policy_module.ts";

@@ -4,8 +4,8 @@ import {
   type MaglevBuilder as ControllerMaglevBuilder,
   referenceMaglev,
 } from "../../controller/maglev.ts";
-import { captureLogs } from "../../node/log.ts";
-import { Registry } from "../../node/metrics.ts";
+import { captureLogs } from "../../lib/log.ts";
+import { Registry } from "../../lib/metrics.ts";
 import { readBuiltWasm } from "./_testing.ts";
 import { benchBackends } from "./gen_vectors.ts";
 import { type MaglevBackend, MaglevInputError } from "./maglev_input.ts";

@@ -1,11 +1,10 @@
+import { ipv4Bytes } from "../../lib/ipv4.ts";
 /**
  * Packet bytes for BPF fixtures, built field by field (checksums computed here, independently of
  * the BPF code under test).
  *
  * @module
  */
-
-import { ipv4Bytes } from "../../node/bpf/structs.ts";
 
 /** Internet checksum (RFC 1071) of bytes, optionally starting from a partial sum. */
 export function inetChecksum(bytes: Uint8Array, initial = 0): number {

@@ -14,7 +14,7 @@ import {
   testRun,
   XDP,
 } from "../../node/bpf/mod.ts";
-import { Registry } from "../../node/metrics.ts";
+import { Registry } from "../../lib/metrics.ts";
 import { tcpFrame } from "./_packets.ts";
 
 const SVC = { address: "10.0.100.1", port: 80, protocol: "TCP" as const };

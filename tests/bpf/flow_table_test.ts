@@ -4,8 +4,9 @@
  */
 import { Datapath } from "../../node/bpf/mod.ts";
 import { BpfFlowTable, fromDatapathEvent } from "../../node/flows/bpf_table.ts";
-import { FLOW_F_PEER, makeFlowKey, parseIpv4 } from "../../node/flows/flow.ts";
+import { FLOW_F_PEER, makeFlowKey } from "../../node/bpf/flow.ts";
 import { rootTest } from "../harness/root.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
 
 function assertEquals(a: unknown, b: unknown, what = "") {
   if (JSON.stringify(a) !== JSON.stringify(b)) {

@@ -12,7 +12,6 @@ import {
   encapSourcePort,
   flowHashClientIp,
   flowHashFiveTuple,
-  ipv4ToU32,
 } from "../../policy-as/host/flow_hash.ts";
 import {
   cat,
@@ -25,6 +24,7 @@ import {
   udp,
   udpFrame,
 } from "./_packets.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
 
 const SEED = 0x1234;
 const LB_SRC = "10.1.1.2";
@@ -46,8 +46,8 @@ function expectEncap(
   mode: "five-tuple" | "client-ip" = "five-tuple",
 ): Uint8Array {
   const v = new DataView(frame.buffer, frame.byteOffset);
-  const src = ipv4ToU32(`${frame[26]}.${frame[27]}.${frame[28]}.${frame[29]}`);
-  const dst = ipv4ToU32(`${frame[30]}.${frame[31]}.${frame[32]}.${frame[33]}`);
+  const src = parseIpv4(`${frame[26]}.${frame[27]}.${frame[28]}.${frame[29]}`);
+  const dst = parseIpv4(`${frame[30]}.${frame[31]}.${frame[32]}.${frame[33]}`);
   const hash = mode === "client-ip" ? flowHashClientIp(src, SEED) : flowHashFiveTuple({
     saddr: src,
     daddr: dst,
@@ -115,8 +115,8 @@ const FIXTURES: Fixture[] = [
     output: (() => {
       const f = syn(41000);
       const hash = flowHashFiveTuple({
-        saddr: ipv4ToU32(CLIENT),
-        daddr: ipv4ToU32("10.0.100.1"),
+        saddr: parseIpv4(CLIENT),
+        daddr: parseIpv4("10.0.100.1"),
         sport: 41000,
         dport: 80,
         proto: 6,

@@ -5,15 +5,16 @@
  * @module
  */
 import { FlowSyncAgent, type FlowSyncAgentOptions } from "../../node/flows/agent.ts";
-import { type FlowEvent, makeFlowKey, parseIpv4 } from "../../node/flows/flow.ts";
+import { type FlowEvent, makeFlowKey } from "../../node/bpf/flow.ts";
 import { MemoryFlowTable } from "../../node/flows/table.ts";
 import {
   connectRedisStore,
   type RedisFlowStore,
   type RedisStoreOptions,
 } from "../../node/flows/redis_store.ts";
-import { Registry } from "../../node/metrics.ts";
+import { Registry } from "../../lib/metrics.ts";
 import type { RedisServer } from "../harness/redis.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
 
 /** The LB IP the tests use unless they say otherwise. */
 export const VIP = "10.0.100.1";

@@ -5,13 +5,14 @@
  */
 import { main } from "../../node/agent.ts";
 import { FlowSyncAgent } from "../../node/flows/agent.ts";
-import { makeFlowKey, parseIpv4 } from "../../node/flows/flow.ts";
+import { makeFlowKey } from "../../node/bpf/flow.ts";
 import { MemoryFlowTable } from "../../node/flows/table.ts";
 import { connectRedisStore } from "../../node/flows/redis_store.ts";
-import { captureLogs } from "../../node/log.ts";
-import { Registry } from "../../node/metrics.ts";
+import { captureLogs } from "../../lib/log.ts";
+import { Registry } from "../../lib/metrics.ts";
 import { freePort, startRedis } from "../harness/redis.ts";
 import { until, VIP } from "./_flow_nodes.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
 
 async function get(url: string): Promise<{ status: number; text: string }> {
   try {

@@ -2,12 +2,13 @@
  * Flow sync against a real redis-server: two agents with in-memory flow tables share one Redis.
  * Run: `deno test -P=redis tests/redis/`.
  */
-import { flowField, parseIpv4 } from "../../node/flows/flow.ts";
 import { connectRedisStore } from "../../node/flows/redis_store.ts";
 import { purgeBackendFlows } from "../../node/flows/purge.ts";
-import { captureLogs } from "../../node/log.ts";
+import { captureLogs } from "../../lib/log.ts";
 import { startRedis } from "../harness/redis.ts";
 import { datapathLearns, event, node, until, VIP } from "./_flow_nodes.ts";
+import { flowField } from "../../node/flows/field.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
 
 function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(msg);

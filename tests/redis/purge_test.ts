@@ -4,14 +4,16 @@
  * Run: `deno test -P=redis tests/redis/purge_test.ts`.
  */
 import { FlowSyncAgent } from "../../node/flows/agent.ts";
-import { flowField, makeFlowKey, parseIpv4 } from "../../node/flows/flow.ts";
+import { makeFlowKey } from "../../node/bpf/flow.ts";
 import { MemoryFlowTable } from "../../node/flows/table.ts";
 import { connectRedisStore, type RedisFlowStore } from "../../node/flows/redis_store.ts";
 import { purgeRemovedBackends } from "../../node/flows/purge.ts";
-import { captureLogs } from "../../node/log.ts";
-import { Registry } from "../../node/metrics.ts";
+import { captureLogs } from "../../lib/log.ts";
+import { Registry } from "../../lib/metrics.ts";
 import { startRedis } from "../harness/redis.ts";
 import { until, VIP } from "./_flow_nodes.ts";
+import { flowField } from "../../node/flows/field.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
 
 /** The services file format (controller/sources/file_source.ts), one service. */
 function services(backends: string[]) {

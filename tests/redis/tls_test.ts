@@ -4,12 +4,13 @@
  * Run: `deno test -P=redis tests/redis/tls_test.ts`.
  */
 import { FlowSyncAgent } from "../../node/flows/agent.ts";
-import { makeFlowKey, parseIpv4 } from "../../node/flows/flow.ts";
+import { makeFlowKey } from "../../node/bpf/flow.ts";
 import { MemoryFlowTable } from "../../node/flows/table.ts";
 import { connectRedisStore } from "../../node/flows/redis_store.ts";
-import { captureLogs } from "../../node/log.ts";
-import { Registry } from "../../node/metrics.ts";
+import { captureLogs } from "../../lib/log.ts";
+import { Registry } from "../../lib/metrics.ts";
 import { freePort } from "../harness/redis.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
 
 const VIP = "10.0.100.1";
 const TLS_DIR = new URL("./testdata/tls/", import.meta.url).pathname;

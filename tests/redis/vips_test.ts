@@ -2,10 +2,10 @@
  * LB IPs followed live (`FlowSyncAgent.setVips`) against a real redis-server: two agents with
  * in-memory flow tables share one Redis. Run: `deno test -P=redis tests/redis/vips_test.ts`.
  */
-import { flowField } from "../../node/flows/flow.ts";
-import { captureLogs } from "../../node/log.ts";
+import { captureLogs } from "../../lib/log.ts";
 import { startRedis } from "../harness/redis.ts";
 import { datapathLearns, event, node, until, VIP } from "./_flow_nodes.ts";
+import { flowField } from "../../node/flows/field.ts";
 
 const VIP2 = "10.0.100.2";
 

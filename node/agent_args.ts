@@ -33,6 +33,9 @@ export interface AgentArgs {
   pinDir?: string;
   objectDir?: string;
   maxFlows?: number;
+  /** Datapath capacity: services (service IDs) and backends (backend IDs) the maps hold. */
+  maxServices?: number;
+  maxBackends?: number;
   /** XDP attach: interface (and namespace) — optional, the datapath may be attached elsewhere. */
   attach?: { ifname: string; netns?: string };
   /** Datapath node settings — optional, written when given. */
@@ -43,6 +46,8 @@ export interface AgentArgs {
   policy?: string;
   /** How often the services file is checked for changes (default 200 ms). */
   configPollMs: number;
+  /** How often the BPF maps are compared with the tables and repaired (default 30 000 ms; 0 = never). */
+  fullReconcileIntervalMs: number;
   idleTimeoutMs?: number;
   sweepIntervalMs?: number;
   queueCapacity?: number;
@@ -55,8 +60,9 @@ export const USAGE = `usage: agent --node-name NAME --config FILE --redis URL
   [--redis-user USER] [--redis-password-file FILE] [--redis-tls] [--redis-ca FILE]
   [--listen HOST:PORT (default 127.0.0.1:9470; "none" to disable)]
   [--datapath bpf|memory (default bpf)] [--pin-dir DIR] [--object-dir DIR]
-  [--max-flows N] [--attach IFACE] [--netns NS] [--src-addr IP --encap-port PORT --seed N]
+  [--max-flows N] [--max-services N] [--max-backends N] [--attach IFACE] [--netns NS] [--src-addr IP --encap-port PORT --seed N]
   [--idle-timeout-ms MS] [--sweep-interval-ms MS] [--queue-capacity N]
+  [--full-reconcile-interval-ms MS (default 30000; 0 = never)]
   [--log-level debug|info|warn|error]`;
 
 /** Parses `agent` arguments; throws a `TypeError` naming the bad argument. */
@@ -101,6 +107,8 @@ export function parseAgentArgs(
     "--pin-dir",
     "--object-dir",
     "--max-flows",
+    "--max-services",
+    "--max-backends",
     "--attach",
     "--netns",
     "--src-addr",
@@ -109,6 +117,7 @@ export function parseAgentArgs(
     "--idle-timeout-ms",
     "--sweep-interval-ms",
     "--queue-capacity",
+    "--full-reconcile-interval-ms",
     "--log-level",
   ]);
   for (const name of values.keys()) {
@@ -177,6 +186,7 @@ export function parseAgentArgs(
     listen,
     datapath,
     configPollMs: int("--config-poll-ms") ?? 200,
+    fullReconcileIntervalMs: int("--full-reconcile-interval-ms") ?? 30_000,
     logLevel,
   };
   const maglevSize = int("--maglev-size");
@@ -189,6 +199,10 @@ export function parseAgentArgs(
   if (objectDir) out.objectDir = objectDir;
   const maxFlows = int("--max-flows");
   if (maxFlows !== undefined) out.maxFlows = maxFlows;
+  const maxServices = int("--max-services");
+  if (maxServices !== undefined) out.maxServices = maxServices;
+  const maxBackends = int("--max-backends");
+  if (maxBackends !== undefined) out.maxBackends = maxBackends;
   const attach = one("--attach");
   if (attach) {
     const netns = one("--netns");

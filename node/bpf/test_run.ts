@@ -26,7 +26,7 @@ export interface TestRunOptions {
    * XDP live frames (`BPF_F_TEST_XDP_LIVE_FRAMES`, kernel ≥ 5.18): each of the `repeat` runs
    * sends a real frame (XDP_TX / XDP_REDIRECT go out of the interface named by `ctxIn`'s
    * ingress_ifindex). The kernel refuses an output buffer in this mode, so the result's `data`
-   * is empty and `durationNs` is 0.
+   * is empty.
    */
   readonly liveFrames?: boolean;
 }
@@ -72,6 +72,6 @@ export function testRun(
   return {
     retval: v.getUint32(56, true),
     data: out.slice(0, live ? 0 : v.getUint32(28, true)),
-    durationNs: live ? 0 : v.getUint32(64, true),
+    durationNs: v.getUint32(64, true),
   };
 }

@@ -1,4 +1,4 @@
-import { assert, assertEquals, mulberry32 } from "./testing.ts";
+import { assert, assertEquals, mulberry32 } from "./_testing.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { FaultyLBMaps, MemoryLBMaps } from "./lbmaps_memory.ts";
 import type { BackendInput } from "./lb/writer.ts";

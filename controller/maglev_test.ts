@@ -1,4 +1,4 @@
-import { assertEquals } from "./testing.ts";
+import { assertEquals } from "./_testing.ts";
 import { murmur3, referenceMaglev } from "./maglev.ts";
 
 interface Vector {

@@ -1,4 +1,4 @@
-import { assert } from "./testing.ts";
+import { assert } from "./_testing.ts";
 import { Registry } from "../lib/metrics.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { MemoryLBMaps } from "./lbmaps_memory.ts";

@@ -1,4 +1,4 @@
-import { assertEquals, assertRejects } from "../testing.ts";
+import { assertEquals, assertRejects } from "../_testing.ts";
 import { formatAddr, hostPort, isAddr, parseAddr } from "./address.ts";
 
 Deno.test("address: the fast validator agrees with the parser", async () => {

@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../testing.ts";
+import { assert, assertEquals } from "../_testing.ts";
 import { PENDING, type ReconcileStatus } from "../lb/status.ts";
 import { DB, defineIndex, type ReadTxn } from "../statedb/mod.ts";
 import { type Operations, Reconciler, waitReconciled } from "./reconciler.ts";

@@ -1,4 +1,4 @@
-import { assertEquals, assertRejects } from "../testing.ts";
+import { assertEquals, assertRejects } from "../_testing.ts";
 import { DEFAULT_CONFIG_YAML, parseConfig } from "./file_source.ts";
 
 Deno.test("file source: the embedded default config parses", () => {

@@ -1,4 +1,4 @@
-import { assertEquals, assertRejects } from "../testing.ts";
+import { assertEquals, assertRejects } from "../_testing.ts";
 import { convertEndpointSlice, convertService, sliceServiceName } from "./k8s_convert.ts";
 
 Deno.test("k8s convert: LoadBalancer service → frontends per ingress IP × port", () => {

@@ -1,4 +1,4 @@
-import { assertEquals } from "../testing.ts";
+import { assertEquals } from "../_testing.ts";
 import { backendsByService, createLBTables, Writer } from "../lb/mod.ts";
 import { DB } from "../statedb/mod.ts";
 import type { K8sEndpointSlice } from "./k8s_convert.ts";

@@ -1,4 +1,4 @@
-import { assertEquals, mulberry32 } from "../testing.ts";
+import { assertEquals, mulberry32 } from "../_testing.ts";
 import { BTree, compareKeys } from "./btree.ts";
 
 Deno.test("btree: random inserts/deletes match a sorted model and old snapshots never change", () => {

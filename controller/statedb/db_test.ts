@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertRejects, mulberry32 } from "../testing.ts";
+import { assert, assertEquals, assertRejects, mulberry32 } from "../_testing.ts";
 import { DB, defineIndex, type ReadTxn, type Table, Watch } from "./mod.ts";
 
 type Obj = {

@@ -1,5 +1,5 @@
 /**
- * Small test helpers for controller tests (no `jsr:@std` here: JSR is unreachable).
+ * Small test helpers for controller tests, private to them (no `jsr:@std` here: JSR is unreachable).
  *
  * @module
  */

@@ -8,6 +8,7 @@
  * @module
  */
 
+import { intOption, readCommandLine, stringOption } from "../lib/args.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { backendHeader, backendToRow } from "./lb/backend.ts";
 import { frontendHeader, frontendToRow } from "./lb/frontend.ts";
@@ -18,22 +19,22 @@ import { MemoryLBMaps } from "./lbmaps_memory.ts";
 import { DEFAULT_MAGLEV_SIZE } from "./maglev.ts";
 import { DEFAULT_CONFIG_YAML, FileSource } from "./sources/file_source.ts";
 
+const SPEC = {
+  command: "control-plane",
+  usage: `usage: main.ts control-plane [--config FILE.yaml|FILE.json] [--maglev M]
+  Loads the services file (default: the embedded demo config) into in-memory maps and prints the
+  tables and maps: a dry run of what the agent would program. --maglev: table size (prime).`,
+  options: { config: { type: "string" }, maglev: { type: "string" } },
+} as const;
+
 /** Entry point; returns the exit code. */
 export async function main(args: string[]): Promise<number> {
-  let config: string | undefined;
-  let maglev = DEFAULT_MAGLEV_SIZE;
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i]!;
-    if (a === "--config") config = args[++i];
-    else if (a === "--maglev") maglev = Number(args[++i]);
-    else if (a === "-h" || a === "--help") {
-      console.log("usage: control-plane [--config FILE.yaml|FILE.json] [--maglev M]");
-      return 0;
-    } else {
-      console.error(`control-plane: unknown argument "${a}"`);
-      return 2;
-    }
-  }
+  const read = readCommandLine(args, SPEC, ({ values }) => ({
+    config: stringOption(values, "config"),
+    maglev: intOption(values, "maglev", { default: DEFAULT_MAGLEV_SIZE, min: 1 }),
+  }));
+  if ("exit" in read) return read.exit;
+  const { config, maglev } = read.options;
   const maps = new MemoryLBMaps();
   const cp = await createControlPlane(maps, { maglevSize: maglev, log: () => {} });
   const file = new FileSource(cp.writer); // registers its initializer: no prune before the load

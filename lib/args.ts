@@ -2,15 +2,23 @@
  * Command-line parsing for every Holdfast entry point, on `node:util` `parseArgs`: one place for
  * strict unknown-flag errors, `--help`, and typed readers that name the bad argument.
  *
+ * The house rules, kept by {@link readCommandLine} (and {@link readCommandLineOrExit} for
+ * top-level scripts): `--help` or `-h` prints the command's usage to stdout (exit 0); a bad
+ * command line prints one line to stderr naming the bad argument (exit 2).
+ *
  * @example
  * ```ts
- * import { intOption, parseCommandLine } from "./args.ts";
- * const { values } = parseCommandLine(["--iface", "eth0", "--port=6080"], {
+ * import { intOption, readCommandLine, stringOption } from "./args.ts";
+ * const spec = {
  *   command: "decap",
+ *   usage: "usage: decap --iface IF [--port N]",
  *   options: { iface: { type: "string" }, port: { type: "string" } },
- * });
- * if (values.iface !== "eth0") throw new Error("iface");
- * if (intOption(values, "port", { default: 1, max: 65535 }) !== 6080) throw new Error("port");
+ * } as const;
+ * const read = readCommandLine(["--iface", "eth0", "--port=6080"], spec, ({ values }) => ({
+ *   iface: stringOption(values, "iface", { required: true }),
+ *   port: intOption(values, "port", { default: 1, max: 65535 }),
+ * }));
+ * if (!("options" in read) || read.options.port !== 6080) throw new Error("port");
  * ```
  *
  * @module
@@ -34,10 +42,11 @@ export class UsageError extends TypeError {
 export interface CommandSpec<O extends OptionSpec> {
   /** The command's name, for error messages (`agent`, `decap`, …). */
   readonly command: string;
+  /** Its options; `--help`/`-h` is added by {@link readCommandLine}. */
   readonly options: O;
   /** Whether positional arguments are allowed (default false). */
   readonly positionals?: boolean;
-  /** Usage text attached to errors. */
+  /** Usage text: printed by `--help`, attached to errors. */
   readonly usage?: string;
 }
 
@@ -49,7 +58,7 @@ export interface CommandLine {
 
 /**
  * Parses `args` strictly: an unknown flag, a missing value or an unexpected positional throws a
- * {@link UsageError} naming it (`Cannot parse decap arguments: unknown option "--ifac"`).
+ * {@link UsageError} naming it (`Cannot parse decap arguments: Unknown option "--ifac"`).
  */
 export function parseCommandLine<O extends OptionSpec>(
   args: readonly string[],
@@ -65,7 +74,7 @@ export function parseCommandLine<O extends OptionSpec>(
     return { values: values as CommandLine["values"], positionals };
   } catch (err) {
     const reason = err instanceof Error
-      ? err.message.replace(/\. To specify.*$/s, "")
+      ? err.message.replace(/\. (To specify|This command).*$/s, "").replace(/'([^']*)'/g, '"$1"')
       : String(err);
     throw new UsageError(
       `Cannot parse ${spec.command} arguments: ${reason}`,
@@ -75,7 +84,66 @@ export function parseCommandLine<O extends OptionSpec>(
   }
 }
 
+const HELP = { help: { type: "boolean", short: "h" } } as const;
+
+/**
+ * Parses `args` and reads them into options with `read` (whose typed readers throw
+ * {@link UsageError}), by the house rules: `--help`/`-h` prints `spec.usage` to stdout and
+ * returns `{ exit: 0 }`; a usage error prints one line to stderr naming the bad argument and
+ * returns `{ exit: 2 }`. Other errors from `read` propagate.
+ */
+export function readCommandLine<O extends OptionSpec, T>(
+  args: readonly string[],
+  spec: CommandSpec<O>,
+  read: (line: CommandLine) => T,
+): { options: T } | { exit: 0 | 2 } {
+  try {
+    const line = parseCommandLine(args, { ...spec, options: { ...spec.options, ...HELP } });
+    if (line.values.help === true) {
+      console.log(spec.usage ?? `usage: ${spec.command} [OPTIONS]`);
+      return { exit: 0 };
+    }
+    return { options: read(line) };
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    const message = err.message.startsWith("Cannot parse ")
+      ? err.message
+      : `Cannot parse ${spec.command} arguments: ${err.message}`;
+    console.error(`${message} (see "${spec.command} --help")`);
+    return { exit: 2 };
+  }
+}
+
+/**
+ * {@link readCommandLine} for a top-level script (a benchmark, a developer tool): returns the
+ * options, or exits the process with 0 after `--help` and 2 after a usage error.
+ */
+export function readCommandLineOrExit<O extends OptionSpec, T>(
+  args: readonly string[],
+  spec: CommandSpec<O>,
+  read: (line: CommandLine) => T,
+): T {
+  const r = readCommandLine(args, spec, read);
+  if ("exit" in r) Deno.exit(r.exit);
+  return r.options;
+}
+
 /** A string option, or `def` when absent; throws when required and absent. */
+export function stringOption(
+  values: CommandLine["values"],
+  name: string,
+  options: { default: string; required?: boolean },
+): string;
+export function stringOption(
+  values: CommandLine["values"],
+  name: string,
+  options: { default?: string; required: true },
+): string;
+export function stringOption(
+  values: CommandLine["values"],
+  name: string,
+  options?: { default?: string; required?: boolean },
+): string | undefined;
 export function stringOption(
   values: CommandLine["values"],
   name: string,
@@ -83,7 +151,7 @@ export function stringOption(
 ): string | undefined {
   const v = values[name];
   if (Array.isArray(v)) return stringOption({ [name]: v.at(-1) }, name, options);
-  if (typeof v === "string") return v;
+  if (typeof v === "string" && !(options.required && v === "")) return v;
   if (options.required && options.default === undefined) {
     throw new UsageError(`Missing required option "--${name}"`);
   }
@@ -106,14 +174,49 @@ export function intOption(
   name: string,
   options: { default?: number; min?: number; max?: number } = {},
 ): number | undefined {
+  return numeric(values, name, options, true);
+}
+
+/** A decimal number option within `[min, max]` (defaults 0 and 2^53−1), or `default`. */
+export function numberOption(
+  values: CommandLine["values"],
+  name: string,
+  options: { default: number; min?: number; max?: number },
+): number {
+  return numeric(values, name, options, false)!;
+}
+
+function numeric(
+  values: CommandLine["values"],
+  name: string,
+  options: { default?: number; min?: number; max?: number },
+  integer: boolean,
+): number | undefined {
   const text = stringOption(values, name);
   if (text === undefined) return options.default;
   const min = options.min ?? 0, max = options.max ?? Number.MAX_SAFE_INTEGER;
-  const n = /^-?\d+$/.test(text.trim()) ? Number(text) : NaN;
-  if (!Number.isSafeInteger(n) || n < min || n > max) {
-    throw new UsageError(`Cannot use --${name} "${text}": expected an integer ${min}..${max}`);
+  const n = (integer ? /^-?\d+$/ : /^-?(\d+\.?\d*|\.\d+)$/).test(text.trim()) ? Number(text) : NaN;
+  if (!Number.isFinite(n) || (integer && !Number.isSafeInteger(n)) || n < min || n > max) {
+    throw new UsageError(
+      `Cannot use --${name} "${text}": expected ${
+        integer ? "an integer" : "a number"
+      } ${min}..${max}`,
+    );
   }
   return n;
+}
+
+/** One of `choices` (the first is the default when absent); throws naming the option. */
+export function choiceOption<C extends string>(
+  values: CommandLine["values"],
+  name: string,
+  choices: readonly [C, ...C[]],
+): C {
+  const v = stringOption(values, name, { default: choices[0] });
+  if (!(choices as readonly string[]).includes(v)) {
+    throw new UsageError(`Cannot use --${name} "${v}": expected ${choices.join(" or ")}`);
+  }
+  return v as C;
 }
 
 /** A comma-separated list option (repeatable too: `--vip a,b --vip c` → `[a, b, c]`). */

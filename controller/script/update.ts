@@ -4,14 +4,25 @@
  *
  * @module
  */
+import { readCommandLine } from "../../lib/args.ts";
 import { runScript } from "./runner.ts";
 import { parseTxtar } from "./txtar.ts";
 
+const SPEC = {
+  command: "update.ts",
+  usage: `usage: deno run -A controller/script/update.ts [FILE.txtar...]
+  Re-records the expected outputs of the given script tests (default: all in controller/testdata).`,
+  positionals: true,
+  options: {},
+} as const;
+
 /** Re-records the given archives (default: all in controller/testdata). */
 export async function main(args: string[]): Promise<number> {
+  const read = readCommandLine(args, SPEC, ({ positionals }) => positionals);
+  if ("exit" in read) return read.exit;
   const dir = new URL("../testdata/", import.meta.url);
-  const files = args.length > 0
-    ? args
+  const files = read.options.length > 0
+    ? read.options
     : [...Deno.readDirSync(dir)].filter((e) => e.name.endsWith(".txtar")).map((e) =>
       new URL(e.name, dir).pathname
     );

@@ -3,49 +3,63 @@
  * [--object-dir DIR]`: sets up the backend side in the current (or given) network namespace —
  * decap on tc ingress and MSS clamp on tc egress of IF — and exits. The programs keep running
  * (tc holds them and their maps). LB IPs default to the IPv4 addresses on `lo` other than
- * 127.0.0.0/8. Re-run to change them; it replaces the programs atomically.
+ * 127.0.0.0/8, read with `Deno.networkInterfaces()` (the `sys` permission; no `ip` process, so
+ * the `agent` permission set is enough). Re-run to change them; it replaces the programs
+ * atomically.
  *
  * @module
  */
 
-import { intFlag, parseFlags } from "./cli_args.ts";
 import { DecapDatapath } from "./datapath.ts";
+import { inNetns } from "./netns.ts";
 import { log } from "../../lib/log.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
+import { intOption, listOption, readCommandLine, stringOption } from "../../lib/args.ts";
 
-const USAGE =
-  "usage: decap --iface IF [--netns NS] [--vip IP[,IP...]] [--encap-port PORT] [--mss N (0 = off)] [--object-dir DIR]";
+const USAGE = `usage: main.ts decap --iface IF [--netns NS] [--vip IP[,IP...]] [--encap-port PORT]
+                     [--mss N (0 = off)] [--object-dir DIR]
+  Attaches decapsulation (tc ingress) and MSS clamping (tc egress) to IF and exits.
+  LB IPs: --vip, else the IPv4 addresses on lo outside 127.0.0.0/8.`;
 
-async function loopbackVips(netns: string | undefined): Promise<string[]> {
-  const args = [...(netns ? ["-n", netns] : []), "-j", "-4", "addr", "show", "dev", "lo"];
-  const r = await new Deno.Command("ip", { args, stdout: "piped", stderr: "piped" }).output();
-  if (!r.success) {
-    throw new Error(`Cannot list addresses on lo: ${new TextDecoder().decode(r.stderr).trim()}`);
-  }
-  const links = JSON.parse(new TextDecoder().decode(r.stdout)) as Array<
-    { addr_info?: Array<{ local: string }> }
-  >;
-  return links.flatMap((l) => (l.addr_info ?? []).map((a) => a.local)).filter((a) =>
-    !a.startsWith("127.")
-  );
+const SPEC = {
+  command: "decap",
+  usage: USAGE,
+  options: {
+    iface: { type: "string" },
+    netns: { type: "string" },
+    vip: { type: "string", multiple: true },
+    "encap-port": { type: "string" },
+    mss: { type: "string" },
+    "object-dir": { type: "string" },
+  },
+} as const;
+
+/** The IPv4 addresses on `lo` outside 127.0.0.0/8, in namespace `netns` (or the current one). */
+export function loopbackVips(netns: string | undefined): string[] {
+  return inNetns(netns, () => Deno.networkInterfaces())
+    .filter((i) => i.name === "lo" && i.family === "IPv4" && !i.address.startsWith("127."))
+    .map((i) => i.address);
 }
 
 /** Entry point of the `decap` subcommand; returns the exit code. */
 export async function main(args: string[]): Promise<number> {
-  let flags: Map<string, string>;
+  const read = readCommandLine(args, SPEC, ({ values }) => {
+    const vips = listOption(values, "vip");
+    for (const vip of vips) parseIpv4(vip);
+    return {
+      iface: stringOption(values, "iface", { required: true }),
+      netns: stringOption(values, "netns"),
+      vips,
+      encapPort: intOption(values, "encap-port", { default: 6080, max: 65535 }),
+      mssMax: intOption(values, "mss", { default: 1432, max: 65535 }),
+      objectDir: stringOption(values, "object-dir"),
+    };
+  });
+  if ("exit" in read) return read.exit;
+  const { iface, netns, encapPort, mssMax, objectDir } = read.options;
   try {
-    flags = parseFlags(args, ["iface", "netns", "vip", "encap-port", "mss", "object-dir"]);
-    if (!flags.get("iface")) throw new TypeError("Cannot set up decap: --iface is required");
-  } catch (e) {
-    console.error(`${(e as Error).message}\n${USAGE}`);
-    return 2;
-  }
-  const iface = flags.get("iface")!;
-  const netns = flags.get("netns");
-  try {
-    const vips = flags.get("vip")?.split(",").filter(Boolean) ?? await loopbackVips(netns);
-    const encapPort = intFlag(flags, "encap-port", 6080);
-    const mssMax = intFlag(flags, "mss", 1432);
-    using dp = await DecapDatapath.open({ objectDir: flags.get("object-dir") });
+    const vips = read.options.vips.length > 0 ? read.options.vips : loopbackVips(netns);
+    using dp = await DecapDatapath.open({ objectDir });
     dp.configure({ encapPort, mssMax });
     for (const vip of vips) dp.addLocalVip(vip);
     dp.attach(iface, { netns });

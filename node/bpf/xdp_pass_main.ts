@@ -7,12 +7,25 @@
  */
 
 import { attachXdp } from "./attach.ts";
-import { parseFlags } from "./cli_args.ts";
 import { DEFAULT_OBJECT_DIR } from "./datapath.ts";
 import { BpfObject } from "./object.ts";
 import { log } from "../../lib/log.ts";
+import { choiceOption, readCommandLine, stringOption } from "../../lib/args.ts";
 
-const USAGE = "usage: xdp-pass --iface IF [--netns NS] [--mode native|generic] [--object-dir DIR]";
+const USAGE =
+  `usage: main.ts xdp-pass --iface IF [--netns NS] [--mode native|generic] [--object-dir DIR]
+  Attaches a pass-through XDP program to IF (the veth peer of an interface that does XDP_TX).`;
+
+const SPEC = {
+  command: "xdp-pass",
+  usage: USAGE,
+  options: {
+    iface: { type: "string" },
+    netns: { type: "string" },
+    mode: { type: "string" },
+    "object-dir": { type: "string" },
+  },
+} as const;
 
 /** Entry point of the `xdp-pass` subcommand; returns the exit code. */
 export function main(args: string[]): Promise<number> {
@@ -20,23 +33,16 @@ export function main(args: string[]): Promise<number> {
 }
 
 function run(args: string[]): number {
-  let flags: Map<string, string>;
+  const read = readCommandLine(args, SPEC, ({ values }) => ({
+    iface: stringOption(values, "iface", { required: true }),
+    netns: stringOption(values, "netns"),
+    mode: choiceOption(values, "mode", ["native", "generic"]),
+    objectDir: stringOption(values, "object-dir", { default: DEFAULT_OBJECT_DIR }),
+  }));
+  if ("exit" in read) return read.exit;
+  const { iface, netns, mode, objectDir } = read.options;
   try {
-    flags = parseFlags(args, ["iface", "netns", "mode", "object-dir"]);
-    if (!flags.get("iface")) throw new TypeError("Cannot attach xdp-pass: --iface is required");
-    const mode = flags.get("mode") ?? "native";
-    if (mode !== "native" && mode !== "generic") {
-      throw new TypeError(`Cannot use --mode "${mode}": native or generic`);
-    }
-  } catch (e) {
-    console.error(`${(e as Error).message}\n${USAGE}`);
-    return 2;
-  }
-  const iface = flags.get("iface")!;
-  const netns = flags.get("netns");
-  const mode = (flags.get("mode") ?? "native") as "native" | "generic";
-  try {
-    using obj = BpfObject.open(`${flags.get("object-dir") ?? DEFAULT_OBJECT_DIR}/xdp_pass.o`);
+    using obj = BpfObject.open(`${objectDir}/xdp_pass.o`);
     attachXdp(obj.program("hf_xdp_pass"), iface, { netns, mode });
     log.info("xdp-pass attached", { component: "bpf", iface, netns, mode });
     return 0;

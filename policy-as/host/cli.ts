@@ -12,6 +12,14 @@
  *
  * @module
  */
+import {
+  type CommandLine,
+  intOption,
+  numberOption,
+  readCommandLine,
+  stringOption,
+  UsageError,
+} from "../../lib/args.ts";
 import { log } from "../../lib/log.ts";
 import { DEFAULT_LIMITS, type PolicyLimits, PolicyRejectedError } from "./policy_module.ts";
 import { validatePolicyModule } from "./validate.ts";
@@ -21,60 +29,72 @@ import { loadVectors, VECTORS_DIR } from "./vectors.ts";
 export const DEFAULT_ACTIVE_PATH = "/run/holdfast/policy/active.wasm";
 
 const USAGE = `usage: main.ts policy check FILE [--budget-ms N] [--max-pages N] [--vectors DIR]
-       main.ts policy swap FILE [--active PATH] [--budget-ms N] [--max-pages N] [--vectors DIR]`;
+       main.ts policy swap FILE [--active PATH] [--budget-ms N] [--max-pages N] [--vectors DIR]
+  check: validate FILE; print a JSON report; exit 0 accepted, 1 rejected.
+  swap:  validate FILE, then atomically replace PATH (default ${DEFAULT_ACTIVE_PATH}).`;
+
+const SPEC = {
+  command: "policy",
+  usage: USAGE,
+  positionals: true,
+  options: {
+    "budget-ms": { type: "string" },
+    "max-pages": { type: "string" },
+    vectors: { type: "string" },
+    active: { type: "string" },
+  },
+} as const;
 
 interface Parsed {
-  command: string;
+  command: "check" | "swap";
   file: string;
   active: string;
   limits: PolicyLimits;
   vectors: URL;
 }
 
-function parse(args: string[]): Parsed | string {
-  const [command, ...rest] = args;
+function read({ values, positionals }: CommandLine): Parsed {
+  const [command, file, ...extra] = positionals;
   if (command !== "check" && command !== "swap") {
-    return command === undefined ? "missing subcommand" : `unknown subcommand "${command}"`;
+    throw new UsageError(
+      command === undefined
+        ? "Missing subcommand check or swap"
+        : `Unknown subcommand "${command}"`,
+    );
   }
-  let file: string | undefined;
-  let active = DEFAULT_ACTIVE_PATH;
-  const limits: PolicyLimits = { ...DEFAULT_LIMITS };
-  let vectors = VECTORS_DIR;
-  for (let i = 0; i < rest.length; i++) {
-    const a = rest[i]!;
-    const value = rest[i + 1];
-    const num = () => {
-      const n = Number(value);
-      if (!Number.isFinite(n) || n <= 0) throw new Error(`${a} needs a positive number`);
-      i++;
-      return n;
-    };
-    try {
-      if (a === "--budget-ms") limits.buildBudgetMs = num();
-      else if (a === "--max-pages") limits.maxMemoryPages = num();
-      else if (a === "--active" && value !== undefined && command === "swap") {
-        active = value;
-        i++;
-      } else if (a === "--vectors" && value !== undefined) {
-        vectors = new URL(value.endsWith("/") ? value : value + "/", `file://${Deno.cwd()}/`);
-        i++;
-      } else if (!a.startsWith("--") && file === undefined) file = a;
-      else return `unexpected argument "${a}"`;
-    } catch (e) {
-      return (e as Error).message;
-    }
+  if (file === undefined) throw new UsageError("Missing FILE");
+  if (extra.length > 0) throw new UsageError(`Unexpected argument "${extra[0]}"`);
+  if (command === "check" && values.active !== undefined) {
+    throw new UsageError('Option "--active" applies to swap only');
   }
-  if (file === undefined) return "missing FILE";
-  return { command, file, active, limits, vectors };
+  const vectorsDir = stringOption(values, "vectors");
+  return {
+    command,
+    file,
+    active: stringOption(values, "active", { default: DEFAULT_ACTIVE_PATH }),
+    limits: {
+      ...DEFAULT_LIMITS,
+      buildBudgetMs: numberOption(values, "budget-ms", {
+        default: DEFAULT_LIMITS.buildBudgetMs,
+        min: 0.001,
+      }),
+      maxMemoryPages: intOption(values, "max-pages", {
+        default: DEFAULT_LIMITS.maxMemoryPages,
+        min: 1,
+      }),
+    },
+    vectors: vectorsDir === undefined ? VECTORS_DIR : new URL(
+      vectorsDir.endsWith("/") ? vectorsDir : vectorsDir + "/",
+      `file://${Deno.cwd()}/`,
+    ),
+  };
 }
 
 /** Entry point for `main.ts policy ...`; returns the exit code (0 ok, 1 rejected, 2 usage). */
 export async function main(args: string[]): Promise<number> {
-  const p = parse(args);
-  if (typeof p === "string") {
-    console.error(`policy: ${p}\n${USAGE}`);
-    return 2;
-  }
+  const parsed = readCommandLine(args, SPEC, read);
+  if ("exit" in parsed) return parsed.exit;
+  const p = parsed.options;
   let bytes: Uint8Array;
   try {
     bytes = await Deno.readFile(p.file);

@@ -41,18 +41,41 @@ Deno.test("policy check: --budget-ms applies the time budget", async () => {
   if (code !== 1 || JSON.parse(out[0]!).reason !== "time-budget") throw new Error(out.join("\n"));
 });
 
-Deno.test("policy: usage errors exit 2", async () => {
-  for (
-    const args of [[], ["frobnicate"], ["check"], ["check", "a", "b"], [
-      "check",
-      "a",
-      "--budget-ms",
-      "x",
-    ]]
-  ) {
+Deno.test("policy: usage errors exit 2 with one line naming the problem", async () => {
+  const cases: [string[], string][] = [
+    [[], "Missing subcommand"],
+    [["frobnicate"], '"frobnicate"'],
+    [["check"], "Missing FILE"],
+    [["check", "a", "b"], '"b"'],
+    [["check", "a", "--budget-ms", "x"], '--budget-ms "x"'],
+    [["check", "a", "--active", "/x"], '"--active"'],
+    [["swap", "a", "--bogus"], '"--bogus"'],
+  ];
+  for (const [args, want] of cases) {
     const { code, out } = await run(args);
-    if (code !== 2 || !out.join("\n").includes("usage:")) throw new Error(`${args}: ${code}`);
+    if (code !== 2 || out.length !== 1 || !out[0]!.includes(want)) {
+      throw new Error(`${args}: exit ${code}, ${JSON.stringify(out)} lacks ${want}`);
+    }
   }
+});
+
+Deno.test("policy --help prints the usage of both subcommands and exits 0", async () => {
+  for (const args of [["--help"], ["check", "--help"], ["swap", "-h"]]) {
+    const { code, out } = await run(args);
+    const text = out.join("\n");
+    if (code !== 0 || !text.includes("policy check FILE") || !text.includes("policy swap FILE")) {
+      throw new Error(`${args}: exit ${code}, ${text}`);
+    }
+  }
+});
+
+Deno.test("policy check: --budget-ms takes a fraction of a millisecond", async () => {
+  const { code, out } = await run([
+    "check",
+    `${BUILD}fixtures/slow_build.wasm`,
+    "--budget-ms=0.5",
+  ]);
+  if (code !== 1 || JSON.parse(out[0]!).reason !== "time-budget") throw new Error(out.join("\n"));
 });
 
 Deno.test("policy swap: a rejected module never touches the active path", async () => {

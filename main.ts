@@ -10,6 +10,8 @@
  * @module
  */
 
+import { readCommandLine, UsageError } from "./lib/args.ts";
+
 /** A subcommand: a one-line summary and its lazily imported entry point. */
 interface Command {
   readonly summary: string;
@@ -46,7 +48,7 @@ const COMMANDS: Record<string, Command> = {
 function usage(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((n) => n.length));
   return [
-    "usage: main.ts COMMAND [ARGS]",
+    "usage: main.ts COMMAND [ARGS]   (main.ts COMMAND --help: its options)",
     "",
     ...Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
   ].join("\n");
@@ -54,17 +56,20 @@ function usage(): string {
 
 /** Runs the subcommand named by `args[0]`; returns the process exit code. */
 export async function main(args: string[]): Promise<number> {
-  const [name, ...rest] = args;
-  if (name === undefined || name === "help" || name === "--help" || name === "-h") {
-    console.log(usage());
-    return name === undefined ? 2 : 0;
-  }
-  const command = COMMANDS[name];
-  if (command === undefined) {
-    console.error(`Unknown command "${name}"\n${usage()}`);
-    return 2;
-  }
-  const mod = await command.load();
+  const [first, ...rest] = args;
+  // Only the command name is parsed here; its own flags (and its --help) are the command's.
+  const read = readCommandLine(
+    first === "help" ? ["--help"] : args.slice(0, 1),
+    { command: "main.ts", usage: usage(), positionals: true, options: {} },
+    ({ positionals: [name] }) => {
+      if (name === undefined) throw new UsageError("Missing COMMAND");
+      const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+      if (command === undefined) throw new UsageError(`Unknown command "${name}"`);
+      return command;
+    },
+  );
+  if ("exit" in read) return read.exit;
+  const mod = await read.options.load();
   return await mod.main(rest);
 }
 

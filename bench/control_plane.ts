@@ -10,7 +10,8 @@
  *
  * Run: `deno task bench:control-plane` (needs `--v8-flags=--expose-gc` for retained memory).
  * Flags: `--services=N` (10000), `--backends=B` (10), `--maglev=M` (1021), `--batch=S` (100
- * services per write txn), `--maglev-builder=ts|wasm` (ts). The last line of output is one JSON object.
+ * services per write txn), `--maglev-builder=ts|wasm` (ts), `--quick` (a smoke run of seconds).
+ * The last line of output is one JSON object.
  *
  * @module
  */
@@ -30,6 +31,7 @@ import {
 } from "../controller/sources/k8s_convert.ts";
 import { type K8sEvent, K8sSource } from "../controller/sources/k8s_source.ts";
 import { DB, defineIndex } from "../controller/statedb/mod.ts";
+import { choiceOption, intOption, readCommandLineOrExit } from "../lib/args.ts";
 
 const CILIUM = {
   services_per_s: 50_000,
@@ -37,12 +39,32 @@ const CILIUM = {
   retained_bytes_per_service: 3_300,
 };
 
-function flag(name: string, def: number): number {
-  return Number(strFlag(name, String(def)));
-}
-function strFlag(name: string, def: string): string {
-  const a = Deno.args.find((x) => x.startsWith(`--${name}=`));
-  return a === undefined ? def : a.slice(name.length + 3);
+const OPTIONS = {
+  command: "bench:control-plane",
+  usage: `usage: deno task bench:control-plane [--services=N] [--backends=B] [--maglev=M]
+                                     [--batch=S] [--maglev-builder=ts|wasm] [--quick]
+  --quick: 200 services × 3 backends, M=251 (a smoke test of seconds, not a figure)`,
+  options: {
+    services: { type: "string" },
+    backends: { type: "string" },
+    maglev: { type: "string" },
+    batch: { type: "string" },
+    "maglev-builder": { type: "string" },
+    quick: { type: "boolean" },
+  },
+} as const;
+
+function readOptions(args: readonly string[]) {
+  return readCommandLineOrExit(args, OPTIONS, ({ values }) => {
+    const quick = values.quick === true;
+    return {
+      services: intOption(values, "services", { default: quick ? 200 : 10_000, min: 1 }),
+      backends: intOption(values, "backends", { default: quick ? 3 : 10, min: 1 }),
+      maglev: intOption(values, "maglev", { default: quick ? 251 : 1021, min: 1 }),
+      batch: intOption(values, "batch", { default: 100, min: 1 }),
+      builder: choiceOption(values, "maglev-builder", ["ts", "wasm"]),
+    };
+  });
 }
 
 /**
@@ -289,9 +311,9 @@ async function txnBench(): Promise<{ commitsPerS: number; wakeP50Us: number; wak
 }
 
 export async function main(): Promise<void> {
-  const n = flag("services", 10_000), b = flag("backends", 10), maglev = flag("maglev", 1021);
-  const batch = flag("batch", 100);
-  const builderKind = strFlag("maglev-builder", "ts");
+  const opts = readOptions(Deno.args);
+  const n = opts.services, b = opts.backends, maglev = opts.maglev, batch = opts.batch;
+  const builderKind = opts.builder;
   timedMaglev.inner = await maglevBuilder(builderKind);
   if (!gcFn) console.log("warning: run with --v8-flags=--expose-gc for retained-memory numbers");
 

@@ -11,6 +11,8 @@
  * Published anchors printed beside (not measured here): Maglev paper 1.8 ms (C++, M = 65,537,
  * N = 1,000); Cilium 8.17 ms (M = 16,381, N = 1,000); Envoy 2.2–2.7 ms (M = 65,537).
  *
+ * `--quick`: a smoke run of seconds (few runs, fewer hashes) for `./hf test bench`.
+ *
  * Last line: one JSON object with `maglev_wasm_ms`, `maglev_ts_ms` (core medians), `hash_ns`
  * (WASM five-tuple hash called from JS) and more.
  *
@@ -25,11 +27,20 @@ import { maglevFill, TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 import { PolicyModule } from "../policy-as/host/policy_module.ts";
 import { WasmMaglevBuilder } from "../policy-as/host/wasm_maglev_builder.ts";
 import { Registry } from "../lib/metrics.ts";
+import { readCommandLineOrExit } from "../lib/args.ts";
+
+const QUICK = readCommandLineOrExit(Deno.args, {
+  command: "bench:policy",
+  usage: `usage: deno task bench:policy [--quick]
+  Maglev build (WASM vs TypeScript) and flow hash timings. --quick: 3 runs, 100k hashes (a smoke
+  test of seconds, not a figure).`,
+  options: { quick: { type: "boolean" } },
+}, ({ values }) => values.quick === true);
 
 const M = 65537;
 const N = 1000;
-const WARMUP = 20;
-const RUNS = 100;
+const WARMUP = QUICK ? 1 : 20;
+const RUNS = QUICK ? 3 : 100;
 
 function stats(xs: number[]): { median: number; min: number; p90: number } {
   const s = [...xs].sort((a, b) => a - b);
@@ -96,10 +107,10 @@ const [wS, tS] = interleaved(
 // PolicyModule wrapper, and the TypeScript reference. Inputs vary per call.
 const raw = (await WebAssembly.instantiate(await WebAssembly.compile(bytes as BufferSource), {}))
   .exports as unknown as PolicyExports;
-const HASHES = 2_000_000;
+const HASHES = QUICK ? 100_000 : 2_000_000;
 function timeHash(fn: (i: number) => number): number {
   let sink = 0;
-  for (let i = 0; i < 200_000; i++) sink ^= fn(i);
+  for (let i = 0; i < HASHES / 10; i++) sink ^= fn(i);
   const best: number[] = [];
   for (let r = 0; r < 5; r++) {
     const t0 = performance.now();

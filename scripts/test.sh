@@ -3,9 +3,12 @@
 # ends with the totals on a line of their own: "N passed, N failed".
 #
 #   bash scripts/test.sh          everything: gates (fmt, lint, types), build, unit, redis,
-#                                 bpf, netns, e2e, hygiene
+#                                 bpf, netns, e2e, hygiene, bench
 #   bash scripts/test.sh --ok     the quick gate: fmt, lint, types, unit tests
-#   bash scripts/test.sh GROUP…   only the named groups (unit redis bpf netns e2e hygiene)
+#   bash scripts/test.sh GROUP…   only the named groups (unit redis bpf netns e2e hygiene bench)
+#
+# The bench group runs every bench:* task of deno.json with --quick (seconds each): a check
+# passes when the task exits 0 and its last stdout line is one JSON object.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -60,6 +63,35 @@ group() {
   rm -f "$log"
 }
 
+# Runs every deno.json bench:* task in quick mode; each one is a check in the totals.
+bench_group() {
+  local tasks
+  mapfile -t tasks < <(sed -n 's/^ *"\(bench:[a-z0-9-]*\)": .*/\1/p' deno.json)
+  echo "== group bench (${#tasks[@]} tasks, --quick)"
+  if [[ $(id -u) -ne 0 && ${CI:-} != true ]]; then
+    echo "ignoring group bench: the datapath benchmarks need root (set CI=true to make this a failure)"
+    report+=("group bench: ignored (not root)")
+    return
+  fi
+  local t out last p=0 f=0
+  for t in "${tasks[@]}"; do
+    echo "== bench: $t --quick"
+    out=$(mktemp)
+    if timeout 300 "$DENO" task -q "$t" --quick | tee "$out" &&
+      last=$(grep -v '^[[:space:]]*$' "$out" | tail -1) &&
+      "$DENO" eval 'const v = JSON.parse(Deno.args[0]);
+        if (typeof v !== "object" || v === null || Array.isArray(v)) throw new Error("not an object");' \
+        "$last"; then
+      p=$((p + 1)); report+=("bench $t: ok")
+    else
+      f=$((f + 1)); report+=("bench $t: FAILED (exit non-zero or last stdout line not a JSON object)")
+    fi
+    rm -f "$out"
+  done
+  passed=$((passed + p)); failed=$((failed + f))
+  report+=("group bench: $p passed, $f failed")
+}
+
 run_gates() {
   gate fmt "$DENO" fmt --check
   gate lint "$DENO" lint
@@ -73,11 +105,14 @@ ok_only=0
 for arg in "$@"; do
   case "$arg" in
     --ok) ok_only=1 ;;
-    *) selected+=("$arg") ;;
+    -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+    -*) echo "Cannot parse test.sh arguments: Unknown option \"$arg\" (see \"./hf test --help\")" >&2; exit 2 ;;
+    unit | redis | bpf | netns | e2e | hygiene | bench) selected+=("$arg") ;;
+    *) echo "Cannot parse test.sh arguments: Unknown group \"$arg\" (see \"./hf test --help\")" >&2; exit 2 ;;
   esac
 done
 
-if [[ $(id -u) -eq 0 ]]; then "$DENO" run -P=netns tests/harness/sweep.ts || true; fi
+if [[ $(id -u) -eq 0 ]]; then "$DENO" run -P=netns lab/sweep.ts || true; fi
 
 if [[ $ok_only -eq 1 ]]; then
   gate build "$DENO" task -q build
@@ -92,6 +127,7 @@ else
   want netns && group netns netns tests/netns
   want e2e && group e2e netns tests/e2e
   want hygiene && group hygiene netns tests/hygiene
+  want bench && bench_group
 fi
 
 echo

@@ -34,14 +34,17 @@ import {
   BpfObject,
   Datapath,
   DEFAULT_OBJECT_DIR,
-  encodeFlowKey,
-  encodeFlowValue,
   encodeLbConfig,
+  FLOW_KEY_SIZE,
+  FLOW_VALUE_SIZE,
   type LbConfig,
+  makeFlowKey,
   REASONS,
   RingBufferReader,
   testRun,
   u32,
+  writeFlowKey,
+  writeFlowValue,
   XDP,
 } from "../node/bpf/mod.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
@@ -119,17 +122,19 @@ const nextFrame = (round: number) =>
   });
 /** The flow keys one miss_next run of `round` created. */
 function nextKeys(round: number): Uint8Array {
-  const keys = new Uint8Array(REPEAT * 16);
+  const keys = new Uint8Array(REPEAT * FLOW_KEY_SIZE);
+  const view = new DataView(keys.buffer);
   for (let i = 0; i < REPEAT; i++) {
-    keys.set(
-      encodeFlowKey({
+    writeFlowKey(
+      view,
+      i * FLOW_KEY_SIZE,
+      makeFlowKey({
         saddr: nextClient(round),
         daddr: VIP,
         sport: NEXT_SPORT + i,
         dport: 80,
         proto: 6,
       }),
-      i * 16,
     );
   }
   return keys;
@@ -201,21 +206,23 @@ class Subject {
   fill(): void {
     const flows = this.object.map("hf_flows");
     const n = flows.maxEntries;
-    const keys = new Uint8Array(n * 16);
-    const values = new Uint8Array(n * 16);
-    const value = encodeFlowValue({ backendAddr: "10.2.0.1", flags: 0, lastSeenNs: 1n });
+    const keys = new Uint8Array(n * FLOW_KEY_SIZE);
+    const values = new Uint8Array(n * FLOW_VALUE_SIZE);
+    const kv = new DataView(keys.buffer), vv = new DataView(values.buffer);
+    const value = { backend: 0x0a020001 /* 10.2.0.1 */, flags: 0, lastSeenNs: 1 };
     for (let i = 0; i < n; i++) {
-      keys.set(
-        encodeFlowKey({
+      writeFlowKey(
+        kv,
+        i * FLOW_KEY_SIZE,
+        makeFlowKey({
           saddr: `10.4.${(i >> 8) & 255}.${i & 255}`,
           daddr: VIP,
           sport: 1024 + (i >> 16),
           dport: 80,
           proto: 6,
         }),
-        i * 16,
       );
-      values.set(value, i * 16);
+      writeFlowValue(vv, i * FLOW_VALUE_SIZE, value);
     }
     flows.updateBatch(keys, values);
   }

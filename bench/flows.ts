@@ -191,9 +191,8 @@ async function restoreTarget(n: number): Promise<
 > {
   try {
     const { Datapath } = await import("../node/bpf/mod.ts");
-    const { BpfFlowTable } = await import("../node/flows/bpf_table.ts");
     const dp = await Datapath.open({ pinDir: null, maxFlows: Math.ceil(n * 1.25) });
-    const table = new BpfFlowTable(dp.maps.flows);
+    const table = dp.flowTable();
     return {
       table,
       kind: "bpf",

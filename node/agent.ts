@@ -37,7 +37,6 @@ import { PolicyHost, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import { type AgentArgs, parseAgentArgs, USAGE } from "./agent_args.ts";
 import { Datapath, exportDatapathMetrics } from "./bpf/mod.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
-import { BpfFlowTable, fromDatapathEvent } from "./flows/bpf_table.ts";
 import { followedVips } from "./flows/config_vips.ts";
 import type { FlowEvent } from "./bpf/flow.ts";
 import { purgeRemovedBackends } from "./flows/purge.ts";
@@ -81,9 +80,9 @@ async function openDatapath(a: AgentArgs): Promise<NodeDatapath> {
   return {
     kind: "bpf",
     lbMaps: dp.lbMaps(),
-    flows: new BpfFlowTable(dp.maps.flows),
+    flows: dp.flowTable(),
     subscribe(onEvent) {
-      const reader = dp.subscribe((ev) => onEvent(fromDatapathEvent(ev)));
+      const reader = dp.subscribe(onEvent);
       return () => reader.close();
     },
     attach() {

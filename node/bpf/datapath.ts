@@ -1,7 +1,8 @@
 /**
  * The LB node's datapath as the agent drives it: load bpf/build/lb_xdp.o with its maps pinned in
- * bpffs (reused after a restart, so no flow or table is lost), attach XDP, configure, install and
- * read flows, subscribe to new-flow events, read counters. And the backend side
+ * bpffs (reused after a restart, so no flow or table is lost) and sized at load, attach XDP,
+ * configure, hand out the flow map ({@linkcode BpfFlowTable}) and the control plane's maps
+ * ({@linkcode BpfLBMaps}), subscribe to new-flow events, read counters. And the backend side
  * ({@linkcode DecapDatapath}): decap on tc ingress, MSS clamp on tc egress.
  *
  * @module
@@ -14,35 +15,26 @@ import {
   type XdpAttachment,
   type XdpMode,
 } from "./attach.ts";
-import { BpfMap, UPDATE } from "./map.ts";
+import { BpfMap } from "./map.ts";
 import { BpfError, ERRNO } from "./errors.ts";
 import { BpfObject, type BpfProgram } from "./object.ts";
 import { RingBufferReader } from "./ringbuf.ts";
 import {
-  DECAP_REASONS,
   type DecapConfig,
-  type DecapReason,
-  decodeFlowEvent,
-  decodeFlowKey,
-  decodeFlowValue,
   encodeDecapConfig,
-  encodeFlowKey,
-  encodeFlowValue,
   encodeLbConfig,
-  type FlowEvent,
-  type FlowKey,
-  type FlowValue,
   type LbConfig,
   type LbStats,
   readU32,
-  type Reason,
-  REASONS,
   sumLbStats,
   sumU64,
   u32,
 } from "./structs.ts";
+import { DECAP_REASONS, type DecapReason, HF_MAX, type Reason, REASONS } from "./consts.ts";
+import { type FlowEvent, readFlowEvent } from "./flow.ts";
+import { BpfFlowTable } from "./flow_table.ts";
 import { BpfLBMaps } from "./lbmaps_bpf.ts";
-import { isBpffs, mkdirP, monotonicNs, rmdirPath, unlinkPath } from "./_ffi.ts";
+import { isBpffs, mkdirP, rmdirPath, unlinkPath } from "./_ffi.ts";
 import { ipv4Bytes } from "../../lib/ipv4.ts";
 
 /** Default bpffs directory for the LB node's pinned maps. */
@@ -70,8 +62,66 @@ export interface DatapathOptions {
   readonly objectDir?: string;
   /** bpffs directory for pinned maps (default /sys/fs/bpf/holdfast); `null` = no pinning. */
   readonly pinDir?: string | null;
-  /** Flow table size (default 262,144; ignored when reusing a pinned table). */
+  /**
+   * Services the maps hold: hf_services, hf_maglev and hf_fe_stats are sized to it, service IDs
+   * are 1..maxServices-1 (default {@linkcode HF_MAX}.SERVICES, 4,096).
+   */
+  readonly maxServices?: number;
+  /** Backend IDs are 1..maxBackends-1: hf_backends, hf_be_stats (default 65,536). */
+  readonly maxBackends?: number;
+  /** Flow table size, hf_flows (default 262,144). */
   readonly maxFlows?: number;
+}
+
+/** The maps each size option sizes, and its agent flag (for messages). */
+const SIZED_MAPS = {
+  maxServices: { flag: "--max-services", maps: ["hf_services", "hf_maglev", "hf_fe_stats"] },
+  maxBackends: { flag: "--max-backends", maps: ["hf_backends", "hf_be_stats"] },
+  maxFlows: { flag: "--max-flows", maps: ["hf_flows"] },
+} as const;
+
+/** max_entries of the map pinned at `path`, or null when nothing is pinned there. */
+function pinnedMaxEntries(path: string): number | null {
+  try {
+    using map = BpfMap.fromPinned(path);
+    return map.maxEntries;
+  } catch (e) {
+    if (e instanceof BpfError && e.errno === ERRNO.ENOENT) return null;
+    throw e;
+  }
+}
+
+/**
+ * max_entries to set before load. A size given explicitly must match a map already pinned in
+ * `pinDir` (a pinned map cannot be resized without losing its state: the error says so); a size
+ * not given adopts the pinned map's, so a restart without the flags keeps what is there.
+ */
+export function loadSizes(
+  options: Pick<DatapathOptions, "maxServices" | "maxBackends" | "maxFlows">,
+  pinDir: string | null,
+): Record<string, number> {
+  const sizes: Record<string, number> = {};
+  for (const [option, { flag, maps }] of Object.entries(SIZED_MAPS)) {
+    const want = options[option as keyof typeof SIZED_MAPS];
+    const least = option === "maxFlows" ? 1 : 2;
+    if (want !== undefined && (!Number.isInteger(want) || want < least || want > 2 ** 31)) {
+      throw new RangeError(
+        `Cannot size the datapath with ${option} ${want} (${flag}): must be an integer from ${least}`,
+      );
+    }
+    for (const name of maps) {
+      const pinned = pinDir === null ? null : pinnedMaxEntries(`${pinDir}/${name}`);
+      if (want !== undefined && pinned !== null && pinned !== want) {
+        throw new RangeError(
+          `Cannot size map "${name}" to ${want} entries (${flag}): the map pinned at "${pinDir}/${name}" ` +
+            `holds ${pinned}. Start with ${flag} ${pinned}, or unpin the maps (Datapath.unpin("${pinDir}"), losing flows and tables) to resize`,
+        );
+      }
+      const size = want ?? pinned;
+      if (size !== null) sizes[name] = size;
+    }
+  }
+  return sizes;
 }
 
 /**
@@ -110,7 +160,7 @@ export async function ensureBpffs(dir: string): Promise<void> {
  * using dp = await Datapath.open({ pinDir: "/sys/fs/bpf/holdfast" });
  * dp.configure({ srcAddr: "10.1.1.2", encapPort: 6080, seed: 0 });
  * dp.attach("eth0", { netns: "hf-1-lb1" });
- * await using sub = dp.subscribe((ev) => console.log(ev.key, ev.backendAddr));
+ * await using sub = dp.subscribe((ev) => console.log(describeFlow(ev.key), ev.backend));
  * ```
  */
 export class Datapath implements Disposable {
@@ -147,16 +197,20 @@ export class Datapath implements Disposable {
     };
   }
 
-  /** Loads the LB object, reusing maps pinned in `pinDir` (creating and pinning missing ones). */
+  /**
+   * Loads the LB object, reusing maps pinned in `pinDir` (creating and pinning missing ones),
+   * sized by `maxServices`/`maxBackends`/`maxFlows` (see {@linkcode loadSizes} for pinned maps).
+   */
   static async open(options: DatapathOptions = {}): Promise<Datapath> {
     const pinDir = options.pinDir === undefined ? DEFAULT_PIN_DIR : options.pinDir;
     if (pinDir !== null) await ensureBpffs(pinDir);
     const path = `${options.objectDir ?? DEFAULT_OBJECT_DIR}/lb_xdp.o`;
+    const maxEntries = loadSizes(options, pinDir);
     try {
       const object = BpfObject.open(path, {
         pinDir: pinDir ?? undefined,
         pinMaps: pinDir === null ? undefined : LB_PINNED_MAPS,
-        maxEntries: options.maxFlows ? { hf_flows: options.maxFlows } : undefined,
+        maxEntries,
       });
       return new Datapath(object, pinDir);
     } catch (e) {
@@ -195,63 +249,9 @@ export class Datapath implements Disposable {
     return new BpfLBMaps(this.maps);
   }
 
-  /** A flow's entry, or null. `lastSeenNs` is CLOCK_MONOTONIC ns of its last packet. */
-  lookupFlow(key: FlowKey): FlowValue | null {
-    const v = this.maps.flows.lookup(encodeFlowKey(key));
-    return v === null ? null : decodeFlowValue(v);
-  }
-
-  /**
-   * Installs flows (e.g. learned from peers via Redis) in one batch. By default they are marked
-   * learned-from-peer and an existing entry is kept (`overwrite: false`), so a local flow's
-   * backend never changes under it.
-   */
-  installFlows(
-    flows: ReadonlyArray<{ key: FlowKey; backendAddr: string }>,
-    options: { overwrite?: boolean; flags?: number } = {},
-  ): number {
-    const flags = options.flags ?? 1;
-    let installed = 0;
-    if (options.overwrite) {
-      const keys = new Uint8Array(16 * flows.length);
-      const values = new Uint8Array(16 * flows.length);
-      flows.forEach((f, i) => {
-        keys.set(encodeFlowKey(f.key), i * 16);
-        values.set(
-          encodeFlowValue({ backendAddr: f.backendAddr, flags, lastSeenNs: monotonicNs() }),
-          i * 16,
-        );
-      });
-      return this.maps.flows.updateBatch(keys, values);
-    }
-    for (const f of flows) {
-      try {
-        this.maps.flows.update(
-          encodeFlowKey(f.key),
-          encodeFlowValue({ backendAddr: f.backendAddr, flags, lastSeenNs: monotonicNs() }),
-          UPDATE.NOEXIST,
-        );
-        installed++;
-      } catch (e) {
-        if ((e as { errno?: number }).errno !== 17 /* EEXIST */) throw e;
-      }
-    }
-    return installed;
-  }
-
-  /** Removes a flow; false when absent. */
-  deleteFlow(key: FlowKey): boolean {
-    return this.maps.flows.delete(encodeFlowKey(key));
-  }
-
-  /** All flows, read with a batch lookup. */
-  flows(): Array<{ key: FlowKey; value: FlowValue }> {
-    const { keys, values, count } = this.maps.flows.lookupBatch();
-    const out: Array<{ key: FlowKey; value: FlowValue }> = [];
-    for (let i = 0; i < count; i++) {
-      out.push({ key: decodeFlowKey(keys, i * 16), value: decodeFlowValue(values, i * 16) });
-    }
-    return out;
+  /** The flow map as the flow-sync agent's {@linkcode FlowTable}. */
+  flowTable(): BpfFlowTable {
+    return new BpfFlowTable(this.maps.flows);
   }
 
   /** Subscribes to new-flow events; the reader runs until closed. */
@@ -261,7 +261,7 @@ export class Datapath implements Disposable {
   ): RingBufferReader {
     const reader = new RingBufferReader(
       this.maps.events,
-      (rec) => onEvent(decodeFlowEvent(rec)),
+      (rec) => onEvent(readFlowEvent(new DataView(rec.buffer, rec.byteOffset, rec.byteLength))),
       options,
     );
     reader.start();

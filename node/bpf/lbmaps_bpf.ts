@@ -23,11 +23,10 @@ import {
   encodeBackendValue,
   encodeServiceKey,
   encodeServiceValue,
-  PROTO,
   readU32,
-  SVC_F_CLIENT_IP,
   u32,
 } from "./structs.ts";
+import { PROTO, SVC_F_CLIENT_IP } from "./consts.ts";
 
 /** The maps this target writes. */
 export interface LBMapsHandles {

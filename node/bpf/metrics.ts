@@ -8,7 +8,8 @@
  */
 
 import type { Registry } from "../../lib/metrics.ts";
-import type { LbStats, Reason } from "./structs.ts";
+import type { LbStats } from "./structs.ts";
+import type { Reason } from "./consts.ts";
 
 /** What the exporter reads; `Datapath` implements it. */
 export interface DatapathCounters {

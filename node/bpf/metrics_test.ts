@@ -1,7 +1,8 @@
 import { strictEqual } from "node:assert/strict";
 import { Registry } from "../../lib/metrics.ts";
 import { type DatapathCounters, exportDatapathMetrics } from "./metrics.ts";
-import { type LbStats, type Reason, REASONS } from "./structs.ts";
+import type { LbStats } from "./structs.ts";
+import { type Reason, REASONS } from "./consts.ts";
 
 /** In-memory stand-in for Datapath's counters (the real one is tested in tests/bpf). */
 class FakeCounters implements DatapathCounters {

@@ -9,9 +9,10 @@
  * using dp = await Datapath.open();               // maps pinned in /sys/fs/bpf/holdfast, reused
  * dp.configure({ srcAddr: "10.1.1.2", encapPort: 6080, seed: 0 });
  * dp.attach("eth0");                              // XDP, native mode, atomic replace
- * const sub = dp.subscribe((ev) => console.log(ev.key, ev.backendAddr)); // new flows
- * dp.installFlows([{ key, backendAddr: "10.2.0.2" }]); // learned from peers, keeps local ones
- * const seen = dp.lookupFlow(key)?.lastSeenNs;    // activity, CLOCK_MONOTONIC ns
+ * const sub = dp.subscribe((ev) => console.log(describeFlow(ev.key), ev.backend)); // new flows
+ * const flows = dp.flowTable();                   // the flow map, host-order u32 (flow.ts)
+ * flows.put(key, { backend: 0x0a020002, flags: FLOW_F_PEER, lastSeenNs: flows.nowNs() });
+ * const seen = flows.get(key)?.lastSeenNs;        // activity, CLOCK_MONOTONIC ns
  * await sub.close();
  * ```
  *
@@ -50,7 +51,11 @@ export {
   DEFAULT_OBJECT_DIR,
   DEFAULT_PIN_DIR,
   ensureBpffs,
+  loadSizes,
 } from "./datapath.ts";
+export * from "./flow.ts";
+export { BpfFlowTable, type FlowTable } from "./flow_table.ts";
+export * from "./consts.ts";
 export { BpfLBMaps, type LBMapsHandles } from "./lbmaps_bpf.ts";
 export { type DatapathCounters, exportDatapathMetrics } from "./metrics.ts";
 export * from "./structs.ts";

@@ -1,52 +1,16 @@
 import { deepStrictEqual, strictEqual, throws } from "node:assert/strict";
 import {
-  decodeFlowEvent,
-  decodeFlowKey,
-  decodeFlowValue,
   decodeServiceKey,
   decodeServiceValue,
   encodeBackendValue,
-  encodeFlowKey,
-  encodeFlowValue,
   encodeLbConfig,
   encodeServiceKey,
   encodeServiceValue,
-  REASONS,
   SIZES,
   sumLbStats,
 } from "./structs.ts";
+import { REASONS } from "./consts.ts";
 import { ipv4Bytes } from "../../lib/ipv4.ts";
-
-Deno.test("flow key: network byte order as on the wire, 16 bytes (docs/contracts.md)", () => {
-  const key = { saddr: "10.0.0.1", daddr: "10.0.100.1", sport: 40000, dport: 80, proto: 6 };
-  const b = encodeFlowKey(key);
-  strictEqual(b.length, SIZES.flow_key);
-  deepStrictEqual(Array.from(b), [10, 0, 0, 1, 10, 0, 100, 1, 0x9c, 0x40, 0, 80, 6, 0, 0, 0]);
-  deepStrictEqual(decodeFlowKey(b), key);
-});
-
-Deno.test("flow value: backend address network order, flags and last_seen host order", () => {
-  const v = { backendAddr: "10.2.0.9", flags: 1, lastSeenNs: 123456789012345n };
-  const b = encodeFlowValue(v);
-  strictEqual(b.length, SIZES.flow_value);
-  deepStrictEqual(Array.from(b.subarray(0, 8)), [10, 2, 0, 9, 1, 0, 0, 0]);
-  deepStrictEqual(decodeFlowValue(b), v);
-});
-
-Deno.test("flow event decodes the 32-byte record", () => {
-  const b = new Uint8Array(32);
-  b.set(encodeFlowKey({ saddr: "1.2.3.4", daddr: "5.6.7.8", sport: 1, dport: 2, proto: 17 }), 0);
-  b.set(ipv4Bytes("9.9.9.9"), 16);
-  new DataView(b.buffer).setUint32(20, 7, true);
-  new DataView(b.buffer).setBigUint64(24, 42n, true);
-  deepStrictEqual(decodeFlowEvent(b), {
-    key: { saddr: "1.2.3.4", daddr: "5.6.7.8", sport: 1, dport: 2, proto: 17 },
-    backendAddr: "9.9.9.9",
-    serviceId: 7,
-    tsNs: 42n,
-  });
-  throws(() => decodeFlowEvent(new Uint8Array(31)), /32/);
-});
 
 Deno.test("service key/value and backend value round-trip", () => {
   const k = encodeServiceKey("10.0.100.1", 443, 6);

@@ -30,7 +30,7 @@ export {
 } from "../bpf/flow.ts";
 export { flowField, parseFlowField } from "./field.ts";
 export { type FlowTable, MemoryFlowTable } from "./table.ts";
-export { BpfFlowTable, fromDatapathEvent } from "./bpf_table.ts";
+export { BpfFlowTable } from "../bpf/flow_table.ts";
 export {
   type FlowChange,
   type FlowStore,

@@ -1,29 +1,17 @@
 /**
- * The node's flow map as the sync agent needs it, behind a narrow interface: the real one is the
- * datapath's BPF LRU hash (see `bpf_table.ts`); {@link MemoryFlowTable} stands in for unit tests
- * and for agents run without a datapath.
+ * The node's flow map as the sync agent needs it, behind a narrow interface ({@link FlowTable},
+ * defined next to the flow contract in node/bpf/flow_table.ts with the real one over the
+ * datapath's BPF LRU hash); {@link MemoryFlowTable} stands in for unit tests and for agents run
+ * without a datapath.
  *
  * @module
  */
 
 import { type FlowEntry, type FlowKey, type FlowValue } from "../bpf/flow.ts";
+import type { FlowTable } from "../bpf/flow_table.ts";
 import { flowId } from "./field.ts";
 
-/** A node's flow map: flow key → backend, flags, last seen. */
-export interface FlowTable {
-  /** The entry for `key`, or undefined. */
-  get(key: FlowKey): FlowValue | undefined;
-  /** Inserts or replaces the entry for `key`. */
-  put(key: FlowKey, value: FlowValue): void;
-  /** Inserts or replaces many entries at once (the datapath's batch update). */
-  putBatch(entries: readonly FlowEntry[]): void;
-  /** Removes the entry for `key`; true if it existed. */
-  delete(key: FlowKey): boolean;
-  /** Every entry, in no particular order. Safe against concurrent deletes. */
-  entries(): Iterable<FlowEntry>;
-  /** The clock of `lastSeenNs` (CLOCK_MONOTONIC ns for the BPF map). */
-  nowNs(): number;
-}
+export type { FlowTable };
 
 /** An in-memory {@link FlowTable}; the clock is `performance.now()` unless one is given. */
 export class MemoryFlowTable implements FlowTable {

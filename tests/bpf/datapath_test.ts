@@ -1,8 +1,9 @@
 /**
  * The Datapath and its LBMaps target over real maps: contents survive closing the process's
  * handles when pinned (an agent restart), dump() restores what was written, Maglev tables of
- * different sizes, idempotent deletes, batch flow install, and new-flow events delivered by the
- * background ring-buffer loop without calling consume().
+ * different sizes, idempotent deletes, the flow map through its FlowTable (peer flows steer
+ * packets, batch install), and new-flow events delivered by the background ring-buffer loop
+ * without calling consume().
  */
 
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
@@ -10,11 +11,14 @@ import { rootTest } from "../harness/root.ts";
 import {
   Datapath,
   exportDatapathMetrics,
+  FLOW_F_PEER,
   type FlowEvent,
+  makeFlowKey,
   testRun,
   XDP,
 } from "../../node/bpf/mod.ts";
 import { Registry } from "../../lib/metrics.ts";
+import { ipv4Text, parseIpv4 } from "../../lib/ipv4.ts";
 import { tcpFrame } from "./_packets.ts";
 
 const SVC = { address: "10.0.100.1", port: 80, protocol: "TCP" as const };
@@ -70,7 +74,11 @@ rootTest(
         2,
         1,
       ]], [6, [2, 2, 1, 1, 2]]]);
-      strictEqual(dp.flows().length, 1, "the flow created before the restart is still there");
+      strictEqual(
+        [...dp.flowTable().entries()].length,
+        1,
+        "the flow created before the restart is still there",
+      );
       const before = dp.reasons().tx_hit;
       strictEqual(
         testRun(
@@ -100,7 +108,7 @@ rootTest(
 );
 
 rootTest(
-  "flows: batch install keeps local flows, last_seen moves, events arrive asynchronously",
+  "flows: peer flows steer packets, last_seen moves, batch install, events arrive asynchronously",
   async () => {
     using dp = await Datapath.open({ pinDir: null });
     dp.configure({ srcAddr: "10.1.1.2" });
@@ -125,46 +133,52 @@ rootTest(
         await new Promise((r) => setTimeout(r, 20));
       }
       strictEqual(events.length, 100, "100 new-flow events delivered by the background loop");
-      deepStrictEqual(events[0]?.key, {
-        saddr: "10.0.0.1",
-        daddr: "10.0.100.1",
-        sport: 1000,
-        dport: 80,
-        proto: 6,
-      });
-      strictEqual(events[0]?.backendAddr, "10.2.0.1");
+      deepStrictEqual(
+        events[0]?.key,
+        makeFlowKey({ saddr: "10.0.0.1", daddr: "10.0.100.1", sport: 1000, dport: 80, proto: 6 }),
+      );
+      strictEqual(events[0]?.backend, parseIpv4("10.2.0.1"));
       strictEqual(events[0]?.serviceId, 5);
     } finally {
       await sub.close();
     }
 
-    const key = { saddr: "10.0.0.1", daddr: "10.0.100.1", sport: 1000, dport: 80, proto: 6 };
+    const flows = dp.flowTable();
+    const key = makeFlowKey({
+      saddr: "10.0.0.1",
+      daddr: "10.0.100.1",
+      sport: 1000,
+      dport: 80,
+      proto: 6,
+    });
     const peerKey = { ...key, sport: 2000 };
-    strictEqual(
-      dp.installFlows([{ key, backendAddr: "10.2.0.9" }, {
-        key: peerKey,
-        backendAddr: "10.2.0.9",
-      }]),
-      1,
-      "the existing local flow is kept",
+    strictEqual(flows.get(key)?.backend, parseIpv4("10.2.0.1"), "the datapath's own flow");
+    strictEqual(flows.get(key)?.flags, 0, "a local flow is not flagged");
+    flows.put(peerKey, {
+      backend: parseIpv4("10.2.0.9"),
+      flags: FLOW_F_PEER,
+      lastSeenNs: flows.nowNs(),
+    });
+    const steered = testRun(
+      dp.program,
+      tcpFrame("10.0.0.1", "10.0.100.1", { sport: 2000, dport: 80, flags: 0x10 }),
     );
-    strictEqual(dp.lookupFlow(key)?.backendAddr, "10.2.0.1");
-    strictEqual(dp.lookupFlow(peerKey)?.flags, 1, "peer flows are flagged");
-    const seen = dp.lookupFlow(key)!.lastSeenNs;
+    strictEqual(steered.retval, XDP.TX);
+    strictEqual(ipv4Text(steered.data, 14 + 16), "10.2.0.9", "a peer's flow keeps its backend");
+    const seen = flows.get(key)!.lastSeenNs;
+    await new Promise((r) => setTimeout(r, 20)); // a few jiffies: the clock is coarse
     testRun(
       dp.program,
       tcpFrame("10.0.0.1", "10.0.100.1", { sport: 1000, dport: 80, flags: 0x10 }),
     );
-    strictEqual(dp.lookupFlow(key)!.lastSeenNs > seen, true, "last_seen advances on a hit");
-    const n = dp.installFlows(
-      Array.from(
-        { length: 500 },
-        (_, i) => ({ key: { ...key, sport: 10000 + i }, backendAddr: "10.2.0.1" }),
-      ),
-      { overwrite: true },
+    strictEqual(flows.get(key)!.lastSeenNs > seen, true, "last_seen advances on a hit");
+    flows.putBatch(
+      Array.from({ length: 500 }, (_, i) => ({
+        key: { ...key, sport: 10000 + i },
+        value: { backend: parseIpv4("10.2.0.1"), flags: FLOW_F_PEER, lastSeenNs: 0 },
+      })),
     );
-    strictEqual(n, 500);
-    strictEqual(dp.flows().length, 100 + 1 + 500);
+    strictEqual([...flows.entries()].length, 100 + 1 + 500);
 
     const reg = new Registry();
     exportDatapathMetrics(dp, reg);
@@ -172,7 +186,7 @@ rootTest(
     for (
       const line of [
         'holdfast_datapath_packets_total{reason="tx_new"} 100',
-        'holdfast_datapath_packets_total{reason="tx_hit"} 1',
+        'holdfast_datapath_packets_total{reason="tx_hit"} 2',
         'holdfast_datapath_frontend_new_flows_total{service_id="5"} 100',
         'holdfast_datapath_backend_new_flows_total{backend_id="1"} 100',
       ]

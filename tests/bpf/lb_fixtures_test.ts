@@ -7,7 +7,16 @@
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
 import { createTopology } from "../harness/netns.ts";
-import { Datapath, inNetns, type Reason, REASONS, testRun, XDP } from "../../node/bpf/mod.ts";
+import {
+  Datapath,
+  FLOW_F_PEER,
+  inNetns,
+  makeFlowKey,
+  type Reason,
+  REASONS,
+  testRun,
+  XDP,
+} from "../../node/bpf/mod.ts";
 import {
   encapSourcePort,
   flowHashClientIp,
@@ -106,10 +115,10 @@ const FIXTURES: Fixture[] = [
   {
     description: "flow installed by the agent (peer) wins over Maglev",
     before: (dp) =>
-      dp.installFlows([{
-        key: { saddr: CLIENT, daddr: "10.0.100.1", sport: 41000, dport: 80, proto: 6 },
-        backendAddr: "10.2.0.9",
-      }]),
+      dp.flowTable().put(
+        makeFlowKey({ saddr: CLIENT, daddr: "10.0.100.1", sport: 41000, dport: 80, proto: 6 }),
+        { backend: parseIpv4("10.2.0.9"), flags: FLOW_F_PEER, lastSeenNs: 0 },
+      ),
     input: syn(41000),
     verdict: XDP.TX,
     output: (() => {
@@ -496,7 +505,11 @@ rootTest(
         );
         strictEqual(hex(r.data), hex(expected), "ICMP frame");
         strictEqual(dp.reasons().tx_icmp_too_big, before.tx_icmp_too_big + 1n);
-        strictEqual(dp.flows().length, 0, "no flow is created for a packet that was not forwarded");
+        strictEqual(
+          [...dp.flowTable().entries()].length,
+          0,
+          "no flow is created for a packet that was not forwarded",
+        );
       },
     );
     await t.step("IP 1500 bytes without DF: dropped (cannot fragment in XDP)", () => {

@@ -1,36 +1,49 @@
 /**
- * {@link FlowTable} over the datapath's BPF flow map (`hf_flows`, an LRU hash of `struct
- * flow_key` → `struct flow_value`, docs/contracts.md), and the conversion of the datapath's
- * new-flow events to the agent's. Needs FFI (libbpf) and, for a real map, root.
+ * The node's flow map behind a narrow interface ({@link FlowTable}), and {@link BpfFlowTable},
+ * the real one over the datapath's `hf_flows` (an LRU hash of `struct flow_key` →
+ * `struct flow_value`, docs/contracts.md). The in-memory stand-in is `MemoryFlowTable` in
+ * node/flows/table.ts. Needs FFI (libbpf) and, for a real map, root.
  *
  * @example
  * ```ts ignore
- * import { Datapath } from "../bpf/mod.ts";
+ * import { Datapath } from "./mod.ts";
  * using dp = await Datapath.open();
- * const table = new BpfFlowTable(dp.maps.flows);
- * const agent = new FlowSyncAgent(table, store, { node: "lb-a", vips: ["10.0.100.1"] });
- * await agent.start();
- * const sub = dp.subscribe((ev) => agent.learn(fromDatapathEvent(ev)));
+ * const table = dp.flowTable();
+ * table.put(key, { backend: 0x0a020002, flags: FLOW_F_PEER, lastSeenNs: table.nowNs() });
  * ```
  *
  * @module
  */
 
-import { type BpfMap, type FlowEvent as DatapathFlowEvent, monotonicNs } from "../bpf/mod.ts";
+import { monotonicNs } from "./_ffi.ts";
 import {
   FLOW_KEY_SIZE,
   FLOW_VALUE_SIZE,
   type FlowEntry,
-  type FlowEvent,
   type FlowKey,
   type FlowValue,
   readFlowKey,
   readFlowValue,
   writeFlowKey,
   writeFlowValue,
-} from "../bpf/flow.ts";
-import type { FlowTable } from "./table.ts";
-import { parseIpv4 } from "../../lib/ipv4.ts";
+} from "./flow.ts";
+import type { BpfMap } from "./map.ts";
+
+/** A node's flow map: flow key → backend, flags, last seen. */
+export interface FlowTable {
+  /** The entry for `key`, or undefined. */
+  get(key: FlowKey): FlowValue | undefined;
+  /** Inserts or replaces the entry for `key`. */
+  put(key: FlowKey, value: FlowValue): void;
+  /** Inserts or replaces many entries at once (the datapath's batch update). */
+  putBatch(entries: readonly FlowEntry[]): void;
+  /** Removes the entry for `key`; true if it existed. */
+  delete(key: FlowKey): boolean;
+  /** Every entry, in no particular order. Safe against concurrent deletes. */
+  entries(): Iterable<FlowEntry>;
+  /** The clock of `lastSeenNs` (CLOCK_MONOTONIC ns for the BPF map). */
+  nowNs(): number;
+}
 
 /** The datapath's flow map as a {@link FlowTable}. */
 export class BpfFlowTable implements FlowTable {
@@ -97,20 +110,4 @@ export class BpfFlowTable implements FlowTable {
   nowNs(): number {
     return Number(monotonicNs());
   }
-}
-
-/** Converts the datapath's new-flow event (`node/bpf`) to the agent's. */
-export function fromDatapathEvent(ev: DatapathFlowEvent): FlowEvent {
-  return {
-    key: {
-      saddr: parseIpv4(ev.key.saddr),
-      daddr: parseIpv4(ev.key.daddr),
-      sport: ev.key.sport,
-      dport: ev.key.dport,
-      proto: ev.key.proto,
-    },
-    backend: parseIpv4(ev.backendAddr),
-    serviceId: ev.serviceId,
-    tsNs: Number(ev.tsNs),
-  };
 }

@@ -1,0 +1,74 @@
+/**
+ * The numbers of bpf/consts.h that user space needs, in TypeScript: map sizes, flag bits, the
+ * reason counter enums. bpf/consts.h is the source; tests/bpf/consts_mirror_test.ts parses it
+ * and fails when a value here (or a new `HF_MAX_*` there) is out of step.
+ *
+ * @module
+ */
+
+/** IP protocol numbers (`HF_IPPROTO_*`). */
+export const PROTO = { ICMP: 1, TCP: 6, UDP: 17 } as const;
+
+/** Default map sizes of the LB object (`HF_MAX_*`); services, backends and flows are settable at
+ * load time (`Datapath.open` `maxServices`/`maxBackends`/`maxFlows`). */
+export const HF_MAX = {
+  /** hf_services, hf_maglev, hf_fe_stats: service IDs are 1..SERVICES-1. */
+  SERVICES: 4096,
+  /** hf_backends, hf_be_stats: backend IDs are 1..BACKENDS-1. */
+  BACKENDS: 65536,
+  /** hf_flows (LRU). */
+  FLOWS: 262144,
+  /** hf_local_vips of the decap object. */
+  LOCAL_VIPS: 1024,
+} as const;
+
+/** Size of the inner Maglev array template; real tables may have any size (BPF_F_INNER_MAP). */
+export const HF_MAGLEV_TEMPLATE_SIZE = 65537;
+/** hf_events ring buffer bytes. */
+export const HF_RINGBUF_BYTES = 1 << 20;
+/** UDP destination port of encapsulated packets unless configured (`HF_ENCAP_PORT_DEFAULT`). */
+export const HF_ENCAP_PORT_DEFAULT = 6080;
+/** Outer IPv4 (20) + UDP (8) bytes added by encapsulation (`HF_ENCAP_OVERHEAD`). */
+export const HF_ENCAP_OVERHEAD = 28;
+
+/** `service_value.flags` bit: key flows by client address (`HF_SVC_F_CLIENT_IP`). */
+export const SVC_F_CLIENT_IP = 1;
+
+/** enum hf_reason names, by index (bpf/consts.h). */
+export const REASONS = [
+  "pass_not_ipv4",
+  "pass_truncated",
+  "pass_not_l4",
+  "pass_not_frontend",
+  "drop_ip_options",
+  "drop_fragment",
+  "drop_bad_length",
+  "drop_no_backends",
+  "drop_no_maglev",
+  "drop_maglev_slot_zero",
+  "drop_no_backend",
+  "drop_no_config",
+  "drop_encap",
+  "drop_too_big",
+  "tx_hit",
+  "tx_new",
+  "event_lost",
+  "pass_icmp",
+  "tx_icmp_too_big",
+] as const;
+
+/** A reason counter name. */
+export type Reason = typeof REASONS[number];
+
+/** enum hf_decap_reason names, by index. */
+export const DECAP_REASONS = [
+  "decap",
+  "not_local",
+  "bad_inner",
+  "adjust_failed",
+  "mss_clamped",
+  "mss_ok",
+] as const;
+
+/** A decap reason counter name. */
+export type DecapReason = typeof DECAP_REASONS[number];

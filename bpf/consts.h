@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Constants of the Holdfast datapath. Numbers that user space also needs are mirrored in
- * node/bpf/structs.ts; keep both in step. */
+ * node/bpf/consts.ts (flow flags in node/bpf/flow.ts); tests/bpf/consts_mirror_test.ts fails when
+ * they drift, or when a new HF_MAX_* here has no mirror. */
 #ifndef HF_CONSTS_H
 #define HF_CONSTS_H
 
@@ -35,9 +36,12 @@
 /* flow_value.flags */
 #define HF_FLOW_F_PEER (1u << 0) /* learned from a peer, installed by the agent */
 
-/* Map sizes. Service IDs must be < HF_MAX_SERVICES and backend IDs < HF_MAX_BACKENDS: the
- * controller allocates them densely from 1, and arrays indexed by them keep lookups inlined.
- * Maglev: the inner array template only; real tables may have any size (BPF_F_INNER_MAP). */
+/* Default map sizes. Services, backends and flows are set at load time instead when the agent
+ * asks (--max-services, --max-backends, --max-flows: bpf_map__set_max_entries), so code must not
+ * bound lookups by these: service IDs must be < the size of hf_maglev and backend IDs < the size
+ * of hf_backends (the controller allocates them densely from 1; arrays indexed by them keep
+ * lookups inlined). Maglev: the inner array template only; real tables may have any size
+ * (BPF_F_INNER_MAP). */
 #define HF_MAX_SERVICES 4096
 #define HF_MAX_BACKENDS 65536
 #define HF_MAX_FLOWS 262144
@@ -46,7 +50,7 @@
 #define HF_MAX_LOCAL_VIPS 1024
 
 /* Per-CPU reason counters (hf_reasons index). Every packet the LB program sees bumps exactly one
- * of them; the names are mirrored in node/bpf/structs.ts REASONS. */
+ * of them; the names are mirrored in node/bpf/consts.ts REASONS. */
 enum hf_reason {
 	HF_R_PASS_NOT_IPV4 = 0,     /* not IPv4 (ARP, IPv6, ...): passed untouched */
 	HF_R_PASS_TRUNCATED = 1,    /* Ethernet/IPv4/ports unreadable: passed, the kernel drops it */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The LB program's logic (see lb_xdp.c), shared by the program and its benchmark variants
- * (lb_bench.c). */
+ * (lb_bench.c): counters, the Maglev pick and the per-frame decision. The rewrites it sends are
+ * in encap.h (to a backend) and icmp_too_big.h (back to the client). */
 #ifndef HF_LB_H
 #define HF_LB_H
 
@@ -13,6 +14,8 @@
 #include "maps.h"
 #include "parsing.h"
 #include "flow_hash.h"
+#include "encap.h"
+#include "icmp_too_big.h"
 
 static __always_inline void hf_count(__u32 reason)
 {
@@ -40,11 +43,15 @@ static __always_inline __u64 hf_now(void)
 	return c->ns;
 }
 
-/* This CPU's counters of a frontend (slot 0 for IDs beyond the array). */
+/* This CPU's counters of a frontend; slot 0 for IDs beyond the array (its size is set at load,
+ * so the bound is the lookup's). Returns NULL only if the array has no slot 0. */
 static __always_inline struct lb_stats *hf_fe_slot(__u32 service_id)
 {
-	__u32 idx = service_id < HF_MAX_SERVICES ? service_id : 0;
-	return bpf_map_lookup_elem(&hf_fe_stats, &idx);
+	struct lb_stats *s = bpf_map_lookup_elem(&hf_fe_stats, &service_id);
+	if (s)
+		return s;
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&hf_fe_stats, &zero);
 }
 
 static __always_inline int hf_drop_fe(__u32 service_id, __u32 reason)
@@ -86,125 +93,15 @@ static __always_inline __be32 hf_maglev_pick(struct service_value *svc, __u32 ha
 		*reason = HF_R_DROP_NO_BACKEND;
 		return 0;
 	}
-	__u32 idx = bid < HF_MAX_BACKENDS ? bid : 0;
-	__u64 *n = bpf_map_lookup_elem(&hf_be_stats, &idx);
+	/* slot 0 for IDs beyond the array (sized at load) */
+	__u64 *n = bpf_map_lookup_elem(&hf_be_stats, &bid);
+	if (!n) {
+		__u32 zero = 0;
+		n = bpf_map_lookup_elem(&hf_be_stats, &zero);
+	}
 	if (n)
 		*n += 1;
 	return be->addr;
-}
-
-/* Writes a reply-direction Ethernet header (to `dst` from `src`) and an option-less outer IPv4
- * header with its checksum, as the LB sends them: TTL HF_OUTER_TTL, ID 0, source = this node. */
-static __always_inline void hf_write_eth_ip(struct ethhdr *eth, struct iphdr *ip,
-					    const unsigned char *dst, const unsigned char *src,
-					    __u8 proto, __u8 tos, __u16 tot_len, __u16 frag_off,
-					    __be32 saddr, __be32 daddr)
-{
-	__builtin_memcpy(eth->h_dest, dst, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, src, ETH_ALEN);
-	eth->h_proto = bpf_htons(HF_ETH_P_IP);
-
-	ip->version = 4;
-	ip->ihl = 5;
-	ip->tos = tos;
-	ip->tot_len = bpf_htons(tot_len);
-	ip->id = 0;
-	ip->frag_off = bpf_htons(frag_off);
-	ip->ttl = HF_OUTER_TTL;
-	ip->protocol = proto;
-	ip->check = 0;
-	ip->saddr = saddr;
-	ip->daddr = daddr;
-	ip->check = hf_ipv4_csum(ip);
-}
-
-/* Prepends Ethernet (MACs swapped, for XDP_TX) + IPv4 + UDP in front of the IPv4 packet.
- * Returns 0 on success, -1 when the headroom could not be grown. */
-static __always_inline int hf_encap(struct xdp_md *ctx, struct lb_config *cfg, __be32 backend,
-				    __u32 hash, __u16 inner_len, __u8 tos)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *old_eth = data;
-	if ((void *)(old_eth + 1) > data_end)
-		return -1;
-	unsigned char dst[ETH_ALEN], src[ETH_ALEN];
-	__builtin_memcpy(dst, old_eth->h_source, ETH_ALEN);
-	__builtin_memcpy(src, old_eth->h_dest, ETH_ALEN);
-
-	if (bpf_xdp_adjust_head(ctx, -HF_ENCAP_OVERHEAD))
-		return -1;
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	struct iphdr *ip = (void *)(eth + 1);
-	struct udphdr *udp = (void *)(ip + 1);
-	if ((void *)(udp + 1) > data_end)
-		return -1;
-
-	hf_write_eth_ip(eth, ip, dst, src, HF_IPPROTO_UDP, tos, inner_len + HF_ENCAP_OVERHEAD,
-			HF_IP_DF, cfg->src_addr, backend);
-
-	udp->source = bpf_htons(HF_SPORT_BASE | (hash & HF_SPORT_MASK));
-	udp->dest = bpf_htons(cfg->encap_port_host);
-	udp->len = bpf_htons(inner_len + sizeof(struct udphdr));
-	udp->check = 0;
-	return 0;
-}
-
-/* Turns an oversize frame (clean IPv4, no options, checked by the caller) into an ICMP
- * "fragmentation needed" reply to its source carrying next-hop MTU = mtu - 28, to be sent back
- * with XDP_TX (RFC 1191): the frame is cut to IP header + 8 bytes and 28 bytes of outer IPv4 +
- * ICMP are prepended. Returns 0, or -1 when the frame could not be rewritten (then drop it). */
-static __always_inline int hf_icmp_too_big(struct xdp_md *ctx, struct lb_config *cfg, __u32 mtu)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)eth + sizeof(*eth) + HF_ICMP_QUOTE > data_end)
-		return -1;
-	if (mtu < 68 + HF_ENCAP_OVERHEAD)
-		return -1;
-	struct iphdr *orig = (void *)(eth + 1);
-	__be32 client = orig->saddr;
-	unsigned char dst[ETH_ALEN], src[ETH_ALEN];
-	__builtin_memcpy(dst, eth->h_source, ETH_ALEN);
-	__builtin_memcpy(src, eth->h_dest, ETH_ALEN);
-
-	int len = data_end - data;
-	if (bpf_xdp_adjust_tail(ctx, (int)(sizeof(*eth) + HF_ICMP_QUOTE) - len))
-		return -1;
-	if (bpf_xdp_adjust_head(ctx, -(int)(sizeof(struct iphdr) + 8)))
-		return -1;
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	eth = data;
-	struct iphdr *ip = (void *)(eth + 1);
-	__u8 *icmp = (void *)(ip + 1);
-	if ((void *)(icmp + 8 + HF_ICMP_QUOTE) > data_end)
-		return -1;
-
-	hf_write_eth_ip(eth, ip, dst, src, HF_IPPROTO_ICMP, 0, sizeof(struct iphdr) + 8 + HF_ICMP_QUOTE,
-			0, cfg->src_addr, client);
-
-	__u16 next_hop_mtu = mtu - HF_ENCAP_OVERHEAD;
-	icmp[0] = HF_ICMP_DEST_UNREACH;
-	icmp[1] = HF_ICMP_FRAG_NEEDED;
-	icmp[2] = 0; /* checksum, below */
-	icmp[3] = 0;
-	icmp[4] = 0; /* unused */
-	icmp[5] = 0;
-	icmp[6] = next_hop_mtu >> 8;
-	icmp[7] = next_hop_mtu & 0xff;
-	__u16 *w = (__u16 *)icmp;
-	__u32 sum = 0;
-#pragma unroll
-	for (int i = 0; i < (8 + HF_ICMP_QUOTE) / 2; i++)
-		sum += w[i];
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	w[1] = ~sum;
-	return 0;
 }
 
 /* The LB decision and rewrite for one frame; returns the XDP verdict. */

@@ -13,26 +13,3 @@ int hf_lb(struct xdp_md *ctx)
 {
 	return hf_lb_main(ctx);
 }
-
-/* Test-only probe: the flow hash exactly as hf_lb computes it, for parity with policy-as.
- * Input (from the first byte of the frame, all network order): saddr, daddr, sport, dport,
- * proto, 3 pad, seed. Output: the same 20 bytes followed by the five-tuple hash and the
- * client-IP hash, network order, written in place (the input frame must be ≥ 28 bytes). */
-SEC("xdp")
-int hf_hash_probe(struct xdp_md *ctx)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	__u32 *w = data;
-	if ((void *)(w + 7) > data_end)
-		return XDP_ABORTED;
-	__u32 saddr = bpf_ntohl(w[0]);
-	__u32 daddr = bpf_ntohl(w[1]);
-	__u16 sport = bpf_ntohs(((__u16 *)data)[4]);
-	__u16 dport = bpf_ntohs(((__u16 *)data)[5]);
-	__u8 proto = ((__u8 *)data)[12];
-	__u32 seed = bpf_ntohl(w[4]);
-	w[5] = bpf_htonl(hf_flow_hash_5t(saddr, daddr, sport, dport, proto, seed));
-	w[6] = bpf_htonl(hf_flow_hash_client(saddr, seed));
-	return XDP_PASS;
-}

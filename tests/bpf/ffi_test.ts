@@ -34,7 +34,7 @@ rootTest("errors carry what failed, the quoted subject and libbpf's errno text",
   using obj = BpfObject.open(`${DEFAULT_OBJECT_DIR}/lb_xdp.o`);
   throws(
     () => obj.program("nope"),
-    /Cannot find program "nope" in BPF object .* \(has: hf_lb, hf_hash_probe\)/,
+    /Cannot find program "nope" in BPF object .* \(has: hf_lb\)/,
   );
   throws(
     () => obj.map("hf_services").lookup(new Uint8Array(3)),

@@ -1,10 +1,12 @@
 /**
  * The datapath's subcommands (`main.ts decap`, `main.ts xdp-pass`) run inside a namespace with
- * `ip netns exec`, attach, and exit with the programs still attached.
+ * `ip netns exec` under the `agent` permission set (the one README gives operators), attach, and
+ * exit with the programs still attached.
  */
 
 import { strictEqual } from "node:assert/strict";
-import { createTopology, rootTest } from "../harness/mod.ts";
+import { createTopology } from "../../lab/mod.ts";
+import { rootTest } from "../harness/mod.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 
@@ -16,18 +18,21 @@ rootTest("decap and xdp-pass subcommands attach and leave the programs running",
       b: { host: "be", ifname: "eth0", address: "10.9.0.2/24" },
     }],
   });
-  const deno = (host: string, file: string, args: string[]) =>
+  const hf = (host: string, args: string[]) =>
     topo.exec(host, [
       Deno.execPath(),
       "run",
-      "-P=netns",
+      "-P=agent",
+      "--no-prompt",
       "--quiet",
       "--config",
       `${ROOT}deno.json`,
-      `${ROOT}${file}`,
+      `${ROOT}main.ts`,
       ...args,
-    ]);
-  const decap = await deno("be", "node/bpf/decap_main.ts", ["--iface", "eth0", "--mss", "1400"]);
+    ], { check: false });
+  // LB IPs from lo without spawning `ip`: the agent set has no run permission at all.
+  const decap = await hf("be", ["decap", "--iface", "eth0", "--mss", "1400"]);
+  strictEqual(decap.code, 0, decap.stderr);
   const line = JSON.parse(decap.stdout.trim()) as { vips: string[]; mssMax: number };
   strictEqual(line.vips.join(","), "10.0.100.1,10.0.100.2", "LB IPs taken from lo");
   strictEqual(line.mssMax, 1400);
@@ -36,11 +41,11 @@ rootTest("decap and xdp-pass subcommands attach and leave the programs running",
   const egress = await topo.exec("be", ["tc", "filter", "show", "dev", "eth0", "egress"]);
   strictEqual(egress.stdout.includes("hf_mss_clamp"), true, egress.stdout);
   // running it again replaces, not duplicates
-  await deno("be", "node/bpf/decap_main.ts", ["--iface", "eth0"]);
+  strictEqual((await hf("be", ["decap", "--iface", "eth0", "--vip", "10.0.100.1"])).code, 0);
   const again = await topo.exec("be", ["tc", "filter", "show", "dev", "eth0", "ingress"]);
   strictEqual((again.stdout.match(/hf_decap/g) ?? []).length, 2, again.stdout); // name + tag line
 
-  await deno("r", "node/bpf/xdp_pass_main.ts", ["--iface", "l1"]);
+  strictEqual((await hf("r", ["xdp-pass", "--iface", "l1"])).code, 0);
   const link = await topo.exec("r", ["ip", "link", "show", "l1"]);
   strictEqual(
     link.stdout.includes("prog/xdp") && link.stdout.includes("hf_xdp_pass"),
@@ -48,14 +53,16 @@ rootTest("decap and xdp-pass subcommands attach and leave the programs running",
     link.stdout,
   );
 
-  const bad = await topo.exec("r", [
-    Deno.execPath(),
-    "run",
-    "-P=netns",
-    "--quiet",
-    "--config",
-    `${ROOT}deno.json`,
-    `${ROOT}node/bpf/xdp_pass_main.ts`,
-  ], { check: false });
-  strictEqual(bad.code, 2, "missing --iface is a usage error");
+  for (const command of ["decap", "xdp-pass"]) {
+    const help = await hf("r", [command, "--help"]);
+    strictEqual(help.code, 0, `${command} --help`);
+    strictEqual(help.stdout.startsWith(`usage: main.ts ${command} --iface IF`), true, help.stdout);
+    const missing = await hf("r", [command]);
+    strictEqual(missing.code, 2, `${command} without --iface is a usage error`);
+    strictEqual(missing.stderr.trim().split("\n").length, 1, missing.stderr);
+    strictEqual(missing.stderr.includes('"--iface"'), true, missing.stderr);
+    const bad = await hf("r", [command, "--iface", "l1", "--ifname", "x"]);
+    strictEqual(bad.code, 2, `${command} --ifname`);
+    strictEqual(bad.stderr.includes('Unknown option "--ifname"'), true, bad.stderr);
+  }
 });

@@ -23,7 +23,8 @@
  *
  * Run: `deno task bench:datapath` (root; builds bpf/ first). Flags: `--repeat=R` (20000),
  * `--rounds=N` (15), `--calls=C` (5000), `--baseline=PATH.o` (another build of bpf/lb_bench.c,
- * e.g. of an earlier commit, measured by method 1 in the same loop, interleaved). The last line is one JSON object with floor_ns, hit_ns,
+ * e.g. of an earlier commit, measured by method 1 in the same loop, interleaved), `--quick` (a
+ * smoke run of seconds). The last line is one JSON object with floor_ns, hit_ns,
  * miss_ns (method 1), the other miss figures, and the method-2 figures.
  *
  * @module
@@ -48,16 +49,33 @@ import {
   XDP,
 } from "../node/bpf/mod.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
+import { intOption, readCommandLineOrExit, stringOption } from "../lib/args.ts";
 import { tcpFrame } from "../tests/bpf/_packets.ts";
 
-function flag(name: string, def: number): number {
-  const a = Deno.args.find((x) => x.startsWith(`--${name}=`));
-  return a === undefined ? def : Number(a.slice(name.length + 3));
-}
-
-const REPEAT = flag("repeat", 20_000);
-const ROUNDS = flag("rounds", 15);
-const CALLS = flag("calls", 5_000);
+const OPTS = readCommandLineOrExit(Deno.args, {
+  command: "bench:datapath",
+  usage: `usage: deno task bench:datapath [--repeat=R] [--rounds=N] [--calls=C] [--baseline=PATH.o]
+                                [--quick]
+  --quick: repeat=500, rounds=2, calls=200 (a smoke test of seconds, not a figure)`,
+  options: {
+    repeat: { type: "string" },
+    rounds: { type: "string" },
+    calls: { type: "string" },
+    baseline: { type: "string" },
+    quick: { type: "boolean" },
+  },
+}, ({ values }) => {
+  const quick = values.quick === true;
+  return {
+    repeat: intOption(values, "repeat", { default: quick ? 500 : 20_000, min: 1 }),
+    rounds: intOption(values, "rounds", { default: quick ? 2 : 15, min: 1 }),
+    calls: intOption(values, "calls", { default: quick ? 200 : 5_000, min: 1 }),
+    baseline: stringOption(values, "baseline"),
+  };
+});
+const REPEAT = OPTS.repeat;
+const ROUNDS = OPTS.rounds;
+const CALLS = OPTS.calls;
 const VIP = "10.0.100.1";
 const CLIENT = "10.0.0.1";
 
@@ -273,7 +291,7 @@ class Subject {
 
 // --baseline=PATH.o: another build of lb_bench.c (e.g. of an earlier commit) measured in the
 // same run, interleaved round by round, for before/after comparisons.
-const baselinePath = Deno.args.find((a) => a.startsWith("--baseline="))?.slice(11);
+const baselinePath = OPTS.baseline;
 const subjects = [new Subject(`${DEFAULT_OBJECT_DIR}/lb_bench.o`)];
 if (baselinePath) subjects.push(new Subject(baselinePath));
 for (const s of subjects) await s.prepare();

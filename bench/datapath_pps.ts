@@ -29,7 +29,8 @@
  *
  * Run: `deno task bench:datapath-pps` (root; builds bpf/ first). Flags: `--seconds=S` per phase
  * (2), `--phases=N` per mode (2), `--flows=F` (256), `--batch=B` frames per test-run call
- * (65,536). The last line is one JSON object with pps_lb, pps_baseline, ratio.
+ * (65,536), `--quick` (a smoke run of seconds). The last line is one JSON object with pps_lb,
+ * pps_baseline, ratio.
  *
  * @module
  */
@@ -49,19 +50,35 @@ import { addressOf, bpf } from "../node/bpf/_ffi.ts";
 import { check } from "../node/bpf/errors.ts";
 import { createTopology, type Topology } from "../tests/harness/mod.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
+import { intOption, numberOption, readCommandLineOrExit } from "../lib/args.ts";
 import { udpFrame } from "../tests/bpf/_packets.ts";
 
-function flag(name: string, def: number): number {
-  const a = Deno.args.find((x) => x.startsWith(`--${name}=`));
-  const v = a === undefined ? def : Number(a.slice(name.length + 3));
-  if (!Number.isFinite(v) || v <= 0) throw new Error(`Invalid --${name}: "${a}"`);
-  return v;
-}
+const OPTS = readCommandLineOrExit(Deno.args, {
+  command: "bench:datapath-pps",
+  usage: `usage: deno task bench:datapath-pps [--seconds=S (≤ 5)] [--phases=N (≤ 4)]
+                                    [--flows=F (≤ 16384)] [--batch=B (≤ 1000000)] [--quick]
+  --quick: one 0.5 s phase per mode, 4,096-frame batches (a smoke test, not a figure)`,
+  options: {
+    seconds: { type: "string" },
+    phases: { type: "string" },
+    flows: { type: "string" },
+    batch: { type: "string" },
+    quick: { type: "boolean" },
+  },
+}, ({ values }) => {
+  const quick = values.quick === true;
+  return {
+    seconds: numberOption(values, "seconds", { default: quick ? 0.5 : 2, min: 0.1, max: 5 }),
+    phases: intOption(values, "phases", { default: quick ? 1 : 2, min: 1, max: 4 }),
+    flows: intOption(values, "flows", { default: 256, min: 1, max: 16_384 }),
+    batch: intOption(values, "batch", { default: quick ? 4096 : 65_536, min: 1, max: 1_000_000 }),
+  };
+});
 
-const SECONDS = Math.min(flag("seconds", 2), 5);
-const PHASES = Math.min(flag("phases", 2), 4);
-const FLOWS = Math.min(flag("flows", 256), 16_384);
-const BATCH = Math.min(flag("batch", 65_536), 1_000_000);
+const SECONDS = OPTS.seconds;
+const PHASES = OPTS.phases;
+const FLOWS = OPTS.flows;
+const BATCH = OPTS.batch;
 const VIP = "10.0.100.1";
 const PORT = 80;
 const SPORT_BASE = 10_000;

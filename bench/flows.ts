@@ -19,6 +19,8 @@
  *
  * Last line: one JSON object with `flows_per_s`, `redis_set_p16_per_s`, `restore_1m_s`.
  * `FLOWS_BENCH_N` (default 1,000,000) sets N; restore_1m_s is scaled to 1M when N differs.
+ * `--quick` (a smoke run of a few seconds, for `./hf test bench`): N = 10,000, one round, a
+ * 50,000-request redis-benchmark, 0.5 s of propagation; the figures mean nothing.
  *
  * @module
  */
@@ -32,15 +34,26 @@ import { setLogLevel } from "../lib/log.ts";
 import { vipKeys } from "../node/flows/schema.ts";
 import { createClient } from "redis";
 import { Registry } from "../lib/metrics.ts";
+import { readCommandLineOrExit } from "../lib/args.ts";
 import { startRedis } from "../tests/harness/redis.ts";
 
-const N = Number(Deno.env.get("FLOWS_BENCH_N") ?? 1_000_000);
+const OPTIONS = {
+  command: "bench:flows",
+  usage: `usage: deno task bench:flows [--quick]
+  Flow-state benchmark against a throwaway redis-server. Environment: FLOWS_BENCH_N (1000000),
+  FLOWS_BENCH_ROUNDS (3), FLOWS_BENCH_BATCH (2000), FLOWS_BENCH_INFLIGHT (4),
+  FLOWS_BENCH_PROP_RATE (20000). --quick: seconds, tiny sizes (a smoke test, not a figure).`,
+  options: { quick: { type: "boolean" } },
+} as const;
+const QUICK = import.meta.main &&
+  readCommandLineOrExit(Deno.args, OPTIONS, ({ values }) => values.quick === true);
+const N = Number(Deno.env.get("FLOWS_BENCH_N") ?? (QUICK ? 10_000 : 1_000_000));
 const VIP = "10.0.100.1";
 const VIP_ADDR = 0x0a006401;
 
 async function redisBenchmark(port: number): Promise<number> {
   const out = await new Deno.Command("redis-benchmark", {
-    args: ["-p", String(port), "-t", "set", "-P", "16", "-q", "-n", "1000000"],
+    args: ["-p", String(port), "-t", "set", "-P", "16", "-q", "-n", QUICK ? "50000" : "1000000"],
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -157,7 +170,7 @@ async function propagation(url: string): Promise<{
   await a.start();
   await b.start();
   const perTick = PROP_RATE / 20;
-  for (let tick = 0; tick < 40; tick++) {
+  for (let tick = 0; tick < (QUICK ? 10 : 40); tick++) {
     const t = performance.now();
     for (let i = 0; i < perTick; i++) {
       const saddr = (0x0c000000 + tick * perTick + i) >>> 0;
@@ -209,7 +222,7 @@ async function restoreTarget(n: number): Promise<
 async function main(): Promise<void> {
   setLogLevel("warn"); // one info line per flow would measure the logger, not the sync
   await using redis = await startRedis();
-  const rounds = Number(Deno.env.get("FLOWS_BENCH_ROUNDS") ?? 3);
+  const rounds = Number(Deno.env.get("FLOWS_BENCH_ROUNDS") ?? (QUICK ? 1 : 3));
   console.log(`redis-server ${redis.url}; N = ${N} flows; ${rounds} interleaved rounds`);
   const evs = events(N);
 

@@ -7,6 +7,9 @@
  * frontend to drop one deletes it (after its own service entry no longer points at it).
  * Service and backend IDs are allocated here and restored from the maps' contents at start
  * (`restore()`), so a restarted controller rewrites identical entries: no flow is disturbed.
+ * IDs stay within the maps' capacity (`LBMaps.capacity`, the datapath's `--max-services` and
+ * `--max-backends`): a frontend that finds the ID space full fails with an error saying so (its
+ * row shows it, retried with backoff until an ID frees up); the others are unaffected.
  *
  * @module
  */
@@ -26,8 +29,13 @@ import {
 import type { Operations } from "./reconciler/mod.ts";
 import type { ReadTxn } from "./statedb/mod.ts";
 
-/** Largest ID the services/backends maps accept (2^24 - 1). */
-const MAX_ID = (1 << 24) - 1;
+/** Pops a released ID below `capacity` (dropping larger ones: maps reloaded smaller). */
+function popFree(free: number[], capacity: number): number | undefined {
+  for (let id = free.pop(); id !== undefined; id = free.pop()) {
+    if (id < capacity) return id;
+  }
+  return undefined;
+}
 
 interface FrontendState {
   readonly serviceId: number;
@@ -186,9 +194,14 @@ export class LBMapsOps implements Operations<Frontend> {
   #serviceState(addr: string): FrontendState {
     const st = this.#frontends.get(addr);
     if (st !== undefined) return st;
-    const id = this.#freeServiceIds.pop() ?? this.#nextServiceId++;
-    if (id > MAX_ID) {
-      throw new RangeError(`Cannot allocate service ID for "${addr}": all ${MAX_ID} IDs in use`);
+    const capacity = this.#maps.capacity.services;
+    const id = popFree(this.#freeServiceIds, capacity) ??
+      (this.#nextServiceId < capacity ? this.#nextServiceId++ : undefined);
+    if (id === undefined) {
+      throw new RangeError(
+        `Cannot allocate service ID for "${addr}": the datapath holds ${capacity} services ` +
+          `(--max-services), IDs 1..${capacity - 1} are in use`,
+      );
     }
     const fresh: FrontendState = { serviceId: id, backendIds: null };
     this.#frontends.set(addr, fresh);
@@ -198,9 +211,14 @@ export class LBMapsOps implements Operations<Frontend> {
   #backendIdFor(key: string): number {
     let id = this.#backendIds.get(key);
     if (id !== undefined) return id;
-    id = this.#freeBackendIds.pop() ?? this.#nextBackendId++;
-    if (id > MAX_ID) {
-      throw new RangeError(`Cannot allocate backend ID for "${key}": all ${MAX_ID} IDs in use`);
+    const capacity = this.#maps.capacity.backends;
+    id = popFree(this.#freeBackendIds, capacity) ??
+      (this.#nextBackendId < capacity ? this.#nextBackendId++ : undefined);
+    if (id === undefined) {
+      throw new RangeError(
+        `Cannot allocate backend ID for "${key}": the datapath holds ${capacity} backends ` +
+          `(--max-backends), IDs 1..${capacity - 1} are in use`,
+      );
     }
     this.#grow(id);
     this.#refs[id] = 0;
@@ -281,17 +299,25 @@ export class LBMapsOps implements Operations<Frontend> {
     const ids = new Array<number>(n);
     const keys = new Array<{ key: string; weight: number }>(n);
     let j = 0;
-    for (let i = 0; i < n; i++) {
-      const b = selected[i]!;
-      // Maglev keys are IP:PORT (the maps' identity of a backend, the same on every node).
-      const key = hostPort(b.address);
-      // A TCP and a UDP backend on the same pair (adjacent: selection is sorted) share a slot.
-      if (j > 0 && keys[j - 1]!.key === key) {
-        keys[j - 1] = { key, weight: Math.max(keys[j - 1]!.weight, b.weight) };
-        continue;
+    try {
+      for (let i = 0; i < n; i++) {
+        const b = selected[i]!;
+        // Maglev keys are IP:PORT (the maps' identity of a backend, the same on every node).
+        const key = hostPort(b.address);
+        // A TCP and a UDP backend on the same pair (adjacent: selection is sorted) share a slot.
+        if (j > 0 && keys[j - 1]!.key === key) {
+          keys[j - 1] = { key, weight: Math.max(keys[j - 1]!.weight, b.weight) };
+          continue;
+        }
+        ids[j] = this.#backendIdFor(b.address);
+        keys[j++] = { key, weight: b.weight };
       }
-      ids[j] = this.#backendIdFor(b.address);
-      keys[j++] = { key, weight: b.weight };
+    } catch (e) {
+      // Out of backend IDs: the ones just allocated (nothing holds or wrote them) go back.
+      for (let k = 0; k < j; k++) {
+        if (this.#refs[ids[k]!] === 0 && this.#written[ids[k]!] === 0) this.#freeBackend(ids[k]!);
+      }
+      throw e;
     }
     n = ids.length = keys.length = j;
     // References first: from here until the update succeeds this frontend holds old ∪ new, so

@@ -29,7 +29,7 @@ export type FlowKeyMode = "five-tuple" | "client-ip";
 
 /** Value of the services map. */
 export interface ServiceEntry {
-  /** Stable ID of the service; also the key of its Maglev table. 1..2^24; 0 is never used. */
+  /** Stable ID of the service; also the key of its Maglev table. 1..capacity.services-1. */
   readonly serviceId: number;
   /** Number of active backends behind it; 0 means the datapath drops new flows. */
   readonly backendCount: number;
@@ -53,8 +53,20 @@ export interface LBMapsContents {
   readonly maglev: ReadonlyArray<readonly [number, Uint32Array]>;
 }
 
+/**
+ * How many services and backends the maps hold: the sizes of the arrays indexed by ID, so IDs run
+ * 1..size-1 (0 is never used). The datapath's are set at load (`--max-services`,
+ * `--max-backends`); the reconciler allocates IDs within them.
+ */
+export interface LBMapsCapacity {
+  readonly services: number;
+  readonly backends: number;
+}
+
 /** The BPF-maps target. Implementations must make every call idempotent. */
 export interface LBMaps {
+  /** The ID space of this target; IDs at or above it are refused. */
+  readonly capacity: LBMapsCapacity;
   updateBackend(id: number, backend: BackendEntry): Promise<void>;
   deleteBackend(id: number): Promise<void>;
   /** Copies `table` before returning: the caller reuses the buffer for the next table. */

@@ -9,7 +9,17 @@
  * @module
  */
 
-import type { BackendEntry, LBMaps, LBMapsContents, ServiceEntry, ServiceKey } from "./lbmaps.ts";
+import type {
+  BackendEntry,
+  LBMaps,
+  LBMapsCapacity,
+  LBMapsContents,
+  ServiceEntry,
+  ServiceKey,
+} from "./lbmaps.ts";
+
+/** Capacity of memory maps unless one is given: an ID space no test exhausts (2^24). */
+const UNBOUNDED: LBMapsCapacity = { services: 1 << 24, backends: 1 << 24 };
 
 function keyString(k: ServiceKey): string {
   // join: one flat string (a template literal would be a rope, re-flattened on every hash).
@@ -25,11 +35,26 @@ export class MemoryLBMaps implements LBMaps {
   readonly violations: string[] = [];
   /** Calls made, by method name. */
   readonly calls: Record<string, number> = {};
+  readonly capacity: LBMapsCapacity;
   readonly #check: boolean;
 
-  /** `checkInvariants: false` skips the ordering checks (benchmarks). */
-  constructor(options: { checkInvariants?: boolean } = {}) {
+  /**
+   * `checkInvariants: false` skips the ordering checks (benchmarks). `capacity` bounds IDs as the
+   * datapath's array sizes do (default 2^24 each): an ID at or above it is refused.
+   */
+  constructor(
+    options: { checkInvariants?: boolean; capacity?: Partial<LBMapsCapacity> } = {},
+  ) {
     this.#check = options.checkInvariants ?? true;
+    this.capacity = { ...UNBOUNDED, ...options.capacity };
+  }
+
+  #checkId(kind: "service" | "backend", id: number): Promise<void> | null {
+    const size = kind === "service" ? this.capacity.services : this.capacity.backends;
+    if (Number.isInteger(id) && id > 0 && id < size) return null;
+    return Promise.reject(
+      new RangeError(`Invalid ${kind} ID ${id}: the maps hold IDs 1..${size - 1}`),
+    );
   }
 
   #count(name: string): void {
@@ -38,7 +63,8 @@ export class MemoryLBMaps implements LBMaps {
 
   updateBackend(id: number, backend: BackendEntry): Promise<void> {
     this.#count("updateBackend");
-    if (!(id > 0)) return Promise.reject(new RangeError(`Invalid backend ID ${id}: must be > 0`));
+    const bad = this.#checkId("backend", id);
+    if (bad) return bad;
     this.backends.set(id, { address: backend.address, port: backend.port });
     return Promise.resolve();
   }
@@ -61,6 +87,8 @@ export class MemoryLBMaps implements LBMaps {
 
   updateMaglev(serviceId: number, table: Uint32Array): Promise<void> {
     this.#count("updateMaglev");
+    const bad = this.#checkId("service", serviceId);
+    if (bad) return bad;
     if (this.#check) {
       for (const id of new Set(table)) {
         if (id !== 0 && !this.backends.has(id)) {
@@ -151,10 +179,13 @@ export class FaultyLBMaps implements LBMaps {
   failRate: number;
   /** Number of failures injected so far. */
   injected = 0;
+  /** The inner target's. */
+  readonly capacity: LBMapsCapacity;
   readonly #rand: () => number;
 
   constructor(inner: LBMaps, options: { failRate?: number; seed?: number } = {}) {
     this.inner = inner;
+    this.capacity = inner.capacity;
     this.failRate = options.failRate ?? 0;
     let s = (options.seed ?? 1) >>> 0;
     this.#rand = () => {

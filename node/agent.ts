@@ -35,7 +35,7 @@ import { exportControlPlaneMetrics } from "../controller/metrics.ts";
 import { ConfigError, type FileConfig, FileSource } from "../controller/sources/file_source.ts";
 import { PolicyHost, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import { type AgentArgs, parseAgentArgs, USAGE } from "./agent_args.ts";
-import { Datapath, exportDatapathMetrics } from "./bpf/mod.ts";
+import { Datapath, exportDatapathMetrics, HF_MAX } from "./bpf/mod.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
 import { followedVips } from "./flows/config_vips.ts";
 import type { FlowEvent } from "./bpf/flow.ts";
@@ -63,7 +63,12 @@ async function openDatapath(a: AgentArgs): Promise<NodeDatapath> {
   if (a.datapath === "memory") {
     return {
       kind: "memory",
-      lbMaps: new MemoryLBMaps(),
+      lbMaps: new MemoryLBMaps({
+        capacity: {
+          services: a.maxServices ?? HF_MAX.SERVICES,
+          backends: a.maxBackends ?? HF_MAX.BACKENDS,
+        },
+      }),
       flows: new MemoryFlowTable(),
       subscribe: () => () => Promise.resolve(),
       attach: () => {},
@@ -74,6 +79,8 @@ async function openDatapath(a: AgentArgs): Promise<NodeDatapath> {
     ...(a.pinDir ? { pinDir: a.pinDir } : {}),
     ...(a.objectDir ? { objectDir: a.objectDir } : {}),
     ...(a.maxFlows ? { maxFlows: a.maxFlows } : {}),
+    ...(a.maxServices ? { maxServices: a.maxServices } : {}),
+    ...(a.maxBackends ? { maxBackends: a.maxBackends } : {}),
   });
   if (a.configure) dp.configure(a.configure);
   exportDatapathMetrics(dp, registry);

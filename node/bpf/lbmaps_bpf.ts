@@ -11,6 +11,7 @@ import type {
   BackendEntry,
   L4Protocol,
   LBMaps,
+  LBMapsCapacity,
   LBMapsContents,
   ServiceEntry,
   ServiceKey,
@@ -61,10 +62,17 @@ function protoName(n: number): L4Protocol {
 /** {@linkcode LBMaps} over the LB object's maps. Every method is idempotent. */
 export class BpfLBMaps implements LBMaps {
   readonly #m: LBMapsHandles;
+  /** The maps' sizes as loaded (`Datapath.open` `maxServices`, `maxBackends`). */
+  readonly capacity: LBMapsCapacity;
 
   /** Wraps the maps (see `Datapath.maps`). */
   constructor(maps: LBMapsHandles) {
     this.#m = maps;
+    // a service needs a hf_services entry and a hf_maglev slot (indexed by its ID)
+    this.capacity = {
+      services: Math.min(maps.services.maxEntries, maps.maglev.maxEntries),
+      backends: maps.backends.maxEntries,
+    };
   }
 
   updateBackend(id: number, backend: BackendEntry): Promise<void> {

@@ -6,7 +6,7 @@
  * without calling consume().
  */
 
-import { deepStrictEqual, strictEqual } from "node:assert/strict";
+import { deepStrictEqual, rejects, strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
 import {
   Datapath,
@@ -191,5 +191,69 @@ rootTest(
         'holdfast_datapath_backend_new_flows_total{backend_id="1"} 100',
       ]
     ) strictEqual(text.includes(line), true, `metrics lack ${line}:\n${text}`);
+  },
+);
+
+rootTest(
+  "map sizes are set at load; IDs beyond them are refused; a pinned map keeps its size",
+  async () => {
+    const pinDir = `/sys/fs/bpf/hf-test-sizes-${Deno.pid}`;
+    try {
+      {
+        using dp = await Datapath.open({ pinDir, maxServices: 8, maxBackends: 16, maxFlows: 100 });
+        const sizes = Object.fromEntries(
+          ["services", "maglev", "frontendStats", "backends", "backendStats", "flows"].map((
+            role,
+          ) => [role, dp.maps[role as keyof typeof dp.maps].maxEntries]),
+        );
+        deepStrictEqual(sizes, {
+          services: 8,
+          maglev: 8,
+          frontendStats: 8,
+          backends: 16,
+          backendStats: 16,
+          flows: 100,
+        });
+        const lb = dp.lbMaps();
+        deepStrictEqual(lb.capacity, { services: 8, backends: 16 });
+        dp.configure({ srcAddr: "10.1.1.2" });
+        await lb.updateBackend(15, { address: "10.2.0.1", port: 80 });
+        await lb.updateMaglev(7, new Uint32Array([15, 15, 15]));
+        await lb.updateService(SVC, {
+          serviceId: 7,
+          backendCount: 1,
+          flowKeyMode: "five-tuple",
+          maglevSize: 3,
+        });
+        await rejects(async () => await lb.updateMaglev(8, new Uint32Array([15])), /IDs 1\.\.7/);
+        await rejects(
+          async () => await lb.updateBackend(16, { address: "10.2.0.2", port: 80 }),
+          /IDs 1\.\.15/,
+        );
+        // The last IDs of the smaller maps forward and are counted in their own slots.
+        const r = testRun(
+          dp.program,
+          tcpFrame("10.0.0.1", "10.0.100.1", { sport: 3000, dport: 80 }),
+        );
+        strictEqual(r.retval, XDP.TX);
+        strictEqual(ipv4Text(r.data, 14 + 16), "10.2.0.1");
+        strictEqual(dp.frontendStats().get(7)?.newFlows, 1n);
+        strictEqual(dp.backendNewFlows().get(15), 1n);
+      }
+      {
+        using dp = await Datapath.open({ pinDir }); // no sizes: the pinned maps' are kept
+        deepStrictEqual(dp.lbMaps().capacity, { services: 8, backends: 16 });
+        strictEqual(dp.maps.flows.maxEntries, 100);
+        strictEqual((await dp.lbMaps().dump()).services.length, 1);
+      }
+      await rejects(
+        () => Datapath.open({ pinDir, maxServices: 4096 }),
+        (e: Error) =>
+          e.message.includes('Cannot size map "hf_services" to 4096 entries (--max-services)') &&
+          e.message.includes(`pinned at "${pinDir}/hf_services" holds 8`),
+      );
+    } finally {
+      Datapath.unpin(pinDir);
+    }
   },
 );

@@ -3,9 +3,9 @@
 # ends with the totals on a line of their own: "N passed, N failed".
 #
 #   bash scripts/test.sh          everything: gates (fmt, lint, types), build, unit, redis,
-#                                 bpf, netns, e2e, hygiene, bench
+#                                 bpf, netns, e2e, bench, hygiene
 #   bash scripts/test.sh --ok     the quick gate: fmt, lint, types, unit tests
-#   bash scripts/test.sh GROUP…   only the named groups (unit redis bpf netns e2e hygiene bench)
+#   bash scripts/test.sh GROUP…   only the named groups (unit redis bpf netns e2e bench hygiene)
 #
 # The bench group runs every bench:* task of deno.json with --quick (seconds each): a check
 # passes when the task exits 0 and its last stdout line is one JSON object.
@@ -126,8 +126,8 @@ else
   want bpf && group bpf bpf tests/bpf
   want netns && group netns netns tests/netns
   want e2e && group e2e netns tests/e2e
-  want hygiene && group hygiene netns tests/hygiene
   want bench && bench_group
+  want hygiene && group hygiene netns tests/hygiene # last: checks nothing was left behind
 fi
 
 echo

@@ -197,10 +197,10 @@ function numeric(
   const min = options.min ?? 0, max = options.max ?? Number.MAX_SAFE_INTEGER;
   const n = (integer ? /^-?\d+$/ : /^-?(\d+\.?\d*|\.\d+)$/).test(text.trim()) ? Number(text) : NaN;
   if (!Number.isFinite(n) || (integer && !Number.isSafeInteger(n)) || n < min || n > max) {
+    const kind = integer ? "an integer" : "a number";
+    const range = options.max === undefined ? `>= ${min}` : `${min}..${max}`;
     throw new UsageError(
-      `Cannot use --${name} "${text}": expected ${
-        integer ? "an integer" : "a number"
-      } ${min}..${max}`,
+      `Cannot use --${name} "${text}": expected ${kind} ${range}`,
     );
   }
   return n;

@@ -8,7 +8,6 @@ import {
   writeFlowValue,
 } from "./flow.ts";
 import { BoundedQueue } from "../flows/queue.ts";
-import { decodeFlowValue, encodeFlowValue, vipKeys } from "../flows/schema.ts";
 import { flowField, parseFlowField } from "../flows/field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
@@ -66,22 +65,6 @@ Deno.test("flow key, value and event byte layouts match docs/contracts.md", () =
   view.setUint32(20, 7, true);
   const ev = readFlowEvent(view);
   assertEquals([ev.backend, ev.serviceId, ev.tsNs], [0x0a000102, 7, 5e9]);
-});
-
-Deno.test("schema keys share the LB IP hash tag; values round-trip", () => {
-  assertEquals(vipKeys("10.0.100.1"), {
-    instance: "hf:{10.0.100.1}:instance",
-    sweeper: "hf:{10.0.100.1}:sweeper",
-    flows: "hf:{10.0.100.1}:flows",
-    seen: "hf:{10.0.100.1}:seen",
-    events: "hf:{10.0.100.1}:events",
-  });
-  assertEquals(encodeFlowValue(0x0a000102, 3, 1700000000123), "0a000102:3:1700000000123");
-  assertEquals(decodeFlowValue("0a000102:3:1700000000123"), {
-    backend: 0x0a000102,
-    epoch: 3,
-    learnedMs: 1700000000123,
-  });
 });
 
 Deno.test("bounded queue is FIFO, drops the oldest when full and counts it", () => {

@@ -1,6 +1,8 @@
 import { FlowSyncAgent, type FlowSyncAgentOptions } from "./agent.ts";
 import { type FlowEvent, makeFlowKey } from "../bpf/flow.ts";
-import { MemoryFlowStore, StoreUnavailableError } from "./store.ts";
+import { StoreUnavailableError } from "./store.ts";
+import { MemoryFlowStore } from "./_memory_store.ts";
+import { flush, sweep } from "./_testing.ts";
 import { MemoryFlowTable } from "./table.ts";
 import { purgeBackendFlows } from "./purge.ts";
 import { captureLogs } from "../../lib/log.ts";
@@ -37,6 +39,23 @@ async function until(what: string, cond: () => boolean, ms = 2000): Promise<void
   }
 }
 
+const VIP2 = "10.0.100.2";
+
+/** The services config the agents check flows from the store against: both LB IPs on 80/TCP. */
+function services(backends = range("10.0.1.", 20).concat(range("10.0.2.", 20))) {
+  return {
+    services: [VIP, VIP2].map((vip, i) => ({
+      name: `default/web${i}`,
+      frontends: [{ address: `${vip}:80/TCP` }],
+      backends: backends.map((b) => ({ address: `${b}:8080/TCP` })),
+    })),
+  };
+}
+
+function range(prefix: string, n: number): string[] {
+  return Array.from({ length: n }, (_, i) => `${prefix}${i + 1}`);
+}
+
 function agent(
   name: string,
   store: MemoryFlowStore,
@@ -50,6 +69,7 @@ function agent(
     readBlockMs: 20,
     flushIntervalMs: 1,
     registry,
+    services: services(),
     ...options,
   });
   return { agent: a, table, registry };
@@ -94,7 +114,6 @@ Deno.test("start restores every stored flow before ready, waiting while the stor
       makeFlowKey({ saddr: 0x0b000000 + i, daddr: VIP, sport: 1000, dport: 80, proto: 6 }),
     ),
     backend: parseIpv4("10.0.1.3"),
-    epoch: 2,
   }));
   await store.learn(VIP, flows, { node: "lb-a", nowMs: Date.now(), idleTimeoutMs: 60_000 });
   store.available = false;
@@ -126,9 +145,9 @@ Deno.test("two agents learning one flow at once converge on the stored backend",
     a.table.put(first.key, { backend: first.backend, flags: 0, lastSeenNs: 1 });
     b.table.put(second.key, { backend: second.backend, flags: 0, lastSeenNs: 1 });
     a.agent.learn(first);
-    await a.agent.flush();
+    await flush(a.agent);
     b.agent.learn(second);
-    await b.agent.flush();
+    await flush(b.agent);
     // Last writer wins, in the store and in every map.
     assertEquals(store.stored(VIP, flowField(first.key))?.backend, second.backend, "stored");
     await until("a converged", () => a.table.get(first.key)?.backend === second.backend);
@@ -157,9 +176,9 @@ Deno.test("purging a backend removes its flows from every map and keeps the othe
       a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: 1 });
       a.agent.learn(ev);
     }
-    await a.agent.flush();
+    await flush(a.agent);
     await until("b has both", () => b.table.size === 2);
-    assertEquals(await purgeBackendFlows(VIP, "10.0.1.2", { store }), 1, "purged");
+    assertEquals(await purgeBackendFlows(`${VIP}:80/TCP`, "10.0.1.2", { store }), 1, "purged");
     await until("purge applied", () => a.table.size === 1 && b.table.size === 1);
     assert(a.table.get(stays.key) && b.table.get(stays.key), "other flow stays");
     assert(logs.records.some((r) => r.msg === "flows purged"), "controller logged");
@@ -185,7 +204,7 @@ Deno.test("idle flows expire in the store and in every map; active ones are refr
       a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
       a.agent.learn(ev);
     }
-    await a.agent.flush();
+    await flush(a.agent);
     await until("b has both", () => b.table.size === 2);
     for (let i = 0; i < 12; i++) {
       await new Promise((r) => setTimeout(r, 30));
@@ -237,7 +256,7 @@ Deno.test("store restarted empty: agents rewrite their flows and peers stay comp
     const ev = event("10.0.0.1", 1, "10.0.1.2");
     a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: 1 });
     a.agent.learn(ev);
-    await a.agent.flush();
+    await flush(a.agent);
     await until("b has it", () => b.table.size === 1);
     store.available = false;
     await until("outage noticed", () => !a.agent.storeUp && !b.agent.storeUp);
@@ -264,7 +283,7 @@ Deno.test("restart with a pinned map: stale peer flows go, flows learned meanwhi
   const kept = event("10.0.0.1", 1, "10.0.1.2");
   const learnedWhileAway = event("10.0.0.2", 2, "10.0.1.2");
   const purgedWhileAway = event("10.0.0.3", 3, "10.0.1.3");
-  await store.learn(VIP, [{ field: flowField(kept.key), backend: kept.backend, epoch: 0 }], {
+  await store.learn(VIP, [{ field: flowField(kept.key), backend: kept.backend }], {
     node: "lb-b",
     nowMs: Date.now(),
     idleTimeoutMs: 60_000,
@@ -333,8 +352,8 @@ Deno.test("a node cut off from the store catches up on additions and removals it
     await until("b notices", () => !b.agent.storeUp);
     const late = event("10.0.0.2", 2, "10.0.1.3");
     datapath(a, late);
-    await a.agent.flush();
-    await purgeBackendFlows(VIP, "10.0.1.2", { store: shared }); // removes "early"
+    await flush(a.agent);
+    await purgeBackendFlows(`${VIP}:80/TCP`, "10.0.1.2", { store: shared }); // removes "early"
     const mine = event("10.0.0.3", 3, "10.0.1.3");
     datapath(b, mine); // learned on b while cut off
     view.cut = false;
@@ -355,8 +374,6 @@ function datapath(n: { agent: FlowSyncAgent; table: MemoryFlowTable }, ev: FlowE
   n.agent.learn(ev);
 }
 
-const VIP2 = "10.0.100.2";
-
 Deno.test("an LB IP added at run time is restored, then followed, learned and touched", async () => {
   using logs = captureLogs();
   const store = new MemoryFlowStore();
@@ -368,7 +385,7 @@ Deno.test("an LB IP added at run time is restored, then followed, learned and to
     // Stored before lb-a follows VIP2.
     const old = event("10.0.0.1", 1000, "10.0.2.1", VIP2);
     datapath(peer, old);
-    await peer.agent.flush();
+    await flush(peer.agent);
     // The datapath created a VIP2 flow before the agent followed it: ignored, counted, kept.
     const early = event("10.0.0.2", 2000, "10.0.2.2", VIP2);
     datapath(a, early);
@@ -392,9 +409,9 @@ Deno.test("an LB IP added at run time is restored, then followed, learned and to
     await until("peer flow installed", () => a.table.get(next.key)?.backend === next.backend);
     const own = event("10.0.0.4", 4000, "10.0.2.4", VIP2);
     datapath(a, own);
-    await a.agent.flush();
+    await flush(a.agent);
     await until("own flow at peer", () => peer.table.get(own.key)?.backend === own.backend);
-    await a.agent.sweep();
+    await sweep(a.agent);
     assert(store.lastSeen(VIP2, flowField(own.key)) !== undefined, "touched");
     assert(
       a.registry.expose().includes('holdfast_flows_learned_total{vip="10.0.100.2"} 1'),
@@ -433,15 +450,15 @@ Deno.test("a removed LB IP is no longer followed; its map entries idle out local
     assertEquals(a.table.get(later.key), undefined, "VIP2 addition not installed");
     const mine = event("10.0.0.4", 4000, "10.0.2.4", VIP2);
     datapath(a, mine);
-    await a.agent.flush();
+    await flush(a.agent);
     assertEquals(store.stored(VIP2, flowField(mine.key)), undefined, "VIP2 learn not stored");
 
     // Kept in the map (a reverted change keeps connections) until idle for the idle timeout.
-    await a.agent.sweep();
+    await sweep(a.agent);
     assert(a.table.get(kept.key) !== undefined, "kept while young");
     await new Promise((r) => setTimeout(r, 150));
     a.table.touch(mine.key); // active: stays
-    await a.agent.sweep();
+    await sweep(a.agent);
     assertEquals(a.table.get(kept.key), undefined, "idled out");
     assert(a.table.get(mine.key) !== undefined, "active entry stays");
     assert(store.stored(VIP2, flowField(kept.key)) !== undefined, "store untouched");
@@ -471,19 +488,19 @@ Deno.test("setVips before start is restored by start; while the store is down, b
   try {
     const f1 = event("10.0.0.1", 1000, "10.0.2.1", VIP2);
     datapath(peer, f1);
-    await peer.agent.flush();
+    await flush(peer.agent);
     await a.agent.setVips([VIP2]);
     await a.agent.start();
     assertEquals(a.table.get(f1.key)?.backend, f1.backend, "restored by start");
 
     store.available = false;
-    await a.agent.sweep(); // notices the outage
+    await sweep(a.agent); // notices the outage
     await until("down", () => !a.agent.storeUp);
     await a.agent.setVips([VIP2, VIP]);
     store.available = true;
     const f2 = event("10.0.0.2", 2000, "10.0.1.2");
     datapath(peer, f2);
-    await peer.agent.flush();
+    await flush(peer.agent);
     await until("recovered and restored VIP", () => a.table.get(f2.key) !== undefined, 5000);
     const f3 = event("10.0.0.3", 3000, "10.0.1.3");
     datapath(peer, f3);

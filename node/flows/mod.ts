@@ -5,18 +5,19 @@
  * - {@link FlowSyncAgent} — one per LB node: new flows → Redis, peers' flows → the flow map,
  *   restore before ready, activity refresh and idle expiry, bounded outage queue.
  * - {@link FlowTable} ({@link MemoryFlowTable}, {@link BpfFlowTable}) — the node's flow map.
- * - {@link FlowStore} ({@link MemoryFlowStore}, {@link RedisFlowStore}) — the shared store.
- * - {@link purgeBackendFlows}, {@link purgeRemovedBackends} — a backend went away (e.g. a
- *   services-file reload): its flows are removed everywhere.
+ * - {@link FlowStore} ({@link RedisFlowStore}) — the shared store (unit tests use
+ *   `_memory_store.ts` directly).
+ * - {@link ServingBackends} — which backends serve which frontend: flows from the store whose
+ *   backend does not serve their frontend are not installed (`FlowSyncAgent.setServices`).
+ * - {@link purgeBackendFlows}, {@link purgeRemovedBackends} — a backend went away from a
+ *   frontend (e.g. a services-file reload): that frontend's flows to it are removed everywhere.
  * - {@link followedVips} — the LB IPs to follow: a config's frontends and `--vip` flags
  *   (`FlowSyncAgent.setVips` follows changes live).
- * - `main.ts` — a flow-sync-only agent process and `parseAgentArgs`, which `node/agent.ts`
- *   (the full LB node behind `main.ts agent`) uses for its flow-sync options.
  *
  * @module
  */
 
-export { FlowSyncAgent, type FlowSyncAgentOptions } from "./agent.ts";
+export { type FlowAgentState, FlowSyncAgent, type FlowSyncAgentOptions } from "./agent.ts";
 export {
   describeFlow,
   FLOW_F_PEER,
@@ -34,12 +35,19 @@ export { BpfFlowTable } from "../bpf/flow_table.ts";
 export {
   type FlowChange,
   type FlowStore,
-  MemoryFlowStore,
+  type PurgeScope,
   type StoredFlow,
   StoreUnavailableError,
 } from "./store.ts";
 export { connectRedisStore, RedisFlowStore, type RedisStoreOptions } from "./redis_store.ts";
-export { purgeBackendFlows, purgeRemovedBackends, type ServicesView } from "./purge.ts";
+export { purgeBackendFlows, purgeRemovedBackends } from "./purge.ts";
+export {
+  formatFrontend,
+  type Frontend,
+  type Rejection,
+  type ServicesView,
+  ServingBackends,
+} from "./frontends.ts";
 export { vipKeys } from "./schema.ts";
 export { followedVips, type FrontendsView } from "./config_vips.ts";
 export { BoundedQueue } from "./queue.ts";

@@ -1,66 +1,74 @@
 /**
- * Controller side: remove the flows of a backend that went away.
+ * Remove the flows of a backend that went away from a frontend — only that frontend's: another
+ * service on the same LB IP (another port or protocol) keeps its flows to the same backend.
  *
  * @module
  */
 
-import type { FlowStore } from "./store.ts";
+import { parseAddr } from "../../controller/lb/address.ts";
+import type { FlowStore, PurgeScope } from "./store.ts";
+import { formatFrontend, type ServicesView, ServingBackends } from "./frontends.ts";
 import { log } from "../../lib/log.ts";
 import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
 
+export type { ServicesView } from "./frontends.ts";
+
 /**
- * Removes every flow of LB IP `vip` that goes to `backendAddr` (dotted) and announces the
- * removals on the LB IP's stream, so every agent deletes them from its flow map and those clients
- * get a fresh Maglev choice; other flows stay. Returns how many flows were removed.
+ * Removes every flow of frontend `frontend` (`IP:PORT/PROTO`) that goes to `backendAddr`
+ * (dotted) and announces the removals on the LB IP's stream, so every agent deletes them from
+ * its flow map and those clients get a fresh Maglev choice; other flows stay — those of other
+ * frontends on the same LB IP too. Returns how many flows were removed.
  *
  * @example
  * ```ts
- * import { MemoryFlowStore } from "./store.ts";
+ * import { MemoryFlowStore } from "./_memory_store.ts";
  * import { purgeBackendFlows } from "./purge.ts";
  * const store = new MemoryFlowStore();
- * await store.learn("10.0.100.1", [{ field: "0a00000100010050" + "06", backend: 0x0a000102, epoch: 0 }], {
+ * const field = "0a000001" + "9c40" + "0050" + "06"; // 10.0.0.1:40000 → port 80, TCP
+ * await store.learn("10.0.100.1", [{ field, backend: 0x0a000102 }], {
  *   node: "lb-a", nowMs: Date.now(), idleTimeoutMs: 60_000,
  * });
- * const n = await purgeBackendFlows("10.0.100.1", "10.0.1.2", { store });
+ * const n = await purgeBackendFlows("10.0.100.1:80/TCP", "10.0.1.2", { store });
  * if (n !== 1) throw new Error(`purged ${n}`);
  * ```
  */
 export async function purgeBackendFlows(
-  vip: string,
+  frontend: string,
   backendAddr: string,
   options: { store: FlowStore; node?: string },
 ): Promise<number> {
-  const backend = parseIpv4(backendAddr);
-  const gone = await options.store.purgeBackend(vip, backend, {
+  const a = parseAddr(frontend);
+  const scope = { vip: a.ip, port: a.port, proto: a.protocol === "TCP" ? 6 : 17 };
+  return await purge(scope, parseIpv4(backendAddr), options);
+}
+
+async function purge(
+  scope: PurgeScope,
+  backend: number,
+  options: { store: FlowStore; node?: string },
+): Promise<number> {
+  const gone = await options.store.purgeBackend(scope, backend, {
     node: options.node ?? "controller",
   });
   log.info("flows purged", {
     component: "flows",
-    vip,
+    vip: scope.vip,
+    frontend: formatFrontend({ vip: parseIpv4(scope.vip), port: scope.port, proto: scope.proto }),
     backend: formatIpv4(backend),
     flows: gone.length,
   });
   return gone.length;
 }
 
-/** The part of a services config (controller/sources/file_source.ts) a purge needs. */
-export interface ServicesView {
-  readonly services: readonly {
-    readonly name: string;
-    readonly frontends: readonly { readonly address: string }[];
-    readonly backends: readonly { readonly address: string }[];
-  }[];
-}
-
 /**
- * Purges, on each LB IP of each service, the flows of backends (by address) that `previous` had
- * and `next` lacks — e.g. when a services file is reloaded. Added backends purge nothing: their
- * flows are new, existing flows keep their backend. Idempotent, so every LB node may call it.
- * Returns the number of flows removed.
+ * Purges, on each frontend (LB IP, port, protocol), the flows of backends (by address) that
+ * served it in `previous` and do not in `next` — e.g. when a services file is reloaded. Added
+ * backends purge nothing: their flows are new, existing flows keep their backend. Idempotent, so
+ * every LB node may call it. Returns the number of flows removed.
  *
  * @example
  * ```ts
- * import { MemoryFlowStore } from "./store.ts";
+ * import { MemoryFlowStore } from "./_memory_store.ts";
  * import { purgeRemovedBackends } from "./purge.ts";
  * const svc = (backends: string[]) => ({
  *   services: [{
@@ -80,21 +88,14 @@ export async function purgeRemovedBackends(
   next: ServicesView,
   options: { store: FlowStore; node?: string },
 ): Promise<number> {
-  const ip = (address: string) => address.split(":")[0]!;
-  const after = new Map<string, Set<string>>();
-  for (const s of next.services) {
-    const set = after.get(s.name) ?? new Set<string>();
-    for (const b of s.backends) set.add(ip(b.address));
-    after.set(s.name, set);
-  }
+  const before = new ServingBackends(previous);
+  const after = new ServingBackends(next);
   let removed = 0;
-  for (const s of previous.services) {
-    const vips = [...new Set(s.frontends.map((f) => ip(f.address)))];
-    const gone = new Set(
-      s.backends.map((b) => ip(b.address)).filter((b) => !after.get(s.name)?.has(b)),
-    );
-    for (const backend of gone) {
-      for (const vip of vips) removed += await purgeBackendFlows(vip, backend, options);
+  for (const [frontend, backends] of before.frontends()) {
+    const still = after.backendsOf(frontend);
+    const scope = { vip: formatIpv4(frontend.vip), port: frontend.port, proto: frontend.proto };
+    for (const backend of backends) {
+      if (!still?.has(backend)) removed += await purge(scope, backend, options);
     }
   }
   return removed;

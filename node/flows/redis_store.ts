@@ -23,10 +23,12 @@ import {
 import {
   type FlowChange,
   type FlowStore,
+  type PurgeScope,
   type StoredFlow,
   StoreUnavailableError,
 } from "./store.ts";
 import { log } from "../../lib/log.ts";
+import { backoffDelay } from "../../lib/backoff.ts";
 import { hexAt } from "./field.ts";
 
 /** How to reach Redis. */
@@ -63,6 +65,10 @@ function hex8(n: number): string {
   return (n >>> 0).toString(16).padStart(8, "0");
 }
 
+function hex16(n: number): string {
+  return (n & 0xffff).toString(16).padStart(4, "0");
+}
+
 async function sha1Hex(text: string): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-1", new TextEncoder().encode(text));
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
@@ -74,10 +80,9 @@ function parseStreamFlows(op: "add" | "del", raw: string): StoredFlow[] {
     if (!item) continue;
     if (op === "add") {
       const [field, value] = item.split("=") as [string, string];
-      const { backend, epoch } = decodeFlowValue(value);
-      flows.push({ field, backend, epoch });
+      flows.push({ field, backend: decodeFlowValue(value).backend });
     } else {
-      flows.push({ field: item, backend: 0, epoch: 0 });
+      flows.push({ field: item, backend: 0 });
     }
   }
   return flows;
@@ -115,7 +120,7 @@ export class RedisFlowStore implements FlowStore {
               storeLog.error("redis authentication failed", { role, err: cause.message });
               return this.#fatal;
             }
-            return Math.min(50 * 2 ** retries, 1000);
+            return backoffDelay(retries + 1, { minMs: 50, maxMs: 1000 });
           },
         },
       });
@@ -243,12 +248,11 @@ export class RedisFlowStore implements FlowStore {
     const hset = ["HSET", k.flows];
     const announced: string[] = [];
     const suffix = `:${Math.round(options.nowMs)}`;
-    // Few distinct backend/epoch pairs per batch: build each value string once.
+    // Few distinct backends per batch: build each value string once.
     const values = new Map<number, string>();
     for (const f of flows) {
-      const vk = f.backend * 65536 + f.epoch;
-      let value = values.get(vk);
-      if (value === undefined) values.set(vk, value = `${hex8(f.backend)}:${f.epoch}${suffix}`);
+      let value = values.get(f.backend);
+      if (value === undefined) values.set(f.backend, value = `${hex8(f.backend)}${suffix}`);
       hset.push(f.field, value);
       announced.push(`${f.field}=${value}`);
     }
@@ -353,19 +357,22 @@ export class RedisFlowStore implements FlowStore {
       pending = next === "0" ? null : hscan(next);
       const page: StoredFlow[] = new Array(items.length >> 1);
       for (let i = 0, j = 0; i + 1 < items.length; i += 2, j++) {
-        const v = items[i + 1]!;
-        // "<backend hex8>:<epoch>:<learned ms>", epoch almost always 0: parse without slicing.
-        const epoch = v.charCodeAt(9) === 48 && v.charCodeAt(10) === 58
-          ? 0
-          : Number(v.slice(9, v.indexOf(":", 9)));
-        page[j] = { field: items[i]!, backend: hexAt(v, 0, 8), epoch };
+        // "<backend hex8>:<learned ms>" (or the older "<hex8>:<epoch>:<learned ms>").
+        page[j] = { field: items[i]!, backend: hexAt(items[i + 1]!, 0, 8) };
       }
       if (page.length > 0) yield page;
     }
   }
 
-  async purgeBackend(vip: string, backend: number, options: { node: string }): Promise<string[]> {
+  async purgeBackend(
+    scope: PurgeScope,
+    backend: number,
+    options: { node: string },
+  ): Promise<string[]> {
+    const vip = scope.vip;
     const want = hex8(backend);
+    // The field ends in dport (4 hex) and proto (2 hex): only this frontend's flows.
+    const frontend = hex16(scope.port) + (scope.proto & 255).toString(16).padStart(2, "0");
     const candidates: string[] = [];
     const key = vipKeys(vip, this.#prefix).flows;
     let cursor = "0";
@@ -379,7 +386,8 @@ export class RedisFlowStore implements FlowStore {
       ]) as [string, string[]];
       cursor = next;
       for (let i = 0; i + 1 < items.length; i += 2) {
-        if (items[i + 1]!.startsWith(want)) candidates.push(items[i]!);
+        const field = items[i]!;
+        if (items[i + 1]!.startsWith(want) && field.endsWith(frontend)) candidates.push(field);
       }
     } while (cursor !== "0");
     const gone: string[] = [];

@@ -4,7 +4,7 @@
  *
  * | key                        | type       | content                                             |
  * |----------------------------|------------|-----------------------------------------------------|
- * | `hf:{10.0.100.1}:flows`    | hash       | flow field → `<backend hex8>:<epoch>:<learned ms>`  |
+ * | `hf:{10.0.100.1}:flows`    | hash       | flow field → `<backend hex8>:<learned ms>`          |
  * | `hf:{10.0.100.1}:seen`     | sorted set | flow field, score = last activity (Unix ms)         |
  * | `hf:{10.0.100.1}:events`   | stream     | `node`, `op`, `reason`, `flows` (batched)           |
  * | `hf:{10.0.100.1}:instance` | string     | random token; missing after Redis lost its data     |
@@ -12,6 +12,9 @@
  *
  * A flow field is {@link flowField}: 18 hex digits of saddr, sport, dport, proto (sport 0 in
  * client-ip mode, which makes one field per client address and port).
+ *
+ * Values written before the epoch was dropped (`<backend hex8>:<epoch>:<learned ms>`) are still
+ * read: the backend is the first 8 hex digits and the learn time follows the last colon.
  *
  * Learning is one MULTI/EXEC per batch: variadic HSET + one stream entry. Hash and stream change
  * in the same order, and every node applies every addition whose backend differs from its own
@@ -31,6 +34,8 @@
  *
  * @module
  */
+
+import { hexAt } from "./field.ts";
 
 /** Keys of one LB IP. */
 export interface VipKeys {
@@ -59,28 +64,22 @@ export const STREAM_MAXLEN = 100_000;
 /** Whole-key TTL in idle timeouts: keys of an LB IP nobody writes to vanish after this long. */
 export const KEY_TTL_FACTOR = 4;
 
-/** The stored value of a flow: backend (host-order u32), epoch, learn time (Unix ms). */
-export function encodeFlowValue(backend: number, epoch: number, learnedMs: number): string {
-  return `${(backend >>> 0).toString(16).padStart(8, "0")}:${epoch}:${Math.round(learnedMs)}`;
+/** The stored value of a flow: backend (host-order u32) and learn time (Unix ms). */
+export function encodeFlowValue(backend: number, learnedMs: number): string {
+  return `${(backend >>> 0).toString(16).padStart(8, "0")}:${Math.round(learnedMs)}`;
 }
 
-/** Inverse of {@link encodeFlowValue}. */
-export function decodeFlowValue(
-  text: string,
-): { backend: number; epoch: number; learnedMs: number } {
-  const backend = parseInt(text.slice(0, 8), 16);
-  const colon = text.indexOf(":", 9);
-  const epoch = Number(text.slice(9, colon));
-  const learnedMs = Number(text.slice(colon + 1));
-  if (
-    text[8] !== ":" || colon < 0 || Number.isNaN(backend) || !Number.isInteger(epoch) ||
-    !Number.isFinite(learnedMs)
-  ) {
-    throw new TypeError(
-      `Cannot decode flow value "${text}": expected "<hex8>:<epoch>:<learned ms>"`,
-    );
+/**
+ * Inverse of {@link encodeFlowValue}. Also reads the older `<hex8>:<epoch>:<learned ms>` form
+ * (the epoch, always 0, was dropped): the learn time is what follows the last colon.
+ */
+export function decodeFlowValue(text: string): { backend: number; learnedMs: number } {
+  const backend = hexAt(text, 0, 8);
+  const learnedMs = Number(text.slice(text.lastIndexOf(":") + 1));
+  if (text[8] !== ":" || backend < 0 || text.length < 10 || !Number.isFinite(learnedMs)) {
+    throw new TypeError(`Cannot decode flow value "${text}": expected "<hex8>:<learned ms>"`);
   }
-  return { backend, epoch, learnedMs };
+  return { backend, learnedMs };
 }
 
 /**
@@ -115,8 +114,9 @@ return {r[1], gone}
 
 /**
  * Remove flows of a backend: KEYS flows, seen, events; ARGV node, backend hex8, maxlen, then
- * candidate fields. Deletes those still stored with that backend (a flow re-learned meanwhile
- * with another backend stays) and announces them. Returns the deleted fields.
+ * candidate fields (the caller picked those of one frontend: field ends in its dport and proto).
+ * Deletes those still stored with that backend (a flow re-learned meanwhile with another backend
+ * stays) and announces them. Returns the deleted fields.
  */
 export const PURGE_SCRIPT = `
 local gone = {}

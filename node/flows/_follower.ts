@@ -1,0 +1,128 @@
+/**
+ * The flow agent's follow job: a blocking read on the followed LB IPs' streams; peers' additions
+ * are installed (through the trust gate) with the peer flag, removals deleted. Two nodes learning
+ * one flow at once converge on the later stream entry (last writer wins).
+ *
+ * @module
+ */
+
+import { describeFlow, FLOW_F_PEER, type FlowEntry } from "../bpf/flow.ts";
+import { Backoff, sleep } from "../../lib/backoff.ts";
+import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
+import type { AgentContext } from "./_context.ts";
+import { flowId, parseFlowField } from "./field.ts";
+import type { FlowChange } from "./store.ts";
+
+/** Orders stream entry IDs (`<ms>-<seq>`): negative when `a` is older than `b`. */
+export function compareStreamIds(a: string, b: string): number {
+  const [am = "0", as = "0"] = a.split("-");
+  const [bm = "0", bs = "0"] = b.split("-");
+  const d = Number(am) - Number(bm);
+  return d !== 0 ? Math.sign(d) : Math.sign(Number(as) - Number(bs));
+}
+
+/** Follows the stores' streams into the flow map. */
+export class Follower {
+  readonly #ctx: AgentContext;
+  readonly #readBlockMs: number;
+  /** Flows learned here that a peer's addition replaced before ours was seen on the stream. */
+  readonly #contested = new Set<string>();
+
+  constructor(ctx: AgentContext, options: { readBlockMs: number }) {
+    this.#ctx = ctx;
+    this.#readBlockMs = options.readBlockMs;
+  }
+
+  /** Reads and applies stream entries until `signal` aborts; waits out outages. */
+  async run(signal: AbortSignal): Promise<void> {
+    const { state, store } = this.#ctx;
+    const backoff = new Backoff({ minMs: 50, maxMs: 1000 });
+    while (!signal.aborted) {
+      if (!state.inSync) {
+        await state.changed(signal); // recovery restores the positions
+        continue;
+      }
+      try {
+        const changes = await store.read(this.#ctx.positions, {
+          blockMs: this.#readBlockMs,
+          count: 100,
+        });
+        backoff.reset();
+        if (signal.aborted) return;
+        for (const c of changes) this.apply(c);
+      } catch (err) {
+        if (signal.aborted) return;
+        this.#ctx.storeFailed(err, "follow");
+        await sleep(backoff.next(), signal).catch(() => {});
+      }
+    }
+  }
+
+  /** Applies one stream entry to the flow map. */
+  apply(change: FlowChange): void {
+    const { positions } = this.#ctx;
+    // A read started before the LB IP was unfollowed (or unfollowed and followed again, then
+    // restored to a later position) may return entries no longer wanted: skip them.
+    const pos = positions.get(change.vip);
+    if (pos === undefined || compareStreamIds(change.id, pos) <= 0) return;
+    positions.set(change.vip, change.id);
+    if (change.op === "add") this.#add(change);
+    else this.#remove(change);
+  }
+
+  #add(change: FlowChange): void {
+    const { table, metrics, log, gate, node } = this.#ctx;
+    // Own additions match the map already, except for a flow a peer learned at the same time
+    // ("contested"): then the later stream entry wins on every node (last writer wins).
+    if (change.node === node && this.#contested.size === 0) return;
+    const addr = parseIpv4(change.vip);
+    const entries: FlowEntry[] = [];
+    for (const f of change.flows) {
+      const key = parseFlowField(f.field, addr);
+      const id = flowId(key);
+      if (change.node === node && !this.#contested.delete(id)) continue;
+      const cur = table.get(key);
+      if (cur?.backend === f.backend) continue;
+      if (!gate.admit(change.vip, key, f.backend, change.node)) continue;
+      if (cur && (cur.flags & FLOW_F_PEER) === 0 && change.node !== node) {
+        if (this.#contested.size < 100_000) this.#contested.add(id);
+      }
+      entries.push({
+        key,
+        value: { backend: f.backend, flags: FLOW_F_PEER, lastSeenNs: cur?.lastSeenNs ?? 0 },
+      });
+    }
+    if (entries.length === 0) return;
+    table.putBatch(entries);
+    metrics.installed.inc({ vip: change.vip }, entries.length);
+    for (const e of log.enabled("info") ? entries : []) {
+      log.info(
+        change.node === node ? "flow replaced by later learn" : "flow installed from peer",
+        {
+          vip: change.vip,
+          flow: describeFlow(e.key),
+          backend: formatIpv4(e.value.backend),
+          peer: change.node,
+        },
+      );
+    }
+  }
+
+  #remove(change: FlowChange): void {
+    const { table, metrics, log } = this.#ctx;
+    const addr = parseIpv4(change.vip);
+    const reason = change.reason ?? "idle";
+    let removed = 0;
+    for (const f of change.flows) {
+      const key = parseFlowField(f.field, addr);
+      if (!table.delete(key)) continue;
+      removed++;
+      log.info(reason === "purge" ? "flow purged" : "flow expired", {
+        vip: change.vip,
+        flow: describeFlow(key),
+        by: change.node,
+      });
+    }
+    if (removed > 0) metrics.removed.inc({ vip: change.vip, reason }, removed);
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * The flow agent's trust boundary: a flow read from the store (a peer's addition, a restore) is
+ * installed only if its backend serves its frontend in this node's services config. Anyone who
+ * can write to Redis could otherwise send an LB IP's traffic to any address. Refused flows are
+ * counted (`holdfast_flows_rejected_total{vip,reason}`) and logged, a bounded number per window.
+ *
+ * @module
+ */
+
+import { describeFlow, type FlowKey } from "../bpf/flow.ts";
+import type { Logger } from "../../lib/log.ts";
+import { formatIpv4 } from "../../lib/ipv4.ts";
+import type { AgentMetrics } from "./_metrics.ts";
+import { formatFrontend, type ServicesView, ServingBackends } from "./frontends.ts";
+
+const LOG_WINDOW_MS = 10_000;
+const LOGS_PER_WINDOW = 100;
+
+const MESSAGES = {
+  unknown_frontend: "flow rejected: frontend unknown",
+  backend_not_serving: "flow rejected: backend not serving this frontend",
+} as const;
+
+/** Admits flows whose backend serves their frontend. */
+export class FlowGate {
+  #serving: ServingBackends;
+  readonly #log: Logger;
+  readonly #m: AgentMetrics;
+  #windowStart = -Infinity;
+  #logged = 0;
+  #suppressed = 0;
+
+  constructor(view: ServicesView | null, log: Logger, metrics: AgentMetrics) {
+    this.#serving = new ServingBackends(view);
+    this.#log = log;
+    this.#m = metrics;
+  }
+
+  /** Replaces the services config flows are checked against. */
+  set(view: ServicesView | null): void {
+    this.#serving = new ServingBackends(view);
+  }
+
+  /** True if the flow may be installed; else counts and logs it (`vip` dotted, for labels). */
+  admit(vip: string, key: FlowKey, backend: number, from: string): boolean {
+    const reason = this.#serving.check(key, backend);
+    if (reason === null) return true;
+    this.#m.rejected.inc({ vip, reason });
+    const now = performance.now();
+    if (now - this.#windowStart >= LOG_WINDOW_MS) {
+      this.#windowStart = now;
+      this.#logged = 0;
+    }
+    if (this.#logged >= LOGS_PER_WINDOW) {
+      this.#suppressed++;
+      return false;
+    }
+    this.#logged++;
+    this.#log.warn(MESSAGES[reason], {
+      vip,
+      flow: describeFlow(key),
+      backend: formatIpv4(backend),
+      frontend: formatFrontend({ vip: key.daddr, port: key.dport, proto: key.proto }),
+      from,
+      ...(this.#suppressed > 0 ? { suppressed_before: this.#suppressed } : {}),
+    });
+    this.#suppressed = 0;
+    return false;
+  }
+}

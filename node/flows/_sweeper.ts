@@ -1,0 +1,126 @@
+/**
+ * The flow agent's activity/expiry job: every sweep interval it pushes last seen of flows active
+ * since the previous pass to the store, expires idle flows in the store (one node per round;
+ * the removals come back on the stream and leave every map), removes local flows that are idle
+ * and no longer stored, and idles out entries of LB IPs no longer followed.
+ *
+ * @module
+ */
+
+import { describeFlow, type FlowKey } from "../bpf/flow.ts";
+import { formatIpv4 } from "../../lib/ipv4.ts";
+import type { AgentContext } from "./_context.ts";
+import { flowField } from "./field.ts";
+
+/** How far the datapath's last_seen may trail CLOCK_MONOTONIC (bpf/lb.h: per-tick clock). */
+const LAST_SEEN_LAG_NS = 20_000_000;
+
+/** Per-pass cap of flows removed locally per kind (the rest go in later passes). */
+const MAX_PER_PASS = 10_000;
+
+/** Sweeps activity and expiry. */
+export class Sweeper {
+  readonly #ctx: AgentContext;
+  readonly #intervalMs: number;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #sweeping: Promise<void> | null = null;
+  #lastSweepNs = 0;
+
+  constructor(ctx: AgentContext, options: { intervalMs: number }) {
+    this.#ctx = ctx;
+    this.#intervalMs = options.intervalMs;
+  }
+
+  /** Sweeps every interval until {@link stop}. */
+  start(): void {
+    this.#timer ??= setInterval(() => void this.sweep(), this.#intervalMs);
+  }
+
+  /** Stops the timer and waits for a pass in progress. */
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#sweeping;
+  }
+
+  /** One pass now (while in sync), or the pass in progress. */
+  sweep(): Promise<void> {
+    if (this.#sweeping || !this.#ctx.state.inSync) return this.#sweeping ?? Promise.resolve();
+    this.#sweeping = this.#pass()
+      .catch((err) => this.#ctx.storeFailed(err, "sweep"))
+      .finally(() => this.#sweeping = null);
+    return this.#sweeping;
+  }
+
+  async #pass(): Promise<void> {
+    const { table, store, followed, idleMs, node } = this.#ctx;
+    const nowNs = table.nowNs();
+    const nowMs = Date.now();
+    const idleNs = idleMs * 1e6;
+    // The datapath stamps last_seen from a per-tick cached clock (up to ~2 jiffies behind
+    // CLOCK_MONOTONIC), so a packet just after the previous pass can carry a stamp just before
+    // it: look back a margin. Reporting a flow active twice is harmless; missing it is not.
+    const since = this.#lastSweepNs - LAST_SEEN_LAG_NS;
+    const active = new Map<string, { field: string; lastSeenMs: number }[]>();
+    const idle = new Map<string, FlowKey[]>();
+    const retiredIdle: FlowKey[] = [];
+    const retiredLive = new Set<number>();
+    for (const e of table.entries()) {
+      const vip = followed.vipOf(e.key.daddr);
+      if (vip === undefined) {
+        const retired = followed.retiredSince(e.key.daddr);
+        if (retired === undefined) continue;
+        // Unfollowed LB IP: local idle-out only (peer-installed entries count from unfollowing).
+        if (nowNs - Math.max(retired, e.value.lastSeenNs) > idleNs) {
+          if (retiredIdle.length < MAX_PER_PASS) retiredIdle.push(e.key);
+        } else retiredLive.add(e.key.daddr);
+        continue;
+      }
+      const seen = e.value.lastSeenNs;
+      if (seen <= 0) continue;
+      if (seen > since) {
+        let list = active.get(vip);
+        if (!list) active.set(vip, list = []);
+        list.push({ field: flowField(e.key), lastSeenMs: nowMs - (nowNs - seen) / 1e6 });
+      } else if (nowNs - seen > idleNs) {
+        let list = idle.get(vip);
+        if (!list) idle.set(vip, list = []);
+        if (list.length < MAX_PER_PASS) list.push(e.key);
+      }
+    }
+    this.#lastSweepNs = nowNs;
+    this.#idleOutRetired(retiredIdle);
+    followed.pruneRetired(nowNs, idleNs, retiredLive);
+    for (const [vip, seen] of active) {
+      await store.touch(vip, seen, { idleTimeoutMs: idleMs });
+    }
+    for (const vip of followed.list()) {
+      // One node per round walks the LB IP's flows; the removals come back on the stream.
+      await store.expire(vip, nowMs - idleMs, { node, lockMs: this.#intervalMs * 0.9 });
+    }
+    for (const [vip, keys] of idle) await this.#removeOrphans(vip, keys);
+  }
+
+  #idleOutRetired(keys: readonly FlowKey[]): void {
+    const { table, metrics, log, node } = this.#ctx;
+    for (const key of keys) {
+      if (!table.delete(key)) continue;
+      const vip = formatIpv4(key.daddr);
+      metrics.removed.inc({ vip, reason: "unfollowed" });
+      log.info("flow expired", { vip, flow: describeFlow(key), by: node, followed: false });
+    }
+  }
+
+  /** Removes local idle flows of `vip` the store no longer has. */
+  async #removeOrphans(vip: string, keys: readonly FlowKey[]): Promise<void> {
+    const { table, store, metrics, log, node } = this.#ctx;
+    const stored = await store.exists(vip, keys.map(flowField));
+    let removed = 0;
+    keys.forEach((key, i) => {
+      if (stored[i] || !table.delete(key)) return;
+      removed++;
+      log.info("flow expired", { vip, flow: describeFlow(key), by: node, stored: false });
+    });
+    if (removed > 0) metrics.removed.inc({ vip, reason: "orphan" }, removed);
+  }
+}

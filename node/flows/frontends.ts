@@ -1,0 +1,115 @@
+/**
+ * Which backends serve which frontend, as the control plane was given them (a services config):
+ * the trust boundary for flows read from the shared store — a flow is installed only if its
+ * backend serves its frontend here — and the scope of a backend purge.
+ *
+ * @module
+ */
+
+import { parseAddr } from "../../controller/lb/address.ts";
+import type { FlowKey } from "../bpf/flow.ts";
+import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
+
+/** The part of a services config (controller/sources/file_source.ts `FileConfig`) flows need. */
+export interface ServicesView {
+  readonly services: readonly {
+    readonly name: string;
+    readonly frontends: readonly { readonly address: string }[];
+    readonly backends: readonly { readonly address: string }[];
+  }[];
+  /** Local-redirect overrides: frontends of `service` are served by `target`'s backends too. */
+  readonly redirects?: readonly { readonly service: string; readonly target: string }[];
+}
+
+/** A frontend as flows see it: LB IP (host-order u32), port, IP protocol number. */
+export interface Frontend {
+  readonly vip: number;
+  readonly port: number;
+  readonly proto: number;
+}
+
+const PROTO_NUMBER = { TCP: 6, UDP: 17 } as const;
+
+/** `10.0.100.1:80/TCP` for logs. */
+export function formatFrontend(f: Frontend): string {
+  const proto = f.proto === 6 ? "TCP" : f.proto === 17 ? "UDP" : String(f.proto);
+  return `${formatIpv4(f.vip)}:${f.port}/${proto}`;
+}
+
+/** Why a flow is refused: its frontend is unknown here, or its backend does not serve it. */
+export type Rejection = "unknown_frontend" | "backend_not_serving";
+
+/**
+ * Frontend → serving backend addresses (by IP: the flow map stores the backend IP only), built
+ * from a {@link ServicesView}. Every listed backend serves, whatever its state (active,
+ * terminating, quarantined): existing connections may still go to a draining backend. Service
+ * entries of one name are united (an entry may carry only backends), and a redirected
+ * service's frontends are served by the target's backends as well.
+ *
+ * @example
+ * ```ts
+ * import { ServingBackends } from "./frontends.ts";
+ * const serving = new ServingBackends({
+ *   services: [{
+ *     name: "default/web",
+ *     frontends: [{ address: "10.0.100.1:80/TCP" }],
+ *     backends: [{ address: "10.0.1.2:8080/TCP" }],
+ *   }],
+ * });
+ * const key = { saddr: 0x0a000001, daddr: 0x0a006401, sport: 4000, dport: 80, proto: 6 };
+ * if (serving.check(key, 0x0a000102) !== null) throw new Error("a serving backend is refused");
+ * if (serving.check(key, 0x0a000909) !== "backend_not_serving") throw new Error("accepted");
+ * ```
+ */
+export class ServingBackends {
+  /** LB IP → (port << 8 | proto) → backend IPs. */
+  readonly #byVip = new Map<number, Map<number, Set<number>>>();
+
+  /** An index of `view` (null: no config, every frontend unknown). */
+  constructor(view: ServicesView | null) {
+    if (view === null) return;
+    const backendsByName = new Map<string, Set<number>>();
+    for (const s of view.services) {
+      const set = backendsByName.get(s.name) ?? new Set<number>();
+      for (const b of s.backends) set.add(parseIpv4(parseAddr(b.address).ip));
+      backendsByName.set(s.name, set);
+    }
+    const targets = new Map<string, string>();
+    for (const r of view.redirects ?? []) targets.set(r.service, r.target);
+    for (const s of view.services) {
+      const own = backendsByName.get(s.name)!;
+      const target = targets.get(s.name);
+      const redirected = target === undefined ? undefined : backendsByName.get(target);
+      for (const f of s.frontends) {
+        const a = parseAddr(f.address);
+        const vip = parseIpv4(a.ip);
+        let ports = this.#byVip.get(vip);
+        if (!ports) this.#byVip.set(vip, ports = new Map());
+        const slot = (a.port << 8) | PROTO_NUMBER[a.protocol];
+        let set = ports.get(slot);
+        if (!set) ports.set(slot, set = new Set());
+        for (const b of own) set.add(b);
+        for (const b of redirected ?? []) set.add(b);
+      }
+    }
+  }
+
+  /** Backends serving `vip:port/proto`, or undefined when no such frontend is configured. */
+  backendsOf(f: Frontend): ReadonlySet<number> | undefined {
+    return this.#byVip.get(f.vip)?.get((f.port << 8) | f.proto);
+  }
+
+  /** Null when `backend` serves the flow's frontend, else why not. */
+  check(key: FlowKey, backend: number): Rejection | null {
+    const set = this.#byVip.get(key.daddr)?.get((key.dport << 8) | key.proto);
+    if (set === undefined) return "unknown_frontend";
+    return set.has(backend) ? null : "backend_not_serving";
+  }
+
+  /** Every frontend with its serving backends. */
+  *frontends(): Iterable<[Frontend, ReadonlySet<number>]> {
+    for (const [vip, ports] of this.#byVip) {
+      for (const [slot, set] of ports) yield [{ vip, port: slot >>> 8, proto: slot & 255 }, set];
+    }
+  }
+}

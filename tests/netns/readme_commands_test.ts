@@ -13,8 +13,9 @@
  * How each is run (all with a deadline):
  * - `deno run -P=SET main.ts decap|xdp-pass|control-plane|policy …`: exactly as shown, inside a
  *   throwaway namespace with an `eth0` and an LB IP on `lo`; decap must leave its tc programs.
- * - `deno run -P=SET main.ts agent …`: as shown plus `--help` (it runs until stopped and needs a
- *   Redis): the whole command line must parse, so every flag shown exists.
+ * - `deno run -P=SET main.ts agent …`, and any `deno run` command with a placeholder: as shown
+ *   plus `--help` (the agent runs until stopped and needs a Redis): the whole command line must
+ *   parse, so every flag shown exists.
  * - `./hf deno ARGS` with `--version`; `./hf build` as shown; `./hf bench NAME` (a real name)
  *   with `--help`.
  * - Long ones (`./hf demo`, `./hf test`, `./hf ok`, `./hf chaos`, `./hf bench` with a
@@ -128,11 +129,11 @@ async function checkDeno(c: ReadmeCommand, topo: Topology, sets: string[]): Prom
   const command = args[mainAt + 1];
   ok(mainAt >= 0 && command !== undefined, `README line ${c.line}: not a main.ts command`);
   const argv = [Deno.execPath(), "run", ...args];
-  if (command === "agent") {
+  if (command === "agent" || args.some(isPlaceholder)) {
     const r = await topo.exec("node", [...argv, "--help"], { check: false });
     strictEqual(r.code, 0, `README line ${c.line} with --help: ${text(r)}`);
     ok(r.stdout.includes("usage:"), `README line ${c.line}: no usage printed: ${text(r)}`);
-    return "ran with --help (a daemon)";
+    return "ran with --help (a daemon, or placeholders)";
   }
   ok(RUN_AS_SHOWN.has(command), `README line ${c.line}: no rule for "main.ts ${command}"`);
   const r = await topo.exec("node", argv, { check: false, timeoutMs: 120_000 });

@@ -30,7 +30,7 @@ import {
   sumU64,
   u32,
 } from "./structs.ts";
-import { DECAP_REASONS, type DecapReason, HF_MAX, type Reason, REASONS } from "./consts.ts";
+import { DECAP_REASONS, type DecapReason, type Reason, REASONS } from "./consts.ts";
 import { type FlowEvent, readFlowEvent } from "./flow.ts";
 import { BpfFlowTable } from "./flow_table.ts";
 import { BpfLBMaps } from "./lbmaps_bpf.ts";
@@ -64,7 +64,7 @@ export interface DatapathOptions {
   readonly pinDir?: string | null;
   /**
    * Services the maps hold: hf_services, hf_maglev and hf_fe_stats are sized to it, service IDs
-   * are 1..maxServices-1 (default {@linkcode HF_MAX}.SERVICES, 4,096).
+   * are 1..maxServices-1 (default `HF_MAX.SERVICES` of consts.ts, 4,096).
    */
   readonly maxServices?: number;
   /** Backend IDs are 1..maxBackends-1: hf_backends, hf_be_stats (default 65,536). */

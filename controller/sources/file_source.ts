@@ -8,11 +8,12 @@
  * services:
  *   - name: default/echo            # namespace/name
  *     flowKeyMode: five-tuple       # or client-ip
- *     maglevSize: 1021              # optional, prime
+ *     maglevSize: 16381             # optional: a prime in 251..131071 (default 16381)
  *     frontends:
  *       - { address: 10.0.100.1:80/TCP, portName: http }
  *     backends:                     # optional; may also name services defined elsewhere
  *       - { address: 10.1.0.1:8080/TCP, portName: http, weight: 100, state: active, zone: a }
+ *                                   # weight: 0..65535 (default 100; 0 = no new flows)
  * redirects:
  *   - { service: default/echo, target: default/echo-local }
  * ```
@@ -22,6 +23,7 @@
 
 import { parse as parseYaml } from "yaml";
 import { parseAddr } from "../lb/address.ts";
+import { DEFAULT_WEIGHT } from "../lb/backend.ts";
 import type {
   BackendInput,
   FrontendInput,
@@ -29,7 +31,12 @@ import type {
   SourceWriter,
   Writer,
 } from "../lb/writer.ts";
-import { checkMaglevSize } from "../maglev.ts";
+import { MAGLEV_M_DEFAULT } from "../../policy-as/host/abi.ts";
+import {
+  checkMaglevSize,
+  checkMaglevWeights,
+  MAGLEV_WEIGHT_MAX,
+} from "../../policy-as/host/maglev_input.ts";
 import type { WriteTxn } from "../statedb/mod.ts";
 
 /** A validated file configuration. */
@@ -80,6 +87,29 @@ function addr(v: unknown, path: string): string {
   return s;
 }
 
+/**
+ * Refuses, at load time, backends the Maglev builder would refuse for this service (more than M
+ * of them, or weights too uneven for the build budget: docs/maglev.md) — counted over what this
+ * entry lists, at the service's M or the default. The reconciler checks again with all sources'
+ * backends and writes a refusal into the frontend's status.
+ */
+function checkBuildable(
+  name: string,
+  path: string,
+  backends: readonly BackendInput[],
+  maglevSize: number | undefined,
+): void {
+  const m = maglevSize ?? MAGLEV_M_DEFAULT;
+  if (backends.length > m) {
+    fail(path, `service "${name}": ${backends.length} backends exceed its Maglev table size ${m}`);
+  }
+  try {
+    checkMaglevWeights(backends.map((b) => b.weight ?? DEFAULT_WEIGHT), m);
+  } catch (e) {
+    fail(path, `service "${name}": ${(e as Error).message}`);
+  }
+}
+
 /** Parses and validates a config; `format` defaults to YAML (a superset of JSON). */
 export function parseConfig(text: string, options: { format?: "yaml" | "json" } = {}): FileConfig {
   let raw: unknown;
@@ -118,7 +148,7 @@ export function parseConfig(text: string, options: { format?: "yaml" | "json" } 
       try {
         checkMaglevSize(maglevSize);
       } catch (e) {
-        fail(`${p}.maglevSize`, (e as Error).message);
+        fail(`${p}.maglevSize`, `service "${name}": ${(e as Error).message}`);
       }
     }
     const frontends: FrontendInput[] = list(o.frontends, `${p}.frontends`).map((f, j) => {
@@ -137,8 +167,16 @@ export function parseConfig(text: string, options: { format?: "yaml" | "json" } 
         fail(`${bp}.state`, `"${state}" is not active, terminating or quarantined`);
       }
       const weight = bo.weight === undefined ? undefined : Number(bo.weight);
-      if (weight !== undefined && (!Number.isInteger(weight) || weight < 0)) {
-        fail(`${bp}.weight`, `${JSON.stringify(bo.weight)} is not an integer ≥ 0`);
+      if (
+        weight !== undefined &&
+        (!Number.isInteger(weight) || weight < 0 || weight > MAGLEV_WEIGHT_MAX)
+      ) {
+        fail(
+          `${bp}.weight`,
+          `service "${name}": ${
+            JSON.stringify(bo.weight)
+          } is not an integer in 0..${MAGLEV_WEIGHT_MAX}`,
+        );
       }
       return {
         address: addr(bo.address, `${bp}.address`),
@@ -148,6 +186,10 @@ export function parseConfig(text: string, options: { format?: "yaml" | "json" } 
         zone: bo.zone as string | undefined,
       };
     });
+    // An entry with only backends adds to a service defined elsewhere, whose M is unknown here.
+    if (frontends.length > 0 || maglevSize !== undefined) {
+      checkBuildable(name, `${p}.backends`, backends, maglevSize);
+    }
     services.push({ name, flowKeyMode, maglevSize, frontends, backends });
   });
   const redirects = list(r.redirects, "$.redirects").map((x, i) => {

@@ -45,7 +45,7 @@ Deno.test("file source: no prune before the first config loads (restart keeps th
     flowKeyMode: "five-tuple",
     maglevSize: 251,
   });
-  const cp = await createControlPlane(maps, { log: () => {}, maglevSize: 251 });
+  const cp = await createControlPlane(maps, { maglevSize: 251 });
   const file = new FileSource(cp.writer);
   cp.start();
   await cp.reconciler.waitIdle();
@@ -57,4 +57,79 @@ Deno.test("file source: no prune before the first config loads (restart keeps th
   await cp.reconciler.waitIdle();
   assertEquals(maps.services.size, 0, "not pruned after the first good config");
   await cp.stop();
+});
+
+Deno.test("file source: Maglev limits are refused at load, naming the service and path", async () => {
+  const svc = (extra: string, backends: string) =>
+    `services:\n  - name: shop/web\n    frontends: [10.0.0.1:80/TCP]\n${extra}    backends:\n${backends}`;
+  const many = (n: number, weight: (i: number) => number) =>
+    Array.from(
+      { length: n },
+      (_, i) => `      - { address: 10.1.${i >> 8}.${i & 255}:80/TCP, weight: ${weight(i)} }\n`,
+    ).join("");
+  const err = await assertRejects(
+    () => parseConfig(svc("    maglevSize: 1000\n", many(1, () => 1))),
+    "$.services[0].maglevSize",
+  );
+  assertEquals(err.message.includes('service "shop/web": Invalid Maglev table size'), true);
+  await assertRejects(
+    () => parseConfig(svc("", many(1, () => 70000))),
+    '$.services[0].backends[0].weight: service "shop/web": 70000 is not an integer in 0..65535',
+  );
+  await assertRejects(
+    () => parseConfig(svc("    maglevSize: 251\n", many(252, () => 1))),
+    'backends: service "shop/web": 252 backends exceed its Maglev table size 251',
+  );
+  // One heavy backend among 1,000 light ones at the default M: too slow to build, refused.
+  await assertRejects(
+    () => parseConfig(svc("", many(1000, (i) => (i === 0 ? 65535 : 1)))),
+    '$.services[0].backends: service "shop/web": Weights too uneven for a Maglev table',
+  );
+  // The same weights at a smaller M build within budget: accepted.
+  parseConfig(svc("    maglevSize: 2003\n", many(1000, (i) => (i === 0 ? 65535 : 1))));
+});
+
+Deno.test("file source: a service the Maglev builder refuses shows the reason in its row", async () => {
+  const { createControlPlane } = await import("../control_plane.ts");
+  const { MemoryLBMaps } = await import("../lbmaps_memory.ts");
+  const { FileSource } = await import("./file_source.ts");
+  const { frontendByAddress } = await import("../lb/frontend.ts");
+  const { captureLogs } = await import("../../lib/log.ts");
+  using logs = captureLogs();
+  const cp = await createControlPlane(new MemoryLBMaps(), {
+    retry: { minMs: 10_000, maxMs: 10_000 },
+  });
+  const file = new FileSource(cp.writer);
+  cp.start();
+  try {
+    // 200 backends from the file (M=251, accepted at load), 100 more from another source: the
+    // service as a whole cannot be built.
+    const addrs = (from: number, n: number) =>
+      Array.from({ length: n }, (_, i) => `10.1.${(from + i) >> 8}.${(from + i) & 255}:80/TCP`);
+    file.load(
+      `services:\n  - name: shop/web\n    maglevSize: 251\n    frontends: [10.0.0.1:80/TCP]\n` +
+        `    backends: [${addrs(0, 200).join(", ")}]\n`,
+    );
+    const other = cp.writer.source("other");
+    const txn = other.txn();
+    other.setBackends(txn, {
+      service: "shop/web",
+      backends: addrs(200, 100).map((address) => ({ address })),
+    });
+    txn.commit();
+    let error: string | undefined;
+    for (let i = 0; i < 200 && error === undefined; i++) {
+      const fe = cp.tables.frontends.get(cp.db.readTxn(), frontendByAddress("10.0.0.1:80/TCP"));
+      if (fe?.status.kind === "error") error = fe.status.error;
+      else await new Promise((r) => setTimeout(r, 10));
+    }
+    assertEquals(
+      error,
+      'Cannot reconcile frontend "10.0.0.1:80/TCP" of service "shop/web": ' +
+        "Cannot build Maglev table: 300 backends exceed table size M=251",
+    );
+    assertEquals(logs.records.some((r) => r.msg === "update failed, will retry"), true);
+  } finally {
+    await cp.stop();
+  }
 });

@@ -6,7 +6,8 @@
  * - Frontends: every IPv4 LoadBalancer ingress IP and `spec.externalIPs` entry × every TCP/UDP
  *   port (port name kept to match backends); `spec.clusterIP` too with `includeClusterIP`.
  * - Flow keying: `spec.sessionAffinity: ClientIP` or annotation `holdfast.io/flow-key: client-ip`
- *   → per client address; otherwise per connection. `holdfast.io/maglev-size` sets M.
+ *   → per client address; otherwise per connection. `holdfast.io/maglev-size` sets M (a prime
+ *   in 251..131071; default 16381, docs/maglev.md).
  * - Backends: IPv4 EndpointSlices (label `kubernetes.io/service-name`), every endpoint address ×
  *   every port. Ready and not terminating → active; terminating and serving → terminating;
  *   otherwise skipped. Zone from the endpoint.
@@ -20,6 +21,7 @@
 import type { FlowKeyMode } from "../lbmaps.ts";
 import { scanIPv4 } from "../lb/address.ts";
 import type { BackendInput, FrontendInput, ServiceInput } from "../lb/writer.ts";
+import { checkMaglevSize } from "../../policy-as/host/maglev_input.ts";
 
 /** Object metadata fields used. */
 export interface K8sMeta {
@@ -61,7 +63,7 @@ export interface K8sEndpointSlice {
 export const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
 /** Annotation selecting flow keying (`five-tuple` | `client-ip`). */
 export const FLOW_KEY_ANNOTATION = "holdfast.io/flow-key";
-/** Annotation setting the Maglev table size (prime). */
+/** Annotation setting the service's Maglev table size (a prime in 251..131071). */
 export const MAGLEV_SIZE_ANNOTATION = "holdfast.io/maglev-size";
 
 function isIPv4(s: string | undefined): s is string {
@@ -114,10 +116,15 @@ export function convertService(
   let maglevSize: number | undefined;
   const ms = ann[MAGLEV_SIZE_ANNOTATION];
   if (ms !== undefined) {
-    maglevSize = Number(ms);
-    if (!Number.isInteger(maglevSize) || maglevSize < 3) {
+    maglevSize = /^\s*\d+\s*$/.test(ms) ? Number(ms) : NaN;
+    try {
+      checkMaglevSize(maglevSize);
+    } catch (e) {
       throw new ConversionError(
-        `Cannot convert service "${name}": annotation ${MAGLEV_SIZE_ANNOTATION}="${ms}" is not a size`,
+        `Cannot convert service "${name}": annotation ${MAGLEV_SIZE_ANNOTATION}="${ms}": ${
+          (e as Error).message
+        }`,
+        { cause: e },
       );
     }
   }

@@ -47,6 +47,28 @@ Deno.test("k8s convert: bad annotations and missing names are errors that say wh
     'annotation holdfast.io/flow-key="random"',
   );
   await assertRejects(() => convertService({ metadata: {} }), "metadata.name is missing");
+  for (const [value, why] of [["1000", "must be prime"], ["7", "a prime in 251..131071"]]) {
+    const err = await assertRejects(
+      () =>
+        convertService({
+          metadata: {
+            name: "x",
+            namespace: "n",
+            annotations: { "holdfast.io/maglev-size": value! },
+          },
+        }),
+      `Cannot convert service "n/x": annotation holdfast.io/maglev-size="${value}": ` +
+        `Invalid Maglev table size M=${value}`,
+    );
+    assertEquals(err.message.includes(why!), true, err.message);
+  }
+  await assertRejects(
+    () =>
+      convertService({
+        metadata: { name: "x", annotations: { "holdfast.io/maglev-size": "0x3fd" } },
+      }),
+    'maglev-size="0x3fd": Invalid Maglev table size M=NaN',
+  );
 });
 
 Deno.test("k8s convert: EndpointSlice conditions → active / terminating / skipped", () => {

@@ -1,10 +1,18 @@
 /**
- * Test helpers: the built WASM files (with a clear message when `deno task build` has not run)
- * and a tiny encoder for hand-made WASM modules that break one rule at a time.
+ * Test helpers: the built WASM files (with a clear message when `deno task build` has not run),
+ * a tiny encoder for hand-made WASM modules that break one rule at a time, and the slowest
+ * Maglev input the build budget accepts.
  *
  * @module
  */
 import { REQUIRED_EXPORTS } from "./abi.ts";
+import { benchBackends } from "./gen_vectors.ts";
+import {
+  MAGLEV_MAX_VISITS,
+  MAGLEV_WEIGHT_MAX,
+  type MaglevBackend,
+  maglevBuildVisits,
+} from "./maglev_input.ts";
 
 const BUILD_DIR = new URL("../build/", import.meta.url);
 
@@ -112,4 +120,20 @@ export function allExportsTrapping(abi = 1): Record<string, number | "trap" | "h
   }
   fns.abi_version = abi;
   return fns;
+}
+
+/**
+ * The slowest weighted Maglev input the build budget accepts for `n` backends at size `m`: one
+ * backend as heavy as the budget allows, the others weight 1 (the shape that maximises the
+ * rounds a weighted fill walks: `maglevBuildVisits`). Keys as `benchBackends`.
+ */
+export function slowestAcceptedBackends(n: number, m: number): MaglevBackend[] {
+  const weights = (h: number) => [h, ...new Array<number>(n - 1).fill(1)];
+  let lo = 1, hi = MAGLEV_WEIGHT_MAX;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (maglevBuildVisits(weights(mid), m) <= MAGLEV_MAX_VISITS) lo = mid;
+    else hi = mid - 1;
+  }
+  return benchBackends(n, (i) => (i === 0 ? lo : 1));
 }

@@ -1,23 +1,29 @@
 /**
- * The Maglev fill in plain TypeScript, step for step the algorithm of
- * `policy-as/assembly/index.ts`: the benchmark's baseline and the reference the WASM module's
- * tables are checked against (they must be identical).
+ * The one plain-TypeScript Maglev builder: the controller's default, the WASM module's fallback,
+ * the benchmark's baseline and the reference the module's tables are checked against (they must
+ * be identical, slot for slot; `policy-as/vectors/maglev.json` pins both).
  *
  * Populate (Eisenbud et al., NSDI'16): backend k walks its permutation
- * `offset_k + j * skip_k (mod M)`, `offset = keyHash1 % M`, `skip = keyHash2 % (M - 1) + 1`,
- * taking the first empty slot on its turn. Backends are first sorted by (keyHash1, keyHash2) so
- * input order does not matter. Weights: in round r a backend of weight w has had
- * floor(r * w / maxWeight) turns (the heaviest one turn per round). The walk's tail is replaced
- * by a direct search that yields the same slots (see {@link maglevFill}).
+ * `offset_k + j * skip_k (mod M)`, `offset = keyHash1 % M`, `skip = keyHash2 % (M - 1) + 1`
+ * (key hashes: `key_hash.ts`), taking the first empty slot on its turn. Backends of weight > 0
+ * are first sorted by (keyHash1, keyHash2) so input order does not matter. Equal weights: round
+ * robin. Otherwise in round r a backend of weight w has had floor(r * w / maxWeight) turns (the
+ * heaviest one turn per round). Until all M slots are taken.
+ *
+ * The WASM module walks a bitmap and searches the last √M empty slots directly; in TypeScript
+ * the plain walk over the table itself was as fast or faster at every size measured
+ * (`docs/maglev.md`), so this is the textbook loop.
  *
  * @module
  */
 import { encodeMaglevInput, type MaglevBackend, type MaglevBuilder } from "./maglev_input.ts";
 
-/** Slots left empty when the fill switches from walking to the direct search: ~sqrt(M). */
-export function tailThreshold(m: number): number {
-  const r = Math.floor(Math.sqrt(m));
-  return r < 8 ? 8 : r;
+/** Work counters of one fill, for tests that bound the cost without timing it. */
+export interface MaglevFillStats {
+  /** Backends visited in weighted rounds, whether or not it was their turn (M if equal). */
+  visits: number;
+  /** Slots examined while walking preference lists (at least M). */
+  probes: number;
 }
 
 /** Inverse of `a` modulo the prime `m` (extended Euclid); `a` in 1..m-1. */
@@ -33,16 +39,16 @@ export function modInverse(a: number, m: number): number {
 
 /**
  * Fills `table` (length M, zeroed here) from ABI records (`3 * n` u32 of
- * `{keyHash1, keyHash2, weight}`). Returns the number of backends used (weight > 0).
- * Inputs must already be valid ({@link encodeMaglevInput}).
- *
- * Occupancy is a bitmap; once at most {@link tailThreshold} slots are empty, a backend finds its
- * next preference directly — the empty slot e with the smallest `(e - pos) * skip^-1 mod M`,
- * which is the slot the classic walk would reach first — instead of walking.
+ * `{keyHash1, keyHash2, weight}`, {@link encodeMaglevInput}). Returns the number of backends
+ * used (weight > 0). `stats`, if given, receives the work counters.
  *
  * @throws {RangeError} when two backends share a key hash.
  */
-export function maglevFill(records: Uint32Array, table: Uint32Array): number {
+export function maglevFill(
+  records: Uint32Array,
+  table: Uint32Array,
+  stats?: MaglevFillStats,
+): number {
   const m = table.length;
   const n = records.length / 3;
   table.fill(0);
@@ -57,7 +63,10 @@ export function maglevFill(records: Uint32Array, table: Uint32Array): number {
     if (w < minW) minW = w;
   }
   const count = order.length;
-  if (count === 0) return 0;
+  if (count === 0) {
+    if (stats) stats.visits = stats.probes = 0;
+    return 0;
+  }
   order.sort((a, b) =>
     (records[a * 3]! - records[b * 3]!) || (records[a * 3 + 1]! - records[b * 3 + 1]!)
   );
@@ -66,10 +75,6 @@ export function maglevFill(records: Uint32Array, table: Uint32Array): number {
   const weight = new Uint32Array(count);
   const idx = new Uint32Array(count);
   const target = new Float64Array(count);
-  const inv = new Uint32Array(count);
-  const bitmap = new Uint32Array((m + 31) >>> 5);
-  const tail = tailThreshold(m);
-  const empty = new Uint32Array(tail + 1);
   for (let k = 0; k < count; k++) {
     const i = order[k]!;
     const h1 = records[i * 3]!;
@@ -88,81 +93,61 @@ export function maglevFill(records: Uint32Array, table: Uint32Array): number {
     idx[k] = i + 1;
     target[k] = maxW;
   }
-
-  let filled = 0;
-  let inTail = false;
-  let emptyCount = 0;
-  const takeNext = (k: number): void => {
-    let c = pos[k]!;
-    const s = skip[k]!;
-    if (!inTail) {
-      for (;;) {
-        const w = bitmap[c >>> 5]!;
-        const bit = 1 << (c & 31);
-        if ((w & bit) === 0) {
-          bitmap[c >>> 5] = w | bit;
-          break;
-        }
-        c += s;
-        c = c >= m ? c - m : c;
-      }
-    } else {
-      let iv = inv[k]!;
-      if (iv === 0) iv = inv[k] = modInverse(s, m);
-      let best = Infinity;
-      let bestI = 0;
-      for (let i = 0; i < emptyCount; i++) {
-        const e = empty[i]!;
-        const j = ((e >= c ? e - c : e + m - c) * iv) % m; // < 2^35: exact in a double
-        if (j < best) {
-          best = j;
-          bestI = i;
-        }
-      }
-      c = empty[bestI]!;
-      empty[bestI] = empty[--emptyCount]!;
-    }
-    table[c] = idx[k]!;
-    c += s;
-    if (c >= m) c -= m;
-    pos[k] = c;
-    filled++;
-    if (!inTail && m - filled <= tail && filled < m) {
-      // List the empty slots a bitmap word at a time; inverses come lazily (0 = not yet).
-      for (let w = 0; w < bitmap.length; w++) {
-        let free = ~bitmap[w]! >>> 0;
-        while (free !== 0) {
-          const c = (w << 5) + (31 - Math.clz32(free & -free));
-          free &= free - 1;
-          if (c >= m) break;
-          empty[emptyCount++] = c;
-        }
-      }
-      inTail = true;
-    }
-  };
-
-  if (minW === maxW) {
-    for (;;) {
-      for (let k = 0; k < count; k++) {
-        takeNext(k);
-        if (filled === m) return count;
-      }
-    }
-  }
-  for (let round = 1;; round++) {
+  // One loop, the turn inlined: equal weights skip the round bookkeeping.
+  const equal = minW === maxW;
+  let filled = 0, visits = 0;
+  fill: for (let round = 1;; round++) {
     for (let k = 0; k < count; k++) {
-      // round * weight < 2^17 * 2^32: exact in a double.
-      if (round * weight[k]! < target[k]!) continue;
-      target[k] = target[k]! + maxW;
-      takeNext(k);
-      if (filled === m) return count;
+      visits++;
+      if (!equal) {
+        // round * weight < 2^17 * 2^16: exact in a double.
+        if (round * weight[k]! < target[k]!) continue;
+        target[k] = target[k]! + maxW;
+      }
+      let c = pos[k]!;
+      const s = skip[k]!;
+      while (table[c] !== 0) {
+        c += s;
+        if (c >= m) c -= m;
+      }
+      table[c] = idx[k]!;
+      c += s;
+      pos[k] = c >= m ? c - m : c;
+      if (++filled === m) break fill;
     }
   }
+  if (stats) {
+    stats.visits = visits;
+    stats.probes = walked(records, order, { pos, skip }, m, (k) => equal || target[k]! > maxW);
+  }
+  return count;
 }
 
 /**
- * Plain-TypeScript {@link MaglevBuilder}: same tables as the WASM module, no swap, no limits.
+ * Slots examined in a fill, counted after the fact so the hot loop stays bare: each examined slot
+ * moves a backend one step along its permutation, and no backend walks past its whole permutation
+ * (the table is full first), so backend k examined j_k = (pos_k - offset_k) / skip_k (mod M)
+ * slots — or M when that is 0 although it took turns (a lone backend walks the whole table).
+ */
+function walked(
+  records: Uint32Array,
+  order: readonly number[],
+  walk: { pos: Uint32Array; skip: Uint32Array },
+  m: number,
+  turnsTaken: (k: number) => boolean,
+): number {
+  let total = 0;
+  for (let k = 0; k < order.length; k++) {
+    const offset = records[order[k]! * 3]! % m, p = walk.pos[k]!;
+    const j = ((p >= offset ? p - offset : p + m - offset) * modInverse(walk.skip[k]!, m)) % m;
+    total += j === 0 && turnsTaken(k) ? m : j;
+  }
+  return total;
+}
+
+/**
+ * The plain-TypeScript {@link MaglevBuilder}: same tables as the WASM module, same input checks
+ * ({@link encodeMaglevInput}); fills `out` when it has length `m`.
  *
  * @example
  * ```ts
@@ -172,9 +157,9 @@ export function maglevFill(records: Uint32Array, table: Uint32Array): number {
  * ```
  */
 export class TsMaglevBuilder implements MaglevBuilder {
-  build(backends: readonly MaglevBackend[], m: number): Uint32Array {
+  build(backends: readonly MaglevBackend[], m: number, out?: Uint32Array): Uint32Array {
     const records = encodeMaglevInput(backends, m);
-    const table = new Uint32Array(m);
+    const table = out !== undefined && out.length === m ? out : new Uint32Array(m);
     maglevFill(records, table);
     return table;
   }

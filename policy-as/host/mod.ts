@@ -5,12 +5,17 @@
  *
  * @example Plug the WASM Maglev builder into the controller
  * ```ts ignore
- * import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "./policy-as/host/mod.ts";
+ * import {
+ *   MAGLEV_M_DEFAULT,
+ *   PolicyHost,
+ *   TsMaglevBuilder,
+ *   WasmMaglevBuilder,
+ * } from "./policy-as/host/mod.ts";
  * const host = await PolicyHost.create();
  * const r = await host.swap(await Deno.readFile("policy-as/build/release.wasm"));
  * if (!r.ok) throw new Error(r.error);
  * const maglev = new WasmMaglevBuilder(host, { fallback: new TsMaglevBuilder() });
- * const table = maglev.build([{ key: "10.1.0.1:8080", weight: 1 }], 65537);
+ * const table = maglev.build([{ key: "10.1.0.1:8080", weight: 1 }], MAGLEV_M_DEFAULT);
  * ```
  *
  * @module
@@ -37,13 +42,18 @@ export {
 } from "./flow_hash.ts";
 export { healthStepTs } from "./health_ts.ts";
 export {
+  checkMaglevSize,
+  checkMaglevWeights,
   encodeMaglevInput,
   isPrime,
+  MAGLEV_MAX_VISITS,
+  MAGLEV_WEIGHT_MAX,
   type MaglevBackend,
   type MaglevBuilder,
+  maglevBuildVisits,
   MaglevInputError,
 } from "./maglev_input.ts";
-export { TsMaglevBuilder } from "./maglev_ts.ts";
+export { type MaglevFillStats, TsMaglevBuilder } from "./maglev_ts.ts";
 export { PolicyHost, type PolicyHostOptions, type SwapResult } from "./policy_host.ts";
 export {
   DEFAULT_LIMITS,

@@ -1,6 +1,6 @@
 /**
- * {@link MaglevBuilder} backed by the serving WASM policy module: what the controller plugs in
- * instead of its TypeScript reference. Each call uses whatever module serves at that moment, so
+ * {@link MaglevBuilder} backed by the serving WASM policy module: what the agent plugs into the
+ * controller instead of the TypeScript builder (`maglev_ts.ts`, the fallback). Each call uses whatever module serves at that moment, so
  * a swap takes effect at the next build; every table returned is a fresh copy.
  *
  * @module
@@ -58,12 +58,14 @@ export class WasmMaglevBuilder implements MaglevBuilder {
   }
 
   /**
-   * Same contract as the controller's `MaglevBuilder.build`.
+   * {@link MaglevBuilder.build}; always returns a fresh table (copied out of the module's
+   * memory), so `out` is only passed on to the fallback.
    *
-   * @throws {MaglevInputError} for invalid input (bad M, N > M, bad weight, duplicate key).
+   * @throws {MaglevInputError} for invalid input (bad M, N > M, bad weight, duplicate key,
+   *   weights too uneven for the build budget).
    * @throws {PolicyRejectedError} when the module traps and there is no fallback.
    */
-  build(backends: readonly MaglevBackend[], m: number): Uint32Array {
+  build(backends: readonly MaglevBackend[], m: number, out?: Uint32Array): Uint32Array {
     const records = encodeMaglevInput(backends, m);
     const module = this.#source.current;
     try {
@@ -87,7 +89,7 @@ export class WasmMaglevBuilder implements MaglevBuilder {
         fallback: this.#fallback !== undefined,
       });
       if (!this.#fallback) throw e;
-      return this.#fallback.build(backends, m);
+      return this.#fallback.build(backends, m, out);
     }
   }
 }

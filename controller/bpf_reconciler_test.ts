@@ -1,6 +1,7 @@
 import { assert, assertEquals, mulberry32 } from "./_testing.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { FaultyLBMaps, MemoryLBMaps } from "./lbmaps_memory.ts";
+import type { LBMapsCapacity } from "./lbmaps.ts";
 import { frontendByAddress } from "./lb/frontend.ts";
 import type { BackendInput } from "./lb/writer.ts";
 
@@ -163,94 +164,74 @@ Deno.test("bpf reconciler reuses the Maglev build for frontends of one service w
   await cp.stop();
 });
 
-Deno.test("bpf reconciler: a full service ID space fails only the frontend that needs a new ID, saying which limit", async () => {
-  const mem = new MemoryLBMaps({ capacity: { services: 3 } }); // service IDs 1..2
+/** A started control plane over memory maps of `capacity`, and a frontend's status by address. */
+async function planeWithCapacity(capacity: Partial<LBMapsCapacity>) {
+  const mem = new MemoryLBMaps({ capacity });
   const cp = await createControlPlane(mem, {
     maglevSize: 251,
     retry: { minMs: 1, maxMs: 4, jitter: 0 },
   });
   cp.start();
-  const src = cp.writer.source("k8s");
+  const status = (address: string) =>
+    cp.tables.frontends.get(cp.db.readTxn(), frontendByAddress(address))?.status;
+  return { mem, cp, src: cp.writer.source("k8s"), status };
+}
+
+/** Waits until `ok()` (every 5 ms, at most 1 s); throws with `what()` otherwise. */
+async function until(ok: () => boolean, what: () => string): Promise<void> {
+  for (let i = 0; i < 200 && !ok(); i++) await new Promise((r) => setTimeout(r, 5));
+  if (!ok()) throw new Error(`gave up waiting: ${what()}`);
+}
+
+Deno.test("bpf reconciler: a full service ID space fails only the frontend that needs a new ID, saying which limit", async () => {
+  const { mem, cp, src, status } = await planeWithCapacity({ services: 3 }); // IDs 1..2
   const names = ["ns/a", "ns/b", "ns/c"];
+  const address = (i: number) => `10.0.100.${i + 1}:80/TCP`;
   const txn = cp.writer.txn();
   names.forEach((name, i) => {
-    src.upsertService(txn, { name, frontends: [{ address: `10.0.100.${i + 1}:80/TCP` }] });
+    src.upsertService(txn, { name, frontends: [{ address: address(i) }] });
     src.setBackends(txn, { service: name, backends: [{ address: `10.1.0.${i + 1}:8080/TCP` }] });
   });
   txn.commit();
-  const statuses = () =>
-    names.map((_, i) => {
-      const fe = cp.tables.frontends.get(
-        cp.db.readTxn(),
-        frontendByAddress(`10.0.100.${i + 1}:80/TCP`),
-      );
-      return fe?.status ?? { kind: "pending" as const, error: undefined };
-    });
-  const settled = async (done: number, error: number) => {
-    for (let i = 0; i < 200; i++) {
-      const s = statuses();
-      if (
-        s.filter((x) => x.kind === "done").length === done &&
-        s.filter((x) => x.kind === "error").length === error
-      ) return s;
-      await new Promise((r) => setTimeout(r, 5));
-    }
-    throw new Error(`statuses did not settle: ${JSON.stringify(statuses())}`);
-  };
-  const s = await settled(2, 1);
-  const failed = s.findIndex((x) => x.kind === "error");
+  const kinds = () => names.map((_, i) => status(address(i))?.kind ?? "none");
+  const count = (kind: string) => kinds().filter((k) => k === kind).length;
+  await until(() => count("done") === 2 && count("error") === 1, () => kinds().join());
+  const failed = kinds().indexOf("error");
   assertEquals(
-    s[failed]!.error,
-    `Cannot allocate service ID for "10.0.100.${failed + 1}:80/TCP": the datapath holds 3 ` +
-      `services (--max-services), IDs 1..2 are in use`,
+    status(address(failed))?.error,
+    `Cannot allocate service ID for "${address(failed)}": the datapath holds 3 services ` +
+      `(--max-services), IDs 1..2 are in use`,
   );
   assertEquals(mem.services.size, 2, "the other frontends are in the maps");
   // A service goes away: its ID frees up and the waiting frontend gets it on a retry.
   const del = cp.writer.txn();
   src.deleteService(del, names[(failed + 1) % 3]!);
   del.commit();
-  await settled(2, 0);
+  await until(() => count("done") === 2 && count("error") === 0, () => kinds().join());
   assertEquals(mem.services.size, 2);
   assertEquals(mem.violations, []);
   await cp.stop();
 });
 
 Deno.test("bpf reconciler: out of backend IDs, the frontend fails and no ID leaks", async () => {
-  const mem = new MemoryLBMaps({ capacity: { backends: 3 } }); // backend IDs 1..2
-  const cp = await createControlPlane(mem, {
-    maglevSize: 251,
-    retry: { minMs: 1, maxMs: 4, jitter: 0 },
-  });
-  cp.start();
-  const src = cp.writer.source("k8s");
+  const { mem, cp, src, status } = await planeWithCapacity({ backends: 3 }); // IDs 1..2
+  const fe = "10.0.100.1:80/TCP";
+  const backends = (...ips: string[]) => ips.map((ip) => ({ address: `${ip}:8080/TCP` }));
   const txn = cp.writer.txn();
-  src.upsertService(txn, { name: "ns/a", frontends: [{ address: "10.0.100.1:80/TCP" }] });
-  src.setBackends(txn, {
-    service: "ns/a",
-    backends: ["10.1.0.1", "10.1.0.2", "10.1.0.3"].map((ip) => ({ address: `${ip}:8080/TCP` })),
-  });
+  src.upsertService(txn, { name: "ns/a", frontends: [{ address: fe }] });
+  src.setBackends(txn, { service: "ns/a", backends: backends("10.1.0.1", "10.1.0.2", "10.1.0.3") });
   txn.commit();
-  const status = () =>
-    cp.tables.frontends.get(cp.db.readTxn(), frontendByAddress("10.0.100.1:80/TCP"))?.status;
-  for (let i = 0; i < 200 && status()?.kind !== "error"; i++) {
-    await new Promise((r) => setTimeout(r, 5));
-  }
+  await until(() => status(fe)?.kind === "error", () => JSON.stringify(status(fe)));
   assert(
     /^Cannot allocate backend ID for "10\.1\.0\.\d:8080\/TCP": the datapath holds 3 backends \(--max-backends\), IDs 1\.\.2 are in use$/
-      .test(status()?.error ?? ""),
-    `error status: ${JSON.stringify(status())}`,
+      .test(status(fe)?.error ?? ""),
+    `error status: ${JSON.stringify(status(fe))}`,
   );
   // Down to two backends: it fits, using the IDs the failed attempts did not keep.
   const fix = cp.writer.txn();
-  src.setBackends(fix, {
-    service: "ns/a",
-    backends: ["10.1.0.1", "10.1.0.3"].map((ip) => ({ address: `${ip}:8080/TCP` })),
-  });
+  src.setBackends(fix, { service: "ns/a", backends: backends("10.1.0.1", "10.1.0.3") });
   fix.commit();
-  for (let i = 0; i < 200 && status()?.kind !== "done"; i++) {
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  assertEquals(status()?.kind, "done");
+  await until(() => status(fe)?.kind === "done", () => JSON.stringify(status(fe)));
   assertEquals([...mem.backends.keys()].sort(), [1, 2]);
   assertEquals(mem.violations, []);
   await cp.stop();

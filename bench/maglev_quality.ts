@@ -3,8 +3,10 @@
  * M slots, the imbalance (the busiest backend's slots over the average M/N, and max/min) and the
  * disruption when one backend is removed (the share of the *other* backends' slots that change
  * owner; the removed backend's own slots must move). Plus the build time of the TypeScript
- * builder, the BPF memory of one table, and the slowest accepted weighted input (the build-cost
- * budget of `policy-as/host/maglev_input.ts`). Deterministic: the same keys every run.
+ * builder, the kernel memory of one table (a BPF array stores each u32 slot in 8 bytes:
+ * `memlock` in the map's fdinfo reads M × 8 plus a header), and the slowest accepted weighted
+ * inputs (the build-cost budget of `policy-as/host/maglev_input.ts`) timed in the TypeScript
+ * and the WASM builders. Deterministic: the same keys every run.
  *
  * Flags: `--quick` (N ≤ 100, M ≤ 16,381, 3 removals: seconds). Last line: one JSON object.
  *
@@ -12,13 +14,16 @@
  */
 import { readCommandLineOrExit } from "../lib/args.ts";
 import { benchBackends } from "../policy-as/host/gen_vectors.ts";
-import { slowestAcceptedBackends } from "../policy-as/host/_testing.ts";
+import { readBuiltWasm, slowestAcceptedBackends } from "../policy-as/host/_testing.ts";
 import {
   encodeMaglevInput,
   MAGLEV_MAX_VISITS,
   type MaglevBackend,
 } from "../policy-as/host/maglev_input.ts";
 import { maglevFill, type MaglevFillStats, TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
+import { PolicyModule } from "../policy-as/host/policy_module.ts";
+import { WasmMaglevBuilder } from "../policy-as/host/wasm_maglev_builder.ts";
+import { Registry } from "../lib/metrics.ts";
 
 const { quick } = readCommandLineOrExit(Deno.args, {
   command: "bench:maglev",
@@ -30,6 +35,12 @@ const SIZES = quick ? [1021, 16381] : [1021, 16381, 65537];
 const COUNTS = quick ? [10, 100] : [10, 100, 1000];
 const REMOVALS = quick ? 3 : 20;
 const builder = new TsMaglevBuilder();
+const wasm = new WasmMaglevBuilder(
+  { current: await PolicyModule.load(await readBuiltWasm("release")) },
+  { registry: new Registry() },
+);
+/** Kernel bytes per slot of a BPF array of u32 (values are rounded up to 8 bytes). */
+const BPF_SLOT_BYTES = 8;
 
 /** Slots per backend index (1-based, as the table stores them). */
 function slotCounts(table: Uint32Array, n: number): Uint32Array {
@@ -43,13 +54,18 @@ function median(xs: number[]): number {
   return s[s.length >> 1]!;
 }
 
-function buildMs(backends: readonly MaglevBackend[], m: number, runs: number): number {
+function buildMs(
+  backends: readonly MaglevBackend[],
+  m: number,
+  runs: number,
+  b: TsMaglevBuilder | WasmMaglevBuilder = builder,
+): number {
   const out = new Uint32Array(m);
-  for (let i = 0; i < 3; i++) builder.build(backends, m, out);
+  for (let i = 0; i < 3; i++) b.build(backends, m, out);
   const t: number[] = [];
   for (let i = 0; i < runs; i++) {
     const t0 = performance.now();
-    builder.build(backends, m, out);
+    b.build(backends, m, out);
     t.push(performance.now() - t0);
   }
   return median(t);
@@ -97,7 +113,7 @@ for (const n of COUNTS) {
       disruption_pct: Number((moves.reduce((a, b) => a + b, 0) / moves.length).toFixed(2)),
       disruption_max_pct: Number(Math.max(...moves).toFixed(2)),
       build_ms: Number(buildMs(all, m, m > 20000 ? 15 : 40).toFixed(3)),
-      table_bytes: m * 4,
+      table_bytes: m * BPF_SLOT_BYTES,
     });
   }
 }
@@ -106,7 +122,7 @@ console.log(
   `Maglev quality, equal weights, ${REMOVALS} single removals per row (TypeScript builder)`,
 );
 console.log(
-  `${"N".padStart(5)} ${"M".padStart(7)}  max/avg  max/min  moved% (mean/max)  build ms  table KiB`,
+  `${"N".padStart(5)} ${"M".padStart(7)}  max/avg  max/min  moved% (mean/max)  build ms  BPF KiB`,
 );
 for (const r of rows) {
   console.log(
@@ -117,7 +133,9 @@ for (const r of rows) {
   );
 }
 
-const worst: Array<{ n: number; m: number; heavy: number; visits: number; ms: number }> = [];
+const worst: Array<
+  { n: number; m: number; heavy: number; visits: number; ts_ms: number; wasm_ms: number }
+> = [];
 for (const m of quick ? [16381] : [16381, 65537, 131071]) {
   for (const n of quick ? [1000] : [100, 1000, 10000]) {
     if (n > m) continue;
@@ -130,7 +148,8 @@ for (const m of quick ? [16381] : [16381, 65537, 131071]) {
       m,
       heavy: backends[0]!.weight,
       visits: stats.visits,
-      ms: Number(buildMs(backends, m, 5).toFixed(2)),
+      ts_ms: Number(buildMs(backends, m, 5).toFixed(2)),
+      wasm_ms: Number(buildMs(backends, m, 5, wasm).toFixed(2)),
     });
   }
 }
@@ -140,7 +159,8 @@ console.log(
 );
 for (const w of worst) {
   console.log(
-    `  N=${w.n} M=${w.m} heavy=${w.heavy}: ${w.visits} visits, ${w.ms} ms (TypeScript)`,
+    `  N=${w.n} M=${w.m} heavy=${w.heavy}: ${w.visits} visits, ${w.ts_ms} ms TypeScript, ` +
+      `${w.wasm_ms} ms WASM`,
   );
 }
 console.log(JSON.stringify({ bench: "maglev-quality", quick, rows, worst_accepted: worst }));

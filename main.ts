@@ -21,7 +21,7 @@ interface Command {
 const COMMANDS: Record<string, Command> = {
   demo: {
     summary: "run the virtual-cluster demo in network namespaces (needs root)",
-    load: () => import("./tests/e2e/demo.ts"),
+    load: () => import("./lab/demo.ts"),
   },
   agent: {
     summary: "run an LB node: XDP datapath, control plane from a config file, flow sync via Redis",

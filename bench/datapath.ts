@@ -50,7 +50,7 @@ import {
 } from "../node/bpf/mod.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 import { intOption, readCommandLineOrExit, stringOption } from "../lib/args.ts";
-import { tcpFrame } from "../tests/bpf/_packets.ts";
+import { tcpFrame } from "../lab/packets.ts";
 
 const OPTS = readCommandLineOrExit(Deno.args, {
   command: "bench:datapath",
@@ -227,7 +227,7 @@ class Subject {
     const keys = new Uint8Array(n * FLOW_KEY_SIZE);
     const values = new Uint8Array(n * FLOW_VALUE_SIZE);
     const kv = new DataView(keys.buffer), vv = new DataView(values.buffer);
-    const value = { backend: 0x0a020001 /* 10.2.0.1 */, flags: 0, lastSeenNs: 1 };
+    const value = { backend: 0x0a020001, /* 10.2.0.1 */ flags: 0, lastSeenNs: 1 };
     for (let i = 0; i < n; i++) {
       writeFlowKey(
         kv,

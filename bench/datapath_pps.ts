@@ -48,10 +48,10 @@ import {
 // testRun() always passes an output buffer, which live-frames mode refuses (EINVAL): raw call.
 import { addressOf, bpf } from "../node/bpf/_ffi.ts";
 import { check } from "../node/bpf/errors.ts";
-import { createTopology, type Topology } from "../tests/harness/mod.ts";
+import { createTopology, type Topology } from "../lab/netns.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
+import { udpFrame } from "../lab/packets.ts";
 import { intOption, numberOption, readCommandLineOrExit } from "../lib/args.ts";
-import { udpFrame } from "../tests/bpf/_packets.ts";
 
 const OPTS = readCommandLineOrExit(Deno.args, {
   command: "bench:datapath-pps",

@@ -19,7 +19,7 @@ import {
 } from "../../node/bpf/mod.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { ipv4Text, parseIpv4 } from "../../lib/ipv4.ts";
-import { tcpFrame } from "./_packets.ts";
+import { tcpFrame } from "../../lab/packets.ts";
 
 const SVC = { address: "10.0.100.1", port: 80, protocol: "TCP" as const };
 
@@ -246,6 +246,10 @@ rootTest(
         strictEqual(dp.maps.flows.maxEntries, 100);
         strictEqual((await dp.lbMaps().dump()).services.length, 1);
       }
+      await rejects(
+        () => Datapath.open({ pinDir: null, maxServices: 1 }),
+        /Cannot size the datapath with maxServices 1 \(--max-services\): must be an integer from 2/,
+      );
       await rejects(
         () => Datapath.open({ pinDir, maxServices: 4096 }),
         (e: Error) =>

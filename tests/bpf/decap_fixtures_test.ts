@@ -23,7 +23,7 @@ import {
   synOptions,
   tcpFrame,
   udpFrame,
-} from "./_packets.ts";
+} from "../../lab/packets.ts";
 
 const VIP = "10.0.100.1";
 const CLIENT = "10.0.0.1";

@@ -1,12 +1,12 @@
 /**
  * Fixture table for the LB XDP program through BPF_PROG_TEST_RUN: description, input frame,
  * expected verdict, expected output frame (outer headers, checksums, ports — built independently
- * in _packets.ts from the flow-hash reference), and the one reason counter it must bump.
+ * in lab/packets.ts from the flow-hash reference), and the one reason counter it must bump.
  */
 
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
-import { createTopology } from "../harness/netns.ts";
+import { createTopology } from "../../lab/netns.ts";
 import {
   Datapath,
   FLOW_F_PEER,
@@ -32,7 +32,7 @@ import {
   tcpFrame,
   udp,
   udpFrame,
-} from "./_packets.ts";
+} from "../../lab/packets.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
 const SEED = 0x1234;

@@ -4,18 +4,18 @@
  * log line while the last good config keeps serving.
  */
 import { rootTest } from "../harness/mod.ts";
-import { Cluster } from "./cluster.ts";
+import { agentHttp, Cluster } from "../../lab/mod.ts";
 
 rootTest(
   "agent: /readyz, /metrics from datapath, control plane and flows; bad config keeps the last good one",
   async () => {
     await using cluster = await Cluster.create({ lbNodes: 1, backends: 2 });
-    const ready = await cluster.agentHttp(1, "/readyz");
+    const ready = await agentHttp(cluster, 1, "/readyz");
     if (ready.status !== 200) throw new Error(`/readyz answered ${ready.status}: ${ready.body}`);
 
     const client = await cluster.startClient(10, 1_000);
     await client.waitForLine((l) => l.includes('"msg":"summary"'), { timeoutMs: 20_000 });
-    const metrics = (await cluster.agentHttp(1, "/metrics")).body;
+    const metrics = (await agentHttp(cluster, 1, "/metrics")).body;
     for (const name of ["holdfast_datapath_", "holdfast_lb_frontends", "holdfast_flows_"]) {
       if (!metrics.includes(name)) throw new Error(`/metrics has no ${name}* series`);
     }

@@ -3,7 +3,8 @@
  * node's flow map) so its clients get a clean new choice, and every other flow keeps its backend.
  */
 import { rootTest } from "../harness/mod.ts";
-import { Cluster } from "./cluster.ts";
+import { acceptedBy, backendAddress, Cluster, flowsOf } from "../../lab/mod.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -13,11 +14,12 @@ rootTest(
     await using cluster = await Cluster.create({ lbNodes: 2, backends: 3 });
     const client = await cluster.startClient(60, 6_000);
     await sleep(1_500); // learned and shared
-    const onBe3 = new Set(cluster.acceptedBy(3).map((peer) => Number(peer.split(":")[1])));
-    const gone = "10.3.3.2";
+    const onBe3 = new Set(acceptedBy(cluster, 3).map((peer) => Number(peer.split(":")[1])));
+    const gone = backendAddress(3);
+    const goneU32 = parseIpv4(gone);
     for (const i of [1, 2]) {
-      const flows = cluster.flowsOf(i);
-      if (!flows.some((f) => f.value.backendAddr === gone)) {
+      const flows = flowsOf(cluster, i);
+      if (!flows.some((f) => f.value.backend === goneU32)) {
         throw new Error(`LB node ${i} has no flow to ${gone} before removal: nothing to test`);
       }
     }
@@ -26,7 +28,7 @@ rootTest(
     let left: number[] = [];
     for (let k = 0; k < 50; k++) {
       left = [1, 2].map((i) =>
-        cluster.flowsOf(i).filter((f) => f.value.backendAddr === gone).length
+        flowsOf(cluster, i).filter((f) => f.value.backend === goneU32).length
       );
       if (left.every((n) => n === 0)) break;
       await sleep(100);
@@ -58,7 +60,7 @@ rootTest(
       );
     }
     for (const i of [1, 2]) {
-      const others = cluster.flowsOf(i).filter((f) => f.value.backendAddr !== gone).length;
+      const others = flowsOf(cluster, i).filter((f) => f.value.backend !== goneU32).length;
       if (others === 0) throw new Error(`LB node ${i} lost the flows of the remaining backends`);
     }
   },

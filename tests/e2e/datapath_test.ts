@@ -14,7 +14,8 @@
  */
 
 import { strictEqual } from "node:assert/strict";
-import { createTopology, rootTest, type Topology } from "../harness/mod.ts";
+import { rootTest } from "../harness/mod.ts";
+import { createTopology, type Topology } from "../../lab/mod.ts";
 import {
   attachXdp,
   BpfObject,
@@ -24,7 +25,7 @@ import {
 } from "../../node/bpf/mod.ts";
 import { TsMaglevBuilder } from "../../policy-as/host/maglev_ts.ts";
 
-const PEER = new URL("./_lb_peer.ts", import.meta.url).pathname;
+const PEER = new URL("../../lab/clients/lb_peer.ts", import.meta.url).pathname;
 const VIP = "10.0.100.1";
 const PORT = 80;
 const LBS = [1, 2] as const;
@@ -196,11 +197,15 @@ rootTest("datapath e2e: ECMP over two XDP LB nodes, decap on backends, DSR, MTU"
 
         // everything through lb1 only; and restart lb1's "agent": new object on the pinned maps
         await topo.exec("router", ["ip", "route", "replace", `${VIP}/32`, "via", "10.11.1.2"]);
-        const flowsBefore = lbs[0]!.flows().length;
+        const flowsBefore = [...lbs[0]!.flowTable().entries()].length;
         lbs[0]![Symbol.dispose]();
         lbs[0] = await Datapath.open({ pinDir: pinDirs[0]! });
         lbs[0].attach("eth0", { netns: topo.ns("lb1"), mode: "native" });
-        strictEqual(lbs[0].flows().length >= flowsBefore, true, "flows survive the restart");
+        strictEqual(
+          [...lbs[0].flowTable().entries()].length >= flowsBefore,
+          true,
+          "flows survive the restart",
+        );
         await Deno.writeTextFile(go[0]!, "");
         const p1 = JSON.parse(
           await holder.waitForLine((l) => l.includes('"phase":1'), { timeoutMs: 30_000 }),

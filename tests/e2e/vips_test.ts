@@ -4,7 +4,7 @@
  * the original LB IP is untouched throughout.
  */
 import { rootTest } from "../harness/mod.ts";
-import { Cluster } from "./cluster.ts";
+import { Cluster } from "../../lab/mod.ts";
 
 const EXTRA_VIP = "10.0.100.7";
 

@@ -7,31 +7,12 @@
  *
  * @module
  */
+import { rootMissingReason } from "../../lab/command.ts";
 
 /** True when the environment says this is a CI run. */
 export function inCI(): boolean {
   const value = Deno.env.get("CI") ?? "";
   return value !== "" && value !== "0" && value.toLowerCase() !== "false";
-}
-
-/** Why root-only tests cannot run here, or `null` when they can. */
-export function rootMissingReason(): string | null {
-  if (Deno.build.os !== "linux") return `needs Linux, this is "${Deno.build.os}"`;
-  const uid = Deno.uid();
-  if (uid !== 0) return `needs root (uid 0), running as uid ${uid}`;
-  return null;
-}
-
-/**
- * Throws when root is missing in CI; returns false (test should return early) when missing
- * elsewhere; true when the test may proceed.
- */
-export function requireRoot(): boolean {
-  const reason = rootMissingReason();
-  if (reason === null) return true;
-  if (inCI()) throw new Error(`Cannot run root test in CI: ${reason}`);
-  console.log(`skipping: ${reason}`);
-  return false;
 }
 
 /** Options for {@linkcode rootTest}, passed through to `Deno.test`. */

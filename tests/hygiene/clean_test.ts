@@ -3,13 +3,8 @@
  * namespace and no harness redis-server left by a test process that has finished. In CI, where
  * nothing else runs, no `hf-` namespace may exist at all.
  */
-import {
-  harnessRedisPids,
-  inCI,
-  listHfNamespaces,
-  processAlive,
-  rootTest,
-} from "../harness/mod.ts";
+import { inCI, rootTest } from "../harness/mod.ts";
+import { labRedisPids, listHfNamespaces, processAlive } from "../../lab/mod.ts";
 
 rootTest("hygiene: no hf- namespace left behind by finished test processes", async () => {
   const leftovers: string[] = [];
@@ -21,6 +16,6 @@ rootTest("hygiene: no hf- namespace left behind by finished test processes", asy
 });
 
 Deno.test("hygiene: no redis-server started by tests still runs", async () => {
-  const pids = await harnessRedisPids({ staleOnly: !inCI() });
-  if (pids.length) throw new Error(`harness redis-servers still running: ${pids.join(", ")}`);
+  const pids = await labRedisPids({ staleOnly: !inCI() });
+  if (pids.length) throw new Error(`lab redis-servers still running: ${pids.join(", ")}`);
 });

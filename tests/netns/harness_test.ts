@@ -1,6 +1,7 @@
-import { createTopology, listHfNamespaces, rootTest } from "../harness/mod.ts";
+import { rootTest } from "../harness/mod.ts";
+import { createTopology, listHfNamespaces } from "../../lab/mod.ts";
 
-const ECHO = new URL("../fixtures/tcp_echo.ts", import.meta.url).pathname;
+const ECHO = new URL("../../lab/clients/tcp_echo.ts", import.meta.url).pathname;
 
 rootTest(
   "topology: TCP crosses a router with an ECMP route, and teardown removes every namespace",

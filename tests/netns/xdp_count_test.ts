@@ -6,7 +6,8 @@
  */
 
 import { strictEqual } from "node:assert/strict";
-import { createTopology, rootTest } from "../harness/mod.ts";
+import { rootTest } from "../harness/mod.ts";
+import { createTopology } from "../../lab/netns.ts";
 import {
   attachXdp,
   BpfObject,
@@ -16,7 +17,7 @@ import {
   xdpProgramId,
 } from "../../node/bpf/mod.ts";
 
-const ECHO = new URL("../fixtures/tcp_echo.ts", import.meta.url).pathname;
+const ECHO = new URL("../../lab/clients/tcp_echo.ts", import.meta.url).pathname;
 const CONNECTIONS = 20;
 
 async function rxPackets(

@@ -1,5 +1,5 @@
 import { createClient } from "redis";
-import { harnessRedisPids, startRedis } from "../harness/mod.ts";
+import { labRedisPids, startRedis } from "../../lab/redis_server.ts";
 
 Deno.test("redis: npm:redis stores and reads through the harness's redis-server", async () => {
   let pid: number | null;
@@ -20,7 +20,7 @@ Deno.test("redis: npm:redis stores and reads through the harness's redis-server"
       await client.close();
     }
   }
-  if (pid !== null && (await harnessRedisPids()).includes(pid)) {
+  if (pid !== null && (await labRedisPids()).includes(pid)) {
     throw new Error(`redis-server ${pid} still runs after dispose`);
   }
 });

@@ -1,8 +1,8 @@
 /**
- * Declarative test topologies in network namespaces: hosts, veth links, addresses, routes
+ * Declarative topologies in network namespaces: hosts, veth links, addresses, routes
  * (including ECMP multipath), sysctls; commands and Deno subprocesses run inside a host.
  *
- * Every namespace is named `hf-<pid>-<host>` after the test process that made it, so parallel
+ * Every namespace is named `hf-<pid>-<host>` after the process that made it, so parallel
  * runs never collide and a sweep can tell stale ones (their process is gone) from live ones.
  * `await using topo = await createTopology(spec)` tears everything down when the scope ends:
  * spawned processes first, then the namespaces (which removes their veths).
@@ -19,6 +19,9 @@
  *
  * @module
  */
+
+import { type ExecOptions, type ExecResult, processAlive, run } from "./command.ts";
+import { HostProcess, type SpawnOptions } from "./host_process.ts";
 
 const PREFIX = "hf-";
 
@@ -69,89 +72,6 @@ export interface TopologySpec {
   readonly routes?: readonly RouteSpec[];
 }
 
-/** Result of a finished command. */
-export interface ExecResult {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** Options for running a command in a host. */
-export interface ExecOptions {
-  /** Throw when the exit code is not 0 (default true). */
-  readonly check?: boolean;
-  readonly env?: Record<string, string>;
-  readonly stdin?: string;
-  /** Kill the command after this many milliseconds (default 60,000). */
-  readonly timeoutMs?: number;
-}
-
-/** Options for spawning a long-running process in a host. */
-export interface SpawnOptions {
-  readonly env?: Record<string, string>;
-  /** Where stdout/stderr go: "piped" (default) to read them, "inherit" or "null". */
-  readonly stdout?: "piped" | "inherit" | "null";
-  readonly stderr?: "piped" | "inherit" | "null";
-  readonly stdin?: "piped" | "null";
-}
-
-/** Error raised when a command the harness runs fails. */
-export class CommandError extends Error {
-  constructor(readonly argv: readonly string[], readonly result: ExecResult) {
-    super(
-      `Command failed with exit code ${result.code}: ${JSON.stringify(argv.join(" "))}: ${
-        result.stderr.trim() || result.stdout.trim()
-      }`,
-    );
-    this.name = "CommandError";
-  }
-}
-
-/** Runs a command in the test's own namespace and returns its output. */
-export async function run(argv: readonly string[], options: ExecOptions = {}): Promise<ExecResult> {
-  const [cmd, ...args] = argv;
-  if (cmd === undefined) throw new TypeError("Cannot run an empty command");
-  const child = new Deno.Command(cmd, {
-    args,
-    env: options.env,
-    stdin: options.stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  if (options.stdin !== undefined) {
-    const w = child.stdin.getWriter();
-    await w.write(new TextEncoder().encode(options.stdin));
-    await w.close();
-  }
-  const timeoutMs = options.timeoutMs ?? 60_000;
-  const timer = setTimeout(() => {
-    try {
-      child.kill("SIGKILL");
-    } catch { /* already gone */ }
-  }, timeoutMs);
-  let out: Deno.CommandOutput;
-  try {
-    out = await child.output();
-  } finally {
-    clearTimeout(timer);
-  }
-  const result = {
-    code: out.code,
-    stdout: new TextDecoder().decode(out.stdout),
-    stderr: new TextDecoder().decode(out.stderr),
-  };
-  if ((options.check ?? true) && result.code !== 0) throw new CommandError(argv, result);
-  return result;
-}
-
-/**
- * Whether a process exists. Deno gates /proc behind --allow-all, so this asks `kill -0`.
- */
-export async function processAlive(pid: number): Promise<boolean> {
-  const { code } = await run(["kill", "-0", String(pid)], { check: false });
-  return code === 0;
-}
-
 /** Lists network namespaces whose names start with `hf-`. */
 export async function listHfNamespaces(): Promise<string[]> {
   const { stdout } = await run(["ip", "netns", "list"]);
@@ -183,116 +103,6 @@ async function killNamespaceProcesses(ns: string): Promise<void> {
     try {
       Deno.kill(pid, "SIGKILL");
     } catch { /* gone */ }
-  }
-}
-
-/** A process running inside a host, killed when the topology is torn down. */
-export class HostProcess {
-  #killed = false;
-  /** Lines of stdout seen so far (the newest 10,000), drained continuously so the child never blocks. */
-  readonly lines: string[] = [];
-  #seen = 0;
-  #waiters = new Set<() => void>();
-  #pump: Promise<void> = Promise.resolve();
-
-  constructor(
-    readonly host: string,
-    readonly argv: readonly string[],
-    readonly child: Deno.ChildProcess,
-    piped: boolean,
-  ) {
-    if (piped) this.#pump = this.#readLines();
-  }
-
-  get pid(): number {
-    return this.child.pid;
-  }
-
-  async #readLines(): Promise<void> {
-    let buffer = "";
-    try {
-      for await (const chunk of this.child.stdout.pipeThrough(new TextDecoderStream())) {
-        buffer += chunk;
-        let nl;
-        while ((nl = buffer.indexOf("\n")) >= 0) {
-          this.lines.push(buffer.slice(0, nl));
-          this.#seen++;
-          buffer = buffer.slice(nl + 1);
-          if (this.lines.length > 10_000) this.lines.shift();
-        }
-        for (const wake of this.#waiters) wake();
-      }
-    } catch { /* stream cancelled at stop */ }
-    for (const wake of this.#waiters) wake();
-  }
-
-  /** Sends a signal (default SIGTERM) and waits up to `graceMs` before SIGKILL. */
-  async stop(signal: Deno.Signal = "SIGTERM", graceMs = 2_000): Promise<Deno.CommandStatus> {
-    if (!this.#killed) {
-      this.#killed = true;
-      try {
-        this.child.kill(signal);
-      } catch { /* already exited */ }
-    }
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const killLater = new Promise<void>((resolve) => {
-      timer = setTimeout(() => {
-        try {
-          this.child.kill("SIGKILL");
-        } catch { /* exited */ }
-        resolve();
-      }, graceMs);
-    });
-    const status = await Promise.race([this.child.status, killLater.then(() => this.child.status)]);
-    clearTimeout(timer);
-    await this.#pump;
-    try {
-      const stderr = this.child.stderr;
-      if (!stderr.locked) await stderr.cancel();
-    } catch { /* not piped */ }
-    return status;
-  }
-
-  /**
-   * Resolves with the first stdout line (from `fromLine` on, default the start) matching
-   * `predicate`; rejects after `timeoutMs` or when the process closes its stdout.
-   */
-  async waitForLine(
-    predicate: (line: string) => boolean,
-    options: { timeoutMs?: number; fromLine?: number } = {},
-  ): Promise<string> {
-    const timeoutMs = options.timeoutMs ?? 15_000;
-    const deadline = Date.now() + timeoutMs;
-    let index = options.fromLine ?? 0;
-    let closed = false;
-    this.#pump.then(() => closed = true);
-    while (Date.now() < deadline) {
-      const offset = this.#seen - this.lines.length;
-      for (; index < this.#seen; index++) {
-        const line = this.lines[index - offset];
-        if (line !== undefined && predicate(line)) return line;
-      }
-      if (closed) break;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, Math.max(1, deadline - Date.now()));
-        function done() {
-          clearTimeout(timer);
-          resolve();
-        }
-        this.#waiters.add(done);
-      });
-      this.#waiters.clear();
-    }
-    throw new Error(
-      `${closed ? "Output closed" : `Timed out after ${timeoutMs} ms`} waiting for a line from ${
-        JSON.stringify(this.argv.join(" "))
-      } in host "${this.host}"; last lines: ${JSON.stringify(this.lines.slice(-5))}`,
-    );
-  }
-
-  /** Number of stdout lines seen so far; pass as `fromLine` to wait only for newer ones. */
-  get lineCount(): number {
-    return this.#seen;
   }
 }
 

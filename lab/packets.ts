@@ -1,10 +1,11 @@
-import { ipv4Bytes } from "../../lib/ipv4.ts";
 /**
- * Packet bytes for BPF fixtures, built field by field (checksums computed here, independently of
- * the BPF code under test).
+ * Frame builders: Ethernet, IPv4, TCP, UDP and encapsulated packets built field by field, with
+ * checksums computed here, independently of the BPF code they are fed to (the BPF fixtures and
+ * the datapath benches).
  *
  * @module
  */
+import { ipv4Bytes } from "../lib/ipv4.ts";
 
 /** Internet checksum (RFC 1071) of bytes, optionally starting from a partial sum. */
 export function inetChecksum(bytes: Uint8Array, initial = 0): number {

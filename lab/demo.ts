@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { requireRoot } from "../harness/mod.ts";
+import { rootMissingReason } from "./command.ts";
 import { Cluster } from "./cluster.ts";
 
 function say(msg: string, fields: Record<string, unknown> = {}): void {
@@ -63,7 +63,11 @@ async function story(flowSync: boolean, connections: number, verbose: boolean) {
 
 /** Runs the demo; returns an exit code (0 when Holdfast kept every connection). */
 export async function main(args: string[]): Promise<number> {
-  if (!requireRoot()) return 1;
+  const missing = rootMissingReason();
+  if (missing !== null) {
+    console.error(`Cannot run the demo: it ${missing} (network namespaces and BPF)`);
+    return 1;
+  }
   const verbose = args.includes("--verbose");
   const at = args.indexOf("--connections");
   const connections = at >= 0 ? Number(args[at + 1]) : 40;

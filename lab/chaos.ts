@@ -2,12 +2,15 @@
  * The chaos scenarios of the stateful load balancer: real long-lived TCP connections (data every
  * 100 ms) through a virtual cluster while LB nodes die, join, restart, backends are added and
  * Redis restarts. Each scenario runs twice: with flow sharing (Holdfast) and without (Maglev
- * only, as Cilium or Katran without shared state) — the baseline.
+ * only, as Cilium or Katran without shared state) — the baseline. Every step checks that it
+ * really happened (`chaos_steps.ts`), so a scenario that disturbed nothing cannot pass.
  *
- * `deno task chaos` prints one JSON line per run and, last, one JSON object with the totals.
+ * `deno task chaos [SCENARIO…]` prints one JSON line per run (with any failed check) and, last,
+ * one JSON object with the totals; it exits 1 when Holdfast lost a connection or a check failed.
  *
  * @module
  */
+import { type Check, Disturbances } from "./chaos_steps.ts";
 import { Cluster } from "./cluster.ts";
 
 /** What one run of a scenario measured. */
@@ -18,6 +21,8 @@ export interface RunResult {
   readonly survived: number;
   readonly max_stall_ms: number;
   readonly deaths: ReadonlyArray<{ port: number; reason: string }>;
+  /** Evidence that each disturbance happened; every `ok` must be true. */
+  readonly checks: readonly Check[];
 }
 
 /** A scenario: cluster shape and what happens while connections are held. */
@@ -26,12 +31,17 @@ export interface Scenario {
   readonly description: string;
   readonly lbNodes: number;
   readonly backends: number;
-  readonly chaos: (cluster: Cluster) => Promise<void>;
+  /**
+   * The baseline must lose connections here: backends change (Maglev now disagrees for ~40 % of
+   * flows) and then ECMP moves flows between LB nodes, which without shared state pick anew.
+   */
+  readonly baselineLoses?: boolean;
+  readonly chaos: (disturb: Disturbances) => Promise<void>;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The five scenarios of the stateful-flows issue. */
+/** The scenarios: the five of the stateful-flows issue and an LB node that comes back. */
 export const SCENARIOS: readonly Scenario[] = [
   {
     name: "lb-node-dies",
@@ -40,6 +50,17 @@ export const SCENARIOS: readonly Scenario[] = [
     backends: 3,
     chaos: async (c) => {
       await c.killLbNode(1);
+    },
+  },
+  {
+    name: "lb-node-returns",
+    description: "LB node 1 of 3 dies, then comes back: its agent restores flows before ready",
+    lbNodes: 3,
+    backends: 3,
+    chaos: async (c) => {
+      await c.killLbNode(1);
+      await sleep(1_000); // its flows move to lb2 and lb3
+      await c.addLbNode(1);
     },
   },
   {
@@ -56,6 +77,7 @@ export const SCENARIOS: readonly Scenario[] = [
     description: "2 backends added to 3, then LB node 1 dies and LB node 4 joins",
     lbNodes: 3,
     backends: 3,
+    baselineLoses: true,
     chaos: async (c) => {
       await c.addBackend(4);
       await c.addBackend(5);
@@ -81,8 +103,9 @@ export const SCENARIOS: readonly Scenario[] = [
       "Redis is killed and started empty during traffic; then backends scale 3 → 5 and LB node 3 joins, restoring from the refilled Redis",
     lbNodes: 2,
     backends: 3,
+    baselineLoses: true,
     chaos: async (c) => {
-      await c.redis.restart();
+      await c.restartRedis();
       await sleep(1_500); // agents notice the empty store and write their flows again
       await c.addBackend(4);
       await c.addBackend(5);
@@ -115,10 +138,12 @@ export async function runScenario(
   });
   const client = await cluster.startClient(options.connections ?? 60, options.durationMs ?? 8_000);
   await sleep(1_500); // flows learned and shared before anything changes
-  await scenario.chaos(cluster);
+  const disturb = new Disturbances(cluster);
+  await scenario.chaos(disturb);
   const line = await client.waitForLine((l) => l.includes('"msg":"summary"'), {
     timeoutMs: (options.durationMs ?? 8_000) + 20_000,
   });
+  await disturb.settle();
   const summary = JSON.parse(line);
   return {
     scenario: scenario.name,
@@ -127,6 +152,7 @@ export async function runScenario(
     survived: summary.survived,
     max_stall_ms: summary.max_stall_ms,
     deaths: summary.deaths,
+    checks: disturb.checks,
   };
 }
 
@@ -140,7 +166,10 @@ export async function main(args: string[]): Promise<number> {
     for (const mode of ["holdfast", "baseline"] as const) {
       const r = await runScenario(scenario, mode, { verbose });
       results.push(r);
-      console.log(JSON.stringify({ ...r, deaths: r.deaths.length }));
+      const failed = r.checks.filter((c) => !c.ok);
+      console.log(
+        JSON.stringify({ ...r, deaths: r.deaths.length, checks: r.checks.length, failed }),
+      );
     }
   }
   const ours = results.filter((r) => r.mode === "holdfast");
@@ -154,8 +183,11 @@ export async function main(args: string[]): Promise<number> {
     baseline_survived: sum(base, "survived"),
     baseline_max_stall_ms: Math.max(0, ...base.map((r) => r.max_stall_ms)),
     scenarios: ours.length,
+    checks: results.reduce((a, r) => a + r.checks.length, 0),
+    failed_checks: results.reduce((a, r) => a + r.checks.filter((c) => !c.ok).length, 0),
   }));
-  return sum(ours, "connections") === sum(ours, "survived") ? 0 : 1;
+  const checked = results.every((r) => r.checks.every((c) => c.ok));
+  return checked && sum(ours, "connections") === sum(ours, "survived") ? 0 : 1;
 }
 
 if (import.meta.main) Deno.exit(await main(Deno.args));

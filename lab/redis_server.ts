@@ -1,9 +1,7 @@
-import { processAlive, run } from "./netns.ts";
-
 /**
- * A throwaway `redis-server` for tests: free loopback port, no persistence, its own temp dir
- * (`/tmp/hf-redis-<pid>-*`), stopped and removed when disposed. Restartable on the same port, to
- * test what happens while Redis is away.
+ * A throwaway `redis-server` for the lab, tests and benches: free loopback port (or inside a
+ * namespace), no persistence, its own temp dir (`/tmp/hf-redis-<pid>-*`), stopped and removed when
+ * disposed. Restartable on the same port, to show what happens while Redis is away.
  *
  * @example
  * ```ts ignore
@@ -13,6 +11,7 @@ import { processAlive, run } from "./netns.ts";
  *
  * @module
  */
+import { processAlive, run } from "./command.ts";
 
 /** An ACL user to create at start: `user NAME on >PASSWORD` plus the given rules. */
 export interface RedisAclUser {
@@ -31,7 +30,7 @@ export interface StartRedisOptions {
   readonly readyTimeoutMs?: number;
   /**
    * Run inside this network namespace (e.g. `topo.ns("ctl")`), listening on `bind`, so agents in
-   * other test namespaces reach it over the test network. Default: the caller's, on 127.0.0.1.
+   * other lab namespaces reach it over the lab network. Default: the caller's, on 127.0.0.1.
    */
   readonly netns?: string;
   /** Address to listen on (default 127.0.0.1). */
@@ -40,7 +39,7 @@ export interface StartRedisOptions {
   readonly port?: number;
 }
 
-/** A running test redis-server. */
+/** A running throwaway redis-server. */
 export class RedisServer implements AsyncDisposable {
   #child: Deno.ChildProcess | null = null;
 
@@ -111,6 +110,11 @@ export class RedisServer implements AsyncDisposable {
     } catch { /* consumed */ }
   }
 
+  /** Runs one `redis-cli` command against this server (from its namespace) and returns stdout. */
+  async cli(...args: string[]): Promise<string> {
+    return (await run(cliArgv(this, args), { timeoutMs: 5_000 })).stdout;
+  }
+
   /** Stop, then start again on the same port. */
   async restart(): Promise<void> {
     await this.stop();
@@ -143,16 +147,7 @@ async function waitForPing(
   const deadline = Date.now() + timeoutMs;
   let exited = false;
   child.status.then(() => exited = true);
-  const where = server.options.netns ? ["ip", "netns", "exec", server.options.netns] : [];
-  const ping = [
-    ...where,
-    "redis-cli",
-    "-h",
-    server.options.bind ?? "127.0.0.1",
-    "-p",
-    String(server.port),
-    "ping",
-  ];
+  const ping = cliArgv(server, ["ping"]);
   let last = "";
   while (Date.now() < deadline) {
     if (exited) {
@@ -167,6 +162,14 @@ async function waitForPing(
   throw new Error(
     `redis-server on ${server.url} did not answer PING within ${timeoutMs} ms: ${last}`,
   );
+}
+
+/** `redis-cli` argv for one command to `server`, run inside its namespace when it has one. */
+function cliArgv(server: RedisServer, args: readonly string[]): string[] {
+  const where = server.options.netns ? ["ip", "netns", "exec", server.options.netns] : [];
+  const to = ["-h", server.options.bind ?? "127.0.0.1", "-p", String(server.port)];
+  const auth = server.options.password ? ["--no-auth-warning", "-a", server.options.password] : [];
+  return [...where, "redis-cli", ...to, ...auth, ...args];
 }
 
 /** Starts a throwaway redis-server. Dispose it to stop it and remove its directory. */
@@ -184,11 +187,11 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
 }
 
 /**
- * PIDs of redis-servers started by this harness and still running, found through the pidfiles
+ * PIDs of redis-servers started by the lab and still running, found through the pidfiles
  * in their `/tmp/hf-redis-<creator pid>-*` dirs (Deno gates /proc behind --allow-all).
- * With `staleOnly`, only those whose creating test process is gone.
+ * With `staleOnly`, only those whose creating process is gone.
  */
-export async function harnessRedisPids(options: { staleOnly?: boolean } = {}): Promise<number[]> {
+export async function labRedisPids(options: { staleOnly?: boolean } = {}): Promise<number[]> {
   const pids: number[] = [];
   const tmp = Deno.env.get("TMPDIR") ?? "/tmp";
   for (const entry of Deno.readDirSync(tmp)) {
@@ -211,9 +214,9 @@ async function isRedisServer(pid: number): Promise<boolean> {
   return code === 0 && stdout.trim() === "redis-server";
 }
 
-/** Kills redis-servers left behind by test processes that no longer run; removes their dirs. */
+/** Kills redis-servers left behind by processes that no longer run; removes their dirs. */
 export async function sweepStaleRedis(): Promise<number[]> {
-  const pids = await harnessRedisPids({ staleOnly: true });
+  const pids = await labRedisPids({ staleOnly: true });
   for (const pid of pids) {
     try {
       Deno.kill(pid, "SIGKILL");

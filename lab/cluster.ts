@@ -1,5 +1,6 @@
 /**
- * A virtual Holdfast cluster in network namespaces, shared by the demo and the chaos tests.
+ * A virtual Holdfast cluster in network namespaces, shared by the demo, the chaos scenarios and
+ * the end-to-end tests. This file changes the cluster; `cluster_probe.ts` reads what it does.
  *
  * ```
  *                         ┌─ l1 ── lb1 (XDP LB + agent) ─┐
@@ -18,32 +19,26 @@
  *
  * @module
  */
-import {
-  createTopology,
-  type HostProcess,
-  type RedisServer,
-  run as runRoot,
-  startRedis,
-  type Topology,
-} from "../harness/mod.ts";
+import { run as runRoot } from "./command.ts";
+import type { HostProcess } from "./host_process.ts";
+import { createTopology, type Topology } from "./netns.ts";
+import { type RedisServer, startRedis } from "./redis_server.ts";
+import { attachXdp, BpfObject, DecapDatapath, DEFAULT_OBJECT_DIR } from "../node/bpf/mod.ts";
 
-import {
-  attachXdp,
-  BpfMap,
-  BpfObject,
-  DecapDatapath,
-  decodeFlowKey,
-  decodeFlowValue,
-  DEFAULT_OBJECT_DIR,
-  type FlowKey,
-  type FlowValue,
-} from "../../node/bpf/mod.ts";
-
-const ROOT = new URL("../../", import.meta.url).pathname;
 const ENCAP_PORT = 6080;
-const MAIN = `${ROOT}main.ts`;
-const ECHO = `${ROOT}tests/fixtures/tcp_echo.ts`;
-const HOLD = `${ROOT}tests/fixtures/hold_client.ts`;
+const MAIN = new URL("../main.ts", import.meta.url).pathname;
+const ECHO = new URL("./clients/tcp_echo.ts", import.meta.url).pathname;
+const HOLD = new URL("./clients/hold_client.ts", import.meta.url).pathname;
+
+/** LB node i's address on its link to the router: the router's next hop for it. */
+export function lbAddress(i: number): string {
+  return `10.2.${i}.2`;
+}
+
+/** Backend j's address (its echo server listens on the VIP; packets are encapsulated to this). */
+export function backendAddress(j: number): string {
+  return `10.3.${j}.2`;
+}
 
 /** Options of a virtual cluster. */
 export interface ClusterOptions {
@@ -151,7 +146,7 @@ export class Cluster implements AsyncDisposable {
         flowKeyMode: "five-tuple",
         frontends: [{ address: `${this.vip}:${this.port}/TCP`, portName: "http" }],
         backends: [...this.backends.keys()].sort((a, b) => a - b).map((j) => ({
-          address: `10.3.${j}.2:${this.port}/TCP`,
+          address: `${backendAddress(j)}:${this.port}/TCP`,
           portName: "http",
         })),
       }],
@@ -171,7 +166,7 @@ export class Cluster implements AsyncDisposable {
     });
     await this.topo.addLink({
       a: { host: "router", ifname: `b${j}`, address: `10.3.${j}.1/24` },
-      b: { host, ifname: "eth0", address: `10.3.${j}.2/24` },
+      b: { host, ifname: "eth0", address: `${backendAddress(j)}/24` },
     });
     await this.topo.addRoute({ host, to: "default", via: `10.3.${j}.1` });
     // The backend side of the datapath: strip the outer headers of packets for a local VIP,
@@ -202,44 +197,10 @@ export class Cluster implements AsyncDisposable {
     if (options.stopServer ?? true) await server.stop("SIGKILL");
   }
 
-  /** Client addresses (`ip:port`) backend j accepted so far, from its server's log. */
-  acceptedBy(j: number): string[] {
-    const server = this.backends.get(j);
-    if (!server) throw new Error(`No backend ${j}`);
-    return server.lines.filter((l) => l.includes('"accepted"')).map((l) =>
-      JSON.parse(l).peer as string
-    );
-  }
-
-  /** GET `path` from LB node i's agent (its listen address, inside the node's namespace). */
-  async agentHttp(i: number, path: string): Promise<{ status: number; body: string }> {
-    const node = this.lbNodes.get(i);
-    if (!node) throw new Error(`No LB node ${i}`);
-    const code =
-      `const r = await fetch("http://127.0.0.1:9470${path}"); console.log(JSON.stringify({status: r.status, body: await r.text()}));`;
-    const out = await this.topo.exec(node.host, [
-      Deno.execPath(),
-      "eval",
-      "--quiet",
-      "--no-prompt",
-      "--allow-net=127.0.0.1:9470",
-      code,
-    ]);
-    return JSON.parse(out.stdout.trim().split("\n").at(-1)!);
-  }
-
-  /** LB node i's flow map as the datapath holds it (read through its pinned map). */
-  flowsOf(i: number): Array<{ key: FlowKey; value: FlowValue }> {
-    using map = BpfMap.fromPinned(`${this.bpffs(i)}/hf_flows`);
-    const { keys, values, count } = map.lookupBatch();
-    const out: Array<{ key: FlowKey; value: FlowValue }> = [];
-    for (let k = 0; k < count; k++) {
-      out.push({ key: decodeFlowKey(keys, k * 16), value: decodeFlowValue(values, k * 16) });
-    }
-    return out;
-  }
-
-  /** Starts LB node i (creating its namespace and link the first time) and puts it in the ECMP route. */
+  /**
+   * Starts LB node i — creating its namespace and link the first time, bringing a killed one back
+   * — and puts it in the ECMP route once its agent is ready.
+   */
   async addLbNode(i: number): Promise<void> {
     const host = `lb${i}`;
     if (!this.lbNodes.has(i)) {
@@ -247,9 +208,8 @@ export class Cluster implements AsyncDisposable {
       await this.topo.addLink({
         // TX checksum offload off where TCP enters the XDP veth (FINDINGS: XDP_TX drops partial sums).
         a: { host: "router", ifname: `l${i}`, address: `10.2.${i}.1/24`, txChecksumOff: true },
-        b: { host, ifname: "eth0", address: `10.2.${i}.2/24` },
+        b: { host, ifname: "eth0", address: `${lbAddress(i)}/24` },
       });
-      await this.topo.addRoute({ host, to: "default", via: `10.2.${i}.1` });
       // XDP_TX on a veth delivers only if the peer has a native XDP program (FINDINGS).
       this.#pass ??= BpfObject.open(`${DEFAULT_OBJECT_DIR}/xdp_pass.o`);
       attachXdp(this.#pass.program("hf_xdp_pass"), `l${i}`, { netns: this.topo.ns("router") });
@@ -262,6 +222,9 @@ export class Cluster implements AsyncDisposable {
     }
     const node = this.lbNodes.get(i)!;
     await this.topo.setLink(host, "eth0", true);
+    // Setting the link down (killLbNode) deleted the routes through it: without the default
+    // route a returning node's agent cannot reach Redis and never becomes ready.
+    await this.topo.addRoute({ host, to: "default", via: `10.2.${i}.1` });
     await this.startAgent(i);
     node.inRoute = true;
     await this.updateRoute();
@@ -283,7 +246,7 @@ export class Cluster implements AsyncDisposable {
       "--attach",
       "eth0",
       "--src-addr",
-      `10.2.${i}.2`,
+      lbAddress(i),
       "--encap-port",
       String(ENCAP_PORT),
       "--config",
@@ -346,9 +309,7 @@ export class Cluster implements AsyncDisposable {
 
   /** Rewrites the router's route to the VIP over the LB nodes that are in service. */
   async updateRoute(): Promise<void> {
-    const vias = [...this.lbNodes.values()].filter((n) => n.inRoute).map((n) =>
-      `10.2.${n.index}.2`
-    );
+    const vias = [...this.lbNodes.values()].filter((n) => n.inRoute).map((n) => lbAddress(n.index));
     if (vias.length === 0) {
       await this.topo.exec("router", ["ip", "route", "del", `${this.vip}/32`], { check: false });
     } else {

@@ -1,13 +1,14 @@
 /**
- * Removes what crashed earlier test runs left behind: `hf-` namespaces and redis-servers whose
- * creating process is gone. Run at the start of `scripts/test.sh`.
+ * Removes what crashed earlier lab runs (tests, demo, chaos, benches) left behind: `hf-`
+ * namespaces, redis-servers and cluster directories whose creating process is gone. Run at the
+ * start of `scripts/test.sh`, or as `deno task sweep`.
  *
  * @module
  */
+import { processAlive } from "./command.ts";
 import { sweepStaleNamespaces } from "./netns.ts";
-import { sweepStaleRedis } from "./redis.ts";
-import { processAlive } from "./netns.ts";
-import { unmountUnder } from "../e2e/cluster.ts";
+import { sweepStaleRedis } from "./redis_server.ts";
+import { unmountUnder } from "./cluster.ts";
 
 /** Removes `/tmp/hf-cluster-<pid>-*` dirs (and their bpffs mounts) of dead processes. */
 async function sweepStaleClusters(): Promise<string[]> {
@@ -30,7 +31,7 @@ if (import.meta.main) {
   console.log(
     JSON.stringify({
       level: "info",
-      msg: "swept stale test resources",
+      msg: "swept stale lab resources",
       namespaces,
       redis_pids: redis,
       clusters,

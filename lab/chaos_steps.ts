@@ -1,0 +1,203 @@
+/**
+ * The disturbances of the chaos scenarios, each followed by checks that it really happened: a
+ * chaos step that silently did nothing would otherwise pass as "every connection survived".
+ *
+ * The evidence comes from where an operator would look: the router's route (next hops), the
+ * agents' processes, logs, `/metrics` and pinned maps, the services file, Redis's `INFO`.
+ *
+ * @module
+ */
+import { processAlive } from "./command.ts";
+import { backendAddress, type Cluster, lbAddress } from "./cluster.ts";
+import { backendsOf, configuredBackends, forwardedBy, routeVias } from "./cluster_probe.ts";
+
+/** One piece of evidence that a disturbance happened as described. */
+export interface Check {
+  /** What should be true, e.g. `lb1 withdrawn from the router's route`. */
+  readonly what: string;
+  readonly ok: boolean;
+  /** What was seen. */
+  readonly seen: string;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Disturbs a virtual cluster and records, for each step, whether it happened. */
+export class Disturbances {
+  /** Checks recorded so far, in order; complete after {@linkcode settle}. */
+  readonly checks: Check[] = [];
+  readonly #later: Array<() => Promise<void>> = [];
+  readonly #killedPids = new Map<number, number>();
+
+  constructor(readonly cluster: Cluster) {}
+
+  /** LB node i dies: link down, agent killed; checks the route and the process. */
+  async killLbNode(i: number): Promise<void> {
+    const pid = this.#agentPid(i);
+    await this.cluster.killLbNode(i);
+    const vias = await routeVias(this.cluster);
+    this.#check(
+      `lb${i} withdrawn from the router's route`,
+      !vias.includes(lbAddress(i)),
+      `next hops ${JSON.stringify(vias)}`,
+    );
+    await this.#checkDead(i, pid);
+  }
+
+  /**
+   * LB node i joins (or returns): checks that the router sends to it, that with flow sharing its
+   * agent restored stored flows before reporting ready, and (at {@linkcode settle}) that its
+   * datapath forwarded packets afterwards.
+   */
+  async addLbNode(i: number): Promise<void> {
+    const returning = this.cluster.lbNodes.has(i);
+    const oldPid = this.#killedPids.get(i);
+    await this.cluster.addLbNode(i);
+    const vias = await routeVias(this.cluster);
+    this.#check(
+      `lb${i} in the router's route`,
+      vias.includes(lbAddress(i)),
+      `next hops ${JSON.stringify(vias)}`,
+    );
+    if (returning) this.#checkNewProcess(i, oldPid);
+    this.#checkRestoredBeforeReady(i);
+    const before = await forwardedBy(this.cluster, i);
+    this.#later.push(async () => {
+      const after = await forwardedBy(this.cluster, i);
+      this.#check(
+        `lb${i} forwards packets after joining`,
+        after > before,
+        `${before} → ${after} packets`,
+      );
+    });
+  }
+
+  /** Backend j joins the service: checks the services file and every live agent's backend map. */
+  async addBackend(j: number): Promise<void> {
+    await this.cluster.addBackend(j);
+    const address = backendAddress(j);
+    const configured = await configuredBackends(this.cluster);
+    this.#check(
+      `be${j} in the services file`,
+      configured.includes(address),
+      JSON.stringify(configured),
+    );
+    for (const [i, node] of this.cluster.lbNodes) {
+      if (!node.agent) continue;
+      let mapped: string[] = [];
+      for (let k = 0; k < 50; k++) { // the agents poll the file: bounded wait, 5 s
+        mapped = backendsOf(this.cluster, i);
+        if (mapped.includes(address)) break;
+        await sleep(100);
+      }
+      this.#check(
+        `be${j} in lb${i}'s backend map`,
+        mapped.includes(address),
+        JSON.stringify(mapped),
+      );
+    }
+  }
+
+  /** The agent of LB node i is killed (the datapath stays); checks the process is gone. */
+  async killAgent(i: number): Promise<void> {
+    const pid = this.#agentPid(i);
+    await this.cluster.killAgent(i);
+    await this.#checkDead(i, pid);
+  }
+
+  /** The agent of LB node i starts again; checks it is a new process that restored its flows. */
+  async startAgent(i: number): Promise<void> {
+    await this.cluster.startAgent(i);
+    this.#checkNewProcess(i, this.#killedPids.get(i));
+    this.#checkRestoredBeforeReady(i);
+  }
+
+  /**
+   * Redis is killed and started again: checks it is a new process that loaded no key, that it
+   * held flows before (with flow sharing), and (at {@linkcode settle}) that every live agent
+   * noticed the empty store.
+   */
+  async restartRedis(): Promise<void> {
+    const redis = this.cluster.redis;
+    const runIdBefore = info(await redis.cli("info", "server"), "run_id");
+    const keysBefore = Number((await redis.cli("dbsize")).trim());
+    if (this.cluster.flowSync) {
+      this.#check("Redis held flows before the restart", keysBefore > 0, `${keysBefore} keys`);
+    }
+    await redis.restart();
+    const runIdAfter = info(await redis.cli("info", "server"), "run_id");
+    const loaded = info(await redis.cli("info", "persistence"), "rdb_last_load_keys_loaded");
+    this.#check(
+      "Redis restarted as a new process",
+      runIdAfter !== "" && runIdAfter !== runIdBefore,
+      `run_id ${runIdBefore} → ${runIdAfter}`,
+    );
+    this.#check("Redis restarted empty", loaded === "0", `keys loaded at start: ${loaded}`);
+    if (!this.cluster.flowSync) return;
+    const from = new Map([...this.cluster.lbNodes].map(([i, n]) => [i, n.agent?.lineCount ?? 0]));
+    this.#later.push(async () => {
+      for (const [i, node] of this.cluster.lbNodes) {
+        if (!node.agent || !from.has(i)) continue;
+        const noticed = await node.agent.waitForLine(
+          (l) => l.includes('"msg":"flow store restarted empty'),
+          { fromLine: from.get(i), timeoutMs: 1_000 },
+        ).then(() => true, () => false);
+        this.#check(
+          `lb${i}'s agent noticed the empty store`,
+          noticed,
+          noticed ? "logged" : "no log",
+        );
+      }
+    });
+  }
+
+  /** Runs the checks that need time to pass (call once the traffic is over). */
+  async settle(): Promise<void> {
+    for (const check of this.#later.splice(0)) await check();
+  }
+
+  #check(what: string, ok: boolean, seen: string): void {
+    this.checks.push({ what, ok, seen });
+  }
+
+  #agentPid(i: number): number | undefined {
+    return this.cluster.lbNodes.get(i)?.agent?.pid;
+  }
+
+  async #checkDead(i: number, pid: number | undefined): Promise<void> {
+    const alive = pid !== undefined && await processAlive(pid);
+    this.#check(`lb${i}'s agent process killed`, pid !== undefined && !alive, `pid ${pid}`);
+    if (pid !== undefined) this.#killedPids.set(i, pid);
+  }
+
+  #checkNewProcess(i: number, oldPid: number | undefined): void {
+    const pid = this.#agentPid(i);
+    this.#check(
+      `lb${i}'s agent is a new process`,
+      pid !== undefined && oldPid !== undefined && pid !== oldPid,
+      `pid ${oldPid} → ${pid}`,
+    );
+  }
+
+  /** With flow sharing, the agent's log has "flows restored" for the VIP before "ready". */
+  #checkRestoredBeforeReady(i: number): void {
+    if (!this.cluster.flowSync) return;
+    const lines = this.cluster.lbNodes.get(i)?.agent?.lines ?? [];
+    const ready = lines.findIndex((l) => l.includes('"msg":"ready"'));
+    const restored = lines.slice(0, Math.max(ready, 0)).find((l) =>
+      l.includes('"msg":"flows restored"') && l.includes(`"vip":"${this.cluster.vip}"`)
+    );
+    const stored = restored ? Number(JSON.parse(restored).stored) : 0;
+    this.#check(
+      `lb${i}'s agent restored stored flows before ready`,
+      ready >= 0 && stored > 0,
+      restored ?? `no "flows restored" line before ready (ready at line ${ready})`,
+    );
+  }
+}
+
+/** One field of `redis-cli info` output (`name:value` lines). */
+function info(text: string, name: string): string {
+  const line = text.split("\n").find((l) => l.startsWith(`${name}:`));
+  return line?.slice(name.length + 1).trim() ?? "";
+}

@@ -1,0 +1,121 @@
+/**
+ * Reading what a virtual {@linkcode Cluster} is doing, from the places an operator would look: the
+ * router's route, each LB node's agent (HTTP, log, pinned maps), the backends' accept logs, Redis.
+ * The chaos scenarios use these to show that each disturbance really happened.
+ *
+ * @module
+ */
+import type { Cluster } from "./cluster.ts";
+import {
+  BpfMap,
+  decodeBackendValue,
+  FLOW_KEY_SIZE,
+  FLOW_VALUE_SIZE,
+  type FlowEntry,
+  readFlowKey,
+  readFlowValue,
+} from "../node/bpf/mod.ts";
+
+/** The agents' HTTP port (node/agent.ts's default listen address). */
+const AGENT_PORT = 9470;
+
+/** Client addresses (`ip:port`) backend j accepted so far, from its server's log. */
+export function acceptedBy(cluster: Cluster, j: number): string[] {
+  const server = cluster.backends.get(j);
+  if (!server) throw new Error(`No backend ${j} in the cluster`);
+  return server.lines.filter((l) => l.includes('"accepted"')).map((l) =>
+    JSON.parse(l).peer as string
+  );
+}
+
+/** GET `path` from LB node i's agent (its listen address, inside the node's namespace). */
+export async function agentHttp(
+  cluster: Cluster,
+  i: number,
+  path: string,
+): Promise<{ status: number; body: string }> {
+  const code = `const r = await fetch("http://127.0.0.1:${AGENT_PORT}${path}"); ` +
+    `console.log(JSON.stringify({status: r.status, body: await r.text()}));`;
+  const out = await cluster.topo.exec(lbHost(cluster, i), [
+    Deno.execPath(),
+    "eval",
+    "--quiet",
+    "--no-prompt",
+    `--allow-net=127.0.0.1:${AGENT_PORT}`,
+    code,
+  ]);
+  return JSON.parse(out.stdout.trim().split("\n").at(-1)!);
+}
+
+/**
+ * Packets LB node i's datapath has sent on to a backend so far (`tx_new` + `tx_hit` from its
+ * agent's `/metrics`): the counters live in pinned maps, so they survive agent restarts.
+ */
+export async function forwardedBy(cluster: Cluster, i: number): Promise<number> {
+  const { status, body } = await agentHttp(cluster, i, "/metrics");
+  if (status !== 200) throw new Error(`LB node ${i}'s /metrics answered ${status}: ${body}`);
+  let total = 0;
+  for (const line of body.split("\n")) {
+    const m = /^holdfast_datapath_packets_total\{reason="tx_(?:new|hit)"\} (\d+)/.exec(line);
+    if (m) total += Number(m[1]);
+  }
+  return total;
+}
+
+/** LB node i's flow map as the datapath holds it (read through its pinned map). */
+export function flowsOf(cluster: Cluster, i: number): FlowEntry[] {
+  using map = BpfMap.fromPinned(`${cluster.bpffs(lbIndex(cluster, i))}/hf_flows`);
+  const { keys, values, count } = map.lookupBatch();
+  const keyView = new DataView(keys.buffer, keys.byteOffset, keys.byteLength);
+  const valueView = new DataView(values.buffer, values.byteOffset, values.byteLength);
+  const out: FlowEntry[] = [];
+  for (let k = 0; k < count; k++) {
+    out.push({
+      key: readFlowKey(keyView, k * FLOW_KEY_SIZE),
+      value: readFlowValue(valueView, k * FLOW_VALUE_SIZE),
+    });
+  }
+  return out;
+}
+
+/** Backend addresses in LB node i's backend map (what its datapath can encapsulate to). */
+export function backendsOf(cluster: Cluster, i: number): string[] {
+  using map = BpfMap.fromPinned(`${cluster.bpffs(lbIndex(cluster, i))}/hf_backends`);
+  const { values, count } = map.lookupBatch();
+  const size = values.length / Math.max(count, 1);
+  const out = new Set<string>();
+  for (let k = 0; k < count; k++) {
+    const { address } = decodeBackendValue(values.subarray(k * size, (k + 1) * size));
+    if (address !== "0.0.0.0") out.add(address);
+  }
+  return [...out].sort();
+}
+
+/** Backend addresses in the services file every agent follows. */
+export async function configuredBackends(cluster: Cluster): Promise<string[]> {
+  const config = JSON.parse(await Deno.readTextFile(cluster.configPath)) as {
+    services: Array<{ backends: Array<{ address: string }> }>;
+  };
+  return config.services.flatMap((s) => s.backends.map((b) => b.address.split(":")[0]!)).sort();
+}
+
+/** The router's next hops for the VIP (the LB nodes ECMP sends to), e.g. `["10.2.1.2"]`. */
+export async function routeVias(cluster: Cluster): Promise<string[]> {
+  const { stdout } = await cluster.topo.exec("router", ["ip", "-j", "route", "show", cluster.vip]);
+  const routes = JSON.parse(stdout || "[]") as Array<
+    { gateway?: string; nexthops?: Array<{ gateway?: string }> }
+  >;
+  return routes.flatMap((r) => r.nexthops?.map((n) => n.gateway ?? "") ?? [r.gateway ?? ""])
+    .filter((g) => g !== "").sort();
+}
+
+function lbIndex(cluster: Cluster, i: number): number {
+  if (!cluster.lbNodes.has(i)) throw new Error(`No LB node ${i} in the cluster`);
+  return i;
+}
+
+function lbHost(cluster: Cluster, i: number): string {
+  const node = cluster.lbNodes.get(i);
+  if (!node) throw new Error(`No LB node ${i} in the cluster`);
+  return node.host;
+}

@@ -4,12 +4,14 @@
  * TCP connections exchanging data every 100 ms. While they run, two backends are added and LB
  * node 1 is killed, then LB node 4 joins. Holdfast keeps every connection. Then the same story
  * with flow sharing off (Maglev only, what a stateless ECMP load balancer does) for comparison.
+ * Each change is checked to have happened (route, processes, backend maps: `chaos_steps.ts`).
  *
  * Flags: `--verbose` shows every agent's log lines; `--connections N`.
  *
  * @module
  */
 import { rootMissingReason } from "./command.ts";
+import { Disturbances } from "./chaos_steps.ts";
 import { Cluster } from "./cluster.ts";
 
 function say(msg: string, fields: Record<string, unknown> = {}): void {
@@ -40,28 +42,47 @@ async function story(flowSync: boolean, connections: number, verbose: boolean) {
   const client = await cluster.startClient(connections, 10_000);
   say(`${connections} connections open, each exchanging a message every 100 ms`);
   await sleep(1_500);
+  const disturb = new Disturbances(cluster); // each step checks that it happened
   say("scaling backends 3 → 5 (the Maglev table changes on every LB node)");
-  await cluster.addBackend(4);
-  await cluster.addBackend(5);
+  await disturb.addBackend(4);
+  await disturb.addBackend(5);
   await sleep(500);
   say("killing LB node lb1: link down, agent killed, router withdraws it");
-  await cluster.killLbNode(1);
+  await disturb.killLbNode(1);
   await sleep(1_000);
   say("LB node lb4 joins the ECMP group");
-  await cluster.addLbNode(4);
+  await disturb.addLbNode(4);
   const line = await client.waitForLine((l) => l.includes('"msg":"summary"'), {
     timeoutMs: 40_000,
   });
+  await disturb.settle();
+  const failed = disturb.checks.filter((c) => !c.ok);
+  say(
+    `${
+      disturb.checks.length - failed.length
+    } of ${disturb.checks.length} checks saw the changes happen`,
+    {
+      failed,
+    },
+  );
   const summary = JSON.parse(line);
   say(`${mode}: ${summary.survived} of ${summary.connections} connections survived`, {
     connections: summary.connections,
     survived: summary.survived,
     max_stall_ms: summary.max_stall_ms,
   });
-  return summary as { connections: number; survived: number; max_stall_ms: number };
+  return { ...summary, checked: failed.length === 0 } as {
+    connections: number;
+    survived: number;
+    max_stall_ms: number;
+    checked: boolean;
+  };
 }
 
-/** Runs the demo; returns an exit code (0 when Holdfast kept every connection). */
+/**
+ * Runs the demo; returns an exit code: 0 when Holdfast kept every connection and every change was
+ * seen to happen in both stories.
+ */
 export async function main(args: string[]): Promise<number> {
   const missing = rootMissingReason();
   if (missing !== null) {
@@ -78,7 +99,7 @@ export async function main(args: string[]): Promise<number> {
       `${ours.survived}/${ours.connections} survived, longest stall ${ours.max_stall_ms} ms`,
     maglev_only: `${base.survived}/${base.connections} survived`,
   });
-  return ours.survived === ours.connections ? 0 : 1;
+  return ours.survived === ours.connections && ours.checked && base.checked ? 0 : 1;
 }
 
 if (import.meta.main) Deno.exit(await main(Deno.args));

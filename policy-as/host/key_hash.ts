@@ -90,18 +90,11 @@ export function murmur3String(key: string, seed: number): number {
   return finalize(h, len);
 }
 
-const cache = new Map<string, readonly [number, number]>();
-const CACHE_MAX = 1 << 16;
-
 /**
- * The two Maglev key hashes of a backend key: `[offsetHash, skipHash]`. Memoized (up to 65,536
- * keys, then the memo starts over): the controller rebuilds tables from mostly the same keys.
+ * The two Maglev key hashes of a backend key: `[offsetHash, skipHash]`. Not memoized: hashing an
+ * ASCII key is cheaper than a map lookup of it, and a memo retained ~550 bytes per service in the
+ * control-plane benchmark.
  */
 export function backendKeyHashes(key: string): readonly [number, number] {
-  const hit = cache.get(key);
-  if (hit) return hit;
-  const hashes = [murmur3String(key, KEY_SEED_OFFSET), murmur3String(key, KEY_SEED_SKIP)] as const;
-  if (cache.size >= CACHE_MAX) cache.clear();
-  cache.set(key, hashes);
-  return hashes;
+  return [murmur3String(key, KEY_SEED_OFFSET), murmur3String(key, KEY_SEED_SKIP)];
 }

@@ -7,7 +7,7 @@
  * @module
  */
 import { MAGLEV_M_MAX, MAGLEV_M_MIN } from "./abi.ts";
-import { backendKeyHashes } from "./key_hash.ts";
+import { backendKeyHashes, KEY_SEED_OFFSET, KEY_SEED_SKIP, murmur3String } from "./key_hash.ts";
 
 /** One backend of a Maglev build: a stable key (same on every LB node) and a weight. */
 export interface MaglevBackend {
@@ -155,9 +155,13 @@ export function checkMaglevWeights(weights: ArrayLike<number>, m: number): void 
  * Checks a build's inputs and encodes them as the ABI's records: `3 * n` u32 of
  * `{keyHash1, keyHash2, weight}` in input order.
  *
+ * Two backends with one key are not looked for here: the fill meets them anyway (adjacent after
+ * sorting by hash) and the builder then reports them with {@link duplicateKeyError}, so the
+ * common case pays no set of keys.
+ *
  * @throws {MaglevInputError} when M is not a prime in 251..131071, N > M, a weight is not an
- *   integer in 0..65535, two backends share a key, or the weights are so uneven that the build
- *   would exceed {@link MAGLEV_MAX_VISITS} ({@link checkMaglevWeights}).
+ *   integer in 0..65535, or the weights are so uneven that the build would exceed
+ *   {@link MAGLEV_MAX_VISITS} ({@link checkMaglevWeights}).
  */
 export function encodeMaglevInput(backends: readonly MaglevBackend[], m: number): Uint32Array {
   checkMaglevSize(m);
@@ -167,7 +171,6 @@ export function encodeMaglevInput(backends: readonly MaglevBackend[], m: number)
     );
   }
   const records = new Uint32Array(backends.length * 3);
-  const seen = new Set<string>();
   let max = 0, min = MAGLEV_WEIGHT_MAX;
   for (let i = 0; i < backends.length; i++) {
     const b = backends[i]!;
@@ -177,13 +180,8 @@ export function encodeMaglevInput(backends: readonly MaglevBackend[], m: number)
           `expected an integer 0..${MAGLEV_WEIGHT_MAX}`,
       );
     }
-    if (seen.has(b.key)) {
-      throw new MaglevInputError(`Cannot build Maglev table: backend key "${b.key}" appears twice`);
-    }
-    seen.add(b.key);
-    const [h1, h2] = backendKeyHashes(b.key);
-    records[i * 3] = h1;
-    records[i * 3 + 1] = h2;
+    records[i * 3] = murmur3String(b.key, KEY_SEED_OFFSET);
+    records[i * 3 + 1] = murmur3String(b.key, KEY_SEED_SKIP);
     records[i * 3 + 2] = b.weight;
     if (b.weight > max) max = b.weight;
     if (b.weight > 0 && b.weight < min) min = b.weight;
@@ -193,4 +191,29 @@ export function encodeMaglevInput(backends: readonly MaglevBackend[], m: number)
     checkMaglevWeights(backends.map((b) => b.weight), m);
   }
   return records;
+}
+
+/**
+ * The error for a build that met two backends with the same key hashes: names the key that
+ * appears twice (or the two keys whose hashes collide). Called only after a build failed so.
+ */
+export function duplicateKeyError(backends: readonly MaglevBackend[]): MaglevInputError {
+  const byHash = new Map<string, string>();
+  for (const b of backends) {
+    if (b.weight === 0) continue;
+    const h = backendKeyHashes(b.key).join(":");
+    const other = byHash.get(h);
+    if (other === b.key) {
+      return new MaglevInputError(
+        `Cannot build Maglev table: backend key "${b.key}" appears twice`,
+      );
+    }
+    if (other !== undefined) {
+      return new MaglevInputError(
+        `Cannot build Maglev table: backend keys "${other}" and "${b.key}" have the same hashes`,
+      );
+    }
+    byHash.set(h, b.key);
+  }
+  return new MaglevInputError("Cannot build Maglev table: two backends have the same key hash");
 }

@@ -16,7 +16,13 @@
  *
  * @module
  */
-import { encodeMaglevInput, type MaglevBackend, type MaglevBuilder } from "./maglev_input.ts";
+import {
+  duplicateKeyError,
+  encodeMaglevInput,
+  type MaglevBackend,
+  type MaglevBuilder,
+  MaglevInputError,
+} from "./maglev_input.ts";
 
 /** Work counters of one fill, for tests that bound the cost without timing it. */
 export interface MaglevFillStats {
@@ -42,7 +48,7 @@ export function modInverse(a: number, m: number): number {
  * `{keyHash1, keyHash2, weight}`, {@link encodeMaglevInput}). Returns the number of backends
  * used (weight > 0). `stats`, if given, receives the work counters.
  *
- * @throws {RangeError} when two backends share a key hash.
+ * @throws {MaglevInputError} when two backends of weight > 0 share their key hashes.
  */
 export function maglevFill(
   records: Uint32Array,
@@ -82,7 +88,7 @@ export function maglevFill(
     if (k > 0) {
       const p = order[k - 1]!;
       if (records[p * 3] === h1 && records[p * 3 + 1] === h2) {
-        throw new RangeError(
+        throw new MaglevInputError(
           `Cannot build Maglev table: backends #${p} and #${i} have the same key hash`,
         );
       }
@@ -160,7 +166,12 @@ export class TsMaglevBuilder implements MaglevBuilder {
   build(backends: readonly MaglevBackend[], m: number, out?: Uint32Array): Uint32Array {
     const records = encodeMaglevInput(backends, m);
     const table = out !== undefined && out.length === m ? out : new Uint32Array(m);
-    maglevFill(records, table);
+    try {
+      maglevFill(records, table);
+    } catch (e) {
+      if (e instanceof MaglevInputError) throw duplicateKeyError(backends);
+      throw e;
+    }
     return table;
   }
 }

@@ -144,6 +144,19 @@ Deno.test("table sizes: prime in 251..131071, with messages that say which rule"
   expectInputError(() => checkMaglevSize(1021.5), "M=1021.5");
 });
 
+Deno.test("a key given twice is named in the error (found by the fill, not a set of keys)", () => {
+  expectInputError(
+    () =>
+      builder.build(
+        [{ key: "a", weight: 1 }, { key: "b", weight: 1 }, { key: "a", weight: 2 }],
+        251,
+      ),
+    'backend key "a" appears twice',
+  );
+  // Weight 0 keeps a backend out of the table, so its key cannot collide.
+  builder.build([{ key: "a", weight: 1 }, { key: "a", weight: 0 }], 251);
+});
+
 Deno.test("modular inverse and primality helpers", () => {
   for (const m of [251, 65537, 131071]) {
     if (!isPrime(m)) throw new Error(`${m} is prime`);

@@ -7,7 +7,14 @@
  */
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import { type Counter, type Registry, registry as rootRegistry } from "../../lib/metrics.ts";
-import { encodeMaglevInput, type MaglevBackend, type MaglevBuilder } from "./maglev_input.ts";
+import { MAGLEV_ERRORS } from "./abi.ts";
+import {
+  duplicateKeyError,
+  encodeMaglevInput,
+  type MaglevBackend,
+  type MaglevBuilder,
+  MaglevInputError,
+} from "./maglev_input.ts";
 import type { PolicyModule } from "./policy_module.ts";
 import { PolicyRejectedError } from "./policy_module.ts";
 
@@ -81,6 +88,9 @@ export class WasmMaglevBuilder implements MaglevBuilder {
       }
       return result.table;
     } catch (e) {
+      if (e instanceof MaglevInputError && e.message.endsWith(MAGLEV_ERRORS[-5]!)) {
+        throw duplicateKeyError(backends);
+      }
       if (!(e instanceof PolicyRejectedError)) throw e;
       this.#failures.inc();
       this.#log.error("maglev build failed in policy module", {

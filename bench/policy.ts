@@ -1,8 +1,8 @@
 /**
  * Policy benchmark (`deno task bench:policy`): the Maglev table build, M = 65,537 and N = 1,000,
- * in the WASM policy module and in the same algorithm written in plain TypeScript
- * (`policy-as/host/maglev_ts.ts`, identical tables), in the same run and interleaved so both see
- * the same machine noise; then the flow hash in ns per call.
+ * in the WASM policy module and in the TypeScript builder (`policy-as/host/maglev_ts.ts`: the
+ * plain populate walk, identical tables), in the same run and interleaved so both see the same
+ * machine noise; then the flow hash in ns per call.
  *
  * - core: pre-hashed backend records → a fresh table the caller owns (WASM: copy the records
  *   in, build, copy the table out; TypeScript: allocate the table, fill it).

@@ -27,6 +27,7 @@
 
 import { setImmediate } from "node:timers";
 import { FlowSyncAgent } from "../node/flows/agent.ts";
+import { flush } from "../node/flows/_testing.ts";
 import type { FlowEntry, FlowEvent } from "../node/bpf/flow.ts";
 import { type FlowTable, MemoryFlowTable } from "../node/flows/table.ts";
 import { connectRedisStore } from "../node/flows/redis_store.ts";
@@ -35,7 +36,7 @@ import { vipKeys } from "../node/flows/schema.ts";
 import { createClient } from "redis";
 import { Registry } from "../lib/metrics.ts";
 import { readCommandLineOrExit } from "../lib/args.ts";
-import { startRedis } from "../tests/harness/redis.ts";
+import { startRedis } from "../lab/redis_server.ts";
 
 const OPTIONS = {
   command: "bench:flows",
@@ -50,6 +51,16 @@ const QUICK = import.meta.main &&
 const N = Number(Deno.env.get("FLOWS_BENCH_N") ?? (QUICK ? 10_000 : 1_000_000));
 const VIP = "10.0.100.1";
 const VIP_ADDR = 0x0a006401;
+const PROP_VIP = "10.0.100.2"; // apart from the restore's LB IP
+
+/** The services the benchmark's flows belong to (flows from Redis are checked against it). */
+const SERVICES = {
+  services: [VIP, PROP_VIP].map((vip, i) => ({
+    name: `bench/web${i}`,
+    frontends: [{ address: `${vip}:80/TCP` }],
+    backends: ["10.0.1.2", "10.0.1.3", "10.0.1.4"].map((b) => ({ address: `${b}:8080/TCP` })),
+  })),
+};
 
 async function redisBenchmark(port: number): Promise<number> {
   const out = await new Deno.Command("redis-benchmark", {
@@ -105,6 +116,7 @@ async function agentWrite(url: string, evs: FlowEvent[], node: string): Promise<
   const store = connectRedisStore({ url });
   const agent = new FlowSyncAgent(new MemoryFlowTable(), store, {
     node,
+    services: SERVICES,
     vips: [VIP],
     batchSize: Number(Deno.env.get("FLOWS_BENCH_BATCH") ?? 2000),
     maxInFlight: Number(Deno.env.get("FLOWS_BENCH_INFLIGHT") ?? 4),
@@ -119,7 +131,7 @@ async function agentWrite(url: string, evs: FlowEvent[], node: string): Promise<
     for (let j = i; j < end; j++) agent.learn(evs[j]!);
     await new Promise((r) => setImmediate(r));
   }
-  await agent.flush();
+  await flush(agent);
   const s = (performance.now() - t0) / 1000;
   if (agent.queued !== 0 || agent.dropped !== 0) {
     throw new Error(`write incomplete: ${agent.queued} queued, ${agent.dropped} dropped`);
@@ -130,7 +142,6 @@ async function agentWrite(url: string, evs: FlowEvent[], node: string): Promise<
 }
 
 const PROP_RATE = Number(Deno.env.get("FLOWS_BENCH_PROP_RATE") ?? 20_000);
-const PROP_VIP = "10.0.100.2"; // apart from the restore's LB IP
 
 /**
  * End-to-end latency at a steady rate: agent A learns flows (1,000 every 50 ms for 2 s), agent
@@ -158,11 +169,13 @@ async function propagation(url: string): Promise<{
   const storeB = connectRedisStore({ url });
   const a = new FlowSyncAgent(new MemoryFlowTable(), storeA, {
     node: "prop-a",
+    services: SERVICES,
     vips: [PROP_VIP],
     registry: new Registry(),
   });
   const b = new FlowSyncAgent(new Recording(), storeB, {
     node: "prop-b",
+    services: SERVICES,
     vips: [PROP_VIP],
     registry: new Registry(),
     readBlockMs: 200,
@@ -259,6 +272,7 @@ async function main(): Promise<void> {
   const store = connectRedisStore({ url: redis.url });
   const agent = new FlowSyncAgent(target.table, store, {
     node: "bench-restore",
+    services: SERVICES,
     vips: [VIP],
     registry: new Registry(),
   });

@@ -13,11 +13,34 @@ import {
   type RedisStoreOptions,
 } from "../../node/flows/redis_store.ts";
 import { Registry } from "../../lib/metrics.ts";
-import type { RedisServer } from "../harness/redis.ts";
+import type { RedisServer } from "../../lab/redis_server.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
 /** The LB IP the tests use unless they say otherwise. */
 export const VIP = "10.0.100.1";
+
+/** A second LB IP. */
+export const VIP2 = "10.0.100.2";
+
+/**
+ * The services config the test agents check flows from Redis against: {@link VIP} and
+ * {@link VIP2} on 80/TCP and 443/TCP, served by 10.0.1.1–20 and 10.0.2.1–20 (`backends`).
+ */
+export function services(
+  backends: readonly string[] = [...range("10.0.1.", 20), ...range("10.0.2.", 20)],
+) {
+  return {
+    services: [VIP, VIP2].map((vip, i) => ({
+      name: `default/web${i}`,
+      frontends: [{ address: `${vip}:80/TCP` }, { address: `${vip}:443/TCP` }],
+      backends: backends.map((b) => ({ address: `${b}:8080/TCP` })),
+    })),
+  };
+}
+
+function range(prefix: string, n: number): string[] {
+  return Array.from({ length: n }, (_, i) => `${prefix}${i + 1}`);
+}
 
 /** Polls `cond` every 10 ms until it holds; throws after `ms`. */
 export async function until(
@@ -78,6 +101,7 @@ export async function node(
     readBlockMs: 100,
     flushIntervalMs: 2,
     registry,
+    services: services(),
     ...agentOptions,
   });
   if (start) await agent.start();

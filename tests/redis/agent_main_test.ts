@@ -3,6 +3,7 @@
  * in-memory datapath: ready signalling, /readyz, /metrics, peer flows, clean stop.
  * Run: `deno test -P=redis tests/redis/agent_main_test.ts`.
  */
+import { flush } from "../../node/flows/_testing.ts";
 import { main } from "../../node/agent.ts";
 import { FlowSyncAgent } from "../../node/flows/agent.ts";
 import { makeFlowKey } from "../../node/bpf/flow.ts";
@@ -10,8 +11,8 @@ import { MemoryFlowTable } from "../../node/flows/table.ts";
 import { connectRedisStore } from "../../node/flows/redis_store.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
-import { freePort, startRedis } from "../harness/redis.ts";
-import { until, VIP } from "./_flow_nodes.ts";
+import { freePort, startRedis } from "../../lab/redis_server.ts";
+import { services, until, VIP } from "./_flow_nodes.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
 async function get(url: string): Promise<{ status: number; text: string }> {
@@ -33,6 +34,7 @@ Deno.test("agent subcommand: restores, reports ready, serves /readyz and /metric
   const peerTable = new MemoryFlowTable();
   const peer = new FlowSyncAgent(peerTable, peerStore, {
     node: "lb-a",
+    services: services(),
     vips: [VIP],
     registry: new Registry(),
     readBlockMs: 100,
@@ -40,7 +42,7 @@ Deno.test("agent subcommand: restores, reports ready, serves /readyz and /metric
   await peer.start();
   const key = makeFlowKey({ saddr: "10.0.0.1", daddr: VIP, sport: 40000, dport: 80, proto: 6 });
   peer.learn({ key, backend: parseIpv4("10.0.1.2"), serviceId: 1, tsNs: 0 });
-  await peer.flush();
+  await flush(peer);
 
   const port = freePort();
   const dir = await Deno.makeTempDir({ prefix: "hf-agent-test-" });

@@ -2,10 +2,11 @@
  * Flow sync against a real redis-server: two agents with in-memory flow tables share one Redis.
  * Run: `deno test -P=redis tests/redis/`.
  */
+import { flush } from "../../node/flows/_testing.ts";
 import { connectRedisStore } from "../../node/flows/redis_store.ts";
 import { purgeBackendFlows } from "../../node/flows/purge.ts";
 import { captureLogs } from "../../lib/log.ts";
-import { startRedis } from "../harness/redis.ts";
+import { startRedis } from "../../lab/redis_server.ts";
 import { datapathLearns, event, node, until, VIP } from "./_flow_nodes.ts";
 import { flowField } from "../../node/flows/field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
@@ -45,7 +46,7 @@ Deno.test("redis: an agent restores every flow of its LB IPs before it is ready"
   await using redis = await startRedis();
   await using a = await node("lb-a", redis, { batchSize: 2000 });
   for (let i = 0; i < 20_000; i++) datapathLearns(a, event(0x0b000000 + i, 1234, "10.0.1.3"));
-  await a.agent.flush();
+  await flush(a.agent);
   await using b = await node("lb-b", redis, { start: false });
   assertEquals(b.table.size, 0, "empty before start");
   await b.agent.start();
@@ -58,7 +59,7 @@ Deno.test("redis: an agent restores every flow of its LB IPs before it is ready"
   await new Promise((r) => setTimeout(r, 300));
   assert(!ready, "not ready while Redis is down");
   await redis.start();
-  await a.agent.flush();
+  await flush(a.agent);
   await until("c ready", () => ready, 10_000);
   await started;
   // Redis came back empty; A rewrote its flows (it noticed the restart) — C has them.
@@ -74,7 +75,7 @@ Deno.test("redis: purging a backend removes its flows everywhere and keeps the o
     datapathLearns(a, event(0x0c000000 + i, 1, i % 2 ? "10.0.1.2" : "10.0.1.3"));
   }
   await until("B has all", () => b.table.size === 100);
-  const n = await purgeBackendFlows(VIP, "10.0.1.2", { store: a.store });
+  const n = await purgeBackendFlows(`${VIP}:80/TCP`, "10.0.1.2", { store: a.store });
   assertEquals(n, 50, "purged count");
   await until("both maps purged", () => a.table.size === 50 && b.table.size === 50);
   for (const e of b.table.entries()) assertEquals(e.value.backend, parseIpv4("10.0.1.3"), "kept");
@@ -156,7 +157,7 @@ Deno.test("redis: an ACL user with least privilege works; wrong password is repo
   });
   datapathLearns(a, event("10.0.0.9", 9, "10.0.1.2"));
   await until("B has it", () => b.table.size === 1);
-  await purgeBackendFlows(VIP, "10.0.1.2", { store: a.store });
+  await purgeBackendFlows(`${VIP}:80/TCP`, "10.0.1.2", { store: a.store });
   await until("purged", () => b.table.size === 0);
   const bad = connectRedisStore({ url: `redis://holdfast:wrong@127.0.0.1:${redis.port}` });
   try {

@@ -9,10 +9,9 @@ import { MemoryFlowTable } from "../../node/flows/table.ts";
 import { connectRedisStore } from "../../node/flows/redis_store.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
-import { freePort } from "../harness/redis.ts";
+import { freePort } from "../../lab/redis_server.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-
-const VIP = "10.0.100.1";
+import { services, VIP } from "./_flow_nodes.ts";
 const TLS_DIR = new URL("./testdata/tls/", import.meta.url).pathname;
 
 /** A redis-server serving TLS only, stopped on dispose. */
@@ -87,6 +86,7 @@ Deno.test("redis tls: agents sync flows over rediss:// verified with a CA; a wro
   const storeB = connectRedisStore({ url: `redis://127.0.0.1:${redis.port}`, tls: { ca } });
   const a = new FlowSyncAgent(new MemoryFlowTable(), storeA, {
     node: "lb-a",
+    services: services(),
     vips: [VIP],
     registry: new Registry(),
     readBlockMs: 100,
@@ -94,6 +94,7 @@ Deno.test("redis tls: agents sync flows over rediss:// verified with a CA; a wro
   const tableB = new MemoryFlowTable();
   const b = new FlowSyncAgent(tableB, storeB, {
     node: "lb-b",
+    services: services(),
     vips: [VIP],
     registry: new Registry(),
     readBlockMs: 100,

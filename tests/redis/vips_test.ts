@@ -2,12 +2,11 @@
  * LB IPs followed live (`FlowSyncAgent.setVips`) against a real redis-server: two agents with
  * in-memory flow tables share one Redis. Run: `deno test -P=redis tests/redis/vips_test.ts`.
  */
+import { flush } from "../../node/flows/_testing.ts";
 import { captureLogs } from "../../lib/log.ts";
-import { startRedis } from "../harness/redis.ts";
-import { datapathLearns, event, node, until, VIP } from "./_flow_nodes.ts";
+import { startRedis } from "../../lab/redis_server.ts";
+import { datapathLearns, event, node, until, VIP, VIP2 } from "./_flow_nodes.ts";
 import { flowField } from "../../node/flows/field.ts";
-
-const VIP2 = "10.0.100.2";
 
 function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(msg);
@@ -22,7 +21,7 @@ Deno.test("redis: an LB IP added to two running agents is restored and shared, r
   await using c = await node("lb-c", redis, { vips: [VIP2] });
   const stored = event("10.1.0.1", 1000, "10.0.2.1", VIP2);
   datapathLearns(c, stored);
-  await c.agent.flush();
+  await flush(c.agent);
 
   // Config reload on both: VIP2 added while running (and while B's XREAD is blocked).
   await Promise.all([a.agent.setVips([VIP, VIP2]), b.agent.setVips([VIP, VIP2])]);

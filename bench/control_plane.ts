@@ -21,8 +21,8 @@ import v8 from "node:v8";
 import { createControlPlane } from "../controller/control_plane.ts";
 import { hostPort } from "../controller/lb/address.ts";
 import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
-import { type MaglevBuilder, referenceMaglev } from "../controller/maglev.ts";
-import { PolicyHost, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
+import type { MaglevBuilder } from "../policy-as/host/maglev_input.ts";
+import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import {
   convertEndpointSlice,
   convertService,
@@ -67,20 +67,23 @@ function readOptions(args: readonly string[]) {
   });
 }
 
+const tsMaglev = new TsMaglevBuilder();
+
 /**
  * The Maglev builder the pipeline (and the plain-Maps baseline) uses: `ts` (default) is the
- * controller's TypeScript reference; `wasm` is what the LB agent runs (`node/agent.ts`: the
- * policy module's WASM builder with the TypeScript one as fallback). Same tables either way.
+ * controller's default, the TypeScript builder; `wasm` is what the LB agent runs
+ * (`node/agent.ts`: the policy module's WASM builder with the TypeScript one as fallback). Same
+ * tables either way.
  */
 async function maglevBuilder(kind: string): Promise<MaglevBuilder> {
-  if (kind === "ts") return referenceMaglev;
+  if (kind === "ts") return tsMaglev;
   if (kind !== "wasm") throw new Error(`Unknown --maglev-builder "${kind}": expected wasm or ts`);
   const host = await PolicyHost.create();
   const swap = await host.swap(
     await Deno.readFile(new URL("../policy-as/build/release.wasm", import.meta.url)),
   );
   if (!swap.ok) throw new Error(`Policy module rejected: ${JSON.stringify(swap)}`);
-  return new WasmMaglevBuilder(host, { fallback: referenceMaglev });
+  return new WasmMaglevBuilder(host, { fallback: tsMaglev });
 }
 
 const gcFn = (globalThis as { gc?: () => void }).gc;
@@ -140,7 +143,7 @@ void ip;
 /** The builder, timed: the pipeline reports how much of its time Maglev takes. */
 const timedMaglev = {
   ms: 0,
-  inner: referenceMaglev as MaglevBuilder,
+  inner: tsMaglev as MaglevBuilder,
   build(backends: readonly { key: string; weight: number }[], m: number, out?: Uint32Array) {
     const t = performance.now();
     const table = this.inner.build(backends, m, out);

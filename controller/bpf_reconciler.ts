@@ -20,12 +20,9 @@ import { selectBackends } from "./lb/select.ts";
 import { serviceByName } from "./lb/service.ts";
 import type { LBTables } from "./lb/tables.ts";
 import type { LBMaps, ServiceKey } from "./lbmaps.ts";
-import {
-  checkMaglevSize,
-  DEFAULT_MAGLEV_SIZE,
-  type MaglevBuilder,
-  referenceMaglev,
-} from "./maglev.ts";
+import { MAGLEV_M_DEFAULT } from "../policy-as/host/abi.ts";
+import { checkMaglevSize, type MaglevBuilder } from "../policy-as/host/maglev_input.ts";
+import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 import type { Operations } from "./reconciler/mod.ts";
 import type { ReadTxn } from "./statedb/mod.ts";
 
@@ -59,7 +56,7 @@ export interface BPFMetrics {
 export interface LBMapsOpsOptions {
   /** Maglev builder (default: the TypeScript reference; the policy WASM plugs in here). */
   maglev?: MaglevBuilder;
-  /** Maglev table size when a service does not set one (prime; default 1021). */
+  /** Maglev table size when a service does not set one (prime; default 16,381, docs/maglev.md). */
   maglevSize?: number;
 }
 
@@ -110,8 +107,8 @@ export class LBMapsOps implements Operations<Frontend> {
   constructor(tables: LBTables, maps: LBMaps, options: LBMapsOpsOptions = {}) {
     this.#tables = tables;
     this.#maps = maps;
-    this.#maglev = options.maglev ?? referenceMaglev;
-    this.#defaultM = options.maglevSize ?? DEFAULT_MAGLEV_SIZE;
+    this.#maglev = options.maglev ?? new TsMaglevBuilder();
+    this.#defaultM = options.maglevSize ?? MAGLEV_M_DEFAULT;
     checkMaglevSize(this.#defaultM);
   }
 
@@ -380,7 +377,16 @@ export class LBMapsOps implements Operations<Frontend> {
     let table = this.#reuseMaglev(keys, ids, m);
     if (table === null) {
       const spare = this.#spare !== null && this.#spare.length === m ? this.#spare : undefined;
-      table = this.#maglev.build(keys, m, spare);
+      try {
+        table = this.#maglev.build(keys, m, spare);
+      } catch (e) {
+        throw new Error(
+          `Cannot reconcile frontend "${fe.address}" of service "${svc.name}": ${
+            (e as Error).message
+          }`,
+          { cause: e },
+        );
+      }
       if (table.length !== m) {
         throw new Error(
           `Maglev builder returned ${table.length} slots for "${fe.address}", expected ${m}`,

@@ -127,11 +127,12 @@ Deno.test("bpf reconciler property: maps equal a naive model's selection under r
 Deno.test("bpf reconciler reuses the Maglev build for frontends of one service with the same backends", async () => {
   const mem = new MemoryLBMaps();
   let builds = 0;
-  const { referenceMaglev } = await import("./maglev.ts");
+  const { TsMaglevBuilder } = await import("../policy-as/host/maglev_ts.ts");
+  const tsMaglev = new TsMaglevBuilder();
   const cp = await createControlPlane(mem, {
     log: () => {},
     maglevSize: 251,
-    maglev: { build: (b, m) => (builds++, referenceMaglev.build(b, m)) },
+    maglev: { build: (b, m) => (builds++, tsMaglev.build(b, m)) },
   });
   cp.start();
   const src = cp.writer.source("k8s");
@@ -155,7 +156,7 @@ Deno.test("bpf reconciler reuses the Maglev build for frontends of one service w
   assertEquals([...mem.maglev.get(id1)!], [...mem.maglev.get(id2)!]);
   assertEquals(
     [...mem.maglev.get(id1)!],
-    [...referenceMaglev.build([{ key: "10.1.0.1:8080", weight: 100 }, {
+    [...tsMaglev.build([{ key: "10.1.0.1:8080", weight: 100 }, {
       key: "10.1.0.2:8080",
       weight: 100,
     }], 251)].map((v) => cp.ops.backendId(`10.1.0.${v}:8080/TCP`)!),

@@ -24,7 +24,7 @@ import type { ReconcileStatus } from "./lb/status.ts";
 import { createLBTables, type LBTables } from "./lb/tables.ts";
 import { Writer } from "./lb/writer.ts";
 import type { LBMaps } from "./lbmaps.ts";
-import type { MaglevBuilder } from "./maglev.ts";
+import type { MaglevBuilder } from "../policy-as/host/maglev_input.ts";
 import { Reconciler, waitReconciled } from "./reconciler/mod.ts";
 import { DB } from "./statedb/mod.ts";
 
@@ -46,7 +46,7 @@ export interface ControlPlane {
 export interface ControlPlaneOptions {
   /** Maglev builder (default: TypeScript reference; the policy WASM plugs in here). */
   maglev?: MaglevBuilder;
-  /** Default Maglev size (prime, default 1021). */
+  /** Maglev size of services that set none (prime, default 16,381: docs/maglev.md). */
   maglevSize?: number;
   /** Reconciler batch size (default 1000). */
   batchSize?: number;

@@ -16,7 +16,7 @@ import { formatTable } from "./lb/print.ts";
 import { selectBackends } from "./lb/select.ts";
 import { serviceHeader, serviceToRow } from "./lb/service.ts";
 import { MemoryLBMaps } from "./lbmaps_memory.ts";
-import { DEFAULT_MAGLEV_SIZE } from "./maglev.ts";
+import { MAGLEV_M_DEFAULT } from "../policy-as/host/abi.ts";
 import { DEFAULT_CONFIG_YAML, FileSource } from "./sources/file_source.ts";
 
 const SPEC = {
@@ -31,7 +31,7 @@ const SPEC = {
 export async function main(args: string[]): Promise<number> {
   const read = readCommandLine(args, SPEC, ({ values }) => ({
     config: stringOption(values, "config"),
-    maglev: intOption(values, "maglev", { default: DEFAULT_MAGLEV_SIZE, min: 1 }),
+    maglev: intOption(values, "maglev", { default: MAGLEV_M_DEFAULT, min: 1 }),
   }));
   if ("exit" in read) return read.exit;
   const { config, maglev } = read.options;

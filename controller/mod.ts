@@ -25,13 +25,15 @@ export {
 export * from "./lb/mod.ts";
 export type * from "./lbmaps.ts";
 export { FaultyLBMaps, InjectedFault, MemoryLBMaps } from "./lbmaps_memory.ts";
+// Maglev tables: one home, policy-as/host (the builder interface, its checks, the TS builder).
+export { MAGLEV_M_DEFAULT } from "../policy-as/host/abi.ts";
 export {
   checkMaglevSize,
-  DEFAULT_MAGLEV_SIZE,
   type MaglevBackend,
   type MaglevBuilder,
-  referenceMaglev,
-} from "./maglev.ts";
+  MaglevInputError,
+} from "../policy-as/host/maglev_input.ts";
+export { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 export { exportControlPlaneMetrics } from "./metrics.ts";
 export * from "./reconciler/mod.ts";
 export {

@@ -30,10 +30,9 @@
 import { createControlPlane } from "../controller/control_plane.ts";
 import type { LBMaps } from "../controller/lbmaps.ts";
 import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
-import { referenceMaglev } from "../controller/maglev.ts";
 import { exportControlPlaneMetrics } from "../controller/metrics.ts";
 import { ConfigError, type FileConfig, FileSource } from "../controller/sources/file_source.ts";
-import { PolicyHost, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
+import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import { type AgentArgs, parseAgentArgs, USAGE } from "./agent_args.ts";
 import { Datapath, exportDatapathMetrics, HF_MAX } from "./bpf/mod.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
@@ -178,7 +177,7 @@ export async function main(
       agentLog.warn("policy module rejected, using the TypeScript Maglev", { reason: swap });
     }
     const cp = await createControlPlane(dp.lbMaps, {
-      maglev: new WasmMaglevBuilder(policy, { fallback: referenceMaglev }),
+      maglev: new WasmMaglevBuilder(policy, { fallback: new TsMaglevBuilder() }),
       ...(a.maglevSize ? { maglevSize: a.maglevSize } : {}),
       log: (level, msg, fields) => agentLog[level](msg, fields),
     });

@@ -12,6 +12,7 @@ import {
   MAGLEV_WEIGHT_MAX,
   type MaglevBackend,
   maglevBuildVisits,
+  MaglevInputError,
 } from "./maglev_input.ts";
 
 const BUILD_DIR = new URL("../build/", import.meta.url);
@@ -136,4 +137,15 @@ export function slowestAcceptedBackends(n: number, m: number): MaglevBackend[] {
     else hi = mid - 1;
   }
   return benchBackends(n, (i) => (i === 0 ? lo : 1));
+}
+
+/** Throws unless `fn` throws a {@link MaglevInputError} whose message includes `fragment`. */
+export function expectInputError(fn: () => unknown, fragment: string): void {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof MaglevInputError && e.message.includes(fragment)) return;
+    throw new Error(`expected MaglevInputError with "${fragment}", got ${e}`);
+  }
+  throw new Error(`accepted; expected MaglevInputError with "${fragment}"`);
 }

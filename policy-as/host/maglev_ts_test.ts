@@ -1,4 +1,4 @@
-import { slowestAcceptedBackends } from "./_testing.ts";
+import { expectInputError, slowestAcceptedBackends } from "./_testing.ts";
 import { benchBackends } from "./gen_vectors.ts";
 import { backendKeyHashes } from "./key_hash.ts";
 import { tableDigest } from "./table_digest.ts";
@@ -8,22 +8,11 @@ import {
   isPrime,
   MAGLEV_MAX_VISITS,
   maglevBuildVisits,
-  MaglevInputError,
 } from "./maglev_input.ts";
 import { maglevFill, type MaglevFillStats, modInverse, TsMaglevBuilder } from "./maglev_ts.ts";
 import { loadVectors } from "./vectors.ts";
 
 const builder = new TsMaglevBuilder();
-
-function expectInputError(fn: () => unknown, fragment: string): void {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof MaglevInputError && e.message.includes(fragment)) return;
-    throw new Error(`expected MaglevInputError with "${fragment}", got ${e}`);
-  }
-  throw new Error(`accepted; expected MaglevInputError with "${fragment}"`);
-}
 
 function fill(backends: ReturnType<typeof benchBackends>, m: number): MaglevFillStats {
   const stats: MaglevFillStats = { visits: -1, probes: -1 };

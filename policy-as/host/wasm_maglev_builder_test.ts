@@ -2,9 +2,9 @@
 // plain-TypeScript fill (bit for bit), and the fallback on a trapping module.
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
-import { readBuiltWasm, slowestAcceptedBackends } from "./_testing.ts";
+import { expectInputError, readBuiltWasm, slowestAcceptedBackends } from "./_testing.ts";
 import { benchBackends } from "./gen_vectors.ts";
-import { type MaglevBackend, MaglevInputError } from "./maglev_input.ts";
+import type { MaglevBackend } from "./maglev_input.ts";
 import { TsMaglevBuilder } from "./maglev_ts.ts";
 import { PolicyModule } from "./policy_module.ts";
 import { WasmMaglevBuilder } from "./wasm_maglev_builder.ts";
@@ -17,16 +17,6 @@ function slotCounts(table: Uint32Array, n: number): number[] {
   const counts = new Array<number>(n + 1).fill(0);
   for (const v of table) counts[v]!++;
   return counts;
-}
-
-function expectInputError(fn: () => unknown, fragment: string): void {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof MaglevInputError && e.message.includes(fragment)) return;
-    throw new Error(`expected MaglevInputError with "${fragment}", got ${e}`);
-  }
-  throw new Error(`accepted; expected MaglevInputError with "${fragment}"`);
 }
 
 Deno.test("M=65537, N=1000 equal weights: every slot set, max/avg slots per backend <= 1.01", () => {

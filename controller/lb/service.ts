@@ -16,7 +16,7 @@ export interface Service {
   readonly source: string;
   /** Flow keying: per connection or per client address. */
   readonly flowKeyMode: FlowKeyMode;
-  /** Maglev table size for this service; 0 means the reconciler's default. */
+  /** Maglev table size (a prime in 251..131071); 0: the reconciler's default (docs/maglev.md). */
   readonly maglevSize: number;
 }
 

@@ -38,16 +38,15 @@
 import {
   attachXdp,
   BpfObject,
+  type BpfProgram,
   Datapath,
   DecapDatapath,
   DEFAULT_OBJECT_DIR,
   ifIndex,
   inNetns,
+  testRun,
   u32,
 } from "../node/bpf/mod.ts";
-// testRun() always passes an output buffer, which live-frames mode refuses (EINVAL): raw call.
-import { addressOf, bpf } from "../node/bpf/_ffi.ts";
-import { check } from "../node/bpf/errors.ts";
 import { createTopology, type Topology } from "../lab/netns.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 import { udpFrame } from "../lab/packets.ts";
@@ -82,7 +81,6 @@ const BATCH = OPTS.batch;
 const VIP = "10.0.100.1";
 const PORT = 80;
 const SPORT_BASE = 10_000;
-const BPF_F_TEST_XDP_LIVE_FRAMES = 1 << 1;
 const MAX_CALLS_PER_PHASE = 10_000;
 
 function log(msg: string, fields: Record<string, unknown> = {}): void {
@@ -146,24 +144,11 @@ async function linkStats(
  * Sends `count` copies of `frame` as live frames out of `ifindex` (in the calling thread's
  * namespace) through the generator program; returns when the kernel has processed them all.
  */
-function generate(prog: number, frame: Uint8Array, ifindex: number, count: number): void {
+function generate(prog: BpfProgram, frame: Uint8Array, ifindex: number, count: number): void {
   const ctx = new Uint32Array(6); // struct xdp_md
   ctx[1] = frame.length; // data_end
   ctx[3] = ifindex; // ingress_ifindex
-  const ctxBytes = new Uint8Array(ctx.buffer);
-  const opts = new Uint8Array(80); // struct bpf_test_run_opts
-  const v = new DataView(opts.buffer);
-  v.setBigUint64(0, 80n, true); // sz
-  v.setBigUint64(8, addressOf(frame), true); // data_in
-  v.setUint32(24, frame.length, true); // data_size_in
-  v.setBigUint64(32, addressOf(ctxBytes), true); // ctx_in
-  v.setUint32(48, ctxBytes.length, true); // ctx_size_in
-  v.setInt32(60, count, true); // repeat = frames
-  v.setUint32(68, BPF_F_TEST_XDP_LIVE_FRAMES, true); // flags
-  check(
-    bpf().bpf_prog_test_run_opts(prog, opts),
-    `Cannot generate ${count} live frames of ${frame.length} bytes on ifindex ${ifindex}`,
-  );
+  testRun(prog, frame, { repeat: count, ctxIn: new Uint8Array(ctx.buffer), liveFrames: true });
 }
 
 /** Sets the path up in `topo`, runs the phases and prints the summary line. */
@@ -205,12 +190,12 @@ async function bench(topo: Topology): Promise<void> {
   gen.map("hf_gen_tmpl").update(u32(0), frame.slice(0, 42));
   const clientNs = topo.ns("client");
   const ifindex = inNetns(clientNs, () => ifIndex("eth0"));
-  const genFd = gen.program("hf_xdp_gen").fd;
+  const genProg = gen.program("hf_xdp_gen");
 
   const phase = async (mode: "lb" | "baseline") => {
     const via = mode === "lb" ? "10.11.1.2" : "10.12.1.2";
     await topo.exec("router", ["ip", "route", "replace", `${VIP}/32`, "via", via]);
-    inNetns(clientNs, () => generate(genFd, frame, ifindex, 1024)); // warm-up, untimed
+    inNetns(clientNs, () => generate(genProg, frame, ifindex, 1024)); // warm-up, untimed
     await new Promise((r) => setTimeout(r, 50));
     const before = await linkStats(topo, "be1", "eth0");
     const c0Before = await linkStats(topo, "router", "c0");
@@ -223,7 +208,7 @@ async function bench(topo: Topology): Promise<void> {
     const t0 = performance.now();
     const end = t0 + SECONDS * 1000;
     while (performance.now() < end && calls < MAX_CALLS_PER_PHASE) {
-      inNetns(clientNs, () => generate(genFd, frame, ifindex, BATCH));
+      inNetns(clientNs, () => generate(genProg, frame, ifindex, BATCH));
       sent += BATCH;
       calls++;
     }

@@ -11,7 +11,7 @@ import { MemoryLBMaps } from "../../controller/lbmaps_memory.ts";
 import { DEFAULT_CONFIG_YAML, FileSource } from "../../controller/sources/file_source.ts";
 import type { LBMaps, LBMapsContents } from "../../controller/lbmaps.ts";
 import { Datapath, testRun, XDP } from "../../node/bpf/mod.ts";
-import { tcpFrame } from "./_packets.ts";
+import { tcpFrame } from "../../lab/packets.ts";
 
 async function reconcile(target: LBMaps): Promise<void> {
   const cp = await createControlPlane(target, { log: () => {} });

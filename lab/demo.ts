@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { intOption, readCommandLine } from "../lib/args.ts";
 import { rootMissingReason } from "./command.ts";
 import { Disturbances } from "./chaos_steps.ts";
 import { Cluster } from "./cluster.ts";
@@ -84,14 +85,23 @@ async function story(flowSync: boolean, connections: number, verbose: boolean) {
  * seen to happen in both stories.
  */
 export async function main(args: string[]): Promise<number> {
+  const read = readCommandLine(args, {
+    command: "demo",
+    usage: `usage: ./hf demo [--verbose] [--connections N]   (main.ts demo; as root)
+  The virtual cluster in network namespaces: N connections (40) through LB node and backend
+  changes, with flow sharing and without. --verbose: every agent's log lines.`,
+    options: { verbose: { type: "boolean" }, connections: { type: "string" } },
+  }, ({ values }) => ({
+    verbose: values.verbose === true,
+    connections: intOption(values, "connections", { default: 40, min: 1, max: 1000 }),
+  }));
+  if ("exit" in read) return read.exit;
+  const { verbose, connections } = read.options;
   const missing = rootMissingReason();
   if (missing !== null) {
     console.error(`Cannot run the demo: it ${missing} (network namespaces and BPF)`);
     return 1;
   }
-  const verbose = args.includes("--verbose");
-  const at = args.indexOf("--connections");
-  const connections = at >= 0 ? Number(args[at + 1]) : 40;
   const ours = await story(true, connections, verbose);
   const base = await story(false, connections, verbose);
   say("result", {

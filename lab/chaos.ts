@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { readCommandLine, UsageError } from "../lib/args.ts";
 import { type Check, Disturbances } from "./chaos_steps.ts";
 import { Cluster } from "./cluster.ts";
 
@@ -158,8 +159,21 @@ export async function runScenario(
 
 /** `deno task chaos`: every scenario in both modes; the last line is the JSON totals. */
 export async function main(args: string[]): Promise<number> {
-  const only = args.filter((a) => !a.startsWith("--"));
-  const verbose = args.includes("--verbose");
+  const read = readCommandLine(args, {
+    command: "chaos",
+    usage: `usage: ./hf chaos [--verbose] [SCENARIO...]   (deno task chaos; as root)
+  Each scenario (default: all) for Holdfast and the baseline: ${
+      SCENARIOS.map((s) => s.name).join(", ")
+    }`,
+    positionals: true,
+    options: { verbose: { type: "boolean" } },
+  }, ({ values, positionals }) => {
+    const unknown = positionals.find((p) => !SCENARIOS.some((s) => s.name === p));
+    if (unknown !== undefined) throw new UsageError(`Unknown scenario "${unknown}"`);
+    return { only: positionals, verbose: values.verbose === true };
+  });
+  if ("exit" in read) return read.exit;
+  const { only, verbose } = read.options;
   const results: RunResult[] = [];
   for (const scenario of SCENARIOS) {
     if (only.length && !only.includes(scenario.name)) continue;

@@ -16,11 +16,17 @@ import { Cluster } from "./cluster.ts";
 
 /** What one run of a scenario measured. */
 export interface RunResult {
+  /** Scenario name. */
   readonly scenario: string;
+  /** Holdfast (flow sharing) or the Maglev-only baseline. */
   readonly mode: "holdfast" | "baseline";
+  /** Connections the client held. */
   readonly connections: number;
+  /** Connections still echoing at the end. */
   readonly survived: number;
+  /** Longest gap between two echoes on a surviving connection. */
   readonly max_stall_ms: number;
+  /** Connections that died and why (the client lists at most 20). */
   readonly deaths: ReadonlyArray<{ port: number; reason: string }>;
   /** Evidence that each disturbance happened; every `ok` must be true. */
   readonly checks: readonly Check[];
@@ -28,15 +34,20 @@ export interface RunResult {
 
 /** A scenario: cluster shape and what happens while connections are held. */
 export interface Scenario {
+  /** Short name, e.g. `lb-node-dies`. */
   readonly name: string;
+  /** What happens, in a sentence. */
   readonly description: string;
+  /** LB nodes at the start. */
   readonly lbNodes: number;
+  /** Backends at the start. */
   readonly backends: number;
   /**
    * The baseline must lose connections here: backends change (Maglev now disagrees for ~40 % of
    * flows) and then ECMP moves flows between LB nodes, which without shared state pick anew.
    */
   readonly baselineLoses?: boolean;
+  /** The disturbances, run 1.5 s after the connections opened. */
   readonly chaos: (disturb: Disturbances) => Promise<void>;
 }
 
@@ -122,6 +133,7 @@ export interface RunOptions {
   readonly connections?: number;
   /** How long the client holds them (default 8,000 ms); chaos starts 1.5 s in. */
   readonly durationMs?: number;
+  /** Show every agent's log lines on stderr. */
   readonly verbose?: boolean;
 }
 

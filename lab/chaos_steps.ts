@@ -15,6 +15,7 @@ import { backendsOf, configuredBackends, forwardedBy, routeVias } from "./cluste
 export interface Check {
   /** What should be true, e.g. `lb1 withdrawn from the router's route`. */
   readonly what: string;
+  /** Whether it was seen. */
   readonly ok: boolean;
   /** What was seen. */
   readonly seen: string;
@@ -29,6 +30,7 @@ export class Disturbances {
   readonly #later: Array<() => Promise<void>> = [];
   readonly #killedPids = new Map<number, number>();
 
+  /** Disturbs `cluster`. */
   constructor(readonly cluster: Cluster) {}
 
   /** LB node i dies: link down, agent killed; checks the route and the process. */

@@ -46,7 +46,9 @@ export interface ClusterOptions {
   readonly lbNodes?: number;
   /** Backends started at creation (default 3). */
   readonly backends?: number;
+  /** The service's LB IP (default 10.0.100.1). */
   readonly vip?: string;
+  /** The service's port (default 8080). */
   readonly port?: number;
   /** Share flows through Redis (default true); false = Maglev only, the baseline. */
   readonly flowSync?: boolean;
@@ -64,10 +66,15 @@ interface LbNode {
 
 /** A running virtual cluster; dispose to tear it down. */
 export class Cluster implements AsyncDisposable {
+  /** The service's LB IP. */
   readonly vip: string;
+  /** The service's port. */
   readonly port: number;
+  /** Whether agents share flows through Redis (false: the baseline). */
   readonly flowSync: boolean;
+  /** LB nodes by index, including killed ones (agent null, out of the route). */
   readonly lbNodes = new Map<number, LbNode>();
+  /** Backends' echo servers by index. */
   readonly backends = new Map<number, HostProcess>();
   readonly #verbose: boolean;
   readonly #handles: Disposable[] = [];
@@ -327,6 +334,7 @@ export class Cluster implements AsyncDisposable {
     return client;
   }
 
+  /** Tears the cluster down: processes, namespaces, BPF handles, bpffs mounts, Redis, temp dir. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.topo.destroy();
     for (const h of this.#handles.splice(0)) h[Symbol.dispose]();

@@ -7,8 +7,11 @@
 
 /** Result of a finished command. */
 export interface ExecResult {
+  /** Exit code. */
   readonly code: number;
+  /** Standard output, decoded. */
   readonly stdout: string;
+  /** Standard error, decoded. */
   readonly stderr: string;
 }
 
@@ -16,7 +19,9 @@ export interface ExecResult {
 export interface ExecOptions {
   /** Throw when the exit code is not 0 (default true). */
   readonly check?: boolean;
+  /** Environment of the command. */
   readonly env?: Record<string, string>;
+  /** Text written to the command's stdin. */
   readonly stdin?: string;
   /** Kill the command after this many milliseconds (default 60,000). */
   readonly timeoutMs?: number;
@@ -24,6 +29,7 @@ export interface ExecOptions {
 
 /** Error raised when a command the lab runs fails. */
 export class CommandError extends Error {
+  /** Made from the failed command and its result. */
   constructor(readonly argv: readonly string[], readonly result: ExecResult) {
     super(
       `Command failed with exit code ${result.code}: ${JSON.stringify(argv.join(" "))}: ${

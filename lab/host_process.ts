@@ -7,10 +7,13 @@
 
 /** Options for spawning a long-running process in a host. */
 export interface SpawnOptions {
+  /** Environment of the process. */
   readonly env?: Record<string, string>;
   /** Where stdout/stderr go: "piped" (default) to read them, "inherit" or "null". */
   readonly stdout?: "piped" | "inherit" | "null";
+  /** Where stderr goes (default "piped"). */
   readonly stderr?: "piped" | "inherit" | "null";
+  /** Stdin (default "null"). */
   readonly stdin?: "piped" | "null";
 }
 
@@ -23,6 +26,7 @@ export class HostProcess {
   #waiters = new Set<() => void>();
   #pump: Promise<void> = Promise.resolve();
 
+  /** Wraps a spawned child; `piped` says whether its stdout is read line by line. */
   constructor(
     readonly host: string,
     readonly argv: readonly string[],
@@ -32,6 +36,7 @@ export class HostProcess {
     if (piped) this.#pump = this.#readLines();
   }
 
+  /** The process id (of the command itself: `ip netns exec` execs it). */
   get pid(): number {
     return this.child.pid;
   }

@@ -37,6 +37,7 @@ export interface HostSpec {
 
 /** One end of a veth link. */
 export interface LinkEnd {
+  /** Host the interface lives in. */
   readonly host: string;
   /** Interface name inside the host's namespace (≤ 15 characters). */
   readonly ifname: string;
@@ -48,18 +49,25 @@ export interface LinkEnd {
 
 /** A veth pair between two hosts. */
 export interface LinkSpec {
+  /** One end. */
   readonly a: LinkEnd;
+  /** The other end. */
   readonly b: LinkEnd;
+  /** MTU of both ends (default the kernel's, 1500). */
   readonly mtu?: number;
 }
 
 /** A route in one host; several `via` make an ECMP multipath route. */
 export interface RouteSpec {
+  /** Host the route is added in. */
   readonly host: string;
   /** Destination prefix, e.g. `10.0.100.1/32` or `default`. */
   readonly to: string;
+  /** Next hop, or several for an ECMP route. */
   readonly via?: string | readonly string[];
+  /** Output interface. */
   readonly dev?: string;
+  /** Preferred source address. */
   readonly src?: string;
   /** Extra `ip route` words, e.g. `["advmss", "1400"]`. */
   readonly extra?: readonly string[];
@@ -67,8 +75,11 @@ export interface RouteSpec {
 
 /** The whole topology. */
 export interface TopologySpec {
+  /** Hosts, created first. */
   readonly hosts: readonly HostSpec[];
+  /** Veth links between hosts. */
   readonly links?: readonly LinkSpec[];
+  /** Routes, added last. */
   readonly routes?: readonly RouteSpec[];
 }
 
@@ -111,6 +122,7 @@ export class Topology implements AsyncDisposable {
   readonly #processes: HostProcess[] = [];
   readonly #namespaces: Map<string, string>;
 
+  /** A topology over existing namespaces (host name → namespace name); usually made by createTopology. */
   constructor(namespaces: Map<string, string> = new Map()) {
     this.#namespaces = namespaces;
   }
@@ -245,6 +257,7 @@ export class Topology implements AsyncDisposable {
     this.#namespaces.clear();
   }
 
+  /** Tears the topology down (see destroy). */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.destroy();
   }

@@ -37,18 +37,27 @@ export function eth(
 
 /** Fields of an IPv4 header. */
 export interface Ipv4Fields {
+  /** Source address. */
   readonly src: string;
+  /** Destination address. */
   readonly dst: string;
+  /** IP protocol number. */
   readonly proto: number;
   /** Payload length; tot_len = header + payload unless totLen is given. */
   readonly payloadLen: number;
+  /** Total length (default header + payload). */
   readonly totLen?: number;
+  /** IP options (a multiple of 4 bytes). */
   readonly options?: Uint8Array;
   /** Raw frag_off field (flags + offset); default DF. */
   readonly fragOff?: number;
+  /** Time to live (default 64). */
   readonly ttl?: number;
+  /** Type of service (default 0). */
   readonly tos?: number;
+  /** Identification (default 0x1234). */
   readonly id?: number;
+  /** Version nibble (default 4; other values make malformed packets). */
   readonly version?: number;
 }
 
@@ -84,12 +93,17 @@ function pseudoSum(src: string, dst: string, proto: number, len: number): number
 
 /** TCP fields. */
 export interface TcpFields {
+  /** Source port. */
   readonly sport: number;
+  /** Destination port. */
   readonly dport: number;
   /** Flag byte, e.g. 0x02 SYN, 0x12 SYN/ACK, 0x10 ACK. */
   readonly flags?: number;
+  /** TCP options (a multiple of 4 bytes). */
   readonly options?: Uint8Array;
+  /** Payload after the header. */
   readonly payload?: Uint8Array;
+  /** Sequence number (default 1000). */
   readonly seq?: number;
 }
 

@@ -15,7 +15,9 @@ import { processAlive, run } from "./command.ts";
 
 /** An ACL user to create at start: `user NAME on >PASSWORD` plus the given rules. */
 export interface RedisAclUser {
+  /** User name. */
   readonly name: string;
+  /** Password. */
   readonly password: string;
   /** ACL rules, default `["~*", "&*", "+@all"]`. */
   readonly rules?: readonly string[];
@@ -25,6 +27,7 @@ export interface RedisAclUser {
 export interface StartRedisOptions {
   /** `requirepass` for the default user. */
   readonly password?: string;
+  /** ACL users to create at start. */
   readonly aclUsers?: readonly RedisAclUser[];
   /** Milliseconds to wait for the server to accept connections (default 10,000). */
   readonly readyTimeoutMs?: number;
@@ -43,6 +46,7 @@ export interface StartRedisOptions {
 export class RedisServer implements AsyncDisposable {
   #child: Deno.ChildProcess | null = null;
 
+  /** A server on `port` with its files in `dir`; started by startRedis. */
   constructor(readonly port: number, readonly dir: string, readonly options: StartRedisOptions) {}
 
   /** `redis://127.0.0.1:PORT` (no credentials). */
@@ -121,6 +125,7 @@ export class RedisServer implements AsyncDisposable {
     await this.start();
   }
 
+  /** Stops the server and removes its directory. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
     await Deno.remove(this.dir, { recursive: true }).catch(() => {});

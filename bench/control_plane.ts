@@ -32,6 +32,7 @@ import {
 import { type K8sEvent, K8sSource } from "../controller/sources/k8s_source.ts";
 import { DB, defineIndex } from "../controller/statedb/mod.ts";
 import { choiceOption, intOption, readCommandLineOrExit } from "../lib/args.ts";
+import { setLogLevel } from "../lib/log.ts";
 
 const CILIUM = {
   services_per_s: 50_000,
@@ -172,7 +173,6 @@ async function pipeline(
   const maps = new MemoryLBMaps({ checkInvariants: false });
   timedMaglev.ms = 0;
   const cp = await createControlPlane(maps, {
-    log: () => {},
     maglevSize: opts.maglev,
     batchSize: 1000,
     maglev: timedMaglev,
@@ -315,6 +315,7 @@ async function txnBench(): Promise<{ commitsPerS: number; wakeP50Us: number; wak
 
 export async function main(): Promise<void> {
   const opts = readOptions(Deno.args);
+  setLogLevel("warn"); // stdout is the report
   const n = opts.services, b = opts.backends, maglev = opts.maglev, batch = opts.batch;
   const builderKind = opts.builder;
   timedMaglev.inner = await maglevBuilder(builderKind);

@@ -19,11 +19,12 @@ import type { Frontend } from "./lb/frontend.ts";
 import { selectBackends } from "./lb/select.ts";
 import { serviceByName } from "./lb/service.ts";
 import type { LBTables } from "./lb/tables.ts";
-import type { LBMaps, ServiceKey } from "./lbmaps.ts";
+import type { LBMaps, ServiceEntry, ServiceKey } from "./lbmaps.ts";
 import { MAGLEV_M_DEFAULT } from "../policy-as/host/abi.ts";
 import { checkMaglevSize, type MaglevBuilder } from "../policy-as/host/maglev_input.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
-import type { Operations } from "./reconciler/mod.ts";
+import type { Operations, Repair } from "./reconciler/mod.ts";
+import { pendingStatus } from "./reconciler/status.ts";
 import type { ReadTxn } from "./statedb/mod.ts";
 
 /** Pops a released ID below `capacity` (dropping larger ones: maps reloaded smaller). */
@@ -446,7 +447,7 @@ export class LBMapsOps implements Operations<Frontend> {
           serviceName: "",
           portName: "",
           redirectTo: null,
-          status: { kind: "pending" },
+          status: pendingStatus(0),
         });
         this.metrics.holdfast_lbmaps_pruned_total++;
       }
@@ -474,5 +475,71 @@ export class LBMapsOps implements Operations<Frontend> {
         if (known.has(id)) this.#freeBackend(id);
       }
     }
+  }
+
+  /**
+   * The full pass's check: compares the maps with what was written for `rows` (done frontends)
+   * and returns those whose service entry, Maglev table or backends are missing or differ —
+   * deleted or changed behind the reconciler's back. Lost backends are marked unwritten, so the
+   * `update` that follows writes them again. A table is checked by its size and the backend IDs
+   * it names (a slot moved between two of the frontend's own backends is not noticed).
+   */
+  async verify(txn: ReadTxn, rows: readonly Frontend[]): Promise<Repair<Frontend>[]> {
+    if (this.#orphans.size > 0) await this.#flushOrphans();
+    const dump = await this.#maps.dump();
+    const services = new Map<string, ServiceEntry>();
+    for (const [k, e] of dump.services) services.set(`${k.address}:${k.port}/${k.protocol}`, e);
+    const tables = new Map(dump.maglev);
+    const backends = new Map(dump.backends);
+    const lost = new Set<number>();
+    for (const [key, id] of this.#backendIds) {
+      if (this.#written[id] === 0) continue;
+      const b = backends.get(id);
+      if (b === undefined || `${b.address}:${b.port}` !== hostPort(key)) {
+        this.#written[id] = 0;
+        lost.add(id);
+      }
+    }
+    const repairs: Repair<Frontend>[] = [];
+    for (const fe of rows) {
+      const st = this.#frontends.get(fe.address);
+      if (st === undefined || st.backendIds === null) continue;
+      const reason = this.#differs(txn, fe, st, services.get(fe.address), tables, lost);
+      if (reason !== null) repairs.push({ row: fe, reason });
+    }
+    return repairs;
+  }
+
+  /** How the maps differ from what was written for `fe`, or null if they do not. */
+  #differs(
+    txn: ReadTxn,
+    fe: Frontend,
+    st: FrontendState,
+    entry: ServiceEntry | undefined,
+    tables: ReadonlyMap<number, Uint32Array>,
+    lost: ReadonlySet<number>,
+  ): string | null {
+    const ids = st.backendIds ?? [];
+    const svc = this.#tables.services.get(txn, serviceByName(fe.serviceName));
+    if (entry === undefined) return "service entry missing";
+    const m = svc?.maglevSize || this.#defaultM;
+    if (
+      entry.serviceId !== st.serviceId || entry.backendCount !== ids.length ||
+      entry.maglevSize !== m || (svc !== undefined && entry.flowKeyMode !== svc.flowKeyMode)
+    ) return `service entry differs: ${JSON.stringify(entry)}`;
+    const gone = ids.find((id) => lost.has(id));
+    if (gone !== undefined) return `backend ${gone} missing or changed`;
+    const table = tables.get(st.serviceId);
+    if (table === undefined) return `maglev table ${st.serviceId} missing`;
+    if (table.length !== m) {
+      return `maglev table ${st.serviceId} has ${table.length} slots, not ${m}`;
+    }
+    const named = new Set<number>();
+    for (const id of table) named.add(id);
+    if (ids.length === 0) named.delete(0); // no backends: an all-unset table
+    if (named.size !== ids.length || ids.some((id) => !named.has(id))) {
+      return `maglev table ${st.serviceId} names backends ${[...named].sort((a, b) => a - b)}`;
+    }
+    return null;
   }
 }

@@ -20,10 +20,8 @@ Deno.test("bpf reconciler property: maps equal a naive model's selection under r
     const mem = new MemoryLBMaps();
     const maps = new FaultyLBMaps(mem, { seed });
     const cp = await createControlPlane(maps, {
-      log: () => {},
       maglevSize: 251,
-      retryMinMs: 1,
-      retryMaxMs: 4,
+      retry: { minMs: 1, maxMs: 4, jitter: 0 },
     });
     cp.start();
     const sources = { k8s: cp.writer.source("k8s"), cluster: cp.writer.source("cluster") };
@@ -130,7 +128,6 @@ Deno.test("bpf reconciler reuses the Maglev build for frontends of one service w
   const { TsMaglevBuilder } = await import("../policy-as/host/maglev_ts.ts");
   const tsMaglev = new TsMaglevBuilder();
   const cp = await createControlPlane(mem, {
-    log: () => {},
     maglevSize: 251,
     maglev: { build: (b, m) => (builds++, tsMaglev.build(b, m)) },
   });

@@ -7,7 +7,7 @@
  * import { createControlPlane } from "./control_plane.ts";
  * import { MemoryLBMaps } from "./lbmaps_memory.ts";
  * import { DEFAULT_CONFIG_YAML, FileSource } from "./sources/file_source.ts";
- * const cp = await createControlPlane(new MemoryLBMaps(), { log: () => {} });
+ * const cp = await createControlPlane(new MemoryLBMaps());
  * const file = new FileSource(cp.writer); // sources (and their initializers) before start()
  * cp.start();
  * file.load(DEFAULT_CONFIG_YAML);
@@ -18,14 +18,16 @@
  * @module
  */
 
+import type { BackoffOptions } from "../lib/backoff.ts";
+import { log, type Logger } from "../lib/log.ts";
 import { LBMapsOps } from "./bpf_reconciler.ts";
 import type { Frontend } from "./lb/frontend.ts";
-import type { ReconcileStatus } from "./lb/status.ts";
 import { createLBTables, type LBTables } from "./lb/tables.ts";
 import { Writer } from "./lb/writer.ts";
 import type { LBMaps } from "./lbmaps.ts";
 import type { MaglevBuilder } from "../policy-as/host/maglev_input.ts";
 import { Reconciler, waitReconciled } from "./reconciler/mod.ts";
+import type { ReconcileStatus } from "./reconciler/status.ts";
 import { DB } from "./statedb/mod.ts";
 
 /** A running control plane. */
@@ -42,7 +44,7 @@ export interface ControlPlane {
   stop(): Promise<void>;
 }
 
-/** Options of {@linkcode startControlPlane}. */
+/** Options of {@linkcode createControlPlane}. */
 export interface ControlPlaneOptions {
   /** Maglev builder (default: TypeScript reference; the policy WASM plugs in here). */
   maglev?: MaglevBuilder;
@@ -50,13 +52,19 @@ export interface ControlPlaneOptions {
   maglevSize?: number;
   /** Reconciler batch size (default 1000). */
   batchSize?: number;
-  retryMinMs?: number;
-  retryMaxMs?: number;
-  pruneIntervalMs?: number;
+  /** Retry schedule of failed map writes (default 10 ms .. 30 s with jitter). */
+  retry?: BackoffOptions;
+  /**
+   * Period of the full reconciliation that compares the maps with the tables and repairs what
+   * differs (0, the default: only once at start and on `reconciler.triggerFullReconcile()`).
+   */
+  fullReconcileIntervalMs?: number;
   /** Source priorities (lower wins); see DEFAULT_PRIORITIES. */
   priorities?: Readonly<Record<string, number>>;
-  /** Structured log sink (default: JSON lines on stdout). */
-  log?: (level: "info" | "warn", msg: string, fields: Record<string, unknown>) => void;
+  /** Logger (default: the process logger with `component: "control-plane"`). */
+  logger?: Logger;
+  /** Clock of the statuses' `since` (default `Date.now`). */
+  now?: () => number;
 }
 
 /** Frontend status accessors for the reconciler. */
@@ -76,18 +84,18 @@ export async function createControlPlane(
 ): Promise<ControlPlane> {
   const db = new DB();
   const tables = createLBTables(db);
-  const log = options.log;
+  const logger = options.logger ?? log.with({ component: "control-plane" });
   const writer = new Writer(tables, {
     priorities: options.priorities,
-    log: log ? (msg, f) => log("info", msg, f) : undefined,
+    logger,
+    now: options.now,
   });
   const ops = new LBMapsOps(tables, maps, {
     maglev: options.maglev,
     maglevSize: options.maglevSize,
   });
   const restored = await ops.restore();
-  if (log) log("info", "restored IDs from maps", restored);
-  else console.log(JSON.stringify({ level: "info", msg: "restored IDs from maps", ...restored }));
+  logger.info("restored IDs from maps", restored);
   const reconciler = new Reconciler<Frontend>({
     name: "bpf-lbmaps",
     db,
@@ -96,10 +104,11 @@ export async function createControlPlane(
     getStatus: frontendStatus.get,
     setStatus: frontendStatus.set,
     batchSize: options.batchSize,
-    retryMinMs: options.retryMinMs,
-    retryMaxMs: options.retryMaxMs,
-    pruneIntervalMs: options.pruneIntervalMs,
-    log,
+    retry: options.retry,
+    fullReconcileIntervalMs: options.fullReconcileIntervalMs,
+    logger,
+    keyField: "frontend",
+    now: options.now,
   });
   return {
     start: () => reconciler.start(),

@@ -9,6 +9,7 @@
  */
 
 import { intOption, readCommandLine, stringOption } from "../lib/args.ts";
+import { setLogLevel } from "../lib/log.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { backendHeader, backendToRow } from "./lb/backend.ts";
 import { frontendHeader, frontendToRow } from "./lb/frontend.ts";
@@ -36,7 +37,8 @@ export async function main(args: string[]): Promise<number> {
   if ("exit" in read) return read.exit;
   const { config, maglev } = read.options;
   const maps = new MemoryLBMaps();
-  const cp = await createControlPlane(maps, { maglevSize: maglev, log: () => {} });
+  setLogLevel("warn"); // the tables are the output; only trouble is logged beside them
+  const cp = await createControlPlane(maps, { maglevSize: maglev });
   const file = new FileSource(cp.writer); // registers its initializer: no prune before the load
   cp.start();
   try {

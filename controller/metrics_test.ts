@@ -6,7 +6,7 @@ import { exportControlPlaneMetrics } from "./metrics.ts";
 import { DEFAULT_CONFIG_YAML, FileSource } from "./sources/file_source.ts";
 
 Deno.test("metrics: control-plane state and counters in the Prometheus exposition", async () => {
-  const cp = await createControlPlane(new MemoryLBMaps(), { log: () => {}, maglevSize: 251 });
+  const cp = await createControlPlane(new MemoryLBMaps(), { maglevSize: 251 });
   const file = new FileSource(cp.writer);
   cp.start();
   file.load(DEFAULT_CONFIG_YAML);

@@ -7,7 +7,8 @@
  */
 
 import { defineIndex, type Query } from "../statedb/mod.ts";
-import { type ReconcileStatus, showStatus } from "./status.ts";
+import { type ReconcileStatus, showStatus } from "../reconciler/status.ts";
+import { formatAge } from "./print.ts";
 
 /** A frontend. Immutable: clone, change, insert. */
 export interface Frontend {
@@ -71,17 +72,26 @@ export const frontendHeader = [
   "PortName",
   "RedirectTo",
   "Status",
+  "Since",
   "Backends",
 ] as const;
 
-/** One printed row; `backends` is the selection the reconciler would write (see select.ts). */
-export function frontendToRow(f: Frontend, backends: readonly string[]): string[] {
+/**
+ * One printed row; `backends` is the selection the reconciler would write (see select.ts).
+ * `Since` is the status's age at `now` (e.g. `Error: map full  2m5s`).
+ */
+export function frontendToRow(
+  f: Frontend,
+  backends: readonly string[],
+  now: number = Date.now(),
+): string[] {
   return [
     f.address,
     f.serviceName,
     f.portName === "" ? "-" : f.portName,
     f.redirectTo ?? "-",
     showStatus(f.status),
+    formatAge(now - f.status.since),
     backends.length === 0 ? "-" : backends.join(", "),
   ];
 }

@@ -11,6 +11,5 @@ export * from "./print.ts";
 export * from "./redirect.ts";
 export * from "./select.ts";
 export * from "./service.ts";
-export * from "./status.ts";
 export * from "./tables.ts";
 export * from "./writer.ts";

@@ -16,7 +16,9 @@
  * @module
  */
 
+import { log, type Logger } from "../../lib/log.ts";
 import type { FlowKeyMode } from "../lbmaps.ts";
+import { pendingStatus, type ReconcileStatus } from "../reconciler/status.ts";
 import type { WriteTxn } from "../statedb/mod.ts";
 import { isAddr, parseAddr } from "./address.ts";
 import {
@@ -30,7 +32,6 @@ import {
 import { type Frontend, frontendsByBackendService, frontendsByService } from "./frontend.ts";
 import { redirectByService } from "./redirect.ts";
 import type { Service } from "./service.ts";
-import { PENDING } from "./status.ts";
 import { type LBTables, lbWriteTxn } from "./tables.ts";
 
 /** Default source priorities; lower wins. Unknown sources get {@linkcode UNKNOWN_PRIORITY}. */
@@ -87,19 +88,38 @@ export class Writer {
     holdfast_writer_rejected_services_total: 0,
     holdfast_writer_rejected_frontends_total: 0,
   };
-  readonly #log: (msg: string, fields: Record<string, unknown>) => void;
+  /** @internal Where the writer's decisions (rejections) are logged. */
+  readonly log: Logger;
+  readonly #now: () => number;
+  /** The last pending status handed out: rows written in the same millisecond share it. */
+  #pending: ReconcileStatus = pendingStatus(0);
 
   constructor(
     tables: LBTables,
     options: {
       priorities?: Readonly<Record<string, number>>;
-      log?: (msg: string, fields: Record<string, unknown>) => void;
+      /** Logger (default: the process logger with `component: "writer"`). */
+      logger?: Logger;
+      /** Clock of the rows' pending `since` (default `Date.now`). */
+      now?: () => number;
     } = {},
   ) {
     this.tables = tables;
     this.#priorities = options.priorities ?? DEFAULT_PRIORITIES;
-    this.#log = options.log ??
-      ((msg, fields) => console.log(JSON.stringify({ level: "info", msg, ...fields })));
+    this.log = options.logger ?? log.with({ component: "writer" });
+    this.#now = options.now ?? Date.now;
+  }
+
+  /**
+   * The status of a row written now: `prev` if the row is pending already (pending since the
+   * earlier write), else pending since now.
+   * @internal
+   */
+  pending(prev?: ReconcileStatus): ReconcileStatus {
+    if (prev?.kind === "pending") return prev;
+    const now = this.#now();
+    if (this.#pending.since !== now) this.#pending = pendingStatus(now);
+    return this.#pending;
   }
 
   /** A write transaction locking all LB tables. Commit it before any `await`. */
@@ -126,11 +146,6 @@ export class Writer {
     return s;
   }
 
-  /** @internal */
-  log(msg: string, fields: Record<string, unknown>): void {
-    this.#log(msg, fields);
-  }
-
   /**
    * Marks pending every frontend whose selection depends on service `name`'s backends: those
    * using its backends (its own and those redirected to it) and its redirected frontends (they
@@ -146,12 +161,12 @@ export class Writer {
     for (const fe of fes.list(txn, frontendsByBackendService(name))) {
       // Written pending in this very txn (e.g. its service arrived with its backends): it
       // already has a revision no reconciler has seen; a second insert would change nothing.
-      if (fe.status === PENDING && fes.writtenIn(txn, fe.address)) continue;
-      fes.insert(txn, { ...fe, status: PENDING });
+      if (fe.status.kind === "pending" && fes.writtenIn(txn, fe.address)) continue;
+      fes.insert(txn, { ...fe, status: this.pending(fe.status) });
     }
     for (const fe of fes.list(txn, frontendsByService(name))) {
       if (fe.redirectTo !== null && fe.redirectTo !== name) {
-        fes.insert(txn, { ...fe, status: PENDING });
+        fes.insert(txn, { ...fe, status: this.pending(fe.status) });
       }
     }
   }
@@ -202,7 +217,7 @@ export class SourceWriter {
       this.writer.priority(old.source) < this.priority
     ) {
       this.writer.metrics.holdfast_writer_rejected_services_total++;
-      this.writer.log("service rejected: owned by a better-priority source", {
+      this.writer.log.info("service rejected: owned by a better-priority source", {
         service: input.name,
         source: this.source,
         owner: old.source,
@@ -230,7 +245,7 @@ export class SourceWriter {
         const owner = services.get(txn, { index: services.schema.primary, key: cur.serviceName });
         if (owner !== undefined && this.writer.priority(owner.source) < this.priority) {
           this.writer.metrics.holdfast_writer_rejected_frontends_total++;
-          this.writer.log("frontend rejected: owned by a better-priority service", {
+          this.writer.log.info("frontend rejected: owned by a better-priority service", {
             frontend: fi.address,
             service: svc.name,
             owner: cur.serviceName,
@@ -248,7 +263,7 @@ export class SourceWriter {
         serviceName: svc.name,
         portName,
         redirectTo,
-        status: PENDING,
+        status: this.writer.pending(cur?.status),
       };
       frontends.insert(txn, fe);
     }
@@ -334,7 +349,11 @@ export class SourceWriter {
     redirects.insert(txn, { serviceName: args.service, target: args.target, source: this.source });
     for (const fe of frontends.list(txn, frontendsByService(args.service))) {
       if (fe.redirectTo !== args.target) {
-        frontends.insert(txn, { ...fe, redirectTo: args.target, status: PENDING });
+        frontends.insert(txn, {
+          ...fe,
+          redirectTo: args.target,
+          status: this.writer.pending(fe.status),
+        });
       }
     }
   }
@@ -347,7 +366,7 @@ export class SourceWriter {
     redirects.delete(txn, r);
     for (const fe of frontends.list(txn, frontendsByService(service))) {
       if (fe.redirectTo !== null) {
-        frontends.insert(txn, { ...fe, redirectTo: null, status: PENDING });
+        frontends.insert(txn, { ...fe, redirectTo: null, status: this.writer.pending(fe.status) });
       }
     }
     return true;

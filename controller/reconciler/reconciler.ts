@@ -6,18 +6,28 @@
  *   deleted; rows already done are skipped (that includes our own status write-backs).
  * - Changes are taken in batches; the status of a whole batch is written in one transaction,
  *   and only onto the very row object that was reconciled (a newer version stays pending).
- * - Failures are retried with exponential backoff; a newer version or a delete supersedes a
- *   queued retry.
- * - Prune (remove from the target what no row wants) runs only once the table is initialized,
- *   then on `triggerPrune()` or every `pruneIntervalMs`.
+ * - Failures are retried with exponential backoff and jitter (`lib/backoff.ts`); a newer
+ *   version or a delete supersedes a queued retry.
+ * - A full reconciliation runs once the table is initialized, then on `triggerFullReconcile()`
+ *   or every `fullReconcileIntervalMs`: prune (remove from the target what no row wants), then
+ *   `verify` (find the done rows the target no longer holds as written, e.g. an entry deleted or
+ *   changed behind our back) and update those again, logging `repaired map entry`.
  *
  * @module
  */
 
-import type { ReconcileStatus } from "../lb/status.ts";
-import { DONE, errorStatus } from "../lb/status.ts";
+import { backoffDelay, type BackoffOptions } from "../../lib/backoff.ts";
+import { log, type Logger } from "../../lib/log.ts";
 import type { DB, Key, ReadTxn, Table } from "../statedb/mod.ts";
 import { waitAny, Watch } from "../statedb/mod.ts";
+import { doneStatus, errorStatus, type ReconcileStatus } from "./status.ts";
+
+/** A row whose target entries differ from what `update` wrote, and how. */
+export interface Repair<R> {
+  readonly row: R;
+  /** What differs, for the log line (e.g. `service entry missing`). */
+  readonly reason: string;
+}
 
 /** What a reconciler does to its target. Every operation must be idempotent. */
 export interface Operations<R> {
@@ -27,6 +37,12 @@ export interface Operations<R> {
   delete(txn: ReadTxn, row: R): Promise<void>;
   /** Removes from the target everything not described by `rows` (the whole table). */
   prune(txn: ReadTxn, rows: readonly R[]): Promise<void>;
+  /**
+   * Optional: compares the target with `rows` (the rows whose status is done) and returns those
+   * it no longer holds as written. It must forget whatever would make `update` skip a write
+   * (e.g. "already written" marks), since the reconciler calls `update` on each of them next.
+   */
+  verify?(txn: ReadTxn, rows: readonly R[]): Promise<readonly Repair<R>[]>;
 }
 
 /** Configuration of a {@linkcode Reconciler}. */
@@ -41,19 +57,26 @@ export interface ReconcilerConfig<R> {
   readonly setStatus: (row: R, status: ReconcileStatus) => R;
   /** Changes per batch (default 1000). */
   readonly batchSize?: number;
-  /** Backoff bounds for retries (default 10 ms .. 30 s). */
-  readonly retryMinMs?: number;
-  readonly retryMaxMs?: number;
-  /** Periodic prune; 0 (default) prunes only after init and on trigger. */
-  readonly pruneIntervalMs?: number;
-  readonly log?: (level: "info" | "warn", msg: string, fields: Record<string, unknown>) => void;
+  /** Retry schedule (default 10 ms .. 30 s, doubling, 20% jitter; `jitter: 0` for tests). */
+  readonly retry?: BackoffOptions;
+  /** Period of the full reconciliation; 0 (default): only after init and on trigger. */
+  readonly fullReconcileIntervalMs?: number;
+  /** Logger (default: the process logger with `component: "reconciler"`). */
+  readonly logger?: Logger;
+  /** The log field naming a row's primary key (default `key`; `frontend` for frontends). */
+  readonly keyField?: string;
+  /** Clock of the statuses' `since` (default `Date.now`; script tests pass a test clock). */
+  readonly now?: () => number;
 }
 
 /** Prometheus-style counters of one reconciler. */
 export interface ReconcilerMetrics {
   holdfast_reconciler_updates_total: number;
   holdfast_reconciler_deletes_total: number;
+  /** Completed full reconciliations (prune, then verify). */
   holdfast_reconciler_prunes_total: number;
+  /** Rows rewritten because the target no longer held them as written. */
+  holdfast_reconciler_repairs_total: number;
   holdfast_reconciler_errors_total: number;
   holdfast_reconciler_retries_total: number;
   /** Rows currently failing (gauge). */
@@ -74,30 +97,42 @@ export class Reconciler<R> {
     holdfast_reconciler_updates_total: 0,
     holdfast_reconciler_deletes_total: 0,
     holdfast_reconciler_prunes_total: 0,
+    holdfast_reconciler_repairs_total: 0,
     holdfast_reconciler_errors_total: 0,
     holdfast_reconciler_retries_total: 0,
     holdfast_reconciler_failing: 0,
   };
   readonly #retries = new Map<Key, Retry<R>>();
+  readonly #log: Logger;
+  readonly #now: () => number;
+  readonly #retry: BackoffOptions;
   #stop = new AbortController();
   #loop: Promise<void> | null = null;
-  #pruneWanted = false;
-  #pruneWatch = new Watch();
-  #pruned = false;
-  #lastPrune = 0;
+  #fullWanted = false;
+  #fullWatch = new Watch();
+  /** A full reconciliation completed since start (the first one waits for initialization). */
+  #fullDone = false;
+  #lastFull = 0;
   #idle: (() => void)[] = [];
   #isIdle = false;
+  #seenRev = -1;
 
   constructor(config: ReconcilerConfig<R>) {
     this.config = config;
+    this.#log = (config.logger ?? log.with({ component: "reconciler" })).with({
+      reconciler: config.name,
+    });
+    this.#now = config.now ?? Date.now;
+    this.#retry = { minMs: 10, maxMs: 30_000, ...config.retry };
+    backoffDelay(1, this.#retry); // a bad schedule fails here, not at the first failure
   }
 
   /** Starts the loop. */
   start(): void {
     if (this.#loop !== null) throw new Error(`Reconciler "${this.config.name}" already started`);
     this.#stop = new AbortController();
-    this.#loop = this.#run().catch((e) => {
-      this.#log("warn", "reconciler loop crashed", { error: String(e) });
+    this.#loop = this.#run().catch((err) => {
+      this.#log.error("reconciler loop crashed", { err });
     });
   }
 
@@ -108,11 +143,11 @@ export class Reconciler<R> {
     this.#loop = null;
   }
 
-  /** Requests a prune now (effective once the table is initialized). */
-  triggerPrune(): void {
-    this.#pruneWanted = true;
+  /** Requests a full reconciliation (prune, verify, repair) now; runs once the table is initialized. */
+  triggerFullReconcile(): void {
+    this.#fullWanted = true;
     this.#isIdle = false;
-    this.#pruneWatch.close();
+    this.#fullWatch.close();
   }
 
   /** Resolves once every change seen so far is reconciled and no retry is queued. */
@@ -125,35 +160,41 @@ export class Reconciler<R> {
     const c = this.config;
     const txn = c.db.readTxn();
     return c.table.revision(txn) === this.#seenRev && this.#retries.size === 0 &&
-      !this.#pruneWanted && (this.#pruned || !c.table.initialized(txn)[0]);
-  }
-  #seenRev = -1;
-
-  #log(level: "info" | "warn", msg: string, fields: Record<string, unknown>): void {
-    const f = { reconciler: this.config.name, ...fields };
-    if (this.config.log) this.config.log(level, msg, f);
-    else console.log(JSON.stringify({ level, msg, ...f }));
+      !this.#fullWanted && (this.#fullDone || !c.table.initialized(txn)[0]);
   }
 
-  #backoff(attempt: number): number {
-    const min = this.config.retryMinMs ?? 10, max = this.config.retryMaxMs ?? 30_000;
-    return Math.min(max, min * 2 ** Math.min(attempt - 1, 30));
+  #keyFields(key: Key): Record<string, unknown> {
+    return { [this.config.keyField ?? "key"]: key };
   }
 
-  #fail(key: Key, deleted: R | null, e: unknown): string {
+  #fail(key: Key, deleted: R | null, err: unknown): string {
     const prev = this.#retries.get(key);
     const attempt = (prev?.attempt ?? 0) + 1;
-    this.#retries.set(key, { attempt, due: Date.now() + this.#backoff(attempt), deleted });
+    const due = Date.now() + backoffDelay(attempt, this.#retry);
+    this.#retries.set(key, { attempt, due, deleted });
     this.metrics.holdfast_reconciler_errors_total++;
-    const message = e instanceof Error ? e.message : String(e);
     if (attempt === 1 || attempt % 10 === 0) {
-      this.#log("warn", deleted ? "delete failed, will retry" : "update failed, will retry", {
-        key,
+      this.#log.warn(deleted ? "delete failed, will retry" : "update failed, will retry", {
+        ...this.#keyFields(key),
         attempt,
-        error: message,
+        err,
       });
     }
-    return message;
+    return err instanceof Error ? err.message : String(err);
+  }
+
+  /** Updates `row`; its new status goes to `statuses`. Returns whether the update succeeded. */
+  async #update(txn: ReadTxn, key: Key, row: R, statuses: [R, ReconcileStatus][]) {
+    try {
+      await this.config.ops.update(txn, row);
+      this.metrics.holdfast_reconciler_updates_total++;
+      statuses.push([row, doneStatus(this.#now())]);
+      return true;
+    } catch (e) {
+      const prev = this.config.getStatus(row);
+      statuses.push([row, errorStatus(this.#fail(key, null, e), this.#now(), prev)]);
+      return false;
+    }
   }
 
   async #run(): Promise<void> {
@@ -182,64 +223,77 @@ export class Reconciler<R> {
           if (kind === "done") continue;
           if (kind === "error" && this.#retries.has(key)) continue;
           this.#retries.delete(key);
-          try {
-            await ops.update(txn, c.row);
-            this.metrics.holdfast_reconciler_updates_total++;
-            statuses.push([c.row, DONE]);
-          } catch (e) {
-            statuses.push([c.row, errorStatus(this.#fail(key, null, e))]);
-          }
+          await this.#update(txn, key, c.row, statuses);
         }
         await this.#runRetries(statuses);
-        this.#writeStatuses(statuses);
         this.#seenRev = table.revision(txn);
 
+        // A trigger is remembered in #fullWanted; a fired watch must not wake every round.
+        if (this.#fullWatch.stale) this.#fullWatch = new Watch();
         const [init, initWatch] = table.initialized(db.readTxn());
-        const interval = this.config.pruneIntervalMs ?? 0;
+        const interval = this.config.fullReconcileIntervalMs ?? 0;
         if (
           init &&
-          (!this.#pruned || this.#pruneWanted ||
-            (interval > 0 && Date.now() - this.#lastPrune >= interval))
+          (!this.#fullDone || this.#fullWanted ||
+            (interval > 0 && Date.now() - this.#lastFull >= interval))
         ) {
-          this.#pruneWanted = false;
-          this.#pruneWatch = new Watch();
-          const ptxn = db.readTxn();
-          try {
-            await ops.prune(ptxn, table.all(ptxn));
-            this.metrics.holdfast_reconciler_prunes_total++;
-            this.#pruned = true;
-          } catch (e) {
-            this.metrics.holdfast_reconciler_errors_total++;
-            this.#pruneWanted = true; // retried on the next round
-            this.#log("warn", "prune failed, will retry", { error: String(e) });
-          }
-          this.#lastPrune = Date.now();
+          await this.#fullReconcile(statuses);
         }
+        this.#writeStatuses(statuses);
         this.metrics.holdfast_reconciler_failing = this.#retries.size;
         if (watch.stale && changes.length >= batchSize) continue;
         let timeoutMs: number | undefined;
         for (const r of this.#retries.values()) {
           timeoutMs = Math.min(timeoutMs ?? Infinity, r.due - Date.now());
         }
-        if (this.#pruneWanted) {
-          timeoutMs = Math.min(timeoutMs ?? Infinity, this.config.retryMinMs ?? 10);
+        if (this.#fullWanted && init) {
+          timeoutMs = Math.min(timeoutMs ?? Infinity, this.#retry.minMs ?? 10);
         }
         if (init && interval > 0) timeoutMs = Math.min(timeoutMs ?? Infinity, interval);
         if (
-          !watch.stale && this.#retries.size === 0 && !this.#pruneWanted && (this.#pruned || !init)
+          !watch.stale && this.#retries.size === 0 && !this.#fullWanted && (this.#fullDone || !init)
         ) {
           this.#isIdle = true;
           const idle = this.#idle;
           this.#idle = [];
           for (const r of idle) r();
         }
-        const watches = [watch, this.#pruneWatch];
+        const watches = [watch, this.#fullWatch];
         if (!init) watches.push(initWatch);
         await waitAny(watches, { timeoutMs, signal });
         this.#isIdle = false;
       }
     } finally {
       iter.close();
+    }
+  }
+
+  /** Prune, then verify the done rows and update those the target lost or changed. */
+  async #fullReconcile(statuses: [R, ReconcileStatus][]): Promise<void> {
+    const { db, table, ops, getStatus } = this.config;
+    this.#fullWanted = false;
+    this.#lastFull = Date.now();
+    const txn = db.readTxn();
+    const rows = table.all(txn);
+    try {
+      await ops.prune(txn, rows);
+      const repairs = ops.verify === undefined
+        ? []
+        : await ops.verify(txn, rows.filter((r) => getStatus(r).kind === "done"));
+      for (const { row, reason } of repairs) {
+        const key = table.primaryKey(row);
+        if (this.#retries.has(key)) continue;
+        if (await this.#update(txn, key, row, statuses)) {
+          this.metrics.holdfast_reconciler_repairs_total++;
+          this.#log.info("repaired map entry", { ...this.#keyFields(key), reason });
+        }
+      }
+      this.metrics.holdfast_reconciler_prunes_total++;
+      this.#fullDone = true;
+    } catch (err) {
+      this.metrics.holdfast_reconciler_errors_total++;
+      this.#fullWanted = true; // retried on the next round
+      this.#log.warn("full reconciliation failed, will retry", { err });
     }
   }
 
@@ -270,14 +324,7 @@ export class Reconciler<R> {
         this.#retries.delete(key);
         continue;
       }
-      try {
-        await ops.update(txn, cur);
-        this.#retries.delete(key);
-        this.metrics.holdfast_reconciler_updates_total++;
-        statuses.push([cur, DONE]);
-      } catch (e) {
-        statuses.push([cur, errorStatus(this.#fail(key, null, e))]);
-      }
+      if (await this.#update(txn, key, cur, statuses)) this.#retries.delete(key);
     }
   }
 

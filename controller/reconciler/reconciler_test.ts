@@ -1,7 +1,8 @@
 import { assert, assertEquals } from "../_testing.ts";
-import { PENDING, type ReconcileStatus } from "../lb/status.ts";
+import { captureLogs } from "../../lib/log.ts";
 import { DB, defineIndex, type ReadTxn } from "../statedb/mod.ts";
-import { type Operations, Reconciler, waitReconciled } from "./reconciler.ts";
+import { type Operations, Reconciler, type Repair, waitReconciled } from "./reconciler.ts";
+import { pendingStatus, type ReconcileStatus } from "./status.ts";
 
 type Obj = { readonly id: string; readonly value: number; readonly status: ReconcileStatus };
 const byId = defineIndex<Obj>({ name: "id", unique: true, keys: (o) => o.id });
@@ -34,9 +35,18 @@ class Target implements Operations<Obj> {
     for (const k of [...this.data.keys()]) if (!keep.has(k)) this.data.delete(k);
     return Promise.resolve();
   }
+  verify(_txn: ReadTxn, rows: readonly Obj[]): Promise<Repair<Obj>[]> {
+    const repairs: Repair<Obj>[] = [];
+    for (const row of rows) {
+      const got = this.data.get(row.id);
+      if (got !== row.value) repairs.push({ row, reason: `holds ${got}, want ${row.value}` });
+    }
+    return Promise.resolve(repairs);
+  }
 }
 
-function setup(options: { batchSize?: number } = {}) {
+function setup(options: { batchSize?: number; fullReconcileIntervalMs?: number } = {}) {
+  let clock = 1_000;
   const db = new DB();
   const table = db.createTable<Obj>({ name: "objs", primary: byId });
   const target = new Target();
@@ -47,14 +57,14 @@ function setup(options: { batchSize?: number } = {}) {
     ops: target,
     getStatus: (o) => o.status,
     setStatus: (o, status) => ({ ...o, status }),
-    retryMinMs: 1,
-    retryMaxMs: 8,
+    retry: { minMs: 1, maxMs: 8, jitter: 0 },
     batchSize: options.batchSize,
-    log: () => {},
+    fullReconcileIntervalMs: options.fullReconcileIntervalMs,
+    now: () => clock,
   });
   const put = (id: string, value: number) => {
     const w = db.writeTxn(table);
-    table.insert(w, { id, value, status: PENDING });
+    table.insert(w, { id, value, status: pendingStatus(clock) });
     w.commit();
   };
   const del = (id: string) => {
@@ -64,7 +74,8 @@ function setup(options: { batchSize?: number } = {}) {
   };
   const wait = (id: string) =>
     waitReconciled(db, table, id, { getStatus: (o) => o.status, timeoutMs: 2000 });
-  return { db, table, target, r, put, del, wait };
+  const tick = (ms: number) => (clock += ms);
+  return { db, table, target, r, put, del, wait, tick };
 }
 
 Deno.test("reconciler: updates, deletes, writes status back, prunes only after init", async () => {
@@ -101,6 +112,7 @@ Deno.test("reconciler: updates, deletes, writes status back, prunes only after i
 });
 
 Deno.test("reconciler: failures set error status, retry with backoff and converge", async () => {
+  using _logs = captureLogs();
   const { db, table, target, r, put } = setup();
   let failures = 0;
   target.failing = (_op, id) => id === "x" && failures++ < 3;
@@ -146,5 +158,94 @@ Deno.test("reconciler: a row changed during its update stays pending and is reco
   assertEquals(target.data.get("y"), 2);
   assertEquals(table.get(db.readTxn(), byId.query("y"))?.value, 2);
   assertEquals(target.log.filter((l) => l.startsWith("update")), ["update y=1", "update y=2"]);
+  await r.stop();
+});
+
+Deno.test("reconciler: status since is when the row entered its status, kept while it stays", async () => {
+  using _logs = captureLogs();
+  const { db, table, target, r, put, wait, tick } = setup();
+  let failing = true;
+  target.failing = (_op, id) => id === "e" && failing;
+  r.start();
+  put("e", 1);
+  const row = () => table.get(db.readTxn(), byId.query("e"))!;
+  for (let i = 0; i < 200 && row().status.kind !== "error"; i++) {
+    await new Promise((res) => setTimeout(res, 1));
+  }
+  assertEquals([row().status.kind, row().status.since], ["error", 1_000]);
+  tick(60_000); // failing for a minute: the error keeps its first time
+  const retries = r.metrics.holdfast_reconciler_retries_total;
+  for (let i = 0; i < 200 && r.metrics.holdfast_reconciler_retries_total < retries + 2; i++) {
+    await new Promise((res) => setTimeout(res, 1));
+  }
+  assertEquals([row().status.kind, row().status.since], ["error", 1_000]);
+  failing = false;
+  await wait("e");
+  assertEquals([row().status.kind, row().status.since], ["done", 61_000]);
+  await r.stop();
+});
+
+Deno.test("reconciler: a full reconciliation repairs an entry deleted behind its back", async () => {
+  using logs = captureLogs();
+  const { db, table, target, r, put, wait } = setup();
+  const w = db.writeTxn(table);
+  const done = table.registerInitializer(w, "source");
+  w.commit();
+  r.start();
+  put("a", 1);
+  put("b", 2);
+  await wait("b");
+  const w2 = db.writeTxn(table);
+  done(w2);
+  w2.commit();
+  await r.waitIdle();
+  target.data.delete("a"); // behind the reconciler's back
+  target.data.set("b", 99);
+  r.triggerFullReconcile();
+  await r.waitIdle();
+  assertEquals([target.data.get("a"), target.data.get("b")], [1, 2]);
+  assertEquals(r.metrics.holdfast_reconciler_repairs_total, 2);
+  const repaired = logs.records.filter((l) => l.msg === "repaired map entry");
+  assertEquals(repaired.map((l) => [l.key, l.reason]), [
+    ["a", "holds undefined, want 1"],
+    ["b", "holds 99, want 2"],
+  ]);
+  assertEquals(table.all(db.readTxn()).map((o) => o.status.kind), ["done", "done"]);
+  await r.stop();
+});
+
+Deno.test("reconciler: the periodic full reconciliation repairs without a trigger", async () => {
+  using _logs = captureLogs();
+  const { db, table, target, r, put, wait } = setup({ fullReconcileIntervalMs: 20 });
+  r.start(); // no initializer: the table counts as initialized at once
+  put("p", 7);
+  await wait("p");
+  target.data.delete("p");
+  for (let i = 0; i < 500 && !target.data.has("p"); i++) {
+    await new Promise((res) => setTimeout(res, 2));
+  }
+  assertEquals(target.data.get("p"), 7);
+  assert(r.metrics.holdfast_reconciler_repairs_total >= 1);
+  assertEquals(table.get(db.readTxn(), byId.query("p"))?.status.kind, "done");
+  await r.stop();
+});
+
+Deno.test("reconciler: a full reconciliation requested before initialization waits for it", async () => {
+  const { db, table, target, r, put, wait } = setup();
+  const w = db.writeTxn(table);
+  const done = table.registerInitializer(w, "source");
+  w.commit();
+  r.start();
+  put("q", 1);
+  await wait("q");
+  r.triggerFullReconcile();
+  // The loop must keep yielding to timers while it waits (no busy wake-ups).
+  await new Promise((res) => setTimeout(res, 20));
+  assertEquals(target.log.filter((l) => l.startsWith("prune")), []);
+  const w2 = db.writeTxn(table);
+  done(w2);
+  w2.commit();
+  await r.waitIdle();
+  assertEquals(target.log.filter((l) => l.startsWith("prune")), ["prune 1"]);
   await r.stop();
 });

@@ -21,18 +21,26 @@
  * | `maps/dump` | print the maps to stdout |
  * | `maps/summary` | services with backend addresses and slot counts (ID-independent) |
  * | `maps/faults RATE` | fail RATE (0..1) of map operations |
+ * | `maps/delete service ADDR`, `maps/delete maglev ID`, `maps/delete backend ID` | delete an entry behind the reconciler's back |
+ * | `maps/set backend ID IP:PORT` | change a backend entry behind the reconciler's back |
  * | `maps/check` | no ordering-invariant breach so far |
  * | `reconciled` | wait until the reconciler is idle |
- * | `prune` | trigger a prune |
+ * | `reconcile/full` | trigger a full reconciliation (prune, verify, repair) |
+ * | `clock/advance SECONDS` | advance the test clock that stamps statuses (the `Since` column) |
  * | `restart` | new control plane over the same maps; sources resync from their inputs |
  * | `metrics` | print reconciler metrics to stdout |
  * | `cmp stdout FILE` | last stdout equals FILE |
  * | `stdout REGEX` | last stdout matches REGEX |
+ * | `log REGEX` | some log line (JSON) since the script started matches REGEX |
+ *
+ * Statuses are stamped by a test clock that stands still unless `clock/advance` moves it, so
+ * printed ages are stable.
  *
  * @module
  */
 
 import { parse as parseYaml, parseAllDocuments } from "yaml";
+import { captureLogs, type LogRecord } from "../../lib/log.ts";
 import { type ControlPlane, createControlPlane } from "../control_plane.ts";
 import { backendHeader, backendToRow } from "../lb/backend.ts";
 import { frontendHeader, frontendToRow } from "../lb/frontend.ts";
@@ -40,13 +48,14 @@ import { formatTable, parseTable } from "../lb/print.ts";
 import { redirectHeader, redirectToRow } from "../lb/redirect.ts";
 import { selectBackends } from "../lb/select.ts";
 import { serviceHeader, serviceToRow } from "../lb/service.ts";
-import { PENDING } from "../lb/status.ts";
 import type { BackendInput, ServiceInput } from "../lb/writer.ts";
 import { FaultyLBMaps, MemoryLBMaps } from "../lbmaps_memory.ts";
 import { FileSource } from "../sources/file_source.ts";
 import type { K8sEndpointSlice, K8sService } from "../sources/k8s_convert.ts";
 import { K8sSource } from "../sources/k8s_source.ts";
+import { pendingStatus } from "../reconciler/status.ts";
 import type { Table } from "../statedb/mod.ts";
+import { dumpMaps, summarizeMaps, tamperMaps } from "./_maps_text.ts";
 import { parseTxtar } from "./txtar.ts";
 
 /** Options of {@linkcode runScript}. */
@@ -68,7 +77,8 @@ type K8sObject = K8sService | K8sEndpointSlice;
 /** Runs one txtar script; throws a ScriptError naming the failing line. */
 export async function runScript(text: string, options: ScriptOptions = {}): Promise<void> {
   const ar = parseTxtar(text);
-  const env = new ScriptEnv(ar.files, options);
+  using logs = captureLogs();
+  const env = new ScriptEnv(ar.files, options, logs.records);
   await env.start();
   try {
     const lines = ar.comment.split("\n");
@@ -120,19 +130,26 @@ class ScriptEnv {
   /** In update mode, only the last retry records the actual output. */
   lastChance = true;
   k8sSynced = false;
+  /** The test clock (ms since the epoch): 2026-01-01T00:00:00Z until `clock/advance`. */
+  now = Date.UTC(2026, 0, 1);
+  readonly logs: readonly LogRecord[];
 
-  constructor(files: ReadonlyMap<string, string>, options: ScriptOptions) {
+  constructor(
+    files: ReadonlyMap<string, string>,
+    options: ScriptOptions,
+    logs: readonly LogRecord[],
+  ) {
     this.files = files;
     this.options = options;
+    this.logs = logs;
     this.faulty = new FaultyLBMaps(this.maps, { seed: options.seed ?? 1 });
   }
 
   async start(): Promise<void> {
     this.cp = await createControlPlane(this.faulty, {
       maglevSize: this.options.maglevSize ?? 251,
-      retryMinMs: 1,
-      retryMaxMs: 20,
-      log: () => {},
+      retry: { minMs: 1, maxMs: 20, jitter: 0 },
+      now: () => this.now,
     });
     this.k8s = new K8sSource(this.cp.writer);
     this.k8s.registerInitializer();
@@ -168,7 +185,11 @@ class ScriptEnv {
         return formatTable(
           frontendHeader,
           frontends.all(txn).map((f) =>
-            frontendToRow(f, selectBackends(txn, this.cp.tables, f).map((b) => b.address))
+            frontendToRow(
+              f,
+              selectBackends(txn, this.cp.tables, f).map((b) => b.address),
+              this.now,
+            )
           ),
         );
       case "backends":
@@ -177,58 +198,6 @@ class ScriptEnv {
         return formatTable(redirectHeader, redirects.all(txn).map(redirectToRow));
     }
     throw new Error(`unknown table "${name}"`);
-  }
-
-  async dumpMaps(): Promise<string> {
-    const d = await this.maps.dump();
-    const out: string[] = ["services:"];
-    for (const [k, e] of [...d.services].sort((a, b) => a[1].serviceId - b[1].serviceId)) {
-      out.push(
-        `  ${k.address}:${k.port}/${k.protocol} id=${e.serviceId} backends=${e.backendCount} ` +
-          `mode=${e.flowKeyMode} M=${e.maglevSize}`,
-      );
-    }
-    out.push("backends:");
-    for (const [id, b] of [...d.backends].sort((a, b) => a[0] - b[0])) {
-      out.push(`  ${id} ${b.address}:${b.port}`);
-    }
-    out.push("maglev:");
-    for (const [id, t] of [...d.maglev].sort((a, b) => a[0] - b[0])) {
-      const counts = new Map<number, number>();
-      let h = 0x811c9dc5;
-      for (const v of t) {
-        counts.set(v, (counts.get(v) ?? 0) + 1);
-        h = Math.imul(h ^ v, 0x01000193) >>> 0;
-      }
-      const slots = [...counts].sort((a, b) => a[0] - b[0]).map(([b, c]) => `${b}:${c}`).join(" ");
-      out.push(`  ${id} ${slots} hash=${h.toString(16).padStart(8, "0")}`);
-    }
-    return out.join("\n") + "\n";
-  }
-
-  /** The maps with IDs resolved: services → backend addresses and their Maglev slot counts. */
-  async summarizeMaps(): Promise<string> {
-    const d = await this.maps.dump();
-    const backends = new Map(d.backends.map(([id, b]) => [id, `${b.address}:${b.port}`]));
-    const tables = new Map(d.maglev);
-    const out: string[] = [];
-    for (
-      const [k, e] of [...d.services].sort((
-        a,
-        b,
-      ) => (a[0].address + a[0].port < b[0].address + b[0].port ? -1 : 1))
-    ) {
-      const counts = new Map<string, number>();
-      for (const id of tables.get(e.serviceId) ?? []) {
-        const name = id === 0 ? "unset" : backends.get(id) ?? `missing#${id}`;
-        counts.set(name, (counts.get(name) ?? 0) + 1);
-      }
-      const slots = [...counts].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([n, c]) => `${n}=${c}`)
-        .join(" ");
-      out.push(`${k.address}:${k.port}/${k.protocol} backends=${e.backendCount} ${slots}`);
-    }
-    out.push(`backend entries: ${d.backends.length}, maglev tables: ${d.maglev.length}`);
-    return out.join("\n") + "\n";
   }
 
   k8sObjects(files: string[]): K8sObject[] {
@@ -330,7 +299,7 @@ class ScriptEnv {
         const txn = this.cp.db.writeTxn(t);
         for (const r of rows) {
           const row = rest[0] === "frontends"
-            ? { portName: "", redirectTo: null, status: PENDING, ...r }
+            ? { portName: "", redirectTo: null, status: pendingStatus(this.now), ...r }
             : rest[0] === "services"
             ? { source: "test", flowKeyMode: "five-tuple", maglevSize: 0, ...r }
             : r;
@@ -356,13 +325,17 @@ class ScriptEnv {
         return;
       }
       case "maps/dump":
-        this.stdout = await this.dumpMaps();
+        this.stdout = await dumpMaps(this.maps);
         return;
       case "maps/summary":
-        this.stdout = await this.summarizeMaps();
+        this.stdout = await summarizeMaps(this.maps);
         return;
       case "maps/faults":
         this.faulty.failRate = Number(rest[0]);
+        return;
+      case "maps/delete":
+      case "maps/set":
+        tamperMaps(this.maps, cmd === "maps/set" ? "set" : "delete", rest);
         return;
       case "maps/check":
         if (this.maps.violations.length > 0) {
@@ -382,9 +355,15 @@ class ScriptEnv {
         if (r === "timeout") throw new Error("reconciler not idle after 5 s");
         return;
       }
-      case "prune":
-        this.cp.reconciler.triggerPrune();
+      case "reconcile/full":
+        this.cp.reconciler.triggerFullReconcile();
         return;
+      case "clock/advance": {
+        const s = Number(rest[0]);
+        if (!(s >= 0)) throw new Error(`clock/advance: expected seconds, got "${rest[0]}"`);
+        this.now += s * 1000;
+        return;
+      }
       case "restart":
         await this.restart();
         return;
@@ -406,6 +385,13 @@ class ScriptEnv {
           throw new Error(
             `stdout differs from ${rest[1]}:\n--- got ---\n${this.stdout}--- want ---\n${want}`,
           );
+        }
+        return;
+      }
+      case "log": {
+        const re = new RegExp(rest.join(" "));
+        if (!this.logs.some((r) => re.test(JSON.stringify(r)))) {
+          throw new Error(`no log line matches /${rest.join(" ")}/`);
         }
         return;
       }

@@ -15,7 +15,7 @@ function slice(name: string, ips: string[]): K8sEndpointSlice {
 
 Deno.test("k8s source: a service's backends are the union of its slices", () => {
   const tables = createLBTables(new DB());
-  const k8s = new K8sSource(new Writer(tables, { log: () => {} }));
+  const k8s = new K8sSource(new Writer(tables));
   const addrs = () =>
     tables.backends.list(tables.db.readTxn(), backendsByService("ns/svc")).map((b) =>
       b.address.split(":")[0]

@@ -14,7 +14,7 @@ import { Datapath, testRun, XDP } from "../../node/bpf/mod.ts";
 import { tcpFrame } from "../../lab/packets.ts";
 
 async function reconcile(target: LBMaps): Promise<void> {
-  const cp = await createControlPlane(target, { log: () => {} });
+  const cp = await createControlPlane(target);
   const file = new FileSource(cp.writer);
   cp.start();
   file.load(DEFAULT_CONFIG_YAML);

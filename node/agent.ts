@@ -179,7 +179,8 @@ export async function main(
     const cp = await createControlPlane(dp.lbMaps, {
       maglev: new WasmMaglevBuilder(policy, { fallback: new TsMaglevBuilder() }),
       ...(a.maglevSize ? { maglevSize: a.maglevSize } : {}),
-      log: (level, msg, fields) => agentLog[level](msg, fields),
+      logger: agentLog,
+      fullReconcileIntervalMs: a.fullReconcileIntervalMs,
     });
     exportControlPlaneMetrics(cp, registry);
     const file = new FileSource(cp.writer);

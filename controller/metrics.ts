@@ -49,8 +49,13 @@ export function exportControlPlaneMetrics(
   );
   counter(
     "holdfast_reconciler_prunes_total",
-    "Completed prunes.",
+    "Completed full reconciliations (prune, verify, repair).",
     () => r.holdfast_reconciler_prunes_total,
+  );
+  counter(
+    "holdfast_reconciler_repairs_total",
+    "Map entries rewritten by the full reconciliation: deleted or changed behind its back.",
+    () => r.holdfast_reconciler_repairs_total,
   );
   counter(
     "holdfast_reconciler_errors_total",

@@ -6,7 +6,8 @@ import { exportControlPlaneMetrics } from "./metrics.ts";
 import { DEFAULT_CONFIG_YAML, FileSource } from "./sources/file_source.ts";
 
 Deno.test("metrics: control-plane state and counters in the Prometheus exposition", async () => {
-  const cp = await createControlPlane(new MemoryLBMaps(), { maglevSize: 251 });
+  const maps = new MemoryLBMaps();
+  const cp = await createControlPlane(maps, { maglevSize: 251 });
   const file = new FileSource(cp.writer);
   cp.start();
   file.load(DEFAULT_CONFIG_YAML);
@@ -27,5 +28,12 @@ Deno.test("metrics: control-plane state and counters in the Prometheus expositio
   // Counters keep counting across scrapes.
   reg.expose();
   assert(reg.expose().includes("holdfast_lbmaps_backend_writes_total 2"));
+  // A service entry deleted behind the control plane's back is repaired and counted.
+  maps.services.clear();
+  cp.reconciler.triggerFullReconcile();
+  await cp.reconciler.waitIdle();
+  const after = reg.expose();
+  assert(after.includes('holdfast_reconciler_repairs_total{reconciler="bpf-lbmaps"} 1'), after);
+  assert(maps.services.size === 1, "service entry not rewritten");
   await cp.stop();
 });

@@ -1,11 +1,13 @@
 /**
- * Holdfast's control plane: the table store, the load-balancer model and its Writer,
- * reconcilers, the BPF-maps reconciler, data sources and the script-test runner.
+ * Holdfast's control plane: the table store, the load-balancer model and its Writer, the
+ * generic reconciler (with the reconcile status rows carry), the BPF-maps reconciler, the
+ * in-memory maps and the data sources. The script-test runner (`script/`) and the test helpers
+ * (`_testing.ts`) are not part of it.
  *
  * @example
  * ```ts
  * import { createControlPlane, DEFAULT_CONFIG_YAML, FileSource, MemoryLBMaps } from "./mod.ts";
- * const cp = await createControlPlane(new MemoryLBMaps(), { log: () => {} });
+ * const cp = await createControlPlane(new MemoryLBMaps());
  * const file = new FileSource(cp.writer);
  * cp.start();
  * file.load(DEFAULT_CONFIG_YAML);

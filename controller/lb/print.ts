@@ -1,5 +1,6 @@
 /**
- * Table-row printing shared by row files, `db/show` and `db/cmp` in script tests.
+ * Table printing shared by the row files, the `control-plane` command and the script tests'
+ * `db/show` and `db/cmp`; ages (the frontends' `Since`) in the kubectl style.
  *
  * Columns are separated by at least two spaces, so a cell may contain single spaces.
  *

@@ -1,7 +1,8 @@
 /**
- * The Kubernetes data source's write side: takes Service/EndpointSlice events (from the live
- * watch, a test, or the benchmark), keeps the slices of each service, and writes the converted
- * rows through the Writer as source `k8s`. A service's backends are the union of its slices.
+ * The Kubernetes data source's write side: takes Service/EndpointSlice events (from the script
+ * tests, unit tests or the control-plane benchmark; no live API-server watch feeds it yet), keeps
+ * the slices of each service, and writes the converted rows through the Writer as source `k8s`.
+ * A service's backends are the union of its slices.
  *
  * @module
  */

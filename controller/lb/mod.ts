@@ -11,5 +11,6 @@ export * from "./print.ts";
 export * from "./redirect.ts";
 export * from "./select.ts";
 export * from "./service.ts";
+export * from "./source_writer.ts";
 export * from "./tables.ts";
 export * from "./writer.ts";

@@ -24,13 +24,8 @@
 import { parse as parseYaml } from "yaml";
 import { parseAddr } from "../lb/address.ts";
 import { DEFAULT_WEIGHT } from "../lb/backend.ts";
-import type {
-  BackendInput,
-  FrontendInput,
-  ServiceInput,
-  SourceWriter,
-  Writer,
-} from "../lb/writer.ts";
+import type { SourceWriter } from "../lb/source_writer.ts";
+import type { BackendInput, FrontendInput, ServiceInput, Writer } from "../lb/writer.ts";
 import { MAGLEV_M_DEFAULT } from "../../policy-as/host/abi.ts";
 import {
   checkMaglevSize,

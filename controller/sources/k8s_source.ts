@@ -9,7 +9,8 @@
 
 import type { WriteTxn } from "../statedb/mod.ts";
 import { backendsByService } from "../lb/backend.ts";
-import type { BackendInput, SourceWriter, Writer } from "../lb/writer.ts";
+import type { SourceWriter } from "../lb/source_writer.ts";
+import type { BackendInput, Writer } from "../lb/writer.ts";
 import {
   convertEndpointSlice,
   convertService,

@@ -75,14 +75,23 @@ function setup(options: { batchSize?: number; fullReconcileIntervalMs?: number }
   const wait = (id: string) =>
     waitReconciled(db, table, id, { getStatus: (o) => o.status, timeoutMs: 2000 });
   const tick = (ms: number) => (clock += ms);
-  return { db, table, target, r, put, del, wait, tick };
+  /** Registers an initializer (no prune until then); returns the function that completes it. */
+  const holdInitialization = () => {
+    const w = db.writeTxn(table);
+    const done = table.registerInitializer(w, "source");
+    w.commit();
+    return () => {
+      const w2 = db.writeTxn(table);
+      done(w2);
+      w2.commit();
+    };
+  };
+  return { db, table, target, r, put, del, wait, tick, holdInitialization };
 }
 
 Deno.test("reconciler: updates, deletes, writes status back, prunes only after init", async () => {
-  const { db, table, target, r, put, del, wait } = setup({ batchSize: 2 });
-  const w = db.writeTxn(table);
-  const done = table.registerInitializer(w, "source");
-  w.commit();
+  const { db, table, target, r, put, del, wait, holdInitialization } = setup({ batchSize: 2 });
+  const initialized = holdInitialization();
   target.data.set("stale", 1); // left over in the target from a previous run
   r.start();
   for (let i = 0; i < 5; i++) put(`o${i}`, i);
@@ -97,9 +106,7 @@ Deno.test("reconciler: updates, deletes, writes status back, prunes only after i
   ]);
   assert(target.data.has("stale"), "pruned before the table was initialized");
   assert(!target.log.some((l) => l.startsWith("prune")));
-  const w2 = db.writeTxn(table);
-  done(w2);
-  w2.commit();
+  initialized();
   await r.waitIdle();
   assert(!target.data.has("stale"), "not pruned after initialization");
   assertEquals(target.log.filter((l) => l.startsWith("prune")), ["prune 5"]);
@@ -187,17 +194,13 @@ Deno.test("reconciler: status since is when the row entered its status, kept whi
 
 Deno.test("reconciler: a full reconciliation repairs an entry deleted behind its back", async () => {
   using logs = captureLogs();
-  const { db, table, target, r, put, wait } = setup();
-  const w = db.writeTxn(table);
-  const done = table.registerInitializer(w, "source");
-  w.commit();
+  const { db, table, target, r, put, wait, holdInitialization } = setup();
+  const initialized = holdInitialization();
   r.start();
   put("a", 1);
   put("b", 2);
   await wait("b");
-  const w2 = db.writeTxn(table);
-  done(w2);
-  w2.commit();
+  initialized();
   await r.waitIdle();
   target.data.delete("a"); // behind the reconciler's back
   target.data.set("b", 99);
@@ -231,10 +234,8 @@ Deno.test("reconciler: the periodic full reconciliation repairs without a trigge
 });
 
 Deno.test("reconciler: a full reconciliation requested before initialization waits for it", async () => {
-  const { db, table, target, r, put, wait } = setup();
-  const w = db.writeTxn(table);
-  const done = table.registerInitializer(w, "source");
-  w.commit();
+  const { target, r, put, wait, holdInitialization } = setup();
+  const initialized = holdInitialization();
   r.start();
   put("q", 1);
   await wait("q");
@@ -242,9 +243,7 @@ Deno.test("reconciler: a full reconciliation requested before initialization wai
   // The loop must keep yielding to timers while it waits (no busy wake-ups).
   await new Promise((res) => setTimeout(res, 20));
   assertEquals(target.log.filter((l) => l.startsWith("prune")), []);
-  const w2 = db.writeTxn(table);
-  done(w2);
-  w2.commit();
+  initialized();
   await r.waitIdle();
   assertEquals(target.log.filter((l) => l.startsWith("prune")), ["prune 1"]);
   await r.stop();

@@ -111,7 +111,7 @@ export function parseConfig(text: string, options: { format?: "yaml" | "json" } 
   try {
     raw = options.format === "json" ? JSON.parse(text) : parseYaml(text);
   } catch (e) {
-    throw new ConfigError(`Cannot parse config: ${(e as Error).message}`);
+    throw new ConfigError(`Cannot parse config: ${(e as Error).message}`, { cause: e });
   }
   raw ??= {};
   if (typeof raw !== "object" || Array.isArray(raw)) {

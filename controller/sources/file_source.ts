@@ -61,8 +61,8 @@ services:
         portName: http
 `;
 
-function fail(path: string, why: string): never {
-  throw new ConfigError(`Invalid config at ${path}: ${why}`);
+function fail(path: string, why: string, cause?: unknown): never {
+  throw new ConfigError(`Invalid config at ${path}: ${why}`, { cause });
 }
 
 function str(v: unknown, path: string): string {
@@ -77,7 +77,7 @@ function addr(v: unknown, path: string): string {
   try {
     parseAddr(s);
   } catch (e) {
-    fail(path, (e as Error).message);
+    fail(path, (e as Error).message, e);
   }
   return s;
 }
@@ -101,7 +101,7 @@ function checkBuildable(
   try {
     checkMaglevWeights(backends.map((b) => b.weight ?? DEFAULT_WEIGHT), m);
   } catch (e) {
-    fail(path, `service "${name}": ${(e as Error).message}`);
+    fail(path, `service "${name}": ${(e as Error).message}`, e);
   }
 }
 
@@ -143,7 +143,7 @@ export function parseConfig(text: string, options: { format?: "yaml" | "json" } 
       try {
         checkMaglevSize(maglevSize);
       } catch (e) {
-        fail(`${p}.maglevSize`, `service "${name}": ${(e as Error).message}`);
+        fail(`${p}.maglevSize`, `service "${name}": ${(e as Error).message}`, e);
       }
     }
     const frontends: FrontendInput[] = list(o.frontends, `${p}.frontends`).map((f, j) => {

@@ -35,6 +35,19 @@ Deno.test("agent arguments: required, lists, defaults, secrets from a file", () 
   assertEquals([a.nodeName, a.datapath, a.idleTimeoutMs], ["lb-a", "memory", 1000]);
   assertEquals(a.listen, { hostname: "127.0.0.1", port: 9470 });
   assertEquals([a.config, a.flowSync, a.configPollMs], ["/etc/holdfast/services.yaml", true, 200]);
+  assertEquals(a.fullReconcileIntervalMs, 30_000);
+});
+
+Deno.test("agent arguments: --full-reconcile-interval-ms sets how often the maps are repaired", () => {
+  const base = ["--config", "s.yaml", "--node-name", "lb1", "--no-flow-sync"];
+  assertEquals(
+    parseAgentArgs([...base, "--full-reconcile-interval-ms", "5000"]).fullReconcileIntervalMs,
+    5000,
+  );
+  assertEquals(
+    parseAgentArgs([...base, "--full-reconcile-interval-ms", "0"]).fullReconcileIntervalMs,
+    0,
+  );
 });
 
 Deno.test("agent arguments: --no-flow-sync needs no Redis; --vip is optional", () => {

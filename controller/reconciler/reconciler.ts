@@ -113,6 +113,9 @@ export class Reconciler<R> {
   /** A full reconciliation completed since start (the first one waits for initialization). */
   #fullDone = false;
   #lastFull = 0;
+  /** Failed full reconciliations in a row, and when the next try is due (backoff). */
+  #fullFailures = 0;
+  #fullDue = 0;
   #idle: (() => void)[] = [];
   #isIdle = false;
   #seenRev = -1;
@@ -233,7 +236,7 @@ export class Reconciler<R> {
         const [init, initWatch] = table.initialized(db.readTxn());
         const interval = this.config.fullReconcileIntervalMs ?? 0;
         if (
-          init &&
+          init && Date.now() >= this.#fullDue &&
           (!this.#fullDone || this.#fullWanted ||
             (interval > 0 && Date.now() - this.#lastFull >= interval))
         ) {
@@ -247,9 +250,11 @@ export class Reconciler<R> {
           timeoutMs = Math.min(timeoutMs ?? Infinity, r.due - Date.now());
         }
         if (this.#fullWanted && init) {
-          timeoutMs = Math.min(timeoutMs ?? Infinity, this.#retry.minMs ?? 10);
+          timeoutMs = Math.min(timeoutMs ?? Infinity, this.#fullDue - Date.now());
         }
-        if (init && interval > 0) timeoutMs = Math.min(timeoutMs ?? Infinity, interval);
+        if (init && interval > 0) {
+          timeoutMs = Math.min(timeoutMs ?? Infinity, this.#lastFull + interval - Date.now());
+        }
         if (
           !watch.stale && this.#retries.size === 0 && !this.#fullWanted && (this.#fullDone || !init)
         ) {
@@ -290,10 +295,15 @@ export class Reconciler<R> {
       }
       this.metrics.holdfast_reconciler_prunes_total++;
       this.#fullDone = true;
+      this.#fullFailures = 0;
     } catch (err) {
       this.metrics.holdfast_reconciler_errors_total++;
-      this.#fullWanted = true; // retried on the next round
-      this.#log.warn("full reconciliation failed, will retry", { err });
+      const attempt = ++this.#fullFailures;
+      this.#fullWanted = true; // retried with backoff
+      this.#fullDue = Date.now() + backoffDelay(attempt, this.#retry);
+      if (attempt === 1 || attempt % 10 === 0) {
+        this.#log.warn("full reconciliation failed, will retry", { attempt, err });
+      }
     }
   }
 

@@ -30,6 +30,7 @@ class Target implements Operations<Obj> {
     return Promise.resolve();
   }
   prune(_txn: ReadTxn, rows: readonly Obj[]): Promise<void> {
+    if (this.failing("prune", "")) return Promise.reject(new Error("target refused prune"));
     const keep = new Set(rows.map((r) => r.id));
     this.log.push(`prune ${rows.length}`);
     for (const k of [...this.data.keys()]) if (!keep.has(k)) this.data.delete(k);
@@ -246,5 +247,22 @@ Deno.test("reconciler: a full reconciliation requested before initialization wai
   initialized();
   await r.waitIdle();
   assertEquals(target.log.filter((l) => l.startsWith("prune")), ["prune 1"]);
+  await r.stop();
+});
+
+Deno.test("reconciler: a failing full reconciliation is retried with backoff until it succeeds", async () => {
+  using logs = captureLogs();
+  const { r, put, wait, target } = setup();
+  let failures = 0;
+  target.failing = (op) => op === "prune" && failures++ < 3;
+  r.start(); // no initializer: the first full pass runs at once, and fails three times
+  put("z", 1);
+  await wait("z");
+  await r.waitIdle();
+  assertEquals(target.log.filter((l) => l.startsWith("prune")), ["prune 1"]);
+  assertEquals(r.metrics.holdfast_reconciler_prunes_total, 1);
+  assertEquals(r.metrics.holdfast_reconciler_errors_total, 3);
+  const warned = logs.records.filter((l) => l.msg === "full reconciliation failed, will retry");
+  assertEquals(warned.map((l) => l.attempt), [1]); // the first, then every tenth
   await r.stop();
 });

@@ -19,6 +19,7 @@ import type { Frontend } from "./lb/frontend.ts";
 import { selectBackends } from "./lb/select.ts";
 import { serviceByName } from "./lb/service.ts";
 import type { LBTables } from "./lb/tables.ts";
+import { frontendDiffers } from "./_lbmaps_verify.ts";
 import type { LBMaps, ServiceEntry, ServiceKey } from "./lbmaps.ts";
 import { MAGLEV_M_DEFAULT } from "../policy-as/host/abi.ts";
 import { checkMaglevSize, type MaglevBuilder } from "../policy-as/host/maglev_input.ts";
@@ -481,8 +482,7 @@ export class LBMapsOps implements Operations<Frontend> {
    * The full pass's check: compares the maps with what was written for `rows` (done frontends)
    * and returns those whose service entry, Maglev table or backends are missing or differ —
    * deleted or changed behind the reconciler's back. Lost backends are marked unwritten, so the
-   * `update` that follows writes them again. A table is checked by its size and the backend IDs
-   * it names (a slot moved between two of the frontend's own backends is not noticed).
+   * `update` that follows writes them again (see `_lbmaps_verify.ts` for what is compared).
    */
   async verify(txn: ReadTxn, rows: readonly Frontend[]): Promise<Repair<Frontend>[]> {
     if (this.#orphans.size > 0) await this.#flushOrphans();
@@ -501,45 +501,21 @@ export class LBMapsOps implements Operations<Frontend> {
       }
     }
     const repairs: Repair<Frontend>[] = [];
+    const scratch = new Uint8Array(this.#refs.length);
     for (const fe of rows) {
       const st = this.#frontends.get(fe.address);
       if (st === undefined || st.backendIds === null) continue;
-      const reason = this.#differs(txn, fe, st, services.get(fe.address), tables, lost);
+      const svc = this.#tables.services.get(txn, serviceByName(fe.serviceName));
+      const want = {
+        serviceId: st.serviceId,
+        backendIds: st.backendIds,
+        maglevSize: svc?.maglevSize || this.#defaultM,
+        flowKeyMode: svc?.flowKeyMode,
+      };
+      const entry = services.get(fe.address), table = tables.get(st.serviceId);
+      const reason = frontendDiffers(want, entry, table, lost, scratch);
       if (reason !== null) repairs.push({ row: fe, reason });
     }
     return repairs;
-  }
-
-  /** How the maps differ from what was written for `fe`, or null if they do not. */
-  #differs(
-    txn: ReadTxn,
-    fe: Frontend,
-    st: FrontendState,
-    entry: ServiceEntry | undefined,
-    tables: ReadonlyMap<number, Uint32Array>,
-    lost: ReadonlySet<number>,
-  ): string | null {
-    const ids = st.backendIds ?? [];
-    const svc = this.#tables.services.get(txn, serviceByName(fe.serviceName));
-    if (entry === undefined) return "service entry missing";
-    const m = svc?.maglevSize || this.#defaultM;
-    if (
-      entry.serviceId !== st.serviceId || entry.backendCount !== ids.length ||
-      entry.maglevSize !== m || (svc !== undefined && entry.flowKeyMode !== svc.flowKeyMode)
-    ) return `service entry differs: ${JSON.stringify(entry)}`;
-    const gone = ids.find((id) => lost.has(id));
-    if (gone !== undefined) return `backend ${gone} missing or changed`;
-    const table = tables.get(st.serviceId);
-    if (table === undefined) return `maglev table ${st.serviceId} missing`;
-    if (table.length !== m) {
-      return `maglev table ${st.serviceId} has ${table.length} slots, not ${m}`;
-    }
-    const named = new Set<number>();
-    for (const id of table) named.add(id);
-    if (ids.length === 0) named.delete(0); // no backends: an all-unset table
-    if (named.size !== ids.length || ids.some((id) => !named.has(id))) {
-      return `maglev table ${st.serviceId} names backends ${[...named].sort((a, b) => a - b)}`;
-    }
-    return null;
   }
 }

@@ -211,9 +211,12 @@ export async function main(
     if (a.flowSync) {
       const store = connectRedisStore(a.redis);
       cleanup.push(() => store.close());
+      // Flows from Redis are installed only if their backend serves their frontend in the
+      // config the control plane was given (the trust boundary): kept current on every reload.
       const agent = flows = new FlowSyncAgent(dp.flows, store, {
         node: a.nodeName,
         vips: [],
+        services: current,
         ...(a.idleTimeoutMs !== undefined ? { idleTimeoutMs: a.idleTimeoutMs } : {}),
         ...(a.sweepIntervalMs !== undefined ? { sweepIntervalMs: a.sweepIntervalMs } : {}),
         ...(a.queueCapacity !== undefined ? { queueCapacity: a.queueCapacity } : {}),
@@ -225,6 +228,7 @@ export async function main(
         await unsubscribe();
       });
       onReload = async (prev, next) => {
+        agent.setServices(next);
         await agent.setVips(followedVips(next, a.vips))
           .catch((err) => agentLog.warn("cannot follow LB IPs", { err }));
         if (prev) {

@@ -15,7 +15,8 @@
  *    one keeps serving). Maglev tables come from the WASM policy module, with the TypeScript
  *    reference as fallback.
  * 3. Flow sync (unless `--no-flow-sync`): new-flow events from the ring buffer go to Redis;
- *    peers' flows are installed into the flow map; every stored flow is restored before ready.
+ *    peers' flows are installed into the flow map — only those whose backend serves their
+ *    frontend in the loaded config; every stored flow is restored before ready.
  *    The LB IPs followed are the config's frontend addresses (plus any `--vip`), updated after
  *    every successful reload (`FlowSyncAgent.setVips`: an added one is restored and followed).
  * 4. Attach XDP to `--attach`, last, so the first packet finds programmed maps and flows.

@@ -74,7 +74,7 @@ export function parseCommandLine<O extends OptionSpec>(
     return { values: values as CommandLine["values"], positionals };
   } catch (err) {
     const reason = err instanceof Error
-      ? err.message.replace(/\. (To specify|This command).*$/s, "").replace(/'([^']*)'/g, '"$1"')
+      ? err.message.replace(/(\.\s|\n).*$/s, "").replace(/'([^']*)'/g, '"$1"')
       : String(err);
     throw new UsageError(
       `Cannot parse ${spec.command} arguments: ${reason}`,

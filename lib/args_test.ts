@@ -72,6 +72,7 @@ Deno.test("readCommandLine: --help prints the usage (exit 0), a bad flag one lin
     [["--ifac", "x"], 'Cannot parse demo-cmd arguments: Unknown option "--ifac"'],
     [[], 'Cannot parse demo-cmd arguments: Missing required option "--iface"'],
     [["--iface"], 'Cannot parse demo-cmd arguments: Option "--iface <value>" argument missing'],
+    [["--port", "-1"], 'Cannot parse demo-cmd arguments: Option "--port" argument is ambiguous'],
   ];
   for (const [args, want] of cases) {
     const bad = captured(() => readCommandLine(args, withUsage, read));

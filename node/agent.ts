@@ -4,7 +4,7 @@
  * ```
  * main.ts agent --node-name lb1 --attach eth0 --src-addr 10.2.1.2 --pin-dir /sys/fs/bpf/holdfast
  *               --config services.yaml --redis redis://10.9.0.2:6379 [--vip 10.0.100.1]
- *               [--no-flow-sync] [--datapath bpf|memory] … (node/agent_args.ts: USAGE)
+ *               [--no-flow-sync] [--datapath bpf|memory] … (`main.ts agent --help`)
  * ```
  *
  * 1. Datapath: loads the XDP load balancer reusing the maps pinned in `--pin-dir` (a restart
@@ -34,7 +34,8 @@ import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
 import { exportControlPlaneMetrics } from "../controller/metrics.ts";
 import { ConfigError, type FileConfig, FileSource } from "../controller/sources/file_source.ts";
 import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
-import { type AgentArgs, parseAgentArgs, USAGE } from "./agent_args.ts";
+import { AGENT_COMMAND, type AgentArgs, readAgentArgs } from "./agent_args.ts";
+import { readCommandLine } from "../lib/args.ts";
 import { Datapath, exportDatapathMetrics, HF_MAX } from "./bpf/mod.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
 import { followedVips } from "./flows/config_vips.ts";
@@ -138,13 +139,13 @@ export async function main(
   args: string[],
   options: { signal?: AbortSignal } = {},
 ): Promise<number> {
-  let a: AgentArgs;
-  try {
-    a = parseAgentArgs(args, { password: Deno.env.get("HOLDFAST_REDIS_PASSWORD") });
-  } catch (err) {
-    console.error(`${(err as Error).message}\n${USAGE}`);
-    return 2;
-  }
+  const read = readCommandLine(
+    args,
+    AGENT_COMMAND,
+    (line) => readAgentArgs(line, { password: Deno.env.get("HOLDFAST_REDIS_PASSWORD") }),
+  );
+  if ("exit" in read) return read.exit;
+  const a = read.options;
   setLogLevel(a.logLevel);
   const agentLog = log.with({ component: "agent", node: a.nodeName });
   const stop = new AbortController();

@@ -1,5 +1,5 @@
 /**
- * The arguments of `main.ts agent` (node/agent.ts), parsed in one place.
+ * The arguments of `main.ts agent` (node/agent.ts), parsed in one place, through lib/args.ts.
  *
  * ```
  * main.ts agent --node-name lb1 --config services.yaml --redis redis://[user@]host:port
@@ -16,6 +16,15 @@
 import type { RedisStoreOptions } from "./flows/redis_store.ts";
 import type { LogLevel } from "../lib/log.ts";
 import { parseIpv4 } from "../lib/ipv4.ts";
+import {
+  choiceOption,
+  type CommandLine,
+  intOption,
+  listOption,
+  parseCommandLine,
+  stringOption,
+  UsageError,
+} from "../lib/args.ts";
 
 /** Parsed `agent` arguments. */
 export interface AgentArgs {
@@ -55,169 +64,156 @@ export interface AgentArgs {
 }
 
 /** One-screen usage of `main.ts agent`. */
-export const USAGE = `usage: agent --node-name NAME --config FILE --redis URL
+export const USAGE = `usage: main.ts agent --node-name NAME --config FILE --redis URL
   [--vip IP[,IP...]] [--no-flow-sync] [--maglev-size M] [--policy FILE.wasm] [--config-poll-ms MS]
   [--redis-user USER] [--redis-password-file FILE] [--redis-tls] [--redis-ca FILE]
   [--listen HOST:PORT (default 127.0.0.1:9470; "none" to disable)]
   [--datapath bpf|memory (default bpf)] [--pin-dir DIR] [--object-dir DIR]
-  [--max-flows N] [--max-services N] [--max-backends N] [--attach IFACE] [--netns NS] [--src-addr IP --encap-port PORT --seed N]
+  [--max-flows N] [--max-services N] [--max-backends N]
+  [--attach IFACE] [--netns NS] [--src-addr IP --encap-port PORT --seed N]
   [--idle-timeout-ms MS] [--sweep-interval-ms MS] [--queue-capacity N]
   [--full-reconcile-interval-ms MS (default 30000; 0 = never)]
   [--log-level debug|info|warn|error]`;
 
-/** Parses `agent` arguments; throws a `TypeError` naming the bad argument. */
-export function parseAgentArgs(
-  args: readonly string[],
-  env: {
-    password?: string;
-    readFile?: (path: string) => string;
-  } = {},
-): AgentArgs {
-  const values = new Map<string, string[]>();
-  const flags = new Set<string>();
-  const boolean = new Set(["--redis-tls", "--no-flow-sync"]);
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i]!;
-    if (!a.startsWith("--")) throw new TypeError(`Cannot parse agent arguments: unexpected "${a}"`);
-    const eq = a.indexOf("=");
-    const name = eq > 0 ? a.slice(0, eq) : a;
-    if (boolean.has(name)) {
-      flags.add(name);
-      continue;
+const string = { type: "string" } as const;
+
+/** The `agent` command for lib/args.ts: its name, usage and options. */
+export const AGENT_COMMAND = {
+  command: "agent",
+  usage: USAGE,
+  options: {
+    config: string,
+    "maglev-size": string,
+    policy: string,
+    "config-poll-ms": string,
+    redis: string,
+    "redis-user": string,
+    "redis-password-file": string,
+    "redis-ca": string,
+    "redis-tls": { type: "boolean" },
+    "no-flow-sync": { type: "boolean" },
+    vip: { type: "string", multiple: true },
+    "node-name": string,
+    listen: string,
+    datapath: string,
+    "pin-dir": string,
+    "object-dir": string,
+    "max-flows": string,
+    "max-services": string,
+    "max-backends": string,
+    attach: string,
+    netns: string,
+    "src-addr": string,
+    "encap-port": string,
+    seed: string,
+    "idle-timeout-ms": string,
+    "sweep-interval-ms": string,
+    "queue-capacity": string,
+    "full-reconcile-interval-ms": string,
+    "log-level": string,
+  },
+} as const;
+
+/** Where secrets come from besides the command line (tests pass stand-ins). */
+export interface AgentArgsEnv {
+  /** `HOLDFAST_REDIS_PASSWORD`, used when there is no `--redis-password-file`. */
+  password?: string;
+  readFile?: (path: string) => string;
+}
+
+/** Parses `agent` arguments; throws a {@link UsageError} naming the bad argument. */
+export function parseAgentArgs(args: readonly string[], env: AgentArgsEnv = {}): AgentArgs {
+  return readAgentArgs(parseCommandLine(args, AGENT_COMMAND), env);
+}
+
+/** Reads a parsed `agent` command line into {@link AgentArgs}; throws {@link UsageError}. */
+export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): AgentArgs {
+  const str = (name: string) => stringOption(values, name) || undefined;
+  const int = (name: string) => intOption(values, name);
+  const ipv4 = (name: string, text: string) => {
+    try {
+      parseIpv4(text);
+    } catch (err) {
+      throw new UsageError(`Cannot use --${name} "${text}": ${(err as Error).message}`, USAGE, {
+        cause: err,
+      });
     }
-    const value = eq > 0 ? a.slice(eq + 1) : args[++i];
-    if (value === undefined) {
-      throw new TypeError(`Cannot parse agent arguments: "${name}" needs a value`);
-    }
-    values.set(name, [...(values.get(name) ?? []), value]);
-  }
-  const known = new Set([
-    "--config",
-    "--maglev-size",
-    "--policy",
-    "--config-poll-ms",
-    "--redis",
-    "--redis-user",
-    "--redis-password-file",
-    "--redis-ca",
-    "--vip",
-    "--node-name",
-    "--listen",
-    "--datapath",
-    "--pin-dir",
-    "--object-dir",
-    "--max-flows",
-    "--max-services",
-    "--max-backends",
-    "--attach",
-    "--netns",
-    "--src-addr",
-    "--encap-port",
-    "--seed",
-    "--idle-timeout-ms",
-    "--sweep-interval-ms",
-    "--queue-capacity",
-    "--full-reconcile-interval-ms",
-    "--log-level",
-  ]);
-  for (const name of values.keys()) {
-    if (!known.has(name)) throw new TypeError(`Cannot parse agent arguments: unknown "${name}"`);
-  }
-  const one = (name: string) => values.get(name)?.at(-1);
-  const need = (name: string) => {
-    const v = one(name);
-    if (v === undefined || v === "") {
-      throw new TypeError(`Cannot parse agent arguments: "${name}" is required`);
-    }
-    return v;
+    return text;
   };
-  const int = (name: string) => {
-    const v = one(name);
-    if (v === undefined) return undefined;
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0) {
-      throw new TypeError(`Cannot parse agent arguments: "${name}" must be an integer, got "${v}"`);
+  const readFile = (name: string, path: string) => {
+    try {
+      return (env.readFile ?? Deno.readTextFileSync)(path);
+    } catch (err) {
+      throw new UsageError(`Cannot read --${name} "${path}": ${(err as Error).message}`, USAGE, {
+        cause: err,
+      });
     }
-    return n;
   };
 
-  const flowSync = !flags.has("--no-flow-sync");
-  const url = flowSync ? need("--redis") : one("--redis") ?? "redis://127.0.0.1:6379";
+  const flowSync = values["no-flow-sync"] !== true;
+  const url = flowSync
+    ? stringOption(values, "redis", { required: true })
+    : stringOption(values, "redis", { default: "redis://127.0.0.1:6379" });
   if (!/^rediss?:\/\//.test(url)) {
-    throw new TypeError(`Cannot parse agent arguments: "--redis" must be redis:// or rediss://`);
+    throw new UsageError(`Cannot use --redis "${url}": expected redis:// or rediss://`);
   }
   const redis: RedisStoreOptions = { url };
-  const user = one("--redis-user");
+  const user = str("redis-user");
   if (user) redis.username = user;
-  const pwFile = one("--redis-password-file");
-  if (pwFile) redis.password = (env.readFile ?? Deno.readTextFileSync)(pwFile).trim();
+  const pwFile = str("redis-password-file");
+  if (pwFile) redis.password = readFile("redis-password-file", pwFile).trim();
   else if (env.password) redis.password = env.password;
-  const ca = one("--redis-ca");
-  if (flags.has("--redis-tls") || ca) {
-    redis.tls = ca ? { ca: (env.readFile ?? Deno.readTextFileSync)(ca) } : {};
+  const ca = str("redis-ca");
+  if (values["redis-tls"] === true || ca) {
+    redis.tls = ca ? { ca: readFile("redis-ca", ca) } : {};
   }
 
-  const vips = (values.get("--vip") ?? []).flatMap((v) => v.split(",")).map((v) => v.trim())
-    .filter(Boolean);
-  for (const v of vips) parseIpv4(v);
-
-  const listenText = one("--listen") ?? "127.0.0.1:9470";
+  const listenText = stringOption(values, "listen", { default: "127.0.0.1:9470" });
   let listen: AgentArgs["listen"] = null;
   if (listenText !== "none") {
     const m = /^(.+):(\d+)$/.exec(listenText);
-    if (!m) throw new TypeError(`Cannot parse agent arguments: "--listen" must be HOST:PORT`);
+    if (!m || Number(m[2]) > 65535) {
+      throw new UsageError(`Cannot use --listen "${listenText}": expected HOST:PORT or none`);
+    }
     listen = { hostname: m[1]!, port: Number(m[2]) };
   }
-  const datapath = one("--datapath") ?? "bpf";
-  if (datapath !== "bpf" && datapath !== "memory") {
-    throw new TypeError(`Cannot parse agent arguments: "--datapath" must be bpf or memory`);
-  }
-  const logLevel = (one("--log-level") ?? "info") as LogLevel;
-  if (!["debug", "info", "warn", "error"].includes(logLevel)) {
-    throw new TypeError(`Cannot parse agent arguments: bad "--log-level" "${logLevel}"`);
-  }
 
+  const attach = str("attach");
+  const netns = str("netns");
+  const srcAddr = str("src-addr");
   const out: AgentArgs = {
-    config: need("--config"),
+    config: stringOption(values, "config", { required: true }),
     flowSync,
     redis,
-    vips,
-    nodeName: need("--node-name"),
+    vips: listOption(values, "vip").map((v) => ipv4("vip", v)),
+    nodeName: stringOption(values, "node-name", { required: true }),
     listen,
-    datapath,
-    configPollMs: int("--config-poll-ms") ?? 200,
-    fullReconcileIntervalMs: int("--full-reconcile-interval-ms") ?? 30_000,
-    logLevel,
+    datapath: choiceOption(values, "datapath", ["bpf", "memory"]),
+    configPollMs: intOption(values, "config-poll-ms", { default: 200 }),
+    fullReconcileIntervalMs: intOption(values, "full-reconcile-interval-ms", { default: 30_000 }),
+    logLevel: choiceOption<LogLevel>(values, "log-level", ["info", "debug", "warn", "error"]),
+    maglevSize: int("maglev-size"),
+    policy: str("policy"),
+    pinDir: str("pin-dir"),
+    objectDir: str("object-dir"),
+    maxFlows: int("max-flows"),
+    maxServices: int("max-services"),
+    maxBackends: int("max-backends"),
+    attach: attach ? (netns ? { ifname: attach, netns } : { ifname: attach }) : undefined,
+    configure: srcAddr
+      ? {
+        srcAddr: ipv4("src-addr", srcAddr),
+        encapPort: intOption(values, "encap-port", { default: 6080, max: 65535 }),
+        seed: intOption(values, "seed", { default: 0, max: 0xffffffff }),
+      }
+      : undefined,
+    idleTimeoutMs: int("idle-timeout-ms"),
+    sweepIntervalMs: int("sweep-interval-ms"),
+    queueCapacity: int("queue-capacity"),
   };
-  const maglevSize = int("--maglev-size");
-  if (maglevSize !== undefined) out.maglevSize = maglevSize;
-  const policy = one("--policy");
-  if (policy) out.policy = policy;
-  const pinDir = one("--pin-dir");
-  if (pinDir) out.pinDir = pinDir;
-  const objectDir = one("--object-dir");
-  if (objectDir) out.objectDir = objectDir;
-  const maxFlows = int("--max-flows");
-  if (maxFlows !== undefined) out.maxFlows = maxFlows;
-  const maxServices = int("--max-services");
-  if (maxServices !== undefined) out.maxServices = maxServices;
-  const maxBackends = int("--max-backends");
-  if (maxBackends !== undefined) out.maxBackends = maxBackends;
-  const attach = one("--attach");
-  if (attach) {
-    const netns = one("--netns");
-    out.attach = netns ? { ifname: attach, netns } : { ifname: attach };
+  // Absent options stay absent (callers spread these over their defaults).
+  for (const key of Object.keys(out) as (keyof AgentArgs)[]) {
+    if (out[key] === undefined) delete out[key];
   }
-  const srcAddr = one("--src-addr");
-  if (srcAddr) {
-    parseIpv4(srcAddr);
-    out.configure = { srcAddr, encapPort: int("--encap-port") ?? 6080, seed: int("--seed") ?? 0 };
-  }
-  const idle = int("--idle-timeout-ms");
-  if (idle !== undefined) out.idleTimeoutMs = idle;
-  const sweep = int("--sweep-interval-ms");
-  if (sweep !== undefined) out.sweepIntervalMs = sweep;
-  const cap = int("--queue-capacity");
-  if (cap !== undefined) out.queueCapacity = cap;
   return out;
 }

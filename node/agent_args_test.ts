@@ -1,4 +1,5 @@
-import { parseAgentArgs } from "./agent_args.ts";
+import { AGENT_COMMAND, parseAgentArgs, readAgentArgs } from "./agent_args.ts";
+import { readCommandLine } from "../lib/args.ts";
 
 function assertEquals(a: unknown, b: unknown) {
   if (JSON.stringify(a) !== JSON.stringify(b)) {
@@ -58,11 +59,21 @@ Deno.test("agent arguments: --no-flow-sync needs no Redis; --vip is optional", (
 Deno.test("agent arguments: errors name the argument", () => {
   const base = ["--config", "s.yaml", "--node-name", "a"];
   const cases: [string[], string][] = [
-    [["--vip", "10.0.100.1", ...base], '"--redis" is required'],
-    [["--redis", "redis://h:1", "--node-name", "a"], '"--config" is required'],
-    [["--redis", "redis://h:1", "--vip", "10.0.100", ...base], 'IPv4 address "10.0.100"'],
+    [["--vip", "10.0.100.1", ...base], 'Missing required option "--redis"'],
+    [["--redis", "redis://h:1", "--node-name", "a"], 'Missing required option "--config"'],
+    [["--redis", "redis://h:1", "--vip", "10.0.100", ...base], '--vip "10.0.100"'],
     [["--redis", "http://h", ...base], "redis:// or rediss://"],
-    [["--redis", "redis://h:1", ...base, "--bogus", "1"], '"--bogus"'],
+    [["--redis", "redis://h:1", ...base, "--bogus", "1"], 'Unknown option "--bogus"'],
+    [["--no-flow-sync", ...base, "--listen", "9470"], '--listen "9470"'],
+    [["--no-flow-sync", ...base, "--datapath", "dpdk"], '--datapath "dpdk"'],
+    [["--no-flow-sync", ...base, "--max-services=-1"], '--max-services "-1"'],
+    [["--no-flow-sync", ...base, "--max-backends", "-1"], '"--max-backends" argument is ambiguous'],
+    [["--no-flow-sync", ...base, "--src-addr", "10.2.1"], '--src-addr "10.2.1"'],
+    [
+      ["--no-flow-sync", ...base, "--redis-password-file", "/nonexistent-hf"],
+      "--redis-password-file",
+    ],
+    [["--no-flow-sync", ...base, "stray"], '"stray"'],
   ];
   for (const [args, want] of cases) {
     let msg = "";
@@ -72,5 +83,56 @@ Deno.test("agent arguments: errors name the argument", () => {
       msg = (e as Error).message;
     }
     if (!msg.includes(want)) throw new Error(`${JSON.stringify(args)}: "${msg}" lacks ${want}`);
+  }
+});
+
+Deno.test("agent arguments: datapath sizes, node settings, attach, last value wins", () => {
+  const a = parseAgentArgs([
+    "--config=s.yaml",
+    "--node-name=lb1",
+    "--no-flow-sync",
+    "--max-services=64",
+    "--max-backends",
+    "1024",
+    "--max-flows=4096",
+    "--full-reconcile-interval-ms=0",
+    "--attach",
+    "eth0",
+    "--netns",
+    "hf-1-lb1",
+    "--src-addr",
+    "10.2.1.2",
+    "--seed",
+    "7",
+    "--log-level",
+    "debug",
+    "--log-level",
+    "warn",
+    "--listen",
+    "none",
+  ]);
+  assertEquals(
+    [a.maxServices, a.maxBackends, a.maxFlows, a.fullReconcileIntervalMs],
+    [64, 1024, 4096, 0],
+  );
+  assertEquals(a.attach, { ifname: "eth0", netns: "hf-1-lb1" });
+  assertEquals(a.configure, { srcAddr: "10.2.1.2", encapPort: 6080, seed: 7 });
+  assertEquals([a.logLevel, a.listen, a.datapath], ["warn", null, "bpf"]);
+  // absent options are absent, not undefined (callers spread them over defaults)
+  assertEquals(["pinDir", "policy", "maglevSize"].filter((k) => k in a), []);
+});
+
+Deno.test("agent --help prints the usage naming every option, exit 0", () => {
+  const out: string[] = [];
+  const log = console.log;
+  console.log = (s: unknown) => void out.push(String(s));
+  try {
+    const r = readCommandLine(["--node-name", "x", "--help"], AGENT_COMMAND, readAgentArgs);
+    assertEquals(r, { exit: 0 });
+  } finally {
+    console.log = log;
+  }
+  for (const name of Object.keys(AGENT_COMMAND.options)) {
+    if (!out.join("\n").includes(`--${name}`)) throw new Error(`usage lacks --${name}`);
   }
 });

@@ -1,3 +1,4 @@
+import { captureLogs, type LogRecord } from "../lib/log.ts";
 import { assert, assertEquals, mulberry32 } from "./_testing.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { FaultyLBMaps, MemoryLBMaps } from "./lbmaps_memory.ts";
@@ -13,7 +14,14 @@ type State = "active" | "terminating" | "quarantined";
  * idle the maps must hold exactly the model's selection per frontend, only referenced backends,
  * and never have broken the ordering invariant.
  */
+/** The error messages of the reconciler's "will retry" warnings. */
+function retryErrors(records: readonly LogRecord[]): string[] {
+  return records.filter((r) => r.level === "warn" && /will retry/.test(r.msg))
+    .map((r) => r.err instanceof Error ? r.err.message : String(r.err));
+}
+
 Deno.test("bpf reconciler property: maps equal a naive model's selection under random ops and faults", async () => {
+  using logs = captureLogs();
   let checks = 0, nonEmpty = 0, faults = 0;
   for (const seed of [11, 12, 13]) {
     const rnd = mulberry32(seed);
@@ -120,9 +128,14 @@ Deno.test("bpf reconciler property: maps equal a naive model's selection under r
     checks >= 30 && nonEmpty >= 30 && faults > 0,
     `too weak: ${checks} checks, ${nonEmpty} non-empty, ${faults} faults`,
   );
+  // Every failed attempt was logged as retried, and only injected faults failed.
+  const errs = retryErrors(logs.records);
+  assert(errs.length > 0, "no retry logged");
+  assertEquals(errs.filter((e) => !e.startsWith("Injected fault: ")), []);
 });
 
 Deno.test("bpf reconciler reuses the Maglev build for frontends of one service with the same backends", async () => {
+  using logs = captureLogs();
   const mem = new MemoryLBMaps();
   let builds = 0;
   const { TsMaglevBuilder } = await import("../policy-as/host/maglev_ts.ts");
@@ -159,6 +172,7 @@ Deno.test("bpf reconciler reuses the Maglev build for frontends of one service w
     }], 251)].map((v) => cp.ops.backendId(`10.1.0.${v}:8080/TCP`)!),
   );
   assertEquals(mem.violations, []);
+  assertEquals(retryErrors(logs.records), []);
   await cp.stop();
 });
 
@@ -182,6 +196,7 @@ async function until(ok: () => boolean, what: () => string): Promise<void> {
 }
 
 Deno.test("bpf reconciler: a full service ID space fails only the frontend that needs a new ID, saying which limit", async () => {
+  using logs = captureLogs();
   const { mem, cp, src, status } = await planeWithCapacity({ services: 3 }); // IDs 1..2
   const names = ["ns/a", "ns/b", "ns/c"];
   const address = (i: number) => `10.0.100.${i + 1}:80/TCP`;
@@ -201,6 +216,10 @@ Deno.test("bpf reconciler: a full service ID space fails only the frontend that 
       `(--max-services), IDs 1..2 are in use`,
   );
   assertEquals(mem.services.size, 2, "the other frontends are in the maps");
+  assert(
+    retryErrors(logs.records).includes(status(address(failed))!.error!),
+    "the failure is logged as retried",
+  );
   // A service goes away: its ID frees up and the waiting frontend gets it on a retry.
   const del = cp.writer.txn();
   src.deleteService(del, names[(failed + 1) % 3]!);
@@ -212,6 +231,7 @@ Deno.test("bpf reconciler: a full service ID space fails only the frontend that 
 });
 
 Deno.test("bpf reconciler: out of backend IDs, the frontend fails and no ID leaks", async () => {
+  using logs = captureLogs();
   const { mem, cp, src, status } = await planeWithCapacity({ backends: 3 }); // IDs 1..2
   const fe = "10.0.100.1:80/TCP";
   const backends = (...ips: string[]) => ips.map((ip) => ({ address: `${ip}:8080/TCP` }));
@@ -231,6 +251,35 @@ Deno.test("bpf reconciler: out of backend IDs, the frontend fails and no ID leak
   fix.commit();
   await until(() => status(fe)?.kind === "done", () => JSON.stringify(status(fe)));
   assertEquals([...mem.backends.keys()].sort(), [1, 2]);
+  assert(
+    retryErrors(logs.records).some((e) => e.startsWith("Cannot allocate backend ID for ")),
+    "the failure is logged as retried",
+  );
   assertEquals(mem.violations, []);
+  await cp.stop();
+});
+
+Deno.test("bpf reconciler: a Maglev builder returning the wrong size fails the frontend, naming it and the sizes", async () => {
+  using logs = captureLogs();
+  const mem = new MemoryLBMaps();
+  const cp = await createControlPlane(mem, {
+    maglevSize: 251,
+    maglev: { build: (_b, m) => new Uint32Array(m - 1) },
+    retry: { minMs: 1, maxMs: 4, jitter: 0 },
+  });
+  cp.start();
+  const src = cp.writer.source("k8s");
+  const fe = "10.0.100.1:80/TCP";
+  const txn = cp.writer.txn();
+  src.upsertService(txn, { name: "ns/a", frontends: [{ address: fe }] });
+  src.setBackends(txn, { service: "ns/a", backends: [{ address: "10.1.0.1:8080/TCP" }] });
+  txn.commit();
+  const status = () => cp.tables.frontends.get(cp.db.readTxn(), frontendByAddress(fe))?.status;
+  await until(() => status()?.kind === "error", () => JSON.stringify(status()));
+  const message = `Cannot reconcile frontend "${fe}" of service "ns/a": ` +
+    "Maglev builder returned 250 slots, expected 251";
+  assertEquals(status()?.error, message);
+  assert(retryErrors(logs.records).includes(message), "the failure is logged as retried");
+  assertEquals(mem.services.size, 0, "no service entry names a table that was never written");
   await cp.stop();
 });

@@ -16,8 +16,8 @@
  * - `deno run -P=SET main.ts agent …`, and any `deno run` command with a placeholder: as shown
  *   plus `--help` (the agent runs until stopped and needs a Redis): the whole command line must
  *   parse, so every flag shown exists.
- * - `./hf deno ARGS` with `--version`; `./hf build` as shown; `./hf bench NAME` (a real name)
- *   with `--help`.
+ * - `./hf deno ARGS` with `--version`; `./hf build`, any `./hf … --help` and `./hf bench NAME
+ *   --quick` as shown; `./hf bench NAME` (a real name) with `--help`.
  * - Long ones (`./hf demo`, `./hf test`, `./hf ok`, `./hf chaos`, `./hf bench` with a
  *   placeholder) are not run here — CI runs `./hf test`, which covers them — but their
  *   subcommand must be one `./hf --help` lists, and `./hf test` groups must be ones
@@ -94,6 +94,12 @@ async function checkHf(c: ReadmeCommand, hfHelp: string): Promise<string> {
     new RegExp(`(^|[\\s|])${sub}(\\s|$)`, "m").test(hfHelp),
     `README line ${c.line}: "./hf ${sub}" is not in ./hf --help:\n${hfHelp}`,
   );
+  const asShown = rest.includes("--help") || (sub === "bench" && rest.includes("--quick"));
+  if (asShown && !rest.some(isPlaceholder)) {
+    const r = await hf([sub, ...rest]);
+    strictEqual(r.code, 0, `README line ${c.line}: ${text(r)}`);
+    return "ran";
+  }
   if (sub === "deno") {
     const r = await hf(["deno", ...rest.map((w) => isPlaceholder(w) ? "--version" : w)]);
     strictEqual(r.code, 0, `README line ${c.line}: ${text(r)}`);
@@ -138,8 +144,8 @@ async function checkDeno(c: ReadmeCommand, topo: Topology, sets: string[]): Prom
   ok(RUN_AS_SHOWN.has(command), `README line ${c.line}: no rule for "main.ts ${command}"`);
   const r = await topo.exec("node", argv, { check: false, timeoutMs: 120_000 });
   strictEqual(r.code, 0, `README line ${c.line}: ${text(r)}`);
-  if (command === "decap") {
-    const iface = args[args.indexOf("--iface") + 1]!;
+  const iface = args.includes("--help") ? undefined : args[args.indexOf("--iface") + 1];
+  if (command === "decap" && iface !== undefined && args.includes("--iface")) {
     const tc = await topo.exec("node", ["tc", "filter", "show", "dev", iface, "ingress"]);
     ok(tc.stdout.includes("hf_decap"), `README line ${c.line}: no hf_decap on ${iface}`);
   }

@@ -1,17 +1,11 @@
 /**
- * {@link FlowStore} over Redis (schema in `schema.ts`), with node-redis.
- *
- * Two connections: one for commands (node-redis pipelines everything issued in the same tick)
- * and one for the blocking stream read. Both reconnect by themselves with backoff; while a
- * connection is down, calls fail at once with {@link StoreUnavailableError} (the offline queue is
- * off: the agent keeps its own bounded queue). Authentication: `redis://user:password@host:port`
- * or the `username`/`password` options (Redis ACL users or `requirepass`); wrong credentials stop
- * reconnecting and are reported. TLS: a `rediss://` URL or `tls: {}`, with an optional CA.
+ * {@link FlowStore} over Redis (schema in `schema.ts`); connections in `_redis_connection.ts`.
+ * Authentication: `redis://user:password@host:port` or the `username`/`password` options (Redis
+ * ACL users or `requirepass`). TLS: a `rediss://` URL or `tls: {}`, with an optional CA.
  *
  * @module
  */
 
-import { createClient, ErrorReply } from "redis";
 import {
   decodeFlowValue,
   EXPIRE_SCRIPT,
@@ -20,46 +14,11 @@ import {
   STREAM_MAXLEN,
   vipKeys,
 } from "./schema.ts";
-import {
-  type FlowChange,
-  type FlowStore,
-  type PurgeScope,
-  type StoredFlow,
-  StoreUnavailableError,
-} from "./store.ts";
-import { log } from "../../lib/log.ts";
-import { backoffDelay } from "../../lib/backoff.ts";
+import type { FlowChange, FlowStore, PurgeScope, StoredFlow } from "./store.ts";
 import { hexAt } from "./field.ts";
+import { RedisConnection, type RedisStoreOptions } from "./_redis_connection.ts";
 
-/** How to reach Redis. */
-export interface RedisStoreOptions {
-  /** `redis://[user:password@]host:port[/db]` or `rediss://…` for TLS. */
-  url: string;
-  /** ACL user name (overrides the URL's). */
-  username?: string;
-  /** Password of the ACL user or of `requirepass` (overrides the URL's). */
-  password?: string;
-  /** TLS settings; setting this (or a `rediss://` URL) enables TLS. */
-  tls?: {
-    /** PEM CA bundle to verify the server with (default: system roots). */
-    ca?: string;
-    /** Server name to verify (default: the URL's host). */
-    servername?: string;
-  };
-  /** Key prefix (default `hf`). */
-  prefix?: string;
-  /** Connect timeout per attempt, ms (default 2000). */
-  connectTimeoutMs?: number;
-}
-
-type Client = ReturnType<typeof createClient>;
-type Reply = unknown;
-
-const storeLog = log.with({ component: "flow-store" });
-
-function isAuthError(err: unknown): boolean {
-  return err instanceof ErrorReply && /^(WRONGPASS|NOAUTH|NOPERM|ERR AUTH)/.test(err.message);
-}
+export { redact, type RedisStoreOptions } from "./_redis_connection.ts";
 
 function hex8(n: number): string {
   return (n >>> 0).toString(16).padStart(8, "0");
@@ -67,11 +26,6 @@ function hex8(n: number): string {
 
 function hex16(n: number): string {
   return (n & 0xffff).toString(16).padStart(4, "0");
-}
-
-async function sha1Hex(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-1", new TextEncoder().encode(text));
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 function parseStreamFlows(op: "add" | "del", raw: string): StoredFlow[] {
@@ -90,136 +44,17 @@ function parseStreamFlows(op: "add" | "del", raw: string): StoredFlow[] {
 
 /** The Redis-backed flow store. Create with {@link connectRedisStore}. */
 export class RedisFlowStore implements FlowStore {
-  readonly #cmd: Client;
-  readonly #blocking: Client;
+  readonly #redis: RedisConnection;
   readonly #prefix: string;
-  readonly #shas = new Map<string, string>();
-  #fatal: Error | null = null;
-  readonly #firstReady = new Map<Client, Promise<void>>();
-  readonly #everReady = new Set<Client>();
-  #closed = false;
 
   constructor(readonly options: RedisStoreOptions) {
     this.#prefix = options.prefix ?? "hf";
-    const make = (role: string) => {
-      const tls = options.tls !== undefined || options.url.startsWith("rediss://");
-      const client = createClient({
-        // node-redis insists that the scheme and the tls option agree.
-        url: tls ? options.url.replace(/^redis:\/\//, "rediss://") : options.url,
-        ...(options.username !== undefined ? { username: options.username } : {}),
-        ...(options.password !== undefined ? { password: options.password } : {}),
-        disableOfflineQueue: true,
-        socket: {
-          connectTimeout: options.connectTimeoutMs ?? 2000,
-          ...(tls ? { tls: true as const, ...options.tls } : {}),
-          reconnectStrategy: (retries: number, cause: Error) => {
-            if (isAuthError(cause)) {
-              this.#fatal = new Error(
-                `Cannot authenticate to Redis at "${redact(options.url)}": ${cause.message}`,
-              );
-              storeLog.error("redis authentication failed", { role, err: cause.message });
-              return this.#fatal;
-            }
-            return backoffDelay(retries + 1, { minMs: 50, maxMs: 1000 });
-          },
-        },
-      });
-      let wasDown = false;
-      const firstReady = new Promise<void>((resolve) => client.once("ready", () => resolve()));
-      this.#firstReady.set(client, firstReady);
-      client.on("error", (err: Error) => {
-        if (!wasDown) storeLog.warn("redis connection lost", { role, err: err.message });
-        wasDown = true;
-      });
-      client.on("ready", () => {
-        if (wasDown) storeLog.info("redis connection restored", { role });
-        wasDown = false;
-      });
-      client.connect().catch((err: Error) => {
-        if (!this.#closed) storeLog.error("redis connect gave up", { role, err: err.message });
-      });
-      return client;
-    };
-    this.#cmd = make("commands");
-    this.#blocking = make("stream");
+    this.#redis = new RedisConnection(options);
   }
 
   /** Whether the command connection is up. */
   get ready(): boolean {
-    return this.#cmd.isReady;
-  }
-
-  /** Before the first connection, waits for it (up to the connect timeout). */
-  async #awaitFirstConnect(client: Client): Promise<void> {
-    if (client.isReady || this.#everReady.has(client)) return;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      this.#firstReady.get(client),
-      new Promise((r) => timer = setTimeout(r, this.options.connectTimeoutMs ?? 2000)),
-    ]);
-    clearTimeout(timer);
-    if (client.isReady) this.#everReady.add(client);
-  }
-
-  async #send(client: Client, args: string[]): Promise<Reply> {
-    if (this.#fatal) throw this.#fatal;
-    await this.#awaitFirstConnect(client);
-    if (!client.isReady) {
-      throw new StoreUnavailableError(
-        `Cannot send ${args[0]} to Redis at "${redact(this.options.url)}": not connected`,
-      );
-    }
-    try {
-      return await client.sendCommand(args);
-    } catch (err) {
-      if (err instanceof ErrorReply) {
-        throw new Error(`Redis rejected ${args[0]} ${args[1] ?? ""}: ${err.message}`, {
-          cause: err,
-        });
-      }
-      throw new StoreUnavailableError(
-        `Cannot send ${args[0]} to Redis at "${redact(this.options.url)}": ${
-          (err as Error).message
-        }`,
-        { cause: err },
-      );
-    }
-  }
-
-  async #multi(commands: string[][]): Promise<unknown[]> {
-    if (this.#fatal) throw this.#fatal;
-    await this.#awaitFirstConnect(this.#cmd);
-    if (!this.#cmd.isReady) {
-      throw new StoreUnavailableError(
-        `Cannot write to Redis at "${redact(this.options.url)}": not connected`,
-      );
-    }
-    const multi = this.#cmd.multi();
-    for (const c of commands) multi.addCommand(c);
-    try {
-      return await multi.exec();
-    } catch (err) {
-      if (err instanceof ErrorReply) {
-        throw new Error(`Redis rejected a ${commands[0]?.[0]} transaction: ${err.message}`, {
-          cause: err,
-        });
-      }
-      throw new StoreUnavailableError(
-        `Cannot write to Redis at "${redact(this.options.url)}": ${(err as Error).message}`,
-        { cause: err },
-      );
-    }
-  }
-
-  async #eval(script: string, keys: string[], args: string[]): Promise<Reply> {
-    let sha = this.#shas.get(script);
-    if (!sha) this.#shas.set(script, sha = await sha1Hex(script));
-    try {
-      return await this.#send(this.#cmd, ["EVALSHA", sha, String(keys.length), ...keys, ...args]);
-    } catch (err) {
-      if (!(err instanceof Error && /NOSCRIPT/.test(err.message))) throw err;
-      return await this.#send(this.#cmd, ["EVAL", script, String(keys.length), ...keys, ...args]);
-    }
+    return this.#redis.ready;
   }
 
   #keys(vip: string): string[] {
@@ -232,8 +67,8 @@ export class RedisFlowStore implements FlowStore {
     // and in a cluster it follows the shard that holds the LB IP.
     const tokens = await Promise.all(vips.map(async (vip) => {
       const key = vipKeys(vip, this.#prefix).instance;
-      await this.#send(this.#cmd, ["SET", key, crypto.randomUUID(), "NX"]);
-      return String(await this.#send(this.#cmd, ["GET", key]));
+      await this.#redis.command(["SET", key, crypto.randomUUID(), "NX"]);
+      return String(await this.#redis.command(["GET", key]));
     }));
     return tokens.join(",");
   }
@@ -257,7 +92,7 @@ export class RedisFlowStore implements FlowStore {
       announced.push(`${f.field}=${value}`);
     }
     const ttl = String(Math.max(1000, options.idleTimeoutMs * KEY_TTL_FACTOR));
-    await this.#multi([
+    await this.#redis.multi([
       hset,
       [
         "XADD",
@@ -285,15 +120,15 @@ export class RedisFlowStore implements FlowStore {
   ): Promise<void> {
     if (seen.length === 0) return;
     const [flows, seenKey, events] = this.#keys(vip) as [string, string, string];
-    const sends: Promise<Reply>[] = [];
+    const sends: Promise<unknown>[] = [];
     for (let i = 0; i < seen.length; i += 1000) {
       const args = ["ZADD", seenKey, "GT"];
       for (const s of seen.slice(i, i + 1000)) args.push(String(Math.round(s.lastSeenMs)), s.field);
-      sends.push(this.#send(this.#cmd, args));
+      sends.push(this.#redis.command(args));
     }
     const ttl = String(Math.max(1000, options.idleTimeoutMs * KEY_TTL_FACTOR));
     for (const k of [flows, seenKey, events]) {
-      sends.push(this.#send(this.#cmd, ["PEXPIRE", k, ttl]));
+      sends.push(this.#redis.command(["PEXPIRE", k, ttl]));
     }
     await Promise.all(sends);
   }
@@ -304,7 +139,7 @@ export class RedisFlowStore implements FlowStore {
     options: { node: string; lockMs: number },
   ): Promise<string[]> {
     const k = vipKeys(vip, this.#prefix);
-    const lock = await this.#send(this.#cmd, [
+    const lock = await this.#redis.command([
       "SET",
       k.sweeper,
       options.node,
@@ -316,7 +151,7 @@ export class RedisFlowStore implements FlowStore {
     const gone: string[] = [];
     let cursor = "0";
     for (let step = 0; step < 100_000; step++) {
-      const [next, fields] = await this.#eval(EXPIRE_SCRIPT, this.#keys(vip), [
+      const [next, fields] = await this.#redis.eval(EXPIRE_SCRIPT, this.#keys(vip), [
         options.node,
         String(Math.floor(cutoffMs)),
         cursor,
@@ -334,9 +169,9 @@ export class RedisFlowStore implements FlowStore {
     if (fields.length === 0) return [];
     const key = vipKeys(vip, this.#prefix).flows;
     const out: boolean[] = [];
-    const sends: Promise<Reply>[] = [];
+    const sends: Promise<unknown>[] = [];
     for (let i = 0; i < fields.length; i += 1000) {
-      sends.push(this.#send(this.#cmd, ["HMGET", key, ...fields.slice(i, i + 1000)]));
+      sends.push(this.#redis.command(["HMGET", key, ...fields.slice(i, i + 1000)]));
     }
     for (const r of await Promise.all(sends)) {
       for (const v of r as (string | null)[]) out.push(v !== null);
@@ -349,7 +184,7 @@ export class RedisFlowStore implements FlowStore {
     const count = String(options.pageSize ?? 10_000);
     type Page = [string, string[]];
     const hscan = (cursor: string) =>
-      this.#send(this.#cmd, ["HSCAN", key, cursor, "COUNT", count]) as Promise<Page>;
+      this.#redis.command(["HSCAN", key, cursor, "COUNT", count]) as Promise<Page>;
     // Prefetch: Redis produces the next page while this one is parsed and installed.
     let pending: Promise<Page> | null = hscan("0");
     while (pending) {
@@ -377,7 +212,7 @@ export class RedisFlowStore implements FlowStore {
     const key = vipKeys(vip, this.#prefix).flows;
     let cursor = "0";
     do {
-      const [next, items] = await this.#send(this.#cmd, [
+      const [next, items] = await this.#redis.command([
         "HSCAN",
         key,
         cursor,
@@ -392,7 +227,7 @@ export class RedisFlowStore implements FlowStore {
     } while (cursor !== "0");
     const gone: string[] = [];
     for (let i = 0; i < candidates.length; i += 1000) {
-      const r = await this.#eval(PURGE_SCRIPT, this.#keys(vip), [
+      const r = await this.#redis.eval(PURGE_SCRIPT, this.#keys(vip), [
         options.node,
         want,
         String(STREAM_MAXLEN),
@@ -404,7 +239,7 @@ export class RedisFlowStore implements FlowStore {
   }
 
   async streamTail(vip: string): Promise<string> {
-    const r = await this.#send(this.#cmd, [
+    const r = await this.#redis.command([
       "XREVRANGE",
       vipKeys(vip, this.#prefix).events,
       "+",
@@ -432,7 +267,7 @@ export class RedisFlowStore implements FlowStore {
       keys.push(k);
       ids.push(id);
     }
-    const reply = await this.#send(this.#blocking, [
+    const reply = await this.#redis.blocking([
       "XREAD",
       "COUNT",
       String(options.count),
@@ -467,21 +302,10 @@ export class RedisFlowStore implements FlowStore {
     return out;
   }
 
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    for (const c of [this.#cmd, this.#blocking]) {
-      try {
-        c.destroy();
-      } catch { /* already closed */ }
-    }
-    await Promise.resolve();
+  /** Closes the connections. */
+  close(): Promise<void> {
+    return this.#redis.close();
   }
-}
-
-/** Removes the password from a Redis URL for messages. */
-export function redact(url: string): string {
-  return url.replace(/\/\/([^:@/]*):[^@/]*@/, "//$1:***@");
 }
 
 /** Creates a {@link RedisFlowStore}; it connects in the background (see `ready`). */

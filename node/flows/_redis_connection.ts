@@ -1,0 +1,211 @@
+/**
+ * The Redis connections of a {@link RedisFlowStore}, with node-redis: one for commands
+ * (node-redis pipelines everything issued in the same tick) and one for the blocking stream
+ * read. Both reconnect by themselves with backoff (`lib/backoff.ts`); while a connection is
+ * down, calls fail at once with {@link StoreUnavailableError} (the offline queue is off: the
+ * agent keeps its own bounded queue). Wrong credentials stop reconnecting and are reported.
+ *
+ * @module
+ */
+
+import { createClient, ErrorReply } from "redis";
+import { StoreUnavailableError } from "./store.ts";
+import { log } from "../../lib/log.ts";
+import { backoffDelay } from "../../lib/backoff.ts";
+
+/** How to reach Redis. */
+export interface RedisStoreOptions {
+  /** `redis://[user:password@]host:port[/db]` or `rediss://…` for TLS. */
+  url: string;
+  /** ACL user name (overrides the URL's). */
+  username?: string;
+  /** Password of the ACL user or of `requirepass` (overrides the URL's). */
+  password?: string;
+  /** TLS settings; setting this (or a `rediss://` URL) enables TLS. */
+  tls?: {
+    /** PEM CA bundle to verify the server with (default: system roots). */
+    ca?: string;
+    /** Server name to verify (default: the URL's host). */
+    servername?: string;
+  };
+  /** Key prefix (default `hf`). */
+  prefix?: string;
+  /** Connect timeout per attempt, ms (default 2000). */
+  connectTimeoutMs?: number;
+}
+
+type Client = ReturnType<typeof createClient>;
+
+const storeLog = log.with({ component: "flow-store" });
+
+function isAuthError(err: unknown): boolean {
+  return err instanceof ErrorReply && /^(WRONGPASS|NOAUTH|NOPERM|ERR AUTH)/.test(err.message);
+}
+
+async function sha1Hex(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-1", new TextEncoder().encode(text));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The command and stream connections to one Redis, with script caching. */
+export class RedisConnection {
+  readonly #cmd: Client;
+  readonly #blocking: Client;
+  readonly #shas = new Map<string, string>();
+  #fatal: Error | null = null;
+  readonly #firstReady = new Map<Client, Promise<void>>();
+  readonly #everReady = new Set<Client>();
+  #closed = false;
+
+  /** Connects in the background. */
+  constructor(readonly options: RedisStoreOptions) {
+    const make = (role: string) => {
+      const tls = options.tls !== undefined || options.url.startsWith("rediss://");
+      const client = createClient({
+        // node-redis insists that the scheme and the tls option agree.
+        url: tls ? options.url.replace(/^redis:\/\//, "rediss://") : options.url,
+        ...(options.username !== undefined ? { username: options.username } : {}),
+        ...(options.password !== undefined ? { password: options.password } : {}),
+        disableOfflineQueue: true,
+        socket: {
+          connectTimeout: options.connectTimeoutMs ?? 2000,
+          ...(tls ? { tls: true as const, ...options.tls } : {}),
+          reconnectStrategy: (retries: number, cause: Error) => {
+            if (isAuthError(cause)) {
+              this.#fatal = new Error(
+                `Cannot authenticate to Redis at "${redact(options.url)}": ${cause.message}`,
+              );
+              storeLog.error("redis authentication failed", { role, err: cause.message });
+              return this.#fatal;
+            }
+            return backoffDelay(retries + 1, { minMs: 50, maxMs: 1000 });
+          },
+        },
+      });
+      let wasDown = false;
+      const firstReady = new Promise<void>((resolve) => client.once("ready", () => resolve()));
+      this.#firstReady.set(client, firstReady);
+      client.on("error", (err: Error) => {
+        if (!wasDown) storeLog.warn("redis connection lost", { role, err: err.message });
+        wasDown = true;
+      });
+      client.on("ready", () => {
+        if (wasDown) storeLog.info("redis connection restored", { role });
+        wasDown = false;
+      });
+      client.connect().catch((err: Error) => {
+        if (!this.#closed) storeLog.error("redis connect gave up", { role, err: err.message });
+      });
+      return client;
+    };
+    this.#cmd = make("commands");
+    this.#blocking = make("stream");
+  }
+
+  /** Whether the command connection is up. */
+  get ready(): boolean {
+    return this.#cmd.isReady;
+  }
+
+  /** Before the first connection, waits for it (up to the connect timeout). */
+  async #awaitFirstConnect(client: Client): Promise<void> {
+    if (client.isReady || this.#everReady.has(client)) return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      this.#firstReady.get(client),
+      new Promise((r) => timer = setTimeout(r, this.options.connectTimeoutMs ?? 2000)),
+    ]);
+    clearTimeout(timer);
+    if (client.isReady) this.#everReady.add(client);
+  }
+
+  async #send(client: Client, args: string[]): Promise<unknown> {
+    if (this.#fatal) throw this.#fatal;
+    await this.#awaitFirstConnect(client);
+    if (!client.isReady) {
+      throw new StoreUnavailableError(
+        `Cannot send ${args[0]} to Redis at "${redact(this.options.url)}": not connected`,
+      );
+    }
+    try {
+      return await client.sendCommand(args);
+    } catch (err) {
+      if (err instanceof ErrorReply) {
+        throw new Error(`Redis rejected ${args[0]} ${args[1] ?? ""}: ${err.message}`, {
+          cause: err,
+        });
+      }
+      throw new StoreUnavailableError(
+        `Cannot send ${args[0]} to Redis at "${redact(this.options.url)}": ${
+          (err as Error).message
+        }`,
+        { cause: err },
+      );
+    }
+  }
+
+  /** Runs `commands` in one MULTI/EXEC on the command connection. */
+  async multi(commands: string[][]): Promise<unknown[]> {
+    if (this.#fatal) throw this.#fatal;
+    await this.#awaitFirstConnect(this.#cmd);
+    if (!this.#cmd.isReady) {
+      throw new StoreUnavailableError(
+        `Cannot write to Redis at "${redact(this.options.url)}": not connected`,
+      );
+    }
+    const multi = this.#cmd.multi();
+    for (const c of commands) multi.addCommand(c);
+    try {
+      return await multi.exec();
+    } catch (err) {
+      if (err instanceof ErrorReply) {
+        throw new Error(`Redis rejected a ${commands[0]?.[0]} transaction: ${err.message}`, {
+          cause: err,
+        });
+      }
+      throw new StoreUnavailableError(
+        `Cannot write to Redis at "${redact(this.options.url)}": ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+  }
+
+  /** Runs a Lua script (EVALSHA, falling back to EVAL) on the command connection. */
+  async eval(script: string, keys: string[], args: string[]): Promise<unknown> {
+    let sha = this.#shas.get(script);
+    if (!sha) this.#shas.set(script, sha = await sha1Hex(script));
+    try {
+      return await this.#send(this.#cmd, ["EVALSHA", sha, String(keys.length), ...keys, ...args]);
+    } catch (err) {
+      if (!(err instanceof Error && /NOSCRIPT/.test(err.message))) throw err;
+      return await this.#send(this.#cmd, ["EVAL", script, String(keys.length), ...keys, ...args]);
+    }
+  }
+
+  /** Sends one command on the command connection. */
+  command(args: string[]): Promise<unknown> {
+    return this.#send(this.#cmd, args);
+  }
+
+  /** Sends one (blocking) command on the stream connection. */
+  blocking(args: string[]): Promise<unknown> {
+    return this.#send(this.#blocking, args);
+  }
+
+  /** Closes both connections. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const c of [this.#cmd, this.#blocking]) {
+      try {
+        c.destroy();
+      } catch { /* already closed */ }
+    }
+    await Promise.resolve();
+  }
+}
+
+/** Removes the password from a Redis URL for messages. */
+export function redact(url: string): string {
+  return url.replace(/\/\/([^:@/]*):[^@/]*@/, "//$1:***@");
+}

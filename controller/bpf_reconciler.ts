@@ -150,25 +150,28 @@ export class LBMapsOps implements Operations<Frontend> {
   #selection(txn: ReadTxn, fe: Frontend): { ids: number[]; keys: MaglevBackend[] } {
     const selected = selectBackends(txn, this.#tables, fe);
     const capacity = this.#maps.capacity.backends;
-    const ids: number[] = [], keys: MaglevBackend[] = [];
+    // Sized up front (the selection's length at most): no growth on the hot path.
+    const ids = new Array<number>(selected.length);
+    const keys = new Array<MaglevBackend>(selected.length);
+    let n = 0;
     try {
       for (const b of selected) {
         // Maglev keys are IP:PORT (the maps' identity of a backend, the same on every node).
         const key = hostPort(b.address);
         // A TCP and a UDP backend on the same pair (adjacent: selection is sorted) share a slot.
-        const last = keys.length - 1;
-        if (last >= 0 && keys[last]!.key === key) {
-          keys[last] = { key, weight: Math.max(keys[last]!.weight, b.weight) };
+        if (n > 0 && keys[n - 1]!.key === key) {
+          keys[n - 1] = { key, weight: Math.max(keys[n - 1]!.weight, b.weight) };
           continue;
         }
-        ids.push(this.#backends.acquire(b.address, capacity));
-        keys.push({ key, weight: b.weight });
+        ids[n] = this.#backends.acquire(b.address, capacity);
+        keys[n++] = { key, weight: b.weight };
       }
     } catch (e) {
       // Out of backend IDs: the ones just allocated (nothing holds or wrote them) go back.
-      this.#backends.discard(ids);
+      this.#backends.discard(ids.slice(0, n));
       throw e;
     }
+    ids.length = keys.length = n;
     return { ids, keys };
   }
 

@@ -19,7 +19,7 @@ import {
 } from "../../node/bpf/mod.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { ipv4Text, parseIpv4 } from "../../lib/ipv4.ts";
-import { tcpFrame } from "./_packets.ts";
+import { tcpFrame } from "../../lab/packets.ts";
 
 const SVC = { address: "10.0.100.1", port: 80, protocol: "TCP" as const };
 

@@ -4,6 +4,15 @@
  *
  * @module
  */
+import { readCommandLineOrExit } from "../lib/args.ts";
+
+readCommandLineOrExit(Deno.args, {
+  command: "build",
+  usage: `usage: ./hf build   (deno task build)
+  Builds the BPF objects (bpf/build/) and the WASM policy modules (policy-as/build/).`,
+  options: {},
+}, () => {});
+
 const parts = ["../bpf/build.ts", "../policy-as/build.ts"];
 
 for (const part of parts) {

@@ -104,6 +104,19 @@ static __always_inline __be32 hf_maglev_pick(struct service_value *svc, __u32 ha
 	return be->addr;
 }
 
+/* The key of a parsed L4 frame's flow in hf_flows (pad zeroed: it is hashed as a map key). */
+static __always_inline struct flow_key hf_flow_key(const struct hf_pkt *p)
+{
+	struct flow_key fk = {
+		.saddr = p->ip->saddr,
+		.daddr = p->ip->daddr,
+		.sport = p->sport,
+		.dport = p->dport,
+		.proto = p->proto,
+	};
+	return fk;
+}
+
 /* The LB decision and rewrite for one frame; returns the XDP verdict. */
 static __always_inline int hf_lb_main(struct xdp_md *ctx)
 {
@@ -151,13 +164,7 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 
 	__u16 inner_len = bpf_ntohs(p.ip->tot_len);
 	__u8 tos = p.ip->tos;
-	struct flow_key fk = {
-		.saddr = p.ip->saddr,
-		.daddr = p.ip->daddr,
-		.sport = p.sport,
-		.dport = p.dport,
-		.proto = p.proto,
-	};
+	struct flow_key fk = hf_flow_key(&p);
 	__u32 hash;
 	if (svc->flags & HF_SVC_F_CLIENT_IP) {
 		fk.sport = 0;

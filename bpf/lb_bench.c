@@ -7,36 +7,52 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Strips the 28 bytes hf_lb added and restores the original Ethernet header. */
-static __always_inline void hf_bench_restore(struct xdp_md *ctx)
+/* Moves the frame's head by delta bytes (negative grows it) and writes an Ethernet header at the
+ * new head with the old one's addresses swapped, as hf_lb's rewrite and its undo both do.
+ * Returns 0, or -1 when the frame is too short or the head cannot move. */
+static __always_inline int hf_bench_move_eth(struct xdp_md *ctx, int delta)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > data_end)
-		return;
+		return -1;
 	unsigned char dst[ETH_ALEN], src[ETH_ALEN];
-	__builtin_memcpy(dst, eth->h_source, ETH_ALEN); /* the original destination */
+	__builtin_memcpy(dst, eth->h_source, ETH_ALEN);
 	__builtin_memcpy(src, eth->h_dest, ETH_ALEN);
-	if (bpf_xdp_adjust_head(ctx, HF_ENCAP_OVERHEAD))
-		return;
+	if (bpf_xdp_adjust_head(ctx, delta))
+		return -1;
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
 	eth = data;
 	if ((void *)(eth + 1) > data_end)
-		return;
+		return -1;
 	__builtin_memcpy(eth->h_dest, dst, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, src, ETH_ALEN);
 	eth->h_proto = bpf_htons(HF_ETH_P_IP);
+	return 0;
 }
 
-/* Restores the frame after hf_lb's XDP_TX and parses it again; true when it is L4 again. */
-static __always_inline int hf_bench_restore_parse(struct xdp_md *ctx, struct hf_pkt *p)
+/* Strips the 28 bytes hf_lb added and restores the original Ethernet header (hf_lb sent the
+ * frame back with the addresses swapped, so swapping again gives the original destination). */
+static __always_inline void hf_bench_restore(struct xdp_md *ctx)
 {
+	hf_bench_move_eth(ctx, HF_ENCAP_OVERHEAD);
+}
+
+/* Runs hf_lb; when it sent the frame (XDP_TX), restores the frame and parses it again into p.
+ * Returns hf_lb's verdict; *again is true when p now holds the restored L4 frame. */
+static __always_inline int hf_bench_lb_restored(struct xdp_md *ctx, struct hf_pkt *p, int *again)
+{
+	*again = 0;
+	int rc = hf_lb_main(ctx);
+	if (rc != XDP_TX)
+		return rc;
 	hf_bench_restore(ctx);
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	return hf_parse(data, data_end, p) == HF_PARSE_L4;
+	*again = hf_parse(data, data_end, p) == HF_PARSE_L4;
+	return rc;
 }
 
 /* Flow-hit path (the flow must exist) + restore. */
@@ -53,20 +69,13 @@ int hf_lb_bench_hit(struct xdp_md *ctx)
 SEC("xdp")
 int hf_lb_bench_miss(struct xdp_md *ctx)
 {
-	int rc = hf_lb_main(ctx);
-	if (rc != XDP_TX)
-		return rc;
 	struct hf_pkt p = {};
-	if (!hf_bench_restore_parse(ctx, &p))
-		return rc;
-	struct flow_key fk = {
-		.saddr = p.ip->saddr,
-		.daddr = p.ip->daddr,
-		.sport = p.sport,
-		.dport = p.dport,
-		.proto = p.proto,
-	};
-	bpf_map_delete_elem(&hf_flows, &fk);
+	int again;
+	int rc = hf_bench_lb_restored(ctx, &p, &again);
+	if (again) {
+		struct flow_key fk = hf_flow_key(&p);
+		bpf_map_delete_elem(&hf_flows, &fk);
+	}
 	return rc;
 }
 
@@ -77,14 +86,13 @@ int hf_lb_bench_miss(struct xdp_md *ctx)
 SEC("xdp")
 int hf_lb_bench_miss_next(struct xdp_md *ctx)
 {
-	int rc = hf_lb_main(ctx);
-	if (rc != XDP_TX)
-		return rc;
 	struct hf_pkt p = {};
-	if (!hf_bench_restore_parse(ctx, &p))
-		return rc;
-	__be16 *ports = p.l4;
-	ports[0] = bpf_htons(bpf_ntohs(p.sport) + 1);
+	int again;
+	int rc = hf_bench_lb_restored(ctx, &p, &again);
+	if (again) {
+		__be16 *ports = p.l4;
+		ports[0] = bpf_htons(bpf_ntohs(p.sport) + 1);
+	}
 	return rc;
 }
 
@@ -100,23 +108,8 @@ int hf_bench_noop(struct xdp_md *ctx)
 SEC("xdp")
 int hf_bench_undo_only(struct xdp_md *ctx)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *old = data;
-	if ((void *)(old + 1) > data_end)
+	if (hf_bench_move_eth(ctx, -HF_ENCAP_OVERHEAD))
 		return XDP_ABORTED;
-	unsigned char dst[ETH_ALEN], src[ETH_ALEN];
-	__builtin_memcpy(dst, old->h_source, ETH_ALEN);
-	__builtin_memcpy(src, old->h_dest, ETH_ALEN);
-	if (bpf_xdp_adjust_head(ctx, -HF_ENCAP_OVERHEAD))
-		return XDP_ABORTED;
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > data_end)
-		return XDP_ABORTED;
-	__builtin_memcpy(eth->h_dest, dst, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, src, ETH_ALEN);
 	hf_bench_restore(ctx);
 	return XDP_TX;
 }

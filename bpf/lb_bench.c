@@ -40,18 +40,28 @@ static __always_inline void hf_bench_restore(struct xdp_md *ctx)
 	hf_bench_move_eth(ctx, HF_ENCAP_OVERHEAD);
 }
 
-/* Runs hf_lb; when it sent the frame (XDP_TX), restores the frame and parses it again into p.
- * Returns hf_lb's verdict; *again is true when p now holds the restored L4 frame. */
-static __always_inline int hf_bench_lb_restored(struct xdp_md *ctx, struct hf_pkt *p, int *again)
+/* The new-flow path, undone so that the next repetition is a new flow again: hf_lb, restore,
+ * then either delete the flow it created (the same key next time) or, with next_key, bump the
+ * frame's source port (another key next time; the flows stay in the map, and the L4 checksum goes
+ * stale, which hf_lb does not read). Returns hf_lb's verdict. */
+static __always_inline int hf_bench_new_flow(struct xdp_md *ctx, int next_key)
 {
-	*again = 0;
 	int rc = hf_lb_main(ctx);
 	if (rc != XDP_TX)
 		return rc;
 	hf_bench_restore(ctx);
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	*again = hf_parse(data, data_end, p) == HF_PARSE_L4;
+	struct hf_pkt p = {};
+	if (hf_parse(data, data_end, &p) != HF_PARSE_L4)
+		return rc;
+	if (next_key) {
+		__be16 *ports = p.l4;
+		ports[0] = bpf_htons(bpf_ntohs(p.sport) + 1);
+	} else {
+		struct flow_key fk = hf_flow_key(&p);
+		bpf_map_delete_elem(&hf_flows, &fk);
+	}
 	return rc;
 }
 
@@ -69,31 +79,16 @@ int hf_lb_bench_hit(struct xdp_md *ctx)
 SEC("xdp")
 int hf_lb_bench_miss(struct xdp_md *ctx)
 {
-	struct hf_pkt p = {};
-	int again;
-	int rc = hf_bench_lb_restored(ctx, &p, &again);
-	if (again) {
-		struct flow_key fk = hf_flow_key(&p);
-		bpf_map_delete_elem(&hf_flows, &fk);
-	}
-	return rc;
+	return hf_bench_new_flow(ctx, 0);
 }
 
 /* New-flow path + restore, then the frame's source port is bumped so that the next repetition is
  * another new flow. Unlike hf_lb_bench_miss nothing is deleted: the flows stay in the map (the
- * bench removes them between rounds, or fills the map first to measure inserts that evict). The
- * bumped port leaves the L4 checksum stale, which hf_lb does not read. */
+ * bench removes them between rounds, or fills the map first to measure inserts that evict). */
 SEC("xdp")
 int hf_lb_bench_miss_next(struct xdp_md *ctx)
 {
-	struct hf_pkt p = {};
-	int again;
-	int rc = hf_bench_lb_restored(ctx, &p, &again);
-	if (again) {
-		__be16 *ports = p.l4;
-		ports[0] = bpf_htons(bpf_ntohs(p.sport) + 1);
-	}
-	return rc;
+	return hf_bench_new_flow(ctx, 1);
 }
 
 /* The floor, measured by the same method: a no-op. */

@@ -62,3 +62,51 @@ export function ipv4Text(bytes: Uint8Array, offset = 0): string {
   }
   return `${bytes[offset]}.${bytes[offset + 1]}.${bytes[offset + 2]}.${bytes[offset + 3]}`;
 }
+
+/** An IPv4 CIDR block as an inclusive range of host-order u32 addresses. */
+export interface Ipv4Cidr {
+  /** The network address (host bits zero). */
+  readonly first: number;
+  /** The last address of the block (all host bits one). */
+  readonly last: number;
+  /** Prefix length 0..32. */
+  readonly prefixLength: number;
+}
+
+/**
+ * Parses `A.B.C.D/N` (N in 0..32). Host bits must be zero: `10.0.0.5/24` is rejected rather than
+ * silently read as `10.0.0.0/24`, since the two mean different things to whoever wrote it.
+ *
+ * @example
+ * ```ts
+ * import { formatIpv4, parseIpv4Cidr } from "./ipv4.ts";
+ * const c = parseIpv4Cidr("10.0.100.0/28");
+ * if (formatIpv4(c.last) !== "10.0.100.15" || c.prefixLength !== 28) throw new Error("cidr");
+ * ```
+ *
+ * @throws {TypeError} when the text is not a CIDR or has host bits set.
+ */
+export function parseIpv4Cidr(text: string): Ipv4Cidr {
+  const slash = text.indexOf("/");
+  const lenText = slash < 0 ? "" : text.slice(slash + 1);
+  if (!/^\d{1,2}$/.test(lenText) || Number(lenText) > 32) {
+    throw new TypeError(
+      `Cannot parse IPv4 CIDR "${text}": expected ADDRESS/PREFIX with prefix 0..32`,
+    );
+  }
+  let first: number;
+  try {
+    first = parseIpv4(text.slice(0, slash));
+  } catch (e) {
+    throw new TypeError(`Cannot parse IPv4 CIDR "${text}": ${(e as Error).message}`, { cause: e });
+  }
+  const prefixLength = Number(lenText);
+  const size = 2 ** (32 - prefixLength);
+  if (first % size !== 0) {
+    const network = formatIpv4(first - (first % size));
+    throw new TypeError(
+      `Cannot parse IPv4 CIDR "${text}": host bits are set (the network is ${network}/${prefixLength})`,
+    );
+  }
+  return { first, last: first + size - 1, prefixLength };
+}

@@ -1,5 +1,5 @@
 import { assertEquals, mulberry32 } from "../_testing.ts";
-import { BTree, compareKeys } from "./btree.ts";
+import { BTree, compareKeys, type Key } from "./btree.ts";
 
 Deno.test("btree: random inserts/deletes match a sorted model and old snapshots never change", () => {
   const rnd = mulberry32(7);
@@ -116,6 +116,45 @@ Deno.test("btree: clustered inserts (the last-leaf fast path) interleaved with d
       assertEquals(got.map(([, v]) => v), expected.map(([, v]) => v));
       if (!multi) {
         for (const [k, v] of expected) assertEquals(t.get(k), v);
+      }
+    }
+  }
+});
+
+Deno.test("btree: get, collect and scan-from agree with a sorted model for string and number keys, unique and not", () => {
+  const rnd = mulberry32(2026);
+  for (const kind of ["string", "number"] as const) {
+    for (const multi of [false, true]) {
+      const key = (n: number) => kind === "string" ? `k${String(n).padStart(3, "0")}` : n;
+      const ed = BTree.empty<string>({ unique: !multi }).edit();
+      const model = new Map<string, [Key, Key, string]>(); // id → [key, tiebreak, value]
+      for (let i = 0; i < 3000; i++) {
+        const k = key(Math.floor(rnd() * 300)), t = multi ? `t${Math.floor(rnd() * 20)}` : "";
+        const id = `${typeof k === "number" ? String(k).padStart(3, "0") : k}\0${t}`;
+        if (rnd() < 0.75) {
+          ed.set(k, `${i}`, 0, multi ? t : undefined);
+          model.set(id, [k, t, `${i}`]);
+        } else {
+          ed.delete(k, multi ? t : undefined);
+          model.delete(id);
+        }
+      }
+      const tree = ed.done();
+      const sorted = [...model.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([, e]) => e);
+      for (let n = -1; n <= 300; n++) {
+        const k = key(n);
+        const want = sorted.filter((e) => e[0] === k);
+        assertEquals(tree.collect(k, []), want.map((e) => e[2]), `collect(${k})`);
+        assertEquals(tree.get(k), want[0]?.[2], `get(${k})`);
+        const tb = multi ? `t${n % 20}` : undefined;
+        if (multi) assertEquals(tree.get(k, tb), want.find((e) => e[1] === tb)?.[2]);
+        // scan from (k, tb): every entry at or after it, in order (the first few suffice).
+        const from = sorted.filter((e) =>
+          e[0] > k || (e[0] === k && (tb === undefined || e[1] >= tb))
+        );
+        const got: string[] = [];
+        tree.scan((_k, v) => got.push(v) < 5, k, tb);
+        assertEquals(got, from.slice(0, 5).map((e) => e[2]), `scan from (${k}, ${tb})`);
       }
     }
   }

@@ -11,6 +11,7 @@
  * @module
  */
 import { readCommandLine, UsageError } from "../lib/args.ts";
+import { sleep } from "../lib/backoff.ts";
 import { type Check, Disturbances } from "./chaos_steps.ts";
 import { Cluster } from "./cluster.ts";
 
@@ -32,100 +33,101 @@ export interface RunResult {
   readonly checks: readonly Check[];
 }
 
+/**
+ * One step of a scenario: a disturbance of LB node `i` or backend `j` (a method of
+ * {@linkcode Disturbances}, which also checks that it happened), Redis's restart, or a pause of
+ * `ms` milliseconds.
+ */
+export type Step =
+  | readonly ["killLbNode" | "addLbNode" | "killAgent" | "startAgent" | "addBackend", number]
+  | readonly ["restartRedis"]
+  | readonly ["sleep", number];
+
 /** A scenario: cluster shape and what happens while connections are held. */
 export interface Scenario {
   /** Short name, e.g. `lb-node-dies`. */
   readonly name: string;
   /** What happens, in a sentence. */
   readonly description: string;
-  /** LB nodes at the start. */
-  readonly lbNodes: number;
-  /** Backends at the start. */
-  readonly backends: number;
+  /** LB nodes and backends at the start. */
+  readonly start: { readonly lbNodes: number; readonly backends: number };
   /**
    * The baseline must lose connections here: backends change (Maglev now disagrees for ~40 % of
    * flows) and then ECMP moves flows between LB nodes, which without shared state pick anew.
    */
   readonly baselineLoses?: boolean;
-  /** The disturbances, run 1.5 s after the connections opened. */
-  readonly chaos: (disturb: Disturbances) => Promise<void>;
+  /** The disturbances, in order, from 1.5 s after the connections opened. */
+  readonly steps: readonly Step[];
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The scenarios: the five of the stateful-flows issue and an LB node that comes back. */
 export const SCENARIOS: readonly Scenario[] = [
   {
     name: "lb-node-dies",
     description: "LB node 1 of 3: link down and agent killed; the router withdraws it",
-    lbNodes: 3,
-    backends: 3,
-    chaos: async (c) => {
-      await c.killLbNode(1);
-    },
+    start: { lbNodes: 3, backends: 3 },
+    steps: [["killLbNode", 1]],
   },
   {
     name: "lb-node-returns",
     description: "LB node 1 of 3 dies, then comes back: its agent restores flows before ready",
-    lbNodes: 3,
-    backends: 3,
-    chaos: async (c) => {
-      await c.killLbNode(1);
-      await sleep(1_000); // its flows move to lb2 and lb3
-      await c.addLbNode(1);
-    },
+    start: { lbNodes: 3, backends: 3 },
+    steps: [
+      ["killLbNode", 1],
+      ["sleep", 1_000], // its flows move to lb2 and lb3
+      ["addLbNode", 1],
+    ],
   },
   {
     name: "lb-node-joins",
     description: "LB node 3 joins 2; ECMP rehashes flows onto it",
-    lbNodes: 2,
-    backends: 3,
-    chaos: async (c) => {
-      await c.addLbNode(3);
-    },
+    start: { lbNodes: 2, backends: 3 },
+    steps: [["addLbNode", 3]],
   },
   {
     name: "backends-added-during-lb-changes",
     description: "2 backends added to 3, then LB node 1 dies and LB node 4 joins",
-    lbNodes: 3,
-    backends: 3,
+    start: { lbNodes: 3, backends: 3 },
     baselineLoses: true,
-    chaos: async (c) => {
-      await c.addBackend(4);
-      await c.addBackend(5);
-      await sleep(500); // every agent has the new Maglev table
-      await c.killLbNode(1);
-      await c.addLbNode(4);
-    },
+    steps: [
+      ["addBackend", 4],
+      ["addBackend", 5],
+      ["sleep", 500], // every agent has the new Maglev table
+      ["killLbNode", 1],
+      ["addLbNode", 4],
+    ],
   },
   {
     name: "agent-restarts",
     description: "the agent of LB node 1 is killed and started again (pinned maps stay)",
-    lbNodes: 2,
-    backends: 3,
-    chaos: async (c) => {
-      await c.killAgent(1);
-      await sleep(500);
-      await c.startAgent(1);
-    },
+    start: { lbNodes: 2, backends: 3 },
+    steps: [["killAgent", 1], ["sleep", 500], ["startAgent", 1]],
   },
   {
     name: "redis-restarts",
     description:
       "Redis is killed and started empty during traffic; then backends scale 3 → 5 and LB node 3 joins, restoring from the refilled Redis",
-    lbNodes: 2,
-    backends: 3,
+    start: { lbNodes: 2, backends: 3 },
     baselineLoses: true,
-    chaos: async (c) => {
-      await c.restartRedis();
-      await sleep(1_500); // agents notice the empty store and write their flows again
-      await c.addBackend(4);
-      await c.addBackend(5);
-      await sleep(500);
-      await c.addLbNode(3);
-    },
+    steps: [
+      ["restartRedis"],
+      ["sleep", 1_500], // agents notice the empty store and write their flows again
+      ["addBackend", 4],
+      ["addBackend", 5],
+      ["sleep", 500],
+      ["addLbNode", 3],
+    ],
   },
 ];
+
+/** Runs `steps` in order on a cluster through `disturb`, which records what each one did. */
+export async function runSteps(steps: readonly Step[], disturb: Disturbances): Promise<void> {
+  for (const step of steps) {
+    if (step[0] === "sleep") await sleep(step[1]);
+    else if (step[0] === "restartRedis") await disturb.restartRedis();
+    else await disturb[step[0]](step[1]);
+  }
+}
 
 /** Options for {@linkcode runScenario}. */
 export interface RunOptions {
@@ -144,15 +146,14 @@ export async function runScenario(
   options: RunOptions = {},
 ): Promise<RunResult> {
   await using cluster = await Cluster.create({
-    lbNodes: scenario.lbNodes,
-    backends: scenario.backends,
+    ...scenario.start,
     flowSync: mode === "holdfast",
     verbose: options.verbose,
   });
   const client = await cluster.startClient(options.connections ?? 60, options.durationMs ?? 8_000);
   await sleep(1_500); // flows learned and shared before anything changes
   const disturb = new Disturbances(cluster);
-  await scenario.chaos(disturb);
+  await runSteps(scenario.steps, disturb);
   const line = await client.waitForLine((l) => l.includes('"msg":"summary"'), {
     timeoutMs: (options.durationMs ?? 8_000) + 20_000,
   });

@@ -6,6 +6,7 @@
  * @module
  */
 import { ipv4Bytes } from "../lib/ipv4.ts";
+import { concatBytes } from "../lib/bytes.ts";
 
 /** Internet checksum (RFC 1071) of bytes, optionally starting from a partial sum. */
 export function inetChecksum(bytes: Uint8Array, initial = 0): number {
@@ -144,16 +145,8 @@ export function udp(
   return b;
 }
 
-/** Concatenates parts. */
-export function cat(...parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((s, p) => s + p.length, 0));
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
-}
+/** Concatenates parts (`concatBytes` of lib/bytes.ts, short for frame fixtures). */
+export { concatBytes as cat };
 
 /** Ethernet + IPv4 + TCP frame. */
 export function tcpFrame(
@@ -163,7 +156,7 @@ export function tcpFrame(
   ip: Partial<Ipv4Fields> = {},
 ): Uint8Array {
   const seg = tcp(src, dst, f);
-  return cat(eth(0x0800), ipv4({ src, dst, proto: 6, payloadLen: seg.length, ...ip }), seg);
+  return concatBytes(eth(0x0800), ipv4({ src, dst, proto: 6, payloadLen: seg.length, ...ip }), seg);
 }
 
 /** Ethernet + IPv4 + UDP frame. */
@@ -176,7 +169,7 @@ export function udpFrame(
   ip: Partial<Ipv4Fields> = {},
 ): Uint8Array {
   const d = udp(src, dst, sport, dport, payload);
-  return cat(eth(0x0800), ipv4({ src, dst, proto: 17, payloadLen: d.length, ...ip }), d);
+  return concatBytes(eth(0x0800), ipv4({ src, dst, proto: 17, payloadLen: d.length, ...ip }), d);
 }
 
 /** The frame hf_lb must produce: MACs swapped, outer IPv4 (DF, TTL 64, id 0) + UDP (csum 0). */
@@ -202,7 +195,7 @@ export function encapsulated(
   v.setUint16(2, o.dport);
   v.setUint16(4, 8 + innerLen);
   const e = eth(0x0800, Array.from(input.subarray(6, 12)), Array.from(input.subarray(0, 6)));
-  return cat(e, outerIp, u, inner);
+  return concatBytes(e, outerIp, u, inner);
 }
 
 /** TCP options: MSS (kind 2) followed by SACK-permitted, timestamps and window scale. */

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { concatBytes } from "../../lib/bytes.ts";
 import { bpf, c, cstr } from "./_ffi.ts";
 import { BpfError, check, ERRNO } from "./errors.ts";
 
@@ -269,7 +270,7 @@ export class BpfMap implements Disposable {
       inBatch.set(outBatch);
       first = false;
     }
-    return { keys: concat(keyParts), values: concat(valueParts), count: total };
+    return { keys: concatBytes(...keyParts), values: concatBytes(...valueParts), count: total };
   }
 
   /** Writes `count` entries from concatenated keys/values with BPF_MAP_UPDATE_BATCH. */
@@ -319,14 +320,4 @@ function batchOpts(elemFlags = 0n): Uint8Array {
   v.setBigUint64(0, 24n, true);
   v.setBigUint64(8, elemFlags, true);
   return opts;
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((s, p) => s + p.length, 0));
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
 }

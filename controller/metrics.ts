@@ -9,6 +9,48 @@
 import { type Counter, type Registry, registry as rootRegistry } from "../lib/metrics.ts";
 import type { ControlPlane } from "./control_plane.ts";
 
+/** A counter a component keeps as a plain field named like the metric: [name, help]. */
+type CopiedCounter<K extends string> = readonly [name: K, help: string];
+
+/** The reconciler's counters, labelled `{reconciler}`. */
+const RECONCILER_COUNTERS = [
+  ["holdfast_reconciler_updates_total", "Successful target updates."],
+  ["holdfast_reconciler_deletes_total", "Successful target deletes."],
+  ["holdfast_reconciler_prunes_total", "Completed full reconciliations (prune, verify, repair)."],
+  [
+    "holdfast_reconciler_repairs_total",
+    "Map entries rewritten by the full reconciliation: deleted or changed behind its back.",
+  ],
+  ["holdfast_reconciler_errors_total", "Failed target operations."],
+  ["holdfast_reconciler_retries_total", "Retries run."],
+] as const;
+
+/** The BPF-maps writes. */
+const LBMAPS_COUNTERS = [
+  ["holdfast_lbmaps_backend_writes_total", "Backend entries written."],
+  ["holdfast_lbmaps_backend_deletes_total", "Backend entries deleted."],
+  ["holdfast_lbmaps_maglev_writes_total", "Maglev tables written."],
+  [
+    "holdfast_lbmaps_maglev_reused_total",
+    "Maglev tables reused from the previous frontend (same backends and M) instead of built.",
+  ],
+  ["holdfast_lbmaps_service_writes_total", "Service entries written."],
+  ["holdfast_lbmaps_service_deletes_total", "Service entries deleted."],
+  ["holdfast_lbmaps_pruned_total", "Entries removed by prune."],
+] as const;
+
+/** The writer's rejections. */
+const WRITER_COUNTERS = [
+  [
+    "holdfast_writer_rejected_services_total",
+    "Service writes rejected: a better-priority source owns the service.",
+  ],
+  [
+    "holdfast_writer_rejected_frontends_total",
+    "Frontend writes rejected: a better-priority service owns the address.",
+  ],
+] as const;
+
 /**
  * Registers the control plane's metrics on `registry` (default: the process registry):
  * gauges `holdfast_lb_frontends{status}`, `holdfast_lb_services`, `holdfast_lb_backends`,
@@ -27,100 +69,22 @@ export function exportControlPlaneMetrics(
   const failing = registry.gauge(
     "holdfast_reconciler_failing",
     "Rows whose last reconcile failed.",
-    {
-      labelNames: ["reconciler"],
-    },
+    { labelNames: ["reconciler"] },
   );
   const counters: [Counter, () => number][] = [];
-  const counter = (name: string, help: string, read: () => number, labels = true) => {
-    const c = registry.counter(name, help, labels ? { labelNames: ["reconciler"] } : {});
-    counters.push([c, read]);
+  const copy = <K extends string>(
+    fields: Readonly<Record<K, number>>,
+    rows: readonly CopiedCounter<K>[],
+    labelNames: readonly string[] = [],
+  ) => {
+    for (const [name, help] of rows) {
+      counters.push([registry.counter(name, help, { labelNames }), () => fields[name]]);
+    }
   };
-  const r = cp.reconciler.metrics, o = cp.ops.metrics, w = cp.writer.metrics;
-  counter(
-    "holdfast_reconciler_updates_total",
-    "Successful target updates.",
-    () => r.holdfast_reconciler_updates_total,
-  );
-  counter(
-    "holdfast_reconciler_deletes_total",
-    "Successful target deletes.",
-    () => r.holdfast_reconciler_deletes_total,
-  );
-  counter(
-    "holdfast_reconciler_prunes_total",
-    "Completed full reconciliations (prune, verify, repair).",
-    () => r.holdfast_reconciler_prunes_total,
-  );
-  counter(
-    "holdfast_reconciler_repairs_total",
-    "Map entries rewritten by the full reconciliation: deleted or changed behind its back.",
-    () => r.holdfast_reconciler_repairs_total,
-  );
-  counter(
-    "holdfast_reconciler_errors_total",
-    "Failed target operations.",
-    () => r.holdfast_reconciler_errors_total,
-  );
-  counter(
-    "holdfast_reconciler_retries_total",
-    "Retries run.",
-    () => r.holdfast_reconciler_retries_total,
-  );
-  counter(
-    "holdfast_lbmaps_backend_writes_total",
-    "Backend entries written.",
-    () => o.holdfast_lbmaps_backend_writes_total,
-    false,
-  );
-  counter(
-    "holdfast_lbmaps_backend_deletes_total",
-    "Backend entries deleted.",
-    () => o.holdfast_lbmaps_backend_deletes_total,
-    false,
-  );
-  counter(
-    "holdfast_lbmaps_maglev_writes_total",
-    "Maglev tables written.",
-    () => o.holdfast_lbmaps_maglev_writes_total,
-    false,
-  );
-  counter(
-    "holdfast_lbmaps_maglev_reused_total",
-    "Maglev tables reused from the previous frontend (same backends and M) instead of built.",
-    () => o.holdfast_lbmaps_maglev_reused_total,
-    false,
-  );
-  counter(
-    "holdfast_lbmaps_service_writes_total",
-    "Service entries written.",
-    () => o.holdfast_lbmaps_service_writes_total,
-    false,
-  );
-  counter(
-    "holdfast_lbmaps_service_deletes_total",
-    "Service entries deleted.",
-    () => o.holdfast_lbmaps_service_deletes_total,
-    false,
-  );
-  counter(
-    "holdfast_lbmaps_pruned_total",
-    "Entries removed by prune.",
-    () => o.holdfast_lbmaps_pruned_total,
-    false,
-  );
-  counter(
-    "holdfast_writer_rejected_services_total",
-    "Service writes rejected: a better-priority source owns the service.",
-    () => w.holdfast_writer_rejected_services_total,
-    false,
-  );
-  counter(
-    "holdfast_writer_rejected_frontends_total",
-    "Frontend writes rejected: a better-priority service owns the address.",
-    () => w.holdfast_writer_rejected_frontends_total,
-    false,
-  );
+  const r = cp.reconciler.metrics;
+  copy(r, RECONCILER_COUNTERS, ["reconciler"]);
+  copy(cp.ops.metrics, LBMAPS_COUNTERS);
+  copy(cp.writer.metrics, WRITER_COUNTERS);
   const labels = { reconciler: cp.reconciler.config.name };
   const seen = new Map<Counter, number>();
   // Registered first among these, so its collect runs before the counters are printed.

@@ -18,6 +18,26 @@ export interface DatapathCounters {
   backendNewFlows(): Map<number, bigint>;
 }
 
+/** The per-frontend counters: [name, help, the lb_stats field it copies]. */
+const FRONTEND_COUNTERS = [
+  [
+    "holdfast_datapath_frontend_packets_total",
+    "Packets encapsulated to a backend, per frontend (service ID)",
+    "packets",
+  ],
+  ["holdfast_datapath_frontend_bytes_total", "Inner IP bytes encapsulated, per frontend", "bytes"],
+  [
+    "holdfast_datapath_frontend_new_flows_total",
+    "Flows created by Maglev on this node, per frontend",
+    "newFlows",
+  ],
+  [
+    "holdfast_datapath_frontend_drops_total",
+    "Packets to a frontend dropped (bad packet, no backend, slot 0, too big), per frontend",
+    "drops",
+  ],
+] as const satisfies readonly (readonly [string, string, keyof LbStats])[];
+
 /**
  * Registers the datapath counters on `registry`; they are refreshed from the maps each time the
  * registry is exposed.
@@ -40,25 +60,8 @@ export function exportDatapathMetrics(source: DatapathCounters, registry: Regist
     "Packets seen by the LB XDP program, by outcome (bpf/consts.h enum hf_reason)",
     { labelNames: ["reason"] },
   );
-  const fePackets = registry.counter(
-    "holdfast_datapath_frontend_packets_total",
-    "Packets encapsulated to a backend, per frontend (service ID)",
-    { labelNames: ["service_id"] },
-  );
-  const feBytes = registry.counter(
-    "holdfast_datapath_frontend_bytes_total",
-    "Inner IP bytes encapsulated, per frontend",
-    { labelNames: ["service_id"] },
-  );
-  const feNew = registry.counter(
-    "holdfast_datapath_frontend_new_flows_total",
-    "Flows created by Maglev on this node, per frontend",
-    { labelNames: ["service_id"] },
-  );
-  const feDrops = registry.counter(
-    "holdfast_datapath_frontend_drops_total",
-    "Packets to a frontend dropped (bad packet, no backend, slot 0, too big), per frontend",
-    { labelNames: ["service_id"] },
+  const frontend = FRONTEND_COUNTERS.map(([name, help, field]) =>
+    [registry.counter(name, help, { labelNames: ["service_id"] }), field] as const
   );
   const beNew = registry.counter(
     "holdfast_datapath_backend_new_flows_total",
@@ -83,10 +86,7 @@ export function exportDatapathMetrics(source: DatapathCounters, registry: Regist
       advance(packets, `r/${reason}`, { reason }, n);
     }
     for (const [id, s] of source.frontendStats()) {
-      advance(fePackets, `fp/${id}`, { service_id: id }, s.packets);
-      advance(feBytes, `fb/${id}`, { service_id: id }, s.bytes);
-      advance(feNew, `fn/${id}`, { service_id: id }, s.newFlows);
-      advance(feDrops, `fd/${id}`, { service_id: id }, s.drops);
+      for (const [c, field] of frontend) advance(c, `${field}/${id}`, { service_id: id }, s[field]);
     }
     for (const [id, n] of source.backendNewFlows()) {
       advance(beNew, `bn/${id}`, { backend_id: id }, n);

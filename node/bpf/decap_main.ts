@@ -10,9 +10,9 @@
  * @module
  */
 
+import { ATTACH_OPTIONS, attachAndReport } from "./_attach_main.ts";
 import { DecapDatapath } from "./datapath.ts";
 import { inNetns } from "./netns.ts";
-import { log } from "../../lib/log.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 import { intOption, listOption, readCommandLine, stringOption } from "../../lib/args.ts";
 
@@ -25,12 +25,10 @@ const SPEC = {
   command: "decap",
   usage: USAGE,
   options: {
-    iface: { type: "string" },
-    netns: { type: "string" },
+    ...ATTACH_OPTIONS,
     vip: { type: "string", multiple: true },
     "encap-port": { type: "string" },
     mss: { type: "string" },
-    "object-dir": { type: "string" },
   },
 } as const;
 
@@ -57,18 +55,14 @@ export async function main(args: string[]): Promise<number> {
   });
   if ("exit" in read) return read.exit;
   const { iface, netns, encapPort, mssMax, objectDir } = read.options;
-  try {
+  return await attachAndReport("decap", { iface, netns, encapPort, mssMax }, async () => {
     const vips = read.options.vips.length > 0 ? read.options.vips : loopbackVips(netns);
     using dp = await DecapDatapath.open({ objectDir });
     dp.configure({ encapPort, mssMax });
     for (const vip of vips) dp.addLocalVip(vip);
     dp.attach(iface, { netns });
-    log.info("decap attached", { component: "bpf", iface, netns, vips, encapPort, mssMax });
-    return 0;
-  } catch (e) {
-    log.error("decap setup failed", { component: "bpf", iface, error: (e as Error).message });
-    return 1;
-  }
+    return { vips };
+  });
 }
 
 if (import.meta.main) Deno.exit(await main(Deno.args));

@@ -6,10 +6,10 @@
  * @module
  */
 
+import { ATTACH_OPTIONS, attachAndReport } from "./_attach_main.ts";
 import { attachXdp } from "./attach.ts";
 import { DEFAULT_OBJECT_DIR } from "./datapath.ts";
 import { BpfObject } from "./object.ts";
-import { log } from "../../lib/log.ts";
 import { choiceOption, readCommandLine, stringOption } from "../../lib/args.ts";
 
 const USAGE =
@@ -19,20 +19,11 @@ const USAGE =
 const SPEC = {
   command: "xdp-pass",
   usage: USAGE,
-  options: {
-    iface: { type: "string" },
-    netns: { type: "string" },
-    mode: { type: "string" },
-    "object-dir": { type: "string" },
-  },
+  options: { ...ATTACH_OPTIONS, mode: { type: "string" } },
 } as const;
 
 /** Entry point of the `xdp-pass` subcommand; returns the exit code. */
-export function main(args: string[]): Promise<number> {
-  return Promise.resolve(run(args));
-}
-
-function run(args: string[]): number {
+export async function main(args: string[]): Promise<number> {
   const read = readCommandLine(args, SPEC, ({ values }) => ({
     iface: stringOption(values, "iface", { required: true }),
     netns: stringOption(values, "netns"),
@@ -41,15 +32,10 @@ function run(args: string[]): number {
   }));
   if ("exit" in read) return read.exit;
   const { iface, netns, mode, objectDir } = read.options;
-  try {
+  return await attachAndReport("xdp-pass", { iface, netns, mode }, () => {
     using obj = BpfObject.open(`${objectDir}/xdp_pass.o`);
     attachXdp(obj.program("hf_xdp_pass"), iface, { netns, mode });
-    log.info("xdp-pass attached", { component: "bpf", iface, netns, mode });
-    return 0;
-  } catch (e) {
-    log.error("xdp-pass attach failed", { component: "bpf", iface, error: (e as Error).message });
-    return 1;
-  }
+  });
 }
 
 if (import.meta.main) Deno.exit(await main(Deno.args));

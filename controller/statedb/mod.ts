@@ -19,14 +19,9 @@
  *
  * @module
  */
-export {
-  type Change,
-  ChangeIterator,
-  DB,
-  ReadTxn,
-  Table,
-  type TableSchema,
-  WriteTxn,
-} from "./db.ts";
+export { type Change, ChangeIterator } from "./_changes.ts";
+export { DB } from "./db.ts";
+export { Table, type TableSchema } from "./_table.ts";
+export { ReadTxn, WriteTxn } from "./_txn.ts";
 export { defineIndex, type IndexDef, type Key, type Query } from "./index_def.ts";
 export { waitAny, Watch } from "./watch.ts";

@@ -1,0 +1,309 @@
+/**
+ * The address allocator the controller calls: pools and Services in, conditions-ready results
+ * and the Events to emit out. Plain logic, no I/O: the reconciler fetches objects, calls
+ * {@linkcode AddressAllocator.reconcile} and writes what comes back.
+ *
+ * Level-triggered: every call gets every pool and every Service and answers for all of them.
+ * The same input twice gives the same result and no Events the second time. A new allocator
+ * (a restarted or newly elected controller) takes the addresses Services' status shows as
+ * theirs, so it reallocates nothing. Rules: docs/ipam.md.
+ *
+ * @example
+ * ```ts
+ * import { AddressAllocator } from "./allocator.ts";
+ * const ipam = new AddressAllocator();
+ * const r = ipam.reconcile(
+ *   [{ metadata: { name: "blue" }, spec: { blocks: [{ cidr: "10.0.100.0/28" }] } }],
+ *   [{
+ *     metadata: { name: "web", namespace: "shop" },
+ *     spec: { type: "LoadBalancer", loadBalancerClass: "holdfast.io/lb", ports: [{ port: 80 }] },
+ *   }],
+ * );
+ * if (r.services[0]?.addresses[0] !== "10.0.100.0") throw new Error("allocate");
+ * if (r.events[0]?.reason !== "AddressAllocated") throw new Error("event");
+ * ```
+ *
+ * @module
+ */
+
+import { formatIpv4 } from "../../lib/ipv4.ts";
+import { AssignPass, type Outcome } from "./_assign.ts";
+import { type K8sAddressPool, type Pool, poolContains, readPools, timeMs } from "./pool.ts";
+import {
+  ADDRESS_ALLOCATED_CONDITION,
+  type ClaimOptions,
+  DEFAULT_LOAD_BALANCER_CLASS,
+  type IpamCondition,
+  type IpamService,
+  isClaimed,
+  readService,
+  type ServiceIntent,
+} from "./service.ts";
+
+/** The object an Event concerns. */
+export interface ObjectRef {
+  kind: "Service" | "AddressPool";
+  namespace?: string;
+  name: string;
+}
+
+/** An Event to emit (reason CamelCase, message a person can act on). */
+export interface IpamEvent {
+  object: ObjectRef;
+  type: "Normal" | "Warning";
+  reason: "AddressAllocated" | "AddressReleased" | "AllocationFailed" | "PoolInvalid";
+  message: string;
+}
+
+/** The allocation of one claimed Service: its `status.loadBalancer.ingress` and condition. */
+export interface ServiceAllocation {
+  namespace: string;
+  name: string;
+  /** Addresses, ascending; empty when allocation failed. */
+  addresses: string[];
+  /** The pool of each address. */
+  pools: string[];
+  /** `holdfast.io/AddressAllocated` (lastTransitionTime is the status writer's to set). */
+  condition: IpamCondition;
+}
+
+/** A pool's status: counts and the `Ready` and `Exhausted` conditions. */
+export interface PoolStatus {
+  name: string;
+  total: number;
+  used: number;
+  available: number;
+  conditions: IpamCondition[];
+}
+
+/** What one reconcile decided. */
+export interface IpamResult {
+  /** Every claimed Service, by namespace/name. */
+  services: ServiceAllocation[];
+  /** Every pool, by name. */
+  pools: PoolStatus[];
+  /** Events to emit, in order. */
+  events: IpamEvent[];
+  /** Services that still exist but are no longer claimed and lost their addresses: clear their status. */
+  released: ObjectRef[];
+}
+
+interface Remembered {
+  status: string;
+  reason: string;
+  message: string;
+}
+
+function sameCondition(a: Remembered | undefined, b: Remembered): boolean {
+  return a !== undefined && a.status === b.status && a.reason === b.reason &&
+    a.message === b.message;
+}
+
+function sameAddresses(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+function list(ips: readonly number[]): string {
+  return ips.map(formatIpv4).join(", ");
+}
+
+function allocatedMessage(svc: ServiceIntent, o: Outcome): string {
+  const pools = [...new Set(o.pools)];
+  const from = pools.length === 1
+    ? `${list(o.addresses)} from pool "${pools[0]}"`
+    : o.addresses.map((ip, i) => `${formatIpv4(ip)} from pool "${o.pools[i]}"`).join(", ");
+  const shared = svc.sharingKey !== undefined ? ` (sharing key "${svc.sharingKey}")` : "";
+  return `${o.addresses.length === 1 ? "Address" : "Addresses"} ${from}${shared}`;
+}
+
+/** Allocates load-balancer addresses; keeps what it decided between calls. */
+export class AddressAllocator {
+  readonly #claim: ClaimOptions;
+  /** Addresses per Service key as last decided ([] for a Service that got none). */
+  #memory = new Map<string, readonly number[]>();
+  #conditions = new Map<string, Remembered>();
+  #poolReady = new Map<string, Remembered>();
+
+  constructor(options: ClaimOptions = {}) {
+    this.#claim = options;
+  }
+
+  /**
+   * Forgets everything this instance decided and reconciles from the cluster alone: what a
+   * controller calls when it becomes leader. A fresh allocator behaves the same.
+   */
+  restore(pools: readonly K8sAddressPool[], services: readonly IpamService[]): IpamResult {
+    this.#memory = new Map();
+    this.#conditions = new Map();
+    this.#poolReady = new Map();
+    return this.reconcile(pools, services);
+  }
+
+  /** Addresses a Service (`namespace/name`) holds, as last decided. */
+  addressesOf(key: string): string[] {
+    return (this.#memory.get(key) ?? []).map(formatIpv4);
+  }
+
+  /** Decides addresses for every claimed Service given every pool. */
+  reconcile(poolObjects: readonly K8sAddressPool[], services: readonly IpamService[]): IpamResult {
+    const pools = readPools(poolObjects);
+    const claimed: ServiceIntent[] = [];
+    const unclaimed = new Map<string, ObjectRef>();
+    for (const svc of services) {
+      const name = svc.metadata?.name;
+      if (!name) continue; // the API server never serves one; nothing to report it on
+      if (isClaimed(svc, this.#claim)) {
+        claimed.push(readService(svc, timeMs(svc.metadata?.creationTimestamp)));
+      } else {
+        const namespace = svc.metadata?.namespace ?? "default";
+        unclaimed.set(`${namespace}/${name}`, { kind: "Service", namespace, name });
+      }
+    }
+    claimed.sort((a, b) =>
+      a.createdMs - b.createdMs || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)
+    );
+    const pass = new AssignPass(pools);
+    pass.run(claimed, this.#memory);
+
+    const events: IpamEvent[] = [];
+    const released: ObjectRef[] = [];
+    const memory = new Map<string, readonly number[]>();
+    const conditions = new Map<string, Remembered>();
+    for (const [key, before] of this.#memory) {
+      if (before.length === 0 || pass.outcomes.has(key)) continue;
+      const gone = unclaimed.get(key);
+      const slash = key.indexOf("/");
+      const object: ObjectRef = gone ??
+        { kind: "Service", namespace: key.slice(0, slash), name: key.slice(slash + 1) };
+      if (gone) released.push(gone);
+      const cls = this.#claim.loadBalancerClass ?? DEFAULT_LOAD_BALANCER_CLASS;
+      events.push({
+        object,
+        type: "Normal",
+        reason: "AddressReleased",
+        message: `Released ${list(before)}: ${
+          gone
+            ? `the Service is no longer of type LoadBalancer with class "${cls}"`
+            : "the Service was deleted"
+        }`,
+      });
+    }
+    const allocations: ServiceAllocation[] = [];
+    for (const svc of claimed) {
+      const o = pass.outcomes.get(svc.key)!;
+      const ok = o.reason === "Allocated";
+      const cond: Remembered = {
+        status: ok ? "True" : "False",
+        reason: o.reason,
+        message: ok ? allocatedMessage(svc, o) : o.message,
+      };
+      this.#serviceEvents(svc, o, cond, events);
+      memory.set(svc.key, o.addresses);
+      conditions.set(svc.key, cond);
+      allocations.push({
+        namespace: svc.namespace,
+        name: svc.name,
+        addresses: o.addresses.map(formatIpv4),
+        pools: [...o.pools],
+        condition: {
+          type: ADDRESS_ALLOCATED_CONDITION,
+          ...cond,
+          ...(svc.generation !== undefined ? { observedGeneration: svc.generation } : {}),
+        },
+      });
+    }
+    allocations.sort((a, b) => {
+      const x = `${a.namespace}/${a.name}`, y = `${b.namespace}/${b.name}`;
+      return x < y ? -1 : x > y ? 1 : 0;
+    });
+    this.#memory = memory;
+    this.#conditions = conditions;
+    return {
+      services: allocations,
+      pools: this.#poolStatuses(pools, pass, events),
+      events,
+      released,
+    };
+  }
+
+  #serviceEvents(svc: ServiceIntent, o: Outcome, cond: Remembered, events: IpamEvent[]): void {
+    const object: ObjectRef = { kind: "Service", namespace: svc.namespace, name: svc.name };
+    const before = this.#memory.get(svc.key) ?? svc.statusIps;
+    if (o.addresses.length > 0 && !sameAddresses(before, o.addresses)) {
+      events.push({
+        object,
+        type: "Normal",
+        reason: "AddressAllocated",
+        message: `Allocated ${cond.message.replace(/^Address(es)? /, "")}${
+          before.length > 0 ? `, replacing ${list(before)}` : ""
+        }`,
+      });
+    }
+    if (o.addresses.length === 0 && before.length > 0) {
+      events.push({
+        object,
+        type: "Normal",
+        reason: "AddressReleased",
+        message: `Released ${list(before)}: ${o.message}`,
+      });
+    }
+    const previous = this.#conditions.get(svc.key) ?? svc.statusCondition;
+    if (cond.status === "False" && !sameCondition(previous, cond)) {
+      events.push({ object, type: "Warning", reason: "AllocationFailed", message: cond.message });
+    }
+  }
+
+  #poolStatuses(pools: readonly Pool[], pass: AssignPass, events: IpamEvent[]): PoolStatus[] {
+    const used = new Map<string, number>();
+    for (const ip of pass.held.keys()) {
+      for (const p of pools) if (poolContains(p, ip)) used.set(p.name, (used.get(p.name) ?? 0) + 1);
+    }
+    const poolReady = new Map<string, Remembered>();
+    const out = pools.map((p): PoolStatus => {
+      const n = used.get(p.name) ?? 0, available = Math.max(0, p.total - n);
+      const ready: Remembered = p.ready
+        ? {
+          status: "True",
+          reason: "Valid",
+          message: `${p.total} addresses in ${p.ranges.length} blocks`,
+        }
+        : {
+          status: "False",
+          reason: p.reason,
+          message:
+            `${p.problem}. The pool hands out no new addresses; Services keep those they hold`,
+        };
+      const previous = this.#poolReady.get(p.name) ?? p.previousReady;
+      if (!p.ready && !sameCondition(previous, ready)) {
+        events.push({
+          object: { kind: "AddressPool", name: p.name },
+          type: "Warning",
+          reason: "PoolInvalid",
+          message: `Pool "${p.name}" is not Ready (${p.reason}): ${ready.message}`,
+        });
+      }
+      poolReady.set(p.name, ready);
+      const exhausted: Remembered = available === 0
+        ? {
+          status: "True",
+          reason: "NoAddressesLeft",
+          message: `All ${p.total} addresses are in use; add a block or free addresses`,
+        }
+        : { status: "False", reason: "AddressesAvailable", message: "Addresses are available" };
+      const gen = p.generation !== undefined ? { observedGeneration: p.generation } : {};
+      return {
+        name: p.name,
+        total: p.total,
+        used: n,
+        available,
+        conditions: [{ type: "Ready", ...ready, ...gen }, {
+          type: "Exhausted",
+          ...exhausted,
+          ...gen,
+        }],
+      };
+    });
+    this.#poolReady = poolReady;
+    return out;
+  }
+}

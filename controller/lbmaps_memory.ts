@@ -197,60 +197,38 @@ export class FaultyLBMaps implements LBMaps {
     };
   }
 
-  #maybeFail(what: string): void {
+  /** Runs `op` on the inner target unless this call is picked to fail (then rejects). */
+  #faulty(what: string, op: () => Promise<void>): Promise<void> {
     if (this.failRate > 0 && this.#rand() < this.failRate) {
       this.injected++;
-      throw new InjectedFault(`Injected fault: ${what} failed`);
+      return Promise.reject(new InjectedFault(`Injected fault: ${what} failed`));
     }
+    return op();
   }
 
   updateBackend(id: number, backend: BackendEntry): Promise<void> {
-    try {
-      this.#maybeFail(`updateBackend(${id})`);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.inner.updateBackend(id, backend);
+    return this.#faulty(`updateBackend(${id})`, () => this.inner.updateBackend(id, backend));
   }
   deleteBackend(id: number): Promise<void> {
-    try {
-      this.#maybeFail(`deleteBackend(${id})`);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.inner.deleteBackend(id);
+    return this.#faulty(`deleteBackend(${id})`, () => this.inner.deleteBackend(id));
   }
   updateMaglev(serviceId: number, table: Uint32Array): Promise<void> {
-    try {
-      this.#maybeFail(`updateMaglev(${serviceId})`);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.inner.updateMaglev(serviceId, table);
+    return this.#faulty(
+      `updateMaglev(${serviceId})`,
+      () => this.inner.updateMaglev(serviceId, table),
+    );
   }
   deleteMaglev(serviceId: number): Promise<void> {
-    try {
-      this.#maybeFail(`deleteMaglev(${serviceId})`);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.inner.deleteMaglev(serviceId);
+    return this.#faulty(`deleteMaglev(${serviceId})`, () => this.inner.deleteMaglev(serviceId));
   }
   updateService(key: ServiceKey, entry: ServiceEntry): Promise<void> {
-    try {
-      this.#maybeFail(`updateService(${keyString(key)})`);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.inner.updateService(key, entry);
+    return this.#faulty(
+      `updateService(${keyString(key)})`,
+      () => this.inner.updateService(key, entry),
+    );
   }
   deleteService(key: ServiceKey): Promise<void> {
-    try {
-      this.#maybeFail(`deleteService(${keyString(key)})`);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.inner.deleteService(key);
+    return this.#faulty(`deleteService(${keyString(key)})`, () => this.inner.deleteService(key));
   }
   dump(): Promise<LBMapsContents> {
     return this.inner.dump();

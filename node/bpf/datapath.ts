@@ -80,6 +80,36 @@ const SIZED_MAPS = {
   maxFlows: { flag: "--max-flows", maps: ["hf_flows"] },
 } as const;
 
+/** A per-CPU u64 array's entries summed over CPUs, by name: entry i is `names[i]`. */
+function countersByName<N extends string>(map: BpfMap, names: readonly N[]): Record<N, bigint> {
+  const out = {} as Record<N, bigint>;
+  names.forEach((name, i) => {
+    const v = map.lookup(u32(i));
+    out[name] = v === null ? 0n : sumU64(v);
+  });
+  return out;
+}
+
+/**
+ * The entries of a per-CPU map keyed by a u32 ID, each summed over CPUs by `sum`, read `chunk`
+ * at a time; entries `keep` rejects (idle IDs) are left out.
+ */
+function sumsById<T>(
+  map: BpfMap,
+  chunk: number,
+  sum: (perCpu: Uint8Array) => T,
+  keep: (value: T) => boolean,
+): Map<number, T> {
+  const out = new Map<number, T>();
+  const { keys, values, count } = map.lookupBatch(chunk);
+  const per = map.userValueSize;
+  for (let i = 0; i < count; i++) {
+    const value = sum(values.subarray(i * per, (i + 1) * per));
+    if (keep(value)) out.set(readU32(keys, i * 4), value);
+  }
+  return out;
+}
+
 /** max_entries of the map pinned at `path`, or null when nothing is pinned there. */
 function pinnedMaxEntries(path: string): number | null {
   try {
@@ -270,36 +300,18 @@ export class Datapath implements Disposable {
 
   /** Reason counters summed over CPUs. */
   reasons(): Record<Reason, bigint> {
-    const out = {} as Record<Reason, bigint>;
-    REASONS.forEach((name, i) => {
-      const v = this.maps.reasons.lookup(u32(i));
-      out[name] = v === null ? 0n : sumU64(v);
-    });
-    return out;
+    return countersByName(this.maps.reasons, REASONS);
   }
 
   /** Per-frontend counters by service ID (slot 0: IDs beyond the array), summed over CPUs. */
   frontendStats(): Map<number, LbStats> {
-    const out = new Map<number, LbStats>();
-    const { keys, values, count } = this.maps.frontendStats.lookupBatch(1024);
-    const per = this.maps.frontendStats.userValueSize;
-    for (let i = 0; i < count; i++) {
-      const s = sumLbStats(values.subarray(i * per, (i + 1) * per));
-      if (s.packets || s.drops || s.newFlows) out.set(readU32(keys, i * 4), s);
-    }
-    return out;
+    const busy = (s: LbStats) => s.packets + s.drops + s.newFlows > 0n;
+    return sumsById(this.maps.frontendStats, 1024, sumLbStats, busy);
   }
 
   /** New flows assigned per backend ID by this node, summed over CPUs. */
   backendNewFlows(): Map<number, bigint> {
-    const out = new Map<number, bigint>();
-    const { keys, values, count } = this.maps.backendStats.lookupBatch(8192);
-    const per = this.maps.backendStats.userValueSize;
-    for (let i = 0; i < count; i++) {
-      const n = sumU64(values.subarray(i * per, (i + 1) * per));
-      if (n) out.set(readU32(keys, i * 4), n);
-    }
-    return out;
+    return sumsById(this.maps.backendStats, 8192, sumU64, (n) => n > 0n);
   }
 
   /** Closes this process's handles; pinned maps and attachments remain. */
@@ -368,12 +380,7 @@ export class DecapDatapath implements Disposable {
 
   /** Decap/MSS counters summed over CPUs. */
   stats(): Record<DecapReason, bigint> {
-    const out = {} as Record<DecapReason, bigint>;
-    DECAP_REASONS.forEach((name, i) => {
-      const v = this.maps.stats.lookup(u32(i));
-      out[name] = v === null ? 0n : sumU64(v);
-    });
-    return out;
+    return countersByName(this.maps.stats, DECAP_REASONS);
   }
 
   /** Closes handles; attached programs keep running. */

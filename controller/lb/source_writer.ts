@@ -136,12 +136,7 @@ export class SourceWriter {
     txn: WriteTxn,
     args: { service: string; backends: readonly BackendInput[] },
   ): void {
-    let changed = false;
-    const shared = new Map<string, readonly BackendInstance[]>();
-    for (const b of args.backends) {
-      changed = this.#upsertInstance(txn, args.service, b, shared) || changed;
-    }
-    if (changed) this.writer.refreshFrontends(txn, args.service);
+    if (this.#upsertAll(txn, args)) this.writer.refreshFrontends(txn, args.service);
   }
 
   /** Replaces this source's backends of a service with `backends`. */
@@ -168,11 +163,21 @@ export class SourceWriter {
         }
       }
     }
+    changed = this.#upsertAll(txn, args) || changed;
+    if (changed) this.writer.refreshFrontends(txn, args.service);
+  }
+
+  /** Upserts this source's instances of `backends` in a service; true when a row changed. */
+  #upsertAll(
+    txn: WriteTxn,
+    args: { service: string; backends: readonly BackendInput[] },
+  ): boolean {
+    let changed = false;
     const shared = new Map<string, readonly BackendInstance[]>();
     for (const b of args.backends) {
       changed = this.#upsertInstance(txn, args.service, b, shared) || changed;
     }
-    if (changed) this.writer.refreshFrontends(txn, args.service);
+    return changed;
   }
 
   /** Removes this source's instances of the given backend addresses from a service. */

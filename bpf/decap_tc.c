@@ -28,14 +28,21 @@ static __always_inline void hf_dcount(__u32 reason)
 		*v += 1;
 }
 
+/* The node's decap settings when skb is an IPv4 frame and the agent has written them; NULL
+ * otherwise (the caller passes the frame on untouched). */
+static __always_inline struct decap_config *hf_ipv4_config(struct __sk_buff *skb)
+{
+	if (skb->protocol != bpf_htons(HF_ETH_P_IP))
+		return NULL;
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&hf_decap_cfg, &zero);
+}
+
 SEC("tc")
 int hf_decap(struct __sk_buff *skb)
 {
-	__u32 zero = 0;
-	struct decap_config *cfg = bpf_map_lookup_elem(&hf_decap_cfg, &zero);
+	struct decap_config *cfg = hf_ipv4_config(skb);
 	if (!cfg || cfg->encap_port_host == 0)
-		return TC_ACT_OK;
-	if (skb->protocol != bpf_htons(HF_ETH_P_IP))
 		return TC_ACT_OK;
 	if (skb->data_end - skb->data < HF_DECAP_NEED && skb->len >= HF_DECAP_NEED)
 		bpf_skb_pull_data(skb, HF_DECAP_NEED);
@@ -117,11 +124,8 @@ static long hf_opt_step(__u64 index, void *ctx)
 SEC("tc")
 int hf_mss_clamp(struct __sk_buff *skb)
 {
-	__u32 zero = 0;
-	struct decap_config *cfg = bpf_map_lookup_elem(&hf_decap_cfg, &zero);
+	struct decap_config *cfg = hf_ipv4_config(skb);
 	if (!cfg || cfg->mss_max_host == 0)
-		return TC_ACT_OK;
-	if (skb->protocol != bpf_htons(HF_ETH_P_IP))
 		return TC_ACT_OK;
 	__u32 l3 = sizeof(struct ethhdr);
 	struct iphdr ip;

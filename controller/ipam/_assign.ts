@@ -37,6 +37,8 @@ export interface Outcome {
   readonly reason: AllocationReason;
   /** Why it failed (empty when Allocated). */
   readonly message: string;
+  /** It failed because another Service holds an address its status shows (a double claim). */
+  readonly refusedStatus?: boolean;
 }
 
 interface Problem {
@@ -74,16 +76,21 @@ export class AssignPass {
 
   /**
    * Runs the three phases. `services` must be sorted oldest first; `memory` maps a key to the
-   * addresses this allocator gave it before.
+   * addresses this allocator gave it before; `refused` holds the keys whose status claim lost
+   * last time (their status is still the claim, until the controller clears it).
    */
-  run(services: readonly ServiceIntent[], memory: ReadonlyMap<string, readonly number[]>): void {
+  run(
+    services: readonly ServiceIntent[],
+    memory: ReadonlyMap<string, readonly number[]>,
+    refused: ReadonlySet<string> = new Set(),
+  ): void {
     for (const svc of services) {
       const mine = memory.get(svc.key);
       if (mine !== undefined && mine.length > 0) this.#settle(svc, this.#keep(svc, mine, false));
     }
     for (const svc of services) {
       // Status is the cluster's word only for Services this allocator has not decided on yet.
-      if (this.outcomes.has(svc.key) || memory.has(svc.key)) continue;
+      if (this.outcomes.has(svc.key) || (memory.has(svc.key) && !refused.has(svc.key))) continue;
       if (svc.statusIps.length > 0) this.#settle(svc, this.#keep(svc, svc.statusIps, true));
     }
     for (const svc of services) {
@@ -165,14 +172,17 @@ export class AssignPass {
       const problem = this.#shareProblem(ip, svc);
       if (problem === undefined) continue;
       if (!fromStatus) return "skip";
-      return failed(
-        "SharingConflict",
-        `Cannot keep address ${
-          formatIpv4(ip)
-        } shown in this Service's status: ${problem.message}. ` +
-          "Two Services never hold one address unless they may share it; the Service that held it first keeps it, " +
-          "and this one is allocated anew once its status no longer shows the address",
-      );
+      return {
+        ...failed(
+          "SharingConflict",
+          `Cannot keep address ${
+            formatIpv4(ip)
+          } shown in this Service's status: ${problem.message}. ` +
+            "Two Services never hold one address unless they may share it; the Service that held it first keeps it, " +
+            "and this one is allocated anew once its status no longer shows the address",
+        ),
+        refusedStatus: true,
+      };
     }
     return { addresses: [...ips].sort((a, b) => a - b), pools, reason: "Allocated", message: "" };
   }

@@ -81,3 +81,12 @@ export function withStatus(services: IpamService[], result: IpamResult): IpamSer
     };
   });
 }
+
+/** The pools with status conditions written from `result`. */
+export function withPoolStatus(pools: K8sAddressPool[], result: IpamResult): K8sAddressPool[] {
+  const byName = new Map(result.pools.map((p) => [p.name, p]));
+  return pools.map((p) => {
+    const s = byName.get(p.metadata?.name ?? "");
+    return s === undefined ? p : { ...p, status: { conditions: s.conditions } };
+  });
+}

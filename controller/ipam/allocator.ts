@@ -122,6 +122,8 @@ export class AddressAllocator {
   /** Addresses per Service key as last decided ([] for a Service that got none). */
   #memory = new Map<string, readonly number[]>();
   #conditions = new Map<string, Remembered>();
+  /** Services whose status claim lost to another Service's (see AssignPass.run). */
+  #refused = new Set<string>();
   #poolReady = new Map<string, Remembered>();
 
   constructor(options: ClaimOptions = {}) {
@@ -135,6 +137,7 @@ export class AddressAllocator {
   restore(pools: readonly K8sAddressPool[], services: readonly IpamService[]): IpamResult {
     this.#memory = new Map();
     this.#conditions = new Map();
+    this.#refused = new Set();
     this.#poolReady = new Map();
     return this.reconcile(pools, services);
   }
@@ -163,12 +166,13 @@ export class AddressAllocator {
       a.createdMs - b.createdMs || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)
     );
     const pass = new AssignPass(pools);
-    pass.run(claimed, this.#memory);
+    pass.run(claimed, this.#memory, this.#refused);
 
     const events: IpamEvent[] = [];
     const released: ObjectRef[] = [];
     const memory = new Map<string, readonly number[]>();
     const conditions = new Map<string, Remembered>();
+    const refused = new Set<string>();
     for (const [key, before] of this.#memory) {
       if (before.length === 0 || pass.outcomes.has(key)) continue;
       const gone = unclaimed.get(key);
@@ -199,6 +203,7 @@ export class AddressAllocator {
       };
       this.#serviceEvents(svc, o, cond, events);
       memory.set(svc.key, o.addresses);
+      if (o.refusedStatus) refused.add(svc.key);
       conditions.set(svc.key, cond);
       allocations.push({
         namespace: svc.namespace,
@@ -218,6 +223,7 @@ export class AddressAllocator {
     });
     this.#memory = memory;
     this.#conditions = conditions;
+    this.#refused = refused;
     return {
       services: allocations,
       pools: this.#poolStatuses(pools, pass, events),

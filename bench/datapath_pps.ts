@@ -47,7 +47,7 @@ import {
   testRun,
   u32,
 } from "../node/bpf/mod.ts";
-import { createTopology, type Topology } from "../lab/netns.ts";
+import { createTopology, routerSpoke, type Topology } from "../lab/netns.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 import { udpFrame } from "../lab/packets.ts";
 import { intOption, numberOption, readCommandLineOrExit } from "../lib/args.ts";
@@ -87,6 +87,11 @@ function log(msg: string, fields: Record<string, unknown> = {}): void {
   console.log(JSON.stringify({ level: "info", msg, ...fields }));
 }
 
+const spokes = [
+  routerSpoke("client", "c0", "10.10.0"),
+  routerSpoke("lb1", "l1", "10.11.1"),
+  routerSpoke("be1", "b1", "10.12.1"),
+];
 const spec = {
   hosts: [
     { name: "client" },
@@ -97,24 +102,9 @@ const spec = {
     { name: "lb1" },
     { name: "be1", loopback: [`${VIP}/32`] },
   ],
-  links: [
-    {
-      a: { host: "client", ifname: "eth0", address: "10.10.0.2/24" },
-      b: { host: "router", ifname: "c0", address: "10.10.0.1/24" },
-    },
-    {
-      a: { host: "router", ifname: "l1", address: "10.11.1.1/24" },
-      b: { host: "lb1", ifname: "eth0", address: "10.11.1.2/24" },
-    },
-    {
-      a: { host: "router", ifname: "b1", address: "10.12.1.1/24" },
-      b: { host: "be1", ifname: "eth0", address: "10.12.1.2/24" },
-    },
-  ],
+  links: spokes.map((s) => s.link),
   routes: [
-    { host: "client", to: "default", via: "10.10.0.1" },
-    { host: "lb1", to: "default", via: "10.11.1.1" },
-    { host: "be1", to: "default", via: "10.12.1.1" },
+    ...spokes.map((s) => s.route),
     { host: "router", to: `${VIP}/32`, via: "10.11.1.2" },
   ],
 };

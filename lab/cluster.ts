@@ -21,7 +21,7 @@
  */
 import { run as runRoot } from "./command.ts";
 import type { HostProcess } from "./host_process.ts";
-import { createTopology, type Topology } from "./netns.ts";
+import { createTopology, routerSpoke, type Topology } from "./netns.ts";
 import { type RedisServer, startRedis } from "./redis_server.ts";
 import { attachXdp, BpfObject, DecapDatapath, DEFAULT_OBJECT_DIR } from "../node/bpf/mod.ts";
 
@@ -95,6 +95,8 @@ export class Cluster implements AsyncDisposable {
 
   /** Builds the network, Redis, the backends and the LB nodes, and waits until all are ready. */
   static async create(options: ClusterOptions = {}): Promise<Cluster> {
+    const client = routerSpoke("client", "c0", "10.1.0", { hostTxChecksumOff: true });
+    const ctl = routerSpoke("ctl", "r0", "10.9.0");
     const topo = await createTopology({
       hosts: [
         { name: "client" },
@@ -109,20 +111,8 @@ export class Cluster implements AsyncDisposable {
         },
         { name: "ctl" },
       ],
-      links: [
-        {
-          a: { host: "client", ifname: "eth0", address: "10.1.0.2/24", txChecksumOff: true },
-          b: { host: "router", ifname: "c0", address: "10.1.0.1/24" },
-        },
-        {
-          a: { host: "router", ifname: "r0", address: "10.9.0.1/24" },
-          b: { host: "ctl", ifname: "eth0", address: "10.9.0.2/24" },
-        },
-      ],
-      routes: [
-        { host: "client", to: "default", via: "10.1.0.1" },
-        { host: "ctl", to: "default", via: "10.9.0.1" },
-      ],
+      links: [client.link, ctl.link],
+      routes: [client.route, ctl.route],
     });
     let redis: RedisServer | undefined;
     const dir = await Deno.makeTempDir({ prefix: `hf-cluster-${Deno.pid}-` });
@@ -171,11 +161,9 @@ export class Cluster implements AsyncDisposable {
       loopback: [`${this.vip}/32`],
       sysctls: { "net.ipv4.conf.all.rp_filter": 0 },
     });
-    await this.topo.addLink({
-      a: { host: "router", ifname: `b${j}`, address: `10.3.${j}.1/24` },
-      b: { host, ifname: "eth0", address: `${backendAddress(j)}/24` },
-    });
-    await this.topo.addRoute({ host, to: "default", via: `10.3.${j}.1` });
+    const spoke = routerSpoke(host, `b${j}`, `10.3.${j}`); // eth0 at backendAddress(j)
+    await this.topo.addLink(spoke.link);
+    await this.topo.addRoute(spoke.route);
     // The backend side of the datapath: strip the outer headers of packets for a local VIP,
     // clamp the MSS of SYN/ACKs leaving from the VIP so encapsulated segments fit the MTU.
     const decap = await DecapDatapath.open();
@@ -210,13 +198,12 @@ export class Cluster implements AsyncDisposable {
    */
   async addLbNode(i: number): Promise<void> {
     const host = `lb${i}`;
+    // eth0 at lbAddress(i); TX checksum offload off where TCP enters the XDP veth (FINDINGS:
+    // XDP_TX drops partial sums).
+    const spoke = routerSpoke(host, `l${i}`, `10.2.${i}`, { routerTxChecksumOff: true });
     if (!this.lbNodes.has(i)) {
       await this.topo.addHost({ name: host });
-      await this.topo.addLink({
-        // TX checksum offload off where TCP enters the XDP veth (FINDINGS: XDP_TX drops partial sums).
-        a: { host: "router", ifname: `l${i}`, address: `10.2.${i}.1/24`, txChecksumOff: true },
-        b: { host, ifname: "eth0", address: `${lbAddress(i)}/24` },
-      });
+      await this.topo.addLink(spoke.link);
       // XDP_TX on a veth delivers only if the peer has a native XDP program (FINDINGS).
       this.#pass ??= BpfObject.open(`${DEFAULT_OBJECT_DIR}/xdp_pass.o`);
       attachXdp(this.#pass.program("hf_xdp_pass"), `l${i}`, { netns: this.topo.ns("router") });
@@ -231,7 +218,7 @@ export class Cluster implements AsyncDisposable {
     await this.topo.setLink(host, "eth0", true);
     // Setting the link down (killLbNode) deleted the routes through it: without the default
     // route a returning node's agent cannot reach Redis and never becomes ready.
-    await this.topo.addRoute({ host, to: "default", via: `10.2.${i}.1` });
+    await this.topo.addRoute(spoke.route);
     await this.startAgent(i);
     node.inRoute = true;
     await this.updateRoute();

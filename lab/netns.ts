@@ -83,6 +83,46 @@ export interface TopologySpec {
   readonly routes?: readonly RouteSpec[];
 }
 
+/** Options of {@linkcode routerSpoke}. */
+export interface SpokeOptions {
+  /** The router's host name (default `router`). */
+  readonly router?: string;
+  /** TX checksum offload off on the router's end (see FINDINGS: XDP_TX over veth). */
+  readonly routerTxChecksumOff?: boolean;
+  /** TX checksum offload off on the host's end. */
+  readonly hostTxChecksumOff?: boolean;
+}
+
+/**
+ * A host hung off a router: the link between the router's `routerIfname` (`NET.1/24`) and the
+ * host's `eth0` (`NET.2/24`), and the host's default route through the router.
+ *
+ * @example
+ * ```ts
+ * import { routerSpoke } from "./netns.ts";
+ * const { link, route } = routerSpoke("be1", "b1", "10.3.1");
+ * if (link.a.address !== "10.3.1.1/24" || link.b.address !== "10.3.1.2/24") throw new Error();
+ * if (route.host !== "be1" || route.via !== "10.3.1.1") throw new Error("route");
+ * ```
+ */
+export function routerSpoke(
+  host: string,
+  routerIfname: string,
+  net: string,
+  options: SpokeOptions = {},
+): { link: LinkSpec; route: RouteSpec } {
+  const router = options.router ?? "router";
+  const routerEnd: LinkEnd = { host: router, ifname: routerIfname, address: `${net}.1/24` };
+  const hostEnd: LinkEnd = { host, ifname: "eth0", address: `${net}.2/24` };
+  return {
+    link: {
+      a: options.routerTxChecksumOff ? { ...routerEnd, txChecksumOff: true } : routerEnd,
+      b: options.hostTxChecksumOff ? { ...hostEnd, txChecksumOff: true } : hostEnd,
+    },
+    route: { host, to: "default", via: `${net}.1` },
+  };
+}
+
 /** Lists network namespaces whose names start with `hf-`. */
 export async function listHfNamespaces(): Promise<string[]> {
   const { stdout } = await run(["ip", "netns", "list"]);

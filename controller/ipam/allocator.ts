@@ -192,7 +192,7 @@ export class AddressAllocator {
         }`,
       });
     }
-    const allocations: ServiceAllocation[] = [];
+    const allocations: [string, ServiceAllocation][] = [];
     for (const svc of claimed) {
       const o = pass.outcomes.get(svc.key)!;
       const ok = o.reason === "Allocated";
@@ -205,7 +205,7 @@ export class AddressAllocator {
       memory.set(svc.key, o.addresses);
       if (o.refusedStatus) refused.add(svc.key);
       conditions.set(svc.key, cond);
-      allocations.push({
+      allocations.push([svc.key, {
         namespace: svc.namespace,
         name: svc.name,
         addresses: o.addresses.map(formatIpv4),
@@ -215,17 +215,14 @@ export class AddressAllocator {
           ...cond,
           ...(svc.generation !== undefined ? { observedGeneration: svc.generation } : {}),
         },
-      });
+      }]);
     }
-    allocations.sort((a, b) => {
-      const x = `${a.namespace}/${a.name}`, y = `${b.namespace}/${b.name}`;
-      return x < y ? -1 : x > y ? 1 : 0;
-    });
+    allocations.sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
     this.#memory = memory;
     this.#conditions = conditions;
     this.#refused = refused;
     return {
-      services: allocations,
+      services: allocations.map(([, a]) => a),
       pools: this.#poolStatuses(pools, pass, events),
       events,
       released,

@@ -14,6 +14,32 @@
 #include "structs.h"
 #include "parsing.h"
 
+/* Reads the frame's Ethernet addresses swapped — `dst` = its source, `src` = its destination, so
+ * the rewritten frame goes back where it came from (XDP_TX) — then moves its head by `delta`
+ * bytes (negative grows it). Returns 0, or -1 when the frame is shorter than an Ethernet header
+ * or the head cannot move; on success the caller re-derives and bounds-checks its pointers. */
+static __always_inline int hf_turn_around(struct xdp_md *ctx, int delta, unsigned char *dst,
+					  unsigned char *src)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return -1;
+	__builtin_memcpy(dst, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(src, eth->h_dest, ETH_ALEN);
+	return bpf_xdp_adjust_head(ctx, delta) ? -1 : 0;
+}
+
+/* Writes an IPv4 Ethernet header to `dst` from `src`; the caller has bounds-checked it. */
+static __always_inline void hf_write_eth(struct ethhdr *eth, const unsigned char *dst,
+					 const unsigned char *src)
+{
+	__builtin_memcpy(eth->h_dest, dst, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, src, ETH_ALEN);
+	eth->h_proto = bpf_htons(HF_ETH_P_IP);
+}
+
 /* Writes a reply-direction Ethernet header (to `dst` from `src`) and an option-less outer IPv4
  * header with its checksum, as the LB sends them: TTL HF_OUTER_TTL, ID 0, source = this node.
  * Shared by encapsulation and the ICMP too-big reply (icmp_too_big.h). Returns nothing: the
@@ -23,9 +49,7 @@ static __always_inline void hf_write_eth_ip(struct ethhdr *eth, struct iphdr *ip
 					    __u8 proto, __u8 tos, __u16 tot_len, __u16 frag_off,
 					    __be32 saddr, __be32 daddr)
 {
-	__builtin_memcpy(eth->h_dest, dst, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, src, ETH_ALEN);
-	eth->h_proto = bpf_htons(HF_ETH_P_IP);
+	hf_write_eth(eth, dst, src);
 
 	ip->version = 4;
 	ip->ihl = 5;
@@ -54,19 +78,11 @@ static __always_inline __u16 hf_encap_sport(__u32 hash)
 static __always_inline int hf_encap(struct xdp_md *ctx, struct lb_config *cfg, __be32 backend,
 				    __u32 hash, __u16 inner_len, __u8 tos)
 {
+	unsigned char dst[ETH_ALEN], src[ETH_ALEN];
+	if (hf_turn_around(ctx, -HF_ENCAP_OVERHEAD, dst, src))
+		return -1;
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *old_eth = data;
-	if ((void *)(old_eth + 1) > data_end)
-		return -1;
-	unsigned char dst[ETH_ALEN], src[ETH_ALEN];
-	__builtin_memcpy(dst, old_eth->h_source, ETH_ALEN);
-	__builtin_memcpy(src, old_eth->h_dest, ETH_ALEN);
-
-	if (bpf_xdp_adjust_head(ctx, -HF_ENCAP_OVERHEAD))
-		return -1;
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	struct iphdr *ip = (void *)(eth + 1);
 	struct udphdr *udp = (void *)(ip + 1);

@@ -12,24 +12,15 @@ char LICENSE[] SEC("license") = "GPL";
  * Returns 0, or -1 when the frame is too short or the head cannot move. */
 static __always_inline int hf_bench_move_eth(struct xdp_md *ctx, int delta)
 {
+	unsigned char dst[ETH_ALEN], src[ETH_ALEN];
+	if (hf_turn_around(ctx, delta, dst, src))
+		return -1;
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > data_end)
 		return -1;
-	unsigned char dst[ETH_ALEN], src[ETH_ALEN];
-	__builtin_memcpy(dst, eth->h_source, ETH_ALEN);
-	__builtin_memcpy(src, eth->h_dest, ETH_ALEN);
-	if (bpf_xdp_adjust_head(ctx, delta))
-		return -1;
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	eth = data;
-	if ((void *)(eth + 1) > data_end)
-		return -1;
-	__builtin_memcpy(eth->h_dest, dst, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, src, ETH_ALEN);
-	eth->h_proto = bpf_htons(HF_ETH_P_IP);
+	hf_write_eth(eth, dst, src);
 	return 0;
 }
 

@@ -268,7 +268,9 @@ export class AddressAllocator {
         ? {
           status: "True",
           reason: "Valid",
-          message: `${p.total} addresses in ${p.ranges.length} blocks`,
+          message: `${p.total} addresses in ${p.ranges.length} ${
+            p.ranges.length === 1 ? "block" : "blocks"
+          }`,
         }
         : {
           status: "False",

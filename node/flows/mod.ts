@@ -32,13 +32,7 @@ export {
 export { flowField, parseFlowField } from "./field.ts";
 export { type FlowTable, MemoryFlowTable } from "./table.ts";
 export { BpfFlowTable } from "../bpf/flow_table.ts";
-export {
-  type FlowChange,
-  type FlowStore,
-  type PurgeScope,
-  type StoredFlow,
-  StoreUnavailableError,
-} from "./store.ts";
+export * from "./store.ts";
 export { connectRedisStore, RedisFlowStore, type RedisStoreOptions } from "./redis_store.ts";
 export { purgeBackendFlows, purgeRemovedBackends } from "./purge.ts";
 export {

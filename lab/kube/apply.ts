@@ -1,0 +1,360 @@
+/**
+ * Server-side apply and field ownership: each manager's fields are kept in
+ * `metadata.managedFields` (FieldsV1, as the real server writes them); an apply that changes a
+ * field another manager owns is a 409 Conflict naming the manager and field unless `force`;
+ * fields a manager applied before and no longer applies are removed when nobody else owns them.
+ * Plain updates (PUT, PATCH) move the fields they change to their manager (operation `Update`).
+ *
+ * Lists are atomic unless the type says they are keyed: built-ins by the strategic-merge keys,
+ * custom resources by `x-kubernetes-list-type: map` / `set` in their schema.
+ *
+ * @module
+ */
+import type { Obj } from "./resources.ts";
+import { ApiError } from "./status.ts";
+
+/** How a list at a field path (field names only) merges: keys, a set, or atomic (undefined). */
+export type ListKeys = (path: readonly string[]) => readonly string[] | "set" | undefined;
+
+/** Who writes: manager name, operation, subresource. */
+export interface Writer {
+  readonly manager: string;
+  readonly operation: "Apply" | "Update";
+  readonly subresource?: string;
+  readonly apiVersion: string;
+}
+
+type Paths = Set<string>;
+const SEP = "\u0001";
+
+function isObj(v: unknown): v is Obj {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+
+/** Metadata fields nobody owns. */
+const SYSTEM_META = new Set([
+  "name",
+  "namespace",
+  "uid",
+  "resourceVersion",
+  "generation",
+  "creationTimestamp",
+  "managedFields",
+  "deletionTimestamp",
+  "deletionGracePeriodSeconds",
+  "selfLink",
+  "generateName",
+]);
+
+function itemKey(item: unknown, keys: readonly string[]): string {
+  const k: Obj = {};
+  for (const name of keys) if (isObj(item)) k[name] = item[name];
+  return `k:${JSON.stringify(k)}`;
+}
+
+function collect(
+  value: unknown,
+  names: string[],
+  segs: string[],
+  listKeys: ListKeys,
+  out: Paths,
+): void {
+  if (isObj(value) && Object.keys(value).length > 0) {
+    for (const [k, v] of Object.entries(value)) {
+      if (segs.length === 0 && (k === "apiVersion" || k === "kind")) continue;
+      if (segs.length === 1 && segs[0] === "f:metadata" && SYSTEM_META.has(k)) continue;
+      collect(v, [...names, k], [...segs, `f:${k}`], listKeys, out);
+    }
+    return;
+  }
+  const keys = Array.isArray(value) && value.length > 0 ? listKeys(names) : undefined;
+  if (!Array.isArray(value) || keys === undefined) {
+    if (segs.length > 0) out.add(segs.join(SEP));
+  } else if (keys === "set") {
+    for (const v of value) out.add([...segs, `v:${JSON.stringify(v)}`].join(SEP));
+  } else {
+    for (const item of value) {
+      const seg = [...segs, itemKey(item, keys)];
+      out.add(seg.join(SEP));
+      collect(item, names, seg, listKeys, out);
+    }
+  }
+}
+
+/** The fields an object sets (paths of segments `f:`, `k:`, `v:`). */
+export function fieldsOf(obj: Obj, listKeys: ListKeys, only?: "status" | "spec"): Paths {
+  const out: Paths = new Set();
+  collect(obj, [], [], listKeys, out);
+  if (!only) return out;
+  const statusPrefix = `f:status`;
+  return new Set(
+    [...out].filter((p) =>
+      (p === statusPrefix || p.startsWith(statusPrefix + SEP)) === (only === "status")
+    ),
+  );
+}
+
+function toFieldsV1(paths: Paths): Obj {
+  const root: Obj = {};
+  for (const p of paths) {
+    let node = root;
+    for (const seg of p.split(SEP)) node = (node[seg] ??= {}) as Obj;
+    node["."] = {};
+  }
+  const tidy = (node: Obj): Obj => {
+    const keys = Object.keys(node).filter((k) => k !== ".");
+    if (keys.length === 0) return {};
+    const out: Obj = Object.hasOwn(node, ".") ? { ".": {} } : {};
+    for (const k of keys) out[k] = tidy(node[k] as Obj);
+    return out;
+  };
+  return tidy(root);
+}
+
+function fromFieldsV1(fields: unknown, prefix: string[] = [], out: Paths = new Set()): Paths {
+  if (!isObj(fields)) return out;
+  const keys = Object.keys(fields).filter((k) => k !== ".");
+  if (prefix.length > 0 && (keys.length === 0 || Object.hasOwn(fields, "."))) {
+    out.add(prefix.join(SEP));
+  }
+  for (const k of keys) fromFieldsV1(fields[k], [...prefix, k], out);
+  return out;
+}
+
+/** One entry of `metadata.managedFields`, decoded. */
+interface Entry {
+  writer: Writer;
+  time: string;
+  paths: Paths;
+}
+
+function entries(obj: Obj): Entry[] {
+  const list = ((obj.metadata as Obj | undefined)?.managedFields ?? []) as Obj[];
+  return list.map((m) => ({
+    writer: {
+      manager: String(m.manager ?? ""),
+      operation: m.operation === "Apply" ? "Apply" : "Update",
+      subresource: m.subresource ? String(m.subresource) : undefined,
+      apiVersion: String(m.apiVersion ?? ""),
+    },
+    time: String(m.time ?? ""),
+    paths: fromFieldsV1(m.fieldsV1),
+  }));
+}
+
+function same(a: Writer, b: Writer): boolean {
+  return a.manager === b.manager && a.operation === b.operation &&
+    (a.subresource ?? "") === (b.subresource ?? "");
+}
+
+function store(obj: Obj, list: Entry[]): void {
+  const meta = (obj.metadata ??= {}) as Obj;
+  const kept = list.filter((e) => e.paths.size > 0);
+  if (kept.length === 0) {
+    delete meta.managedFields;
+    return;
+  }
+  meta.managedFields = kept.map((e) => ({
+    manager: e.writer.manager,
+    operation: e.writer.operation,
+    apiVersion: e.writer.apiVersion,
+    time: e.time,
+    fieldsType: "FieldsV1",
+    fieldsV1: toFieldsV1(e.paths),
+    ...(e.writer.subresource ? { subresource: e.writer.subresource } : {}),
+  }));
+}
+
+function now(): string {
+  return new Date().toISOString().replace(/\.\d+Z$/, "Z");
+}
+
+function resolve(obj: unknown, path: string): { found: boolean; value?: unknown } {
+  let cur: unknown = obj;
+  for (const seg of path.split(SEP)) {
+    if (seg.startsWith("f:") && isObj(cur) && Object.hasOwn(cur, seg.slice(2))) {
+      cur = cur[seg.slice(2)];
+    } else if (seg.startsWith("k:") && Array.isArray(cur)) {
+      const want = JSON.parse(seg.slice(2)) as Obj;
+      cur = cur.find((e) =>
+        isObj(e) &&
+        Object.entries(want).every(([k, v]) => JSON.stringify(e[k]) === JSON.stringify(v))
+      );
+      if (cur === undefined) return { found: false };
+    } else if (seg.startsWith("v:") && Array.isArray(cur)) {
+      const v = seg.slice(2);
+      if (!cur.some((e) => JSON.stringify(e) === v)) return { found: false };
+      return { found: true };
+    } else return { found: false };
+  }
+  return { found: true, value: cur };
+}
+
+function removePath(obj: Obj, path: string): void {
+  const segs = path.split(SEP);
+  const last = segs.pop()!;
+  const parent = segs.length ? resolve(obj, segs.join(SEP)).value : obj;
+  if (last.startsWith("f:") && isObj(parent)) delete parent[last.slice(2)];
+  else if (Array.isArray(parent)) {
+    const at = parent.findIndex((_, i) => {
+      const probe = resolve([parent[i]], last);
+      return probe.found;
+    });
+    if (at >= 0) parent.splice(at, 1);
+  }
+}
+
+/** Structured merge of an applied configuration into the live object. */
+export function structuredMerge(
+  live: unknown,
+  applied: unknown,
+  listKeys: ListKeys,
+  names: string[] = [],
+): unknown {
+  if (isObj(applied)) {
+    const out: Obj = isObj(live) ? { ...live } : {};
+    for (const [k, v] of Object.entries(applied)) {
+      if (v === null) delete out[k];
+      else out[k] = structuredMerge(out[k], v, listKeys, [...names, k]);
+    }
+    return out;
+  }
+  if (Array.isArray(applied) && Array.isArray(live)) {
+    const keys = listKeys(names);
+    if (keys === "set") {
+      return [
+        ...live,
+        ...applied.filter((v) => !live.some((l) => JSON.stringify(l) === JSON.stringify(v))),
+      ];
+    }
+    if (keys !== undefined) {
+      const out = [...live];
+      for (const item of applied) {
+        const at = out.findIndex((e) => itemKey(e, keys) === itemKey(item, keys));
+        if (at >= 0) out[at] = structuredMerge(out[at], item, listKeys, names);
+        else out.push(structuredClone(item));
+      }
+      return out;
+    }
+  }
+  return structuredClone(applied);
+}
+
+/** Options of {@linkcode serverSideApply}. */
+export interface ApplyOptions {
+  readonly listKeys: ListKeys;
+  readonly force: boolean;
+  /** `"status"` for an apply to the /status subresource, else the main resource (no status). */
+  readonly subresource?: "status";
+}
+
+/**
+ * Applies `applied` as `writer` to `live` (undefined when creating). Returns the new object with
+ * updated managedFields; throws a 409 Conflict listing every conflicting field unless `force`.
+ */
+export function serverSideApply(
+  live: Obj | undefined,
+  applied: Obj,
+  writer: Writer,
+  options: ApplyOptions,
+): Obj {
+  const only = options.subresource === "status" ? "status" : undefined;
+  const mine = fieldsOf(applied, options.listKeys, only);
+  const appliedMeta = (applied.metadata ?? {}) as Obj;
+  const identity = {
+    name: appliedMeta.name,
+    ...(appliedMeta.namespace ? { namespace: appliedMeta.namespace } : {}),
+  };
+  const base: Obj = structuredClone(
+    live ?? { apiVersion: applied.apiVersion, kind: applied.kind, metadata: identity },
+  );
+  const list = entries(base);
+  const conflicts: { manager: string; path: string }[] = [];
+  for (const e of list) {
+    if (same(e.writer, writer)) continue;
+    for (const p of mine) {
+      if (!e.paths.has(p)) continue;
+      const a = resolve(applied, p);
+      const l = resolve(base, p);
+      if (JSON.stringify(a.value) === JSON.stringify(l.value)) continue;
+      if (options.force) e.paths.delete(p);
+      else conflicts.push({ manager: e.writer.manager, path: p });
+    }
+  }
+  if (conflicts.length > 0) {
+    const show = (p: string) =>
+      "." +
+      p.split(SEP).map((s) => s.startsWith("f:") ? s.slice(2) : `[${s.slice(2)}]`).join(".")
+        .replace(/\.\[/g, "[");
+    const lines = conflicts.map((c) => `conflict with "${c.manager}": ${show(c.path)}`);
+    throw new ApiError(
+      409,
+      "Conflict",
+      `Apply failed with ${conflicts.length} conflict${conflicts.length > 1 ? "s" : ""}: ${
+        lines.join("\n")
+      }`,
+      {
+        details: {
+          causes: conflicts.map((c) => ({
+            reason: "FieldManagerConflict",
+            message: `conflict with "${c.manager}"`,
+            field: show(c.path),
+          })),
+        },
+      },
+    );
+  }
+  let own = list.find((e) => same(e.writer, writer));
+  if (!own) list.push(own = { writer, time: now(), paths: new Set() });
+  const others = list.filter((e) => e !== own);
+  for (const p of own.paths) {
+    if (mine.has(p)) continue;
+    const sharedWith = others.some((e) =>
+      [...e.paths].some((q) => q === p || q.startsWith(p + SEP))
+    );
+    if (!sharedWith) removePath(base, p);
+  }
+  const toMerge = structuredClone(applied);
+  delete toMerge.apiVersion;
+  const meta = (toMerge.metadata ?? {}) as Obj;
+  for (const k of SYSTEM_META) delete meta[k];
+  if (only) {
+    for (const k of Object.keys(toMerge)) if (k !== "status") delete toMerge[k];
+  } else delete toMerge.status;
+  const merged = structuredMerge(base, toMerge, options.listKeys) as Obj;
+  own.paths = mine;
+  own.time = now();
+  store(merged, list);
+  return merged;
+}
+
+/**
+ * Records a plain update (create, PUT, PATCH) by `writer`: the fields whose value it changed
+ * become its own and leave other managers; fields it removed leave everyone.
+ */
+export function recordUpdate(
+  before: Obj | undefined,
+  after: Obj,
+  writer: Writer,
+  listKeys: ListKeys,
+): void {
+  const old = before ? fieldsOf(before, listKeys) : new Set<string>();
+  const now_ = fieldsOf(after, listKeys);
+  const list = entries(before ?? after);
+  const changed = [...now_].filter((p) =>
+    !old.has(p) ||
+    JSON.stringify(resolve(before, p).value) !== JSON.stringify(resolve(after, p).value)
+  );
+  for (const e of list) {
+    for (const p of [...e.paths]) {
+      if (!now_.has(p) || (changed.includes(p) && !same(e.writer, writer))) e.paths.delete(p);
+    }
+  }
+  if (changed.length > 0) {
+    let own = list.find((e) => same(e.writer, writer));
+    if (!own) list.push(own = { writer, time: now(), paths: new Set() });
+    for (const p of changed) own.paths.add(p);
+    own.time = now();
+  }
+  store(after, list);
+}

@@ -1,0 +1,131 @@
+/**
+ * The few built-in defaults and allocations clients notice: a Service's type, protocol,
+ * targetPort, clusterIP and node ports; a Namespace's `kubernetes.io/metadata.name` label and
+ * phase; a Pod's Pending phase; a Deployment's replicas; a CRD's Established status. Everything
+ * else the real server defaults is left out (see docs/kube_test_server.md).
+ *
+ * @module
+ */
+import type { Obj, ResourceType } from "./resources.ts";
+
+function isObj(v: unknown): v is Obj {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+
+/** Allocates cluster IPs and node ports for Services. */
+export class ServiceAllocator {
+  #nextIp = 1;
+  #nextPort = 30000;
+
+  /** The next cluster IP in 10.96.0.0/16. */
+  clusterIp(): string {
+    const n = this.#nextIp++;
+    return `10.96.${(n >> 8) & 255}.${n & 255}`;
+  }
+
+  /** The next node port in 30000..32767. */
+  nodePort(): number {
+    if (this.#nextPort > 32767) {
+      throw new Error("Cannot allocate a node port: 30000-32767 are all taken");
+    }
+    return this.#nextPort++;
+  }
+}
+
+function defaultService(obj: Obj, previous: Obj | undefined, alloc: ServiceAllocator): void {
+  const spec = (obj.spec ??= {}) as Obj;
+  const old = (previous?.spec ?? {}) as Obj;
+  spec.type ??= "ClusterIP";
+  spec.sessionAffinity ??= "None";
+  spec.internalTrafficPolicy ??= "Cluster";
+  if (spec.type !== "ExternalName") {
+    spec.clusterIP ??= old.clusterIP ?? (spec.clusterIPs as string[] | undefined)?.[0] ??
+      alloc.clusterIp();
+    spec.clusterIPs ??= [spec.clusterIP];
+    spec.ipFamilies ??= ["IPv4"];
+    spec.ipFamilyPolicy ??= "SingleStack";
+  }
+  const wantsNodePorts = spec.type === "NodePort" ||
+    (spec.type === "LoadBalancer" && spec.allocateLoadBalancerNodePorts !== false);
+  if (spec.type === "LoadBalancer") spec.allocateLoadBalancerNodePorts ??= true;
+  if (spec.type === "LoadBalancer" || spec.type === "NodePort") {
+    spec.externalTrafficPolicy ??= "Cluster";
+  }
+  const oldPorts = (old.ports ?? []) as Obj[];
+  for (const p of (spec.ports ?? []) as Obj[]) {
+    if (!isObj(p)) continue;
+    p.protocol ??= "TCP";
+    p.targetPort ??= p.port;
+    if (wantsNodePorts && p.nodePort === undefined) {
+      p.nodePort = oldPorts.find((o) => o.port === p.port && o.protocol === p.protocol)?.nodePort ??
+        alloc.nodePort();
+    }
+  }
+  if (!previous) obj.status = { loadBalancer: {} };
+}
+
+/** Applies the built-in defaults of `type` to `obj` (being created when `previous` is absent). */
+export function applyDefaults(
+  type: ResourceType,
+  obj: Obj,
+  previous: Obj | undefined,
+  alloc: ServiceAllocator,
+): void {
+  if (type.custom) return;
+  const meta = obj.metadata as Obj;
+  switch (type.kind) {
+    case "Service":
+      if (type.group === "") defaultService(obj, previous, alloc);
+      break;
+    case "Namespace":
+      meta.labels = { ...(meta.labels as Obj ?? {}), "kubernetes.io/metadata.name": meta.name };
+      obj.spec ??= { finalizers: ["kubernetes"] };
+      if (!previous) obj.status = { phase: "Active" };
+      break;
+    case "Pod":
+      if (!previous) obj.status = { phase: "Pending" };
+      break;
+    case "Deployment": {
+      const spec = (obj.spec ??= {}) as Obj;
+      spec.replicas ??= 1;
+      spec.revisionHistoryLimit ??= 10;
+      spec.progressDeadlineSeconds ??= 600;
+      spec.strategy ??= {
+        type: "RollingUpdate",
+        rollingUpdate: { maxSurge: "25%", maxUnavailable: "25%" },
+      };
+      break;
+    }
+    case "DaemonSet": {
+      const spec = (obj.spec ??= {}) as Obj;
+      spec.revisionHistoryLimit ??= 10;
+      spec.updateStrategy ??= {
+        type: "RollingUpdate",
+        rollingUpdate: { maxUnavailable: 1, maxSurge: 0 },
+      };
+      break;
+    }
+    case "CustomResourceDefinition": {
+      const spec = (obj.spec ?? {}) as Obj;
+      const versions = (spec.versions ?? []) as Obj[];
+      const storage = versions.find((v) => v.storage)?.name ?? versions[0]?.name;
+      const at = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+      const cond = (type: string, reason: string, message: string) => ({
+        type,
+        status: "True",
+        lastTransitionTime: at,
+        reason,
+        message,
+      });
+      obj.status = {
+        acceptedNames: spec.names ?? {},
+        storedVersions: storage ? [storage] : [],
+        conditions: [
+          cond("NamesAccepted", "NoConflicts", "no conflicts found"),
+          cond("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+        ],
+      };
+      break;
+    }
+  }
+}

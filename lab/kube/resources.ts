@@ -1,0 +1,275 @@
+/**
+ * The kinds the test server serves: the built-in table (the ones Holdfast and kubectl use) and
+ * resource types made from CustomResourceDefinitions.
+ *
+ * @module
+ */
+
+/** A JSON object as the server stores it. */
+export type Obj = Record<string, unknown>;
+
+/** One additional printer column of a CRD version (`kubectl get` columns). */
+export interface PrinterColumn {
+  readonly name: string;
+  readonly type: string;
+  readonly jsonPath: string;
+  readonly format?: string;
+  readonly description?: string;
+  readonly priority?: number;
+}
+
+/** A served resource: one group/version/plural. */
+export interface ResourceType {
+  /** API group, `""` for the core group. */
+  readonly group: string;
+  readonly version: string;
+  readonly kind: string;
+  /** URL name, e.g. `pods`. */
+  readonly plural: string;
+  readonly singular: string;
+  readonly namespaced: boolean;
+  readonly shortNames: readonly string[];
+  /** Has a `/status` subresource: the main resource ignores status, `/status` only status. */
+  readonly status: boolean;
+  /** `metadata.generation` bumps when anything but metadata and status changes. */
+  readonly generation: boolean;
+  /** Label/field names besides `metadata.name`/`metadata.namespace` usable in field selectors. */
+  readonly fieldSelectors: readonly string[];
+  /** The CRD's `openAPIV3Schema` for custom resources. */
+  readonly schema?: Obj;
+  /** The CRD's printer columns for custom resources. */
+  readonly printerColumns?: readonly PrinterColumn[];
+  /** Categories (`kubectl get all`). */
+  readonly categories?: readonly string[];
+  /** Whether this type was made from a CRD. */
+  readonly custom: boolean;
+  /** Built-ins: the `@kubernetes/client-node` model that lists the kind's fields. */
+  readonly model?: string;
+}
+
+/** `apiVersion` of a type: `v1` or `apps/v1`. */
+export function apiVersionOf(t: ResourceType): string {
+  return t.group ? `${t.group}/${t.version}` : t.version;
+}
+
+/** Storage key of a type: objects of the same group and plural share it across versions. */
+export function storageKey(t: ResourceType): string {
+  return `${t.group}/${t.plural}`;
+}
+
+interface BuiltinSpec {
+  g: string;
+  v: string;
+  kind: string;
+  plural: string;
+  ns?: boolean;
+  short?: string[];
+  status?: boolean;
+  gen?: boolean;
+  fields?: string[];
+  cat?: string[];
+  model?: string;
+}
+
+const BUILTINS: readonly BuiltinSpec[] = [
+  {
+    g: "",
+    v: "v1",
+    kind: "Namespace",
+    plural: "namespaces",
+    ns: false,
+    short: ["ns"],
+    status: true,
+    fields: ["status.phase"],
+  },
+  {
+    g: "",
+    v: "v1",
+    kind: "Service",
+    plural: "services",
+    short: ["svc"],
+    status: true,
+    fields: ["spec.clusterIP", "spec.type"],
+    cat: ["all"],
+  },
+  {
+    g: "",
+    v: "v1",
+    kind: "Pod",
+    plural: "pods",
+    short: ["po"],
+    status: true,
+    fields: [
+      "spec.nodeName",
+      "spec.restartPolicy",
+      "spec.schedulerName",
+      "spec.serviceAccountName",
+      "spec.hostNetwork",
+      "status.phase",
+      "status.podIP",
+      "status.nominatedNodeName",
+    ],
+    cat: ["all"],
+  },
+  {
+    g: "",
+    v: "v1",
+    kind: "Node",
+    plural: "nodes",
+    ns: false,
+    short: ["no"],
+    status: true,
+    fields: ["spec.unschedulable"],
+  },
+  { g: "", v: "v1", kind: "ConfigMap", plural: "configmaps", short: ["cm"] },
+  { g: "", v: "v1", kind: "Secret", plural: "secrets", fields: ["type"] },
+  { g: "", v: "v1", kind: "ServiceAccount", plural: "serviceaccounts", short: ["sa"] },
+  {
+    g: "",
+    v: "v1",
+    kind: "Event",
+    plural: "events",
+    short: ["ev"],
+    model: "CoreV1Event",
+    fields: [
+      "involvedObject.kind",
+      "involvedObject.namespace",
+      "involvedObject.name",
+      "involvedObject.uid",
+      "involvedObject.apiVersion",
+      "involvedObject.resourceVersion",
+      "involvedObject.fieldPath",
+      "reason",
+      "reportingComponent",
+      "source",
+      "type",
+    ],
+  },
+  {
+    g: "events.k8s.io",
+    v: "v1",
+    kind: "Event",
+    plural: "events",
+    short: ["ev"],
+    model: "EventsV1Event",
+    fields: [
+      "regarding.kind",
+      "regarding.namespace",
+      "regarding.name",
+      "regarding.uid",
+      "reason",
+      "type",
+      "reportingController",
+    ],
+  },
+  { g: "discovery.k8s.io", v: "v1", kind: "EndpointSlice", plural: "endpointslices" },
+  { g: "coordination.k8s.io", v: "v1", kind: "Lease", plural: "leases" },
+  {
+    g: "apps",
+    v: "v1",
+    kind: "Deployment",
+    plural: "deployments",
+    short: ["deploy"],
+    status: true,
+    gen: true,
+    cat: ["all"],
+  },
+  {
+    g: "apps",
+    v: "v1",
+    kind: "DaemonSet",
+    plural: "daemonsets",
+    short: ["ds"],
+    status: true,
+    gen: true,
+    cat: ["all"],
+  },
+  { g: "rbac.authorization.k8s.io", v: "v1", kind: "Role", plural: "roles" },
+  { g: "rbac.authorization.k8s.io", v: "v1", kind: "RoleBinding", plural: "rolebindings" },
+  {
+    g: "rbac.authorization.k8s.io",
+    v: "v1",
+    kind: "ClusterRole",
+    plural: "clusterroles",
+    ns: false,
+  },
+  {
+    g: "rbac.authorization.k8s.io",
+    v: "v1",
+    kind: "ClusterRoleBinding",
+    plural: "clusterrolebindings",
+    ns: false,
+  },
+  {
+    g: "apiextensions.k8s.io",
+    v: "v1",
+    kind: "CustomResourceDefinition",
+    plural: "customresourcedefinitions",
+    ns: false,
+    short: ["crd", "crds"],
+    status: true,
+    gen: true,
+  },
+];
+
+/** The built-in resource types, in discovery order. */
+export const BUILTIN_TYPES: readonly ResourceType[] = BUILTINS.map((b) => ({
+  group: b.g,
+  version: b.v,
+  kind: b.kind,
+  plural: b.plural,
+  singular: b.kind.toLowerCase(),
+  namespaced: b.ns ?? true,
+  shortNames: b.short ?? [],
+  status: b.status ?? false,
+  generation: b.gen ?? false,
+  fieldSelectors: b.fields ?? [],
+  categories: b.cat,
+  custom: false,
+  model: b.model ?? `V1${b.kind}`,
+}));
+
+/** The group CRDs are served by. */
+export const CRD_GROUP = "apiextensions.k8s.io";
+
+/**
+ * The resource types a CustomResourceDefinition serves, one per served version.
+ * Throws (with the CRD's name) when the CRD lacks what the server needs.
+ */
+export function typesFromCrd(crd: Obj): ResourceType[] {
+  const meta = (crd.metadata ?? {}) as Obj;
+  const spec = (crd.spec ?? {}) as Obj;
+  const names = (spec.names ?? {}) as Obj;
+  const group = String(spec.group ?? "");
+  const plural = String(names.plural ?? "");
+  const kind = String(names.kind ?? "");
+  if (!group || !plural || !kind) {
+    throw new Error(
+      `Cannot serve CRD "${meta.name}": spec.group, names.plural and names.kind are required`,
+    );
+  }
+  const versions = (spec.versions ?? []) as Obj[];
+  return versions.filter((v) => v.served !== false).map((v) => {
+    const sub = (v.subresources ?? {}) as Obj;
+    const schema = ((v.schema ?? {}) as Obj).openAPIV3Schema as Obj | undefined;
+    const fields = ((v.selectableFields ?? []) as Obj[]).map((f) =>
+      String(f.jsonPath).replace(/^\./, "")
+    );
+    return {
+      group,
+      version: String(v.name),
+      kind,
+      plural,
+      singular: String(names.singular ?? kind.toLowerCase()),
+      namespaced: spec.scope !== "Cluster",
+      shortNames: (names.shortNames ?? []) as string[],
+      status: sub.status !== undefined,
+      generation: true,
+      fieldSelectors: fields,
+      schema,
+      printerColumns: (v.additionalPrinterColumns ?? []) as PrinterColumn[],
+      categories: names.categories as string[] | undefined,
+      custom: true,
+    };
+  });
+}

@@ -1,0 +1,232 @@
+/**
+ * The test server driven by the real kubectl (Debian kubernetes-client): discovery, apply
+ * (client-side and server-side), get (tables, YAML, watch), patch (merge, JSON, strategic),
+ * delete, CRDs and their objects, and what it refuses loudly.
+ */
+import { assert, assertEquals, assertMatch, assertStringIncludes } from "./_assert.ts";
+import { parse } from "yaml";
+import { kubectlEnv, waitFor } from "./_kubectl.ts";
+
+const TESTDATA = new URL("./testdata/", import.meta.url).pathname;
+
+const DEPLOYMENT = `
+apiVersion: apps/v1
+kind: Deployment
+metadata: { name: web, namespace: default, labels: { app: web } }
+spec:
+  replicas: 2
+  selector: { matchLabels: { app: web } }
+  template:
+    metadata: { labels: { app: web } }
+    spec:
+      containers:
+        - { name: web, image: nginx:1.25, ports: [{ containerPort: 80 }] }
+        - { name: sidecar, image: busybox:1 }
+`;
+
+Deno.test("kubectl: discovery, version and api-resources", async () => {
+  await using env = await kubectlEnv();
+  const version = JSON.parse(await env.ok(["version", "-o", "json"]));
+  assertEquals(version.serverVersion.minor, "32");
+  const resources = await env.ok(["api-resources", "--no-headers"]);
+  for (
+    const name of [
+      "pods",
+      "services",
+      "endpointslices",
+      "leases",
+      "deployments",
+      "customresourcedefinitions",
+    ]
+  ) {
+    assertMatch(resources, new RegExp(`^${name}\\s`, "m"));
+  }
+  assertStringIncludes(await env.ok(["get", "namespaces"]), "kube-system");
+});
+
+Deno.test("kubectl: client-side apply creates, re-apply patches, get -o yaml shows the object", async () => {
+  await using env = await kubectlEnv();
+  assertStringIncludes(
+    await env.ok(["apply", "-f", "-"], DEPLOYMENT),
+    "deployment.apps/web created",
+  );
+  const changed = DEPLOYMENT.replace("replicas: 2", "replicas: 3").replace(
+    "nginx:1.25",
+    "nginx:1.26",
+  );
+  assertStringIncludes(
+    await env.ok(["apply", "-f", "-"], changed),
+    "deployment.apps/web configured",
+  );
+  const obj = parse(await env.ok(["get", "deployment", "web", "-o", "yaml"]));
+  assertEquals(obj.spec.replicas, 3);
+  assertEquals(obj.spec.template.spec.containers.map((c: { image: string }) => c.image), [
+    "nginx:1.26",
+    "busybox:1",
+  ]);
+  assertEquals(obj.metadata.generation, 2);
+  assertStringIncludes(
+    await env.ok(["apply", "-f", "-"], changed),
+    "deployment.apps/web unchanged",
+  );
+});
+
+Deno.test("kubectl: server-side apply owns fields; another manager conflicts unless forced", async () => {
+  await using env = await kubectlEnv();
+  await env.ok(["apply", "--server-side", "-f", "-"], DEPLOYMENT);
+  const other = DEPLOYMENT.replace("replicas: 2", "replicas: 5");
+  const conflict = await env.kubectl([
+    "apply",
+    "--server-side",
+    "--field-manager",
+    "ops",
+    "-f",
+    "-",
+  ], { stdin: other });
+  assert(conflict.code !== 0, "a conflicting apply must fail");
+  assertStringIncludes(conflict.stderr, `conflict with "kubectl"`);
+  assertStringIncludes(conflict.stderr, ".spec.replicas");
+  await env.ok(
+    ["apply", "--server-side", "--field-manager", "ops", "--force-conflicts", "-f", "-"],
+    other,
+  );
+  const obj = parse(
+    await env.ok(["get", "deployment", "web", "-o", "yaml", "--show-managed-fields"]),
+  );
+  assertEquals(obj.spec.replicas, 5);
+  const managers = obj.metadata.managedFields.map((m: { manager: string }) => m.manager).sort();
+  assertEquals(managers, ["kubectl", "ops"]);
+});
+
+Deno.test("kubectl: patch merge, json and strategic (containers merge by name)", async () => {
+  await using env = await kubectlEnv();
+  await env.ok(["apply", "-f", "-"], DEPLOYMENT);
+  await env.ok(["patch", "deployment", "web", "--type", "merge", "-p", '{"spec":{"replicas":4}}']);
+  await env.ok([
+    "patch",
+    "deployment",
+    "web",
+    "--type",
+    "json",
+    "-p",
+    '[{"op":"add","path":"/metadata/labels/tier","value":"front"}]',
+  ]);
+  await env.ok([
+    "patch",
+    "deployment",
+    "web",
+    "-p",
+    '{"spec":{"template":{"spec":{"containers":[{"name":"sidecar","image":"busybox:2"}]}}}}',
+  ]);
+  const obj = parse(await env.ok(["get", "deployment", "web", "-o", "yaml"]));
+  assertEquals(obj.spec.replicas, 4);
+  assertEquals(obj.metadata.labels.tier, "front");
+  assertEquals(obj.spec.template.spec.containers.map((c: { image: string }) => c.image), [
+    "nginx:1.25",
+    "busybox:2",
+  ]);
+  const bad = await env.kubectl([
+    "patch",
+    "deployment",
+    "web",
+    "--type",
+    "json",
+    "-p",
+    '[{"op":"test","path":"/spec/replicas","value":9}]',
+  ]);
+  assert(bad.code !== 0);
+  assertStringIncludes(bad.stderr, "test failed");
+});
+
+Deno.test("kubectl: a CRD applied through the API serves its kind with validation, defaults and columns", async () => {
+  await using env = await kubectlEnv();
+  await env.ok(["apply", "-f", `${TESTDATA}widget_crd.yaml`]);
+  await env.ok(["apply", "-f", `${TESTDATA}widgets.yaml`]);
+  const table = await env.ok(["get", "widgets"]);
+  assertMatch(table, /^NAME\s+SIZE\s+COLOR\s+READY\s+AGE/);
+  assertMatch(table, /^w1\s+3\s+green\s/m);
+  const bad = await env.kubectl(["apply", "-f", `${TESTDATA}widget_invalid.yaml`]);
+  assert(bad.code !== 0, "an invalid custom object must be refused");
+  assertStringIncludes(bad.stderr, "spec.size");
+  assertStringIncludes(bad.stderr, "spec.color");
+  const badSsa = await env.kubectl([
+    "apply",
+    "--server-side",
+    "-f",
+    `${TESTDATA}widget_invalid.yaml`,
+  ]);
+  assert(badSsa.code !== 0);
+  assertStringIncludes(badSsa.stderr, `Unsupported value: "purple"`);
+  const strategic = await env.kubectl(["patch", "widget", "w1", "-p", '{"spec":{"size":4}}']);
+  assert(strategic.code !== 0, "strategic merge patch on a custom object must be refused");
+  assertStringIncludes(strategic.stderr, "strategic-merge-patch+json is not supported");
+  await env.ok(["patch", "widget", "w1", "--type", "merge", "-p", '{"spec":{"size":4}}']);
+  const w1 = parse(await env.ok(["get", "wg", "w1", "-o", "yaml"]));
+  assertEquals([w1.spec.size, w1.spec.color, w1.metadata.generation], [4, "green", 2]);
+  assertEquals(w1.spec.parts, [{ name: "a", count: 1 }, { name: "b", count: 2 }]);
+  await env.ok(["delete", "-f", `${TESTDATA}widget_crd.yaml`]);
+  const gone = await env.kubectl(["get", "widgets"]);
+  assert(gone.code !== 0, "the kind is gone with its CRD");
+});
+
+Deno.test("kubectl: unknown fields are refused (fieldValidation=Strict), --validate=warn warns and prunes them", async () => {
+  await using env = await kubectlEnv();
+  const typo = "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: typo }\ndat: { a: '1' }\n";
+  const r = await env.kubectl(["apply", "-f", "-"], { stdin: typo });
+  assert(r.code !== 0);
+  assertStringIncludes(r.stderr, `unknown field "dat"`);
+  const warned = await env.kubectl(["create", "--validate=warn", "-f", "-"], { stdin: typo });
+  assertEquals(warned.code, 0);
+  assertStringIncludes(warned.stderr, `unknown field "dat"`);
+});
+
+Deno.test("kubectl: get -w streams changes, delete removes", async () => {
+  await using env = await kubectlEnv();
+  await env.ok(["apply", "-f", "-"], DEPLOYMENT);
+  const watch = env.spawn(["get", "deployments", "-w", "--output-watch-events"]);
+  try {
+    await new Promise((r) => setTimeout(r, 500));
+    await env.ok([
+      "patch",
+      "deployment",
+      "web",
+      "--type",
+      "merge",
+      "-p",
+      '{"spec":{"replicas":7}}',
+    ]);
+    assertStringIncludes(
+      await env.ok(["delete", "deployment", "web"]),
+      `deployment.apps "web" deleted`,
+    );
+    await waitFor(
+      "the watch to see the delete",
+      () => env.server.requests.some((r) => r.path.includes("watch=true")),
+      5000,
+    );
+    await new Promise((r) => setTimeout(r, 300));
+  } finally {
+    const out = await watch.stop();
+    const events = out.stdout.split("\n").filter((l) => /^(ADDED|MODIFIED|DELETED)/.test(l)).map((
+      l,
+    ) => l.split(/\s+/)[0]);
+    assertEquals(events, ["ADDED", "MODIFIED", "DELETED"], out.stdout + out.stderr);
+  }
+  const gone = await env.kubectl(["get", "deployment", "web"]);
+  assertStringIncludes(gone.stderr, `deployments.apps "web" not found`);
+});
+
+Deno.test("kubectl: what the server cannot do fails loudly", async () => {
+  await using env = await kubectlEnv();
+  const proto = await env.kubectl(["create", "configmap", "x", "--from-literal=a=b"]);
+  assert(proto.code !== 0, "protobuf bodies are refused");
+  assertStringIncludes(proto.stderr, "application/vnd.kubernetes.protobuf");
+  const scale = await env.kubectl(["apply", "-f", "-"], { stdin: DEPLOYMENT }).then(() =>
+    env.kubectl(["scale", "deployment", "web", "--replicas", "3"])
+  );
+  assert(scale.code !== 0, "the scale subresource is refused");
+  assertStringIncludes(scale.stderr, "not supported");
+  const field = await env.kubectl(["get", "pods", "--field-selector", "spec.bogus=x"]);
+  assert(field.code !== 0);
+  assertStringIncludes(field.stderr, "field label not supported: spec.bogus");
+});

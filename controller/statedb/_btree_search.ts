@@ -33,33 +33,21 @@ export function cmpAt(
 // The search loops come in a string and a number flavour: a comparison site that only ever sees
 // one type compiles to a direct string or integer compare instead of V8's generic `<`.
 
-/**
- * String keys: the first index whose entry is ≥ the probe (`upper` false) or > it (`upper`
- * true). The tiebreak is only looked at on equal keys, so `upper` costs nothing on the way.
- */
-function searchStr(
-  ks: string[],
-  ts: Key[] | null,
-  key: string,
-  tb: Key | undefined,
-  upper: boolean,
-): number {
+function lowerStr(ks: string[], ts: Key[] | null, key: string, tb: Key | undefined): number {
   let lo = 0, hi = ks.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
     const k = ks[mid]!;
     if (
       k < key ||
-      (k === key && (ts === null ? upper : tb !== undefined && (
-        (ts[mid] as string) < (tb as string) || (upper && ts[mid] === tb)
-      )))
-    ) lo = mid + 1;
-    else hi = mid;
+      (k === key && ts !== null && tb !== undefined && (ts[mid] as string) < (tb as string))
+    ) {
+      lo = mid + 1;
+    } else hi = mid;
   }
   return lo;
 }
 
-/** Number keys without tiebreaks: the first index whose entry is ≥ `key`. */
 function lowerNum(ks: number[], key: number): number {
   let lo = 0, hi = ks.length;
   while (lo < hi) {
@@ -70,21 +58,12 @@ function lowerNum(ks: number[], key: number): number {
   return lo;
 }
 
-/**
- * The generic search (number keys with tiebreaks): the first index whose entry compares with
- * the probe at or above `bound`, so 0 finds the first entry ≥ the probe and 1 the first > it.
- */
-function searchFrom(
-  ks: Key[],
-  ts: Key[] | null,
-  key: Key,
-  tb: Key | undefined,
-  bound: 0 | 1,
-): number {
+/** The generic loop (number keys with tiebreaks), kept apart so the flavours stay monomorphic. */
+function lowerAny(ks: Key[], ts: Key[] | null, key: Key, tb: Key | undefined): number {
   let lo = 0, hi = ks.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (cmpAt(ks, ts, mid, key, tb) < bound) lo = mid + 1;
+    if (cmpAt(ks, ts, mid, key, tb) < 0) lo = mid + 1;
     else hi = mid;
   }
   return lo;
@@ -92,18 +71,15 @@ function searchFrom(
 
 /** First index whose entry is ≥ the probe. */
 export function lowerIndex(ks: Key[], ts: Key[] | null, key: Key, tb: Key | undefined): number {
-  if (typeof key === "string") return searchStr(ks as string[], ts, key, tb, false);
+  if (typeof key === "string") return lowerStr(ks as string[], ts, key, tb);
   if (ts === null) return lowerNum(ks as number[], key);
-  return searchFrom(ks, ts, key, tb, 0);
+  return lowerAny(ks, ts, key, tb);
 }
 
 /** Number of separators ≤ the probe: the child that may hold it. */
 export function upperIndex(ks: Key[], ts: Key[] | null, key: Key, tb: Key | undefined): number {
-  if (typeof key === "string") return searchStr(ks as string[], ts, key, tb, true);
-  if (ts === null) {
-    // Without tiebreaks a node's keys are distinct: at most one entry equals the probe.
-    const i = lowerNum(ks as number[], key);
-    return i < ks.length && ks[i] === key ? i + 1 : i;
-  }
-  return searchFrom(ks, ts, key, tb, 1);
+  // Entries (key, tiebreak) are distinct within a node, so at most one equals the probe, and
+  // it is the first one ≥ the probe (an undefined tiebreak equals none).
+  const i = lowerIndex(ks, ts, key, tb);
+  return i < ks.length && ks[i] === key && (ts === null || ts[i] === tb) ? i + 1 : i;
 }

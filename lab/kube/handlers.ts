@@ -30,6 +30,8 @@ export interface HandlerContext {
   readonly store: Store;
   readonly bookmarkIntervalMs: number;
   readonly maxWatchSeconds: number;
+  /** Aborts when the server ends every open watch. */
+  readonly watchSignal: () => AbortSignal;
 }
 
 type Format = { kind: "json" } | { kind: "table"; include: IncludeObject } | { kind: "partial" };
@@ -209,6 +211,7 @@ function watch(ctx: HandlerContext, t: Target, url: URL, format: Format): Respon
     bookmarkIntervalMs: ctx.bookmarkIntervalMs,
     sendInitialEvents: initial,
     encode: (obj) => render(t.type, format, obj),
+    signal: ctx.watchSignal(),
   });
   return new Response(stream, {
     status: 200,

@@ -62,6 +62,11 @@ export interface KubeServer extends AsyncDisposable {
   readonly requests: readonly RequestRecord[];
   /** Writes a kubeconfig for this server (default: a new temp file) and returns its path. */
   writeKubeconfig(path?: string): Promise<string>;
+  /**
+   * Ends every open watch now, as an API server restart or a load balancer timeout would: clients
+   * re-watch from their last resourceVersion (and get 410 Gone if it was compacted meanwhile).
+   */
+  endWatches(): void;
   /** Stops serving (open watches end). */
   close(): Promise<void>;
 }
@@ -119,6 +124,11 @@ function route(registry: Registry, path: string): Target | undefined {
 /** Starts the server on 127.0.0.1 and loads CRDs. */
 export async function startKubeServer(options: KubeServerOptions = {}): Promise<KubeServer> {
   const store = new Store({ historyLimit: options.historyLimit });
+  let watches = new AbortController();
+  const endWatches = () => {
+    watches.abort();
+    watches = new AbortController();
+  };
   const registry = new Registry(store);
   const rest = new Rest(registry);
   const lister = new Lister(store);
@@ -128,6 +138,7 @@ export async function startKubeServer(options: KubeServerOptions = {}): Promise<
     store,
     bookmarkIntervalMs: options.bookmarkIntervalMs ?? 1000,
     maxWatchSeconds: options.maxWatchSeconds ?? 1800,
+    watchSignal: () => watches.signal,
   };
   const nsType = registry.find("", "v1", "namespaces")!;
   for (const name of DEFAULT_NAMESPACES) {
@@ -231,6 +242,7 @@ export async function startKubeServer(options: KubeServerOptions = {}): Promise<
   const close = async () => {
     if (closed) return;
     closed = true;
+    watches.abort();
     await server.shutdown();
     for (const f of tempFiles) await Deno.remove(f).catch(() => {});
   };
@@ -242,6 +254,7 @@ export async function startKubeServer(options: KubeServerOptions = {}): Promise<
     rest,
     lister,
     requests,
+    endWatches,
     async writeKubeconfig(path?: string) {
       const file = path ?? await Deno.makeTempFile({ prefix: "hf-kubeconfig-", suffix: ".yaml" });
       if (!path) tempFiles.push(file);
@@ -253,7 +266,10 @@ export async function startKubeServer(options: KubeServerOptions = {}): Promise<
   };
 }
 
-/** A kubeconfig (YAML) for a server at `url`: no auth, one context named `holdfast-test`. */
+/**
+ * A kubeconfig (YAML) for a server at `url`: plain HTTP on loopback, no auth, one context named
+ * `holdfast-test` with namespace `default`.
+ */
 export function kubeconfigText(url: string): string {
   return [
     "apiVersion: v1",
@@ -262,6 +278,8 @@ export function kubeconfigText(url: string): string {
     "- name: holdfast-test",
     "  cluster:",
     `    server: ${url}`,
+    // client-node refuses plain HTTP unless this is set; kubectl ignores it for http URLs.
+    "    insecure-skip-tls-verify: true",
     "contexts:",
     "- name: holdfast-test",
     "  context:",

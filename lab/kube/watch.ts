@@ -32,6 +32,8 @@ export interface WatchOptions {
   readonly sendInitialEvents?: boolean;
   /** How an object is written into an event (apiVersion, Table rows). */
   readonly encode: (obj: Obj) => unknown;
+  /** Ends the watch (the client sees the stream end and re-watches). */
+  readonly signal?: AbortSignal;
   /** Events a slow reader may leave unread before the server ends its watch (default 10,000). */
   readonly maxBacklog?: number;
 }
@@ -127,6 +129,8 @@ export function watchStream(store: Store, opts: WatchOptions): ReadableStream<Ui
       }
       unsubscribe = store.subscribe(deliver);
       timers.push(setTimeout(end, opts.timeoutMs));
+      if (opts.signal?.aborted) end();
+      opts.signal?.addEventListener("abort", end, { once: true });
       if (opts.bookmarks) timers.push(setInterval(() => bookmark(), opts.bookmarkIntervalMs));
     },
     cancel() {

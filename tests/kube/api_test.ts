@@ -1,0 +1,309 @@
+/**
+ * The test server's API semantics over plain HTTP, as a client sees them: watch transitions
+ * under selectors, timeouts and initial events; finalizers; namespace deletion; dry runs;
+ * resourceVersion rules for lists and pages; generation; server-side apply on keyed lists;
+ * tables; and the loud refusals.
+ */
+import { type KubeServer, startKubeServer } from "../../lab/kube/mod.ts";
+import { assert, assertEquals, assertStringIncludes } from "./_assert.ts";
+
+const WIDGET_CRDS = new URL("./testdata/widget_crd.yaml", import.meta.url).pathname;
+
+type Json = Record<string, any>; // deno-lint-ignore no-explicit-any
+
+async function call(
+  server: KubeServer,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ code: number; body: Json }> {
+  const res = await fetch(server.url + path, {
+    method,
+    headers: { "content-type": "application/json", ...headers },
+    body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { code: res.status, body: text.startsWith("{") ? JSON.parse(text) : { text } };
+}
+
+/** Reads watch events until `count` arrived or the stream ends; cancels the stream. */
+async function readEvents(res: Response, count: number, timeoutMs = 3000): Promise<Json[]> {
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  const events: Json[] = [];
+  let buffer = "";
+  const timer = setTimeout(() => reader.cancel(), timeoutMs);
+  try {
+    while (events.length < count) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      const lines = buffer.split("\n");
+      buffer = lines.pop()!;
+      for (const l of lines) if (l.trim()) events.push(JSON.parse(l));
+    }
+  } finally {
+    clearTimeout(timer);
+    await reader.cancel().catch(() => {});
+  }
+  return events;
+}
+
+const CM = "/api/v1/namespaces/default/configmaps";
+
+Deno.test("api: a watch under a label selector sees objects enter (ADDED) and leave (DELETED)", async () => {
+  await using server = await startKubeServer();
+  const start = await call(server, "GET", CM);
+  const res = await fetch(
+    `${server.url}${CM}?watch=true&labelSelector=team%3Dblue&resourceVersion=${start.body.metadata.resourceVersion}`,
+  );
+  const events = readEvents(res, 3);
+  await call(server, "POST", CM, { metadata: { name: "a", labels: { team: "red" } } });
+  const merge = { "content-type": "application/merge-patch+json" };
+  await call(server, "PATCH", `${CM}/a`, { metadata: { labels: { team: "blue" } } }, merge);
+  await call(server, "PATCH", `${CM}/a`, { data: { k: "v" } }, merge);
+  await call(server, "PATCH", `${CM}/a`, { metadata: { labels: { team: "red" } } }, merge);
+  assertEquals((await events).map((e) => e.type), ["ADDED", "MODIFIED", "DELETED"]);
+});
+
+Deno.test("api: watch timeoutSeconds ends the stream; sendInitialEvents ends with the marked bookmark", async () => {
+  await using server = await startKubeServer();
+  await call(server, "POST", CM, { metadata: { name: "a" } });
+  const t0 = Date.now();
+  const timed = await readEvents(
+    await fetch(`${server.url}${CM}?watch=true&timeoutSeconds=1`),
+    10,
+    5000,
+  );
+  assertEquals(timed.map((e) => `${e.type} ${e.object.metadata.name}`), ["ADDED a"]);
+  assert(Date.now() - t0 >= 900 && Date.now() - t0 < 3000, `ended after ${Date.now() - t0} ms`);
+  const res = await fetch(
+    `${server.url}${CM}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true`,
+  );
+  const initial = await readEvents(res, 2);
+  assertEquals(initial.map((e) => e.type), ["ADDED", "BOOKMARK"]);
+  assertEquals(initial[1]!.object.metadata.annotations, { "k8s.io/initial-events-end": "true" });
+});
+
+Deno.test("api: finalizers hold a delete until removed; then the watch sees DELETED", async () => {
+  await using server = await startKubeServer();
+  const made = await call(server, "POST", CM, {
+    metadata: { name: "held", finalizers: ["holdfast.io/test"] },
+  });
+  const res = await fetch(
+    `${server.url}${CM}?watch=true&resourceVersion=${made.body.metadata.resourceVersion}`,
+  );
+  const events = readEvents(res, 3);
+  const del = await call(server, "DELETE", `${CM}/held`);
+  assertEquals(del.code, 200);
+  assert(del.body.metadata.deletionTimestamp, "marked for deletion");
+  assertEquals(
+    (await call(server, "GET", `${CM}/held`)).code,
+    200,
+    "still there while a finalizer is",
+  );
+  await call(server, "PATCH", `${CM}/held`, { metadata: { finalizers: null } }, {
+    "content-type": "application/merge-patch+json",
+  });
+  assertEquals((await call(server, "GET", `${CM}/held`)).code, 404);
+  // As from a real server: the delete marks (MODIFIED), the finalizer removal is written
+  // (MODIFIED), then the object goes (DELETED).
+  assertEquals((await events).map((e) => e.type), ["MODIFIED", "MODIFIED", "DELETED"]);
+});
+
+Deno.test("api: namespaces: objects need one; deleting it deletes what is in it", async () => {
+  await using server = await startKubeServer();
+  const missing = await call(server, "POST", "/api/v1/namespaces/nope/configmaps", {
+    metadata: { name: "a" },
+  });
+  assertEquals([missing.code, missing.body.message], [404, `namespaces "nope" not found`]);
+  await call(server, "POST", "/api/v1/namespaces", { metadata: { name: "team" } });
+  await call(server, "POST", "/api/v1/namespaces/team/configmaps", { metadata: { name: "a" } });
+  assertEquals((await call(server, "DELETE", "/api/v1/namespaces/team")).code, 200);
+  assertEquals((await call(server, "GET", "/api/v1/namespaces/team/configmaps/a")).code, 404);
+  const again = await call(server, "POST", "/api/v1/namespaces", { metadata: { name: "default" } });
+  assertEquals([again.code, again.body.reason], [409, "AlreadyExists"]);
+});
+
+Deno.test("api: dryRun=All stores nothing; lists refuse versions they cannot serve", async () => {
+  await using server = await startKubeServer();
+  const dry = await call(server, "POST", `${CM}?dryRun=All`, { metadata: { name: "dry" } });
+  assertEquals(dry.code, 201);
+  assertEquals((await call(server, "GET", `${CM}/dry`)).code, 404);
+  const rv = Number((await call(server, "GET", CM)).body.metadata.resourceVersion);
+  assertEquals((await call(server, "GET", `${CM}?resourceVersion=${rv + 100}`)).code, 504);
+  const exact = await call(
+    server,
+    "GET",
+    `${CM}?resourceVersion=${rv - 1}&resourceVersionMatch=Exact`,
+  );
+  assertEquals([exact.code, exact.body.reason], [410, "Expired"]);
+  for (const n of ["a", "b", "c"]) await call(server, "POST", CM, { metadata: { name: n } });
+  const page = await call(server, "GET", `${CM}?limit=2`);
+  assertEquals(page.body.metadata.remainingItemCount, 1);
+  await call(server, "POST", CM, { metadata: { name: "d" } });
+  const next = await call(
+    server,
+    "GET",
+    `${CM}?limit=2&continue=${encodeURIComponent(page.body.metadata.continue)}`,
+  );
+  assertEquals(
+    next.body.items.map((i: Json) => i.metadata.name),
+    ["c"],
+    "pages come from the first page's snapshot",
+  );
+  server.lister.expireSnapshots();
+  const stale = await call(
+    server,
+    "GET",
+    `${CM}?limit=2&continue=${encodeURIComponent(page.body.metadata.continue)}`,
+  );
+  assertEquals(stale.code, 410);
+});
+
+Deno.test("api: generation bumps on spec changes only; status writes keep it", async () => {
+  await using server = await startKubeServer();
+  const path = "/apis/apps/v1/namespaces/default/daemonsets";
+  const spec = {
+    selector: { matchLabels: { app: "a" } },
+    template: {
+      metadata: { labels: { app: "a" } },
+      spec: { containers: [{ name: "a", image: "a:1" }] },
+    },
+  };
+  await call(server, "POST", path, { metadata: { name: "agent" }, spec });
+  const merge = { "content-type": "application/merge-patch+json" };
+  const labelled = await call(server, "PATCH", `${path}/agent`, {
+    metadata: { labels: { x: "y" } },
+  }, merge);
+  assertEquals(labelled.body.metadata.generation, 1);
+  const status = await call(server, "PATCH", `${path}/agent/status`, {
+    status: { numberReady: 2, observedGeneration: 1 },
+  }, merge);
+  assertEquals([status.body.metadata.generation, status.body.status.numberReady], [1, 2]);
+  const changed = await call(server, "PATCH", `${path}/agent`, {
+    spec: { template: { spec: { containers: [{ name: "a", image: "a:2" }] } } },
+  }, merge);
+  assertEquals(changed.body.metadata.generation, 2);
+  assertEquals(changed.body.status.numberReady, 2, "a main-resource write keeps status");
+});
+
+Deno.test("api: server-side apply on a keyed list: managers own their items; dropping one removes it", async () => {
+  await using server = await startKubeServer({ crdDirs: [WIDGET_CRDS] });
+  const path = "/apis/test.holdfast.io/v1/namespaces/default/widgets/w";
+  const apply = (manager: string, body: unknown, force = false) =>
+    call(server, "PATCH", `${path}?fieldManager=${manager}${force ? "&force=true" : ""}`, body, {
+      "content-type": "application/apply-patch+yaml",
+    });
+  const w = (size: number, parts: unknown[]) => ({
+    apiVersion: "test.holdfast.io/v1",
+    kind: "Widget",
+    metadata: { name: "w" },
+    spec: { size, parts },
+  });
+  assertEquals((await apply("alice", w(2, [{ name: "a" }]))).code, 201);
+  assertEquals(
+    (await apply("bob", { ...w(2, [{ name: "b", count: 3 }]) })).code,
+    200,
+    "same size value: no conflict",
+  );
+  const parts = (await call(server, "GET", path)).body.spec.parts.map((p: Json) => p.name);
+  assertEquals(parts, ["a", "b"]);
+  const clash = await apply("bob", w(3, [{ name: "b", count: 3 }]));
+  assertEquals([clash.code, clash.body.reason], [409, "Conflict"]);
+  assertStringIncludes(clash.body.message, `conflict with "alice": .spec.size`);
+  assertEquals((await apply("alice", w(2, [{ name: "c" }]))).code, 200);
+  const after = (await call(server, "GET", path)).body;
+  assertEquals(
+    after.spec.parts.map((p: Json) => p.name),
+    ["b", "c"],
+    "alice's a is gone, bob's b stays",
+  );
+  const empty = await apply("carol", {
+    apiVersion: "test.holdfast.io/v1",
+    kind: "Widget",
+    metadata: { name: "w" },
+    spec: { size: 2, parts: [] },
+  });
+  assertEquals(empty.code, 200, "an empty keyed list owns no items: the others stay");
+  const bare = {
+    apiVersion: "test.holdfast.io/v1",
+    kind: "Widget",
+    metadata: { name: "v" },
+    spec: { size: 2, parts: [] },
+  };
+  const invalid = await call(
+    server,
+    "PATCH",
+    `${path.replace(/w$/, "v")}?fieldManager=carol`,
+    bare,
+    { "content-type": "application/apply-patch+yaml" },
+  );
+  assertEquals(
+    [invalid.code, invalid.body.details?.causes?.[0]?.field],
+    [422, "spec.parts"],
+    "the schema holds for apply",
+  );
+  const managers = after.metadata.managedFields.map((m: Json) => `${m.manager}/${m.operation}`)
+    .sort();
+  assertEquals(managers, ["alice/Apply", "bob/Apply"]);
+  const final = (await call(server, "GET", path)).body;
+  assertEquals(final.spec.parts.map((p: Json) => p.name), ["b", "c"]);
+});
+
+Deno.test("api: tables for kubectl get (CRD printer columns, Service columns, Name/Age default)", async () => {
+  await using server = await startKubeServer({ crdDirs: [WIDGET_CRDS] });
+  const table = { accept: "application/json;as=Table;v=v1;g=meta.k8s.io,application/json" };
+  await call(server, "POST", "/apis/test.holdfast.io/v1/namespaces/default/widgets", {
+    apiVersion: "test.holdfast.io/v1",
+    kind: "Widget",
+    metadata: { name: "w" },
+    spec: { size: 4 },
+  });
+  const w = await call(
+    server,
+    "GET",
+    "/apis/test.holdfast.io/v1/namespaces/default/widgets",
+    undefined,
+    table,
+  );
+  assertEquals(w.body.columnDefinitions.map((c: Json) => c.name), [
+    "Name",
+    "Size",
+    "Color",
+    "Ready",
+    "Age",
+  ]);
+  assertEquals(w.body.rows[0].cells.slice(0, 4), ["w", 4, "green", null]);
+  await call(server, "POST", "/api/v1/namespaces/default/services", {
+    metadata: { name: "s" },
+    spec: { type: "LoadBalancer", ports: [{ port: 80 }] },
+  });
+  const s = await call(server, "GET", "/api/v1/namespaces/default/services/s", undefined, table);
+  assertEquals(s.body.rows[0].cells.slice(0, 4), ["s", "LoadBalancer", "10.96.0.1", "<pending>"]);
+  const cm = await call(server, "GET", CM, undefined, table);
+  assertEquals(cm.body.columnDefinitions.map((c: Json) => c.name), ["Name", "Age"]);
+});
+
+Deno.test("api: what is not supported is refused with a Status naming it", async () => {
+  await using server = await startKubeServer();
+  const cases: [string, string, number, string, Record<string, string>?][] = [
+    ["GET", "/api/v1/watch/namespaces/default/configmaps", 404, "legacy /watch/ paths"],
+    ["GET", "/apis/apps/v1/namespaces/default/deployments/x/scale", 404, `subresource "scale"`],
+    ["GET", "/apis/example.com/v1/things", 404, "not served"],
+    ["PUT", CM, 405, "not supported on the collection"],
+    ["GET", CM, 406, "only the following media types", {
+      accept: "application/vnd.kubernetes.protobuf",
+    }],
+    ["GET", `${CM}?labelSelector=a%20in%20b`, 400, "unable to parse requirement"],
+    ["GET", `${CM}?fieldSelector=data.x%3Dy`, 400, "field label not supported: data.x"],
+    ["GET", `${CM}?watch=true&resourceVersion=abc`, 400, "invalid resourceVersion"],
+    ["DELETE", `${CM}/x?propagationPolicy=Foreground`, 400, "Foreground"],
+    ["PATCH", `${CM}/x`, 415, "unknown format", { "content-type": "application/x-yaml" }],
+  ];
+  for (const [method, path, code, text, headers] of cases) {
+    const r = await call(server, method, path, method === "GET" ? undefined : "{}", headers);
+    assertEquals([r.code, r.body.kind], [code, "Status"], `${method} ${path}`);
+    assertStringIncludes(r.body.message, text);
+  }
+});

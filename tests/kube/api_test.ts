@@ -9,7 +9,9 @@ import { assert, assertEquals, assertStringIncludes } from "./_assert.ts";
 
 const WIDGET_CRDS = new URL("./testdata/widget_crd.yaml", import.meta.url).pathname;
 
-type Json = Record<string, any>; // deno-lint-ignore no-explicit-any
+/** Response bodies, read loosely as tests do. */
+// deno-lint-ignore no-explicit-any
+type Json = Record<string, any>;
 
 async function call(
   server: KubeServer,

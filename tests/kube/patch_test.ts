@@ -1,0 +1,112 @@
+/** Patch formats of the test server: merge, JSON and strategic merge with kubectl's directives. */
+import { jsonPatch, mergePatch, strategicMerge } from "../../lab/kube/patch.ts";
+import { ApiError } from "../../lab/kube/status.ts";
+import { assertEquals, assertRejects } from "./_assert.ts";
+
+const pod = {
+  metadata: { name: "p", finalizers: ["a"] },
+  spec: {
+    containers: [
+      { name: "app", image: "app:1", env: [{ name: "A", value: "1" }, { name: "B", value: "2" }] },
+      { name: "side", image: "side:1" },
+    ],
+    tolerations: [{ key: "x" }],
+  },
+};
+
+Deno.test("merge patch: objects merge, null deletes, lists replace", () => {
+  assertEquals(
+    mergePatch({ a: 1, b: { c: 2, d: 3 }, l: [1, 2] }, { b: { c: null, e: 4 }, l: [3] }),
+    {
+      a: 1,
+      b: { d: 3, e: 4 },
+      l: [3],
+    },
+  );
+});
+
+Deno.test("json patch: add, remove, replace, move, copy, test; a failed test or bad path is a 422", async () => {
+  const doc = { a: { b: [1, 2] }, c: "x" };
+  const out = jsonPatch(doc, [
+    { op: "add", path: "/a/b/-", value: 3 },
+    { op: "replace", path: "/c", value: "y" },
+    { op: "copy", from: "/c", path: "/d" },
+    { op: "move", from: "/a/b/0", path: "/e" },
+    { op: "remove", path: "/a/b/0" },
+    { op: "test", path: "/d", value: "y" },
+    { op: "add", path: "/f~1g", value: true },
+  ]);
+  assertEquals(out, { a: { b: [3] }, c: "y", d: "y", e: 1, "f/g": true });
+  assertEquals(doc.a.b, [1, 2], "the input is not changed");
+  const err = await assertRejects(
+    () => jsonPatch(doc, [{ op: "test", path: "/c", value: "z" }]),
+    "test failed",
+  );
+  assertEquals((err as ApiError).code, 422);
+  await assertRejects(
+    () => jsonPatch(doc, [{ op: "remove", path: "/nope" }]),
+    `path "/nope" does not exist`,
+  );
+});
+
+Deno.test("strategic merge: containers and env merge by name, other lists replace", () => {
+  const out = strategicMerge("Pod", pod, {
+    spec: {
+      containers: [{ name: "app", env: [{ name: "B", value: "3" }, { name: "C", value: "4" }] }, {
+        name: "new",
+        image: "n:1",
+      }],
+      tolerations: [{ key: "y" }],
+    },
+  }) as typeof pod;
+  assertEquals(out.spec.containers.map((c) => c.name), ["app", "side", "new"]);
+  assertEquals(out.spec.containers[0]!.image, "app:1");
+  assertEquals(out.spec.containers[0]!.env, [{ name: "A", value: "1" }, { name: "B", value: "3" }, {
+    name: "C",
+    value: "4",
+  }]);
+  assertEquals(out.spec.tolerations, [{ key: "y" }]);
+});
+
+Deno.test("strategic merge: $patch delete/replace, $setElementOrder, $retainKeys, $deleteFromPrimitiveList", async () => {
+  const out = strategicMerge("Pod", pod, {
+    metadata: { "$deleteFromPrimitiveList/finalizers": ["a"] },
+    spec: {
+      "$setElementOrder/containers": [{ name: "side" }, { name: "app" }],
+      containers: [{ name: "app", env: [{ name: "A", $patch: "delete" }] }],
+    },
+  }) as typeof pod;
+  assertEquals(out.metadata.finalizers, []);
+  assertEquals(out.spec.containers.map((c) => c.name), ["side", "app"]);
+  assertEquals(out.spec.containers[1]!.env, [{ name: "B", value: "2" }]);
+  const replaced = strategicMerge("Pod", pod, {
+    spec: { containers: [{ $patch: "replace" }, { name: "only", image: "o" }] },
+  }) as typeof pod;
+  assertEquals(replaced.spec.containers, [{ name: "only", image: "o" }]);
+  const retained = strategicMerge("Deployment", {
+    spec: { strategy: { type: "RollingUpdate", rollingUpdate: { maxSurge: 1 } } },
+  }, {
+    spec: { strategy: { $retainKeys: ["type"], type: "Recreate" } },
+  });
+  assertEquals(retained, { spec: { strategy: { type: "Recreate" } } });
+  const err = await assertRejects(
+    () => strategicMerge("Pod", pod, { spec: { $bogus: 1 } }),
+    `directive "$bogus"`,
+  );
+  assertEquals((err as ApiError).code, 400);
+});
+
+Deno.test("strategic merge: Service ports merge by port, finalizers as a set", () => {
+  const svc = {
+    metadata: { finalizers: ["a"] },
+    spec: { ports: [{ port: 80, name: "http" }, { port: 443, name: "https" }] },
+  };
+  const out = strategicMerge("Service", svc, {
+    metadata: { finalizers: ["b", "a"] },
+    spec: { ports: [{ port: 443, targetPort: 8443 }] },
+  });
+  assertEquals(out, {
+    metadata: { finalizers: ["a", "b"] },
+    spec: { ports: [{ port: 80, name: "http" }, { port: 443, name: "https", targetPort: 8443 }] },
+  });
+});

@@ -1,0 +1,116 @@
+/** CRD schemas and selectors of the test server, without HTTP. */
+import { admit, unsupportedSchemaFeatures } from "../../lab/kube/schema.ts";
+import { parseFieldSelector, parseLabelSelector } from "../../lab/kube/selectors.ts";
+import { assert, assertEquals, assertRejects } from "./_assert.ts";
+
+const schema = {
+  type: "object",
+  properties: {
+    spec: {
+      type: "object",
+      required: ["blocks"],
+      properties: {
+        blocks: {
+          type: "array",
+          minItems: 1,
+          items: {
+            type: "object",
+            properties: {
+              cidr: { type: "string", format: "cidr" },
+              start: { type: "string", format: "ipv4" },
+              stop: { type: "string", format: "ipv4" },
+            },
+            oneOf: [{ required: ["cidr"] }, { required: ["start", "stop"] }],
+          },
+        },
+        port: { "x-kubernetes-int-or-string": true },
+        note: { type: "string", nullable: true, maxLength: 5 },
+        mode: { type: "string", default: "Stateful" },
+        free: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
+      },
+    },
+  },
+};
+
+function fields(r: ReturnType<typeof admit>): string[] {
+  return r.causes.map((c) => `${c.field}: ${c.reason}`);
+}
+
+Deno.test("schema: defaults, pruning of unknown fields, preserve-unknown-fields, nullable", () => {
+  const r = admit(schema, {
+    apiVersion: "x/v1",
+    kind: "X",
+    metadata: { name: "a", labels: { a: "b" } },
+    spec: {
+      blocks: [{ cidr: "10.0.0.0/24" }],
+      port: "http",
+      note: null,
+      typo: 1,
+      free: { any: { thing: 1 } },
+    },
+  });
+  assertEquals(r.causes, []);
+  assertEquals(r.unknownFields, ["spec.typo"]);
+  assertEquals(r.value.spec, {
+    blocks: [{ cidr: "10.0.0.0/24" }],
+    port: "http",
+    note: null,
+    mode: "Stateful",
+    free: { any: { thing: 1 } },
+  });
+  assertEquals(
+    (r.value.metadata as { labels: unknown }).labels,
+    { a: "b" },
+    "metadata is not pruned by the schema",
+  );
+});
+
+Deno.test("schema: required, minItems, oneOf, formats, int-or-string and maxLength name their fields", () => {
+  assertEquals(fields(admit(schema, { spec: {} })), ["spec.blocks: FieldValueRequired"]);
+  assertEquals(fields(admit(schema, { spec: { blocks: [] } })), ["spec.blocks: FieldValueInvalid"]);
+  const r = admit(schema, {
+    spec: {
+      blocks: [{ cidr: "10.0.0.0/24", start: "10.0.0.1", stop: "10.0.0.9" }, {
+        start: "300.0.0.1",
+        stop: "10.0.0.2",
+      }],
+      port: 1.5,
+      note: "toolong",
+    },
+  });
+  assertEquals(fields(r), [
+    "spec.blocks[0]: FieldValueInvalid",
+    "spec.blocks[1].start: FieldValueInvalid",
+    "spec.port: FieldValueInvalid",
+    "spec.note: FieldValueTooLong",
+  ]);
+});
+
+Deno.test("schema: CEL rules are found so a CRD using them can be refused", () => {
+  const found = unsupportedSchemaFeatures({
+    type: "object",
+    properties: { spec: { type: "object", "x-kubernetes-validations": [{ rule: "self.a > 0" }] } },
+  });
+  assertEquals(found, ["openAPIV3Schema.properties.spec: x-kubernetes-validations (CEL rules)"]);
+});
+
+Deno.test("selectors: label operators and field selectors; what cannot be read is a 400", async () => {
+  const obj = (labels: Record<string, string>) => ({
+    metadata: { name: "n", namespace: "ns", labels },
+    spec: { nodeName: "a" },
+  });
+  const match = (sel: string, labels: Record<string, string>) =>
+    parseLabelSelector(sel)(obj(labels));
+  assert(match("a=1,b!=2", { a: "1" }));
+  assert(match("a in (1, 2),!c", { a: "2" }));
+  assert(!match("a notin (1,2)", { a: "2" }));
+  assert(match("a", { a: "" }) && !match("a", {}));
+  assert(match("n>3", { n: "4" }) && !match("n<3", { n: "4" }));
+  assert(parseFieldSelector("spec.nodeName=a,metadata.namespace!=x", ["spec.nodeName"])(obj({})));
+  await assertRejects(
+    () => parseFieldSelector("spec.nodeName=a", []),
+    "field label not supported: spec.nodeName",
+  );
+  await assertRejects(() => parseLabelSelector("a in b"), "unable to parse requirement");
+  await assertRejects(() => parseLabelSelector("a=b c"), "unable to parse requirement");
+});

@@ -1,7 +1,7 @@
 /**
  * Admission: what the server checks before it stores an object (names, fields against the
- * kind's schema, CRDs it can serve). A CRD with CEL rules (`x-kubernetes-validations`) is
- * refused rather than stored with rules nobody enforces.
+ * kind's schema, CRDs it can serve). A CRD with a CEL rule outside the supported subset
+ * (`cel.ts`) is refused rather than stored with a rule nobody enforces.
  *
  * @module
  */
@@ -132,10 +132,11 @@ function crdCauses(crd: Obj): StatusCause[] {
     for (
       const f of unsupportedSchemaFeatures(schema, `spec.versions[${i}].schema.openAPIV3Schema`)
     ) {
+      const at = f.indexOf(": ");
       causes.push({
         reason: "FieldValueForbidden",
-        field: f.split(":")[0],
-        message: `Forbidden: ${f.split(": ")[1]} are not supported by the Holdfast test API server`,
+        field: f.slice(0, at),
+        message: `Forbidden: ${f.slice(at + 2)}: not supported by the Holdfast test API server`,
       });
     }
   });

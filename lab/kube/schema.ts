@@ -4,13 +4,15 @@
  * validate type, properties, required, enum, pattern, format (ipv4, cidr, date-time),
  * minimum/maximum, min/maxLength, min/maxItems, min/maxProperties, items, additionalProperties,
  * allOf/anyOf/oneOf/not, `x-kubernetes-int-or-string` and `x-kubernetes-preserve-unknown-fields`.
- * CEL rules (`x-kubernetes-validations`) are not evaluated: {@linkcode unsupportedSchemaFeatures}
- * finds them so the server can refuse such a CRD instead of ignoring its rules.
+ * CEL rules (`x-kubernetes-validations`) are evaluated with the subset in `cel.ts`;
+ * {@linkcode unsupportedSchemaFeatures} finds rules outside it, so the server refuses such a CRD
+ * instead of ignoring its rules.
  *
  * @module
  */
 import type { Obj } from "./resources.ts";
 import type { StatusCause } from "./status.ts";
+import { type CelProgram, compileCel } from "./cel.ts";
 
 /** What {@linkcode admit} found. */
 export interface SchemaResult {
@@ -56,12 +58,37 @@ const FORMATS: Record<string, RegExp> = {
   "date-time": /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/,
 };
 
+const compiled = new Map<string, CelProgram>();
+
+function program(rule: string): CelProgram {
+  let p = compiled.get(rule);
+  if (!p) compiled.set(rule, p = compileCel(rule));
+  return p;
+}
+
 /** Schema features this server cannot honour, as `path: feature` lines (empty when none). */
 export function unsupportedSchemaFeatures(schema: unknown, path = "openAPIV3Schema"): string[] {
   if (!isObj(schema)) return [];
   const out: string[] = [];
-  if (schema["x-kubernetes-validations"] !== undefined) {
-    out.push(`${path}: x-kubernetes-validations (CEL rules)`);
+  const rules = schema["x-kubernetes-validations"];
+  if (rules !== undefined) {
+    for (const r of Array.isArray(rules) ? rules : [rules]) {
+      const rule = isObj(r) ? r : {};
+      try {
+        if (typeof rule.rule !== "string") throw new Error("a rule must be a string");
+        if (rule.messageExpression !== undefined) {
+          throw new Error("messageExpression is not supported");
+        }
+        if (rule.optionalOldSelf !== undefined) throw new Error("optionalOldSelf is not supported");
+        program(rule.rule);
+      } catch (e) {
+        out.push(
+          `${path}.x-kubernetes-validations: CEL rule ${JSON.stringify(rule.rule)} (${
+            (e as Error).message
+          })`,
+        );
+      }
+    }
   }
   for (const [k, v] of Object.entries(schema)) {
     if (k === "properties" && isObj(v)) {
@@ -215,6 +242,37 @@ class Walker {
       }
     }
     this.combinators(schema, v, path);
+    this.rules(schema, v, path);
+  }
+
+  rules(schema: Schema, v: unknown, path: string): void {
+    const rules = schema["x-kubernetes-validations"];
+    if (!Array.isArray(rules)) return;
+    const shown = isObj(v) ? "object" : Array.isArray(v) ? "array" : v;
+    for (const r of rules as Obj[]) {
+      const rule = String(r.rule);
+      let ok: unknown;
+      let why = String(r.message ?? `failed rule: ${rule}`);
+      try {
+        ok = program(rule)(v);
+      } catch (e) {
+        ok = false;
+        why = `${(e as Error).message} evaluating rule: ${rule}`;
+      }
+      if (ok === true) continue;
+      const fieldPath = typeof r.fieldPath === "string" ? r.fieldPath : "";
+      const field = `${path}${fieldPath}`;
+      const reason = String(r.reason ?? "FieldValueInvalid");
+      const prefix: Record<string, string> = {
+        FieldValueForbidden: "Forbidden",
+        FieldValueRequired: "Required value",
+        FieldValueDuplicate: "Duplicate value",
+      };
+      const message = prefix[reason]
+        ? `${prefix[reason]}: ${why}`
+        : `Invalid value: ${show(shown)}: ${why}`;
+      this.causes.push({ reason, field, message });
+    }
   }
 
   combinators(schema: Schema, v: unknown, path: string): void {

@@ -48,7 +48,10 @@ const SYSTEM_META = new Set([
 
 function itemKey(item: unknown, keys: readonly string[]): string {
   const k: Obj = {};
-  for (const name of keys) if (isObj(item)) k[name] = item[name];
+  // A port's protocol key defaults to TCP, so an applied port without one names the stored one.
+  for (const name of keys) {
+    if (isObj(item)) k[name] = item[name] ?? (name === "protocol" ? "TCP" : undefined);
+  }
   return `k:${JSON.stringify(k)}`;
 }
 

@@ -98,6 +98,27 @@ Deno.test("kubectl: server-side apply owns fields; another manager conflicts unl
   assertEquals(managers, ["kubectl", "ops"]);
 });
 
+Deno.test("kubectl: server-side apply of a Service twice keeps one port (keys port+protocol, TCP default)", async () => {
+  await using env = await kubectlEnv();
+  const svc =
+    "apiVersion: v1\nkind: Service\nmetadata: { name: web }\nspec:\n  type: LoadBalancer\n" +
+    "  loadBalancerClass: holdfast.io/lb\n  selector: { app: web }\n  ports: [{ name: http, port: 80, targetPort: 8080 }]\n";
+  await env.ok(["apply", "--server-side", "-f", "-"], svc);
+  await env.ok(["apply", "--server-side", "-f", "-"], svc.replace("8080", "8081"));
+  const obj = parse(await env.ok(["get", "service", "web", "-o", "yaml"]));
+  assertEquals(obj.spec.ports, [{
+    name: "http",
+    port: 80,
+    protocol: "TCP",
+    targetPort: 8081,
+    nodePort: 30000,
+  }]);
+  assertMatch(
+    await env.ok(["get", "services"]),
+    /^web\s+LoadBalancer\s+10\.96\.0\.1\s+<pending>\s+80:30000\/TCP\s/m,
+  );
+});
+
 Deno.test("kubectl: patch merge, json and strategic (containers merge by name)", async () => {
   await using env = await kubectlEnv();
   await env.ok(["apply", "-f", "-"], DEPLOYMENT);

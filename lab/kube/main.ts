@@ -10,11 +10,13 @@ import { startKubeServer } from "./server.ts";
 
 const USAGE =
   `usage: deno task kube:server [--port N] [--crds DIR_OR_FILE]... [--kubeconfig PATH] [--log-requests]
+  [--simulate-rollouts]
   Serves a Kubernetes API for tests and tools on 127.0.0.1 (see docs/kube_test_server.md).
   --port N            port on 127.0.0.1 (default 0: a free one)
   --crds PATH         load the CustomResourceDefinitions in this file or directory (repeatable)
   --kubeconfig PATH   write the kubeconfig here (default: a temp file removed at exit)
-  --log-requests      log each request as a JSON line`;
+  --log-requests      log each request as a JSON line
+  --simulate-rollouts give Deployments and DaemonSets a finished rollout's status`;
 
 const options = readCommandLineOrExit(Deno.args, {
   command: "kube:server",
@@ -24,12 +26,14 @@ const options = readCommandLineOrExit(Deno.args, {
     crds: { type: "string", multiple: true },
     kubeconfig: { type: "string" },
     "log-requests": { type: "boolean" },
+    "simulate-rollouts": { type: "boolean" },
   },
 }, (line) => ({
   port: intOption(line.values, "port", { min: 0, max: 65535, default: 0 }),
   crds: listOption(line.values, "crds"),
   kubeconfig: stringOption(line.values, "kubeconfig"),
   logRequests: line.values["log-requests"] === true,
+  simulateRollouts: line.values["simulate-rollouts"] === true,
 }));
 
 const server = await startKubeServer({

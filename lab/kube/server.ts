@@ -23,6 +23,7 @@ import { type HandlerContext, handleResource, json, type Target } from "./handle
 import { ApiError, statusObject } from "./status.ts";
 import { loadManifests } from "./manifests.ts";
 import { openApiGroupVersion, openApiIndex } from "./openapi.ts";
+import { simulateRollouts } from "./rollouts.ts";
 
 /** Options of {@linkcode startKubeServer}. */
 export interface KubeServerOptions {
@@ -40,6 +41,11 @@ export interface KubeServerOptions {
   readonly maxWatchSeconds?: number;
   /** Log each request as a JSON line (default false). */
   readonly logRequests?: boolean;
+  /**
+   * Give Deployments and DaemonSets the status of a finished rollout when their spec changes
+   * (`rollouts.ts`; default false: nothing writes their status but clients).
+   */
+  readonly simulateRollouts?: boolean;
 }
 
 /** A request the server answered (kept for tests: what did kubectl ask for?). */
@@ -159,6 +165,7 @@ export async function startKubeServer(options: KubeServerOptions = {}): Promise<
       );
     }
   }
+  const stopRollouts = options.simulateRollouts ? simulateRollouts(rest) : () => {};
   const requests: RequestRecord[] = [];
   let address = "127.0.0.1:0";
   const handle = async (req: Request): Promise<Response> => {
@@ -242,6 +249,7 @@ export async function startKubeServer(options: KubeServerOptions = {}): Promise<
   const close = async () => {
     if (closed) return;
     closed = true;
+    stopRollouts();
     watches.abort();
     await server.shutdown();
     for (const f of tempFiles) await Deno.remove(f).catch(() => {});

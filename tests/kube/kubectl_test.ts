@@ -237,6 +237,21 @@ Deno.test("kubectl: get -w streams changes, delete removes", async () => {
   assertStringIncludes(gone.stderr, `deployments.apps "web" not found`);
 });
 
+Deno.test("kubectl: rollout status waits on the simulated rollout; without it, it times out", async () => {
+  {
+    await using env = await kubectlEnv({ simulateRollouts: true });
+    await env.ok(["apply", "-f", "-"], DEPLOYMENT);
+    assertStringIncludes(
+      await env.ok(["rollout", "status", "deployment/web", "--timeout=10s"]),
+      "successfully rolled out",
+    );
+  }
+  await using env = await kubectlEnv();
+  await env.ok(["apply", "-f", "-"], DEPLOYMENT);
+  const stalled = await env.kubectl(["rollout", "status", "deployment/web", "--timeout=1s"]);
+  assert(stalled.code !== 0, "nothing rolls out without a controller");
+});
+
 Deno.test("kubectl: what the server cannot do fails loudly", async () => {
   await using env = await kubectlEnv();
   const proto = await env.kubectl(["create", "configmap", "x", "--from-literal=a=b"]);

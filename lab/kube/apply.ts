@@ -13,8 +13,13 @@
 import type { Obj } from "./resources.ts";
 import { ApiError } from "./status.ts";
 
-/** How a list at a field path (field names only) merges: keys, a set, or atomic (undefined). */
-export type ListKeys = (path: readonly string[]) => readonly string[] | "set" | undefined;
+/**
+ * How the field at a path (field names only) merges: a list by keys, a list as a set, a map
+ * as one value (`"atomic"`), or else the default (lists atomic, maps field by field).
+ */
+export type ListKeys = (
+  path: readonly string[],
+) => readonly string[] | "set" | "atomic" | undefined;
 
 /** Who writes: manager name, operation, subresource. */
 export interface Writer {
@@ -62,7 +67,10 @@ function collect(
   listKeys: ListKeys,
   out: Paths,
 ): void {
-  if (isObj(value) && Object.keys(value).length > 0) {
+  if (
+    isObj(value) && Object.keys(value).length > 0 &&
+    !(segs.length > 0 && listKeys(names) === "atomic")
+  ) {
     for (const [k, v] of Object.entries(value)) {
       if (segs.length === 0 && (k === "apiVersion" || k === "kind")) continue;
       if (segs.length === 1 && segs[0] === "f:metadata" && SYSTEM_META.has(k)) continue;
@@ -71,7 +79,7 @@ function collect(
     return;
   }
   const keys = Array.isArray(value) && value.length > 0 ? listKeys(names) : undefined;
-  if (!Array.isArray(value) || keys === undefined) {
+  if (!Array.isArray(value) || keys === undefined || keys === "atomic") {
     if (segs.length > 0) out.add(segs.join(SEP));
   } else if (keys === "set") {
     for (const v of value) out.add([...segs, `v:${JSON.stringify(v)}`].join(SEP));
@@ -214,7 +222,7 @@ export function structuredMerge(
   listKeys: ListKeys,
   names: string[] = [],
 ): unknown {
-  if (isObj(applied)) {
+  if (isObj(applied) && !(names.length > 0 && listKeys(names) === "atomic")) {
     const out: Obj = isObj(live) ? { ...live } : {};
     for (const [k, v] of Object.entries(applied)) {
       if (v === null) delete out[k];
@@ -230,7 +238,7 @@ export function structuredMerge(
         ...applied.filter((v) => !live.some((l) => JSON.stringify(l) === JSON.stringify(v))),
       ];
     }
-    if (keys !== undefined) {
+    if (keys !== undefined && keys !== "atomic") {
       const out = [...live];
       for (const item of applied) {
         const at = out.findIndex((e) => itemKey(e, keys) === itemKey(item, keys));

@@ -86,13 +86,22 @@ export class Registry {
   }
 }
 
-/** How lists of a type merge (server-side apply and strategic merge). */
+/** Built-in maps that server-side apply treats as one value (`x-kubernetes-map-type: atomic`). */
+const BUILTIN_ATOMIC_MAPS = [
+  /^spec\.selector$/,
+  /(^|\.)nodeSelector$/,
+  /(^|\.)(labelSelector|namespaceSelector)$/,
+];
+
+/** How lists and maps of a type merge under server-side apply. */
 export function listKeysFor(type: ResourceType): ListKeys {
   if (!type.custom) {
     return (path) => {
       const key = strategicListKey(type.kind, path);
       if (key === "$set") return "set";
-      if (type.kind === "Service" && path.join(".") === "spec.ports") return ["port", "protocol"];
+      const joined = path.join(".");
+      if (type.kind === "Service" && joined === "spec.ports") return ["port", "protocol"];
+      if (BUILTIN_ATOMIC_MAPS.some((re) => re.test(joined))) return "atomic";
       return key === undefined ? undefined : [key];
     };
   }
@@ -109,6 +118,7 @@ export function listKeysFor(type: ResourceType): ListKeys {
         : undefined;
     }
     if (!isObj(s)) return undefined;
+    if (s["x-kubernetes-map-type"] === "atomic") return "atomic";
     if (s["x-kubernetes-list-type"] === "set") return "set";
     if (s["x-kubernetes-list-type"] === "map") {
       return (s["x-kubernetes-list-map-keys"] ?? []) as string[];

@@ -253,6 +253,33 @@ Deno.test("api: server-side apply on a keyed list: managers own their items; dro
   assertEquals(final.spec.parts.map((p: Json) => p.name), ["b", "c"]);
 });
 
+Deno.test("api: server-side apply treats a Service selector as one value (atomic map)", async () => {
+  await using server = await startKubeServer();
+  const path = "/api/v1/namespaces/default/services/s";
+  const apply = (manager: string, selector: Record<string, string>, force = false) =>
+    call(
+      server,
+      "PATCH",
+      `${path}?fieldManager=${manager}${force ? "&force=true" : ""}`,
+      {
+        apiVersion: "v1",
+        kind: "Service",
+        metadata: { name: "s" },
+        spec: { selector, ports: [{ port: 80 }] },
+      },
+      { "content-type": "application/apply-patch+yaml" },
+    );
+  assertEquals((await apply("a", { app: "web" })).code, 201);
+  const clash = await apply("b", { tier: "front" });
+  assertEquals(clash.code, 409, "a different selector conflicts as a whole");
+  assertStringIncludes(clash.body.message, ".spec.selector");
+  assertEquals(
+    (await apply("b", { tier: "front" }, true)).body.spec.selector,
+    { tier: "front" },
+    "replaced, not merged",
+  );
+});
+
 Deno.test("api: tables for kubectl get (CRD printer columns, Service columns, Name/Age default)", async () => {
   await using server = await startKubeServer({ crdDirs: [WIDGET_CRDS] });
   const table = { accept: "application/json;as=Table;v=v1;g=meta.k8s.io,application/json" };

@@ -357,3 +357,44 @@ Deno.test("client-node: an informer (ListWatch with a field selector) lists, wat
     await informer.stop();
   }
 });
+
+Deno.test("client-node: KubernetesObjectApi server-side applies manifests from k8s-style YAML and lists them", async () => {
+  await using server = await startKubeServer({ crdDirs: [WIDGET_CRDS] });
+  const objects = k8s.KubernetesObjectApi.makeApiClient(await clientFor(server));
+  const specs = k8s.loadAllYaml(
+    await Deno.readTextFile(new URL("./testdata/widgets.yaml", import.meta.url)),
+  ) as k8s.KubernetesObject[];
+  for (const spec of specs) {
+    await objects.patch(
+      spec,
+      undefined,
+      undefined,
+      "holdfast-deploy",
+      true,
+      k8s.PatchStrategy.ServerSideApply,
+    );
+  }
+  const again = await objects.patch(
+    specs[0]!,
+    undefined,
+    undefined,
+    "holdfast-deploy",
+    true,
+    k8s.PatchStrategy.ServerSideApply,
+  );
+  assertEquals(again.metadata?.generation, 1, "re-applying the same manifest changes nothing");
+  const listed = await objects.list(
+    "test.holdfast.io/v1",
+    "Widget",
+    "default",
+    undefined,
+    undefined,
+    undefined,
+    undefined,
+    "team=blue",
+  );
+  assertEquals(listed.items.map((o) => o.metadata?.name), ["w1"]);
+  await objects.delete(specs[1]!);
+  const left = await objects.list("test.holdfast.io/v1", "Widget", "default");
+  assertEquals(left.items.map((o) => o.metadata?.name), ["w1"]);
+});

@@ -314,6 +314,52 @@ Deno.test("api: tables for kubectl get (CRD printer columns, Service columns, Na
   assertEquals(cm.body.columnDefinitions.map((c: Json) => c.name), ["Name", "Age"]);
 });
 
+Deno.test("api: a CRD with a CEL rule outside the supported subset is refused, naming the rule", async () => {
+  await using server = await startKubeServer();
+  const crd = {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: "things.test.holdfast.io" },
+    spec: {
+      group: "test.holdfast.io",
+      scope: "Cluster",
+      names: { plural: "things", singular: "thing", kind: "Thing" },
+      versions: [{
+        name: "v1",
+        served: true,
+        storage: true,
+        schema: {
+          openAPIV3Schema: {
+            type: "object",
+            properties: {
+              spec: {
+                type: "object",
+                "x-kubernetes-validations": [{ rule: "self.n == oldSelf.n" }],
+              },
+            },
+          },
+        },
+      }],
+    },
+  };
+  const r = await call(
+    server,
+    "POST",
+    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+    crd,
+  );
+  assertEquals([r.code, r.body.reason], [422, "Invalid"]);
+  assertStringIncludes(
+    r.body.message,
+    `CEL rule "self.n == oldSelf.n" (transition rules (oldSelf) are not supported)`,
+  );
+  assertEquals(
+    (await call(server, "GET", "/apis/test.holdfast.io/v1/things")).code,
+    404,
+    "nothing is served",
+  );
+});
+
 Deno.test("api: what is not supported is refused with a Status naming it", async () => {
   await using server = await startKubeServer();
   const cases: [string, string, number, string, Record<string, string>?][] = [

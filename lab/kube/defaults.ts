@@ -106,6 +106,10 @@ export function applyDefaults(
       break;
     }
     case "CustomResourceDefinition": {
+      if (previous && obj.status) {
+        obj.status = previous.status;
+        break;
+      }
       const spec = (obj.spec ?? {}) as Obj;
       const versions = (spec.versions ?? []) as Obj[];
       const storage = versions.find((v) => v.storage)?.name ?? versions[0]?.name;

@@ -72,6 +72,29 @@ function withoutMetaAndStatus(obj: Obj): string {
   return JSON.stringify(rest);
 }
 
+/** JSON with object keys sorted, so equal objects print equal whatever their key order. */
+function canonical(v: unknown): string {
+  return JSON.stringify(
+    v,
+    (_k, x) => isObj(x) ? Object.fromEntries(Object.keys(x).sort().map((k) => [k, x[k]])) : x,
+  );
+}
+
+/**
+ * Whether an update changes nothing but its own bookkeeping (resourceVersion, managedFields
+ * times): the real server then stores nothing, keeps the resourceVersion and sends no event.
+ */
+function unchanged(current: Obj, next: Obj): boolean {
+  const strip = (o: Obj) => {
+    const c = structuredClone(o);
+    const m = meta(c);
+    delete m.resourceVersion;
+    for (const f of (m.managedFields ?? []) as Obj[]) delete f.time;
+    return canonical(c);
+  };
+  return strip(current) === strip(next);
+}
+
 /** REST semantics over the registry's store. */
 export class Rest {
   readonly registry: Registry;
@@ -146,7 +169,15 @@ export class Rest {
     if (name && this.registry.store.get(storageKey(type), type.namespaced ? ns : "", name)) {
       throw alreadyExists(this.#subject(type, name));
     }
-    for (const k of ["resourceVersion", "uid", "deletionTimestamp"]) delete m[k];
+    if (m.resourceVersion !== undefined && m.resourceVersion !== "") {
+      // What the real server's storage answers, too.
+      throw new ApiError(
+        500,
+        "InternalError",
+        "Internal error occurred: resourceVersion should not be set on objects to be created",
+      );
+    }
+    for (const k of ["uid", "deletionTimestamp"]) delete m[k];
     if (!opts.applied) delete m.managedFields;
     if (type.status && type.kind !== "Node") delete obj.status;
     m.uid = crypto.randomUUID();
@@ -227,6 +258,9 @@ export class Rest {
     const om = meta(obj);
     const finalizers = (om.finalizers ?? []) as unknown[];
     if (opts.dryRun) return { object: obj, warnings: checked.warnings, created: false };
+    if (unchanged(current, obj)) {
+      return { object: current, warnings: checked.warnings, created: false };
+    }
     if (om.deletionTimestamp && finalizers.length === 0) {
       this.registry.store.write(storageKey(type), obj);
       return {

@@ -103,8 +103,9 @@ function route(registry: Registry, path: string): Target | undefined {
   }
   let namespace: string | undefined;
   if (
-    rest[0] === "namespaces" && rest.length >= 3 && group === "" ||
-    rest[0] === "namespaces" && group !== "" && rest.length >= 3
+    rest[0] === "namespaces" && rest.length >= 3 &&
+    // /api/v1/namespaces/NAME/status is the Namespace's own subresource.
+    !(group === "" && registry.find(group, version, rest[2]!) === undefined)
   ) {
     namespace = rest[1];
     rest = rest.slice(2);

@@ -127,6 +127,54 @@ Deno.test("api: namespaces: objects need one; deleting it deletes what is in it"
   assertEquals([again.code, again.body.reason], [409, "AlreadyExists"]);
 });
 
+Deno.test("api: a no-op write keeps the resourceVersion and sends no event, as a real server", async () => {
+  await using server = await startKubeServer();
+  const made = await call(server, "POST", CM, {
+    metadata: { name: "a", labels: { x: "1" } },
+    data: { k: "v" },
+  });
+  const rv = made.body.metadata.resourceVersion;
+  const res = await fetch(`${server.url}${CM}?watch=true&resourceVersion=${rv}`);
+  const events = readEvents(res, 3, 1500);
+  const put = await call(server, "PUT", `${CM}/a`, made.body);
+  const merge = await call(server, "PATCH", `${CM}/a`, { data: { k: "v" } }, {
+    "content-type": "application/merge-patch+json",
+  });
+  const applied = {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: "a" },
+    data: { k: "v" },
+  };
+  const ssa = { "content-type": "application/apply-patch+yaml" };
+  await call(server, "PATCH", `${CM}/a?fieldManager=m`, applied, ssa);
+  const again = await call(server, "PATCH", `${CM}/a?fieldManager=m`, applied, ssa);
+  assertEquals([put.body.metadata.resourceVersion, merge.body.metadata.resourceVersion], [rv, rv]);
+  const ssaRv = again.body.metadata.resourceVersion;
+  assertEquals(
+    (await call(server, "PATCH", `${CM}/a?fieldManager=m`, applied, ssa)).body.metadata
+      .resourceVersion,
+    ssaRv,
+  );
+  assertEquals(
+    (await events).map((e) => e.type),
+    ["MODIFIED"],
+    "only the first apply (new manager) changed anything",
+  );
+});
+
+Deno.test("api: a Namespace's /status; creating with a resourceVersion fails as on a real server", async () => {
+  await using server = await startKubeServer();
+  const ns = await call(server, "GET", "/api/v1/namespaces/default/status");
+  assertEquals([ns.code, ns.body.status.phase], [200, "Active"]);
+  const withRv = await call(server, "POST", CM, { metadata: { name: "a", resourceVersion: "5" } });
+  assertEquals(withRv.code, 500);
+  assertStringIncludes(
+    withRv.body.message,
+    "resourceVersion should not be set on objects to be created",
+  );
+});
+
 Deno.test("api: dryRun=All stores nothing; lists refuse versions they cannot serve", async () => {
   await using server = await startKubeServer();
   const dry = await call(server, "POST", `${CM}?dryRun=All`, { metadata: { name: "dry" } });

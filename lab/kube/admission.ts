@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { CRD_GROUP, type Obj, type ResourceType, typesFromCrd } from "./resources.ts";
+import { CRD_GROUP, isObj, type Obj, type ResourceType, typesFromCrd } from "./resources.ts";
 import { admit, unsupportedSchemaFeatures } from "./schema.ts";
 import { checkBuiltin } from "./builtin_schema.ts";
 import { badRequest, invalid, type StatusCause } from "./status.ts";
@@ -13,10 +13,6 @@ import type { WriteOptions } from "./rest.ts";
 
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const RBAC_NAME = /^[^/%]+$/;
-
-function isObj(v: unknown): v is Obj {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
-}
 
 function meta(obj: Obj): Obj {
   return (obj.metadata ??= {}) as Obj;

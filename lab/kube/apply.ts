@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { Obj } from "./resources.ts";
+import { isObj, type Obj } from "./resources.ts";
 import { ApiError } from "./status.ts";
 
 /**
@@ -31,10 +31,6 @@ export interface Writer {
 
 type Paths = Set<string>;
 const SEP = "\u0001";
-
-function isObj(v: unknown): v is Obj {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
-}
 
 /** Metadata fields nobody owns. */
 const SYSTEM_META = new Set([

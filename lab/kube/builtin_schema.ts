@@ -7,7 +7,7 @@
  * @module
  */
 import * as k8s from "@kubernetes/client-node";
-import type { Obj } from "./resources.ts";
+import { isObj, type Obj } from "./resources.ts";
 
 interface Attribute {
   readonly baseName: string;
@@ -24,10 +24,6 @@ export interface BuiltinCheck {
   readonly unknownFields: string[];
   /** Wrong-type errors, `path: expected T, got U`. */
   readonly typeErrors: string[];
-}
-
-function isObj(v: unknown): v is Obj {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
 function jsonType(v: unknown): string {

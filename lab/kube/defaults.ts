@@ -6,11 +6,7 @@
  *
  * @module
  */
-import type { Obj, ResourceType } from "./resources.ts";
-
-function isObj(v: unknown): v is Obj {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
-}
+import { isObj, type Obj, type ResourceType } from "./resources.ts";
 
 /** Allocates cluster IPs and node ports for Services. */
 export class ServiceAllocator {

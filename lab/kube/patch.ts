@@ -7,12 +7,8 @@
  *
  * @module
  */
-import type { Obj } from "./resources.ts";
+import { isObj, type Obj } from "./resources.ts";
 import { ApiError, badRequest } from "./status.ts";
-
-function isObj(v: unknown): v is Obj {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
-}
 
 /** Applies an RFC 7386 JSON merge patch. */
 export function mergePatch(target: unknown, patch: unknown): unknown {

@@ -8,6 +8,7 @@
 import {
   BUILTIN_TYPES,
   CRD_GROUP,
+  isObj,
   type Obj,
   type ResourceType,
   storageKey,
@@ -19,10 +20,6 @@ import type { ListKeys } from "./apply.ts";
 
 /** The storage key of CustomResourceDefinitions. */
 export const CRD_RESOURCE = `${CRD_GROUP}/customresourcedefinitions`;
-
-function isObj(v: unknown): v is Obj {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
-}
 
 /** The served types, built-in and custom. */
 export class Registry {

@@ -47,6 +47,11 @@ export interface ResourceType {
   readonly model?: string;
 }
 
+/** Whether a JSON value is an object (not an array, not null). */
+export function isObj(v: unknown): v is Obj {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+
 /** `apiVersion` of a type: `v1` or `apps/v1`. */
 export function apiVersionOf(t: ResourceType): string {
   return t.group ? `${t.group}/${t.version}` : t.version;

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { apiVersionOf, type Obj, type ResourceType, storageKey } from "./resources.ts";
+import { apiVersionOf, isObj, type Obj, type ResourceType, storageKey } from "./resources.ts";
 import type { Registry } from "./registry.ts";
 import { CRD_RESOURCE, listKeysFor } from "./registry.ts";
 import { admitObject } from "./admission.ts";
@@ -53,10 +53,6 @@ export interface WriteResult {
   readonly warnings: string[];
   /** True when the object was created (201). */
   readonly created: boolean;
-}
-
-function isObj(v: unknown): v is Obj {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
 function meta(obj: Obj): Obj {

@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { Obj } from "./resources.ts";
+import { isObj, type Obj } from "./resources.ts";
 import type { StatusCause } from "./status.ts";
 import { type CelProgram, compileCel } from "./cel.ts";
 
@@ -25,10 +25,6 @@ export interface SchemaResult {
 }
 
 type Schema = Obj;
-
-function isObj(v: unknown): v is Obj {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
-}
 
 function show(v: unknown): string {
   return typeof v === "string" ? JSON.stringify(v) : JSON.stringify(v) ?? String(v);

@@ -122,39 +122,22 @@ Deno.test("kubectl: server-side apply of a Service twice keeps one port (keys po
 Deno.test("kubectl: patch merge, json and strategic (containers merge by name)", async () => {
   await using env = await kubectlEnv();
   await env.ok(["apply", "-f", "-"], DEPLOYMENT);
-  await env.ok(["patch", "deployment", "web", "--type", "merge", "-p", '{"spec":{"replicas":4}}']);
-  await env.ok([
-    "patch",
-    "deployment",
-    "web",
-    "--type",
-    "json",
-    "-p",
-    '[{"op":"add","path":"/metadata/labels/tier","value":"front"}]',
-  ]);
-  await env.ok([
-    "patch",
-    "deployment",
-    "web",
-    "-p",
-    '{"spec":{"template":{"spec":{"containers":[{"name":"sidecar","image":"busybox:2"}]}}}}',
-  ]);
+  const patch = (type: string, body: string) =>
+    env.kubectl(["patch", "deployment", "web", "--type", type, "-p", body]);
+  assertEquals((await patch("merge", '{"spec":{"replicas":4}}')).code, 0);
+  assertEquals(
+    (await patch("json", '[{"op":"add","path":"/metadata/labels/tier","value":"front"}]')).code,
+    0,
+  );
+  const sidecar =
+    '{"spec":{"template":{"spec":{"containers":[{"name":"sidecar","image":"busybox:2"}]}}}}';
+  assertEquals((await patch("strategic", sidecar)).code, 0);
   const obj = parse(await env.ok(["get", "deployment", "web", "-o", "yaml"]));
   assertEquals(obj.spec.replicas, 4);
   assertEquals(obj.metadata.labels.tier, "front");
-  assertEquals(obj.spec.template.spec.containers.map((c: { image: string }) => c.image), [
-    "nginx:1.25",
-    "busybox:2",
-  ]);
-  const bad = await env.kubectl([
-    "patch",
-    "deployment",
-    "web",
-    "--type",
-    "json",
-    "-p",
-    '[{"op":"test","path":"/spec/replicas","value":9}]',
-  ]);
+  const images = obj.spec.template.spec.containers.map((c: { image: string }) => c.image);
+  assertEquals(images, ["nginx:1.25", "busybox:2"]);
+  const bad = await patch("json", '[{"op":"test","path":"/spec/replicas","value":9}]');
   assert(bad.code !== 0);
   assertStringIncludes(bad.stderr, "test failed");
 });

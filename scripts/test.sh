@@ -3,9 +3,9 @@
 # ends with the totals on a line of their own: "N passed, N failed".
 #
 #   bash scripts/test.sh          everything: gates (fmt, lint, types), build, unit, redis,
-#                                 bpf, netns, e2e, bench, kube, hygiene
+#                                 bpf, netns, e2e, bench, kube, k8s, hygiene
 #   bash scripts/test.sh --ok     the quick gate: fmt, lint, types, unit tests
-#   bash scripts/test.sh GROUP…   only the named groups (unit redis bpf netns e2e bench kube hygiene)
+#   bash scripts/test.sh GROUP…   only the named groups (unit redis bpf netns e2e bench kube k8s hygiene)
 #
 # The bench group runs every bench:* task of deno.json with --quick (seconds each): a check
 # passes when the task exits 0 and its last stdout line is one JSON object.
@@ -107,7 +107,7 @@ for arg in "$@"; do
     --ok) ok_only=1 ;;
     -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     -*) echo "Cannot parse test.sh arguments: Unknown option \"$arg\" (see \"./hf test --help\")" >&2; exit 2 ;;
-    unit | redis | bpf | netns | e2e | kube | hygiene | bench) selected+=("$arg") ;;
+    unit | redis | bpf | netns | e2e | kube | k8s | hygiene | bench) selected+=("$arg") ;;
     *) echo "Cannot parse test.sh arguments: Unknown group \"$arg\" (see \"./hf test --help\")" >&2; exit 2 ;;
   esac
 done
@@ -128,6 +128,7 @@ else
   want e2e && group e2e netns tests/e2e
   want bench && bench_group
   want kube && group kube kube tests/kube
+  want k8s && group k8s k8s tests/k8s_manifests # k8s/ manifests; the image build needs root
   want hygiene && group hygiene netns tests/hygiene # last: checks nothing was left behind
 fi
 

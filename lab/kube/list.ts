@@ -7,7 +7,7 @@
  * @module
  */
 import type { Obj, ResourceType } from "./resources.ts";
-import { storageKey } from "./resources.ts";
+import { readAs, storageKey } from "./resources.ts";
 import type { Store } from "./store.ts";
 import type { Matcher } from "./selectors.ts";
 import { ApiError, badRequest, expired } from "./status.ts";
@@ -100,7 +100,9 @@ export class Lister {
       offset = token.offset;
       id = token.id;
     } else {
-      items = this.#store.list(storageKey(type), q.namespace).filter(q.match);
+      items = this.#store.list(storageKey(type), q.namespace).map((o) => readAs(type, o)).filter(
+        q.match,
+      );
       id = crypto.randomUUID();
     }
     const end = limit > 0 ? Math.min(items.length, offset + limit) : items.length;

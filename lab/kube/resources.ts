@@ -5,6 +5,8 @@
  * @module
  */
 
+import { coreFromEventsV1, eventsV1FromCore } from "./events.ts";
+
 /** A JSON object as the server stores it. */
 export type Obj = Record<string, unknown>;
 
@@ -45,6 +47,12 @@ export interface ResourceType {
   readonly custom: boolean;
   /** Built-ins: the `@kubernetes/client-node` model that lists the kind's fields. */
   readonly model?: string;
+  /** Storage shared with another type (`group/plural`), read and written through converters. */
+  readonly storage?: string;
+  /** The stored form as this type shows it. */
+  readonly fromStorage?: (obj: Obj) => Obj;
+  /** This type's form as it is stored. */
+  readonly toStorage?: (obj: Obj) => Obj;
 }
 
 /** Whether a JSON value is an object (not an array, not null). */
@@ -59,7 +67,17 @@ export function apiVersionOf(t: ResourceType): string {
 
 /** Storage key of a type: objects of the same group and plural share it across versions. */
 export function storageKey(t: ResourceType): string {
-  return `${t.group}/${t.plural}`;
+  return t.storage ?? `${t.group}/${t.plural}`;
+}
+
+/** A stored object as `t` shows it. */
+export function readAs(t: ResourceType, obj: Obj): Obj {
+  return t.fromStorage ? t.fromStorage(obj) : obj;
+}
+
+/** An object of `t` as it is stored. */
+export function writeAs(t: ResourceType, obj: Obj): Obj {
+  return t.toStorage ? t.toStorage(obj) : obj;
 }
 
 interface BuiltinSpec {
@@ -74,6 +92,7 @@ interface BuiltinSpec {
   fields?: string[];
   cat?: string[];
   model?: string;
+  events?: boolean;
 }
 
 const BUILTINS: readonly BuiltinSpec[] = [
@@ -157,6 +176,7 @@ const BUILTINS: readonly BuiltinSpec[] = [
     plural: "events",
     short: ["ev"],
     model: "EventsV1Event",
+    events: true,
     fields: [
       "regarding.kind",
       "regarding.namespace",
@@ -232,6 +252,9 @@ export const BUILTIN_TYPES: readonly ResourceType[] = BUILTINS.map((b) => ({
   categories: b.cat,
   custom: false,
   model: b.model ?? `V1${b.kind}`,
+  ...(b.events
+    ? { storage: "/events", fromStorage: eventsV1FromCore, toStorage: coreFromEventsV1 }
+    : {}),
 }));
 
 /** The group CRDs are served by. */

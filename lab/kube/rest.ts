@@ -6,7 +6,15 @@
  *
  * @module
  */
-import { apiVersionOf, isObj, type Obj, type ResourceType, storageKey } from "./resources.ts";
+import {
+  apiVersionOf,
+  isObj,
+  type Obj,
+  readAs,
+  type ResourceType,
+  storageKey,
+  writeAs,
+} from "./resources.ts";
 import type { Registry } from "./registry.ts";
 import { CRD_RESOURCE, listKeysFor } from "./registry.ts";
 import { admitObject } from "./admission.ts";
@@ -104,9 +112,18 @@ export class Rest {
     return { plural: type.plural, group: type.group, name };
   }
 
+  #read(type: ResourceType, ns: string, name: string): Obj | undefined {
+    const obj = this.registry.store.get(storageKey(type), ns, name);
+    return obj && readAs(type, obj);
+  }
+
+  #write(type: ResourceType, obj: Obj): Obj {
+    return readAs(type, this.registry.store.write(storageKey(type), writeAs(type, obj)));
+  }
+
   /** The stored object or a 404. */
   get(type: ResourceType, ns: string, name: string): Obj {
-    const obj = this.registry.store.get(storageKey(type), ns, name);
+    const obj = this.#read(type, ns, name);
     if (!obj) throw notFound(this.#subject(type, name));
     obj.apiVersion = apiVersionOf(type);
     return obj;
@@ -185,7 +202,7 @@ export class Rest {
     if (!opts.applied) recordUpdate(undefined, obj, this.#writer(type, opts), listKeysFor(type));
     if (opts.dryRun) return { object: obj, warnings: checked.warnings, created: true };
     return {
-      object: this.registry.store.write(storageKey(type), obj),
+      object: this.#write(type, obj),
       warnings: checked.warnings,
       created: true,
     };
@@ -258,7 +275,7 @@ export class Rest {
       return { object: current, warnings: checked.warnings, created: false };
     }
     if (om.deletionTimestamp && finalizers.length === 0) {
-      this.registry.store.write(storageKey(type), obj);
+      this.#write(type, obj);
       return {
         object: this.#removeNow(type, ns, name)!,
         warnings: checked.warnings,
@@ -266,7 +283,7 @@ export class Rest {
       };
     }
     return {
-      object: this.registry.store.write(storageKey(type), obj),
+      object: this.#write(type, obj),
       warnings: checked.warnings,
       created: false,
     };
@@ -306,7 +323,7 @@ export class Rest {
       throw badRequest("apiVersion and kind are required in a server-side apply configuration");
     }
     const applied = this.#checkBody(type, ns, body, name);
-    const current = this.registry.store.get(storageKey(type), type.namespaced ? ns : "", name);
+    const current = this.#read(type, type.namespaced ? ns : "", name);
     if (!current && opts.subresource === "status") throw notFound(this.#subject(type, name));
     const writer: Writer = {
       manager: opts.manager,
@@ -334,7 +351,8 @@ export class Rest {
         }
       }
     }
-    return this.registry.store.remove(storageKey(type), type.namespaced ? ns : "", name);
+    const gone = this.registry.store.remove(storageKey(type), type.namespaced ? ns : "", name);
+    return gone && readAs(type, gone);
   }
 
   /**
@@ -369,7 +387,7 @@ export class Rest {
       cm.deletionTimestamp = timestamp();
       cm.deletionGracePeriodSeconds = 0;
       if (type.generation) cm.generation = Number(cm.generation ?? 0) + 1;
-      return { object: this.registry.store.write(storageKey(type), current), pending: true };
+      return { object: this.#write(type, current), pending: true };
     }
     return { object: this.#removeNow(type, ns, name) ?? current, pending: false };
   }

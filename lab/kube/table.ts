@@ -2,7 +2,8 @@
  * `meta.k8s.io/v1` Table responses, as `kubectl get` asks for them
  * (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`): a CRD's additionalPrinterColumns
  * (JSONPath subset: `.a.b`, `[n]`, `[*]`, `[?(@.f=="v")]`), Name and Age for the rest, and a few
- * columns for Services (Type, Cluster-IP, External-IP, Port(s)) since operators read them.
+ * columns for Services (Type, Cluster-IP, External-IP, Port(s)) and v1 Events (Last Seen, Type,
+ * Reason, Object, Message) since operators read them.
  *
  * @module
  */
@@ -122,6 +123,33 @@ function serviceColumns(): Column[] {
   ];
 }
 
+function eventColumns(): Column[] {
+  const col = (name: string, cell: (o: Obj) => unknown): Column => ({
+    name,
+    type: "string",
+    jsonPath: "",
+    cell,
+  });
+  const lastSeen = (o: Obj) => {
+    const series = (o.series ?? {}) as Obj;
+    return age(
+      series.lastObservedTime ?? o.lastTimestamp ?? o.eventTime ??
+        (o.metadata as Obj).creationTimestamp,
+    );
+  };
+  const object = (o: Obj) => {
+    const ref = (o.involvedObject ?? {}) as Obj;
+    return `${String(ref.kind ?? "").toLowerCase()}/${ref.name ?? ""}`;
+  };
+  return [
+    col("Last Seen", lastSeen),
+    col("Type", (o) => o.type ?? ""),
+    col("Reason", (o) => o.reason ?? ""),
+    col("Object", object),
+    col("Message", (o) => o.message ?? ""),
+  ];
+}
+
 function cellOf(col: PrinterColumn, obj: Obj): unknown {
   const values = jsonPath(obj, col.jsonPath);
   if (values.length === 0) return null;
@@ -140,6 +168,7 @@ function columnsOf(type: ResourceType): Column[] {
     ];
   }
   if (type.kind === "Service" && type.group === "") return serviceColumns();
+  if (type.kind === "Event" && type.group === "") return eventColumns();
   return [nameColumn(), ageColumn()];
 }
 

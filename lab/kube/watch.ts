@@ -9,7 +9,7 @@
  * @module
  */
 import type { Obj, ResourceType } from "./resources.ts";
-import { storageKey } from "./resources.ts";
+import { readAs, storageKey } from "./resources.ts";
 import type { Store, StoreEvent } from "./store.ts";
 import type { Matcher } from "./selectors.ts";
 import { statusObject } from "./status.ts";
@@ -90,7 +90,12 @@ export function watchStream(store: Store, opts: WatchOptions): ReadableStream<Ui
       };
       const deliver = (e: StoreEvent) => {
         if (e.resource !== key) return;
-        const seen = translate(opts, e);
+        const shown = {
+          ...e,
+          object: readAs(opts.type, e.object),
+          previous: e.previous && readAs(opts.type, e.previous),
+        };
+        const seen = translate(opts, shown);
         if (seen) send(seen.type, opts.encode(seen.object));
       };
       const bookmark = (annotations?: Record<string, string>) =>

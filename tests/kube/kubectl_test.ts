@@ -235,6 +235,42 @@ Deno.test("kubectl: rollout status waits on the simulated rollout; without it, i
   assert(stalled.code !== 0, "nothing rolls out without a controller");
 });
 
+Deno.test("kubectl: an events.k8s.io/v1 Event (as a controller writes it) shows in get events and describe", async () => {
+  await using env = await kubectlEnv();
+  const svc =
+    "apiVersion: v1\nkind: Service\nmetadata: { name: web }\nspec: { ports: [{ port: 80 }] }\n";
+  await env.ok(["apply", "-f", "-"], svc);
+  const uid = (await env.ok(["get", "service", "web", "-o", "jsonpath={.metadata.uid}"])).trim();
+  const event = {
+    apiVersion: "events.k8s.io/v1",
+    kind: "Event",
+    metadata: { name: "web.1" },
+    eventTime: "2026-01-01T00:00:00.000000Z",
+    reason: "AddressAllocated",
+    note: "allocated 10.0.100.1 from pool blue",
+    type: "Normal",
+    action: "Allocate",
+    reportingController: "holdfast.io/controller",
+    reportingInstance: "controller-0",
+    regarding: { apiVersion: "v1", kind: "Service", namespace: "default", name: "web", uid },
+  };
+  await env.ok(["create", "-f", "-"], JSON.stringify(event));
+  assertMatch(
+    await env.ok(["get", "events"]),
+    /Normal\s+AddressAllocated\s+service\/web\s+allocated 10\.0\.100\.1 from pool blue/,
+  );
+  assertMatch(
+    await env.ok(["describe", "service", "web"]),
+    /Normal\s+AddressAllocated\s+.*allocated 10\.0\.100\.1 from pool blue/,
+  );
+  const core = JSON.parse(await env.ok(["get", "events.v1.", "web.1", "-o", "json"]));
+  assertEquals([core.involvedObject.name, core.message, core.reportingComponent], [
+    "web",
+    event.note,
+    "holdfast.io/controller",
+  ]);
+});
+
 Deno.test("kubectl: what the server cannot do fails loudly", async () => {
   await using env = await kubectlEnv();
   const proto = await env.kubectl(["create", "configmap", "x", "--from-literal=a=b"]);

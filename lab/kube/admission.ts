@@ -8,6 +8,7 @@
 import { CRD_GROUP, isObj, type Obj, type ResourceType, typesFromCrd } from "./resources.ts";
 import { admit, unsupportedSchemaFeatures } from "./schema.ts";
 import { checkBuiltin } from "./builtin_schema.ts";
+import { validateBuiltin } from "./builtin_validation.ts";
 import { badRequest, invalid, type StatusCause } from "./status.ts";
 import type { WriteOptions } from "./rest.ts";
 
@@ -71,6 +72,7 @@ export function admitObject(
       );
     }
     unknownFields(r.unknownFields);
+    causes.push(...validateBuiltin(type.group, type.kind, obj));
   }
   if (type.group === CRD_GROUP && type.kind === "CustomResourceDefinition") {
     causes.push(...crdCauses(obj));

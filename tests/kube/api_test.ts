@@ -268,6 +268,66 @@ Deno.test("api: a CRD with a CEL rule outside the supported subset is refused, n
   );
 });
 
+Deno.test("api: built-in validation of what Holdfast writes names the field (422)", async () => {
+  await using server = await startKubeServer();
+  const fields = (r: { body: Json }) => r.body.details.causes.map((c: Json) => c.field);
+  const svc = await call(server, "POST", "/api/v1/namespaces/default/services", {
+    metadata: { name: "s" },
+    spec: { type: "LoadBalancer", ports: [{ name: "a", port: 80 }, { port: 70000 }] },
+  });
+  assertEquals([svc.code, fields(svc)], [422, [
+    "spec.ports[1].port",
+    "spec.ports[1].name",
+    "spec.ports[1].targetPort",
+  ]]);
+  await call(server, "POST", "/api/v1/namespaces/default/services", {
+    metadata: { name: "s" },
+    spec: { ports: [{ port: 80 }] },
+  });
+  const status = await call(server, "PATCH", "/api/v1/namespaces/default/services/s/status", {
+    status: {
+      loadBalancer: { ingress: [{ ip: "10.0.100.300", ipMode: "VIP" }] },
+      conditions: [{
+        type: "holdfast.io/AddressAllocated",
+        status: "Yes",
+        reason: "Pool exhausted",
+      }],
+    },
+  }, { "content-type": "application/merge-patch+json" });
+  assertEquals([status.code, fields(status)], [422, [
+    "status.loadBalancer.ingress[0].ip",
+    "status.conditions[0].status",
+    "status.conditions[0].lastTransitionTime",
+    "status.conditions[0].reason",
+  ]]);
+  const slice = await call(
+    server,
+    "POST",
+    "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+    {
+      metadata: { name: "e" },
+      addressType: "IPv4",
+      endpoints: [{ addresses: ["10.0.1.x"] }, { addresses: [] }],
+    },
+  );
+  assertEquals([slice.code, fields(slice)], [422, [
+    "endpoints[0].addresses[0]",
+    "endpoints[1].addresses",
+  ]]);
+  const event = await call(server, "POST", "/apis/events.k8s.io/v1/namespaces/default/events", {
+    metadata: { name: "ev" },
+    eventTime: "2026-01-01T00:00:00.000000Z",
+    reason: "AddressAllocated",
+    type: "Info",
+  });
+  assertEquals([event.code, fields(event)], [422, [
+    "reportingController",
+    "reportingInstance",
+    "action",
+    "type",
+  ]]);
+});
+
 Deno.test("api: what is not supported is refused with a Status naming it", async () => {
   await using server = await startKubeServer();
   const cases: [string, string, number, string, Record<string, string>?][] = [

@@ -5,8 +5,8 @@
  * 1. a Debian bookworm root filesystem, `mmdebstrap --variant=minbase` with the runtime packages
  *    ({@linkcode IMAGE_PACKAGES}), cached in `.cache/image/base-KEY.tar` keyed by suite and
  *    package list, so a second build skips it (about 20 s the first time);
- * 2. the product appended under `/opt/holdfast` (main.ts, lib, controller, node, policy-as host
- *    and build, bpf/build, deno.json, deno.lock, node_modules without the build-only
+ * 2. the product appended under `/opt/holdfast` (main.ts, lib, controller, node, policy-as host,
+ *    build and vectors (the policy host checks a module against them), bpf/build, deno.json, deno.lock, node_modules without the build-only
  *    AssemblyScript) and the pinned deno binary as `/usr/local/bin/deno`; deno.json there says
  *    `"nodeModulesDir": "manual"` so npm packages resolve from node_modules with no network;
  * 3. `podman import` of that tarball as `--tag` (default `holdfast:dev`), with WORKDIR, ENV and
@@ -52,6 +52,7 @@ const PRODUCT = [
   "node",
   "policy-as/host",
   "policy-as/build",
+  "policy-as/vectors",
   "bpf/build",
   "node_modules",
 ];
@@ -67,6 +68,14 @@ const EXCLUDE = [
 
 const log = rootLog.with({ component: "image" });
 
+/** A command that exited non-zero. */
+class CommandFailed extends Error {
+  constructor(readonly argv: string[], readonly code: number) {
+    super(`Command failed with exit code ${code}: ${JSON.stringify(argv.join(" "))}`);
+    this.name = "CommandFailed";
+  }
+}
+
 /** Runs a command with its output on stderr; throws with its exit code when it fails. */
 async function sh(argv: string[], options: { stdout?: "piped" } = {}): Promise<string> {
   const [cmd, ...args] = argv;
@@ -79,7 +88,7 @@ async function sh(argv: string[], options: { stdout?: "piped" } = {}): Promise<s
     throw new Error(`Cannot run ${JSON.stringify(argv.join(" "))}: ${err.message}`, { cause: err });
   });
   if (!out.success) {
-    throw new Error(`Command failed with exit code ${out.code}: ${JSON.stringify(argv.join(" "))}`);
+    throw new CommandFailed(argv, out.code);
   }
   return options.stdout === "piped" ? new TextDecoder().decode(out.stdout).trim() : "";
 }
@@ -130,8 +139,27 @@ export async function baseRootfs(): Promise<string> {
   return path;
 }
 
-/** Builds `.cache/image/holdfast-rootfs.tar`: the base plus the product; returns its path. */
+/**
+ * Builds `.cache/image/holdfast-rootfs.tar`: the base plus the product; returns its path. GNU tar
+ * exits 1 when a file changed while it was read (someone rebuilt or edited it meanwhile); the
+ * build then starts over, at most 3 times, so the image never carries a half-written file.
+ */
 export async function buildRootfs(): Promise<string> {
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await buildRootfsOnce();
+    } catch (err) {
+      if (
+        !(err instanceof CommandFailed && err.argv[0] === "tar" && err.code === 1) || attempt === 3
+      ) {
+        throw err;
+      }
+      log.warn("a file changed while it was archived; building again", { attempt });
+    }
+  }
+}
+
+async function buildRootfsOnce(): Promise<string> {
   await Deno.mkdir(CACHE, { recursive: true });
   const base = await baseRootfs();
   const out = `${CACHE}/holdfast-rootfs.tar`;

@@ -182,11 +182,8 @@ function resolve(obj: unknown, path: string): { found: boolean; value?: unknown 
     if (seg.startsWith("f:") && isObj(cur) && Object.hasOwn(cur, seg.slice(2))) {
       cur = cur[seg.slice(2)];
     } else if (seg.startsWith("k:") && Array.isArray(cur)) {
-      const want = JSON.parse(seg.slice(2)) as Obj;
-      cur = cur.find((e) =>
-        isObj(e) &&
-        Object.entries(want).every(([k, v]) => JSON.stringify(e[k]) === JSON.stringify(v))
-      );
+      const keys = Object.keys(JSON.parse(seg.slice(2)) as Obj);
+      cur = cur.find((e) => isObj(e) && itemKey(e, keys) === seg);
       if (cur === undefined) return { found: false };
     } else if (seg.startsWith("v:") && Array.isArray(cur)) {
       const v = seg.slice(2);
@@ -280,7 +277,8 @@ export function serverSideApply(
   for (const e of list) {
     if (same(e.writer, writer)) continue;
     for (const p of mine) {
-      if (!e.paths.has(p)) continue;
+      // A keyed list item or set member is co-owned; only leaf values conflict.
+      if (!e.paths.has(p) || /^[kv]:/.test(p.slice(p.lastIndexOf(SEP) + 1))) continue;
       const a = resolve(applied, p);
       const l = resolve(base, p);
       if (JSON.stringify(a.value) === JSON.stringify(l.value)) continue;
@@ -337,17 +335,23 @@ export function serverSideApply(
 
 /**
  * Records a plain update (create, PUT, PATCH) by `writer`: the fields whose value it changed
- * become its own and leave other managers; fields it removed leave everyone.
+ * become its own and leave other managers; fields it removed leave everyone. `supplied`: the
+ * managedFields the request set, when it changed them.
  */
 export function recordUpdate(
   before: Obj | undefined,
   after: Obj,
   writer: Writer,
   listKeys: ListKeys,
+  supplied?: readonly unknown[],
 ): void {
   const old = before ? fieldsOf(before, listKeys) : new Set<string>();
   const now_ = fieldsOf(after, listKeys);
-  const list = entries(before ?? after);
+  // managedFields the client changed replace the stored ones (`[{}]` clears them), as on a real
+  // server; kubectl rewrites them this way when it moves from client-side to server-side apply.
+  const list = supplied
+    ? entries({ metadata: { managedFields: supplied.filter((m) => isObj(m) && m.manager) } })
+    : entries(before ?? after);
   const changed = [...now_].filter((p) =>
     !old.has(p) ||
     JSON.stringify(resolve(before, p).value) !== JSON.stringify(resolve(after, p).value)

@@ -60,6 +60,29 @@ export function isObj(v: unknown): v is Obj {
   return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
+/** JSON with object keys sorted, so equal objects print equal whatever their key order. */
+export function canonical(v: unknown): string {
+  return JSON.stringify(
+    v,
+    (_k, x) => isObj(x) ? Object.fromEntries(Object.keys(x).sort().map((k) => [k, x[k]])) : x,
+  );
+}
+
+/**
+ * Whether an update changes nothing but its own bookkeeping (resourceVersion, managedFields
+ * times): the real server then stores nothing, keeps the resourceVersion and sends no event.
+ */
+export function unchanged(current: Obj, next: Obj): boolean {
+  const strip = (o: Obj) => {
+    const c = structuredClone(o);
+    const m = (c.metadata ??= {}) as Obj;
+    delete m.resourceVersion;
+    for (const f of (m.managedFields ?? []) as Obj[]) delete f.time;
+    return canonical(c);
+  };
+  return strip(current) === strip(next);
+}
+
 /** `apiVersion` of a type: `v1` or `apps/v1`. */
 export function apiVersionOf(t: ResourceType): string {
   return t.group ? `${t.group}/${t.version}` : t.version;

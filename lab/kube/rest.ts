@@ -8,11 +8,13 @@
  */
 import {
   apiVersionOf,
+  canonical,
   isObj,
   type Obj,
   readAs,
   type ResourceType,
   storageKey,
+  unchanged,
   writeAs,
 } from "./resources.ts";
 import type { Registry } from "./registry.ts";
@@ -74,29 +76,6 @@ function timestamp(): string {
 function withoutMetaAndStatus(obj: Obj): string {
   const { metadata: _m, status: _s, ...rest } = obj;
   return JSON.stringify(rest);
-}
-
-/** JSON with object keys sorted, so equal objects print equal whatever their key order. */
-function canonical(v: unknown): string {
-  return JSON.stringify(
-    v,
-    (_k, x) => isObj(x) ? Object.fromEntries(Object.keys(x).sort().map((k) => [k, x[k]])) : x,
-  );
-}
-
-/**
- * Whether an update changes nothing but its own bookkeeping (resourceVersion, managedFields
- * times): the real server then stores nothing, keeps the resourceVersion and sends no event.
- */
-function unchanged(current: Obj, next: Obj): boolean {
-  const strip = (o: Obj) => {
-    const c = structuredClone(o);
-    const m = meta(c);
-    delete m.resourceVersion;
-    for (const f of (m.managedFields ?? []) as Obj[]) delete f.time;
-    return canonical(c);
-  };
-  return strip(current) === strip(next);
 }
 
 /** REST semantics over the registry's store. */
@@ -244,6 +223,7 @@ export class Rest {
         `Precondition failed: UID in precondition: ${m.uid}, UID in object meta: ${cm.uid}`,
       );
     }
+    let supplied: unknown[] | undefined;
     if (opts.subresource === "status") {
       const status = obj.status;
       obj = structuredClone(current);
@@ -253,6 +233,13 @@ export class Rest {
       for (const k of ["uid", "creationTimestamp", "deletionTimestamp", "generation"]) {
         if (cm[k] === undefined) delete m[k];
         else m[k] = cm[k];
+      }
+      const mine = m.managedFields;
+      if (
+        !opts.applied && Array.isArray(mine) && mine.length > 0 &&
+        canonical(mine) !== canonical(cm.managedFields ?? [])
+      ) {
+        supplied = mine;
       }
       if (!opts.applied) m.managedFields = cm.managedFields;
       if (type.status) {
@@ -267,7 +254,9 @@ export class Rest {
     const checked = admitObject(type, obj, opts);
     obj = checked.obj;
     if (opts.subresource === "status" && opts.applied) meta(obj).managedFields = m.managedFields;
-    if (!opts.applied) recordUpdate(current, obj, this.#writer(type, opts), listKeysFor(type));
+    if (!opts.applied) {
+      recordUpdate(current, obj, this.#writer(type, opts), listKeysFor(type), supplied);
+    }
     const om = meta(obj);
     const finalizers = (om.finalizers ?? []) as unknown[];
     if (opts.dryRun) return { object: obj, warnings: checked.warnings, created: false };

@@ -98,14 +98,23 @@ Deno.test("kubectl: server-side apply owns fields; another manager conflicts unl
   assertEquals(managers, ["kubectl", "ops"]);
 });
 
-Deno.test("kubectl: server-side apply of a Service twice keeps one port (keys port+protocol, TCP default)", async () => {
+Deno.test("kubectl: client-side then server-side apply of a Service: kubectl's managedFields upgrade is honoured, one port", async () => {
   await using env = await kubectlEnv();
   const svc =
     "apiVersion: v1\nkind: Service\nmetadata: { name: web }\nspec:\n  type: LoadBalancer\n" +
     "  loadBalancerClass: holdfast.io/lb\n  selector: { app: web }\n  ports: [{ name: http, port: 80, targetPort: 8080 }]\n";
+  await env.ok(["apply", "-f", "-"], svc);
   await env.ok(["apply", "--server-side", "-f", "-"], svc);
   await env.ok(["apply", "--server-side", "-f", "-"], svc.replace("8080", "8081"));
-  const obj = parse(await env.ok(["get", "service", "web", "-o", "yaml"]));
+  const obj = parse(await env.ok(["get", "service", "web", "-o", "yaml", "--show-managed-fields"]));
+  const managers = obj.metadata.managedFields.map((m: { manager: string; operation: string }) =>
+    `${m.manager}/${m.operation}`
+  );
+  assertEquals(
+    managers.sort(),
+    ["kubectl-last-applied/Apply", "kubectl/Apply"], // the annotation has its own manager
+    "kubectl moved the client-side apply fields to its apply manager",
+  );
   assertEquals(obj.spec.ports, [{
     name: "http",
     port: 80,

@@ -1,5 +1,5 @@
 /**
- * Holdfast's own CRDs (`k8s/crds/`) load into the test server, are served, and validate the
+ * Holdfast's own CRDs (`k8s/crds/`) and manifests (`k8s/`) load into the test server, are served, and validate the
  * objects the way a cluster would after `kubectl apply -f k8s/crds` (skipped while k8s/crds is
  * absent).
  */
@@ -74,5 +74,25 @@ Deno.test({
     const none = await env.kubectl(["apply", "-f", "-"], { stdin: pool("none", []) });
     assert(none.code !== 0, "a pool without blocks is refused");
     assertStringIncludes(none.stderr, "spec.blocks");
+  },
+});
+
+const K8S = new URL("../../k8s/", import.meta.url).pathname;
+const haveManifests = await Deno.stat(`${K8S}namespace.yaml`).then(() => true, () => false);
+
+Deno.test({
+  name:
+    "k8s/: kubectl applies every manifest (client-side, then server-side over it) without errors",
+  ignore: !haveManifests || !haveCrds,
+  async fn() {
+    await using env = await kubectlEnv({ simulateRollouts: true });
+    await env.ok(["apply", "-f", CRDS]);
+    await env.ok(["apply", "-f", `${K8S}namespace.yaml`]);
+    const first = await env.kubectl(["apply", "-R", "-f", K8S]);
+    assertEquals(first.code, 0, first.stderr);
+    const again = await env.kubectl(["apply", "--server-side", "-R", "-f", K8S]);
+    assertEquals(again.code, 0, again.stderr);
+    const deployments = JSON.parse(await env.ok(["get", "deployments", "-A", "-o", "json"]));
+    assert(deployments.items.length > 0, "k8s/ holds Deployments");
   },
 });

@@ -1,7 +1,7 @@
 /**
- * Holdfast's own CRDs (`k8s/crds/`) and manifests (`k8s/`) load into the test server, are served, and validate the
- * objects the way a cluster would after `kubectl apply -f k8s/crds` (skipped while k8s/crds is
- * absent).
+ * Holdfast's own CRDs (`k8s/crds/`) and manifests (`k8s/`) load into the test server, are
+ * served, and validate objects the way a cluster would after `kubectl apply -f k8s/crds`
+ * (each test is skipped while what it reads is absent).
  */
 import { startKubeServer } from "../../lab/kube/mod.ts";
 import { loadManifests } from "../../lab/kube/manifests.ts";

@@ -7,6 +7,7 @@ import * as k8s from "@kubernetes/client-node";
 import { type KubeServer, startKubeServer } from "../../lab/kube/mod.ts";
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "./_assert.ts";
 import { waitFor } from "./_kubectl.ts";
+import { allocationEvent } from "./_fixtures.ts";
 
 const WIDGET_CRDS = new URL("./testdata/widget_crd.yaml", import.meta.url).pathname;
 
@@ -183,17 +184,7 @@ Deno.test("client-node: EndpointSlices, Leases, Events through their group APIs"
   );
   await events.createNamespacedEvent({
     namespace: "default",
-    body: {
-      metadata: { generateName: "web." },
-      eventTime: new k8s.V1MicroTime(),
-      reason: "AddressAllocated",
-      note: "allocated 10.0.100.1 from pool blue",
-      type: "Normal",
-      action: "Allocate",
-      reportingController: "holdfast.io/controller",
-      reportingInstance: "controller-0",
-      regarding: { kind: "Service", namespace: "default", name: "web" },
-    },
+    body: { metadata: { generateName: "web." }, ...allocationEvent(new k8s.V1MicroTime(), {}) },
   });
   const listed = await events.listNamespacedEvent({
     namespace: "default",

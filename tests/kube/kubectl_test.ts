@@ -6,6 +6,7 @@
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "./_assert.ts";
 import { parse } from "yaml";
 import { kubectlEnv, waitFor } from "./_kubectl.ts";
+import { allocationEvent } from "./_fixtures.ts";
 
 const TESTDATA = new URL("./testdata/", import.meta.url).pathname;
 
@@ -254,14 +255,7 @@ Deno.test("kubectl: an events.k8s.io/v1 Event (as a controller writes it) shows 
     apiVersion: "events.k8s.io/v1",
     kind: "Event",
     metadata: { name: "web.1" },
-    eventTime: "2026-01-01T00:00:00.000000Z",
-    reason: "AddressAllocated",
-    note: "allocated 10.0.100.1 from pool blue",
-    type: "Normal",
-    action: "Allocate",
-    reportingController: "holdfast.io/controller",
-    reportingInstance: "controller-0",
-    regarding: { apiVersion: "v1", kind: "Service", namespace: "default", name: "web", uid },
+    ...allocationEvent("2026-01-01T00:00:00.000000Z", { apiVersion: "v1", uid }),
   };
   await env.ok(["create", "-f", "-"], JSON.stringify(event));
   assertMatch(

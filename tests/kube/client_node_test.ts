@@ -287,68 +287,6 @@ Deno.test("client-node: Watch from a resourceVersion, 410 Gone when compacted, b
   assertEquals(gone, [["ERROR", 410]]);
 });
 
-Deno.test("client-node: an informer (ListWatch with a field selector) lists, watches, and re-lists after 410 Gone", async () => {
-  await using server = await startKubeServer();
-  const kc = await clientFor(server);
-  const core = kc.makeApiClient(k8s.CoreV1Api);
-  await core.createNamespacedPod({
-    namespace: "default",
-    body: {
-      metadata: { name: "p0" },
-      spec: { containers: [{ name: "c", image: "x" }], nodeName: "n1" },
-    },
-  });
-  const informer = new k8s.ListWatch(
-    "/api/v1/namespaces/default/pods",
-    new k8s.Watch(kc),
-    () => core.listNamespacedPod({ namespace: "default", fieldSelector: "spec.nodeName=n1" }),
-    false,
-    undefined,
-    "spec.nodeName=n1",
-  );
-  const names = () => informer.list("default").map((p) => p.metadata?.name).sort();
-  const errors: unknown[] = [];
-  informer.on("error", (e) => errors.push(e));
-  await informer.start();
-  try {
-    assertEquals(names(), ["p0"]);
-    await core.createNamespacedPod({
-      namespace: "default",
-      body: {
-        metadata: { name: "p1" },
-        spec: { containers: [{ name: "c", image: "x" }], nodeName: "n1" },
-      },
-    });
-    await core.createNamespacedPod({
-      namespace: "default",
-      body: {
-        metadata: { name: "other" },
-        spec: { containers: [{ name: "c", image: "x" }], nodeName: "n2" },
-      },
-    });
-    await waitFor("the informer to see p1", () => names().includes("p1"));
-    const lists = () =>
-      server.requests.filter((r) =>
-        r.path.startsWith("/api/v1/namespaces/default/pods?") && !r.path.includes("watch=true")
-      ).length;
-    const listsBefore = lists();
-    // While its watch is down, p2 is created and the history compacted: only a re-list finds p2.
-    const pods = server.registry.find("", "v1", "pods")!;
-    server.endWatches();
-    server.rest.create(pods, "default", {
-      metadata: { name: "p2" },
-      spec: { containers: [{ name: "c", image: "x" }], nodeName: "n1" },
-    }, { manager: "test" });
-    server.store.compact();
-    await waitFor("the informer to re-list and see p2", () => names().includes("p2"));
-    assert(lists() > listsBefore, "the informer listed again");
-    assertEquals(names(), ["p0", "p1", "p2"]);
-    assertEquals(errors, []);
-  } finally {
-    await informer.stop();
-  }
-});
-
 Deno.test("client-node: KubernetesObjectApi server-side applies manifests from k8s-style YAML and lists them", async () => {
   await using server = await startKubeServer({ crdDirs: [WIDGET_CRDS] });
   const objects = k8s.KubernetesObjectApi.makeApiClient(await clientFor(server));

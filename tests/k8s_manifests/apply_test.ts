@@ -125,3 +125,14 @@ Deno.test("LoadBalancerConfig and EgressNAT: defaults filled in, out-of-range fi
     assert(r.stderr.includes(field), `${JSON.stringify(spec)}: ${r.stderr}`);
   }
 });
+
+Deno.test("kubectl apply -f k8s/ (client-side) after the CRDs and the namespace", async () => {
+  await using env = await kubectlEnv();
+  await env.ok(["apply", "-f", `${K8S}crds/`]);
+  await env.ok(["apply", "-f", `${K8S}namespace.yaml`]);
+  const out = await env.ok(["apply", "-f", K8S]);
+  assert(out.includes("daemonset.apps/holdfast-agent created"), out);
+  assert(out.includes("configmap/holdfast-policy created"), out);
+  const again = await env.ok(["apply", "-f", K8S]);
+  assert(!again.includes(" configured"), `a second apply changes nothing:\n${again}`);
+});

@@ -6,8 +6,9 @@
  *    ({@linkcode IMAGE_PACKAGES}), cached in `.cache/image/base-KEY.tar` keyed by suite and
  *    package list, so a second build skips it (about 20 s the first time);
  * 2. the product appended under `/opt/holdfast` (main.ts, lib, controller, node, policy-as host,
- *    build and vectors (the policy host checks a module against them), bpf/build, deno.json, deno.lock, node_modules without the build-only
- *    AssemblyScript) and the pinned deno binary as `/usr/local/bin/deno`; deno.json there says
+ *    build and vectors (the policy host checks a module against them), bpf/build, deno.json,
+ *    deno.lock, node_modules without the build-only AssemblyScript) and the pinned deno binary
+ *    as `/usr/local/bin/deno`; deno.json there says
  *    `"nodeModulesDir": "manual"` so npm packages resolve from node_modules with no network;
  * 3. `podman import` of that tarball as `--tag` (default `holdfast:dev`), with WORKDIR, ENV and
  *    ENTRYPOINT set (podman is installed with apt-get when missing); `--no-import` stops at the

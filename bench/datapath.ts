@@ -31,13 +31,13 @@
  */
 
 import {
+  BpfFlowTable,
   BpfLBMaps,
   BpfObject,
   Datapath,
   DEFAULT_OBJECT_DIR,
   encodeLbConfig,
   FLOW_KEY_SIZE,
-  FLOW_VALUE_SIZE,
   type LbConfig,
   makeFlowKey,
   REASONS,
@@ -45,12 +45,12 @@ import {
   testRun,
   u32,
   writeFlowKey,
-  writeFlowValue,
   XDP,
 } from "../node/bpf/mod.ts";
-import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 import { intOption, readCommandLineOrExit, stringOption } from "../lib/args.ts";
 import { tcpFrame } from "../lab/packets.ts";
+import { median } from "./_stats.ts";
+import { hitFrame, missFrame, passFrame, populate, VIP } from "./_datapath_setup.ts";
 
 const OPTS = readCommandLineOrExit(Deno.args, {
   command: "bench:datapath",
@@ -76,55 +76,8 @@ const OPTS = readCommandLineOrExit(Deno.args, {
 const REPEAT = OPTS.repeat;
 const ROUNDS = OPTS.rounds;
 const CALLS = OPTS.calls;
-const VIP = "10.0.100.1";
-const CLIENT = "10.0.0.1";
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-
-/** Loads a datapath object's maps with one service of 10 backends, M = 1021. */
-async function populate(dp: { lbMaps(): BpfLBMaps; configure(cfg: LbConfig): void }) {
-  dp.configure({ srcAddr: "10.1.1.2", encapPort: 6080, seed: 0 });
-  const lb = dp.lbMaps();
-  const backends = Array.from({ length: 10 }, (_, i) => i + 1);
-  for (const id of backends) await lb.updateBackend(id, { address: `10.2.0.${id}`, port: 80 });
-  const table = new TsMaglevBuilder().build(
-    backends.map((id) => ({ key: `b${id}`, weight: 1 })),
-    1021,
-  );
-  await lb.updateMaglev(1, table);
-  await lb.updateService({ address: VIP, port: 80, protocol: "TCP" }, {
-    serviceId: 1,
-    backendCount: backends.length,
-    flowKeyMode: "five-tuple",
-    maglevSize: table.length,
-  });
-}
-
-const hitFrame = tcpFrame(CLIENT, VIP, {
-  sport: 40000,
-  dport: 80,
-  flags: 0x10,
-  payload: new Uint8Array(64),
-});
 
 // ---- method 1: in-kernel repeat loop on the restoring variants
-const missFrame = tcpFrame(CLIENT, VIP, {
-  sport: 50000,
-  dport: 80,
-  flags: 0x02,
-  payload: new Uint8Array(64),
-});
-// not for a frontend: parsed, looked up, passed untouched (nothing to restore)
-const passFrame = tcpFrame(CLIENT, "10.9.9.9", {
-  sport: 40000,
-  dport: 80,
-  flags: 0x10,
-  payload: new Uint8Array(64),
-});
 const NEXT_SPORT = 1024;
 if (NEXT_SPORT + REPEAT > 65536) throw new Error(`--repeat=${REPEAT} exceeds the port range`);
 // Every miss repetition submits a 32-byte event (48 bytes in the ring): drained before each run.
@@ -222,27 +175,18 @@ class Subject {
 
   /** Fills hf_flows to max_entries, so that every later insert has to evict. */
   fill(): void {
-    const flows = this.object.map("hf_flows");
-    const n = flows.maxEntries;
-    const keys = new Uint8Array(n * FLOW_KEY_SIZE);
-    const values = new Uint8Array(n * FLOW_VALUE_SIZE);
-    const kv = new DataView(keys.buffer), vv = new DataView(values.buffer);
+    const flows = new BpfFlowTable(this.object.map("hf_flows"));
     const value = { backend: 0x0a020001, /* 10.2.0.1 */ flags: 0, lastSeenNs: 1 };
-    for (let i = 0; i < n; i++) {
-      writeFlowKey(
-        kv,
-        i * FLOW_KEY_SIZE,
-        makeFlowKey({
-          saddr: `10.4.${(i >> 8) & 255}.${i & 255}`,
-          daddr: VIP,
-          sport: 1024 + (i >> 16),
-          dport: 80,
-          proto: 6,
-        }),
-      );
-      writeFlowValue(vv, i * FLOW_VALUE_SIZE, value);
-    }
-    flows.updateBatch(keys, values);
+    flows.putBatch(Array.from({ length: this.object.map("hf_flows").maxEntries }, (_, i) => ({
+      key: makeFlowKey({
+        saddr: `10.4.${(i >> 8) & 255}.${i & 255}`,
+        daddr: VIP,
+        sport: 1024 + (i >> 16),
+        dport: 80,
+        proto: 6,
+      }),
+      value,
+    })));
   }
 
   /** One full-map round (after fill()). */

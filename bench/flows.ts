@@ -37,6 +37,7 @@ import { createClient } from "redis";
 import { Registry } from "../lib/metrics.ts";
 import { readCommandLineOrExit } from "../lib/args.ts";
 import { startRedis } from "../lab/redis_server.ts";
+import { median } from "./_stats.ts";
 
 const OPTIONS = {
   command: "bench:flows",
@@ -104,11 +105,6 @@ async function clearFlows(url: string): Promise<void> {
   const k = vipKeys(VIP);
   await client.del([k.flows, k.seen, k.events, k.instance]);
   client.destroy();
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
 }
 
 /** Writes `evs` through one agent; returns flows/s from first event to last acknowledgement. */

@@ -24,6 +24,7 @@ import { maglevFill, type MaglevFillStats, TsMaglevBuilder } from "../policy-as/
 import { PolicyModule } from "../policy-as/host/policy_module.ts";
 import { WasmMaglevBuilder } from "../policy-as/host/wasm_maglev_builder.ts";
 import { Registry } from "../lib/metrics.ts";
+import { median } from "./_stats.ts";
 
 const { quick } = readCommandLineOrExit(Deno.args, {
   command: "bench:maglev",
@@ -47,11 +48,6 @@ function slotCounts(table: Uint32Array, n: number): Uint32Array {
   const c = new Uint32Array(n + 1);
   for (const v of table) c[v]!++;
   return c;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[s.length >> 1]!;
 }
 
 function buildMs(

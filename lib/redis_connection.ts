@@ -1,5 +1,5 @@
 /**
- * The Redis connections of a {@link RedisFlowStore}, with node-redis: one for commands
+ * The Redis connections of a store (the flow store, the LB model), with node-redis: one for commands
  * (node-redis pipelines everything issued in the same tick) and one for the blocking stream
  * read. Both reconnect by themselves with backoff (`lib/backoff.ts`); while a connection is
  * down, calls fail at once with {@link StoreUnavailableError} (the offline queue is off: the
@@ -9,9 +9,16 @@
  */
 
 import { createClient, ErrorReply } from "redis";
-import { StoreUnavailableError } from "./store.ts";
-import { log } from "../../lib/log.ts";
-import { backoffDelay } from "../../lib/backoff.ts";
+import { log } from "./log.ts";
+import { backoffDelay } from "./backoff.ts";
+
+/** The store cannot be reached (network, Redis down); the caller may retry later. */
+export class StoreUnavailableError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "StoreUnavailableError";
+  }
+}
 
 /** How to reach Redis. */
 export interface RedisStoreOptions {
@@ -32,11 +39,12 @@ export interface RedisStoreOptions {
   prefix?: string;
   /** Connect timeout per attempt, ms (default 2000). */
   connectTimeoutMs?: number;
+  /** `component` of the connection's log lines (default `flow-store`). */
+  logComponent?: string;
 }
 
 type Client = ReturnType<typeof createClient>;
 
-const storeLog = log.with({ component: "flow-store" });
 
 function isAuthError(err: unknown): boolean {
   return err instanceof ErrorReply && /^(WRONGPASS|NOAUTH|NOPERM|ERR AUTH)/.test(err.message);
@@ -59,6 +67,7 @@ export class RedisConnection {
 
   /** Connects in the background. */
   constructor(readonly options: RedisStoreOptions) {
+    const storeLog = log.with({ component: options.logComponent ?? "flow-store" });
     const make = (role: string) => {
       const tls = options.tls !== undefined || options.url.startsWith("rediss://");
       const client = createClient({

@@ -1,5 +1,5 @@
 /**
- * {@link FlowStore} over Redis (schema in `schema.ts`); connections in `_redis_connection.ts`.
+ * {@link FlowStore} over Redis (schema in `schema.ts`); connections in `lib/redis_connection.ts`.
  * Authentication: `redis://user:password@host:port` or the `username`/`password` options (Redis
  * ACL users or `requirepass`). TLS: a `rediss://` URL or `tls: {}`, with an optional CA.
  *
@@ -16,9 +16,9 @@ import {
 } from "./schema.ts";
 import type { FlowChange, FlowStore, PurgeScope, StoredFlow } from "./store.ts";
 import { hexAt } from "./field.ts";
-import { RedisConnection, type RedisStoreOptions } from "./_redis_connection.ts";
+import { RedisConnection, type RedisStoreOptions } from "../../lib/redis_connection.ts";
 
-export { redact, type RedisStoreOptions } from "./_redis_connection.ts";
+export { redact, type RedisStoreOptions } from "../../lib/redis_connection.ts";
 
 function hex8(n: number): string {
   return (n >>> 0).toString(16).padStart(8, "0");

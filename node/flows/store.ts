@@ -33,13 +33,8 @@ export interface FlowChange {
   readonly flows: readonly StoredFlow[];
 }
 
-/** Thrown when the store cannot be reached; the agent queues and retries. */
-export class StoreUnavailableError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "StoreUnavailableError";
-  }
-}
+/** Thrown when the store cannot be reached; the agent queues and retries. One home: lib/. */
+export { StoreUnavailableError } from "../../lib/redis_connection.ts";
 
 /** The shared flow store. Every method may throw {@link StoreUnavailableError}. */
 export interface FlowStore {

@@ -1,0 +1,206 @@
+/**
+ * Leader election (controller/k8s/leader.ts) on a Lease of the Kubernetes API test server,
+ * through the real client-node: one leader at a time, takeover within the lease duration after a
+ * crash, a leader cut off from the API server steps down before anyone else leads, and a released
+ * Lease is taken at the follower's next try.
+ */
+import * as k8s from "@kubernetes/client-node";
+import { type KubeServer, startKubeServer } from "../../lab/kube/mod.ts";
+import { Registry } from "../../lib/metrics.ts";
+import { captureLogs } from "../../lib/log.ts";
+import { sleep } from "../../lib/backoff.ts";
+import {
+  type LeaderElection,
+  type LeaseApi,
+  startLeaderElection,
+} from "../../controller/k8s/leader.ts";
+import { assert, assertEquals } from "./_assert.ts";
+
+const TIMING = { leaseDurationMs: 1_500, renewDeadlineMs: 1_000, retryPeriodMs: 200 };
+/** The acquire loop waits up to 1.2 retry periods (client-go's jitter). */
+const RETRY_MAX = TIMING.retryPeriodMs * 1.2;
+
+/** A Lease API whose calls can be made to fail (crash) or hang (partition) on demand. */
+class FaultyApi implements LeaseApi {
+  mode: "ok" | "fail" | "hang" = "ok";
+  constructor(readonly api: k8s.CoordinationV1Api) {}
+  #gate<T>(call: () => Promise<T>): Promise<T> {
+    if (this.mode === "fail") return Promise.reject(new Error("connection refused (test)"));
+    if (this.mode === "hang") return new Promise<T>(() => {});
+    return call();
+  }
+  readNamespacedLease(p: k8s.CoordinationV1ApiReadNamespacedLeaseRequest) {
+    return this.#gate(() => this.api.readNamespacedLease(p));
+  }
+  createNamespacedLease(p: k8s.CoordinationV1ApiCreateNamespacedLeaseRequest) {
+    return this.#gate(() => this.api.createNamespacedLease(p));
+  }
+  replaceNamespacedLease(p: k8s.CoordinationV1ApiReplaceNamespacedLeaseRequest) {
+    return this.#gate(() => this.api.replaceNamespacedLease(p));
+  }
+}
+
+interface Candidate {
+  readonly id: string;
+  readonly api: FaultyApi;
+  readonly election: LeaderElection;
+  readonly metrics: Registry;
+  readonly started: number[];
+  readonly stopped: number[];
+}
+
+async function candidates(kube: KubeServer, ids: string[]): Promise<Candidate[]> {
+  const kc = new k8s.KubeConfig();
+  kc.loadFromFile(await kube.writeKubeconfig());
+  return ids.map((id) => {
+    const api = new FaultyApi(kc.makeApiClient(k8s.CoordinationV1Api));
+    const metrics = new Registry();
+    const started: number[] = [];
+    const stopped: number[] = [];
+    const election = startLeaderElection(api, {
+      namespace: "default",
+      name: "holdfast-controller",
+      identity: id,
+      metrics,
+      ...TIMING,
+    }, {
+      onStartedLeading: () => void started.push(performance.now()),
+      onStoppedLeading: () => void stopped.push(performance.now()),
+    });
+    return { id, api, metrics, election, started, stopped };
+  });
+}
+
+/** Samples every 10 ms until `until` is true (or `ms` pass): never two leaders at once. */
+async function watchLeaders(
+  all: Candidate[],
+  until: () => boolean,
+  ms: number,
+): Promise<void> {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    const leaders = all.filter((c) => c.election.isLeader()).map((c) => c.id);
+    assert(leaders.length <= 1, `two leaders at once: ${leaders.join(", ")}`);
+    if (until()) return;
+    await sleep(10);
+  }
+  throw new Error(`condition not met within ${ms} ms`);
+}
+
+async function stopAll(all: Candidate[]) {
+  for (const c of all) {
+    c.api.mode = "ok";
+    await c.election.stop();
+  }
+}
+
+Deno.test("leader: two candidates, exactly one leader at every sampled moment", async () => {
+  using logs = captureLogs();
+  await using kube = await startKubeServer();
+  const all = await candidates(kube, ["a", "b"]);
+  try {
+    await watchLeaders(all, () => all.some((c) => c.election.isLeader()), 5_000);
+    // Keep sampling for several renew periods: leadership stays put and never doubles.
+    const first = all.find((c) => c.election.isLeader())!;
+    await watchLeaders(all, () => false, 1_500).catch(() => {});
+    assert(first.election.isLeader(), "the leader keeps the Lease while it renews");
+    const other = all.find((c) => c !== first)!;
+    assertEquals(other.election.leader(), first.id, "the follower observed the leader");
+    assertEquals(first.metrics.gauge("holdfast_controller_leader", "").get(), 1);
+    assertEquals(other.metrics.gauge("holdfast_controller_leader", "").get(), 0);
+    assert(
+      logs.records.some((r) =>
+        r.msg === "new leader observed" && r.identity === other.id && r.leader === first.id
+      ),
+      "the follower logs the leader it observed",
+    );
+  } finally {
+    await stopAll(all);
+  }
+});
+
+Deno.test("leader: a crashed leader's Lease is taken within the lease duration", async () => {
+  using logs = captureLogs();
+  await using kube = await startKubeServer();
+  const all = await candidates(kube, ["a", "b"]);
+  try {
+    await watchLeaders(all, () => all.some((c) => c.election.isLeader()), 5_000);
+    const leader = all.find((c) => c.election.isLeader())!;
+    const follower = all.find((c) => c !== leader)!;
+    // Let the follower see a renew, then crash the leader: its calls fail from now on.
+    await sleep(TIMING.retryPeriodMs * 2);
+    const crashedAt = performance.now();
+    leader.api.mode = "fail";
+    await watchLeaders(all, () => follower.election.isLeader(), 5_000);
+    const takeover = follower.started[0]! - crashedAt;
+    console.error(`takeover after a crash: ${takeover.toFixed(0)} ms`);
+    // The follower counts the lease from when it saw the last renew (≤ one try after it), and
+    // notices expiry at its next try: lease + 2 tries at most.
+    assert(
+      takeover <= TIMING.leaseDurationMs + 2 * RETRY_MAX + 100,
+      `takeover took ${takeover.toFixed(0)} ms`,
+    );
+    assert(takeover >= TIMING.leaseDurationMs - TIMING.retryPeriodMs * 2, "no early takeover");
+    assert(leader.stopped[0]! <= follower.started[0]!, "the old leader stepped down first");
+    assert(logs.records.some((r) => r.msg === "became leader" && r.identity === follower.id));
+  } finally {
+    await stopAll(all);
+  }
+});
+
+Deno.test("leader: a leader cut off from the API server steps down before the other leads", async () => {
+  using logs = captureLogs();
+  await using kube = await startKubeServer();
+  const all = await candidates(kube, ["a", "b"]);
+  try {
+    await watchLeaders(all, () => all.some((c) => c.election.isLeader()), 5_000);
+    const leader = all.find((c) => c.election.isLeader())!;
+    const follower = all.find((c) => c !== leader)!;
+    const cutAt = performance.now();
+    leader.api.mode = "hang"; // requests never answer: only the renew deadline can end it
+    await watchLeaders(all, () => follower.election.isLeader(), 5_000);
+    const steppedDown = leader.stopped[0]! - cutAt;
+    assert(
+      steppedDown <= TIMING.renewDeadlineMs + 50,
+      `stepped down ${steppedDown.toFixed(0)} ms after the cut`,
+    );
+    assert(leader.stopped[0]! < follower.started[0]!, "stepped down before the takeover");
+    assert(logs.records.some((r) => r.msg === "stopped leading" && r.identity === leader.id));
+    assertEquals(leader.metrics.gauge("holdfast_controller_leader", "").get(), 0);
+    // Healed: the old leader follows the new one.
+    leader.api.mode = "ok";
+    await watchLeaders(all, () => leader.election.leader() === follower.id, 3_000);
+    assert(!leader.election.isLeader());
+  } finally {
+    await stopAll(all);
+  }
+});
+
+Deno.test("leader: stop releases the Lease and the follower takes it at its next try", async () => {
+  using logs = captureLogs();
+  await using kube = await startKubeServer();
+  const all = await candidates(kube, ["a", "b"]);
+  try {
+    await watchLeaders(all, () => all.some((c) => c.election.isLeader()), 5_000);
+    const leader = all.find((c) => c.election.isLeader())!;
+    const follower = all.find((c) => c !== leader)!;
+    const stopAt = performance.now();
+    await leader.election.stop();
+    assert(!leader.election.isLeader());
+    await watchLeaders(all, () => follower.election.isLeader(), 3_000);
+    const takeover = follower.started[0]! - stopAt;
+    console.error(`takeover after a release: ${takeover.toFixed(0)} ms`);
+    assert(takeover <= RETRY_MAX + 150, `takeover took ${takeover.toFixed(0)} ms`);
+    assert(logs.records.some((r) => r.msg === "released the Lease" && r.identity === leader.id));
+    const kc = new k8s.KubeConfig();
+    kc.loadFromFile(await kube.writeKubeconfig());
+    const lease = await kc.makeApiClient(k8s.CoordinationV1Api).readNamespacedLease({
+      name: "holdfast-controller",
+      namespace: "default",
+    });
+    assertEquals(lease.spec?.holderIdentity, follower.id);
+    assertEquals(lease.spec?.leaseTransitions, 1);
+  } finally {
+    await stopAll(all);
+  }
+});

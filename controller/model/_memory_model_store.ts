@@ -1,0 +1,113 @@
+/**
+ * An in-memory {@linkcode ModelStore} for unit tests, with the Redis store's semantics (epoch
+ * check, revision, a trimmed change stream) and switches for outages (`available`), trimming
+ * (`trim`) and losing everything (`restartEmpty`).
+ *
+ * @module
+ */
+
+import { StoreUnavailableError } from "../../lib/redis_connection.ts";
+import {
+  type ModelChange,
+  ModelEpochError,
+  type ModelSnapshot,
+  type ModelStore,
+  type ModelWrite,
+} from "./store.ts";
+
+/** The model in memory. */
+export class MemoryModelStore implements ModelStore {
+  /** False: every call throws `StoreUnavailableError`. */
+  available = true;
+  entries = new Map<string, string>();
+  rev = 0;
+  epochToken = "";
+  stream: ModelChange[] = [];
+  /** Writes applied (for "nothing was written" assertions). */
+  writes = 0;
+  #seq = 0;
+  #waiters = new Set<() => void>();
+
+  #check(): void {
+    if (!this.available) throw new StoreUnavailableError("Cannot reach model store: it is down");
+  }
+
+  snapshot(): Promise<ModelSnapshot> {
+    this.#check();
+    return Promise.resolve({
+      epoch: this.epochToken,
+      rev: this.rev,
+      lastId: this.stream.at(-1)?.id ?? "0-0",
+      entries: new Map(this.entries),
+    });
+  }
+
+  epoch(): Promise<string> {
+    this.#check();
+    return Promise.resolve(this.epochToken);
+  }
+
+  initEpoch(token: string): Promise<string> {
+    this.#check();
+    if (this.epochToken === "") this.epochToken = token;
+    return Promise.resolve(this.epochToken);
+  }
+
+  write(epoch: string, w: ModelWrite): Promise<number> {
+    this.#check();
+    if (epoch !== this.epochToken) {
+      throw new ModelEpochError(
+        `Cannot write service "${w.service}": epoch is "${this.epochToken}"`,
+      );
+    }
+    if (w.op === "upsert") this.entries.set(w.service, w.entry);
+    else this.entries.delete(w.service);
+    this.rev++;
+    this.writes++;
+    this.stream.push({
+      id: `${++this.#seq}-0`,
+      rev: this.rev,
+      epoch,
+      op: w.op,
+      service: w.service,
+      ...(w.op === "upsert" ? { entry: w.entry } : {}),
+    });
+    for (const wake of this.#waiters) wake();
+    return Promise.resolve(this.rev);
+  }
+
+  async read(after: string, options: { count: number; blockMs: number }): Promise<ModelChange[]> {
+    this.#check();
+    const seq = Number(after.split("-")[0]);
+    let out = this.stream.filter((c) => Number(c.id.split("-")[0]) > seq);
+    if (out.length === 0 && options.blockMs > 0) {
+      let wake = () => {};
+      const woke = new Promise<void>((r) => this.#waiters.add(wake = r));
+      const timer = setTimeout(wake, options.blockMs);
+      await woke;
+      clearTimeout(timer);
+      this.#waiters.delete(wake);
+      this.#check();
+      out = this.stream.filter((c) => Number(c.id.split("-")[0]) > seq);
+    }
+    return out.slice(0, options.count);
+  }
+
+  /** Keeps only the last `n` stream entries. */
+  trim(n: number): void {
+    this.stream = this.stream.slice(-n);
+  }
+
+  /** Loses everything, like a Redis restarted without persistence (stream ids keep growing). */
+  restartEmpty(): void {
+    this.entries = new Map();
+    this.rev = 0;
+    this.epochToken = "";
+    this.stream = [];
+  }
+
+  close(): Promise<void> {
+    for (const wake of this.#waiters) wake();
+    return Promise.resolve();
+  }
+}

@@ -1,0 +1,121 @@
+/**
+ * {@linkcode ModelStore} over Redis (keys and scripts in `schema.ts`), on the shared connection
+ * of `lib/redis_connection.ts`: authentication (`redis://user:password@…` or the
+ * `username`/`password` options), TLS (`rediss://` or `tls: {}`), reconnection with backoff;
+ * while Redis is down calls throw `StoreUnavailableError`.
+ *
+ * @module
+ */
+
+import { RedisConnection, type RedisStoreOptions } from "../../lib/redis_connection.ts";
+import {
+  type ModelKeys,
+  modelKeys,
+  SNAPSHOT_SCRIPT,
+  STREAM_MAXLEN,
+  WRITE_SCRIPT,
+} from "./schema.ts";
+import {
+  type ModelChange,
+  ModelEpochError,
+  type ModelSnapshot,
+  type ModelStore,
+  type ModelWrite,
+} from "./store.ts";
+
+export type { RedisStoreOptions } from "../../lib/redis_connection.ts";
+
+/** The model in Redis. Connects in the background; see {@linkcode connectModelStore}. */
+export class RedisModelStore implements ModelStore {
+  readonly #redis: RedisConnection;
+  readonly #keys: ModelKeys;
+  readonly #maxlen: number;
+
+  constructor(options: RedisStoreOptions & { streamMaxlen?: number }) {
+    this.#redis = new RedisConnection({ logComponent: "model-store", ...options });
+    this.#keys = modelKeys(options.prefix);
+    this.#maxlen = options.streamMaxlen ?? STREAM_MAXLEN;
+  }
+
+  get #keyList(): string[] {
+    const k = this.#keys;
+    return [k.services, k.rev, k.changes, k.epoch];
+  }
+
+  async snapshot(): Promise<ModelSnapshot> {
+    const [epoch, rev, lastId, flat] = await this.#redis.eval(
+      SNAPSHOT_SCRIPT,
+      this.#keyList,
+      [],
+    ) as [string, string, string, string[]];
+    const entries = new Map<string, string>();
+    for (let i = 0; i + 1 < flat.length; i += 2) entries.set(flat[i]!, flat[i + 1]!);
+    return { epoch, rev: Number(rev), lastId, entries };
+  }
+
+  async epoch(): Promise<string> {
+    return String(await this.#redis.command(["GET", this.#keys.epoch]) ?? "");
+  }
+
+  async initEpoch(token: string): Promise<string> {
+    await this.#redis.command(["SET", this.#keys.epoch, token, "NX"]);
+    return await this.epoch();
+  }
+
+  async write(epoch: string, w: ModelWrite): Promise<number> {
+    try {
+      return Number(
+        await this.#redis.eval(WRITE_SCRIPT, this.#keyList, [
+          epoch,
+          w.op,
+          w.service,
+          w.op === "upsert" ? w.entry : "",
+          String(this.#maxlen),
+        ]),
+      );
+    } catch (err) {
+      if (err instanceof Error && /EPOCH/.test(err.message)) {
+        throw new ModelEpochError(
+          `Cannot write service "${w.service}" to the model: ${err.message}, not "${epoch}"`,
+          { cause: err },
+        );
+      }
+      throw err;
+    }
+  }
+
+  async read(after: string, options: { count: number; blockMs: number }): Promise<ModelChange[]> {
+    const args = ["XREAD", "COUNT", String(options.count)];
+    if (options.blockMs > 0) args.push("BLOCK", String(options.blockMs));
+    args.push("STREAMS", this.#keys.changes, after);
+    const send = options.blockMs > 0 ? this.#redis.blocking(args) : this.#redis.command(args);
+    const reply = await send as [string, [string, string[]][]][] | null;
+    const out: ModelChange[] = [];
+    for (const [, entries] of reply ?? []) {
+      for (const [id, kv] of entries) {
+        const f: Record<string, string> = {};
+        for (let i = 0; i + 1 < kv.length; i += 2) f[kv[i]!] = kv[i + 1]!;
+        out.push({
+          id,
+          rev: Number(f.rev),
+          epoch: f.epoch ?? "",
+          op: f.op === "delete" ? "delete" : "upsert",
+          service: f.service ?? "",
+          ...(f.entry !== undefined ? { entry: f.entry } : {}),
+        });
+      }
+    }
+    return out;
+  }
+
+  close(): Promise<void> {
+    return this.#redis.close();
+  }
+}
+
+/** A {@linkcode RedisModelStore} (connecting in the background). */
+export function connectModelStore(
+  options: RedisStoreOptions & { streamMaxlen?: number },
+): RedisModelStore {
+  return new RedisModelStore(options);
+}

@@ -1,0 +1,114 @@
+/**
+ * The LB model in Redis: keys, the entry format and the Lua scripts that keep the hash, the
+ * revision and the change stream moving together. All keys share one hash tag, so a Redis
+ * Cluster keeps them on one shard and the scripts may touch them all.
+ *
+ * - `hf:model:{m}:services` — hash: field `namespace/name` → JSON {@linkcode ModelEntry}
+ * - `hf:model:{m}:rev` — integer, incremented by every change
+ * - `hf:model:{m}:changes` — stream (MAXLEN ~ {@linkcode STREAM_MAXLEN}), fields `rev`, `epoch`,
+ *   `op` (`upsert` | `delete`), `service`, and `entry` (the JSON, upserts only)
+ * - `hf:model:{m}:epoch` — random token set when the model is first written; a new token means
+ *   Redis lost the model and readers must re-read it
+ *
+ * @module
+ */
+
+import type { BackendInput, ServiceInput } from "../lb/writer.ts";
+
+/** One service of the model: the service with its frontends, and its backends. */
+export interface ModelEntry {
+  readonly service: ServiceInput;
+  readonly backends: readonly BackendInput[];
+}
+
+/** The model's Redis keys. */
+export interface ModelKeys {
+  readonly services: string;
+  readonly rev: string;
+  readonly changes: string;
+  readonly epoch: string;
+}
+
+/** Approximate length the change stream is trimmed to. */
+export const STREAM_MAXLEN = 10_000;
+
+/** The keys of the model under `prefix` (default `hf`). */
+export function modelKeys(prefix = "hf"): ModelKeys {
+  const base = `${prefix}:model:{m}`;
+  return {
+    services: `${base}:services`,
+    rev: `${base}:rev`,
+    changes: `${base}:changes`,
+    epoch: `${base}:epoch`,
+  };
+}
+
+/**
+ * The canonical JSON of an entry: fixed key order, backends and frontends sorted, defaults
+ * spelled out, so equal models encode to equal strings (the publisher writes only what differs).
+ */
+export function encodeEntry(e: ModelEntry): string {
+  const s = e.service;
+  const frontends = s.frontends
+    .map((f) => ({ address: f.address, portName: f.portName ?? "" }))
+    .sort((a, b) => cmp(a.address, b.address) || cmp(a.portName, b.portName));
+  const backends = e.backends
+    .map((b) => ({
+      address: b.address,
+      portName: b.portName ?? "",
+      state: b.state ?? "active",
+      ...(b.weight !== undefined ? { weight: b.weight } : {}),
+      ...(b.zone ? { zone: b.zone } : {}),
+    }))
+    .sort((a, b) => cmp(a.address, b.address) || cmp(a.portName, b.portName));
+  return JSON.stringify({
+    service: {
+      name: s.name,
+      flowKeyMode: s.flowKeyMode ?? "five-tuple",
+      ...(s.maglevSize ? { maglevSize: s.maglevSize } : {}),
+      frontends,
+    },
+    backends,
+  });
+}
+
+function cmp(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * One change, atomically: checks the epoch (`ARGV[1]`; a mismatch returns `EPOCH` and changes
+ * nothing), sets or deletes the field, increments the revision and appends to the stream.
+ * KEYS: services, rev, changes, epoch. ARGV: epoch, op, service, entry, maxlen. Returns the rev.
+ */
+export const WRITE_SCRIPT = `
+local e = redis.call('GET', KEYS[4])
+if e ~= ARGV[1] then return redis.error_reply('EPOCH model epoch is ' .. tostring(e)) end
+if ARGV[2] == 'upsert' then
+  redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])
+else
+  redis.call('HDEL', KEYS[1], ARGV[3])
+end
+local rev = redis.call('INCR', KEYS[2])
+if ARGV[2] == 'upsert' then
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'rev', rev, 'epoch', ARGV[1],
+    'op', 'upsert', 'service', ARGV[3], 'entry', ARGV[4])
+else
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'rev', rev, 'epoch', ARGV[1],
+    'op', 'delete', 'service', ARGV[3])
+end
+return rev
+`;
+
+/**
+ * A consistent snapshot: `{epoch or "", rev, last stream id or "0-0", HGETALL...}`.
+ * KEYS: services, rev, changes, epoch.
+ */
+export const SNAPSHOT_SCRIPT = `
+local e = redis.call('GET', KEYS[4]) or ''
+local rev = redis.call('GET', KEYS[2]) or '0'
+local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
+local id = '0-0'
+if #last > 0 then id = last[1][1] end
+return {e, rev, id, redis.call('HGETALL', KEYS[1])}
+`;

@@ -1,0 +1,108 @@
+/**
+ * Test helpers of the model: a controller (file source → tables → publisher) and an agent
+ * (RedisModelSource → tables → in-memory BPF maps) around one {@linkcode ModelStore}.
+ *
+ * @module
+ */
+
+import { type ControlPlane, createControlPlane } from "../control_plane.ts";
+import { MemoryLBMaps } from "../lbmaps_memory.ts";
+import { FileSource } from "../sources/file_source.ts";
+import { RedisModelSource, type RedisModelSourceOptions } from "../sources/redis_source.ts";
+import { type RunningModelPublisher, startModelPublisher } from "./publisher.ts";
+import type { ModelStore } from "./store.ts";
+import type { Logger } from "../../lib/log.ts";
+
+/** A controller publishing the model of a services file. */
+export interface TestController extends AsyncDisposable {
+  readonly cp: ControlPlane;
+  readonly file: FileSource;
+  readonly pub: RunningModelPublisher;
+}
+
+/** Starts a controller whose tables hold `yaml` (file source), publishing to `store`. */
+export async function startTestController(
+  store: ModelStore,
+  yaml: string,
+  options: { logger?: Logger; epochCheckMs?: number } = {},
+): Promise<TestController> {
+  const cp = await createControlPlane(new MemoryLBMaps());
+  const file = new FileSource(cp.writer);
+  cp.start();
+  file.load(yaml);
+  const pub = startModelPublisher(cp, store, { retry: { minMs: 10, maxMs: 50 }, ...options });
+  await pub.synced();
+  return {
+    cp,
+    file,
+    pub,
+    [Symbol.asyncDispose]: async () => {
+      await pub.stop();
+      await cp.stop();
+    },
+  };
+}
+
+/** An agent following the model from `store` into in-memory maps. */
+export interface TestAgent extends AsyncDisposable {
+  readonly cp: ControlPlane;
+  readonly maps: MemoryLBMaps;
+  readonly source: RedisModelSource;
+  /** Map writes so far (every call but `dump`). */
+  writes(): number;
+}
+
+/** Starts an agent over `maps` (default: new ones) following `store`. */
+export async function startTestAgent(
+  store: ModelStore,
+  options: RedisModelSourceOptions & { maps?: MemoryLBMaps } = {},
+): Promise<TestAgent> {
+  const maps = options.maps ?? new MemoryLBMaps();
+  const cp = await createControlPlane(maps);
+  const source = new RedisModelSource(cp.writer, store, {
+    retry: { minMs: 10, maxMs: 50 },
+    blockMs: 50,
+    epochCheckMs: 100,
+    ...options,
+  });
+  cp.start();
+  source.start();
+  return {
+    cp,
+    maps,
+    source,
+    writes: () => Object.entries(maps.calls).reduce((n, [k, v]) => k === "dump" ? n : n + v, 0),
+    [Symbol.asyncDispose]: async () => {
+      await source.stop();
+      await cp.stop();
+    },
+  };
+}
+
+/** Waits until `cond()` holds (polling every 10 ms, at most `timeoutMs`, default 5000). */
+export async function waitUntil(
+  cond: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 5_000,
+): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** Two services: default/web (two backends) and default/dns (one, client-ip). */
+export const MODEL_YAML = `
+services:
+  - name: default/web
+    frontends: [{ address: 10.0.100.1:80/TCP, portName: http }]
+    backends:
+      - { address: 10.1.0.1:8080/TCP, portName: http }
+      - { address: 10.1.0.2:8080/TCP, portName: http, weight: 50, zone: a }
+  - name: default/dns
+    flowKeyMode: client-ip
+    maglevSize: 251
+    frontends: [{ address: 10.0.100.2:53/UDP }]
+    backends: [{ address: 10.1.0.3:53/UDP }]
+`;

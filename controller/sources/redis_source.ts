@@ -1,0 +1,300 @@
+/**
+ * The Redis data source: an agent follows the LB model the controller publishes
+ * (`controller/model/`), written as source `redis`.
+ *
+ * 1. Snapshot: revision, epoch, last stream id and every entry, read consistently; the source's
+ *    rows become exactly the snapshot's (a diff: unchanged entries write nothing). The first
+ *    snapshot completes the source's initializer, so the BPF-maps reconciler prunes nothing
+ *    before the model is back (a restarted agent keeps serving from its pinned maps).
+ * 2. Follow: blocking reads of the change stream after the snapshot's last id, applied in
+ *    revision order, one write transaction per batch.
+ * 3. Re-read (step 1 again, logged `model re-read` with `why`): a revision gap (the stream was
+ *    trimmed past what the agent saw), a new epoch (Redis lost the model and the controller
+ *    republished it), or a reconnection. While Redis is unreachable, or holds no model, the rows
+ *    stay as they are and the datapath keeps serving; retries follow `lib/backoff.ts`.
+ *
+ * An entry that is not valid JSON or that the file format's checks refuse (`parseConfig`) is
+ * logged with its service and skipped; the rest applies.
+ *
+ * @module
+ */
+
+import { Backoff, type BackoffOptions, sleep } from "../../lib/backoff.ts";
+import { log, type Logger } from "../../lib/log.ts";
+import type { SourceWriter } from "../lb/source_writer.ts";
+import type { Writer } from "../lb/writer.ts";
+import type { ModelChange, ModelSnapshot, ModelStore } from "../model/store.ts";
+import type { WriteTxn } from "../statedb/mod.ts";
+import { type FileConfig, parseConfig } from "./file_source.ts";
+
+type ServiceConfig = FileConfig["services"][number];
+
+/** Options of {@linkcode RedisModelSource}. */
+export interface RedisModelSourceOptions {
+  /** Source name (default `redis`). */
+  source?: string;
+  /** Register as an initializer of the LB tables (default true). */
+  initializer?: boolean;
+  /** Logger (default: the process logger with `component: "model-source"`). */
+  logger?: Logger;
+  /** Retry schedule while Redis is unreachable (default 100 ms .. 5 s with jitter). */
+  retry?: BackoffOptions;
+  /** Longest blocking read of the change stream, ms (default 1000). */
+  blockMs?: number;
+  /** Most changes applied per transaction (default 1000). */
+  count?: number;
+  /** How often an idle follower checks the epoch, ms (default 5000). */
+  epochCheckMs?: number;
+  /**
+   * Called after every applied snapshot or batch with the model before and after (null before
+   * the first), one call at a time: the agent follows LB IPs and its flow trust boundary with it.
+   */
+  onApplied?: (prev: FileConfig | null, next: FileConfig) => void | Promise<void>;
+}
+
+/** Follows the model in a {@linkcode ModelStore} as one Writer source. */
+export class RedisModelSource {
+  readonly src: SourceWriter;
+  readonly #store: ModelStore;
+  readonly #log: Logger;
+  readonly #opts: RedisModelSourceOptions;
+  #initDone: ((txn: WriteTxn) => void) | null = null;
+  /** service → [JSON applied, its validated form]. */
+  readonly #rows = new Map<string, { json: string; svc: ServiceConfig }>();
+  #view: FileConfig | null = null;
+  #epoch = "";
+  #rev = 0;
+  #lastId = "0-0";
+  #ac = new AbortController();
+  #running: Promise<void> | null = null;
+  #notify: Promise<void> = Promise.resolve();
+  #markReady = () => {};
+  readonly #ready = new Promise<void>((r) => this.#markReady = r);
+
+  /** Registers the initializer (construct before the control plane starts); `start()` follows. */
+  constructor(writer: Writer, store: ModelStore, options: RedisModelSourceOptions = {}) {
+    this.src = writer.source(options.source ?? "redis");
+    this.#store = store;
+    this.#opts = options;
+    this.#log = options.logger ?? log.with({ component: "model-source" });
+    if (options.initializer ?? true) {
+      const txn = this.src.txn();
+      this.#initDone = this.src.registerInitializer(txn);
+      txn.commit();
+    }
+  }
+
+  /** Epoch of the model applied ("" before the first snapshot). */
+  get epoch(): string {
+    return this.#epoch;
+  }
+
+  /** Revision of the model applied. */
+  get rev(): number {
+    return this.#rev;
+  }
+
+  /** The model applied, in the file format (null before the first snapshot). */
+  get view(): FileConfig | null {
+    return this.#view;
+  }
+
+  /** Resolves once the first snapshot is applied. */
+  ready(): Promise<void> {
+    return this.#ready;
+  }
+
+  /** Starts following in the background. */
+  start(): void {
+    this.#running ??= this.#run();
+  }
+
+  /** Stops following; the rows stay. */
+  async stop(): Promise<void> {
+    this.#ac.abort();
+    await this.#running;
+    await this.#notify;
+  }
+
+  async #run(): Promise<void> {
+    const signal = this.#ac.signal;
+    const backoff = new Backoff(this.#opts.retry ?? { minMs: 100, maxMs: 5_000 });
+    const epochCheckMs = this.#opts.epochCheckMs ?? 5_000;
+    let need: string | null = "start";
+    let lastCheck = Date.now();
+    let empty = false;
+    while (!signal.aborted) {
+      try {
+        if (need !== null) {
+          const snap = await this.#store.snapshot();
+          if (snap.epoch === "") {
+            if (!empty) {
+              this.#log.warn("model not in Redis: keeping the rows applied", {
+                why: need,
+                services: this.#rows.size,
+              });
+            }
+            empty = true;
+            await sleep(backoff.next(), signal);
+            continue;
+          }
+          empty = false;
+          if (need !== "start") {
+            this.#log.info("model re-read", { why: need, rev: snap.rev, epoch: snap.epoch });
+          }
+          this.#applySnapshot(snap);
+          need = null;
+          backoff.reset();
+          lastCheck = Date.now();
+          continue;
+        }
+        const changes = await this.#store.read(this.#lastId, {
+          count: this.#opts.count ?? 1000,
+          blockMs: this.#opts.blockMs ?? 1000,
+        });
+        if (signal.aborted) break;
+        if (changes.length === 0) {
+          if (Date.now() - lastCheck >= epochCheckMs) {
+            lastCheck = Date.now();
+            const epoch = await this.#store.epoch();
+            if (epoch !== this.#epoch) need = epoch === "" ? "model gone" : "epoch changed";
+          }
+          continue;
+        }
+        need = this.#applyChanges(changes);
+        backoff.reset();
+      } catch (err) {
+        if (signal.aborted) break;
+        const delay = backoff.next();
+        this.#log.warn("model unreachable: serving the rows applied", {
+          err: (err as Error).message,
+          retryInMs: delay,
+        });
+        need = "reconnected";
+        await sleep(delay, signal).catch(() => {});
+      }
+    }
+  }
+
+  /** Makes the rows the snapshot's, writing only entries that differ. */
+  #applySnapshot(snap: ModelSnapshot): void {
+    const prev = this.#view;
+    const txn = this.src.txn();
+    let changed = 0;
+    try {
+      for (const name of [...this.#rows.keys()]) {
+        if (!snap.entries.has(name)) {
+          this.#delete(txn, name);
+          changed++;
+        }
+      }
+      for (const [name, json] of snap.entries) {
+        if (this.#rows.get(name)?.json !== json && this.#upsert(txn, name, json)) changed++;
+      }
+      this.#initDone?.(txn);
+      this.#initDone = null;
+      txn.commit();
+    } finally {
+      txn.abort();
+    }
+    this.#epoch = snap.epoch;
+    this.#rev = snap.rev;
+    this.#lastId = snap.lastId;
+    this.#log.info("model applied", {
+      rev: snap.rev,
+      services: this.#rows.size,
+      changed,
+      snapshot: true,
+    });
+    this.#changed(prev, changed > 0 || prev === null);
+    this.#markReady();
+  }
+
+  /** Applies changes in revision order; returns why to re-read instead, or null. */
+  #applyChanges(changes: readonly ModelChange[]): string | null {
+    const prev = this.#view;
+    const txn = this.src.txn();
+    let why: string | null = null;
+    const names = new Set<string>();
+    try {
+      for (const c of changes) {
+        if (c.epoch !== this.#epoch) {
+          why = "epoch changed";
+          break;
+        }
+        if (c.rev <= this.#rev) { // already in the snapshot
+          this.#lastId = c.id;
+          continue;
+        }
+        if (c.rev !== this.#rev + 1) {
+          why = `gap: rev ${this.#rev + 1}..${c.rev - 1} missed`;
+          break;
+        }
+        if (c.op === "delete") {
+          if (this.#rows.has(c.service)) this.#delete(txn, c.service);
+        } else if (c.entry !== undefined && this.#rows.get(c.service)?.json !== c.entry) {
+          this.#upsert(txn, c.service, c.entry);
+        }
+        names.add(c.service);
+        this.#rev = c.rev;
+        this.#lastId = c.id;
+      }
+      txn.commit();
+    } finally {
+      txn.abort();
+    }
+    if (names.size > 0) {
+      this.#log.info("model applied", { rev: this.#rev, services: names.size });
+      this.#changed(prev, true);
+    }
+    return why;
+  }
+
+  /** Validates and writes one entry; false (logged, nothing written) when it is invalid. */
+  #upsert(txn: WriteTxn, name: string, json: string): boolean {
+    let svc: ServiceConfig;
+    try {
+      const raw = JSON.parse(json) as { service?: Record<string, unknown>; backends?: unknown };
+      if (typeof raw !== "object" || raw === null || typeof raw.service !== "object") {
+        throw new Error("expected {service, backends}");
+      }
+      const cfg = parseConfig(
+        JSON.stringify({ services: [{ ...raw.service, backends: raw.backends ?? [] }] }),
+        { format: "json" },
+      );
+      svc = cfg.services[0]!;
+      if (svc.name !== name) throw new Error(`entry names service "${svc.name}"`);
+    } catch (err) {
+      this.#log.error("model entry rejected, skipped", {
+        service: name,
+        err: (err as Error).message,
+      });
+      return false;
+    }
+    this.src.upsertService(txn, svc);
+    this.src.setBackends(txn, { service: name, backends: svc.backends });
+    this.#rows.set(name, { json, svc });
+    return true;
+  }
+
+  #delete(txn: WriteTxn, name: string): void {
+    this.src.deleteService(txn, name);
+    this.src.setBackends(txn, { service: name, backends: [] });
+    this.#rows.delete(name);
+  }
+
+  /** Rebuilds the view and, if it changed, tells `onApplied` (one call at a time). */
+  #changed(prev: FileConfig | null, changed: boolean): void {
+    if (!changed) return;
+    const next: FileConfig = {
+      services: [...this.#rows.values()].map((r) => r.svc),
+      redirects: [],
+    };
+    this.#view = next;
+    const fn = this.#opts.onApplied;
+    if (fn === undefined) return;
+    this.#notify = this.#notify.then(() => fn(prev, next)).catch((err) =>
+      this.#log.warn("model follower failed", { err: (err as Error).message })
+    );
+  }
+}

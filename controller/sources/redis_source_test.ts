@@ -1,0 +1,175 @@
+import { captureLogs } from "../../lib/log.ts";
+import { assert, assertEquals } from "../_testing.ts";
+import { MemoryModelStore } from "../model/_memory_model_store.ts";
+import { MODEL_YAML, startTestAgent, startTestController, waitUntil } from "../model/_testing.ts";
+import type { ModelChange, ModelStore } from "../model/store.ts";
+
+const WEB = "10.0.100.1:80/TCP", DNS = "10.0.100.2:53/UDP";
+
+/** A store whose reads can be held back (an agent that falls behind). */
+class HeldStore implements ModelStore {
+  #gate: Promise<void> | null = null;
+  #open = () => {};
+  constructor(readonly inner: MemoryModelStore) {}
+  hold(): void {
+    this.#gate = new Promise((r) => this.#open = r);
+  }
+  release(): void {
+    this.#gate = null;
+    this.#open();
+  }
+  snapshot = () => this.inner.snapshot();
+  epoch = () => this.inner.epoch();
+  initEpoch = (t: string) => this.inner.initEpoch(t);
+  write = (e: string, w: Parameters<ModelStore["write"]>[1]) => this.inner.write(e, w);
+  async read(after: string, o: { count: number; blockMs: number }): Promise<ModelChange[]> {
+    if (this.#gate) await this.#gate;
+    return this.inner.read(after, o);
+  }
+  close = () => this.inner.close();
+}
+
+Deno.test("model: published services reach an agent's maps; an update and a delete follow", async () => {
+  const store = new MemoryModelStore();
+  await using ctl = await startTestController(store, MODEL_YAML);
+  await using agent = await startTestAgent(store);
+  await agent.source.ready();
+  await agent.cp.waitFrontend(WEB);
+  await agent.cp.waitFrontend(DNS);
+  assertEquals(agent.maps.services.size, 2);
+  const txn = agent.cp.db.readTxn();
+  assertEquals(agent.cp.tables.services.all(txn).map((s) => [s.name, s.source, s.maglevSize]), [
+    ["default/dns", "redis", 251],
+    ["default/web", "redis", 0],
+  ]);
+  assertEquals(agent.cp.tables.backends.all(txn).length, 3);
+  assertEquals(store.rev, 2);
+
+  // One backend fewer for web, dns gone.
+  ctl.file.load(`
+services:
+  - name: default/web
+    frontends: [{ address: 10.0.100.1:80/TCP, portName: http }]
+    backends: [{ address: 10.1.0.1:8080/TCP, portName: http }]
+`);
+  await waitUntil(() => agent.source.rev === 4, "rev 4 applied");
+  await agent.cp.waitFrontend(DNS, { absent: true });
+  await agent.cp.waitFrontend(WEB);
+  assertEquals(agent.maps.services.size, 1);
+  assertEquals(agent.maps.backends.size, 1);
+  assertEquals(agent.source.view?.services.map((s) => s.name), ["default/web"]);
+});
+
+Deno.test("model: a publisher restart with the same inputs writes nothing and changes no map entry", async () => {
+  const store = new MemoryModelStore();
+  await using agent = await startTestAgent(store);
+  {
+    await using _ctl = await startTestController(store, MODEL_YAML);
+    await agent.source.ready();
+    await agent.cp.waitFrontend(WEB);
+    await agent.cp.waitFrontend(DNS);
+  }
+  const before = await agent.maps.dump();
+  const writes = agent.writes(), storeWrites = store.writes, rev = store.rev;
+  using logs = captureLogs();
+  {
+    await using ctl = await startTestController(store, MODEL_YAML);
+    assertEquals(ctl.pub.publisher.rev, rev);
+    await new Promise((r) => setTimeout(r, 200)); // the agent's reads and epoch checks go on
+  }
+  assertEquals(store.writes, storeWrites, "store writes");
+  assertEquals(store.rev, rev);
+  assertEquals(agent.writes(), writes, "map writes");
+  assertEquals(await agent.maps.dump(), before);
+  const synced = logs.records.find((r) => r.msg === "model synced");
+  assertEquals([synced?.upserts, synced?.deletes, synced?.services], [0, 0, 2]);
+  assert(!logs.records.some((r) => r.msg === "model published"), "nothing published");
+});
+
+Deno.test("model: an agent that missed trimmed changes re-reads the model (gap)", async () => {
+  const mem = new MemoryModelStore();
+  const held = new HeldStore(mem);
+  await using ctl = await startTestController(mem, MODEL_YAML);
+  await using agent = await startTestAgent(held);
+  await agent.source.ready();
+  await agent.cp.waitFrontend(DNS);
+  held.hold();
+  await new Promise((r) => setTimeout(r, 100)); // the agent's next read is held
+  using logs = captureLogs();
+  ctl.file.load(
+    MODEL_YAML.replace("10.0.100.2:53/UDP", "10.0.100.3:53/UDP")
+      .replace("10.1.0.2:8080/TCP", "10.1.0.9:8080/TCP"),
+  );
+  await waitUntil(() => mem.rev === 4, "two changes published");
+  mem.trim(1);
+  held.release();
+  await waitUntil(() => agent.source.rev === 4, "the agent at rev 4");
+  const reread = logs.records.find((r) => r.msg === "model re-read");
+  assertEquals(reread?.why, "gap: rev 3..3 missed");
+  await agent.cp.waitFrontend(DNS, { absent: true });
+  await agent.cp.waitFrontend("10.0.100.3:53/UDP");
+  const addrs = agent.cp.tables.backends.all(agent.cp.db.readTxn()).map((b) => b.address).sort();
+  assertEquals(addrs, ["10.1.0.1:8080/TCP", "10.1.0.3:53/UDP", "10.1.0.9:8080/TCP"]);
+});
+
+Deno.test("model: store lost the model → agent keeps its rows, re-reads the republished one, no map write", async () => {
+  const store = new MemoryModelStore();
+  await using _ctl = await startTestController(store, MODEL_YAML, { epochCheckMs: 100 });
+  await using agent = await startTestAgent(store);
+  await agent.source.ready();
+  await agent.cp.waitFrontend(WEB);
+  await agent.cp.waitFrontend(DNS);
+  const epoch = agent.source.epoch, writes = agent.writes(), before = await agent.maps.dump();
+  using logs = captureLogs();
+  store.restartEmpty();
+  await waitUntil(() => agent.source.epoch !== epoch && store.epochToken !== "", "new epoch");
+  const reread = logs.records.find((r) => r.msg === "model re-read");
+  assert(reread?.why === "epoch changed" || reread?.why === "model gone", String(reread?.why));
+  assertEquals(agent.writes(), writes, "map writes");
+  assertEquals(await agent.maps.dump(), before);
+  assertEquals(store.entries.size, 2);
+});
+
+Deno.test("model: a bad entry is logged with its service and skipped; the rest applies", async () => {
+  const store = new MemoryModelStore();
+  await using _ctl = await startTestController(store, MODEL_YAML);
+  await using agent = await startTestAgent(store);
+  await agent.source.ready();
+  using logs = captureLogs();
+  const epoch = store.epochToken;
+  await store.write(epoch, { op: "upsert", service: "default/json", entry: "{not json" });
+  await store.write(epoch, {
+    op: "upsert",
+    service: "default/addr",
+    entry: JSON.stringify({
+      service: { name: "default/addr", frontends: [{ address: "10.0.100.9:99999/TCP" }] },
+      backends: [],
+    }),
+  });
+  await store.write(epoch, {
+    op: "upsert",
+    service: "default/ok",
+    entry: JSON.stringify({
+      service: { name: "default/ok", frontends: [{ address: "10.0.100.7:80/TCP" }] },
+      backends: [{ address: "10.1.0.7:80/TCP" }],
+    }),
+  });
+  await agent.cp.waitFrontend("10.0.100.7:80/TCP");
+  const rejected = logs.records.filter((r) => r.msg === "model entry rejected, skipped");
+  assertEquals(rejected.map((r) => r.service), ["default/json", "default/addr"]);
+  assertEquals(agent.maps.services.size, 3);
+  assertEquals(agent.source.rev, store.rev);
+});
+
+Deno.test("model: no model yet → the agent's initializer stays pending (no prune) until it comes", async () => {
+  const store = new MemoryModelStore();
+  await using agent = await startTestAgent(store);
+  await new Promise((r) => setTimeout(r, 100));
+  const txn = agent.cp.db.readTxn();
+  assertEquals(agent.cp.tables.frontends.pendingInitializers(txn), ["redis"]);
+  assertEquals(agent.source.view, null);
+  await using _ctl = await startTestController(store, MODEL_YAML);
+  await agent.source.ready();
+  assertEquals(agent.cp.tables.frontends.pendingInitializers(agent.cp.db.readTxn()), []);
+  await agent.cp.waitFrontend(WEB);
+});

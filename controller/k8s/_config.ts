@@ -1,0 +1,59 @@
+/**
+ * The LoadBalancerConfig named `default`: which Services are claimed, and its `Ready` condition
+ * (the checks the CRD schema cannot make, such as a prime Maglev table size).
+ *
+ * @module
+ */
+
+import { checkMaglevSize } from "../../policy-as/host/maglev_input.ts";
+import { type ClaimOptions, DEFAULT_LOAD_BALANCER_CLASS, type IpamCondition } from "../ipam/mod.ts";
+import type { KubeObject } from "./informers.ts";
+
+/** The name of the LoadBalancerConfig the controller reads. */
+export const CONFIG_NAME = "default";
+
+/** What the controller takes from the config, and the condition to report on it. */
+export interface ConfigView {
+  readonly claim: Required<ClaimOptions>;
+  /** Undefined when there is no config object (defaults apply, nothing to report). */
+  readonly ready?: IpamCondition;
+}
+
+/** Reads `default` among `configs`; an invalid field is reported and its default used. */
+export function readConfig(configs: readonly KubeObject[]): ConfigView {
+  const cfg = configs.find((c) => c.metadata?.name === CONFIG_NAME);
+  const spec = cfg?.spec ?? {};
+  const cls = typeof spec.loadBalancerClass === "string" && spec.loadBalancerClass !== ""
+    ? spec.loadBalancerClass
+    : DEFAULT_LOAD_BALANCER_CLASS;
+  const claim = {
+    loadBalancerClass: cls,
+    claimServicesWithoutClass: spec.claimServicesWithoutClass === true,
+  };
+  if (cfg === undefined) return { claim };
+  const problems: string[] = [];
+  if (spec.maglevTableSize !== undefined) {
+    try {
+      checkMaglevSize(spec.maglevTableSize);
+    } catch (err) {
+      problems.push(`spec.maglevTableSize: ${(err as Error).message}`);
+    }
+  }
+  const port = spec.encapPort;
+  if (port !== undefined && !(Number.isInteger(port) && port >= 1 && port <= 65535)) {
+    problems.push(`spec.encapPort: ${JSON.stringify(port)} is not a port in 1..65535`);
+  }
+  if (spec.mode !== undefined && spec.mode !== "Stateful" && spec.mode !== "Anycast") {
+    problems.push(`spec.mode: "${spec.mode}" is not Stateful or Anycast`);
+  }
+  const gen = cfg.metadata?.generation;
+  const ready: IpamCondition = problems.length === 0
+    ? { type: "Ready", status: "True", reason: "Valid", message: `Claiming class "${cls}"` }
+    : {
+      type: "Ready",
+      status: "False",
+      reason: "InvalidSpec",
+      message: `${problems.join("; ")}. Defaults are used for these fields`,
+    };
+  return { claim, ready: gen !== undefined ? { ...ready, observedGeneration: gen } : ready };
+}

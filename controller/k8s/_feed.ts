@@ -1,0 +1,111 @@
+/**
+ * Feeds the controller's own LB tables (through {@linkcode K8sSource}) from the cluster view,
+ * level-triggered: each pass compares claimed Services (with the addresses the allocator just
+ * decided applied to their status, so frontends do not wait for the status round-trip) and their
+ * EndpointSlices with what was fed last time, and applies only the difference in one batch.
+ *
+ * @module
+ */
+
+import type { Logger } from "../../lib/log.ts";
+import type { K8sEvent } from "../sources/k8s_source.ts";
+import { convertService, SERVICE_NAME_LABEL } from "../sources/k8s_convert.ts";
+import { keyOf, type KubeObject } from "./informers.ts";
+
+/** What the feed writes to: {@linkcode K8sSource} fits. */
+export interface ModelSink {
+  apply(events: readonly K8sEvent[]): void;
+}
+
+/** A claimed Service and the addresses it should show (undefined: as its status shows). */
+export interface FedService {
+  readonly object: KubeObject;
+  readonly addresses?: readonly string[];
+}
+
+function withAddresses(svc: KubeObject, addresses: readonly string[] | undefined): KubeObject {
+  if (addresses === undefined) return svc;
+  return {
+    ...svc,
+    status: {
+      ...svc.status,
+      loadBalancer: { ingress: addresses.map((ip) => ({ ip, ipMode: "VIP" })) },
+    },
+  };
+}
+
+/** What of a Service the conversion reads, as a comparable string. */
+function serviceFingerprint(svc: KubeObject): string {
+  return JSON.stringify([
+    svc.metadata?.annotations ?? {},
+    svc.spec ?? {},
+    (svc.status?.loadBalancer?.ingress ?? []).map((i: { ip?: string }) => i.ip),
+  ]);
+}
+
+/** Level-triggered feed of Services and EndpointSlices into a {@linkcode ModelSink}. */
+export class SourceFeed {
+  readonly #services = new Map<string, string>();
+  /** slice key → resourceVersion fed. */
+  readonly #slices = new Map<string, { rv: string; object: KubeObject }>();
+
+  constructor(readonly sink: ModelSink, readonly logger: Logger) {}
+
+  /** Applies the difference between `services` (claimed only) + `slices` and the last pass. */
+  sync(services: readonly FedService[], slices: readonly KubeObject[]): number {
+    const events: K8sEvent[] = [];
+    const claimed = new Set<string>();
+    for (const { object, addresses } of services) {
+      const svc = withAddresses(object, addresses);
+      const key = keyOf(svc);
+      try {
+        convertService(svc); // a Service that cannot be converted is left out, and said so
+      } catch (err) {
+        if (this.#services.get(key) !== "invalid") {
+          this.logger.warn("service left out of the model", { service: key, error: String(err) });
+          if (this.#services.has(key)) events.push({ type: "delete", object: svc });
+          this.#services.set(key, "invalid");
+        }
+        continue;
+      }
+      claimed.add(key);
+      const fp = serviceFingerprint(svc);
+      const before = this.#services.get(key);
+      if (before === fp) continue;
+      events.push({
+        type: before === undefined || before === "invalid" ? "add" : "update",
+        object: svc,
+      });
+      this.#services.set(key, fp);
+    }
+    const passed = new Set(services.map((s) => keyOf(s.object)));
+    for (const [key, fp] of this.#services) {
+      if (passed.has(key)) continue;
+      this.#services.delete(key);
+      if (fp === "invalid") continue;
+      const slash = key.indexOf("/");
+      const metadata = { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
+      events.push({ type: "delete", object: { kind: "Service", metadata } });
+    }
+    const seen = new Set<string>();
+    for (const slice of slices) {
+      const svcName = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
+      if (!svcName || !claimed.has(`${slice.metadata?.namespace ?? "default"}/${svcName}`)) {
+        continue;
+      }
+      const key = keyOf(slice), rv = slice.metadata?.resourceVersion ?? "";
+      seen.add(key);
+      const before = this.#slices.get(key);
+      if (before?.rv === rv) continue;
+      events.push({ type: before ? "update" : "add", object: { kind: "EndpointSlice", ...slice } });
+      this.#slices.set(key, { rv, object: slice });
+    }
+    for (const [key, { object }] of this.#slices) {
+      if (seen.has(key)) continue;
+      events.push({ type: "delete", object: { kind: "EndpointSlice", ...object } });
+      this.#slices.delete(key);
+    }
+    if (events.length > 0) this.sink.apply(events);
+    return events.length;
+  }
+}

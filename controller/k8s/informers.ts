@@ -1,0 +1,329 @@
+/**
+ * The controller's view of the cluster: one reflector per watched resource (Services,
+ * EndpointSlices, AddressPools, LoadBalancerConfigs), each a list + watch by resourceVersion on
+ * `@kubernetes/client-node` (`Watch` with bookmarks), re-listing after 410 Gone, retrying with
+ * {@linkcode Backoff}; and one place, {@linkcode Informers}, that turns their callbacks into
+ * debounced, bounded batches of `{type, object}` events and resolves `synced` once every
+ * resource has been listed.
+ *
+ * client-node's own `ListWatch` is not used: it does not ask for bookmarks and stops for good on
+ * the first error other than 410.
+ *
+ * @module
+ */
+
+import * as k8s from "@kubernetes/client-node";
+import { Backoff, type BackoffOptions, sleep } from "../../lib/backoff.ts";
+import { log, type Logger } from "../../lib/log.ts";
+import { registry } from "../../lib/metrics.ts";
+
+/** Any Kubernetes object as the controller reads it (typed lists and raw watch events alike). */
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: {
+    name?: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    generation?: number;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    creationTimestamp?: string | Date | null;
+  };
+  // deno-lint-ignore no-explicit-any
+  [field: string]: any;
+}
+
+/** One change, as {@linkcode K8sSource} takes it. */
+export interface ObjectEvent {
+  readonly type: "add" | "update" | "delete";
+  readonly object: KubeObject;
+}
+
+/** The resources the controller watches. */
+export type ResourceName = "services" | "endpointslices" | "addresspools" | "loadbalancerconfigs";
+
+/** Every watched resource, in the order they are started. */
+export const RESOURCES: readonly ResourceName[] = [
+  "addresspools",
+  "loadbalancerconfigs",
+  "services",
+  "endpointslices",
+];
+
+/** Events of one flush, per resource (resources without events are absent). */
+export type Batch = Partial<Record<ResourceName, ObjectEvent[]>>;
+
+/** The read side the reconcile loop needs (narrow, so tests can hand it plain arrays). */
+export interface ClusterView {
+  /** Every cached object of `resource`. */
+  list(resource: ResourceName): KubeObject[];
+}
+
+const relists = registry.counter(
+  "holdfast_controller_informer_lists_total",
+  "Full lists per resource (the first one and every re-list after 410 Gone or an error)",
+  { labelNames: ["resource"] },
+);
+const watchErrors = registry.counter(
+  "holdfast_controller_informer_errors_total",
+  "Failed lists or watches per resource (each retried with backoff)",
+  { labelNames: ["resource"] },
+);
+
+/** `namespace/name` (or `name` for cluster-scoped objects). */
+export function keyOf(o: KubeObject): string {
+  const ns = o.metadata?.namespace, name = o.metadata?.name ?? "";
+  return ns ? `${ns}/${name}` : name;
+}
+
+/** How a resource is listed and where it is watched. */
+interface ResourceSpec {
+  readonly watchPath: string;
+  readonly list: () => Promise<{ items: KubeObject[]; metadata?: { resourceVersion?: string } }>;
+}
+
+const GROUP = "holdfast.io", VERSION = "v1alpha1";
+
+function specs(kc: k8s.KubeConfig): Record<ResourceName, ResourceSpec> {
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);
+  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  const crd = (plural: string): ResourceSpec => ({
+    watchPath: `/apis/${GROUP}/${VERSION}/${plural}`,
+    list: () => custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural }),
+  });
+  return {
+    services: {
+      watchPath: "/api/v1/services",
+      list: () => core.listServiceForAllNamespaces() as never,
+    },
+    endpointslices: {
+      watchPath: "/apis/discovery.k8s.io/v1/endpointslices",
+      list: () => discovery.listEndpointSliceForAllNamespaces() as never,
+    },
+    addresspools: crd("addresspools"),
+    loadbalancerconfigs: crd("loadbalancerconfigs"),
+  };
+}
+
+/** An error's HTTP status, however client-node carries it. */
+export function statusCodeOf(err: unknown): number | undefined {
+  const e = err as { code?: unknown; statusCode?: unknown } | null;
+  const c = e?.code ?? e?.statusCode;
+  return typeof c === "number" ? c : undefined;
+}
+
+/**
+ * List + watch of one resource into a cache. A watch that ends is resumed from the last
+ * resourceVersion (bookmarks keep it fresh); 410 Gone re-lists and reports the difference as
+ * events; any other failure is retried after a capped backoff.
+ */
+class Reflector {
+  readonly objects = new Map<string, KubeObject>();
+  #rv = "";
+  #watch: AbortController | undefined;
+
+  constructor(
+    readonly name: ResourceName,
+    readonly spec: ResourceSpec,
+    readonly kc: k8s.KubeConfig,
+    readonly emit: (e: ObjectEvent) => void,
+    readonly logger: Logger,
+  ) {}
+
+  /** Runs until `signal` aborts; `onListed` after each successful list. */
+  async run(signal: AbortSignal, backoffOptions: BackoffOptions, onListed: () => void) {
+    const backoff = new Backoff(backoffOptions);
+    signal.addEventListener("abort", () => this.#watch?.abort(), { once: true });
+    while (!signal.aborted) {
+      const started = Date.now();
+      try {
+        if (this.#rv === "") {
+          await this.#list();
+          onListed();
+        }
+        await this.#watchOnce(signal);
+        // A watch the server ended after a while is normal: resume at once.
+        if (Date.now() - started >= 1000) {
+          backoff.reset();
+          continue;
+        }
+      } catch (err) {
+        if (signal.aborted) break;
+        watchErrors.inc({ resource: this.name });
+        if (statusCodeOf(err) === 410) this.#rv = "";
+        this.logger.warn("list or watch failed; retrying", {
+          resource: this.name,
+          error: String((err as Error)?.message ?? err),
+          code: statusCodeOf(err),
+        });
+      }
+      await sleep(backoff.next(), signal).catch(() => {});
+    }
+  }
+
+  async #list(): Promise<void> {
+    relists.inc({ resource: this.name });
+    const list = await this.spec.list();
+    const seen = new Set<string>();
+    for (const o of list.items) {
+      const key = keyOf(o);
+      seen.add(key);
+      const before = this.objects.get(key);
+      this.objects.set(key, o);
+      if (before === undefined) this.emit({ type: "add", object: o });
+      else if (before.metadata?.resourceVersion !== o.metadata?.resourceVersion) {
+        this.emit({ type: "update", object: o });
+      }
+    }
+    for (const [key, o] of this.objects) {
+      if (!seen.has(key)) {
+        this.objects.delete(key);
+        this.emit({ type: "delete", object: o });
+      }
+    }
+    this.#rv = list.metadata?.resourceVersion ?? "";
+    this.logger.debug("listed", { resource: this.name, count: list.items.length, rv: this.#rv });
+  }
+
+  /** One watch from the current resourceVersion; resolves when it ends, throws on failure. */
+  #watchOnce(signal: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const done = (err: unknown) => {
+        this.#watch = undefined;
+        if (err && !signal.aborted && !(err instanceof Error && err.name === "AbortError")) {
+          reject(err);
+        } else resolve();
+      };
+      const handle = (phase: string, obj: KubeObject) => {
+        if (phase === "ERROR") {
+          // In-stream 410 Expired: the history is gone; re-list when the stream ends.
+          if (obj?.code === 410) this.#rv = "";
+          this.#watch?.abort();
+          return;
+        }
+        const rv = obj?.metadata?.resourceVersion;
+        if (phase === "BOOKMARK") {
+          if (rv) this.#rv = rv;
+          return;
+        }
+        const key = keyOf(obj);
+        if (phase === "DELETED") {
+          this.objects.delete(key);
+          this.emit({ type: "delete", object: obj });
+        } else if (phase === "ADDED" || phase === "MODIFIED") {
+          const had = this.objects.has(key);
+          this.objects.set(key, obj);
+          this.emit({ type: had ? "update" : "add", object: obj });
+        }
+        if (rv) this.#rv = rv;
+      };
+      new k8s.Watch(this.kc).watch(
+        this.spec.watchPath,
+        { resourceVersion: this.#rv, allowWatchBookmarks: true, timeoutSeconds: 300 },
+        handle,
+        done,
+      ).then((c) => {
+        if (signal.aborted) c.abort();
+        else this.#watch = c;
+      }, reject);
+    });
+  }
+}
+
+/** Options of {@linkcode Informers}. */
+export interface InformersOptions {
+  /** Called with each flushed batch (after `debounceMs` quiet, or `maxBatch` events). */
+  onBatch: (batch: Batch) => void;
+  /** Quiet time before a batch is flushed (default 20 ms). */
+  debounceMs?: number;
+  /** Events that flush a batch at once (default 1,000). */
+  maxBatch?: number;
+  /** Retry schedule of failed lists and watches (default 200 ms .. 30 s). */
+  backoff?: BackoffOptions;
+  /** Only these resources (default {@linkcode RESOURCES}). */
+  resources?: readonly ResourceName[];
+  logger?: Logger;
+}
+
+/** The watched resources' caches and the batching of their events. */
+export class Informers implements ClusterView, AsyncDisposable {
+  /** Resolves once every resource has been listed once. */
+  readonly synced: Promise<void>;
+  readonly #reflectors: Reflector[];
+  readonly #abort = new AbortController();
+  readonly #options: InformersOptions;
+  #pending: Batch = {};
+  #pendingCount = 0;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #running: Promise<unknown> | undefined;
+  #markSynced!: () => void;
+  #listed = new Set<ResourceName>();
+
+  constructor(kc: k8s.KubeConfig, options: InformersOptions) {
+    this.#options = options;
+    const logger = (options.logger ?? log).with({ component: "informers" });
+    const all = specs(kc);
+    this.#reflectors = (options.resources ?? RESOURCES).map((name) =>
+      new Reflector(name, all[name], kc, (e) => this.#push(name, e), logger)
+    );
+    this.synced = new Promise((resolve) => (this.#markSynced = resolve));
+  }
+
+  /** Starts every reflector (idempotent). */
+  start(): void {
+    if (this.#running) return;
+    const backoff = this.#options.backoff ?? { minMs: 200, maxMs: 30_000 };
+    this.#running = Promise.all(
+      this.#reflectors.map((r) =>
+        r.run(this.#abort.signal, backoff, () => {
+          this.#listed.add(r.name);
+          if (this.#listed.size === this.#reflectors.length) {
+            this.#flush(); // the initial state goes out before `synced` resolves
+            this.#markSynced();
+          }
+        })
+      ),
+    );
+  }
+
+  /** Every cached object of `resource`. */
+  list(resource: ResourceName): KubeObject[] {
+    const r = this.#reflectors.find((x) => x.name === resource);
+    return r ? [...r.objects.values()] : [];
+  }
+
+  #push(resource: ResourceName, e: ObjectEvent): void {
+    (this.#pending[resource] ??= []).push(e);
+    this.#pendingCount++;
+    if (this.#listed.size < this.#reflectors.length) return; // flushed when all are listed
+    if (this.#pendingCount >= (this.#options.maxBatch ?? 1000)) this.#flush();
+    else if (this.#timer === undefined) {
+      this.#timer = setTimeout(() => this.#flush(), this.#options.debounceMs ?? 20);
+    }
+  }
+
+  #flush(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#pendingCount === 0) return;
+    const batch = this.#pending;
+    this.#pending = {};
+    this.#pendingCount = 0;
+    this.#options.onBatch(batch);
+  }
+
+  /** Stops every watch and waits for the reflectors to end. */
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#running;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * Wiring of the controller's pieces, without a command line: informers → reconcile loop
+ * ({@linkcode LbController}) → status/Events ({@linkcode ClusterWriter}) and → `K8sSource` → the
+ * controller's LB tables, which the model publisher (`controller/model`) reads.
+ *
+ * The tables are the lighter path: statedb tables and a Writer, no BPF-maps reconciler and no
+ * Maglev tables (the controller has no datapath; agents build their own maps from the model).
+ *
+ * @example
+ * ```ts ignore
+ * const kc = new k8s.KubeConfig();
+ * kc.loadFromDefault();
+ * await using running = startController(kc, { identity: "controller-0" });
+ * await running.synced;
+ * ```
+ *
+ * @module
+ */
+
+import type * as k8s from "@kubernetes/client-node";
+import type { BackoffOptions } from "../../lib/backoff.ts";
+import { log, type Logger } from "../../lib/log.ts";
+import { createLBTables, type LBTables } from "../lb/tables.ts";
+import { Writer } from "../lb/writer.ts";
+import { K8sSource } from "../sources/k8s_source.ts";
+import { DB } from "../statedb/mod.ts";
+import { LbController } from "./controller.ts";
+import { Informers } from "./informers.ts";
+import { type ClusterWriter, KubeClusterWriter } from "./status.ts";
+
+/** Options of {@linkcode startController}. */
+export interface StartControllerOptions {
+  /** This replica's name (Events' `reportingInstance`). */
+  identity: string;
+  /** Whether this replica leads (default: always). */
+  isLeader?: () => boolean;
+  /** Where status and Events go (default: the API server of `kc`). */
+  writer?: ClusterWriter;
+  /** Quiet time before a batch of changes is reconciled (default 20 ms). */
+  debounceMs?: number;
+  /** Retry schedule of failed lists/watches and writes. */
+  backoff?: BackoffOptions;
+  logger?: Logger;
+}
+
+/** A running controller. */
+export interface RunningController extends AsyncDisposable {
+  readonly informers: Informers;
+  readonly controller: LbController;
+  /** The controller's LB tables (what the model publisher reads). */
+  readonly cp: { readonly db: DB; readonly tables: LBTables; readonly writer: Writer };
+  /** Resolves once every resource was listed, reconciled once and written to the tables. */
+  readonly synced: Promise<void>;
+  /** Whether `synced` has resolved. */
+  isSynced(): boolean;
+  stop(): Promise<void>;
+}
+
+/** Starts informers and the reconcile loop against the cluster of `kc`. */
+export function startController(
+  kc: k8s.KubeConfig,
+  options: StartControllerOptions,
+): RunningController {
+  const logger = options.logger ?? log;
+  const db = new DB();
+  const tables = createLBTables(db);
+  const writer = new Writer(tables, { logger: logger.with({ component: "tables" }) });
+  const source = new K8sSource(writer);
+  source.registerInitializer(); // the publisher waits for the first full state
+  const controller = new LbController({
+    view: { list: (r) => informers.list(r) },
+    writer: options.writer ?? new KubeClusterWriter(kc, options.identity),
+    sink: source,
+    isLeader: options.isLeader,
+    debounceMs: options.debounceMs,
+    retry: options.backoff,
+    logger,
+  });
+  const informers: Informers = new Informers(kc, {
+    onBatch: () => controller.trigger(),
+    debounceMs: options.debounceMs,
+    backoff: options.backoff,
+    logger,
+  });
+  informers.start();
+  let synced = false;
+  const syncedP = informers.synced.then(async () => {
+    controller.trigger(0);
+    await controller.firstPass;
+    source.synced();
+    synced = true;
+    logger.info("synced", { component: "k8s-controller" });
+  });
+  const stop = async () => {
+    await informers.stop();
+    await controller.stop();
+  };
+  return {
+    informers,
+    controller,
+    cp: { db, tables, writer },
+    synced: syncedP,
+    isSynced: () => synced,
+    stop,
+    [Symbol.asyncDispose]: stop,
+  };
+}

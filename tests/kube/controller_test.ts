@@ -1,0 +1,305 @@
+/**
+ * The controller (`controller/k8s/`) against the Kubernetes API test server: addresses, status
+ * conditions and Events for Services; pool conditions; release and reuse; a restart that writes
+ * nothing; EndpointSlice states in the published model; `kubectl get svc`; and `main.ts
+ * controller` as a process under `-P=controller`.
+ */
+import * as k8s from "@kubernetes/client-node";
+import {
+  MemoryModelStore,
+  type ModelEntry,
+  startModelPublisher,
+} from "../../controller/model/mod.ts";
+import { startController } from "../../controller/k8s/run.ts";
+import { type KubeServer } from "../../lab/kube/mod.ts";
+import { assert, assertEquals, assertMatch } from "./_assert.ts";
+import { kubectlEnv, waitFor } from "./_kubectl.ts";
+
+const CLASS = "holdfast.io/lb";
+const custom = (kc: k8s.KubeConfig) => kc.makeApiClient(k8s.CustomObjectsApi);
+
+async function clientFor(server: KubeServer): Promise<k8s.KubeConfig> {
+  const kc = new k8s.KubeConfig();
+  kc.loadFromFile(await server.writeKubeconfig());
+  return kc;
+}
+
+function pool(name: string, blocks: Record<string, string>[]) {
+  return {
+    group: "holdfast.io",
+    version: "v1alpha1",
+    plural: "addresspools",
+    body: {
+      apiVersion: "holdfast.io/v1alpha1",
+      kind: "AddressPool",
+      metadata: { name },
+      spec: { blocks },
+    },
+  };
+}
+
+function service(name: string, annotations: Record<string, string> = {}, port = 80) {
+  return {
+    namespace: "default",
+    body: {
+      metadata: { name, annotations },
+      spec: { type: "LoadBalancer", loadBalancerClass: CLASS, ports: [{ port, name: "http" }] },
+    },
+  };
+}
+
+function slice(svc: string, endpoints: { ip: string; terminating?: boolean }[]) {
+  return {
+    namespace: "default",
+    body: {
+      metadata: { name: `${svc}-1`, labels: { "kubernetes.io/service-name": svc } },
+      addressType: "IPv4",
+      ports: [{ name: "http", port: 8080, protocol: "TCP" }],
+      endpoints: endpoints.map((e) => ({
+        addresses: [e.ip],
+        conditions: { ready: !e.terminating, serving: true, terminating: e.terminating ?? false },
+      })),
+    },
+  };
+}
+
+interface Svc {
+  status?: {
+    loadBalancer?: { ingress?: { ip?: string }[] };
+    conditions?: { type: string; status: string; reason: string; message: string }[];
+  };
+}
+
+const ingress = (s: Svc) => (s.status?.loadBalancer?.ingress ?? []).map((i) => i.ip);
+const allocated = (s: Svc) =>
+  s.status?.conditions?.find((c) => c.type === "holdfast.io/AddressAllocated");
+
+/** events.k8s.io Events as `reason name`. */
+async function eventReasons(kc: k8s.KubeConfig, namespace = "default"): Promise<string[]> {
+  const list = await kc.makeApiClient(k8s.EventsV1Api).listNamespacedEvent({ namespace });
+  return list.items.map((e) => `${e.reason} ${e.regarding?.name}`);
+}
+
+Deno.test("controller: a Service gets an address, a condition and an Event; kubectl shows it", async () => {
+  await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
+  const kc = await clientFor(env.server);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  await custom(kc).createClusterCustomObject(pool("blue", [{ cidr: "10.0.100.0/30" }]));
+  await using running = startController(kc, { identity: "controller-0" });
+  await running.synced;
+  await core.createNamespacedService(service("web"));
+  let svc: Svc = {};
+  await waitFor("an address", async () => {
+    svc = await core.readNamespacedServiceStatus({ name: "web", namespace: "default" });
+    return ingress(svc).length > 0;
+  });
+  assertEquals(ingress(svc), ["10.0.100.0"]);
+  const cond = allocated(svc)!;
+  assertEquals([cond.status, cond.reason], ["True", "Allocated"]);
+  assertEquals(cond.message, 'Address 10.0.100.0 from pool "blue"');
+  await waitFor("the Event", async () => (await eventReasons(kc)).includes("AddressAllocated web"));
+  const table = await env.ok(["get", "svc", "web", "--no-headers"]);
+  assertMatch(table, /^web\s+LoadBalancer\s+\S+\s+10\.0\.100\.0\s+80:\d+\/TCP/);
+  const pools = await env.ok(["get", "hfpool", "blue", "--no-headers"]);
+  assertMatch(pools, /^blue\s+4\s+1\s+3\s+True/);
+});
+
+Deno.test("controller: an exhausted pool fails one Service, another pool still allocates; an invalid pool is not Ready", async () => {
+  await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
+  const kc = await clientFor(env.server);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  await custom(kc).createClusterCustomObject(pool("a", [{ start: "10.0.1.1", stop: "10.0.1.1" }]));
+  await custom(kc).createClusterCustomObject(pool("b", [{ cidr: "10.0.2.0/30" }]));
+  await custom(kc).createClusterCustomObject(pool("c-bad", [{ cidr: "10.0.3.5/28" }]));
+  await using running = startController(kc, { identity: "controller-0" });
+  await running.synced;
+  await core.createNamespacedService(service("first", { "holdfast.io/address-pool": "a" }));
+  await waitFor(
+    "first allocated",
+    async () =>
+      ingress(await core.readNamespacedServiceStatus({ name: "first", namespace: "default" }))
+        .length === 1,
+  );
+  await core.createNamespacedService(service("second", { "holdfast.io/address-pool": "a" }));
+  await core.createNamespacedService(service("third", { "holdfast.io/address-pool": "b" }));
+  let second: Svc = {}, third: Svc = {};
+  await waitFor("second fails, third allocates", async () => {
+    second = await core.readNamespacedServiceStatus({ name: "second", namespace: "default" });
+    third = await core.readNamespacedServiceStatus({ name: "third", namespace: "default" });
+    return allocated(second) !== undefined && ingress(third).length === 1;
+  });
+  assertEquals(ingress(second), []);
+  assertEquals([allocated(second)!.status, allocated(second)!.reason], ["False", "PoolExhausted"]);
+  assertEquals(ingress(third), ["10.0.2.0"]);
+  await waitFor(
+    "AllocationFailed",
+    async () => (await eventReasons(kc)).includes("AllocationFailed second"),
+  );
+  // deno-lint-ignore no-explicit-any
+  const bad: any = await custom(kc).getClusterCustomObjectStatus({
+    group: "holdfast.io",
+    version: "v1alpha1",
+    plural: "addresspools",
+    name: "c-bad",
+  });
+  // deno-lint-ignore no-explicit-any
+  const ready = bad.status.conditions.find((c: any) => c.type === "Ready");
+  assertEquals([ready.status, ready.reason], ["False", "InvalidBlock"]);
+  // deno-lint-ignore no-explicit-any
+  const exhausted: any = await custom(kc).getClusterCustomObjectStatus({
+    group: "holdfast.io",
+    version: "v1alpha1",
+    plural: "addresspools",
+    name: "a",
+  });
+  assertEquals([exhausted.status.used, exhausted.status.available], [1, 0]);
+  await waitFor("PoolInvalid", async () => (await eventReasons(kc)).includes("PoolInvalid c-bad"));
+});
+
+Deno.test("controller: a deleted Service's address is reused and its model entry goes; a restart writes nothing", async () => {
+  await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
+  const kc = await clientFor(env.server);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  await custom(kc).createClusterCustomObject(
+    pool("blue", [{ start: "10.0.5.1", stop: "10.0.5.2" }]),
+  );
+  const store = new MemoryModelStore();
+  const names = () => [...store.entries.keys()].sort();
+  {
+    await using running = startController(kc, { identity: "controller-0" });
+    await using pub = startModelPublisher(running.cp, store);
+    await running.synced;
+    await core.createNamespacedService(service("a"));
+    await core.createNamespacedService(service("b", {}, 81));
+    await waitFor("both in the model", () => names().join() === "default/a,default/b");
+    await core.deleteNamespacedService({ name: "a", namespace: "default" });
+    await waitFor("a gone from the model", () => names().join() === "default/b");
+    await core.createNamespacedService(service("c", {}, 82));
+    await waitFor(
+      "c takes a's address",
+      async () =>
+        ingress(await core.readNamespacedServiceStatus({ name: "c", namespace: "default" }))
+          .join() === "10.0.5.1",
+    );
+    await waitFor("c in the model", () => names().join() === "default/b,default/c");
+    const entry = JSON.parse(store.entries.get("default/c")!) as ModelEntry;
+    assertEquals(entry.service.frontends?.map((f) => f.address), ["10.0.5.1:82/TCP"]);
+    await waitFor(
+      "AddressReleased a",
+      async () => (await eventReasons(kc)).includes("AddressReleased a"),
+    );
+    await pub.stop();
+  }
+  // Restart: a new controller and publisher over the same cluster and store.
+  const patchesBefore = env.server.requests.filter((r) => r.method !== "GET").length;
+  const writesBefore = store.writes;
+  const eventsBefore = (await eventReasons(kc)).length;
+  await using running = startController(kc, { identity: "controller-1" });
+  await using pub = startModelPublisher(running.cp, store);
+  await running.synced;
+  await pub.synced();
+  await new Promise((r) => setTimeout(r, 200));
+  const writes = env.server.requests.filter((r) => r.method !== "GET").slice(patchesBefore);
+  assertEquals(writes, [], "a restarted controller writes nothing to the API server");
+  assertEquals(store.writes, writesBefore, "nor to the model store");
+  assertEquals((await eventReasons(kc)).length, eventsBefore);
+  for (const [name, ip] of [["b", "10.0.5.2"], ["c", "10.0.5.1"]] as const) {
+    const s = await core.readNamespacedServiceStatus({ name, namespace: "default" });
+    assertEquals(ingress(s), [ip]);
+  }
+});
+
+Deno.test("controller: a terminating endpoint is a terminating backend in the published model", async () => {
+  await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
+  const kc = await clientFor(env.server);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);
+  await custom(kc).createClusterCustomObject(pool("blue", [{ cidr: "10.0.6.0/30" }]));
+  const store = new MemoryModelStore();
+  await using running = startController(kc, { identity: "controller-0" });
+  await using _pub = startModelPublisher(running.cp, store);
+  await running.synced;
+  await core.createNamespacedService(service("web"));
+  await discovery.createNamespacedEndpointSlice(
+    slice("web", [{ ip: "10.244.0.10" }, { ip: "10.244.0.11" }]),
+  );
+  const states = () => {
+    const raw = store.entries.get("default/web");
+    if (!raw) return "";
+    const e = JSON.parse(raw) as ModelEntry;
+    return e.backends.map((b) => `${b.address} ${b.state ?? "active"}`).sort().join(", ");
+  };
+  await waitFor(
+    "two active backends",
+    () => states() === "10.244.0.10:8080/TCP active, 10.244.0.11:8080/TCP active",
+  );
+  await discovery.replaceNamespacedEndpointSlice({
+    name: "web-1",
+    ...slice("web", [{ ip: "10.244.0.10", terminating: true }, { ip: "10.244.0.11" }]),
+  });
+  await waitFor(
+    "one terminating",
+    () => states() === "10.244.0.10:8080/TCP terminating, 10.244.0.11:8080/TCP active",
+  );
+  await discovery.deleteNamespacedEndpointSlice({ name: "web-1", namespace: "default" });
+  await waitFor("no backends", () => states() === "");
+});
+
+Deno.test("controller: main.ts controller runs under -P=controller, serves /readyz and /metrics", async () => {
+  await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
+  const kc = await clientFor(env.server);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  await env.ok(["create", "namespace", "holdfast-system"]);
+  await custom(kc).createClusterCustomObject(pool("blue", [{ cidr: "10.0.7.0/30" }]));
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-P=controller",
+      "--no-prompt",
+      "main.ts",
+      "controller",
+      `--kubeconfig=${env.kubeconfig}`,
+      "--identity=controller-test",
+      `--listen=127.0.0.1:${port}`,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const output = Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+  ]);
+  try {
+    await waitFor("/readyz", async () => {
+      try {
+        const r = await fetch(`http://127.0.0.1:${port}/readyz`);
+        await r.body?.cancel();
+        return r.status === 200;
+      } catch {
+        return false;
+      }
+    }, 20_000);
+    await core.createNamespacedService(service("web"));
+    await waitFor(
+      "an address",
+      async () =>
+        ingress(await core.readNamespacedServiceStatus({ name: "web", namespace: "default" }))
+          .join() === "10.0.7.0",
+      10_000,
+    );
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    assertMatch(metrics, /holdfast_controller_allocations_total 1/);
+    assertMatch(metrics, /holdfast_controller_informer_lists_total\{resource="services"\} 1/);
+    const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+    assertEquals(health.status, 200);
+    await health.body?.cancel();
+  } finally {
+    child.kill("SIGTERM");
+    const status = await child.status;
+    const [out, err] = await output;
+    assert(status.success, `controller exited ${status.code}:\n${out}\n${err}`);
+  }
+});

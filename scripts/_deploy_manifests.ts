@@ -1,0 +1,114 @@
+/**
+ * What `deno task deploy` applies: the manifests of `k8s/` (and `k8s/examples/` on request) read,
+ * rewritten for the target (namespace, image), labelled as deploy's own, and put in apply order:
+ * CRDs, then Namespaces, then everything else (in file order).
+ *
+ * @module
+ */
+import { parseAllDocuments } from "yaml";
+
+/** A Kubernetes object as read from a manifest. */
+// deno-lint-ignore no-explicit-any
+export type Manifest = Record<string, any>;
+
+/** The label every object deploy applies carries; prune looks for it. */
+export const MANAGED_BY = {
+  key: "app.kubernetes.io/managed-by",
+  value: "holdfast-deploy",
+} as const;
+/** The namespace the manifests are written for, and the image placeholder they name. */
+export const MANIFEST_NAMESPACE = "holdfast-system";
+export const MANIFEST_IMAGE = "holdfast:dev";
+
+/** How to rewrite the manifests. */
+export interface ManifestOptions {
+  /** Target namespace (default the manifests' own, `holdfast-system`). */
+  readonly namespace?: string;
+  /** Image reference replacing `holdfast:dev`. */
+  readonly image?: string;
+  /** Include `examples/` (default false). */
+  readonly examples?: boolean;
+}
+
+/** The manifests' YAML files in `dir` (top level and `crds/`; `examples/` when asked), sorted. */
+async function manifestFiles(dir: string, examples: boolean): Promise<string[]> {
+  const out: string[] = [];
+  for (const sub of ["crds/", "", ...(examples ? ["examples/"] : [])]) {
+    const names: string[] = [];
+    try {
+      for await (const e of Deno.readDir(`${dir}/${sub}`)) {
+        if (e.isFile && /\.ya?ml$/.test(e.name)) names.push(`${dir}/${sub}${e.name}`);
+      }
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound) || sub === "") throw e;
+    }
+    out.push(...names.sort());
+  }
+  return out;
+}
+
+/** Replaces `from` in every string of `value` (deep); returns the new value. */
+function rewriteStrings(value: unknown, rewrite: (s: string) => string): unknown {
+  if (typeof value === "string") return rewrite(value);
+  if (Array.isArray(value)) return value.map((v) => rewriteStrings(v, rewrite));
+  if (value !== null && typeof value === "object") {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, rewriteStrings(v, rewrite)]),
+    );
+  }
+  return value;
+}
+
+/**
+ * Reads and prepares the objects to apply from `dir` (a copy of `k8s/`), in apply order.
+ * The namespace is rewritten wherever it appears as a word (metadata, RBAC subjects, the Redis
+ * URL `holdfast-redis.holdfast-system.svc`); the image wherever it equals `holdfast:dev`.
+ */
+export async function readDeployManifests(
+  dir: string,
+  options: ManifestOptions = {},
+): Promise<Manifest[]> {
+  const namespace = options.namespace ?? MANIFEST_NAMESPACE;
+  const word = new RegExp(`(?<![\\w-])${MANIFEST_NAMESPACE}(?![\\w-])`, "g");
+  const objects: Manifest[] = [];
+  for (const file of await manifestFiles(dir.replace(/\/$/, ""), options.examples ?? false)) {
+    for (const doc of parseAllDocuments(await Deno.readTextFile(file))) {
+      if (doc.errors.length > 0) {
+        throw new Error(`Cannot read manifest "${file}": ${doc.errors[0]!.message}`, {
+          cause: doc.errors[0],
+        });
+      }
+      const raw = doc.toJS() as Manifest | null;
+      if (raw === null || raw === undefined) continue;
+      if (typeof raw.kind !== "string" || typeof raw.metadata?.name !== "string") {
+        throw new Error(`Cannot read manifest "${file}": an object without kind or metadata.name`);
+      }
+      let obj = raw;
+      if (namespace !== MANIFEST_NAMESPACE) {
+        obj = rewriteStrings(obj, (s) => s.replace(word, namespace)) as Manifest;
+      }
+      if (options.image) {
+        obj = rewriteStrings(obj, (s) => s === MANIFEST_IMAGE ? options.image! : s) as Manifest;
+      }
+      obj.metadata.labels = { ...obj.metadata.labels, [MANAGED_BY.key]: MANAGED_BY.value };
+      objects.push(obj);
+    }
+  }
+  const rank = (o: Manifest) =>
+    o.kind === "CustomResourceDefinition" ? 0 : o.kind === "Namespace" ? 1 : 2;
+  return objects.map((o, i) => ({ o, i }))
+    .sort((a, b) => rank(a.o) - rank(b.o) || a.i - b.i)
+    .map(({ o }) => o);
+}
+
+/** `kind.group/name` as kubectl prints it (`deployment.apps/holdfast-controller`). */
+export function displayName(obj: Manifest): string {
+  const apiVersion = String(obj.apiVersion ?? "v1");
+  const group = apiVersion.includes("/") ? apiVersion.split("/")[0] : "";
+  return `${String(obj.kind).toLowerCase()}${group ? `.${group}` : ""}/${obj.metadata.name}`;
+}
+
+/** The `apiVersion kind` key of an object's type. */
+export function typeKey(obj: Manifest): string {
+  return `${obj.apiVersion ?? "v1"} ${obj.kind}`;
+}

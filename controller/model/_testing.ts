@@ -10,7 +10,7 @@ import { MemoryLBMaps } from "../lbmaps_memory.ts";
 import { FileSource } from "../sources/file_source.ts";
 import { RedisModelSource, type RedisModelSourceOptions } from "../sources/redis_source.ts";
 import { type RunningModelPublisher, startModelPublisher } from "./publisher.ts";
-import type { ModelStore } from "./store.ts";
+import type { ModelChange, ModelStore } from "./store.ts";
 import type { Logger } from "../../lib/log.ts";
 
 /** A controller publishing the model of a services file. */
@@ -106,3 +106,26 @@ services:
     frontends: [{ address: 10.0.100.2:53/UDP }]
     backends: [{ address: 10.1.0.3:53/UDP }]
 `;
+
+/** A store whose reads can be held back (an agent that falls behind). */
+export class HeldStore implements ModelStore {
+  #gate: Promise<void> | null = null;
+  #open = () => {};
+  constructor(readonly inner: ModelStore) {}
+  hold(): void {
+    this.#gate = new Promise((r) => this.#open = r);
+  }
+  release(): void {
+    this.#gate = null;
+    this.#open();
+  }
+  snapshot = () => this.inner.snapshot();
+  epoch = () => this.inner.epoch();
+  initEpoch = (t: string) => this.inner.initEpoch(t);
+  write = (e: string, w: Parameters<ModelStore["write"]>[1]) => this.inner.write(e, w);
+  async read(after: string, o: { count: number; blockMs: number }): Promise<ModelChange[]> {
+    if (this.#gate) await this.#gate;
+    return this.inner.read(after, o);
+  }
+  close = () => this.inner.close();
+}

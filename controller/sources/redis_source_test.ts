@@ -1,33 +1,15 @@
 import { captureLogs } from "../../lib/log.ts";
 import { assert, assertEquals } from "../_testing.ts";
 import { MemoryModelStore } from "../model/_memory_model_store.ts";
-import { MODEL_YAML, startTestAgent, startTestController, waitUntil } from "../model/_testing.ts";
-import type { ModelChange, ModelStore } from "../model/store.ts";
+import {
+  HeldStore,
+  MODEL_YAML,
+  startTestAgent,
+  startTestController,
+  waitUntil,
+} from "../model/_testing.ts";
 
 const WEB = "10.0.100.1:80/TCP", DNS = "10.0.100.2:53/UDP";
-
-/** A store whose reads can be held back (an agent that falls behind). */
-class HeldStore implements ModelStore {
-  #gate: Promise<void> | null = null;
-  #open = () => {};
-  constructor(readonly inner: MemoryModelStore) {}
-  hold(): void {
-    this.#gate = new Promise((r) => this.#open = r);
-  }
-  release(): void {
-    this.#gate = null;
-    this.#open();
-  }
-  snapshot = () => this.inner.snapshot();
-  epoch = () => this.inner.epoch();
-  initEpoch = (t: string) => this.inner.initEpoch(t);
-  write = (e: string, w: Parameters<ModelStore["write"]>[1]) => this.inner.write(e, w);
-  async read(after: string, o: { count: number; blockMs: number }): Promise<ModelChange[]> {
-    if (this.#gate) await this.#gate;
-    return this.inner.read(after, o);
-  }
-  close = () => this.inner.close();
-}
 
 Deno.test("model: published services reach an agent's maps; an update and a delete follow", async () => {
   const store = new MemoryModelStore();

@@ -27,6 +27,10 @@ const COMMANDS: Record<string, Command> = {
     summary: "run an LB node: XDP datapath, control plane from a config file, flow sync via Redis",
     load: () => import("./node/agent.ts"),
   },
+  controller: {
+    summary: "the Kubernetes controller: addresses, status, Events, the LB model in Redis",
+    load: () => import("./controller/k8s/main.ts"),
+  },
   "control-plane": {
     summary: "dry run: load a services file into in-memory maps and print the tables",
     load: () => import("./controller/main.ts"),

@@ -249,7 +249,7 @@ Deno.test("controller: main.ts controller runs under -P=controller, serves /read
   await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
   const kc = await clientFor(env.server);
   const core = kc.makeApiClient(k8s.CoreV1Api);
-  await env.ok(["create", "namespace", "holdfast-system"]);
+  await core.createNamespace({ body: { metadata: { name: "holdfast-system" } } });
   await custom(kc).createClusterCustomObject(pool("blue", [{ cidr: "10.0.7.0/30" }]));
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (listener.addr as Deno.NetAddr).port;

@@ -1,0 +1,219 @@
+/**
+ * `main.ts controller`: the Kubernetes controller process (k8s/controller.yaml runs it; the
+ * operator's guide is docs/operators.md). It watches Services, EndpointSlices, AddressPools and
+ * the LoadBalancerConfig `default`, allocates addresses, writes status and Events while it holds
+ * the Lease, and publishes the LB model to Redis (`--redis`) for the agents.
+ *
+ * HTTP (`--listen`): `/metrics` (Prometheus text), `/healthz` (200 while running), `/readyz`
+ * (200 once the informers listed everything and one pass ran: the leader has written, a follower
+ * is warm and can take over at once).
+ *
+ * Exit codes: 0 after SIGTERM/SIGINT, 1 cannot start, 2 bad command line.
+ *
+ * @module
+ */
+
+import * as k8s from "@kubernetes/client-node";
+import {
+  choiceOption,
+  intOption,
+  readCommandLine,
+  stringOption,
+  UsageError,
+} from "../../lib/args.ts";
+import { log, type LogLevel, setLogLevel } from "../../lib/log.ts";
+import { CONTENT_TYPE, registry } from "../../lib/metrics.ts";
+import type { RedisStoreOptions } from "../../lib/redis_connection.ts";
+import {
+  connectModelStore,
+  type RunningModelPublisher,
+  startModelPublisher,
+} from "../model/mod.ts";
+import { startLeaderElection } from "./leader.ts";
+import { startController } from "./run.ts";
+
+const USAGE = `usage: main.ts controller [OPTIONS]
+  [--kubeconfig FILE]           (default: in-cluster, else $KUBECONFIG or ~/.kube/config)
+  [--namespace NS]              namespace of the Lease (default holdfast-system)
+  [--identity ID]               this replica's name (default the hostname)
+  [--lease NAME]                Lease for leader election (default holdfast-controller)
+  [--lease-duration-ms N] [--renew-deadline-ms N] [--retry-period-ms N]   (15000, 10000, 2000)
+  [--redis URL]                 publish the LB model here (redis:// or rediss://; default: none)
+  [--redis-user USER] [--redis-password-file FILE]
+  [--policy-configmap NAME]     ConfigMap with the WASM policy (accepted; not read yet)
+  [--listen HOST:PORT]          /metrics, /healthz, /readyz (default 0.0.0.0:9480; "none")
+  [--log-level info|debug|warn|error]`;
+
+/** The parsed command line. */
+export interface ControllerArgs {
+  kubeconfig?: string;
+  namespace: string;
+  identity: string;
+  lease: string;
+  leaseDurationMs: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+  redis?: RedisStoreOptions;
+  policyConfigMap: string;
+  listen: { hostname: string; port: number } | null;
+  logLevel: LogLevel;
+}
+
+const OPTIONS = {
+  kubeconfig: { type: "string" },
+  namespace: { type: "string" },
+  identity: { type: "string" },
+  lease: { type: "string" },
+  "lease-duration-ms": { type: "string" },
+  "renew-deadline-ms": { type: "string" },
+  "retry-period-ms": { type: "string" },
+  redis: { type: "string" },
+  "redis-user": { type: "string" },
+  "redis-password-file": { type: "string" },
+  "policy-configmap": { type: "string" },
+  listen: { type: "string" },
+  "log-level": { type: "string" },
+} as const;
+
+/** Reads the command line (throws {@linkcode UsageError} naming a bad argument). */
+export function readControllerArgs(
+  values: Record<string, string | boolean | (string | boolean)[] | undefined>,
+): ControllerArgs {
+  const url = stringOption(values, "redis");
+  let redis: RedisStoreOptions | undefined;
+  if (url !== undefined) {
+    if (!/^rediss?:\/\//.test(url)) {
+      throw new UsageError(`Cannot use --redis "${url}": expected redis:// or rediss://`);
+    }
+    redis = { url, logComponent: "model-store" };
+    const user = stringOption(values, "redis-user");
+    if (user) redis.username = user;
+    const file = stringOption(values, "redis-password-file");
+    if (file) {
+      try {
+        redis.password = Deno.readTextFileSync(file).trim();
+      } catch (err) {
+        throw new UsageError(`Cannot read --redis-password-file "${file}": ${err}`, undefined, {
+          cause: err,
+        });
+      }
+    }
+  }
+  const listenText = stringOption(values, "listen", { default: "0.0.0.0:9480" });
+  let listen: ControllerArgs["listen"] = null;
+  if (listenText !== "none") {
+    const m = /^(.+):(\d+)$/.exec(listenText);
+    if (!m || Number(m[2]) > 65535) {
+      throw new UsageError(`Cannot use --listen "${listenText}": expected HOST:PORT or none`);
+    }
+    listen = { hostname: m[1]!, port: Number(m[2]) };
+  }
+  return {
+    kubeconfig: stringOption(values, "kubeconfig"),
+    namespace: stringOption(values, "namespace", { default: "holdfast-system" }),
+    identity: stringOption(values, "identity", { default: Deno.hostname() }),
+    lease: stringOption(values, "lease", { default: "holdfast-controller" }),
+    leaseDurationMs: intOption(values, "lease-duration-ms", { default: 15_000, min: 1 }),
+    renewDeadlineMs: intOption(values, "renew-deadline-ms", { default: 10_000, min: 1 }),
+    retryPeriodMs: intOption(values, "retry-period-ms", { default: 2_000, min: 1 }),
+    redis,
+    policyConfigMap: stringOption(values, "policy-configmap", { default: "holdfast-policy" }),
+    listen,
+    logLevel: choiceOption<LogLevel>(values, "log-level", ["info", "debug", "warn", "error"]),
+  };
+}
+
+/** `--kubeconfig`, else in-cluster (service account), else $KUBECONFIG / ~/.kube/config. */
+export function loadKubeConfig(file: string | undefined): k8s.KubeConfig {
+  const kc = new k8s.KubeConfig();
+  if (file !== undefined) kc.loadFromFile(file);
+  else if (Deno.env.get("KUBERNETES_SERVICE_HOST")) kc.loadFromCluster();
+  else kc.loadFromDefault();
+  return kc;
+}
+
+/** Runs the controller until SIGTERM/SIGINT; returns the exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const read = readCommandLine(
+    argv,
+    { command: "controller", usage: USAGE, options: OPTIONS },
+    ({ values }) => readControllerArgs(values),
+  );
+  if ("exit" in read) return read.exit;
+  const args = read.options;
+  setLogLevel(args.logLevel);
+  const logger = log.with({ identity: args.identity });
+  let kc: k8s.KubeConfig;
+  try {
+    kc = loadKubeConfig(args.kubeconfig);
+  } catch (err) {
+    logger.error("cannot load a kubeconfig", { file: args.kubeconfig, error: String(err) });
+    return 1;
+  }
+  logger.info("starting", {
+    server: kc.getCurrentCluster()?.server,
+    lease: `${args.namespace}/${args.lease}`,
+    redis: args.redis?.url ?? null,
+  });
+  let election: ReturnType<typeof startLeaderElection> | undefined;
+  const isLeader = () => election?.isLeader() ?? false;
+  const running = startController(kc, { identity: args.identity, isLeader, logger });
+  const store = args.redis ? connectModelStore(args.redis) : undefined;
+  if (!store) logger.warn("no --redis: the LB model is not published", {});
+  let publisher: RunningModelPublisher | undefined;
+  election = startLeaderElection(kc.makeApiClient(k8s.CoordinationV1Api), {
+    namespace: args.namespace,
+    name: args.lease,
+    identity: args.identity,
+    leaseDurationMs: args.leaseDurationMs,
+    renewDeadlineMs: args.renewDeadlineMs,
+    retryPeriodMs: args.retryPeriodMs,
+    logger,
+  }, {
+    onStartedLeading: (signal) => {
+      logger.info("leading: allocating and writing status", {});
+      running.controller.resetAllocator();
+      running.controller.trigger(0);
+      if (store) {
+        const pub = startModelPublisher(running.cp, store, { logger, canWrite: isLeader });
+        publisher = pub;
+        signal.addEventListener("abort", () => {
+          if (publisher === pub) publisher = undefined;
+          pub.stop().catch(() => {});
+        }, { once: true });
+      }
+    },
+    onStoppedLeading: () => logger.warn("stopped leading: writes stop", {}),
+  });
+  const server = args.listen ? serve(args.listen, running.isSynced) : undefined;
+  const stopped = Promise.withResolvers<void>();
+  const onSignal = () => stopped.resolve();
+  for (const s of ["SIGTERM", "SIGINT"] as const) Deno.addSignalListener(s, onSignal);
+  await stopped.promise;
+  for (const s of ["SIGTERM", "SIGINT"] as const) Deno.removeSignalListener(s, onSignal);
+  logger.info("stopping", {});
+  await publisher?.stop();
+  await election.stop(); // releases the Lease: a follower takes over at its next try
+  await running.stop();
+  await store?.close();
+  await server?.shutdown();
+  return 0;
+}
+
+function serve(listen: { hostname: string; port: number }, ready: () => boolean) {
+  return Deno.serve({
+    ...listen,
+    onListen: (a) => log.info("listening", { addr: `${a.hostname}:${a.port}` }),
+  }, (req) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/metrics") {
+      return new Response(registry.expose(), { headers: { "content-type": CONTENT_TYPE } });
+    }
+    if (path === "/healthz") return new Response("ok\n");
+    if (path === "/readyz") {
+      const ok = ready();
+      return new Response(ok ? "ready\n" : "not ready\n", { status: ok ? 200 : 503 });
+    }
+    return new Response("not found\n", { status: 404 });
+  });
+}

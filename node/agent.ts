@@ -12,13 +12,16 @@
  *    uses in-memory maps instead, to run everything else without root.
  * 2. Control plane: tables + Writer + the BPF-maps reconciler over those maps, fed by the file
  *    source following `--config` (re-read when it changes; a bad file is logged and the last good
- *    one keeps serving). Maglev tables come from the WASM policy module, with the TypeScript
- *    reference as fallback.
+ *    one keeps serving), or with `--model redis` by the model the controller publishes in Redis
+ *    (`RedisModelSource`: until its first snapshot nothing is pruned, and the agent gets ready
+ *    after at most {@linkcode MODEL_WAIT_MS} serving from its pinned maps). Maglev tables come
+ *    from the WASM policy module, with the TypeScript reference as fallback.
  * 3. Flow sync (unless `--no-flow-sync`): new-flow events from the ring buffer go to Redis;
  *    peers' flows are installed into the flow map — only those whose backend serves their
  *    frontend in the loaded config; every stored flow is restored before ready.
- *    The LB IPs followed are the config's frontend addresses (plus any `--vip`), updated after
- *    every successful reload (`FlowSyncAgent.setVips`: an added one is restored and followed).
+ *    The LB IPs followed are the config's (or the model's) frontend addresses (plus any `--vip`),
+ *    updated after every successful reload or applied model change (`FlowSyncAgent.setVips`: an
+ *    added one is restored and followed).
  * 4. Attach XDP to `--attach`, last, so the first packet finds programmed maps and flows.
  *
  * `GET /readyz` answers 503 until then and 200 after, together with a `{"msg":"ready"}` log
@@ -33,6 +36,8 @@ import type { LBMaps } from "../controller/lbmaps.ts";
 import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
 import { exportControlPlaneMetrics } from "../controller/metrics.ts";
 import { ConfigError, type FileConfig, FileSource } from "../controller/sources/file_source.ts";
+import { RedisModelSource } from "../controller/sources/redis_source.ts";
+import { connectModelStore } from "../controller/model/mod.ts";
 import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import { AGENT_COMMAND, type AgentArgs, readAgentArgs } from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
@@ -47,6 +52,9 @@ import { log, type Logger, setLogLevel } from "../lib/log.ts";
 import { CONTENT_TYPE, registry } from "../lib/metrics.ts";
 
 const RELEASE_WASM = new URL("../policy-as/build/release.wasm", import.meta.url);
+
+/** With `--model redis`: longest wait for the model before serving from the pinned maps. */
+export const MODEL_WAIT_MS = 10_000;
 
 /** What the rest of the agent needs from a datapath, real or in memory. */
 interface NodeDatapath {
@@ -159,9 +167,10 @@ export async function main(
   try {
     agentLog.info("starting", {
       datapath: a.datapath,
-      config: a.config,
+      config: a.config ?? null,
+      model: a.model ?? null,
       flow_sync: a.flowSync,
-      redis: a.flowSync ? redact(a.redis.url) : null,
+      redis: a.flowSync || a.model ? redact(a.redis.url) : null,
     });
     if (a.listen) {
       const server = serveHttp(a.listen, () => ready && (flows?.ready ?? true), agentLog);
@@ -185,12 +194,29 @@ export async function main(
       fullReconcileIntervalMs: a.fullReconcileIntervalMs,
     });
     exportControlPlaneMetrics(cp, registry);
-    const file = new FileSource(cp.writer);
+    // The LB model: the services file, or the model the controller publishes in Redis. Flow
+    // sync (3.) sets onReload to follow each new one.
+    let onReload: ((prev: FileConfig | null, next: FileConfig) => Promise<void>) | null = null;
+    let current: FileConfig | null = null;
+    const config = a.config ?? "";
+    const file = a.model === undefined ? new FileSource(cp.writer) : null;
+    const modelStore = a.model === "redis"
+      ? connectModelStore({ ...a.redis, logComponent: "model-store" })
+      : null;
+    const model = modelStore
+      ? new RedisModelSource(cp.writer, modelStore, {
+        onApplied: async (prev, next) => {
+          current = next;
+          await onReload?.(prev, next);
+        },
+      })
+      : null;
     cp.start();
     cleanup.push(() => cp.stop());
     const loadConfig = async () => {
+      if (file === null) return null;
       try {
-        const config = await file.loadFile(a.config);
+        const config = await file.loadFile(a.config!);
         agentLog.info("config loaded", { file: a.config, services: config.services.length });
         return config;
       } catch (err) {
@@ -201,15 +227,32 @@ export async function main(
         return null;
       }
     };
-    let seen = await mtimeOf(a.config);
-    let current = await loadConfig();
+    let seen = file ? await mtimeOf(config) : 0;
+    if (model) {
+      model.start();
+      cleanup.push(async () => {
+        await model.stop();
+        await modelStore!.close();
+      });
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const got = await Promise.race([
+        model.ready().then(() => true),
+        new Promise<false>((r) => timer = setTimeout(() => r(false), MODEL_WAIT_MS)),
+      ]);
+      clearTimeout(timer);
+      if (!got) {
+        agentLog.warn("no model yet: serving from the pinned maps", { waitedMs: MODEL_WAIT_MS });
+      }
+      current = model.view;
+    } else {
+      current = await loadConfig();
+    }
     for (const svc of current?.services ?? []) {
       for (const fe of svc.frontends) await cp.waitFrontend(fe.address, { timeoutMs: 10_000 });
     }
 
     // 3. Flow sync. Set once it runs: follows each loaded config's LB IPs, and purges the flows
     // of backends a reload removed so their clients get a clean new choice.
-    let onReload: ((prev: FileConfig | null, next: FileConfig) => Promise<void>) | null = null;
     if (a.flowSync) {
       const store = connectRedisStore(a.redis);
       cleanup.push(() => store.close());
@@ -250,10 +293,10 @@ export async function main(
     // the next tick's.
     let reloading = false;
     const poll = setInterval(async () => {
-      if (reloading) return;
+      if (reloading || file === null) return;
       reloading = true;
       try {
-        const m = await mtimeOf(a.config);
+        const m = await mtimeOf(config);
         if (m === seen) return;
         seen = m;
         const next = await loadConfig();

@@ -4,11 +4,15 @@
  * ```
  * main.ts agent --node-name lb1 --config services.yaml --redis redis://[user@]host:port
  *               [--vip IP[,IP...]] [--attach IFACE --src-addr IP] [--pin-dir DIR] …
+ * main.ts agent --node-name lb1 --model redis --redis redis://[user@]host:port …
  * ```
  *
  * The Redis password may come from `--redis-password-file` or the `HOLDFAST_REDIS_PASSWORD`
  * environment variable instead of the URL, to keep it out of the process list. `--vip` adds LB
  * IPs to follow beyond the config's frontends. `--redis` is required unless `--no-flow-sync`.
+ * The LB model comes from exactly one of `--config FILE` or `--model redis` (the model the
+ * controller publishes, read from the same Redis as flows: `--redis` is required then, even with
+ * `--no-flow-sync`).
  *
  * @module
  */
@@ -28,8 +32,10 @@ import {
 
 /** Parsed `agent` arguments. */
 export interface AgentArgs {
-  /** The services file the control plane follows. */
-  config: string;
+  /** The services file the control plane follows (absent with `model`). */
+  config?: string;
+  /** `redis`: the control plane follows the model in Redis instead of a file. */
+  model?: "redis";
   /** Share flows through Redis (default true; false = Maglev only). */
   flowSync: boolean;
   redis: RedisStoreOptions;
@@ -64,7 +70,8 @@ export interface AgentArgs {
 }
 
 /** One-screen usage of `main.ts agent`. */
-export const USAGE = `usage: main.ts agent --node-name NAME --config FILE --redis URL
+export const USAGE =
+  `usage: main.ts agent --node-name NAME (--config FILE | --model redis) --redis URL
   [--vip IP[,IP...]] [--no-flow-sync] [--maglev-size M] [--policy FILE.wasm] [--config-poll-ms MS]
   [--redis-user USER] [--redis-password-file FILE] [--redis-tls] [--redis-ca FILE]
   [--listen HOST:PORT (default 127.0.0.1:9470; "none" to disable)]
@@ -83,6 +90,7 @@ export const AGENT_COMMAND = {
   usage: USAGE,
   options: {
     config: string,
+    model: string,
     "maglev-size": string,
     policy: string,
     "config-poll-ms": string,
@@ -151,7 +159,19 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
   };
 
   const flowSync = values["no-flow-sync"] !== true;
-  const url = flowSync
+  const config = str("config");
+  const model = values.model === undefined
+    ? undefined
+    : choiceOption<"redis">(values, "model", ["redis"]);
+  if ((config === undefined) === (model === undefined)) {
+    throw new UsageError(
+      config === undefined
+        ? 'Missing required option "--config" FILE or "--model redis": where the LB model comes from'
+        : `Cannot use --config "${config}" with --model ${model}: choose one`,
+      USAGE,
+    );
+  }
+  const url = flowSync || model === "redis"
     ? stringOption(values, "redis", { required: true })
     : stringOption(values, "redis", { default: "redis://127.0.0.1:6379" });
   if (!/^rediss?:\/\//.test(url)) {
@@ -182,7 +202,8 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
   const netns = str("netns");
   const srcAddr = str("src-addr");
   const out: AgentArgs = {
-    config: stringOption(values, "config", { required: true }),
+    config,
+    model,
     flowSync,
     redis,
     vips: listOption(values, "vip").map((v) => ipv4("vip", v)),

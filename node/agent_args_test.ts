@@ -56,6 +56,36 @@ Deno.test("agent arguments: --no-flow-sync needs no Redis; --vip is optional", (
   assertEquals([a.flowSync, a.vips], [false, []]);
 });
 
+Deno.test("agent arguments: --model redis instead of --config; it needs --redis even without flow sync", () => {
+  const a = parseAgentArgs(
+    ["--model", "redis", "--node-name", "lb1", "--no-flow-sync", "--redis", "rediss://r:6380"],
+    { password: "pw" },
+  );
+  assertEquals([a.model, "config" in a, a.flowSync], ["redis", false, false]);
+  assertEquals(a.redis, { url: "rediss://r:6380", password: "pw" });
+  const cases: [string[], string][] = [
+    [
+      ["--model", "redis", "--node-name", "a", "--no-flow-sync"],
+      'Missing required option "--redis"',
+    ],
+    [["--model", "k8s", "--node-name", "a", "--no-flow-sync"], '--model "k8s": expected redis'],
+    [
+      ["--model", "redis", "--config", "s.yaml", "--node-name", "a", "--redis", "redis://h:1"],
+      'Cannot use --config "s.yaml" with --model redis: choose one',
+    ],
+    [["--node-name", "a", "--no-flow-sync"], '"--config" FILE or "--model redis"'],
+  ];
+  for (const [args, want] of cases) {
+    let msg = "";
+    try {
+      parseAgentArgs(args);
+    } catch (e) {
+      msg = (e as Error).message;
+    }
+    if (!msg.includes(want)) throw new Error(`${JSON.stringify(args)}: "${msg}" lacks ${want}`);
+  }
+});
+
 Deno.test("agent arguments: errors name the argument", () => {
   const base = ["--config", "s.yaml", "--node-name", "a"];
   const cases: [string[], string][] = [

@@ -160,3 +160,54 @@ Deno.test("model in Redis: a bad entry is logged naming its service and skipped"
     assertEquals(refused, "ModelEpochError");
     assertEquals(await redis.cli("HEXISTS", modelKeys().services, "default/ok"), "1\n");
   }));
+
+Deno.test("agent --model redis: ready with the model's frontends in its maps; follows their LB IPs and changes", () =>
+  withRedis(async (open, redis) => {
+    const { main } = await import("../../node/agent.ts");
+    const { freePort } = await import("../../lab/redis_server.ts");
+    await using ctl = await startTestController(open(), MODEL_YAML);
+    using logs = captureLogs();
+    const port = freePort();
+    const metric = async (line: string) => {
+      try {
+        return (await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()).includes(line);
+      } catch {
+        return false;
+      }
+    };
+    const stop = new AbortController();
+    const exit = main([
+      "--model",
+      "redis",
+      "--redis",
+      `redis://${USER.name}:${USER.password}@127.0.0.1:${redis.port}`,
+      "--node-name",
+      "lb-m",
+      "--datapath",
+      "memory",
+      "--listen",
+      `127.0.0.1:${port}`,
+    ], { signal: stop.signal });
+    try {
+      await waitUntil(
+        () => logs.records.some((r) => r.msg === "ready" && r.node === "lb-m"),
+        "ready",
+      );
+      const ready = logs.records.find((r) => r.msg === "ready" && r.node === "lb-m");
+      assertEquals(ready?.vips, ["10.0.100.1", "10.0.100.2"]);
+      assert(await metric('holdfast_lb_frontends{status="done"} 2'), "two frontends programmed");
+      // A new service in the model: programmed, and its LB IP followed.
+      ctl.file.load(
+        MODEL_YAML + "  - name: default/new\n    frontends: [10.0.100.5:80/TCP]\n" +
+          "    backends: [10.1.0.5:80/TCP]\n",
+      );
+      await waitUntil(() => metric('holdfast_lb_frontends{status="done"} 3'), "third frontend");
+      await waitUntil(
+        () => logs.records.some((r) => r.msg === "following LB IP" && r.vip === "10.0.100.5"),
+        "10.0.100.5 followed",
+      );
+    } finally {
+      stop.abort();
+    }
+    assertEquals(await exit, 0);
+  }));

@@ -47,4 +47,13 @@ export {
 } from "./sources/file_source.ts";
 export * from "./sources/k8s_convert.ts";
 export { type K8sEvent, K8sSource } from "./sources/k8s_source.ts";
+export { RedisModelSource, type RedisModelSourceOptions } from "./sources/redis_source.ts";
+export {
+  connectModelStore,
+  type ModelEntry,
+  ModelPublisher,
+  type ModelStore,
+  RedisModelStore,
+  startModelPublisher,
+} from "./model/mod.ts";
 export * from "./statedb/mod.ts";

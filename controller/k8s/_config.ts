@@ -7,7 +7,7 @@
 
 import { checkMaglevSize } from "../../policy-as/host/maglev_input.ts";
 import { type ClaimOptions, DEFAULT_LOAD_BALANCER_CLASS, type IpamCondition } from "../ipam/mod.ts";
-import type { KubeObject } from "./informers.ts";
+import type { KubeObject } from "./objects.ts";
 
 /** The name of the LoadBalancerConfig the controller reads. */
 export const CONFIG_NAME = "default";

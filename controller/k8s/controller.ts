@@ -28,7 +28,7 @@ import {
 } from "../ipam/mod.ts";
 import { type ConfigView, readConfig } from "./_config.ts";
 import { type FedService, type ModelSink, SourceFeed } from "./_feed.ts";
-import { type ClusterView, keyOf, type KubeObject } from "./informers.ts";
+import { type ClusterView, keyOf, type KubeObject } from "./objects.ts";
 import {
   type ClusterWriter,
   type EventInput,

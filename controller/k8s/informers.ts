@@ -16,50 +16,17 @@ import * as k8s from "@kubernetes/client-node";
 import { Backoff, type BackoffOptions, sleep } from "../../lib/backoff.ts";
 import { log, type Logger } from "../../lib/log.ts";
 import { registry } from "../../lib/metrics.ts";
+import {
+  type Batch,
+  type ClusterView,
+  keyOf,
+  type KubeObject,
+  type ObjectEvent,
+  type ResourceName,
+  RESOURCES,
+} from "./objects.ts";
 
-/** Any Kubernetes object as the controller reads it (typed lists and raw watch events alike). */
-export interface KubeObject {
-  apiVersion?: string;
-  kind?: string;
-  metadata?: {
-    name?: string;
-    namespace?: string;
-    uid?: string;
-    resourceVersion?: string;
-    generation?: number;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-    creationTimestamp?: string | Date | null;
-  };
-  // deno-lint-ignore no-explicit-any
-  [field: string]: any;
-}
-
-/** One change, as {@linkcode K8sSource} takes it. */
-export interface ObjectEvent {
-  readonly type: "add" | "update" | "delete";
-  readonly object: KubeObject;
-}
-
-/** The resources the controller watches. */
-export type ResourceName = "services" | "endpointslices" | "addresspools" | "loadbalancerconfigs";
-
-/** Every watched resource, in the order they are started. */
-export const RESOURCES: readonly ResourceName[] = [
-  "addresspools",
-  "loadbalancerconfigs",
-  "services",
-  "endpointslices",
-];
-
-/** Events of one flush, per resource (resources without events are absent). */
-export type Batch = Partial<Record<ResourceName, ObjectEvent[]>>;
-
-/** The read side the reconcile loop needs (narrow, so tests can hand it plain arrays). */
-export interface ClusterView {
-  /** Every cached object of `resource`. */
-  list(resource: ResourceName): KubeObject[];
-}
+export * from "./objects.ts";
 
 const relists = registry.counter(
   "holdfast_controller_informer_lists_total",
@@ -71,12 +38,6 @@ const watchErrors = registry.counter(
   "Failed lists or watches per resource (each retried with backoff)",
   { labelNames: ["resource"] },
 );
-
-/** `namespace/name` (or `name` for cluster-scoped objects). */
-export function keyOf(o: KubeObject): string {
-  const ns = o.metadata?.namespace, name = o.metadata?.name ?? "";
-  return ns ? `${ns}/${name}` : name;
-}
 
 /** How a resource is listed and where it is watched. */
 interface ResourceSpec {

@@ -155,6 +155,8 @@ export async function main(argv: string[]): Promise<number> {
     lease: `${args.namespace}/${args.lease}`,
     redis: args.redis?.url ?? null,
   });
+  // Assigned below; the controller asks only after its first list, never before.
+  // deno-lint-ignore prefer-const
   let election: ReturnType<typeof startLeaderElection> | undefined;
   const isLeader = () => election?.isLeader() ?? false;
   const running = startController(kc, { identity: args.identity, isLeader, logger });

@@ -26,7 +26,8 @@ import { K8sSource } from "../sources/k8s_source.ts";
 import { DB } from "../statedb/mod.ts";
 import { LbController } from "./controller.ts";
 import { Informers } from "./informers.ts";
-import { type ClusterWriter, KubeClusterWriter } from "./status.ts";
+import { KubeClusterWriter } from "./kube_writer.ts";
+import type { ClusterWriter } from "./status.ts";
 
 /** Options of {@linkcode startController}. */
 export interface StartControllerOptions {

@@ -1,8 +1,8 @@
 /**
  * What the controller writes to the cluster, behind one narrow interface
  * ({@linkcode ClusterWriter}): Service status, AddressPool and LoadBalancerConfig status (merge
- * patches to `/status`) and Events (events.k8s.io/v1). {@linkcode KubeClusterWriter} is the
- * client-node implementation, {@linkcode MemoryClusterWriter} the stand-in for unit tests.
+ * patches to `/status`) and Events (events.k8s.io/v1). `KubeClusterWriter` (kube_writer.ts) is
+ * the client-node implementation, {@linkcode MemoryClusterWriter} the stand-in for unit tests.
  *
  * Conditions are `metav1.Condition`s: {@linkcode mergeConditions} keeps `lastTransitionTime`
  * when a condition's status does not change, and {@linkcode sameConditions} says whether a write
@@ -11,7 +11,6 @@
  * @module
  */
 
-import * as k8s from "@kubernetes/client-node";
 import type { IpamCondition } from "../ipam/mod.ts";
 
 /** The controller's name in Events (`reportingController`) and its field manager. */
@@ -96,81 +95,6 @@ export function sameConditions(
     return c !== undefined && c.status === d.status && c.reason === d.reason &&
       c.message === d.message && c.observedGeneration === d.observedGeneration;
   });
-}
-
-const GROUP = "holdfast.io", VERSION = "v1alpha1";
-const PLURAL: Record<string, string> = {
-  AddressPool: "addresspools",
-  LoadBalancerConfig: "loadbalancerconfigs",
-};
-const MERGE = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
-
-function precondition(target: ObjectTarget): { metadata?: { resourceVersion: string } } {
-  return target.resourceVersion ? { metadata: { resourceVersion: target.resourceVersion } } : {};
-}
-
-/** Writes through `@kubernetes/client-node` as `identity` (the Events' `reportingInstance`). */
-export class KubeClusterWriter implements ClusterWriter {
-  readonly #core: k8s.CoreV1Api;
-  readonly #custom: k8s.CustomObjectsApi;
-  readonly #events: k8s.EventsV1Api;
-
-  constructor(kc: k8s.KubeConfig, readonly identity: string) {
-    this.#core = kc.makeApiClient(k8s.CoreV1Api);
-    this.#custom = kc.makeApiClient(k8s.CustomObjectsApi);
-    this.#events = kc.makeApiClient(k8s.EventsV1Api);
-  }
-
-  async patchServiceStatus(target: ObjectTarget, status: ServiceStatus): Promise<void> {
-    await this.#core.patchNamespacedServiceStatus({
-      name: target.name,
-      namespace: target.namespace ?? "default",
-      body: { ...precondition(target), status },
-      fieldManager: FIELD_MANAGER,
-    }, MERGE);
-  }
-
-  async patchObjectStatus(target: ObjectTarget, status: Record<string, unknown>): Promise<void> {
-    const plural = PLURAL[target.kind];
-    if (plural === undefined) {
-      throw new Error(`Cannot patch status of "${target.name}": kind "${target.kind}" is not ours`);
-    }
-    await this.#custom.patchClusterCustomObjectStatus({
-      group: GROUP,
-      version: VERSION,
-      plural,
-      name: target.name,
-      body: { ...precondition(target), status },
-      fieldManager: FIELD_MANAGER,
-    }, MERGE);
-  }
-
-  async emitEvent(e: EventInput): Promise<void> {
-    const r = e.regarding;
-    // Events about cluster-scoped objects go to "default", as the API server's own do.
-    const namespace = r.namespace ?? "default";
-    const apiVersion = r.kind === "Service" ? "v1" : `${GROUP}/${VERSION}`;
-    await this.#events.createNamespacedEvent({
-      namespace,
-      body: {
-        metadata: { generateName: `${r.name}.` },
-        eventTime: new k8s.V1MicroTime(),
-        type: e.type,
-        reason: e.reason,
-        note: e.note.slice(0, 1024),
-        action: e.action,
-        reportingController: REPORTING_CONTROLLER,
-        reportingInstance: this.identity,
-        regarding: {
-          apiVersion,
-          kind: r.kind,
-          name: r.name,
-          ...(r.namespace ? { namespace: r.namespace } : {}),
-          ...(r.uid ? { uid: r.uid } : {}),
-        },
-      },
-    });
-  }
 }
 
 /** A write the {@linkcode MemoryClusterWriter} recorded. */

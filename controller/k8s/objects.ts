@@ -1,0 +1,57 @@
+/**
+ * The objects the controller reads, as plain types without `@kubernetes/client-node` (so the
+ * reconcile loop and its unit tests load without it): any object, a watch event, the watched
+ * resources, and the narrow read side ({@linkcode ClusterView}) the reconcile loop needs.
+ *
+ * @module
+ */
+
+/** Any Kubernetes object as the controller reads it (typed lists and raw watch events alike). */
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: {
+    name?: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    generation?: number;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    creationTimestamp?: string | Date | null;
+  };
+  // deno-lint-ignore no-explicit-any
+  [field: string]: any;
+}
+
+/** One change, as {@linkcode K8sSource} takes it. */
+export interface ObjectEvent {
+  readonly type: "add" | "update" | "delete";
+  readonly object: KubeObject;
+}
+
+/** The resources the controller watches. */
+export type ResourceName = "services" | "endpointslices" | "addresspools" | "loadbalancerconfigs";
+
+/** Every watched resource, in the order they are started. */
+export const RESOURCES: readonly ResourceName[] = [
+  "addresspools",
+  "loadbalancerconfigs",
+  "services",
+  "endpointslices",
+];
+
+/** Events of one flush, per resource (resources without events are absent). */
+export type Batch = Partial<Record<ResourceName, ObjectEvent[]>>;
+
+/** The read side the reconcile loop needs (narrow, so tests can hand it plain arrays). */
+export interface ClusterView {
+  /** Every cached object of `resource`. */
+  list(resource: ResourceName): KubeObject[];
+}
+
+/** `namespace/name` (or `name` for cluster-scoped objects). */
+export function keyOf(o: KubeObject): string {
+  const ns = o.metadata?.namespace, name = o.metadata?.name ?? "";
+  return ns ? `${ns}/${name}` : name;
+}

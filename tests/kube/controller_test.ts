@@ -303,3 +303,42 @@ Deno.test("controller: main.ts controller runs under -P=controller, serves /read
     assert(status.success, `controller exited ${status.code}:\n${out}\n${err}`);
   }
 });
+
+Deno.test("controller: after 410 Gone the informers re-list: a Service created and one deleted during the outage are handled", async () => {
+  await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
+  const kc = await clientFor(env.server);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  await custom(kc).createClusterCustomObject(
+    pool("blue", [{ start: "10.0.8.1", stop: "10.0.8.1" }]),
+  );
+  await using running = startController(kc, {
+    identity: "controller-0",
+    backoff: { minMs: 10, maxMs: 100 },
+  });
+  await running.synced;
+  await core.createNamespacedService(service("old"));
+  await waitFor(
+    "old allocated",
+    async () =>
+      ingress(await core.readNamespacedServiceStatus({ name: "old", namespace: "default" }))
+        .join() === "10.0.8.1",
+  );
+  const lists = () =>
+    env.server.requests.filter((r) =>
+      r.path.startsWith("/api/v1/services") && !r.path.includes("watch=true")
+    ).length;
+  const listsBefore = lists();
+  // While the watches are down, "old" goes and "new" comes; the history is compacted.
+  const services = env.server.registry.find("", "v1", "services")!;
+  env.server.endWatches();
+  env.server.rest.delete(services, "default", "old");
+  env.server.rest.create(services, "default", service("new").body, { manager: "test" });
+  env.server.store.compact();
+  await waitFor(
+    "new takes old's address",
+    async () =>
+      ingress(await core.readNamespacedServiceStatus({ name: "new", namespace: "default" }))
+        .join() === "10.0.8.1",
+  );
+  assert(lists() > listsBefore, "the informer listed Services again");
+});

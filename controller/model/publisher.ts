@@ -79,6 +79,9 @@ export class ModelPublisher {
    */
   async replaceAll(entries: ReadonlyMap<string, ModelEntry>): Promise<PublishResult> {
     const snap = await this.#store.snapshot();
+    if (snap.epoch === "" && !this.#canWrite()) {
+      throw new Error("Cannot create the model's epoch: not allowed to write");
+    }
     this.#epoch = snap.epoch || await this.#store.initEpoch(crypto.randomUUID());
     this.#rev = snap.rev;
     this.#revGauge.set(undefined, this.#rev);

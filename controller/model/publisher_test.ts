@@ -1,0 +1,99 @@
+import { captureLogs } from "../../lib/log.ts";
+import { Registry } from "../../lib/metrics.ts";
+import { assert, assertEquals } from "../_testing.ts";
+import { createControlPlane } from "../control_plane.ts";
+import { MemoryLBMaps } from "../lbmaps_memory.ts";
+import { K8sSource } from "../sources/k8s_source.ts";
+import { MemoryModelStore } from "./_memory_model_store.ts";
+import { waitUntil } from "./_testing.ts";
+import { startModelPublisher } from "./publisher.ts";
+
+const service = {
+  kind: "Service",
+  metadata: { name: "web", namespace: "shop" },
+  spec: { type: "LoadBalancer", ports: [{ name: "http", port: 80, protocol: "TCP" }] },
+  status: { loadBalancer: { ingress: [{ ip: "10.0.100.9" }] } },
+};
+const slice = {
+  kind: "EndpointSlice",
+  metadata: { name: "web-1", namespace: "shop", labels: { "kubernetes.io/service-name": "web" } },
+  ports: [{ name: "http", port: 8080, protocol: "TCP" }],
+  endpoints: [{ addresses: ["10.1.0.1"] }, {
+    addresses: ["10.1.0.2"],
+    conditions: { ready: false, serving: true, terminating: true },
+  }],
+};
+
+Deno.test("model publisher: waits for the Kubernetes sync (never publishes an empty model), then publishes and counts", async () => {
+  const store = new MemoryModelStore();
+  const registry = new Registry();
+  const cp = await createControlPlane(new MemoryLBMaps());
+  const k8s = new K8sSource(cp.writer);
+  k8s.registerInitializer();
+  cp.start();
+  using logs = captureLogs();
+  const pub = startModelPublisher(cp, store, { registry });
+  try {
+    k8s.apply([{ type: "add", object: service }, { type: "add", object: slice }]);
+    await new Promise((r) => setTimeout(r, 50));
+    assertEquals([store.writes, store.epochToken], [0, ""], "nothing before synced()");
+    k8s.synced();
+    await pub.synced();
+    assertEquals([...store.entries.keys()], ["shop/web"]);
+    assertEquals(JSON.parse(store.entries.get("shop/web")!), {
+      service: {
+        name: "shop/web",
+        flowKeyMode: "five-tuple",
+        frontends: [{ address: "10.0.100.9:80/TCP", portName: "http" }],
+      },
+      backends: [
+        { address: "10.1.0.1:8080/TCP", portName: "http", state: "active", weight: 100 },
+        { address: "10.1.0.2:8080/TCP", portName: "http", state: "terminating", weight: 100 },
+      ],
+    });
+    // A delete follows.
+    k8s.apply([{ type: "delete", object: service }, { type: "delete", object: slice }]);
+    await waitUntil(() => store.entries.size === 0, "the service deleted from the model");
+    assertEquals(registry.gauge("holdfast_model_rev", "").get(), 2);
+    const c = registry.counter("holdfast_model_publishes_total", "", { labelNames: ["op"] });
+    assertEquals([c.get({ op: "upsert" }), c.get({ op: "delete" })], [1, 1]);
+    const published = logs.records.filter((r) => r.msg === "model published");
+    assertEquals(published.map((r) => [r.service, r.op, r.rev]), [
+      ["shop/web", "upsert", 1],
+      ["shop/web", "delete", 2],
+    ]);
+  } finally {
+    await pub.stop();
+    await cp.stop();
+  }
+});
+
+Deno.test("model publisher: a fenced publisher (not leader) writes nothing and retries", async () => {
+  const store = new MemoryModelStore();
+  const cp = await createControlPlane(new MemoryLBMaps());
+  const k8s = new K8sSource(cp.writer);
+  k8s.registerInitializer();
+  cp.start();
+  k8s.apply([{ type: "add", object: service }]);
+  k8s.synced();
+  let leader = false;
+  using logs = captureLogs();
+  const pub = startModelPublisher(cp, store, {
+    registry: new Registry(),
+    canWrite: () => leader,
+    retry: { minMs: 10, maxMs: 20 },
+  });
+  try {
+    await waitUntil(
+      () => logs.records.some((r) => r.msg === "model publish failed"),
+      "a refused write",
+    );
+    assertEquals([store.writes, store.epochToken], [0, ""]);
+    leader = true;
+    await pub.synced();
+    assert(store.entries.has("shop/web"));
+  } finally {
+    await pub.stop();
+    await cp.stop();
+  }
+});

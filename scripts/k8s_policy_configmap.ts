@@ -15,7 +15,7 @@ import { readCommandLineOrExit } from "../lib/args.ts";
 export const POLICY_CONFIGMAP = { name: "holdfast-policy", key: "policy.wasm" } as const;
 
 /** ConfigMaps hold at most 1 MiB (etcd's object limit leaves about that for data). */
-const MAX_CONFIGMAP_BYTES = 1024 * 1024;
+export const MAX_CONFIGMAP_BYTES = 1024 * 1024;
 
 /** Renders the ConfigMap YAML for a policy module; the same bytes always give the same text. */
 export async function renderPolicyConfigMap(wasm: Uint8Array<ArrayBuffer>): Promise<string> {

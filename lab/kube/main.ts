@@ -40,6 +40,7 @@ const server = await startKubeServer({
   port: options.port,
   crdDirs: options.crds,
   logRequests: options.logRequests,
+  simulateRollouts: options.simulateRollouts,
 });
 const kubeconfig = await server.writeKubeconfig(options.kubeconfig);
 console.log(JSON.stringify({ msg: "kube test server listening", url: server.url, kubeconfig }));

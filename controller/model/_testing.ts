@@ -7,6 +7,7 @@
 
 import { type ControlPlane, createControlPlane } from "../control_plane.ts";
 import { MemoryLBMaps } from "../lbmaps_memory.ts";
+import type { LBMaps } from "../lbmaps.ts";
 import { FileSource } from "../sources/file_source.ts";
 import { RedisModelSource, type RedisModelSourceOptions } from "../sources/redis_source.ts";
 import { type RunningModelPublisher, startModelPublisher } from "./publisher.ts";
@@ -44,20 +45,20 @@ export async function startTestController(
 }
 
 /** An agent following the model from `store` into in-memory maps. */
-export interface TestAgent extends AsyncDisposable {
+export interface TestAgent<M extends LBMaps = MemoryLBMaps> extends AsyncDisposable {
   readonly cp: ControlPlane;
-  readonly maps: MemoryLBMaps;
+  readonly maps: M;
   readonly source: RedisModelSource;
-  /** Map writes so far (every call but `dump`). */
+  /** Map writes and deletes so far (the BPF reconciler's counters, prunes included). */
   writes(): number;
 }
 
 /** Starts an agent over `maps` (default: new ones) following `store`. */
-export async function startTestAgent(
+export async function startTestAgent<M extends LBMaps = MemoryLBMaps>(
   store: ModelStore,
-  options: RedisModelSourceOptions & { maps?: MemoryLBMaps } = {},
-): Promise<TestAgent> {
-  const maps = options.maps ?? new MemoryLBMaps();
+  options: RedisModelSourceOptions & { maps?: M } = {},
+): Promise<TestAgent<M>> {
+  const maps = options.maps ?? new MemoryLBMaps() as LBMaps as M;
   const cp = await createControlPlane(maps);
   const source = new RedisModelSource(cp.writer, store, {
     retry: { minMs: 10, maxMs: 50 },
@@ -71,7 +72,12 @@ export async function startTestAgent(
     cp,
     maps,
     source,
-    writes: () => Object.entries(maps.calls).reduce((n, [k, v]) => k === "dump" ? n : n + v, 0),
+    writes: () => {
+      const m = cp.ops.metrics;
+      return m.holdfast_lbmaps_backend_writes_total + m.holdfast_lbmaps_backend_deletes_total +
+        m.holdfast_lbmaps_maglev_writes_total + m.holdfast_lbmaps_service_writes_total +
+        m.holdfast_lbmaps_service_deletes_total + m.holdfast_lbmaps_pruned_total;
+    },
     [Symbol.asyncDispose]: async () => {
       await source.stop();
       await cp.stop();

@@ -189,6 +189,8 @@ export function startModelPublisher(
     t.backends
       .changes(),
   ] as ChangeIterator<unknown>[];
+  /** Backend address → services its row had instances for when last seen. */
+  const backendServices = new Map<string, readonly string[]>();
   let markSynced = () => {};
   const synced = new Promise<void>((r) => markSynced = r);
 
@@ -201,11 +203,20 @@ export function startModelPublisher(
       for (const c of changes) {
         const row = c.row as {
           name?: string;
+          address?: string;
           serviceName?: string;
           instances?: readonly { serviceName: string }[];
         };
-        if (row.instances) { for (const i of row.instances) names.add(i.serviceName); }
-        else names.add(row.serviceName ?? row.name!);
+        if (row.instances === undefined) {
+          names.add(row.serviceName ?? row.name!);
+          continue;
+        }
+        // The services of its instances now, and those it had (an instance removed).
+        for (const n of backendServices.get(row.address!) ?? []) names.add(n);
+        const now = row.instances.map((i) => i.serviceName);
+        for (const n of now) names.add(n);
+        if (c.deleted) backendServices.delete(row.address!);
+        else backendServices.set(row.address!, now);
       }
     }
     return [names, watches];

@@ -97,3 +97,39 @@ Deno.test("model publisher: a fenced publisher (not leader) writes nothing and r
     await cp.stop();
   }
 });
+
+Deno.test("model publisher: a backend leaving one of two services sharing it updates that service's entry", async () => {
+  const store = new MemoryModelStore();
+  const cp = await createControlPlane(new MemoryLBMaps());
+  const k8s = new K8sSource(cp.writer);
+  k8s.registerInitializer();
+  cp.start();
+  // "api" has no address yet (no frontends) and shares 10.1.0.1:8080 with "web".
+  const api = { ...service, metadata: { name: "api", namespace: "shop" }, status: {} };
+  const apiSlice = (ips: string[]) => ({
+    ...slice,
+    metadata: { name: "api-1", namespace: "shop", labels: { "kubernetes.io/service-name": "api" } },
+    endpoints: ips.map((ip) => ({ addresses: [ip] })),
+  });
+  k8s.apply([
+    { type: "add", object: service },
+    { type: "add", object: slice },
+    { type: "add", object: api },
+    { type: "add", object: apiSlice(["10.1.0.1", "10.1.0.3"]) },
+  ]);
+  k8s.synced();
+  const pub = startModelPublisher(cp, store, { registry: new Registry() });
+  try {
+    await pub.synced();
+    const apiBackends = () =>
+      (JSON.parse(store.entries.get("shop/api")!) as { backends: { address: string }[] })
+        .backends.map((b) => b.address);
+    assertEquals(apiBackends(), ["10.1.0.1:8080/TCP", "10.1.0.3:8080/TCP"]);
+    k8s.apply([{ type: "update", object: apiSlice(["10.1.0.3"]) }]);
+    await waitUntil(() => apiBackends().length === 1, "api's entry without 10.1.0.1");
+    assertEquals(apiBackends(), ["10.1.0.3:8080/TCP"]);
+  } finally {
+    await pub.stop();
+    await cp.stop();
+  }
+});

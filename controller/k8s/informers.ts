@@ -42,12 +42,17 @@ const watchErrors = registry.counter(
 /** How a resource is listed and where it is watched. */
 interface ResourceSpec {
   readonly watchPath: string;
+  /** Extra watch query parameters (a field selector). */
+  readonly params?: Record<string, string>;
   readonly list: () => Promise<{ items: KubeObject[]; metadata?: { resourceVersion?: string } }>;
 }
 
 const GROUP = "holdfast.io", VERSION = "v1alpha1";
 
-function specs(kc: k8s.KubeConfig): Record<ResourceName, ResourceSpec> {
+function specs(
+  kc: k8s.KubeConfig,
+  policy: { namespace: string; name: string } | undefined,
+): Record<ResourceName, ResourceSpec | undefined> {
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
@@ -66,6 +71,15 @@ function specs(kc: k8s.KubeConfig): Record<ResourceName, ResourceSpec> {
     },
     addresspools: crd("addresspools"),
     loadbalancerconfigs: crd("loadbalancerconfigs"),
+    policy: policy && {
+      watchPath: `/api/v1/namespaces/${policy.namespace}/configmaps`,
+      params: { fieldSelector: `metadata.name=${policy.name}` },
+      list: () =>
+        core.listNamespacedConfigMap({
+          namespace: policy.namespace,
+          fieldSelector: `metadata.name=${policy.name}`,
+        }) as never,
+    },
   };
 }
 
@@ -183,7 +197,12 @@ class Reflector {
       };
       new k8s.Watch(this.kc).watch(
         this.spec.watchPath,
-        { resourceVersion: this.#rv, allowWatchBookmarks: true, timeoutSeconds: 300 },
+        {
+          ...this.spec.params,
+          resourceVersion: this.#rv,
+          allowWatchBookmarks: true,
+          timeoutSeconds: 300,
+        },
         handle,
         done,
       ).then((c) => {
@@ -204,6 +223,8 @@ export interface InformersOptions {
   maxBatch?: number;
   /** Retry schedule of failed lists and watches (default 200 ms .. 30 s). */
   backoff?: BackoffOptions;
+  /** Also watch this ConfigMap as resource `policy` (the WASM policy module). */
+  policyConfigMap?: { namespace: string; name: string };
   /** Only these resources (default {@linkcode RESOURCES}). */
   resources?: readonly ResourceName[];
   logger?: Logger;
@@ -226,10 +247,14 @@ export class Informers implements ClusterView, AsyncDisposable {
   constructor(kc: k8s.KubeConfig, options: InformersOptions) {
     this.#options = options;
     const logger = (options.logger ?? log).with({ component: "informers" });
-    const all = specs(kc);
-    this.#reflectors = (options.resources ?? RESOURCES).map((name) =>
-      new Reflector(name, all[name], kc, (e) => this.#push(name, e), logger)
-    );
+    const all = specs(kc, options.policyConfigMap);
+    const names = [...(options.resources ?? RESOURCES)];
+    if (options.policyConfigMap && !names.includes("policy")) names.push("policy");
+    this.#reflectors = names.map((name) => {
+      const spec = all[name];
+      if (!spec) throw new Error(`Cannot watch "${name}": policyConfigMap is not set`);
+      return new Reflector(name, spec, kc, (e) => this.#push(name, e), logger);
+    });
     this.synced = new Promise((resolve) => (this.#markSynced = resolve));
   }
 

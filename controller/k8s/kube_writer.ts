@@ -67,7 +67,9 @@ export class KubeClusterWriter implements ClusterWriter {
     const r = e.regarding;
     // Events about cluster-scoped objects go to "default", as the API server's own do.
     const namespace = r.namespace ?? "default";
-    const apiVersion = r.kind === "Service" ? "v1" : `${GROUP}/${VERSION}`;
+    const apiVersion = r.kind === "Service" || r.kind === "ConfigMap"
+      ? "v1"
+      : `${GROUP}/${VERSION}`;
     await this.#events.createNamespacedEvent({
       namespace,
       body: {

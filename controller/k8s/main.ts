@@ -40,7 +40,8 @@ const USAGE = `usage: main.ts controller [OPTIONS]
   [--lease-duration-ms N] [--renew-deadline-ms N] [--retry-period-ms N]   (15000, 10000, 2000)
   [--redis URL]                 publish the LB model here (redis:// or rediss://; default: none)
   [--redis-user USER] [--redis-password-file FILE]
-  [--policy-configmap NAME]     ConfigMap with the WASM policy (accepted; not read yet)
+  [--policy-configmap NAME]     ConfigMap with the WASM policy, validated on every change
+                                (Events PolicyValidated / PolicyRejected; default holdfast-policy)
   [--listen HOST:PORT]          /metrics, /healthz, /readyz (default 0.0.0.0:9480; "none")
   [--log-level info|debug|warn|error]`;
 
@@ -159,7 +160,12 @@ export async function main(argv: string[]): Promise<number> {
   // deno-lint-ignore prefer-const
   let election: ReturnType<typeof startLeaderElection> | undefined;
   const isLeader = () => election?.isLeader() ?? false;
-  const running = startController(kc, { identity: args.identity, isLeader, logger });
+  const running = startController(kc, {
+    identity: args.identity,
+    isLeader,
+    logger,
+    policyConfigMap: { namespace: args.namespace, name: args.policyConfigMap },
+  });
   const store = args.redis ? connectModelStore(args.redis) : undefined;
   if (!store) logger.warn("no --redis: the LB model is not published", {});
   let publisher: RunningModelPublisher | undefined;

@@ -31,7 +31,13 @@ export interface ObjectEvent {
 }
 
 /** The resources the controller watches. */
-export type ResourceName = "services" | "endpointslices" | "addresspools" | "loadbalancerconfigs";
+export type ResourceName =
+  | "services"
+  | "endpointslices"
+  | "addresspools"
+  | "loadbalancerconfigs"
+  /** The policy ConfigMap (one object, by name, in the controller's namespace). */
+  | "policy";
 
 /** Every watched resource, in the order they are started. */
 export const RESOURCES: readonly ResourceName[] = [

@@ -26,6 +26,7 @@ import { K8sSource } from "../sources/k8s_source.ts";
 import { DB } from "../statedb/mod.ts";
 import { LbController } from "./controller.ts";
 import { Informers } from "./informers.ts";
+import { PolicyChecker, type PolicyValidator } from "./policy.ts";
 import { KubeClusterWriter } from "./kube_writer.ts";
 import type { ClusterWriter } from "./status.ts";
 
@@ -39,6 +40,10 @@ export interface StartControllerOptions {
   writer?: ClusterWriter;
   /** Quiet time before a batch of changes is reconciled (default 20 ms). */
   debounceMs?: number;
+  /** Watch and validate this policy ConfigMap (absent: no policy checks). */
+  policyConfigMap?: { namespace: string; name: string };
+  /** Validator of policy modules (default: policy-as/host validation). */
+  validatePolicy?: PolicyValidator;
   /** Retry schedule of failed lists/watches and writes. */
   backoff?: BackoffOptions;
   logger?: Logger;
@@ -48,6 +53,8 @@ export interface StartControllerOptions {
 export interface RunningController extends AsyncDisposable {
   readonly informers: Informers;
   readonly controller: LbController;
+  /** The policy ConfigMap's checker (when `policyConfigMap` is set). */
+  readonly policy?: PolicyChecker;
   /** The controller's LB tables (what the model publisher reads). */
   readonly cp: { readonly db: DB; readonly tables: LBTables; readonly writer: Writer };
   /** Resolves once every resource was listed, reconciled once and written to the tables. */
@@ -67,18 +74,31 @@ export function startController(
   const tables = createLBTables(db);
   const writer = new Writer(tables, { logger: logger.with({ component: "tables" }) });
   const source = new K8sSource(writer);
+  const clusterWriter = options.writer ?? new KubeClusterWriter(kc, options.identity);
   source.registerInitializer(); // the publisher waits for the first full state
   const controller = new LbController({
     view: { list: (r) => informers.list(r) },
-    writer: options.writer ?? new KubeClusterWriter(kc, options.identity),
+    writer: clusterWriter,
     sink: source,
     isLeader: options.isLeader,
     debounceMs: options.debounceMs,
     retry: options.backoff,
     logger,
   });
+  const policy = options.policyConfigMap
+    ? new PolicyChecker({
+      writer: clusterWriter,
+      isLeader: options.isLeader,
+      validate: options.validatePolicy,
+      logger,
+    })
+    : undefined;
   const informers: Informers = new Informers(kc, {
-    onBatch: () => controller.trigger(),
+    onBatch: (batch) => {
+      if (batch.policy) policy?.check(informers.list("policy"));
+      if (Object.keys(batch).some((r) => r !== "policy")) controller.trigger();
+    },
+    policyConfigMap: options.policyConfigMap,
     debounceMs: options.debounceMs,
     backoff: options.backoff,
     logger,
@@ -99,6 +119,7 @@ export function startController(
   return {
     informers,
     controller,
+    policy,
     cp: { db, tables, writer },
     synced: syncedP,
     isSynced: () => synced,

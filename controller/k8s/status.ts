@@ -20,7 +20,7 @@ export const FIELD_MANAGER = "holdfast-controller";
 
 /** The object a write concerns. */
 export interface ObjectTarget {
-  kind: "Service" | "AddressPool" | "LoadBalancerConfig";
+  kind: "Service" | "AddressPool" | "LoadBalancerConfig" | "ConfigMap";
   namespace?: string;
   name: string;
   uid?: string;

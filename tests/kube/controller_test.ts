@@ -342,3 +342,39 @@ Deno.test("controller: after 410 Gone the informers re-list: a Service created a
   );
   assert(lists() > listsBefore, "the informer listed Services again");
 });
+
+Deno.test("controller: the policy ConfigMap's module is validated; a bad one is a PolicyRejected Event", async () => {
+  await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
+  const kc = await clientFor(env.server);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const where = { namespace: "default", name: "holdfast-policy" };
+  const b64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes));
+  const good = await Deno.readFile("policy-as/build/release.wasm");
+  await core.createNamespacedConfigMap({
+    namespace: "default",
+    body: { metadata: { name: where.name }, binaryData: { "policy.wasm": b64(good) } },
+  });
+  await using running = startController(kc, { identity: "controller-0", policyConfigMap: where });
+  await running.synced;
+  await waitFor(
+    "PolicyValidated",
+    async () => (await eventReasons(kc)).includes("PolicyValidated holdfast-policy"),
+    20_000,
+  );
+  const accepted = running.policy!.active();
+  await core.patchNamespacedConfigMap({
+    name: where.name,
+    namespace: "default",
+    body: [{
+      op: "replace",
+      path: "/binaryData/policy.wasm",
+      value: b64(new Uint8Array([0, 1, 2])),
+    }],
+  });
+  await waitFor(
+    "PolicyRejected",
+    async () => (await eventReasons(kc)).includes("PolicyRejected holdfast-policy"),
+    20_000,
+  );
+  assertEquals(running.policy!.active(), accepted, "the accepted module stays active");
+});

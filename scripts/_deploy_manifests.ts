@@ -112,3 +112,30 @@ export function displayName(obj: Manifest): string {
 export function typeKey(obj: Manifest): string {
   return `${obj.apiVersion ?? "v1"} ${obj.kind}`;
 }
+
+/** The HTTP status of a client-node ApiException (undefined for other errors). */
+export function statusCode(e: unknown): number | undefined {
+  const c = (e as { code?: unknown })?.code;
+  return typeof c === "number" ? c : undefined;
+}
+
+/** The API server's message in a client-node ApiException (its Status), else the error's. */
+export function apiMessage(e: unknown): string {
+  const body = (e as { body?: unknown })?.body;
+  if (typeof body === "string") {
+    try {
+      const status = JSON.parse(body);
+      if (typeof status?.message === "string") return status.message;
+    } catch { /* not JSON: fall through */ }
+  }
+  return e instanceof Error ? e.message.split("\n")[0]! : String(e);
+}
+
+/** What client-node needs to address `obj`. */
+export function header(obj: Manifest) {
+  return {
+    apiVersion: String(obj.apiVersion),
+    kind: String(obj.kind),
+    metadata: { name: String(obj.metadata.name), namespace: obj.metadata.namespace },
+  };
+}

@@ -17,16 +17,19 @@
  */
 import * as k8s from "@kubernetes/client-node";
 import { numberOption, readCommandLine, stringOption } from "../lib/args.ts";
-import { sleep } from "../lib/backoff.ts";
 import { POLICY_CONFIGMAP } from "./k8s_policy_configmap.ts";
 import {
+  apiMessage as why,
   displayName,
+  header,
   MANAGED_BY,
   type Manifest,
   MANIFEST_NAMESPACE,
   readDeployManifests,
+  statusCode as code,
   typeKey,
 } from "./_deploy_manifests.ts";
+import { waitEstablished, waitRollouts } from "./_deploy_wait.ts";
 
 /** Field manager of every apply. */
 export const FIELD_MANAGER = "holdfast-deploy";
@@ -84,31 +87,6 @@ export interface DeployChange {
 }
 
 const K8S_DIR = new URL("../k8s", import.meta.url).pathname;
-
-function code(e: unknown): number | undefined {
-  const c = (e as { code?: unknown })?.code;
-  return typeof c === "number" ? c : undefined;
-}
-
-function why(e: unknown): string {
-  const body = (e as { body?: unknown })?.body;
-  if (typeof body === "string") {
-    try {
-      const status = JSON.parse(body);
-      if (typeof status?.message === "string") return status.message;
-    } catch { /* not JSON: fall through */ }
-  }
-  return e instanceof Error ? e.message.split("\n")[0]! : String(e);
-}
-
-/** What client-node needs to address `obj`. */
-function header(obj: Manifest) {
-  return {
-    apiVersion: String(obj.apiVersion),
-    kind: String(obj.kind),
-    metadata: { name: String(obj.metadata.name), namespace: obj.metadata.namespace },
-  };
-}
 
 /** The object without what the server alone changes, in a stable text (for dry-run compares). */
 function content(obj: Manifest | undefined): string {
@@ -220,29 +198,6 @@ export async function deploy(options: DeployOptions = {}): Promise<DeployChange[
   return changes;
 }
 
-async function waitEstablished(
-  client: k8s.KubernetesObjectApi,
-  objects: readonly Manifest[],
-  note: (line: string) => void,
-): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  for (const crd of objects.filter((o) => o.kind === "CustomResourceDefinition")) {
-    // Bounded by the deadline: a CRD that never becomes Established is an error.
-    while (true) {
-      const now = await client.read(header(crd)) as Manifest;
-      const established = (now.status?.conditions ?? []).some((c: Manifest) =>
-        c.type === "Established" && c.status === "True"
-      );
-      if (established) break;
-      if (Date.now() > deadline) {
-        throw new Error(`Cannot deploy: CRD "${crd.metadata.name}" not Established within 60 s`);
-      }
-      note(`waiting for CRD ${crd.metadata.name} to be Established`);
-      await sleep(250);
-    }
-  }
-}
-
 async function ensureRedisSecret(
   client: k8s.KubernetesObjectApi,
   namespace: string,
@@ -332,49 +287,6 @@ async function prune(
       }
       report(displayName(obj), "pruned");
     }
-  }
-}
-
-/** Whether a Deployment or DaemonSet has rolled out its current generation. */
-function rolledOut(obj: Manifest): { done: boolean; text: string } {
-  const s = obj.status ?? {};
-  const generation = obj.metadata?.generation ?? 0;
-  const observed = (s.observedGeneration ?? -1) >= generation;
-  if (obj.kind === "Deployment") {
-    const want = obj.spec?.replicas ?? 1;
-    const ready = s.availableReplicas ?? 0;
-    const done = observed && (s.updatedReplicas ?? 0) >= want && ready >= want;
-    return { done, text: `${ready}/${want} available` };
-  }
-  const want = s.desiredNumberScheduled ?? 0;
-  const ready = s.numberAvailable ?? 0;
-  const done = observed && (s.updatedNumberScheduled ?? 0) >= want && ready >= want;
-  return { done, text: `${ready}/${want} available` };
-}
-
-async function waitRollouts(
-  client: k8s.KubernetesObjectApi,
-  objects: readonly Manifest[],
-  timeoutMs: number,
-  note: (line: string) => void,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  const workloads = objects.filter((o) => o.kind === "Deployment" || o.kind === "DaemonSet");
-  for (const w of workloads) {
-    let state = { done: false, text: "" };
-    while (Date.now() <= deadline) {
-      state = rolledOut(await client.read(header(w)) as Manifest);
-      if (state.done) break;
-      await sleep(Math.min(500, Math.max(0, deadline - Date.now())));
-    }
-    if (!state.done) {
-      throw new Error(
-        `Cannot finish the deploy: ${displayName(w)} did not roll out within ${
-          timeoutMs / 1000
-        } s (${state.text || "no status"})`,
-      );
-    }
-    note(`${displayName(w)} rolled out (${state.text})`);
   }
 }
 

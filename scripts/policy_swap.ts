@@ -17,6 +17,7 @@ import { DEFAULT_LIMITS, PolicyRejectedError } from "../policy-as/host/policy_mo
 import { validatePolicyModule } from "../policy-as/host/validate.ts";
 import { loadVectors, VECTORS_DIR } from "../policy-as/host/vectors.ts";
 import { MAX_CONFIGMAP_BYTES, POLICY_CONFIGMAP } from "./k8s_policy_configmap.ts";
+import { apiMessage, statusCode } from "./_deploy_manifests.ts";
 
 /** The annotation carrying the module's SHA-256 (as in k8s/policy-configmap.yaml). */
 export const POLICY_SHA256_ANNOTATION = "holdfast.io/policy-sha256";
@@ -41,11 +42,6 @@ export interface PolicySwapResult {
   readonly sha256: string;
   /** `updated`, `created`, or `unchanged` (the ConfigMap already carried this module). */
   readonly outcome: "updated" | "created" | "unchanged";
-}
-
-function code(e: unknown): number | undefined {
-  const c = (e as { code?: unknown })?.code;
-  return typeof c === "number" ? c : undefined;
 }
 
 /**
@@ -82,48 +78,56 @@ export async function swapPolicyConfigMap(
   try {
     current = await client.read<k8s.V1ConfigMap>(header);
   } catch (e) {
-    if (code(e) !== 404) {
-      throw new Error(`Cannot read ConfigMap "${namespace}/${name}": ${String(e)}`, { cause: e });
+    if (statusCode(e) !== 404) {
+      throw new Error(`Cannot read ConfigMap "${namespace}/${name}": ${apiMessage(e)}`, {
+        cause: e,
+      });
     }
   }
   const sha256 = report.digest;
-  if (!current) {
-    await client.create(
+  if (
+    current?.binaryData?.[POLICY_CONFIGMAP.key] === b64 &&
+    current.metadata?.annotations?.[POLICY_SHA256_ANNOTATION] === sha256
+  ) return { sha256, outcome: "unchanged" };
+  try {
+    if (!current) {
+      await client.create(
+        {
+          ...header,
+          metadata: {
+            ...header.metadata,
+            labels: { "app.kubernetes.io/part-of": "holdfast" },
+            annotations: { [POLICY_SHA256_ANNOTATION]: sha256 },
+          },
+          binaryData: { [POLICY_CONFIGMAP.key]: b64 },
+        },
+        undefined,
+        undefined,
+        FIELD_MANAGER,
+      );
+      return { sha256, outcome: "created" };
+    }
+    // One merge patch moves module and annotation together; `data` may not hold the same key.
+    await client.patch(
       {
         ...header,
-        metadata: {
-          ...header.metadata,
-          labels: { "app.kubernetes.io/part-of": "holdfast" },
-          annotations: { [POLICY_SHA256_ANNOTATION]: sha256 },
-        },
+        metadata: { ...header.metadata, annotations: { [POLICY_SHA256_ANNOTATION]: sha256 } },
         binaryData: { [POLICY_CONFIGMAP.key]: b64 },
-      },
+        ...(current.data?.[POLICY_CONFIGMAP.key] !== undefined
+          ? { data: { [POLICY_CONFIGMAP.key]: null } }
+          : {}),
+      } as k8s.KubernetesObject,
       undefined,
       undefined,
       FIELD_MANAGER,
+      undefined,
+      k8s.PatchStrategy.MergePatch,
     );
-    return { sha256, outcome: "created" };
+  } catch (e) {
+    throw new Error(`Cannot write ConfigMap "${namespace}/${name}": ${apiMessage(e)}`, {
+      cause: e,
+    });
   }
-  if (
-    current.binaryData?.[POLICY_CONFIGMAP.key] === b64 &&
-    current.metadata?.annotations?.[POLICY_SHA256_ANNOTATION] === sha256
-  ) return { sha256, outcome: "unchanged" };
-  // One merge patch moves module and annotation together; `data` may not hold the same key.
-  await client.patch(
-    {
-      ...header,
-      metadata: { ...header.metadata, annotations: { [POLICY_SHA256_ANNOTATION]: sha256 } },
-      binaryData: { [POLICY_CONFIGMAP.key]: b64 },
-      ...(current.data?.[POLICY_CONFIGMAP.key] !== undefined
-        ? { data: { [POLICY_CONFIGMAP.key]: null } }
-        : {}),
-    } as k8s.KubernetesObject,
-    undefined,
-    undefined,
-    FIELD_MANAGER,
-    undefined,
-    k8s.PatchStrategy.MergePatch,
-  );
   return { sha256, outcome: "updated" };
 }
 

@@ -159,18 +159,23 @@ export function startLeaderElection(
       log.error("onStoppedLeading failed", { error: e });
     }
   };
-  /** (Re)arms the fence: without another successful renew, leadership ends at the deadline. */
-  const renewed = () => {
+  /**
+   * (Re)arms the fence: without another successful renew, leadership ends at the deadline. It
+   * counts from when the renew was *sent* (`sentAt`), never from when its answer came: a follower
+   * counts the lease from when it saw the write, which is after it was sent, so the leader's
+   * deadline always passes before a follower's lease does — however late the answer arrived.
+   */
+  const renewed = (sentAt: number) => {
     clearTimeout(deadline);
     deadline = setTimeout(
       () => stepDown(`no renew within the renew deadline (${renewDeadlineMs} ms)`),
-      renewDeadlineMs,
+      Math.max(0, sentAt + renewDeadlineMs - performance.now()),
     );
   };
-  const startLeading = () => {
+  const startLeading = (sentAt: number) => {
     leading = true;
     gauge.set(undefined, 1);
-    renewed();
+    renewed(sentAt);
     log.info("became leader");
     leadership = new AbortController();
     const signal = leadership.signal;
@@ -272,11 +277,15 @@ export function startLeaderElection(
     const signal = stopper.signal;
     // Bounded by the signal: the loop ends when stop() aborts it.
     while (!signal.aborted) {
+      const sentAt = performance.now();
       const held = await tryAcquireOrRenew();
       if (signal.aborted) break;
-      if (held) {
-        if (leading) renewed();
-        else startLeading();
+      if (held && performance.now() >= sentAt + renewDeadlineMs) {
+        // Too late to count: the fence has (or would have) passed meanwhile.
+        stepDown(`the renew took longer than the renew deadline (${renewDeadlineMs} ms)`);
+      } else if (held) {
+        if (leading) renewed(sentAt);
+        else startLeading(sentAt);
       } else if (leading && observed && observed.holder !== config.identity && observed.holder) {
         stepDown(`the Lease is held by "${observed.holder}"`);
       }

@@ -18,24 +18,12 @@
 import { Backoff, type BackoffOptions } from "../../lib/backoff.ts";
 import { log, type Logger } from "../../lib/log.ts";
 import { registry } from "../../lib/metrics.ts";
-import {
-  ADDRESS_ALLOCATED_CONDITION,
-  AddressAllocator,
-  type IpamCondition,
-  type IpamEvent,
-  type IpamResult,
-  isClaimed,
-} from "../ipam/mod.ts";
-import { type ConfigView, readConfig } from "./_config.ts";
+import { AddressAllocator, type IpamResult, isClaimed } from "../ipam/mod.ts";
+import { CONFIG_NAME, type ConfigView, readConfig } from "./_config.ts";
 import { type FedService, type ModelSink, SourceFeed } from "./_feed.ts";
+import { planEvents, planStatusWrites } from "./_plan.ts";
 import { type ClusterView, keyOf, type KubeObject } from "./objects.ts";
-import {
-  type ClusterWriter,
-  type EventInput,
-  mergeConditions,
-  type ObjectTarget,
-  sameConditions,
-} from "./status.ts";
+import type { ClusterWriter, EventInput } from "./status.ts";
 
 const reconciles = registry.counter(
   "holdfast_controller_reconciles_total",
@@ -94,18 +82,6 @@ export interface PassSummary {
   events: string[];
 }
 
-const ACTIONS: Record<IpamEvent["reason"], string> = {
-  AddressAllocated: "Allocate",
-  AddressReleased: "Release",
-  AllocationFailed: "Allocate",
-  PoolInvalid: "Validate",
-};
-
-function sameIngress(svc: KubeObject, ips: readonly string[]): boolean {
-  const cur: { ip?: string; ipMode?: string }[] = svc.status?.loadBalancer?.ingress ?? [];
-  return cur.length === ips.length && cur.every((i, n) => i.ip === ips[n] && i.ipMode === "VIP");
-}
-
 /** Runs `tasks` with at most `n` in flight. */
 async function limited(tasks: (() => Promise<void>)[], n: number): Promise<void> {
   let next = 0;
@@ -125,11 +101,15 @@ export class LbController {
   #claimKey = "";
   #led = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
+  /** When the scheduled pass runs (performance.now()). */
+  #due = 0;
   #running: Promise<void> | undefined;
   #dirty = false;
   #stopped = false;
   /** Status writes not yet seen by the informers: key → resourceVersion written over, time. */
   readonly #pending = new Map<string, { rv: string; at: number }>();
+  /** Events that failed to be written, retried on the next passes. */
+  #eventBacklog: { event: EventInput; tries: number }[] = [];
   /** Resolves after the first pass (the tables hold the initial state). */
   readonly firstPass: Promise<void>;
   #markFirst!: () => void;
@@ -142,9 +122,18 @@ export class LbController {
     this.firstPass = new Promise((r) => (this.#markFirst = r));
   }
 
-  /** Schedules a pass (debounced; one at a time; a change during a pass runs another after it). */
+  /**
+   * Schedules a pass (debounced; one at a time; a change during a pass runs another after it).
+   * A sooner request replaces a later one (a change does not wait out a retry's backoff).
+   */
   trigger(delayMs = this.#o.debounceMs ?? 20): void {
-    if (this.#stopped || this.#timer !== undefined) return;
+    if (this.#stopped) return;
+    const due = performance.now() + delayMs;
+    if (this.#timer !== undefined) {
+      if (due >= this.#due) return;
+      clearTimeout(this.#timer);
+    }
+    this.#due = due;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       if (this.#running) {
@@ -215,150 +204,66 @@ export class LbController {
     summary: PassSummary,
   ): Promise<void> {
     const now = this.#o.now?.() ?? new Date();
-    const tasks: (() => Promise<void>)[] = [];
-    const byKey = new Map(services.map((s) => [keyOf(s), s]));
-    const run = (kind: string, key: string, rv: string | undefined, write: () => Promise<void>) => {
-      const p = this.#pending.get(key);
-      if (p !== undefined && p.rv === rv && performance.now() - p.at < 5_000) return;
-      tasks.push(async () => {
-        if (!(this.#o.isLeader?.() ?? true)) return; // fencing: not the leader any more
-        this.#pending.set(key, { rv: rv ?? "", at: performance.now() });
-        try {
-          await write();
-          writes.inc({ kind });
-          summary.writes++;
-        } catch (err) {
-          this.#pending.delete(key);
-          writeFailures.inc({ kind });
-          summary.failures++;
-          this.#log.warn("write failed; retrying", { kind, object: key, error: errorText(err) });
-        }
-      });
-    };
-    for (const a of result.services) {
-      const key = `${a.namespace}/${a.name}`, svc = byKey.get(key)!;
-      const conditions = svc.status?.conditions as IpamCondition[] | undefined;
-      if (sameIngress(svc, a.addresses) && sameConditions(conditions, [a.condition])) continue;
-      const target = serviceTarget(svc);
-      run("Service", key, target.resourceVersion, () =>
-        this.#o.writer.patchServiceStatus(target, {
-          loadBalancer: {
-            ingress: a.addresses.length > 0
-              ? a.addresses.map((ip) => ({ ip, ipMode: "VIP" as const }))
-              : null,
-          },
-          conditions: mergeConditions(conditions, [a.condition], now),
-        }));
+    for (const [key, p] of this.#pending) {
+      if (performance.now() - p.at >= PENDING_MS) this.#pending.delete(key);
     }
-    // Level-triggered release: a Service we no longer claim loses what we wrote.
-    for (const svc of services) {
-      const conditions = (svc.status?.conditions ?? []) as IpamCondition[];
-      if (!conditions.some((c) => c.type === ADDRESS_ALLOCATED_CONDITION)) continue;
-      if (isClaimed(svc, cfg.claim)) continue;
-      const others = conditions.filter((c) => c.type !== ADDRESS_ALLOCATED_CONDITION);
-      const target = serviceTarget(svc);
-      run(
-        "Service",
-        keyOf(svc),
-        target.resourceVersion,
-        () =>
-          this.#o.writer.patchServiceStatus(target, {
-            loadBalancer: { ingress: null },
-            conditions: others.length > 0 ? others : null,
-          }),
-      );
-    }
-    const poolsByName = new Map(pools.map((p) => [keyOf(p), p]));
-    for (const p of result.pools) {
-      const obj = poolsByName.get(p.name)!, cur = obj.status ?? {};
-      const gen = obj.metadata?.generation;
-      if (
-        cur.total === p.total && cur.used === p.used && cur.available === p.available &&
-        cur.observedGeneration === gen && sameConditions(cur.conditions, p.conditions)
-      ) continue;
-      const target = objectTarget("AddressPool", obj);
-      run(
-        "AddressPool",
-        `pool:${p.name}`,
-        target.resourceVersion,
-        () =>
-          this.#o.writer.patchObjectStatus(target, {
-            ...(gen !== undefined ? { observedGeneration: gen } : {}),
-            total: p.total,
-            used: p.used,
-            available: p.available,
-            conditions: mergeConditions(cur.conditions, p.conditions, now),
-          }),
-      );
-    }
-    this.#writeConfig(cfg, now, run);
-    const events = result.events.map((e) => this.#eventInput(e, byKey, poolsByName));
-    for (const e of events) {
+    const planned = planStatusWrites(result, services, pools, this.#config(), cfg, now)
+      // Written over this very version already: the informers have not brought it back yet.
+      .filter((w) => this.#pending.get(w.key)?.rv !== (w.resourceVersion ?? ""));
+    const tasks = planned.map((w) => async () => {
+      if (!(this.#o.isLeader?.() ?? true)) return; // fencing: not the leader any more
+      this.#pending.set(w.key, { rv: w.resourceVersion ?? "", at: performance.now() });
+      try {
+        await w.apply(this.#o.writer);
+        writes.inc({ kind: w.kind });
+        summary.writes++;
+      } catch (err) {
+        this.#pending.delete(w.key);
+        writeFailures.inc({ kind: w.kind });
+        summary.failures++;
+        this.#log.warn("write failed; retrying", {
+          kind: w.kind,
+          object: w.key,
+          error: errorText(err),
+        });
+      }
+    });
+    const fresh = planEvents(result, services, pools);
+    for (const e of fresh) {
       summary.events.push(`${e.reason} ${e.regarding.name}`);
       if (e.reason === "AddressAllocated") allocations.inc();
       if (e.reason === "AllocationFailed") allocationFailures.inc();
     }
     await limited(tasks, this.#o.concurrency ?? 8);
-    // Events after status, so a reader who sees the Event finds the status it speaks of.
+    // Events after status, so a reader who sees the Event finds the status it speaks of. The
+    // allocator emits each once: a failed one is kept for the next passes (bounded).
+    const events = [...this.#eventBacklog, ...fresh.map((event) => ({ event, tries: 0 }))];
+    this.#eventBacklog = [];
     await limited(
       events.map((e) => async () => {
         if (!(this.#o.isLeader?.() ?? true)) return;
         try {
-          await this.#o.writer.emitEvent(e);
+          await this.#o.writer.emitEvent(e.event);
           writes.inc({ kind: "Event" });
         } catch (err) {
           writeFailures.inc({ kind: "Event" });
-          this.#log.warn("event not written", { reason: e.reason, error: errorText(err) });
+          summary.failures++;
+          const keep = e.tries + 1 < EVENT_TRIES && this.#eventBacklog.length < EVENT_BACKLOG;
+          if (keep) this.#eventBacklog.push({ event: e.event, tries: e.tries + 1 });
+          this.#log.warn("event not written", {
+            reason: e.event.reason,
+            object: e.event.regarding.name,
+            error: errorText(err),
+            retry: keep,
+          });
         }
       }),
       this.#o.concurrency ?? 8,
     );
   }
 
-  #writeConfig(
-    cfg: ConfigView,
-    now: Date,
-    run: (kind: string, key: string, rv: string | undefined, w: () => Promise<void>) => void,
-  ): void {
-    const obj = this.#o.view.list("loadbalancerconfigs").find((c) =>
-      c.metadata?.name === "default"
-    );
-    if (!obj || !cfg.ready) return;
-    const cur = obj.status ?? {}, gen = obj.metadata?.generation;
-    if (cur.observedGeneration === gen && sameConditions(cur.conditions, [cfg.ready])) return;
-    const target = objectTarget("LoadBalancerConfig", obj);
-    const ready = cfg.ready;
-    run("LoadBalancerConfig", "config:default", target.resourceVersion, async () => {
-      await this.#o.writer.patchObjectStatus(target, {
-        ...(gen !== undefined ? { observedGeneration: gen } : {}),
-        conditions: mergeConditions(cur.conditions, [ready], now),
-      });
-      if (ready.status === "False") {
-        await this.#o.writer.emitEvent({
-          regarding: target,
-          type: "Warning",
-          reason: "ConfigInvalid",
-          note: ready.message,
-          action: "Validate",
-        });
-      }
-    });
-  }
-
-  #eventInput(
-    e: IpamEvent,
-    services: Map<string, KubeObject>,
-    pools: Map<string, KubeObject>,
-  ): EventInput {
-    const o = e.object;
-    const obj = o.kind === "Service" ? services.get(`${o.namespace}/${o.name}`) : pools.get(o.name);
-    return {
-      regarding: { ...o, ...(obj?.metadata?.uid ? { uid: obj.metadata.uid } : {}) },
-      type: e.type,
-      reason: e.reason,
-      note: e.message,
-      action: ACTIONS[e.reason],
-    };
+  #config(): KubeObject | undefined {
+    return this.#o.view.list("loadbalancerconfigs").find((c) => c.metadata?.name === CONFIG_NAME);
   }
 
   /** Stops scheduling passes and waits for the running one. */
@@ -370,24 +275,10 @@ export class LbController {
   }
 }
 
-function serviceTarget(svc: KubeObject): ObjectTarget {
-  return {
-    kind: "Service",
-    namespace: svc.metadata?.namespace ?? "default",
-    name: svc.metadata?.name ?? "",
-    uid: svc.metadata?.uid,
-    resourceVersion: svc.metadata?.resourceVersion,
-  };
-}
-
-function objectTarget(kind: "AddressPool" | "LoadBalancerConfig", obj: KubeObject): ObjectTarget {
-  return {
-    kind,
-    name: obj.metadata?.name ?? "",
-    uid: obj.metadata?.uid,
-    resourceVersion: obj.metadata?.resourceVersion,
-  };
-}
+/** Tries per Event, and Events kept for retry at most. */
+const EVENT_TRIES = 5, EVENT_BACKLOG = 1_000;
+/** How long a write's resourceVersion holds back rewriting the same object (ms). */
+const PENDING_MS = 5_000;
 
 function errorText(err: unknown): string {
   const e = err as { code?: number; body?: unknown; message?: string };

@@ -151,3 +151,35 @@ Deno.test("mergeConditions keeps lastTransitionTime while the status stays, and 
   ], now);
   assertEquals(flipped[1]?.lastTransitionTime, "2026-02-02T00:00:00Z");
 });
+
+Deno.test("LbController: a failed write is retried, and a change does not wait out the backoff", async () => {
+  const services = [svc("web")];
+  const writer = new MemoryClusterWriter();
+  writer.fail = new Error("API server away");
+  let passes = 0;
+  const c = new LbController({
+    view: {
+      list: (r) => {
+        if (r === "services") passes++;
+        return r === "services" ? services : r === "addresspools" ? [pool] : [];
+      },
+    },
+    writer,
+    debounceMs: 1,
+    retry: { minMs: 60_000, maxMs: 60_000 }, // a retry far away
+  });
+  try {
+    c.trigger();
+    const deadline = Date.now() + 2000;
+    while (passes < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, 20));
+    writer.fail = undefined;
+    c.trigger(); // a change: runs now, not in 60 s
+    while (writer.writes.length === 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    assertEquals(writer.events(), ["AddressAllocated shop/web"]);
+  } finally {
+    await c.stop();
+  }
+});

@@ -245,12 +245,8 @@ Deno.test("controller: a terminating endpoint is a terminating backend in the pu
   await waitFor("no backends", () => states() === "");
 });
 
-Deno.test("controller: main.ts controller runs under -P=controller, serves /readyz and /metrics", async () => {
-  await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
-  const kc = await clientFor(env.server);
-  const core = kc.makeApiClient(k8s.CoreV1Api);
-  await core.createNamespace({ body: { metadata: { name: "holdfast-system" } } });
-  await custom(kc).createClusterCustomObject(pool("blue", [{ cidr: "10.0.7.0/30" }]));
+/** A `main.ts controller` process under `-P=controller` against `kubeconfig`. */
+function spawnController(kubeconfig: string, identity: string, extra: string[] = []) {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (listener.addr as Deno.NetAddr).port;
   listener.close();
@@ -261,9 +257,10 @@ Deno.test("controller: main.ts controller runs under -P=controller, serves /read
       "--no-prompt",
       "main.ts",
       "controller",
-      `--kubeconfig=${env.kubeconfig}`,
-      "--identity=controller-test",
+      `--kubeconfig=${kubeconfig}`,
+      `--identity=${identity}`,
       `--listen=127.0.0.1:${port}`,
+      ...extra,
     ],
     stdout: "piped",
     stderr: "piped",
@@ -272,16 +269,42 @@ Deno.test("controller: main.ts controller runs under -P=controller, serves /read
     new Response(child.stdout).text(),
     new Response(child.stderr).text(),
   ]);
-  try {
-    await waitFor("/readyz", async () => {
+  const get = async (path: string) => {
+    const r = await fetch(`http://127.0.0.1:${port}${path}`);
+    return { status: r.status, text: await r.text() };
+  };
+  return {
+    get,
+    ready: () =>
+      waitFor(`${identity} /readyz`, async () => {
+        try {
+          return (await get("/readyz")).status === 200;
+        } catch {
+          return false;
+        }
+      }, 20_000),
+    /** Sends `signal`; returns the exit status and what it printed. */
+    async stop(signal: Deno.Signal = "SIGTERM") {
       try {
-        const r = await fetch(`http://127.0.0.1:${port}/readyz`);
-        await r.body?.cancel();
-        return r.status === 200;
-      } catch {
-        return false;
-      }
-    }, 20_000);
+        child.kill(signal);
+      } catch { /* already gone */ }
+      const status = await child.status;
+      const [out, err] = await output;
+      return { status, text: `${out}\n${err}` };
+    },
+  };
+}
+
+Deno.test("controller: main.ts controller runs under -P=controller, serves /readyz and /metrics", async () => {
+  await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
+  const kc = await clientFor(env.server);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  await core.createNamespace({ body: { metadata: { name: "holdfast-system" } } });
+  await custom(kc).createClusterCustomObject(pool("blue", [{ cidr: "10.0.7.0/30" }]));
+  const proc = spawnController(env.kubeconfig, "controller-test");
+  let stopped: Awaited<ReturnType<typeof proc.stop>> | undefined;
+  try {
+    await proc.ready();
     await core.createNamespacedService(service("web"));
     await waitFor(
       "an address",
@@ -290,17 +313,71 @@ Deno.test("controller: main.ts controller runs under -P=controller, serves /read
           .join() === "10.0.7.0",
       10_000,
     );
-    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const metrics = (await proc.get("/metrics")).text;
     assertMatch(metrics, /holdfast_controller_allocations_total 1/);
     assertMatch(metrics, /holdfast_controller_informer_lists_total\{resource="services"\} 1/);
-    const health = await fetch(`http://127.0.0.1:${port}/healthz`);
-    assertEquals(health.status, 200);
-    await health.body?.cancel();
+    assertEquals((await proc.get("/healthz")).status, 200);
   } finally {
-    child.kill("SIGTERM");
-    const status = await child.status;
-    const [out, err] = await output;
-    assert(status.success, `controller exited ${status.code}:\n${out}\n${err}`);
+    stopped = await proc.stop();
+  }
+  assert(stopped.status.success, `controller exited ${stopped.status.code}:\n${stopped.text}`);
+});
+
+Deno.test("controller: two replicas — one leads; killed, the other takes over and allocates nothing twice", async () => {
+  await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
+  const kc = await clientFor(env.server);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  await core.createNamespace({ body: { metadata: { name: "holdfast-system" } } });
+  await custom(kc).createClusterCustomObject(pool("blue", [{ cidr: "10.0.9.0/29" }]));
+  const timing = ["--lease-duration-ms=1500", "--renew-deadline-ms=1000", "--retry-period-ms=200"];
+  const procs = new Map([
+    ["replica-a", spawnController(env.kubeconfig, "replica-a", timing)],
+    ["replica-b", spawnController(env.kubeconfig, "replica-b", timing)],
+  ]);
+  const leases = kc.makeApiClient(k8s.CoordinationV1Api);
+  const holder = async () =>
+    (await leases.readNamespacedLease({
+      name: "holdfast-controller",
+      namespace: "holdfast-system",
+    }))
+      .spec?.holderIdentity ?? "";
+  const addresses = async () => {
+    const list = await core.listNamespacedService({ namespace: "default" });
+    return Object.fromEntries(list.items.map((s) => [s.metadata!.name!, ingress(s).join()]));
+  };
+  try {
+    for (const p of procs.values()) await p.ready();
+    for (const name of ["s1", "s2", "s3"]) await core.createNamespacedService(service(name));
+    await waitFor(
+      "three addresses",
+      async () => Object.values(await addresses()).filter((a) => a !== "").length === 3,
+      10_000,
+    );
+    const before = await addresses();
+    const leader = await holder();
+    assert(procs.has(leader), `a replica leads (holder "${leader}")`);
+    await procs.get(leader)!.stop("SIGKILL"); // no release: the other must wait out the lease
+    const killedAt = performance.now();
+    await core.createNamespacedService(service("s4"));
+    await waitFor(
+      "s4 allocated by the new leader",
+      async () => (await addresses()).s4 !== "",
+      10_000,
+    );
+    const takeoverMs = performance.now() - killedAt;
+    console.log(JSON.stringify({ takeover_after_kill_ms: Math.round(takeoverMs), lease_ms: 1500 }));
+    const after = await addresses();
+    const other = [...procs.keys()].find((k) => k !== leader)!;
+    assertEquals(await holder(), other);
+    assertEquals({ ...after, s4: undefined }, { ...before, s4: undefined }, "nothing moved");
+    assertEquals(
+      new Set(Object.values(after)).size,
+      4,
+      `no address twice: ${JSON.stringify(after)}`,
+    );
+    assert(takeoverMs < 1500 + 2000, `took over in ${Math.round(takeoverMs)} ms`);
+  } finally {
+    for (const p of procs.values()) await p.stop();
   }
 });
 

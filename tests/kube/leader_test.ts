@@ -22,12 +22,16 @@ const RETRY_MAX = TIMING.retryPeriodMs * 1.2;
 
 /** A Lease API whose calls can be made to fail (crash) or hang (partition) on demand. */
 class FaultyApi implements LeaseApi {
-  mode: "ok" | "fail" | "hang" = "ok";
+  /** `late`: writes are served at once, but their answers arrive `lateMs` later. */
+  mode: "ok" | "fail" | "hang" | "late" = "ok";
+  lateMs = 0;
   constructor(readonly api: k8s.CoordinationV1Api) {}
-  #gate<T>(call: () => Promise<T>): Promise<T> {
-    if (this.mode === "fail") return Promise.reject(new Error("connection refused (test)"));
-    if (this.mode === "hang") return new Promise<T>(() => {});
-    return call();
+  async #gate<T>(call: () => Promise<T>, write = false): Promise<T> {
+    if (this.mode === "fail") throw new Error("connection refused (test)");
+    if (this.mode === "hang") return await new Promise<T>(() => {});
+    const answer = await call();
+    if (this.mode === "late" && write) await sleep(this.lateMs);
+    return answer;
   }
   readNamespacedLease(p: k8s.CoordinationV1ApiReadNamespacedLeaseRequest) {
     return this.#gate(() => this.api.readNamespacedLease(p));
@@ -36,7 +40,7 @@ class FaultyApi implements LeaseApi {
     return this.#gate(() => this.api.createNamespacedLease(p));
   }
   replaceNamespacedLease(p: k8s.CoordinationV1ApiReplaceNamespacedLeaseRequest) {
-    return this.#gate(() => this.api.replaceNamespacedLease(p));
+    return this.#gate(() => this.api.replaceNamespacedLease(p), true);
   }
 }
 
@@ -87,6 +91,16 @@ async function watchLeaders(
   throw new Error(`condition not met within ${ms} ms`);
 }
 
+/** Samples every 10 ms for `ms`: never two leaders at once. */
+async function sampleFor(all: Candidate[], ms: number): Promise<void> {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    const leaders = all.filter((c) => c.election.isLeader()).map((c) => c.id);
+    assert(leaders.length <= 1, `two leaders at once: ${leaders.join(", ")}`);
+    await sleep(10);
+  }
+}
+
 async function stopAll(all: Candidate[]) {
   for (const c of all) {
     c.api.mode = "ok";
@@ -102,7 +116,7 @@ Deno.test("leader: two candidates, exactly one leader at every sampled moment", 
     await watchLeaders(all, () => all.some((c) => c.election.isLeader()), 5_000);
     // Keep sampling for several renew periods: leadership stays put and never doubles.
     const first = all.find((c) => c.election.isLeader())!;
-    await watchLeaders(all, () => false, 1_500).catch(() => {});
+    await sampleFor(all, 1_500);
     assert(first.election.isLeader(), "the leader keeps the Lease while it renews");
     const other = all.find((c) => c !== first)!;
     assertEquals(other.election.leader(), first.id, "the follower observed the leader");
@@ -171,6 +185,30 @@ Deno.test("leader: a leader cut off from the API server steps down before the ot
     leader.api.mode = "ok";
     await watchLeaders(all, () => leader.election.leader() === follower.id, 3_000);
     assert(!leader.election.isLeader());
+  } finally {
+    await stopAll(all);
+  }
+});
+
+Deno.test("leader: renews answered late count from when they were sent; never two leaders", async () => {
+  using _logs = captureLogs();
+  await using kube = await startKubeServer();
+  const all = await candidates(kube, ["a", "b"]);
+  try {
+    await watchLeaders(all, () => all.some((c) => c.election.isLeader()), 5_000);
+    const leader = all.find((c) => c.election.isLeader())!;
+    // Each renew reaches the server at once (the Lease stays fresh, so nobody takes over), but
+    // its answer comes 600 ms later. Renews then succeed every 800 ms (600 + the 200 ms retry),
+    // within a deadline counted from each answer; counted from sending, the next success comes
+    // 1,400 ms after the last renew was sent, past the 1,000 ms deadline: the leader must step
+    // down, as a follower may count the lease from the moment the write landed.
+    const lateAt = performance.now();
+    leader.api.lateMs = 600;
+    leader.api.mode = "late";
+    await watchLeaders(all, () => leader.stopped.length > 0, 3_000);
+    const after = leader.stopped[0]! - lateAt;
+    assert(after <= 2 * TIMING.renewDeadlineMs + 100, `stepped down after ${after.toFixed(0)} ms`);
+    await sampleFor(all, 1_500);
   } finally {
     await stopAll(all);
   }

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { KubeConfig } from "@kubernetes/client-node";
 import { parseAllDocuments } from "yaml";
 
 /** A Kubernetes object as read from a manifest. */
@@ -138,4 +139,26 @@ export function header(obj: Manifest) {
     kind: String(obj.kind),
     metadata: { name: String(obj.metadata.name), namespace: obj.metadata.namespace },
   };
+}
+
+/**
+ * The kubeconfig `path` (default: in-cluster, else `$KUBECONFIG` or `~/.kube/config`) with
+ * `context` selected; throws naming the context when the kubeconfig has no such context.
+ */
+export function loadKubeConfig(options: { kubeconfig?: string; context?: string }): KubeConfig {
+  const kc = new KubeConfig();
+  if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);
+  else kc.loadFromDefault();
+  if (options.context !== undefined) {
+    const names = kc.getContexts().map((c) => c.name);
+    if (!names.includes(options.context)) {
+      throw new Error(
+        `Cannot use context "${options.context}": the kubeconfig has ${
+          names.map((n) => `"${n}"`).join(", ") || "no contexts"
+        }`,
+      );
+    }
+    kc.setCurrentContext(options.context);
+  }
+  return kc;
 }

@@ -22,6 +22,7 @@ import {
   apiMessage as why,
   displayName,
   header,
+  loadKubeConfig,
   MANAGED_BY,
   type Manifest,
   MANIFEST_NAMESPACE,
@@ -109,10 +110,7 @@ function content(obj: Manifest | undefined): string {
 export async function deploy(options: DeployOptions = {}): Promise<DeployChange[]> {
   const print = options.print ?? ((line: string) => console.log(line));
   const note = options.note ?? ((line: string) => console.error(line));
-  const kc = new k8s.KubeConfig();
-  if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);
-  else kc.loadFromDefault();
-  if (options.context) kc.setCurrentContext(options.context);
+  const kc = loadKubeConfig(options);
   const client = k8s.KubernetesObjectApi.makeApiClient(kc);
   const namespace = options.namespace ?? MANIFEST_NAMESPACE;
   const dryRun = options.dryRun ? "All" : undefined;

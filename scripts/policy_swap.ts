@@ -17,7 +17,7 @@ import { DEFAULT_LIMITS, PolicyRejectedError } from "../policy-as/host/policy_mo
 import { validatePolicyModule } from "../policy-as/host/validate.ts";
 import { loadVectors, VECTORS_DIR } from "../policy-as/host/vectors.ts";
 import { MAX_CONFIGMAP_BYTES, POLICY_CONFIGMAP } from "./k8s_policy_configmap.ts";
-import { apiMessage, statusCode } from "./_deploy_manifests.ts";
+import { apiMessage, loadKubeConfig, statusCode } from "./_deploy_manifests.ts";
 
 /** The annotation carrying the module's SHA-256 (as in k8s/policy-configmap.yaml). */
 export const POLICY_SHA256_ANNOTATION = "holdfast.io/policy-sha256";
@@ -68,10 +68,7 @@ export async function swapPolicyConfigMap(
       `Cannot put the ${bytes.length}-byte module into ConfigMap "${namespace}/${name}": ${b64.length} bytes of base64 exceed ${MAX_CONFIGMAP_BYTES}`,
     );
   }
-  const kc = new k8s.KubeConfig();
-  if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);
-  else kc.loadFromDefault();
-  if (options.context) kc.setCurrentContext(options.context);
+  const kc = loadKubeConfig(options);
   const client = k8s.KubernetesObjectApi.makeApiClient(kc);
   const header = { apiVersion: "v1", kind: "ConfigMap", metadata: { name, namespace } };
   let current: k8s.V1ConfigMap | undefined;

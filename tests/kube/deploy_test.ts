@@ -156,7 +156,12 @@ Deno.test("deploy --dry-run stores nothing; --image and --namespace rewrite what
   const dir = await copyOfK8s();
   try {
     const { core, apps, rbac, ext } = await clients(kube);
-    const dry = await deployTo(kube, dir, "--dry-run");
+    const wrongContext = await deployTo(kube, dir, "--context", "prod");
+    assertEquals(wrongContext.code, 1);
+    assertEquals(wrongContext.notes, [
+      'Cannot use context "prod": the kubeconfig has "holdfast-test"',
+    ]);
+    const dry = await deployTo(kube, dir, "--dry-run", "--context", "holdfast-test");
     assertEquals(dry.code, 0, dry.notes.join("\n"));
     assertEquals(outcomes(dry), new Set(["created"]));
     assert(dry.lines.every((l) => l.endsWith(" (server dry run)")), dry.lines.join("\n"));

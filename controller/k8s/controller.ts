@@ -110,7 +110,10 @@ export class LbController {
   readonly #pending = new Map<string, { rv: string; at: number }>();
   /** Events that failed to be written, retried on the next passes. */
   #eventBacklog: { event: EventInput; tries: number }[] = [];
-  /** Resolves after the first pass (the tables hold the initial state). */
+  /**
+   * Resolves once the first pass has fed the model sink (the tables hold the initial state; its
+   * status writes may still be in flight), so the model is published without waiting for them.
+   */
   readonly firstPass: Promise<void>;
   #markFirst!: () => void;
 
@@ -187,12 +190,12 @@ export class LbController {
       fed = services.filter((s) => isClaimed(s, cfg.claim)).map((object) => ({ object }));
     }
     if (this.#feed) summary.fed = this.#feed.sync(fed, view.list("endpointslices"));
+    this.#markFirst();
     if (result) await this.#write(result, services, pools, cfg, summary);
     if (summary.failures > 0) this.trigger(this.#backoff.next());
     else this.#backoff.reset();
     reconcileSeconds.observe(undefined, (performance.now() - started) / 1000);
     this.#log.debug("reconciled", { ...summary, events: summary.events.length });
-    this.#markFirst();
     return summary;
   }
 

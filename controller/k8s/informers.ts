@@ -217,7 +217,7 @@ class Reflector {
 export interface InformersOptions {
   /** Called with each flushed batch (after `debounceMs` quiet, or `maxBatch` events). */
   onBatch: (batch: Batch) => void;
-  /** Quiet time before a batch is flushed (default 20 ms). */
+  /** Quiet time before a batch is flushed (default 10 ms). */
   debounceMs?: number;
   /** Events that flush a batch at once (default 1,000). */
   maxBatch?: number;
@@ -287,7 +287,7 @@ export class Informers implements ClusterView, AsyncDisposable {
     if (this.#listed.size < this.#reflectors.length) return; // flushed when all are listed
     if (this.#pendingCount >= (this.#options.maxBatch ?? 1000)) this.#flush();
     else if (this.#timer === undefined) {
-      this.#timer = setTimeout(() => this.#flush(), this.#options.debounceMs ?? 20);
+      this.#timer = setTimeout(() => this.#flush(), this.#options.debounceMs ?? 10);
     }
   }
 

@@ -38,7 +38,7 @@ export interface StartControllerOptions {
   isLeader?: () => boolean;
   /** Where status and Events go (default: the API server of `kc`). */
   writer?: ClusterWriter;
-  /** Quiet time before a batch of changes is reconciled (default 20 ms). */
+  /** Quiet time before a batch of changes is reconciled (default 10 ms). */
   debounceMs?: number;
   /** Watch and validate this policy ConfigMap (absent: no policy checks). */
   policyConfigMap?: { namespace: string; name: string };
@@ -96,7 +96,8 @@ export function startController(
   const informers: Informers = new Informers(kc, {
     onBatch: (batch) => {
       if (batch.policy) policy?.check(informers.list("policy"));
-      if (Object.keys(batch).some((r) => r !== "policy")) controller.trigger();
+      // The batch is already debounced: reconcile at once.
+      if (Object.keys(batch).some((r) => r !== "policy")) controller.trigger(0);
     },
     policyConfigMap: options.policyConfigMap,
     debounceMs: options.debounceMs,

@@ -5,8 +5,8 @@
  * the Lease, and publishes the LB model to Redis (`--redis`) for the agents.
  *
  * HTTP (`--listen`): `/metrics` (Prometheus text), `/healthz` (200 while running), `/readyz`
- * (200 once the informers listed everything and one pass ran: the leader has written, a follower
- * is warm and can take over at once).
+ * (200 once the informers listed everything and one pass built the tables: the leader can publish,
+ * a follower is warm and can take over at once).
  *
  * Exit codes: 0 after SIGTERM/SIGINT, 1 cannot start, 2 bad command line.
  *

@@ -2,6 +2,7 @@
  * The reconcile loop on plain objects and the in-memory writer: what it writes, what it does
  * not write again, fencing, release of unclaimed Services and the config's condition.
  */
+import { captureLogs } from "../../lib/log.ts";
 import { assertEquals } from "../_testing.ts";
 import type { K8sEvent } from "../sources/k8s_source.ts";
 import { LbController } from "./controller.ts";
@@ -153,6 +154,7 @@ Deno.test("mergeConditions keeps lastTransitionTime while the status stays, and 
 });
 
 Deno.test("LbController: a failed write is retried, and a change does not wait out the backoff", async () => {
+  using logs = captureLogs();
   const services = [svc("web")];
   const writer = new MemoryClusterWriter();
   writer.fail = new Error("API server away");
@@ -179,6 +181,7 @@ Deno.test("LbController: a failed write is retried, and a change does not wait o
       await new Promise((r) => setTimeout(r, 5));
     }
     assertEquals(writer.events(), ["AddressAllocated shop/web"]);
+    assertEquals(logs.records.some((r) => r.msg === "event not written" && r.retry === true), true);
   } finally {
     await c.stop();
   }

@@ -108,6 +108,8 @@ export class LbController {
   #stopped = false;
   /** Status writes not yet seen by the informers: key → resourceVersion written over, time. */
   readonly #pending = new Map<string, { rv: string; at: number }>();
+  /** Waiting for a pass made as leader to have fed the sink. */
+  #leaderFed: (() => void)[] = [];
   /** Events that failed to be written, retried on the next passes. */
   #eventBacklog: { event: EventInput; tries: number }[] = [];
   /**
@@ -156,6 +158,14 @@ export class LbController {
     }, delayMs);
   }
 
+  /**
+   * Resolves once a pass made as leader has fed the sink: the tables hold the leader's decisions
+   * (start publishing the model then, not with a follower's view).
+   */
+  leaderFed(): Promise<void> {
+    return new Promise((resolve) => this.#leaderFed.push(resolve));
+  }
+
   /** Forgets the allocator's memory: the next pass restores from status (new leadership). */
   resetAllocator(): void {
     this.#allocator = undefined;
@@ -191,6 +201,7 @@ export class LbController {
     }
     if (this.#feed) summary.fed = this.#feed.sync(fed, view.list("endpointslices"));
     this.#markFirst();
+    if (leader) { for (const resolve of this.#leaderFed.splice(0)) resolve(); }
     if (result) await this.#write(result, services, pools, cfg, summary);
     if (summary.failures > 0) this.trigger(this.#backoff.next());
     else this.#backoff.reset();

@@ -181,14 +181,19 @@ export async function main(argv: string[]): Promise<number> {
     onStartedLeading: (signal) => {
       logger.info("leading: allocating and writing status", {});
       running.controller.resetAllocator();
+      const fed = running.controller.leaderFed();
       running.controller.trigger(0);
+      // Publish once the tables hold this leader's decisions, not the follower's view.
       if (store) {
-        const pub = startModelPublisher(running.cp, store, { logger, canWrite: isLeader });
-        publisher = pub;
-        signal.addEventListener("abort", () => {
-          if (publisher === pub) publisher = undefined;
-          pub.stop().catch(() => {});
-        }, { once: true });
+        fed.then(() => {
+          if (signal.aborted) return;
+          const pub = startModelPublisher(running.cp, store, { logger, canWrite: isLeader });
+          publisher = pub;
+          signal.addEventListener("abort", () => {
+            if (publisher === pub) publisher = undefined;
+            pub.stop().catch(() => {});
+          }, { once: true });
+        });
       }
     },
     onStoppedLeading: () => logger.warn("stopped leading: writes stop", {}),

@@ -171,7 +171,7 @@ export class LbController {
     this.#allocator = undefined;
   }
 
-  /** One pass now (tests call it directly; `trigger` is the loop's way). */
+  /** One pass now (tests call it directly, never while `trigger` runs passes). */
   async reconcile(): Promise<PassSummary> {
     const started = performance.now();
     reconciles.inc();

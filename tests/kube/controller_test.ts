@@ -455,3 +455,39 @@ Deno.test("controller: the policy ConfigMap's module is validated; a bad one is 
   );
   assertEquals(running.policy!.active(), accepted, "the accepted module stays active");
 });
+
+Deno.test("controller: a LoadBalancerConfig with a non-prime Maglev size is Ready=False; fixed, Ready=True", async () => {
+  await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
+  const kc = await clientFor(env.server);
+  await env.ok(["apply", "--server-side", "-f", "k8s/loadbalancerconfig-default.yaml"]);
+  await using running = startController(kc, { identity: "controller-0" });
+  await running.synced;
+  const ready = async () =>
+    (await env.ok(["get", "hflbc", "default", "-o", "jsonpath={.status.conditions[0].reason}"]))
+      .trim();
+  await waitFor("Ready=True", async () => (await ready()) === "Valid");
+  await env.ok([
+    "patch",
+    "hflbc",
+    "default",
+    "--type=merge",
+    "-p",
+    '{"spec":{"maglevTableSize":1000}}',
+  ]);
+  await waitFor("Ready=False", async () => (await ready()) === "InvalidSpec");
+  const table = await env.ok(["get", "hflbc", "default", "--no-headers"]);
+  assertMatch(table, /^default\s+Stateful\s+holdfast\.io\/lb\s+False/);
+  await waitFor(
+    "ConfigInvalid",
+    async () => (await eventReasons(kc)).includes("ConfigInvalid default"),
+  );
+  await env.ok([
+    "patch",
+    "hflbc",
+    "default",
+    "--type=merge",
+    "-p",
+    '{"spec":{"maglevTableSize":16381}}',
+  ]);
+  await waitFor("Ready=True again", async () => (await ready()) === "Valid");
+});

@@ -1,8 +1,10 @@
 /**
- * The Kubernetes data source's write side: takes Service/EndpointSlice events (from the script
- * tests, unit tests or the control-plane benchmark; no live API-server watch feeds it yet), keeps
- * the slices of each service, and writes the converted rows through the Writer as source `k8s`.
- * A service's backends are the union of its slices.
+ * The Kubernetes data source's write side: takes Service/EndpointSlice events and writes the
+ * converted rows through the Writer as source `k8s`, keeping the slices of each service (a
+ * service's backends are the union of its slices). In the controller the informers feed it
+ * (`controller/k8s/_feed.ts`: claimed Services with their allocated addresses, and their
+ * EndpointSlices, as one batch per reconcile pass); tests and the control-plane benchmark feed
+ * it plain events.
  *
  * @module
  */

@@ -24,6 +24,13 @@ export class MaglevTables {
     this.#builder = builder;
   }
 
+  /** Forgets the last table (a new builder module: the next table must be built again). */
+  invalidate(): void {
+    this.#lastTable = null;
+    this.#lastKeys = [];
+    this.#lastIds = [];
+  }
+
   /**
    * The table of size `m` whose slots name `ids[i]` for backend `keys[i]`; `reused` if it is the
    * previous one (never mutated after it was returned, so it can be written again as it is).

@@ -75,6 +75,8 @@ export class LBMapsOps implements Operations<Frontend> {
   readonly #backends = new BackendRefs();
   /** Frontend address → its service ID and the backend IDs its written table uses. */
   readonly #frontends = new Map<string, FrontendState>();
+  /** Frontends whose Maglev table the next full pass rebuilds (`rebuildMaglevTables`). */
+  #rebuild = new Set<string>();
   readonly metrics: BPFMetrics = {
     holdfast_lbmaps_backend_writes_total: 0,
     holdfast_lbmaps_backend_deletes_total: 0,
@@ -101,6 +103,17 @@ export class LBMapsOps implements Operations<Frontend> {
   /** The backend ID of a backend address (`IP:PORT/PROTO`), if allocated. */
   backendId(address: string): number | undefined {
     return this.#backends.id(address);
+  }
+
+  /**
+   * After the Maglev builder changed (a new policy module): forgets the cached table and makes
+   * the next full pass (`reconciler.triggerFullReconcile()`) rebuild every frontend's table,
+   * each replaced in one map update. Returns how many frontends it marked.
+   */
+  rebuildMaglevTables(): number {
+    this.#maglev.invalidate();
+    this.#rebuild = new Set(this.#frontends.keys());
+    return this.#rebuild.size;
   }
 
   /**
@@ -321,6 +334,8 @@ export class LBMapsOps implements Operations<Frontend> {
    * `update` that follows writes them again (see `_lbmaps_verify.ts` for what is compared).
    */
   async verify(txn: ReadTxn, rows: readonly Frontend[]): Promise<Repair<Frontend>[]> {
+    const rebuild = this.#rebuild;
+    this.#rebuild = new Set();
     if (this.#backends.hasOrphans) await this.#flushOrphans();
     const dump = await this.#maps.dump();
     const services = new Map<string, ServiceEntry>();
@@ -340,7 +355,8 @@ export class LBMapsOps implements Operations<Frontend> {
         flowKeyMode: svc?.flowKeyMode,
       };
       const entry = services.get(fe.address), table = tables.get(st.serviceId);
-      const reason = frontendDiffers(want, entry, table, lost, scratch);
+      const reason = frontendDiffers(want, entry, table, lost, scratch) ??
+        (rebuild.has(fe.address) ? "Maglev builder changed (policy module)" : null);
       if (reason !== null) repairs.push({ row: fe, reason });
     }
     return repairs;

@@ -15,7 +15,10 @@
  *    one keeps serving), or with `--model redis` by the model the controller publishes in Redis
  *    (`RedisModelSource`: until its first snapshot nothing is pruned, and the agent gets ready
  *    after at most {@linkcode MODEL_WAIT_MS} serving from its pinned maps). Maglev tables come
- *    from the WASM policy module, with the TypeScript reference as fallback.
+ *    from the WASM policy module, with the TypeScript reference as fallback. A new module — the
+ *    model's (`--model redis`) or the followed active file's (`--policy-follow PATH`) — is
+ *    validated and swapped in, and every table rebuilt with it; a rejected one changes nothing
+ *    (`node/policy_swap.ts`).
  * 3. Flow sync (unless `--no-flow-sync`): new-flow events from the ring buffer go to Redis;
  *    peers' flows are installed into the flow map — only those whose backend serves their
  *    frontend in the loaded config; every stored flow is restored before ready.
@@ -39,6 +42,8 @@ import { ConfigError, type FileConfig, FileSource } from "../controller/sources/
 import { RedisModelSource } from "../controller/sources/redis_source.ts";
 import { connectModelStore } from "../controller/model/mod.ts";
 import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
+import { followActivePolicy } from "../policy-as/host/active_file.ts";
+import { policySwapper } from "./policy_swap.ts";
 import { AGENT_COMMAND, type AgentArgs, readAgentArgs } from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
 import { Datapath, exportDatapathMetrics, HF_MAX } from "./bpf/mod.ts";
@@ -194,6 +199,11 @@ export async function main(
       fullReconcileIntervalMs: a.fullReconcileIntervalMs,
     });
     exportControlPlaneMetrics(cp, registry);
+    // New policy modules (the model's, the followed file's): validated, swapped, tables rebuilt.
+    const swapPolicy = policySwapper(policy, cp, agentLog);
+    if (a.policyFollow) {
+      await followActivePolicy(policy, a.policyFollow, { signal: stop.signal, swap: swapPolicy });
+    }
     // The LB model: the services file, or the model the controller publishes in Redis. Flow
     // sync (3.) sets onReload to follow each new one.
     let onReload: ((prev: FileConfig | null, next: FileConfig) => Promise<void>) | null = null;
@@ -209,6 +219,7 @@ export async function main(
           current = next;
           await onReload?.(prev, next);
         },
+        onPolicy: async (p) => void await swapPolicy(p.wasm, `model:${p.sha256.slice(0, 16)}`),
       })
       : null;
     cp.start();
@@ -319,6 +330,7 @@ export async function main(
       flow_sync: a.flowSync,
       attached: a.attach?.ifname ?? null,
       policy_ok: swap.ok,
+      policy: policy.ready ? policy.current.digest : null,
     });
     await new Promise<void>((resolve) => {
       if (stop.signal.aborted) resolve();

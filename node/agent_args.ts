@@ -59,6 +59,11 @@ export interface AgentArgs {
   maglevSize?: number;
   /** The WASM policy module (default: the release build). */
   policy?: string;
+  /**
+   * The active policy file to follow (`main.ts policy swap FILE --active PATH` installs it):
+   * loaded at start if present, and swapped in on every change.
+   */
+  policyFollow?: string;
   /** How often the services file is checked for changes (default 200 ms). */
   configPollMs: number;
   /** How often the BPF maps are compared with the tables and repaired (default 30 000 ms; 0 = never). */
@@ -73,6 +78,7 @@ export interface AgentArgs {
 export const USAGE =
   `usage: main.ts agent --node-name NAME (--config FILE | --model redis) --redis URL
   [--vip IP[,IP...]] [--no-flow-sync] [--maglev-size M] [--policy FILE.wasm] [--config-poll-ms MS]
+  [--policy-follow PATH (follow the active file of \`main.ts policy swap --active PATH\`)]
   [--redis-user USER] [--redis-password-file FILE] [--redis-tls] [--redis-ca FILE]
   [--listen HOST:PORT (default 127.0.0.1:9470; "none" to disable)]
   [--datapath bpf|memory (default bpf)] [--pin-dir DIR] [--object-dir DIR]
@@ -93,6 +99,7 @@ export const AGENT_COMMAND = {
     model: string,
     "maglev-size": string,
     policy: string,
+    "policy-follow": string,
     "config-poll-ms": string,
     redis: string,
     "redis-user": string,
@@ -215,6 +222,7 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
     logLevel: choiceOption<LogLevel>(values, "log-level", ["info", "debug", "warn", "error"]),
     maglevSize: int("maglev-size"),
     policy: str("policy"),
+    policyFollow: str("policy-follow"),
     pinDir: str("pin-dir"),
     objectDir: str("object-dir"),
     maxFlows: int("max-flows"),

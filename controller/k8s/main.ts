@@ -169,6 +169,8 @@ export async function main(argv: string[]): Promise<number> {
   const store = args.redis ? connectModelStore(args.redis) : undefined;
   if (!store) logger.warn("no --redis: the LB model is not published", {});
   let publisher: RunningModelPublisher | undefined;
+  // The accepted policy module goes into the model, so agents swap to it (issue 14).
+  running.policy?.onAccepted((p) => publisher?.setPolicy(p));
   election = startLeaderElection(kc.makeApiClient(k8s.CoordinationV1Api), {
     namespace: args.namespace,
     name: args.lease,
@@ -189,6 +191,8 @@ export async function main(argv: string[]): Promise<number> {
           if (signal.aborted) return;
           const pub = startModelPublisher(running.cp, store, { logger, canWrite: isLeader });
           publisher = pub;
+          const active = running.policy?.activeModule();
+          if (active) pub.setPolicy(active);
           signal.addEventListener("abort", () => {
             if (publisher === pub) publisher = undefined;
             pub.stop().catch(() => {});

@@ -19,6 +19,7 @@ import {
   type PolicyVectors,
   validatePolicyModule,
 } from "../../policy-as/host/mod.ts";
+import { sha256Hex } from "../model/schema.ts";
 import type { KubeObject } from "./objects.ts";
 import type { ClusterWriter } from "./status.ts";
 
@@ -44,11 +45,6 @@ export function defaultValidator(): PolicyValidator {
   };
 }
 
-async function sha256(bytes: Uint8Array): Promise<string> {
-  const d = await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>);
-  return [...new Uint8Array(d)].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
 function moduleBytes(cm: KubeObject): Uint8Array | undefined {
   const b64: unknown = cm.binaryData?.[POLICY_KEY];
   if (typeof b64 !== "string") return undefined;
@@ -72,6 +68,8 @@ export class PolicyChecker {
   readonly #validate: PolicyValidator;
   #seen = "";
   #active: string | undefined;
+  #activeWasm: Uint8Array | undefined;
+  #listeners: ((policy: { sha256: string; wasm: Uint8Array }) => void)[] = [];
   #queue: Promise<void> = Promise.resolve();
 
   constructor(options: PolicyCheckerOptions) {
@@ -85,6 +83,18 @@ export class PolicyChecker {
     return this.#active;
   }
 
+  /** The active module (SHA-256 and bytes), if any: what the model in Redis carries to agents. */
+  activeModule(): { sha256: string; wasm: Uint8Array } | undefined {
+    return this.#active && this.#activeWasm
+      ? { sha256: this.#active, wasm: this.#activeWasm }
+      : undefined;
+  }
+
+  /** Calls `fn` with each newly accepted module (the model publisher publishes it). */
+  onAccepted(fn: (policy: { sha256: string; wasm: Uint8Array }) => void): void {
+    this.#listeners.push(fn);
+  }
+
   /** Checks the ConfigMap (the `policy` resource's objects); resolves when validated. */
   check(configMaps: readonly KubeObject[]): Promise<void> {
     this.#queue = this.#queue.then(() => this.#check(configMaps[0])).catch((err) =>
@@ -96,7 +106,7 @@ export class PolicyChecker {
   async #check(cm: KubeObject | undefined): Promise<void> {
     const bytes = cm && moduleBytes(cm);
     if (!cm || !bytes) return;
-    const sha = await sha256(bytes);
+    const sha = await sha256Hex(bytes);
     if (sha === this.#seen) return;
     this.#seen = sha;
     const target = {
@@ -109,6 +119,8 @@ export class PolicyChecker {
     try {
       const digest = await this.#validate(bytes);
       this.#active = sha;
+      this.#activeWasm = bytes;
+      for (const fn of this.#listeners) fn({ sha256: sha, wasm: bytes });
       validations.inc({ result: "accepted" });
       this.#log.info("policy module accepted", { sha256: sha, digest: digest.slice(0, 16) });
       event = {

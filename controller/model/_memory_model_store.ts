@@ -14,6 +14,7 @@ import {
   type ModelStore,
   type ModelWrite,
 } from "./store.ts";
+import type { ModelPolicy } from "./schema.ts";
 
 /** The model in memory. */
 export class MemoryModelStore implements ModelStore {
@@ -23,7 +24,9 @@ export class MemoryModelStore implements ModelStore {
   rev = 0;
   epochToken = "";
   stream: ModelChange[] = [];
-  /** Writes applied (for "nothing was written" assertions). */
+  /** The policy module in the model. */
+  policy: ModelPolicy | null = null;
+  /** Writes applied, policy writes included (for "nothing was written" assertions). */
   writes = 0;
   #seq = 0;
   #waiters = new Set<() => void>();
@@ -39,6 +42,7 @@ export class MemoryModelStore implements ModelStore {
       rev: this.rev,
       lastId: this.stream.at(-1)?.id ?? "0-0",
       entries: new Map(this.entries),
+      policySha: this.policy?.sha256 ?? "",
     });
   }
 
@@ -76,6 +80,32 @@ export class MemoryModelStore implements ModelStore {
     return Promise.resolve(this.rev);
   }
 
+  writePolicy(epoch: string, policy: ModelPolicy): Promise<number> {
+    this.#check();
+    if (epoch !== this.epochToken) {
+      throw new ModelEpochError(`Cannot write the policy module: epoch is "${this.epochToken}"`);
+    }
+    if (this.policy?.sha256 === policy.sha256) return Promise.resolve(0);
+    this.policy = { sha256: policy.sha256, wasm: policy.wasm.slice() };
+    this.rev++;
+    this.writes++;
+    this.stream.push({
+      id: `${++this.#seq}-0`,
+      rev: this.rev,
+      epoch,
+      op: "policy",
+      service: "",
+      sha256: policy.sha256,
+    });
+    for (const wake of this.#waiters) wake();
+    return Promise.resolve(this.rev);
+  }
+
+  readPolicy(): Promise<ModelPolicy | null> {
+    this.#check();
+    return Promise.resolve(this.policy);
+  }
+
   async read(after: string, options: { count: number; blockMs: number }): Promise<ModelChange[]> {
     this.#check();
     const seq = Number(after.split("-")[0]);
@@ -104,6 +134,7 @@ export class MemoryModelStore implements ModelStore {
     this.rev = 0;
     this.epochToken = "";
     this.stream = [];
+    this.policy = null;
   }
 
   close(): Promise<void> {

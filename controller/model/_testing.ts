@@ -12,6 +12,7 @@ import { FileSource } from "../sources/file_source.ts";
 import { RedisModelSource, type RedisModelSourceOptions } from "../sources/redis_source.ts";
 import { type RunningModelPublisher, startModelPublisher } from "./publisher.ts";
 import type { ModelChange, ModelStore } from "./store.ts";
+import type { ModelPolicy } from "./schema.ts";
 import type { Logger } from "../../lib/log.ts";
 
 /** A controller publishing the model of a services file. */
@@ -129,6 +130,8 @@ export class HeldStore implements ModelStore {
   epoch = () => this.inner.epoch();
   initEpoch = (t: string) => this.inner.initEpoch(t);
   write = (e: string, w: Parameters<ModelStore["write"]>[1]) => this.inner.write(e, w);
+  writePolicy = (e: string, p: ModelPolicy) => this.inner.writePolicy(e, p);
+  readPolicy = () => this.inner.readPolicy();
   async read(after: string, o: { count: number; blockMs: number }): Promise<ModelChange[]> {
     if (this.#gate) await this.#gate;
     return this.inner.read(after, o);

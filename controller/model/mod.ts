@@ -31,6 +31,8 @@ export {
   type ModelEntry,
   type ModelKeys,
   modelKeys,
+  type ModelPolicy,
+  sha256Hex,
   STREAM_MAXLEN,
 } from "./schema.ts";
 export {

@@ -12,7 +12,7 @@ import { type Registry, registry as rootRegistry } from "../../lib/metrics.ts";
 import type { LBTables } from "../lb/tables.ts";
 import { type ChangeIterator, waitAny, type Watch } from "../statedb/mod.ts";
 import { deriveAll, deriveEntry } from "./_derive.ts";
-import { encodeEntry, type ModelEntry } from "./schema.ts";
+import { encodeEntry, type ModelEntry, type ModelPolicy } from "./schema.ts";
 import type { ModelStore, ModelWrite } from "./store.ts";
 
 /** Options of {@linkcode ModelPublisher} and {@linkcode startModelPublisher}. */
@@ -48,6 +48,11 @@ export class ModelPublisher {
   readonly #held = new Map<string, string>();
   #epoch = "";
   #rev = 0;
+  /** SHA-256 of the policy module the store holds (as far as this publisher knows). */
+  #heldPolicy = "";
+  /** The policy module to publish (the controller's last accepted one). */
+  #wantPolicy: ModelPolicy | null = null;
+  #policyQueue: Promise<unknown> = Promise.resolve();
 
   constructor(store: ModelStore, options: ModelPublisherOptions = {}) {
     this.#store = store;
@@ -58,7 +63,7 @@ export class ModelPublisher {
     this.#revGauge = reg.gauge("holdfast_model_rev", "Revision of the LB model last written.");
     this.#publishes = reg.counter(
       "holdfast_model_publishes_total",
-      "Writes to the LB model, by op (upsert, delete).",
+      "Writes to the LB model, by op (upsert, delete, policy).",
       { labelNames: ["op"] },
     );
   }
@@ -87,6 +92,7 @@ export class ModelPublisher {
     this.#revGauge.set(undefined, this.#rev);
     this.#held.clear();
     for (const [k, v] of snap.entries) this.#held.set(k, v);
+    this.#heldPolicy = snap.policySha ?? "";
     const writes: ModelWrite[] = [];
     for (const [name, e] of entries) {
       const entry = encodeEntry(e);
@@ -101,7 +107,46 @@ export class ModelPublisher {
       deletes: writes.filter((w) => w.op === "delete").length,
     };
     this.#log.info("model synced", { ...r, services: entries.size, rev: this.#rev });
+    await this.flushPolicy();
     return r;
+  }
+
+  /**
+   * Makes `policy` the module to publish (the controller accepted it) and writes it now if a
+   * full sync was done; true if written. A module the store holds already is not written again.
+   */
+  setPolicy(policy: ModelPolicy): Promise<boolean> {
+    this.#wantPolicy = policy;
+    return this.flushPolicy();
+  }
+
+  /**
+   * Writes the module of {@linkcode setPolicy} unless the store holds it (or no full sync was
+   * done yet: the next one writes it); true if written. Serialized.
+   */
+  flushPolicy(): Promise<boolean> {
+    const run = this.#policyQueue.then(() => this.#flushPolicy());
+    this.#policyQueue = run.catch(() => undefined);
+    return run;
+  }
+
+  async #flushPolicy(): Promise<boolean> {
+    const p = this.#wantPolicy;
+    if (p === null || p.sha256 === this.#heldPolicy || this.#epoch === "") return false;
+    const sha = p.sha256.slice(0, 16);
+    if (!this.#canWrite()) {
+      throw new Error(`Cannot write policy module ${sha} to the model: not allowed to write`);
+    }
+    const rev = await this.#store.writePolicy(this.#epoch, p);
+    this.#heldPolicy = p.sha256;
+    if (rev === 0) return false;
+    if (rev > this.#rev) {
+      this.#rev = rev;
+      this.#revGauge.set(undefined, rev);
+    }
+    this.#publishes.inc({ op: "policy" });
+    this.#log.info("model published", { op: "policy", sha256: p.sha256, rev });
+    return true;
   }
 
   /** Writes `entry` for service `name` unless the store holds it already; true if written. */
@@ -152,6 +197,11 @@ export class ModelPublisher {
 /** A running publisher; dispose (or `stop()`) to end it. */
 export interface RunningModelPublisher extends AsyncDisposable {
   readonly publisher: ModelPublisher;
+  /**
+   * Publishes `policy` (an accepted module) once synced; a failed write is retried at the next
+   * pass or idle check.
+   */
+  setPolicy(policy: ModelPolicy): void;
   /** Resolves after the first full sync. */
   synced(): Promise<void>;
   stop(): Promise<void>;
@@ -243,6 +293,7 @@ export function startModelPublisher(
             return e ? publisher.upsert(name, e) : publisher.delete(name);
           }));
         }
+        await publisher.flushPolicy();
         backoff.reset();
         const why = await waitAny(watches, { timeoutMs: epochCheckMs, signal: ac.signal });
         if (why === "timeout" && !(await publisher.checkEpoch())) {
@@ -264,5 +315,10 @@ export function startModelPublisher(
     await done;
     for (const it of its) it.close();
   };
-  return { publisher, synced: () => synced, stop, [Symbol.asyncDispose]: stop };
+  const setPolicy = (policy: ModelPolicy) => {
+    publisher.setPolicy(policy).catch((err) =>
+      logger.warn("policy publish failed: retrying", { err: (err as Error).message })
+    );
+  };
+  return { publisher, setPolicy, synced: () => synced, stop, [Symbol.asyncDispose]: stop };
 }

@@ -9,10 +9,14 @@
 
 import { RedisConnection, type RedisStoreOptions } from "../../lib/redis_connection.ts";
 import {
+  fromBase64,
   type ModelKeys,
   modelKeys,
+  type ModelPolicy,
+  POLICY_SCRIPT,
   SNAPSHOT_SCRIPT,
   STREAM_MAXLEN,
+  toBase64,
   WRITE_SCRIPT,
 } from "./schema.ts";
 import {
@@ -39,18 +43,18 @@ export class RedisModelStore implements ModelStore {
 
   get #keyList(): string[] {
     const k = this.#keys;
-    return [k.services, k.rev, k.changes, k.epoch];
+    return [k.services, k.rev, k.changes, k.epoch, k.policy];
   }
 
   async snapshot(): Promise<ModelSnapshot> {
-    const [epoch, rev, lastId, flat] = await this.#redis.eval(
+    const [epoch, rev, lastId, flat, policySha] = await this.#redis.eval(
       SNAPSHOT_SCRIPT,
       this.#keyList,
       [],
-    ) as [string, string, string, string[]];
+    ) as [string, string, string, string[], string];
     const entries = new Map<string, string>();
     for (let i = 0; i + 1 < flat.length; i += 2) entries.set(flat[i]!, flat[i + 1]!);
-    return { epoch, rev: Number(rev), lastId, entries };
+    return { epoch, rev: Number(rev), lastId, entries, policySha: policySha ?? "" };
   }
 
   async epoch(): Promise<string> {
@@ -84,6 +88,37 @@ export class RedisModelStore implements ModelStore {
     }
   }
 
+  async writePolicy(epoch: string, policy: ModelPolicy): Promise<number> {
+    try {
+      return Number(
+        await this.#redis.eval(POLICY_SCRIPT, this.#keyList, [
+          epoch,
+          policy.sha256,
+          toBase64(policy.wasm),
+          String(this.#maxlen),
+        ]),
+      );
+    } catch (err) {
+      if (err instanceof Error && /EPOCH/.test(err.message)) {
+        throw new ModelEpochError(
+          `Cannot write policy module ${
+            policy.sha256.slice(0, 16)
+          } to the model: ${err.message}, not "${epoch}"`,
+          { cause: err },
+        );
+      }
+      throw err;
+    }
+  }
+
+  async readPolicy(): Promise<ModelPolicy | null> {
+    const [sha256, wasm] = await this.#redis.command(
+      ["HMGET", this.#keys.policy, "sha256", "wasm"],
+    ) as [string | null, string | null];
+    if (!sha256 || !wasm) return null;
+    return { sha256, wasm: fromBase64(wasm) };
+  }
+
   async read(after: string, options: { count: number; blockMs: number }): Promise<ModelChange[]> {
     const args = ["XREAD", "COUNT", String(options.count)];
     if (options.blockMs > 0) args.push("BLOCK", String(options.blockMs));
@@ -99,9 +134,10 @@ export class RedisModelStore implements ModelStore {
           id,
           rev: Number(f.rev),
           epoch: f.epoch ?? "",
-          op: f.op === "delete" ? "delete" : "upsert",
+          op: f.op === "delete" || f.op === "policy" ? f.op : "upsert",
           service: f.service ?? "",
           ...(f.entry !== undefined ? { entry: f.entry } : {}),
+          ...(f.sha256 !== undefined ? { sha256: f.sha256 } : {}),
         });
       }
     }

@@ -6,7 +6,10 @@
  * - `hf:model:{m}:services` — hash: field `namespace/name` → JSON {@linkcode ModelEntry}
  * - `hf:model:{m}:rev` — integer, incremented by every change
  * - `hf:model:{m}:changes` — stream (MAXLEN ~ {@linkcode STREAM_MAXLEN}), fields `rev`, `epoch`,
- *   `op` (`upsert` | `delete`), `service`, and `entry` (the JSON, upserts only)
+ *   `op` (`upsert` | `delete` | `policy`), `service` (`""` for `policy`), `entry` (the JSON,
+ *   upserts only) and `sha256` (policy only)
+ * - `hf:model:{m}:policy` — hash: `sha256` (hex) and `wasm` (the module, base64) of the WASM
+ *   policy module the controller accepted; absent until it accepted one
  * - `hf:model:{m}:epoch` — random token set when the model is first written; a new token means
  *   Redis lost the model and readers must re-read it
  *
@@ -27,6 +30,7 @@ export interface ModelKeys {
   readonly rev: string;
   readonly changes: string;
   readonly epoch: string;
+  readonly policy: string;
 }
 
 /** Approximate length the change stream is trimmed to. */
@@ -40,6 +44,7 @@ export function modelKeys(prefix = "hf"): ModelKeys {
     rev: `${base}:rev`,
     changes: `${base}:changes`,
     epoch: `${base}:epoch`,
+    policy: `${base}:policy`,
   };
 }
 
@@ -101,8 +106,25 @@ return rev
 `;
 
 /**
- * A consistent snapshot: `{epoch or "", rev, last stream id or "0-0", HGETALL...}`.
- * KEYS: services, rev, changes, epoch.
+ * Sets the policy module, atomically with the revision and the stream, unless it is the one
+ * stored: checks the epoch like {@linkcode WRITE_SCRIPT}; returns 0 when `sha256` is already
+ * stored (nothing written), else the new rev.
+ * KEYS: services, rev, changes, epoch, policy. ARGV: epoch, sha256, wasm (base64), maxlen.
+ */
+export const POLICY_SCRIPT = `
+local e = redis.call('GET', KEYS[4])
+if e ~= ARGV[1] then return redis.error_reply('EPOCH model epoch is ' .. tostring(e)) end
+if redis.call('HGET', KEYS[5], 'sha256') == ARGV[2] then return 0 end
+redis.call('HSET', KEYS[5], 'sha256', ARGV[2], 'wasm', ARGV[3])
+local rev = redis.call('INCR', KEYS[2])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', 'rev', rev, 'epoch', ARGV[1],
+  'op', 'policy', 'service', '', 'sha256', ARGV[2])
+return rev
+`;
+
+/**
+ * A consistent snapshot: `{epoch or "", rev, last stream id or "0-0", HGETALL..., policy
+ * sha256 or ""}`. KEYS: services, rev, changes, epoch, policy.
  */
 export const SNAPSHOT_SCRIPT = `
 local e = redis.call('GET', KEYS[4]) or ''
@@ -110,5 +132,33 @@ local rev = redis.call('GET', KEYS[2]) or '0'
 local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
 local id = '0-0'
 if #last > 0 then id = last[1][1] end
-return {e, rev, id, redis.call('HGETALL', KEYS[1])}
+local p = redis.call('HGET', KEYS[5], 'sha256') or ''
+return {e, rev, id, redis.call('HGETALL', KEYS[1]), p}
 `;
+
+/** The policy module as stored in the model. */
+export interface ModelPolicy {
+  /** SHA-256 of the module, hex. */
+  readonly sha256: string;
+  readonly wasm: Uint8Array;
+}
+
+/** `bytes` as base64 (the policy hash's `wasm` field). */
+export function toBase64(bytes: Uint8Array): string {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(s);
+}
+
+/** The bytes of base64 `text`. */
+export function fromBase64(text: string): Uint8Array {
+  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+}
+
+/** SHA-256 of `bytes`, lower-case hex. */
+export async function sha256Hex(bytes: Uint8Array): Promise<string> {
+  const d = await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>);
+  return [...new Uint8Array(d)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}

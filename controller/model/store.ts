@@ -5,6 +5,8 @@
  * @module
  */
 
+import type { ModelPolicy } from "./schema.ts";
+
 /** The whole model at one revision. */
 export interface ModelSnapshot {
   /** The model's epoch; "" when there is no model (never written, or Redis lost it). */
@@ -15,6 +17,8 @@ export interface ModelSnapshot {
   readonly lastId: string;
   /** `namespace/name` → the entry's JSON as stored. */
   readonly entries: ReadonlyMap<string, string>;
+  /** SHA-256 of the policy module in the model ("" or absent: none). */
+  readonly policySha?: string;
 }
 
 /** One change read from the stream. */
@@ -23,10 +27,13 @@ export interface ModelChange {
   readonly id: string;
   readonly rev: number;
   readonly epoch: string;
-  readonly op: "upsert" | "delete";
+  /** `policy`: the policy module changed (`service` is ""; read it with `readPolicy`). */
+  readonly op: "upsert" | "delete" | "policy";
   readonly service: string;
   /** The entry's JSON (upserts). */
   readonly entry?: string;
+  /** SHA-256 of the new policy module (op `policy`). */
+  readonly sha256?: string;
 }
 
 /** A write to the model: set or delete one service's entry. */
@@ -55,6 +62,14 @@ export interface ModelStore {
    * hash, revision and stream move together. Returns the new revision.
    */
   write(epoch: string, w: ModelWrite): Promise<number>;
+  /**
+   * Sets the policy module if the stored epoch is `epoch` (else {@linkcode ModelEpochError}) and
+   * the stored module's SHA-256 is not `policy.sha256`; module, revision and stream (op
+   * `policy`) move together. Returns the new revision, or 0 when nothing was written.
+   */
+  writePolicy(epoch: string, policy: ModelPolicy): Promise<number>;
+  /** The policy module in the model, or null when there is none. */
+  readPolicy(): Promise<ModelPolicy | null>;
   /**
    * Changes after stream id `after`, at most `count`, waiting up to `blockMs` for the first one
    * (0: do not wait). Empty when none came.

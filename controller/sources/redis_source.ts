@@ -24,6 +24,7 @@ import { log, type Logger } from "../../lib/log.ts";
 import type { SourceWriter } from "../lb/source_writer.ts";
 import type { Writer } from "../lb/writer.ts";
 import type { ModelChange, ModelSnapshot, ModelStore } from "../model/store.ts";
+import { type ModelPolicy, sha256Hex } from "../model/schema.ts";
 import type { WriteTxn } from "../statedb/mod.ts";
 import { type FileConfig, parseConfig } from "./file_source.ts";
 
@@ -50,6 +51,13 @@ export interface RedisModelSourceOptions {
    * the first), one call at a time: the agent follows LB IPs and its flow trust boundary with it.
    */
   onApplied?: (prev: FileConfig | null, next: FileConfig) => void | Promise<void>;
+  /**
+   * Called with the model's policy module when it differs from the last one handed over (at
+   * the first snapshot if the model has one, then on each `policy` change), one call at a time
+   * with `onApplied`: the agent validates it and swaps its PolicyHost. The SHA-256 is checked
+   * against the bytes first; a mismatch is logged and not handed over.
+   */
+  onPolicy?: (policy: ModelPolicy) => void | Promise<void>;
 }
 
 /** Follows the model in a {@linkcode ModelStore} as one Writer source. */
@@ -65,6 +73,8 @@ export class RedisModelSource {
   #epoch = "";
   #rev = 0;
   #lastId = "0-0";
+  /** SHA-256 of the policy module last handed to `onPolicy` (or found invalid). */
+  #policySha = "";
   #ac = new AbortController();
   #running: Promise<void> | null = null;
   #notify: Promise<void> = Promise.resolve();
@@ -143,6 +153,7 @@ export class RedisModelSource {
             this.#log.info("model re-read", { why: need, rev: snap.rev, epoch: snap.epoch });
           }
           this.#applySnapshot(snap);
+          await this.#followPolicy(snap.policySha ?? "");
           need = null;
           backoff.reset();
           lastCheck = Date.now();
@@ -162,6 +173,8 @@ export class RedisModelSource {
           continue;
         }
         need = this.#applyChanges(changes);
+        const policy = changes.findLast((c) => c.op === "policy" && c.epoch === this.#epoch);
+        if (policy !== undefined) await this.#followPolicy(policy.sha256 ?? "");
         backoff.reset();
       } catch (err) {
         if (signal.aborted) break;
@@ -230,12 +243,14 @@ export class RedisModelSource {
           why = `gap: rev ${this.#rev + 1}..${c.rev - 1} missed`;
           break;
         }
-        if (c.op === "delete") {
+        if (c.op === "policy") {
+          // The module itself is read after the batch (#followPolicy).
+        } else if (c.op === "delete") {
           if (this.#rows.has(c.service)) this.#delete(txn, c.service);
         } else if (c.entry !== undefined && this.#rows.get(c.service)?.json !== c.entry) {
           this.#upsert(txn, c.service, c.entry);
         }
-        names.add(c.service);
+        if (c.op !== "policy") names.add(c.service);
         this.#rev = c.rev;
         this.#lastId = c.id;
       }
@@ -248,6 +263,29 @@ export class RedisModelSource {
       this.#changed(prev, true);
     }
     return why;
+  }
+
+  /**
+   * Reads the model's policy module if its SHA-256 `sha` is not the one last handed over, and
+   * queues it for `onPolicy`. Throws when the store cannot be read (the caller retries).
+   */
+  async #followPolicy(sha: string): Promise<void> {
+    const fn = this.#opts.onPolicy;
+    if (fn === undefined || sha === "" || sha === this.#policySha) return;
+    const p = await this.#store.readPolicy();
+    if (p === null || p.sha256 === this.#policySha) return;
+    this.#policySha = p.sha256;
+    const actual = await sha256Hex(p.wasm);
+    if (actual !== p.sha256) {
+      this.#log.error("policy module in the model is corrupt, ignored", {
+        sha256: p.sha256,
+        actual,
+      });
+      return;
+    }
+    this.#notify = this.#notify.then(() => fn(p)).catch((err) =>
+      this.#log.warn("policy follower failed", { err: (err as Error).message })
+    );
   }
 
   /** Validates and writes one entry; false (logged, nothing written) when it is invalid. */

@@ -16,8 +16,14 @@ import type { PolicyHost, SwapResult } from "./policy_host.ts";
 export async function followActivePolicy(
   host: PolicyHost,
   path: string,
-  options: { signal: AbortSignal; debounceMs?: number },
+  options: {
+    signal: AbortSignal;
+    debounceMs?: number;
+    /** Swaps `bytes` instead of `host.swap` (the agent's: it also rebuilds its tables). */
+    swap?: (bytes: Uint8Array, source: string) => Promise<SwapResult>;
+  },
 ): Promise<SwapResult | undefined> {
+  const swap = options.swap ?? ((bytes, source) => host.swap(bytes, { source }));
   const load = async (): Promise<SwapResult | undefined> => {
     let bytes: Uint8Array;
     try {
@@ -27,7 +33,7 @@ export async function followActivePolicy(
       log.warn("cannot read active policy file", { component: "policy", path, error: e });
       return undefined;
     }
-    return await host.swap(bytes, { source: path });
+    return await swap(bytes, path);
   };
   const initial = await load();
   const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) || "/" : ".";

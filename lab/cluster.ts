@@ -15,7 +15,8 @@
  * `b{j}` 10.3.j.1/24, backend `eth0` 10.3.j.2/24. The router's route to the VIP is an ECMP route
  * over the live LB nodes (what BGP would install); `fib_multipath_hash_policy=1` spreads by
  * 5-tuple. Services and backends reach every agent through one JSON file (the file data source),
- * rewritten when backends change.
+ * rewritten when backends change; with `model: "redis"` agents follow the model a controller
+ * publishes in the cluster's Redis instead (the test runs the API server and controller in `ctl`).
  *
  * @module
  */
@@ -54,6 +55,12 @@ export interface ClusterOptions {
   readonly flowSync?: boolean;
   /** Log agents' lines to this process's stderr (default false). */
   readonly verbose?: boolean;
+  /**
+   * Where agents read the LB model: `"file"` (default) the services file this class writes;
+   * `"redis"` the model in the cluster's Redis (`agent --model redis`), which someone else
+   * publishes (a controller); the services file is then not written.
+   */
+  readonly model?: "file" | "redis";
 }
 
 /** One LB node's live parts. */
@@ -72,6 +79,8 @@ export class Cluster implements AsyncDisposable {
   readonly port: number;
   /** Whether agents share flows through Redis (false: the baseline). */
   readonly flowSync: boolean;
+  /** Where agents read the LB model (see {@linkcode ClusterOptions.model}). */
+  readonly model: "file" | "redis";
   /** LB nodes by index, including killed ones (agent null, out of the route). */
   readonly lbNodes = new Map<number, LbNode>();
   /** Backends' echo servers by index. */
@@ -90,6 +99,7 @@ export class Cluster implements AsyncDisposable {
     this.vip = options.vip ?? "10.0.100.1";
     this.port = options.port ?? 8080;
     this.flowSync = options.flowSync ?? true;
+    this.model = options.model ?? "file";
     this.#verbose = options.verbose ?? false;
   }
 
@@ -136,6 +146,7 @@ export class Cluster implements AsyncDisposable {
 
   /** The services file every agent follows: one frontend, the current backends. */
   async writeConfig(): Promise<void> {
+    if (this.model === "redis") return; // the model's publisher owns services and backends
     // The file data source's format (controller/sources/file_source.ts).
     const config = {
       services: [{
@@ -243,8 +254,7 @@ export class Cluster implements AsyncDisposable {
       lbAddress(i),
       "--encap-port",
       String(ENCAP_PORT),
-      "--config",
-      this.configPath,
+      ...(this.model === "redis" ? ["--model", "redis"] : ["--config", this.configPath]),
       "--pin-dir",
       this.bpffs(i),
       "--redis",

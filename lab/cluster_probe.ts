@@ -9,6 +9,7 @@ import type { Cluster } from "./cluster.ts";
 import {
   BpfMap,
   decodeBackendValue,
+  decodeServiceKey,
   FLOW_KEY_SIZE,
   FLOW_VALUE_SIZE,
   type FlowEntry,
@@ -89,6 +90,19 @@ export function backendsOf(cluster: Cluster, i: number): string[] {
     if (address !== "0.0.0.0") out.add(address);
   }
   return [...out].sort();
+}
+
+/** Frontends in LB node i's service map as `IP:PORT/TCP` (or `/UDP`), sorted. */
+export function frontendsOf(cluster: Cluster, i: number): string[] {
+  using map = BpfMap.fromPinned(`${cluster.bpffs(lbIndex(cluster, i))}/hf_services`);
+  const { keys, count } = map.lookupBatch();
+  const size = keys.length / Math.max(count, 1);
+  const out: string[] = [];
+  for (let k = 0; k < count; k++) {
+    const { address, port, proto } = decodeServiceKey(keys.subarray(k * size, (k + 1) * size));
+    out.push(`${address}:${port}/${proto === 6 ? "TCP" : proto === 17 ? "UDP" : proto}`);
+  }
+  return out.sort();
 }
 
 /** Backend addresses in the services file every agent follows. */

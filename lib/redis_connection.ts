@@ -45,7 +45,6 @@ export interface RedisStoreOptions {
 
 type Client = ReturnType<typeof createClient>;
 
-
 function isAuthError(err: unknown): boolean {
   return err instanceof ErrorReply && /^(WRONGPASS|NOAUTH|NOPERM|ERR AUTH)/.test(err.message);
 }

@@ -202,7 +202,12 @@ export async function main(
     // New policy modules (the model's, the followed file's): validated, swapped, tables rebuilt.
     const swapPolicy = policySwapper(policy, cp, agentLog);
     if (a.policyFollow) {
-      await followActivePolicy(policy, a.policyFollow, { signal: stop.signal, swap: swapPolicy });
+      const following = new AbortController();
+      cleanup.push(() => following.abort());
+      await followActivePolicy(policy, a.policyFollow, {
+        signal: following.signal,
+        swap: swapPolicy,
+      });
     }
     // The LB model: the services file, or the model the controller publishes in Redis. Flow
     // sync (3.) sets onReload to follow each new one.

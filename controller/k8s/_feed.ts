@@ -48,6 +48,8 @@ export class SourceFeed {
   readonly #services = new Map<string, string>();
   /** slice key → resourceVersion fed. */
   readonly #slices = new Map<string, { rv: string; object: KubeObject }>();
+  /** Claimed Services left out because they cannot be converted: key → the error's message. */
+  readonly problems = new Map<string, string>();
 
   constructor(readonly sink: ModelSink, readonly logger: Logger) {}
 
@@ -60,7 +62,9 @@ export class SourceFeed {
       const key = keyOf(svc);
       try {
         convertService(svc); // a Service that cannot be converted is left out, and said so
+        this.problems.delete(key);
       } catch (err) {
+        this.problems.set(key, (err as Error).message);
         if (this.#services.get(key) !== "invalid") {
           this.logger.warn("service left out of the model", { service: key, error: String(err) });
           if (this.#services.has(key)) events.push({ type: "delete", object: svc });
@@ -82,6 +86,7 @@ export class SourceFeed {
     for (const [key, fp] of this.#services) {
       if (passed.has(key)) continue;
       this.#services.delete(key);
+      this.problems.delete(key);
       if (fp === "invalid") continue;
       const slash = key.indexOf("/");
       const metadata = { namespace: key.slice(0, slash), name: key.slice(slash + 1) };

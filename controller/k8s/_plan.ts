@@ -17,6 +17,12 @@ import {
   isClaimed,
 } from "../ipam/mod.ts";
 import type { ConfigView } from "./_config.ts";
+import {
+  annotationProblem,
+  CONFIGURED_CONDITION,
+  configuredCondition,
+  INVALID_ANNOTATION,
+} from "./_configured.ts";
 import { keyOf, type KubeObject } from "./objects.ts";
 import {
   type ClusterWriter,
@@ -62,7 +68,11 @@ function target(kind: ObjectTarget["kind"], obj: KubeObject): ObjectTarget {
   };
 }
 
-/** The status writes `result` (and the config check) call for, given the objects as they are. */
+/**
+ * The status writes `result` (and the config check) call for, given the objects as they are.
+ * `problems`: claimed Services that cannot be converted (key → error), for their
+ * `holdfast.io/Configured` condition and `InvalidAnnotation` Event.
+ */
 export function planStatusWrites(
   result: IpamResult,
   services: readonly KubeObject[],
@@ -70,26 +80,41 @@ export function planStatusWrites(
   config: KubeObject | undefined,
   cfg: ConfigView,
   now: Date,
+  problems: ReadonlyMap<string, string> = new Map(),
 ): PlannedWrite[] {
   const out: PlannedWrite[] = [];
   const byKey = new Map(services.map((s) => [keyOf(s), s]));
   for (const a of result.services) {
     const key = `${a.namespace}/${a.name}`, svc = byKey.get(key)!;
     const conditions = svc.status?.conditions as IpamCondition[] | undefined;
-    if (sameIngress(svc, a.addresses) && sameConditions(conditions, [a.condition])) continue;
+    const configured = configuredCondition(svc, annotationProblem(svc, problems.get(key)));
+    const desired = configured ? [a.condition, configured] : [a.condition];
+    if (sameIngress(svc, a.addresses) && sameConditions(conditions, desired)) continue;
+    // A new or different annotation problem is also told as an Event, after the status.
+    const tell = configured?.status === "False" && !sameConditions(conditions, [configured]);
     const t = target("Service", svc);
     const ingress = a.addresses.length > 0
       ? a.addresses.map((ip) => ({ ip, ipMode: "VIP" as const }))
       : null;
     const status = {
       loadBalancer: { ingress },
-      conditions: mergeConditions(conditions, [a.condition], now),
+      conditions: mergeConditions(conditions, desired, now),
     };
     out.push({
       kind: "Service",
       key,
       resourceVersion: t.resourceVersion,
-      apply: (w) => w.patchServiceStatus(t, status),
+      apply: async (w) => {
+        await w.patchServiceStatus(t, status);
+        if (!tell) return;
+        await w.emitEvent({
+          regarding: t,
+          type: "Warning",
+          reason: INVALID_ANNOTATION,
+          note: configured!.message,
+          action: "Validate",
+        });
+      },
     });
   }
   // Level-triggered release: a Service we no longer claim loses what we wrote.
@@ -97,7 +122,9 @@ export function planStatusWrites(
     const conditions = (svc.status?.conditions ?? []) as IpamCondition[];
     if (!conditions.some((c) => c.type === ADDRESS_ALLOCATED_CONDITION)) continue;
     if (isClaimed(svc, cfg.claim)) continue;
-    const others = conditions.filter((c) => c.type !== ADDRESS_ALLOCATED_CONDITION);
+    const others = conditions.filter((c) =>
+      c.type !== ADDRESS_ALLOCATED_CONDITION && c.type !== CONFIGURED_CONDITION
+    );
     const t = target("Service", svc);
     const status = {
       loadBalancer: { ingress: null },

@@ -221,7 +221,8 @@ export class LbController {
     for (const [key, p] of this.#pending) {
       if (performance.now() - p.at >= PENDING_MS) this.#pending.delete(key);
     }
-    const planned = planStatusWrites(result, services, pools, this.#config(), cfg, now)
+    const problems = this.#feed?.problems;
+    const planned = planStatusWrites(result, services, pools, this.#config(), cfg, now, problems)
       // Written over this very version already: the informers have not brought it back yet.
       .filter((w) => this.#pending.get(w.key)?.rv !== (w.resourceVersion ?? ""));
     const tasks = planned.map((w) => async () => {

@@ -21,11 +21,9 @@ import { intOption, readCommandLineOrExit } from "../lib/args.ts";
 import { setLogLevel } from "../lib/log.ts";
 import { startKubeServer } from "../lab/kube/mod.ts";
 import { startRedis } from "../lab/redis_server.ts";
-import { type ControlPlane, createControlPlane } from "../controller/control_plane.ts";
-import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
 import { connectModelStore, startModelPublisher } from "../controller/model/mod.ts";
-import { RedisModelSource } from "../controller/sources/redis_source.ts";
 import { startController } from "../controller/k8s/run.ts";
+import { type BenchAgent, startAgent, startWorkerAgent } from "./_k8s_agent.ts";
 
 const OPTIONS = {
   command: "bench:k8s",
@@ -33,12 +31,14 @@ const OPTIONS = {
   --services: Services present at cold start (default 1000), 10 endpoints each
   --samples: Services created one at a time for the latency figure (default 200)
   --agents: agent control planes following the model (default 3)
+  --in-process: agents in the main thread (default: a Worker each)
   --quick: 50 Services, 20 samples (a smoke test, not a figure)`,
   options: {
     services: { type: "string" },
     samples: { type: "string" },
     agents: { type: "string" },
     quick: { type: "boolean" },
+    "in-process": { type: "boolean" },
   },
 } as const;
 
@@ -101,12 +101,6 @@ function percentile(xs: readonly number[], p: number): number {
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
 }
 
-interface Agent {
-  cp: ControlPlane;
-  maps: MemoryLBMaps;
-  source: RedisModelSource;
-}
-
 async function main(): Promise<void> {
   const opts = readCommandLineOrExit(Deno.args, OPTIONS, ({ values }) => {
     const quick = values.quick === true;
@@ -114,6 +108,7 @@ async function main(): Promise<void> {
       services: intOption(values, "services", { default: quick ? 50 : 1_000, min: 1, max: 3000 }),
       samples: intOption(values, "samples", { default: quick ? 20 : 200, min: 1, max: 1000 }),
       agents: intOption(values, "agents", { default: 3, min: 1, max: 16 }),
+      inProcess: values["in-process"] === true,
     };
   });
   setLogLevel("warn"); // one info line per published service would flood stdout
@@ -143,20 +138,13 @@ async function main(): Promise<void> {
   await limited(Array.from({ length: n }, (_, i) => () => create(i)), 32);
   console.log(`${n} Services × ${ENDPOINTS} endpoints created; ${opts.agents} agents`);
 
-  // Agents: running before the controller (deployed as they are: default options).
-  const agents: Agent[] = [];
-  const stores = [];
+  // Agents: running before the controller (deployed as they are: default options), each in a
+  // Worker of its own (one thread per agent, as one per node) unless --in-process.
+  const agents: BenchAgent[] = [];
   for (let a = 0; a < opts.agents; a++) {
-    const maps = new MemoryLBMaps({ checkInvariants: false });
-    const cp = await createControlPlane(maps);
-    const store = connectModelStore({ url: redis.url });
-    stores.push(store);
-    const source = new RedisModelSource(cp.writer, store);
-    cp.start();
-    source.start();
-    agents.push({ cp, maps, source });
+    agents.push(await (opts.inProcess ? startAgent(redis.url) : startWorkerAgent(redis.url)));
   }
-  const everyAgentHas = (count: number) => agents.every((a) => a.maps.services.size >= count);
+  const everyAgentHas = (count: number) => agents.every((a) => a.frontends() >= count);
 
   // 1. Cold start.
   const ctlStore = connectModelStore({ url: redis.url });
@@ -165,7 +153,7 @@ async function main(): Promise<void> {
   const pub = startModelPublisher(running.cp, ctlStore);
   let syncedMs = NaN, publishedMs = NaN;
   const snapshotMs: number[] = [];
-  for (const a of agents) a.source.ready().then(() => snapshotMs.push(performance.now() - t0));
+  for (const a of agents) a.ready().then(() => snapshotMs.push(performance.now() - t0));
   running.synced.then(() => syncedMs = performance.now() - t0);
   pub.synced().then(() => publishedMs = performance.now() - t0);
   await until(() => everyAgentHas(n), `${n} frontends in every agent's maps`);
@@ -237,15 +225,13 @@ async function main(): Promise<void> {
 
   await pub.stop();
   await running.stop();
-  for (const a of agents) {
-    await a.source.stop();
-    await a.cp.stop();
-  }
-  for (const s of [...stores, ctlStore]) await s.close();
+  for (const a of agents) await a.stop();
+  await ctlStore.close();
   console.log(JSON.stringify({
     services: n,
     endpoints_per_service: ENDPOINTS,
     agents: opts.agents,
+    agents_in: opts.inProcess ? "process" : "workers",
     samples: opts.samples,
     cold_start_s: Number((coldMs / 1000).toFixed(3)),
     cold_synced_s: Number((syncedMs / 1000).toFixed(3)),

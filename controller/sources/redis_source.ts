@@ -16,6 +16,10 @@
  * An entry that is not valid JSON or that the file format's checks refuse (`parseConfig`) is
  * logged with its service and skipped; the rest applies.
  *
+ * The policy module (`hf:model:{m}:policy`): when a snapshot or a `policy` change names a module
+ * not seen yet, it is read, checked against its SHA-256 and handed to `onPolicy` (the agent swaps
+ * its PolicyHost and rebuilds its Maglev tables: `node/policy_swap.ts`).
+ *
  * @module
  */
 

@@ -51,6 +51,11 @@ export interface RedisModelSourceOptions {
   /** How often an idle follower checks the epoch, ms (default 5000). */
   epochCheckMs?: number;
   /**
+   * How often Redis is polled while it is reachable but holds no model yet (a fresh install, or
+   * Redis restarted empty), ms (default 100): the model shows up within this, not after a backoff.
+   */
+  emptyPollMs?: number;
+  /**
    * Called after every applied snapshot or batch with the model before and after (null before
    * the first), one call at a time: the agent follows LB IPs and its flow trust boundary with it.
    */
@@ -149,7 +154,7 @@ export class RedisModelSource {
               });
             }
             empty = true;
-            await sleep(backoff.next(), signal);
+            await sleep(this.#opts.emptyPollMs ?? 100, signal);
             continue;
           }
           empty = false;

@@ -142,7 +142,7 @@ export class Disturbances {
         if (!node.agent || !from.has(i)) continue;
         const noticed = await node.agent.waitForLine(
           (l) => l.includes('"msg":"flow store restarted empty'),
-          { fromLine: from.get(i), timeoutMs: 1_000 },
+          { fromLine: from.get(i), timeoutMs: 3_000 },
         ).then(() => true, () => false);
         this.#check(
           `lb${i}'s agent noticed the empty store`,

@@ -32,6 +32,7 @@ const OPTIONS = {
   --samples: Services created one at a time for the latency figure (default 200)
   --agents: agent control planes following the model (default 3)
   --in-process: agents in the main thread (default: a Worker each)
+  --maglev=M: annotation holdfast.io/maglev-size on every Service (default: none, the agents' 16,381)
   --quick: 50 Services, 20 samples (a smoke test, not a figure)`,
   options: {
     services: { type: "string" },
@@ -39,6 +40,7 @@ const OPTIONS = {
     agents: { type: "string" },
     quick: { type: "boolean" },
     "in-process": { type: "boolean" },
+    maglev: { type: "string" },
   },
 } as const;
 
@@ -47,9 +49,16 @@ const ENDPOINTS = 10;
 /** Longest wait for one condition (ms). */
 const WAIT_MS = 60_000;
 
-function serviceBody(i: number) {
+function serviceBody(i: number, maglev: number | undefined) {
   return {
-    metadata: { name: `svc-${i}`, namespace: "default" },
+    metadata: {
+      name: `svc-${i}`,
+      namespace: "default",
+      annotations: (maglev ? { "holdfast.io/maglev-size": String(maglev) } : {}) as Record<
+        string,
+        string
+      >,
+    },
     spec: {
       type: "LoadBalancer",
       loadBalancerClass: CLASS,
@@ -109,6 +118,9 @@ async function main(): Promise<void> {
       samples: intOption(values, "samples", { default: quick ? 20 : 200, min: 1, max: 1000 }),
       agents: intOption(values, "agents", { default: 3, min: 1, max: 16 }),
       inProcess: values["in-process"] === true,
+      maglev: values.maglev === undefined
+        ? undefined
+        : intOption(values, "maglev", { default: 16_381, min: 251 }),
     };
   });
   setLogLevel("warn"); // one info line per published service would flood stdout
@@ -132,7 +144,7 @@ async function main(): Promise<void> {
   });
   const create = (i: number) =>
     Promise.all([
-      core.createNamespacedService({ namespace: "default", body: serviceBody(i) }),
+      core.createNamespacedService({ namespace: "default", body: serviceBody(i, opts.maglev) }),
       discovery.createNamespacedEndpointSlice({ namespace: "default", body: sliceBody(i) }),
     ]);
   await limited(Array.from({ length: n }, (_, i) => () => create(i)), 32);
@@ -232,6 +244,7 @@ async function main(): Promise<void> {
     endpoints_per_service: ENDPOINTS,
     agents: opts.agents,
     agents_in: opts.inProcess ? "process" : "workers",
+    maglev: opts.maglev ?? 16_381,
     samples: opts.samples,
     cold_start_s: Number((coldMs / 1000).toFixed(3)),
     cold_synced_s: Number((syncedMs / 1000).toFixed(3)),

@@ -56,7 +56,7 @@ Deno.test("controller: a Service with a bad Holdfast annotation gets Configured=
   });
   const store = new MemoryModelStore();
   await using running = startController(kc, { identity: "controller-0" });
-  await using _pub = startModelPublisher(running.cp, store);
+  await using pub = startModelPublisher(running.cp, store); // stopped early below too
   await running.synced;
   const bad = {
     "bad-key": { "holdfast.io/flow-key": "source-ip" },
@@ -118,4 +118,16 @@ Deno.test("controller: a Service with a bad Holdfast annotation gets Configured=
   await waitFor("bad-key Configured", async () => (await configured("bad-key"))?.status === "True");
   assertEquals((await configured("bad-key"))?.reason, "Valid");
   assertEquals((await events()).length, 3);
+  await pub.stop();
+  await running.stop();
+
+  // A restarted controller neither rewrites the conditions nor repeats the Events.
+  await new Promise((r) => setTimeout(r, 100));
+  const before = server.requests.filter((r) => r.method !== "GET").length;
+  await using again = startController(kc, { identity: "controller-1" });
+  await again.synced;
+  await new Promise((r) => setTimeout(r, 200));
+  const writes = server.requests.filter((r) => r.method !== "GET").slice(before);
+  assertEquals(writes, [], "a restarted controller writes nothing");
+  assertEquals((await configured("bad-size"))?.status, "False");
 });

@@ -155,3 +155,17 @@ Deno.test("model: no model yet → the agent's initializer stays pending (no pru
   assertEquals(agent.cp.tables.frontends.pendingInitializers(agent.cp.db.readTxn()), []);
   await agent.cp.waitFrontend(WEB);
 });
+
+Deno.test("model: an agent started before the first model picks it up within its empty poll, not its error backoff", async () => {
+  using _logs = captureLogs();
+  const store = new MemoryModelStore();
+  // A slow error backoff: before emptyPollMs, an agent waiting for a model slept on it.
+  await using agent = await startTestAgent(store, { retry: { minMs: 2_000, maxMs: 5_000 } });
+  await new Promise((r) => setTimeout(r, 300)); // a few empty polls
+  const published = performance.now();
+  await using _ctl = await startTestController(store, MODEL_YAML);
+  await agent.source.ready();
+  const waited = performance.now() - published;
+  assert(waited < 1_000, `first model applied ${waited.toFixed(0)} ms after it was published`);
+  await agent.cp.waitFrontend(WEB);
+});

@@ -15,8 +15,18 @@ export const CONFIG_NAME = "default";
 /** What the controller takes from the config, and the condition to report on it. */
 export interface ConfigView {
   readonly claim: Required<ClaimOptions>;
+  /** Per-Service defaults from the config, applied where a Service's annotations say nothing. */
+  readonly defaults: ServiceDefaults;
   /** Undefined when there is no config object (defaults apply, nothing to report). */
   readonly ready?: IpamCondition;
+}
+
+/** Defaults a Service's own annotations (`holdfast.io/flow-key`, `holdfast.io/maglev-size`) override. */
+export interface ServiceDefaults {
+  /** `client-ip` when the config's `flowKey` is `ClientIP`. */
+  readonly flowKey?: "client-ip";
+  /** The config's `maglevTableSize`, when valid. */
+  readonly maglevSize?: number;
 }
 
 /** Reads `default` among `configs`; an invalid field is reported and its default used. */
@@ -30,15 +40,24 @@ export function readConfig(configs: readonly KubeObject[]): ConfigView {
     loadBalancerClass: cls,
     claimServicesWithoutClass: spec.claimServicesWithoutClass === true,
   };
-  if (cfg === undefined) return { claim };
+  if (cfg === undefined) return { claim, defaults: {} };
   const problems: string[] = [];
+  let maglevSize: number | undefined;
   if (spec.maglevTableSize !== undefined) {
     try {
       checkMaglevSize(spec.maglevTableSize);
+      maglevSize = spec.maglevTableSize;
     } catch (err) {
       problems.push(`spec.maglevTableSize: ${(err as Error).message}`);
     }
   }
+  if (spec.flowKey !== undefined && spec.flowKey !== "FiveTuple" && spec.flowKey !== "ClientIP") {
+    problems.push(`spec.flowKey: "${spec.flowKey}" is not FiveTuple or ClientIP`);
+  }
+  const defaults: ServiceDefaults = {
+    ...(spec.flowKey === "ClientIP" ? { flowKey: "client-ip" as const } : {}),
+    ...(maglevSize !== undefined ? { maglevSize } : {}),
+  };
   const port = spec.encapPort;
   if (port !== undefined && !(Number.isInteger(port) && port >= 1 && port <= 65535)) {
     problems.push(`spec.encapPort: ${JSON.stringify(port)} is not a port in 1..65535`);
@@ -55,5 +74,9 @@ export function readConfig(configs: readonly KubeObject[]): ConfigView {
       reason: "InvalidSpec",
       message: `${problems.join("; ")}. Defaults are used for these fields`,
     };
-  return { claim, ready: gen !== undefined ? { ...ready, observedGeneration: gen } : ready };
+  return {
+    claim,
+    defaults,
+    ready: gen !== undefined ? { ...ready, observedGeneration: gen } : ready,
+  };
 }

@@ -23,14 +23,38 @@ export interface FedService {
   readonly addresses?: readonly string[];
 }
 
-function withAddresses(svc: KubeObject, addresses: readonly string[] | undefined): KubeObject {
-  if (addresses === undefined) return svc;
+/** The LoadBalancerConfig's per-Service defaults (see `_config.ts`). */
+export interface FeedDefaults {
+  readonly flowKey?: "client-ip";
+  readonly maglevSize?: number;
+}
+
+/**
+ * The Service as the conversion should read it: the allocator's addresses in its status, and the
+ * config's defaults as annotations where the Service sets none (its own always win; a Service
+ * with `sessionAffinity: ClientIP` is keyed per client anyway).
+ */
+function prepared(
+  svc: KubeObject,
+  addresses: readonly string[] | undefined,
+  defaults: FeedDefaults,
+): KubeObject {
+  const annotations = { ...svc.metadata?.annotations };
+  if (defaults.flowKey && annotations["holdfast.io/flow-key"] === undefined) {
+    annotations["holdfast.io/flow-key"] = defaults.flowKey;
+  }
+  if (defaults.maglevSize && annotations["holdfast.io/maglev-size"] === undefined) {
+    annotations["holdfast.io/maglev-size"] = String(defaults.maglevSize);
+  }
   return {
     ...svc,
-    status: {
-      ...svc.status,
-      loadBalancer: { ingress: addresses.map((ip) => ({ ip, ipMode: "VIP" })) },
-    },
+    metadata: { ...svc.metadata, annotations },
+    ...(addresses === undefined ? {} : {
+      status: {
+        ...svc.status,
+        loadBalancer: { ingress: addresses.map((ip) => ({ ip, ipMode: "VIP" })) },
+      },
+    }),
   };
 }
 
@@ -54,11 +78,15 @@ export class SourceFeed {
   constructor(readonly sink: ModelSink, readonly logger: Logger) {}
 
   /** Applies the difference between `services` (claimed only) + `slices` and the last pass. */
-  sync(services: readonly FedService[], slices: readonly KubeObject[]): number {
+  sync(
+    services: readonly FedService[],
+    slices: readonly KubeObject[],
+    defaults: FeedDefaults = {},
+  ): number {
     const events: K8sEvent[] = [];
     const claimed = new Set<string>();
     for (const { object, addresses } of services) {
-      const svc = withAddresses(object, addresses);
+      const svc = prepared(object, addresses, defaults);
       const key = keyOf(svc);
       try {
         convertService(svc); // a Service that cannot be converted is left out, and said so

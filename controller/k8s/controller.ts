@@ -199,7 +199,9 @@ export class LbController {
     } else {
       fed = services.filter((s) => isClaimed(s, cfg.claim)).map((object) => ({ object }));
     }
-    if (this.#feed) summary.fed = this.#feed.sync(fed, view.list("endpointslices"));
+    if (this.#feed) {
+      summary.fed = this.#feed.sync(fed, view.list("endpointslices"), cfg.defaults);
+    }
     this.#markFirst();
     if (leader) { for (const resolve of this.#leaderFed.splice(0)) resolve(); }
     if (result) await this.#write(result, services, pools, cfg, summary);

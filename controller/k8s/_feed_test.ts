@@ -1,0 +1,52 @@
+/** The feed applies the LoadBalancerConfig's per-Service defaults; a Service's own annotations win. */
+import { captureLogs, log } from "../../lib/log.ts";
+import { assertEquals } from "../_testing.ts";
+import { convertService, type K8sService } from "../sources/k8s_convert.ts";
+import type { K8sEvent } from "../sources/k8s_source.ts";
+import { readConfig } from "./_config.ts";
+import { SourceFeed } from "./_feed.ts";
+import type { KubeObject } from "./objects.ts";
+
+function svc(name: string, annotations: Record<string, string> = {}): KubeObject {
+  return {
+    metadata: { name, namespace: "shop", annotations },
+    spec: { type: "LoadBalancer", loadBalancerClass: "holdfast.io/lb", ports: [{ port: 80 }] },
+  };
+}
+
+Deno.test("config defaults: flowKey and maglevTableSize apply unless the Service sets its own", () => {
+  using _logs = captureLogs();
+  const events: K8sEvent[] = [];
+  const feed = new SourceFeed({ apply: (e) => events.push(...e) }, log);
+  const cfg = readConfig([{
+    metadata: { name: "default", generation: 1 },
+    spec: { flowKey: "ClientIP", maglevTableSize: 251 },
+  }]);
+  assertEquals(cfg.ready?.status, "True");
+  feed.sync(
+    [
+      { object: svc("plain"), addresses: ["10.0.100.1"] },
+      {
+        object: svc("own", {
+          "holdfast.io/flow-key": "five-tuple",
+          "holdfast.io/maglev-size": "1021",
+        }),
+        addresses: ["10.0.100.2"],
+      },
+    ],
+    [],
+    cfg.defaults,
+  );
+  const inputs = new Map(
+    events.map((e) => convertService(e.object as K8sService)).map((s) => [s.name, s]),
+  );
+  assertEquals(inputs.get("shop/plain")?.flowKeyMode, "client-ip");
+  assertEquals(inputs.get("shop/plain")?.maglevSize, 251);
+  assertEquals(inputs.get("shop/own")?.flowKeyMode, "five-tuple");
+  assertEquals(inputs.get("shop/own")?.maglevSize, 1021);
+
+  // An invalid size is reported on the config and not applied.
+  const bad = readConfig([{ metadata: { name: "default" }, spec: { maglevTableSize: 1000 } }]);
+  assertEquals(bad.ready?.status, "False");
+  assertEquals(bad.defaults.maglevSize, undefined);
+});

@@ -12,10 +12,11 @@
  * @module
  */
 import * as k8s from "@kubernetes/client-node";
-import { intOption, numberOption, readCommandLine, stringOption, UsageError } from "../lib/args.ts";
+import { readCommandLine, stringOption, UsageError } from "../lib/args.ts";
 import { DEFAULT_LIMITS, PolicyRejectedError } from "../policy-as/host/policy_module.ts";
 import { validatePolicyModule } from "../policy-as/host/validate.ts";
 import { loadVectors, VECTORS_DIR } from "../policy-as/host/vectors.ts";
+import { dirUrl, readLimits } from "../policy-as/host/cli.ts";
 import { MAX_CONFIGMAP_BYTES, POLICY_CONFIGMAP } from "./k8s_policy_configmap.ts";
 import { apiMessage, loadKubeConfig, statusCode } from "./_deploy_manifests.ts";
 
@@ -166,17 +167,8 @@ export async function main(
       configmap: stringOption(values, "configmap"),
       kubeconfig: stringOption(values, "kubeconfig"),
       context: stringOption(values, "context"),
-      buildBudgetMs: numberOption(values, "budget-ms", {
-        default: DEFAULT_LIMITS.buildBudgetMs,
-        min: 0.001,
-      }),
-      maxMemoryPages: intOption(values, "max-pages", {
-        default: DEFAULT_LIMITS.maxMemoryPages,
-        min: 1,
-      }),
-      vectors: vectors === undefined
-        ? undefined
-        : new URL(vectors.endsWith("/") ? vectors : `${vectors}/`, `file://${Deno.cwd()}/`),
+      ...readLimits(values),
+      vectors: vectors === undefined ? undefined : dirUrl(vectors),
     };
   });
   if ("exit" in parsed) return parsed.exit;

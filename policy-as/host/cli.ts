@@ -72,22 +72,29 @@ function read({ values, positionals }: CommandLine): Parsed {
     command,
     file,
     active: stringOption(values, "active", { default: DEFAULT_ACTIVE_PATH }),
-    limits: {
-      ...DEFAULT_LIMITS,
-      buildBudgetMs: numberOption(values, "budget-ms", {
-        default: DEFAULT_LIMITS.buildBudgetMs,
-        min: 0.001,
-      }),
-      maxMemoryPages: intOption(values, "max-pages", {
-        default: DEFAULT_LIMITS.maxMemoryPages,
-        min: 1,
-      }),
-    },
-    vectors: vectorsDir === undefined ? VECTORS_DIR : new URL(
-      vectorsDir.endsWith("/") ? vectorsDir : vectorsDir + "/",
-      `file://${Deno.cwd()}/`,
-    ),
+    limits: readLimits(values),
+    vectors: vectorsDir === undefined ? VECTORS_DIR : dirUrl(vectorsDir),
   };
+}
+
+/** The validation limits named by `--budget-ms` and `--max-pages` (shared with `policy:swap`). */
+export function readLimits(values: CommandLine["values"]): PolicyLimits {
+  return {
+    ...DEFAULT_LIMITS,
+    buildBudgetMs: numberOption(values, "budget-ms", {
+      default: DEFAULT_LIMITS.buildBudgetMs,
+      min: 0.001,
+    }),
+    maxMemoryPages: intOption(values, "max-pages", {
+      default: DEFAULT_LIMITS.maxMemoryPages,
+      min: 1,
+    }),
+  };
+}
+
+/** A directory given on the command line, as a URL relative to the working directory. */
+export function dirUrl(dir: string): URL {
+  return new URL(dir.endsWith("/") ? dir : `${dir}/`, `file://${Deno.cwd()}/`);
 }
 
 /** Entry point for `main.ts policy ...`; returns the exit code (0 ok, 1 rejected, 2 usage). */

@@ -172,41 +172,25 @@ async function buildRootfsOnce(): Promise<string> {
     config.nodeModulesDir = "manual";
     await Deno.writeTextFile(`${stage}/deno.json`, JSON.stringify(config, null, 2) + "\n");
     // Everything readable by any user (the controller and Redis run as uid 65532), owned by root.
-    const common = ["--owner=0", "--group=0", "--mode=a+rX,u+w", "--sort=name"];
-    await sh([
-      "tar",
-      "--append",
-      "-f",
-      out,
-      ...common,
-      ...EXCLUDE.map((e) => `--exclude=${e}`),
-      "-C",
-      ROOT,
-      `--transform=s,^,${APP}/,S`,
-      ...PRODUCT,
-    ]);
-    await sh([
-      "tar",
-      "--append",
-      "-f",
-      out,
-      ...common,
-      "-C",
-      stage,
-      `--transform=s,^,${APP}/,S`,
-      "deno.json",
-    ]);
-    await sh([
-      "tar",
-      "--append",
-      "-f",
-      out,
-      ...common,
-      "-C",
-      Deno.execPath().replace(/\/deno$/, ""),
-      "--transform=s,^,usr/local/bin/,S",
-      "deno",
-    ]);
+    const append = (dir: string, prefix: string, files: string[], extra: string[] = []) =>
+      sh([
+        "tar",
+        "--append",
+        "-f",
+        out,
+        "--owner=0",
+        "--group=0",
+        "--mode=a+rX,u+w",
+        "--sort=name",
+        ...extra,
+        "-C",
+        dir,
+        `--transform=s,^,${prefix}/,S`,
+        ...files,
+      ]);
+    await append(ROOT, APP, [...PRODUCT], EXCLUDE.map((e) => `--exclude=${e}`));
+    await append(stage, APP, ["deno.json"]);
+    await append(Deno.execPath().replace(/\/deno$/, ""), "usr/local/bin", ["deno"]);
   } finally {
     await Deno.remove(stage, { recursive: true });
   }

@@ -35,11 +35,4 @@ export {
   sha256Hex,
   STREAM_MAXLEN,
 } from "./schema.ts";
-export {
-  type ModelChange,
-  ModelEpochError,
-  type ModelSnapshot,
-  type ModelStore,
-  type ModelWrite,
-} from "./store.ts";
-export { MemoryModelStore } from "./_memory_model_store.ts";
+export * from "./store.ts";

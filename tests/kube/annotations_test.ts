@@ -5,11 +5,8 @@
  * Service keeps working; once fixed it is Configured True and served.
  */
 import * as k8s from "@kubernetes/client-node";
-import {
-  MemoryModelStore,
-  type ModelEntry,
-  startModelPublisher,
-} from "../../controller/model/mod.ts";
+import { type ModelEntry, startModelPublisher } from "../../controller/model/mod.ts";
+import { MemoryModelStore } from "../../controller/model/_memory_model_store.ts";
 import { startController } from "../../controller/k8s/run.ts";
 import { startKubeServer } from "../../lab/kube/mod.ts";
 import { captureLogs } from "../../lib/log.ts";

@@ -5,11 +5,8 @@
  * controller` as a process under `-P=controller`.
  */
 import * as k8s from "@kubernetes/client-node";
-import {
-  MemoryModelStore,
-  type ModelEntry,
-  startModelPublisher,
-} from "../../controller/model/mod.ts";
+import { type ModelEntry, startModelPublisher } from "../../controller/model/mod.ts";
+import { MemoryModelStore } from "../../controller/model/_memory_model_store.ts";
 import { startController } from "../../controller/k8s/run.ts";
 import { type KubeServer } from "../../lab/kube/mod.ts";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";

@@ -25,7 +25,8 @@
  *    The LB IPs followed are the config's (or the model's) frontend addresses (plus any `--vip`),
  *    updated after every successful reload or applied model change (`FlowSyncAgent.setVips`: an
  *    added one is restored and followed).
- * 4. Attach XDP to `--attach`, last, so the first packet finds programmed maps and flows.
+ * 4. Attach XDP to `--attach` (or the interface holding `--node-address`, found before the
+ *    datapath loads), last, so the first packet finds programmed maps and flows.
  *
  * `GET /readyz` answers 503 until then and 200 after, together with a `{"msg":"ready"}` log
  * line, so a router never sends this node traffic it cannot place. `GET /metrics` serves
@@ -44,9 +45,9 @@ import { connectModelStore } from "../controller/model/mod.ts";
 import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import { followActivePolicy } from "../policy-as/host/active_file.ts";
 import { policySwapper } from "./policy_swap.ts";
-import { AGENT_COMMAND, type AgentArgs, readAgentArgs } from "./agent_args.ts";
+import { AGENT_COMMAND, type AgentArgs, interfaceHolding, readAgentArgs } from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
-import { Datapath, exportDatapathMetrics, HF_MAX } from "./bpf/mod.ts";
+import { Datapath, exportDatapathMetrics, HF_MAX, inNetns } from "./bpf/mod.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
 import { followedVips } from "./flows/config_vips.ts";
 import type { FlowEvent } from "./bpf/flow.ts";
@@ -70,6 +71,8 @@ interface NodeDatapath {
   subscribe(onEvent: (event: FlowEvent) => void): () => Promise<void>;
   /** Attaches the LB program (no-op in memory). */
   attach(): void;
+  /** The interface `attach()` attaches to, or null. */
+  readonly attachTo: string | null;
   close(): void;
 }
 
@@ -86,9 +89,21 @@ async function openDatapath(a: AgentArgs): Promise<NodeDatapath> {
       flows: new MemoryFlowTable(),
       subscribe: () => () => Promise.resolve(),
       attach: () => {},
+      attachTo: null,
       close: () => {},
     };
   }
+  // The interface holding --node-address, found before anything loads: a wrong address fails here.
+  const attach = a.attach && "address" in a.attach
+    ? {
+      ...a.attach,
+      ifname: interfaceHolding(
+        a.attach.address,
+        inNetns(a.attach.netns, () => Deno.networkInterfaces()),
+        a.attach.netns,
+      ),
+    }
+    : a.attach;
   const dp = await Datapath.open({
     ...(a.pinDir ? { pinDir: a.pinDir } : {}),
     ...(a.objectDir ? { objectDir: a.objectDir } : {}),
@@ -107,8 +122,9 @@ async function openDatapath(a: AgentArgs): Promise<NodeDatapath> {
       return () => reader.close();
     },
     attach() {
-      if (a.attach) dp.attach(a.attach.ifname, a.attach.netns ? { netns: a.attach.netns } : {});
+      if (attach) dp.attach(attach.ifname, attach.netns ? { netns: attach.netns } : {});
     },
+    attachTo: attach?.ifname ?? null,
     close: () => dp[Symbol.dispose](),
   };
 }
@@ -333,7 +349,7 @@ export async function main(
       vips: flows?.vips ?? a.vips,
       datapath: dp.kind,
       flow_sync: a.flowSync,
-      attached: a.attach?.ifname ?? null,
+      attached: dp.attachTo,
       policy_ok: swap.ok,
       policy: policy.ready ? policy.current.digest : null,
     });

@@ -3,7 +3,7 @@
  *
  * ```
  * main.ts agent --node-name lb1 --config services.yaml --redis redis://[user@]host:port
- *               [--vip IP[,IP...]] [--attach IFACE --src-addr IP] [--pin-dir DIR] …
+ *               [--vip IP[,IP...]] [--node-address IP | --attach IFACE --src-addr IP] …
  * main.ts agent --node-name lb1 --model redis --redis redis://[user@]host:port …
  * ```
  *
@@ -13,6 +13,9 @@
  * The LB model comes from exactly one of `--config FILE` or `--model redis` (the model the
  * controller publishes, read from the same Redis as flows: `--redis` is required then, even with
  * `--no-flow-sync`).
+ * `--node-address IP` attaches XDP to the interface holding IP (looked up at start, in `--netns`
+ * if given: {@link interfaceHolding}) and is the default `--src-addr`; with `--attach` too,
+ * `--attach` names the interface and the address is only the source address.
  *
  * @module
  */
@@ -51,8 +54,12 @@ export interface AgentArgs {
   /** Datapath capacity: services (service IDs) and backends (backend IDs) the maps hold. */
   maxServices?: number;
   maxBackends?: number;
-  /** XDP attach: interface (and namespace) — optional, the datapath may be attached elsewhere. */
-  attach?: { ifname: string; netns?: string };
+  /**
+   * XDP attach (optional, the datapath may be attached elsewhere): the interface `--attach`
+   * names, or else the one holding `--node-address` (`address`, looked up at start); `netns`
+   * is the namespace of either.
+   */
+  attach?: { ifname: string; netns?: string } | { address: string; netns?: string };
   /** Datapath node settings — optional, written when given. */
   configure?: { srcAddr: string; encapPort: number; seed: number };
   /** Default Maglev table size (prime). */
@@ -83,7 +90,9 @@ export const USAGE =
   [--listen HOST:PORT (default 127.0.0.1:9470; "none" to disable)]
   [--datapath bpf|memory (default bpf)] [--pin-dir DIR] [--object-dir DIR]
   [--max-flows N] [--max-services N] [--max-backends N]
-  [--attach IFACE] [--netns NS] [--src-addr IP --encap-port PORT --seed N]
+  [--node-address IP (attach XDP to the interface holding IP; default --src-addr)]
+  [--attach IFACE (wins over --node-address for the interface)] [--netns NS]
+  [--src-addr IP --encap-port PORT --seed N]
   [--idle-timeout-ms MS] [--sweep-interval-ms MS] [--queue-capacity N]
   [--full-reconcile-interval-ms MS (default 30000; 0 = never)]
   [--log-level debug|info|warn|error]`;
@@ -117,6 +126,7 @@ export const AGENT_COMMAND = {
     "max-services": string,
     "max-backends": string,
     attach: string,
+    "node-address": string,
     netns: string,
     "src-addr": string,
     "encap-port": string,
@@ -207,7 +217,10 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
 
   const attach = str("attach");
   const netns = str("netns");
-  const srcAddr = str("src-addr");
+  const nodeAddress = str("node-address");
+  if (nodeAddress) ipv4("node-address", nodeAddress);
+  const srcAddr = str("src-addr") ?? nodeAddress;
+  const where = netns ? { netns } : {};
   const out: AgentArgs = {
     config,
     model,
@@ -228,7 +241,11 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
     maxFlows: int("max-flows"),
     maxServices: int("max-services"),
     maxBackends: int("max-backends"),
-    attach: attach ? (netns ? { ifname: attach, netns } : { ifname: attach }) : undefined,
+    attach: attach
+      ? { ifname: attach, ...where }
+      : nodeAddress
+      ? { address: nodeAddress, ...where }
+      : undefined,
     configure: srcAddr
       ? {
         srcAddr: ipv4("src-addr", srcAddr),
@@ -245,4 +262,26 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
     if (out[key] === undefined) delete out[key];
   }
   return out;
+}
+
+/**
+ * The name of the interface holding IPv4 `address` among `interfaces` (what
+ * `Deno.networkInterfaces()` returns, in the agent's namespace or `--netns`). Throws naming the
+ * address and every interface seen with its addresses when none holds it.
+ */
+export function interfaceHolding(
+  address: string,
+  interfaces: readonly Deno.NetworkInterfaceInfo[],
+  netns?: string,
+): string {
+  const found = interfaces.find((i) => i.family === "IPv4" && i.address === address);
+  if (found) return found.name;
+  const seen = new Map<string, string[]>();
+  for (const i of interfaces) seen.set(i.name, [...(seen.get(i.name) ?? []), i.address]);
+  const list = [...seen].map(([name, addrs]) => `${name} (${addrs.join(", ")})`).join(", ");
+  throw new Error(
+    `Cannot find the interface for --node-address "${address}"${
+      netns ? ` in netns "${netns}"` : ""
+    }: no interface holds it; seen: ${list || "none"}`,
+  );
 }

@@ -1,5 +1,6 @@
-import { AGENT_COMMAND, parseAgentArgs, readAgentArgs } from "./agent_args.ts";
+import { AGENT_COMMAND, interfaceHolding, parseAgentArgs, readAgentArgs } from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
+import { throws } from "node:assert/strict";
 
 function assertEquals(a: unknown, b: unknown) {
   if (JSON.stringify(a) !== JSON.stringify(b)) {
@@ -99,6 +100,7 @@ Deno.test("agent arguments: errors name the argument", () => {
     [["--no-flow-sync", ...base, "--max-services=-1"], '--max-services "-1"'],
     [["--no-flow-sync", ...base, "--max-backends", "-1"], '"--max-backends" argument is ambiguous'],
     [["--no-flow-sync", ...base, "--src-addr", "10.2.1"], '--src-addr "10.2.1"'],
+    [["--no-flow-sync", ...base, "--node-address", "eth0"], '--node-address "eth0"'],
     [
       ["--no-flow-sync", ...base, "--redis-password-file", "/nonexistent-hf"],
       "--redis-password-file",
@@ -150,6 +152,29 @@ Deno.test("agent arguments: datapath sizes, node settings, attach, last value wi
   assertEquals([a.logLevel, a.listen, a.datapath], ["warn", null, "bpf"]);
   // absent options are absent, not undefined (callers spread them over defaults)
   assertEquals(["pinDir", "policy", "maglevSize"].filter((k) => k in a), []);
+});
+
+Deno.test("agent --node-address: the interface holding it, default --src-addr; --attach wins", () => {
+  const base = ["--config=s.yaml", "--node-name=lb1", "--no-flow-sync"];
+  const a = parseAgentArgs([...base, "--node-address", "10.2.1.2", "--netns", "hf-1-lb1"]);
+  assertEquals(a.attach, { address: "10.2.1.2", netns: "hf-1-lb1" });
+  assertEquals(a.configure, { srcAddr: "10.2.1.2", encapPort: 6080, seed: 0 });
+  // --src-addr wins for the source address, --attach for the interface
+  const b = parseAgentArgs([...base, "--node-address=10.2.1.2", "--src-addr=10.2.1.9"]);
+  assertEquals([b.attach, b.configure?.srcAddr], [{ address: "10.2.1.2" }, "10.2.1.9"]);
+  const c = parseAgentArgs([...base, "--node-address=10.2.1.2", "--attach=eth1"]);
+  assertEquals([c.attach, c.configure?.srcAddr], [{ ifname: "eth1" }, "10.2.1.2"]);
+
+  const ifaces = [
+    { name: "lo", family: "IPv4", address: "127.0.0.1" },
+    { name: "eth0", family: "IPv6", address: "fe80::1" },
+    { name: "eth0", family: "IPv4", address: "10.2.1.2" },
+  ] as Deno.NetworkInterfaceInfo[];
+  assertEquals(interfaceHolding("10.2.1.2", ifaces), "eth0");
+  throws(() => interfaceHolding("10.2.1.7", ifaces, "hf-1-lb1"), {
+    message: 'Cannot find the interface for --node-address "10.2.1.7" in netns "hf-1-lb1": ' +
+      "no interface holds it; seen: lo (127.0.0.1), eth0 (fe80::1, 10.2.1.2)",
+  });
 });
 
 Deno.test("agent --help prints the usage naming every option, exit 0", () => {

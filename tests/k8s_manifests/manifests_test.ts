@@ -193,6 +193,12 @@ Deno.test("k8s/agent.yaml: host network on LB nodes, the measured capabilities",
     assert(args.includes(part), `agent args carry "${part}": ${args}`);
   }
   assert(args.includes("--redis-password-file /run/secrets/redis/password"), args);
+  // XDP on each node's own interface: the one holding the node's address.
+  assert(args.includes("--node-address $(HOST_IP)"), args);
+  assertEquals(
+    c.env.find((e: Obj) => e.name === "HOST_IP")?.valueFrom?.fieldRef?.fieldPath,
+    "status.hostIP",
+  );
   // Only the agent is on the host network or adds capabilities.
   for (const { workload, container } of containers(all)) {
     if (workload === agent) continue;

@@ -24,6 +24,8 @@ export class HostProcess {
   readonly lines: string[] = [];
   #seen = 0;
   #waiters = new Set<() => void>();
+  /** Set when stdout has ended, before the last wake-up, so no waiter misses it. */
+  #closed = false;
   #pump: Promise<void> = Promise.resolve();
 
   /** Wraps a spawned child; `piped` says whether its stdout is read line by line. */
@@ -56,6 +58,7 @@ export class HostProcess {
         for (const wake of this.#waiters) wake();
       }
     } catch { /* stream cancelled at stop */ }
+    this.#closed = true;
     for (const wake of this.#waiters) wake();
   }
 
@@ -98,8 +101,8 @@ export class HostProcess {
     const deadline = Date.now() + timeoutMs;
     let index = options.fromLine ?? 0;
     let closed = false;
-    this.#pump.then(() => closed = true);
     while (Date.now() < deadline) {
+      closed = this.#closed;
       const offset = this.#seen - this.lines.length;
       for (; index < this.#seen; index++) {
         const line = this.lines[index - offset];

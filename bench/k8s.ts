@@ -19,7 +19,7 @@
 import * as k8s from "@kubernetes/client-node";
 import { intOption, readCommandLineOrExit } from "../lib/args.ts";
 import { setLogLevel } from "../lib/log.ts";
-import { startKubeServer } from "../lab/kube/mod.ts";
+import { createAddressPool, kubeConfigFor, startKubeServer } from "../lab/kube/mod.ts";
 import { startRedis } from "../lab/redis_server.ts";
 import { connectModelStore, startModelPublisher } from "../controller/model/mod.ts";
 import { startController } from "../controller/k8s/run.ts";
@@ -127,21 +127,10 @@ async function main(): Promise<void> {
   const n = opts.services;
   await using redis = await startRedis();
   await using kube = await startKubeServer({ crdDirs: ["k8s/crds"] });
-  const kc = new k8s.KubeConfig();
-  kc.loadFromFile(await kube.writeKubeconfig());
+  const kc = await kubeConfigFor(kube);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);
-  await kc.makeApiClient(k8s.CustomObjectsApi).createClusterCustomObject({
-    group: "holdfast.io",
-    version: "v1alpha1",
-    plural: "addresspools",
-    body: {
-      apiVersion: "holdfast.io/v1alpha1",
-      kind: "AddressPool",
-      metadata: { name: "bench" },
-      spec: { blocks: [{ cidr: "10.96.0.0/20" }] },
-    },
-  });
+  await createAddressPool(kc, "bench", [{ cidr: "10.96.0.0/20" }]);
   const create = (i: number) =>
     Promise.all([
       core.createNamespacedService({ namespace: "default", body: serviceBody(i, opts.maglev) }),

@@ -19,6 +19,7 @@
  */
 export * from "./server.ts";
 export * from "./status.ts";
+export * from "./client.ts";
 export type { Obj, ResourceType } from "./resources.ts";
 export { loadManifests } from "./manifests.ts";
 export { Store, type StoreEvent } from "./store.ts";

@@ -8,7 +8,7 @@ import * as k8s from "@kubernetes/client-node";
 import { type ModelEntry, startModelPublisher } from "../../controller/model/mod.ts";
 import { MemoryModelStore } from "../../controller/model/_memory_model_store.ts";
 import { startController } from "../../controller/k8s/run.ts";
-import { startKubeServer } from "../../lab/kube/mod.ts";
+import { createAddressPool, kubeConfigFor, startKubeServer } from "../../lab/kube/mod.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { waitFor } from "./_kubectl.ts";
@@ -37,20 +37,9 @@ function service(name: string, annotations: Record<string, string>) {
 Deno.test("controller: a Service with a bad Holdfast annotation gets Configured=False and an Event; the others keep working; fixed → served", async () => {
   using _logs = captureLogs();
   await using server = await startKubeServer({ crdDirs: ["k8s/crds"] });
-  const kc = new k8s.KubeConfig();
-  kc.loadFromFile(await server.writeKubeconfig());
+  const kc = await kubeConfigFor(server);
   const core = kc.makeApiClient(k8s.CoreV1Api);
-  await kc.makeApiClient(k8s.CustomObjectsApi).createClusterCustomObject({
-    group: "holdfast.io",
-    version: "v1alpha1",
-    plural: "addresspools",
-    body: {
-      apiVersion: "holdfast.io/v1alpha1",
-      kind: "AddressPool",
-      metadata: { name: "blue" },
-      spec: { blocks: [{ cidr: "10.0.7.0/28" }] },
-    },
-  });
+  await createAddressPool(kc, "blue", [{ cidr: "10.0.7.0/28" }]);
   const store = new MemoryModelStore();
   await using running = startController(kc, { identity: "controller-0" });
   await using pub = startModelPublisher(running.cp, store); // stopped early below too

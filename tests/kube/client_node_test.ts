@@ -4,18 +4,12 @@
  * Watch, and informers (list+watch, re-list after 410 Gone).
  */
 import * as k8s from "@kubernetes/client-node";
-import { type KubeServer, startKubeServer } from "../../lab/kube/mod.ts";
+import { kubeConfigFor, startKubeServer } from "../../lab/kube/mod.ts";
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "./_assert.ts";
 import { waitFor } from "./_kubectl.ts";
 import { allocationEvent } from "./_fixtures.ts";
 
 const WIDGET_CRDS = new URL("./testdata/widget_crd.yaml", import.meta.url).pathname;
-
-async function clientFor(server: KubeServer): Promise<k8s.KubeConfig> {
-  const kc = new k8s.KubeConfig();
-  kc.loadFromFile(await server.writeKubeconfig());
-  return kc;
-}
 
 function service(name: string, labels: Record<string, string> = {}): k8s.V1Service {
   return {
@@ -31,7 +25,7 @@ function service(name: string, labels: Record<string, string> = {}): k8s.V1Servi
 
 Deno.test("client-node: services CRUD, defaults, status subresource, 409 on a stale update", async () => {
   await using server = await startKubeServer();
-  const core = (await clientFor(server)).makeApiClient(k8s.CoreV1Api);
+  const core = (await kubeConfigFor(server)).makeApiClient(k8s.CoreV1Api);
   const created = await core.createNamespacedService({
     namespace: "default",
     body: service("web"),
@@ -86,7 +80,7 @@ Deno.test("client-node: services CRUD, defaults, status subresource, 409 on a st
 
 Deno.test("client-node: label and field selectors, pagination with continue", async () => {
   await using server = await startKubeServer();
-  const core = (await clientFor(server)).makeApiClient(k8s.CoreV1Api);
+  const core = (await kubeConfigFor(server)).makeApiClient(k8s.CoreV1Api);
   for (let i = 0; i < 7; i++) {
     await core.createNamespacedService({
       namespace: "default",
@@ -136,7 +130,7 @@ Deno.test("client-node: label and field selectors, pagination with continue", as
 
 Deno.test("client-node: EndpointSlices, Leases, Events through their group APIs", async () => {
   await using server = await startKubeServer();
-  const kc = await clientFor(server);
+  const kc = await kubeConfigFor(server);
   const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);
   const coordination = kc.makeApiClient(k8s.CoordinationV1Api);
   const events = kc.makeApiClient(k8s.EventsV1Api);
@@ -196,7 +190,7 @@ Deno.test("client-node: EndpointSlices, Leases, Events through their group APIs"
 
 Deno.test("client-node: custom objects with schema validation (422 naming the field) and /status", async () => {
   await using server = await startKubeServer({ crdDirs: [WIDGET_CRDS] });
-  const custom = (await clientFor(server)).makeApiClient(k8s.CustomObjectsApi);
+  const custom = (await kubeConfigFor(server)).makeApiClient(k8s.CustomObjectsApi);
   const base = {
     group: "test.holdfast.io",
     version: "v1",
@@ -252,7 +246,7 @@ Deno.test("client-node: custom objects with schema validation (422 naming the fi
 
 Deno.test("client-node: Watch from a resourceVersion, 410 Gone when compacted, bookmarks", async () => {
   await using server = await startKubeServer({ bookmarkIntervalMs: 100 });
-  const kc = await clientFor(server);
+  const kc = await kubeConfigFor(server);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const first = await core.createNamespacedConfigMap({
     namespace: "default",
@@ -289,7 +283,7 @@ Deno.test("client-node: Watch from a resourceVersion, 410 Gone when compacted, b
 
 Deno.test("client-node: KubernetesObjectApi server-side applies manifests from k8s-style YAML and lists them", async () => {
   await using server = await startKubeServer({ crdDirs: [WIDGET_CRDS] });
-  const objects = k8s.KubernetesObjectApi.makeApiClient(await clientFor(server));
+  const objects = k8s.KubernetesObjectApi.makeApiClient(await kubeConfigFor(server));
   const specs = k8s.loadAllYaml(
     await Deno.readTextFile(new URL("./testdata/widgets.yaml", import.meta.url)),
   ) as k8s.KubernetesObject[];

@@ -8,32 +8,12 @@ import * as k8s from "@kubernetes/client-node";
 import { type ModelEntry, startModelPublisher } from "../../controller/model/mod.ts";
 import { MemoryModelStore } from "../../controller/model/_memory_model_store.ts";
 import { startController } from "../../controller/k8s/run.ts";
-import { type KubeServer } from "../../lab/kube/mod.ts";
+import { createAddressPool, kubeConfigFor } from "../../lab/kube/mod.ts";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { kubectlEnv, waitFor } from "./_kubectl.ts";
 
 const CLASS = "holdfast.io/lb";
 const custom = (kc: k8s.KubeConfig) => kc.makeApiClient(k8s.CustomObjectsApi);
-
-async function clientFor(server: KubeServer): Promise<k8s.KubeConfig> {
-  const kc = new k8s.KubeConfig();
-  kc.loadFromFile(await server.writeKubeconfig());
-  return kc;
-}
-
-function pool(name: string, blocks: Record<string, string>[]) {
-  return {
-    group: "holdfast.io",
-    version: "v1alpha1",
-    plural: "addresspools",
-    body: {
-      apiVersion: "holdfast.io/v1alpha1",
-      kind: "AddressPool",
-      metadata: { name },
-      spec: { blocks },
-    },
-  };
-}
 
 function service(name: string, annotations: Record<string, string> = {}, port = 80) {
   return {
@@ -79,9 +59,9 @@ async function eventReasons(kc: k8s.KubeConfig, namespace = "default"): Promise<
 
 Deno.test("controller: a Service gets an address, a condition and an Event; kubectl shows it", async () => {
   await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
-  const kc = await clientFor(env.server);
+  const kc = await kubeConfigFor(env.server);
   const core = kc.makeApiClient(k8s.CoreV1Api);
-  await custom(kc).createClusterCustomObject(pool("blue", [{ cidr: "10.0.100.0/30" }]));
+  await createAddressPool(kc, "blue", [{ cidr: "10.0.100.0/30" }]);
   await using running = startController(kc, { identity: "controller-0" });
   await running.synced;
   await core.createNamespacedService(service("web"));
@@ -103,11 +83,11 @@ Deno.test("controller: a Service gets an address, a condition and an Event; kube
 
 Deno.test("controller: an exhausted pool fails one Service, another pool still allocates; an invalid pool is not Ready", async () => {
   await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
-  const kc = await clientFor(env.server);
+  const kc = await kubeConfigFor(env.server);
   const core = kc.makeApiClient(k8s.CoreV1Api);
-  await custom(kc).createClusterCustomObject(pool("a", [{ start: "10.0.1.1", stop: "10.0.1.1" }]));
-  await custom(kc).createClusterCustomObject(pool("b", [{ cidr: "10.0.2.0/30" }]));
-  await custom(kc).createClusterCustomObject(pool("c-bad", [{ cidr: "10.0.3.5/28" }]));
+  await createAddressPool(kc, "a", [{ start: "10.0.1.1", stop: "10.0.1.1" }]);
+  await createAddressPool(kc, "b", [{ cidr: "10.0.2.0/30" }]);
+  await createAddressPool(kc, "c-bad", [{ cidr: "10.0.3.5/28" }]);
   await using running = startController(kc, { identity: "controller-0" });
   await running.synced;
   await core.createNamespacedService(service("first", { "holdfast.io/address-pool": "a" }));
@@ -155,11 +135,9 @@ Deno.test("controller: an exhausted pool fails one Service, another pool still a
 
 Deno.test("controller: a deleted Service's address is reused and its model entry goes; a restart writes nothing", async () => {
   await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
-  const kc = await clientFor(env.server);
+  const kc = await kubeConfigFor(env.server);
   const core = kc.makeApiClient(k8s.CoreV1Api);
-  await custom(kc).createClusterCustomObject(
-    pool("blue", [{ start: "10.0.5.1", stop: "10.0.5.2" }]),
-  );
+  await createAddressPool(kc, "blue", [{ start: "10.0.5.1", stop: "10.0.5.2" }]);
   const store = new MemoryModelStore();
   const names = () => [...store.entries.keys()].sort();
   {
@@ -208,10 +186,10 @@ Deno.test("controller: a deleted Service's address is reused and its model entry
 
 Deno.test("controller: a terminating endpoint is a terminating backend in the published model", async () => {
   await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
-  const kc = await clientFor(env.server);
+  const kc = await kubeConfigFor(env.server);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);
-  await custom(kc).createClusterCustomObject(pool("blue", [{ cidr: "10.0.6.0/30" }]));
+  await createAddressPool(kc, "blue", [{ cidr: "10.0.6.0/30" }]);
   const store = new MemoryModelStore();
   await using running = startController(kc, { identity: "controller-0" });
   await using _pub = startModelPublisher(running.cp, store);
@@ -294,10 +272,10 @@ function spawnController(kubeconfig: string, identity: string, extra: string[] =
 
 Deno.test("controller: main.ts controller runs under -P=controller, serves /readyz and /metrics", async () => {
   await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
-  const kc = await clientFor(env.server);
+  const kc = await kubeConfigFor(env.server);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   await core.createNamespace({ body: { metadata: { name: "holdfast-system" } } });
-  await custom(kc).createClusterCustomObject(pool("blue", [{ cidr: "10.0.7.0/30" }]));
+  await createAddressPool(kc, "blue", [{ cidr: "10.0.7.0/30" }]);
   const proc = spawnController(env.kubeconfig, "controller-test");
   let stopped: Awaited<ReturnType<typeof proc.stop>> | undefined;
   try {
@@ -322,10 +300,10 @@ Deno.test("controller: main.ts controller runs under -P=controller, serves /read
 
 Deno.test("controller: two replicas — one leads; killed, the other takes over and allocates nothing twice", async () => {
   await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
-  const kc = await clientFor(env.server);
+  const kc = await kubeConfigFor(env.server);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   await core.createNamespace({ body: { metadata: { name: "holdfast-system" } } });
-  await custom(kc).createClusterCustomObject(pool("blue", [{ cidr: "10.0.9.0/29" }]));
+  await createAddressPool(kc, "blue", [{ cidr: "10.0.9.0/29" }]);
   const timing = ["--lease-duration-ms=1500", "--renew-deadline-ms=1000", "--retry-period-ms=200"];
   const procs = new Map([
     ["replica-a", spawnController(env.kubeconfig, "replica-a", timing)],
@@ -380,11 +358,9 @@ Deno.test("controller: two replicas — one leads; killed, the other takes over 
 
 Deno.test("controller: after 410 Gone the informers re-list: a Service created and one deleted during the outage are handled", async () => {
   await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
-  const kc = await clientFor(env.server);
+  const kc = await kubeConfigFor(env.server);
   const core = kc.makeApiClient(k8s.CoreV1Api);
-  await custom(kc).createClusterCustomObject(
-    pool("blue", [{ start: "10.0.8.1", stop: "10.0.8.1" }]),
-  );
+  await createAddressPool(kc, "blue", [{ start: "10.0.8.1", stop: "10.0.8.1" }]);
   await using running = startController(kc, {
     identity: "controller-0",
     backoff: { minMs: 10, maxMs: 100 },
@@ -419,7 +395,7 @@ Deno.test("controller: after 410 Gone the informers re-list: a Service created a
 
 Deno.test("controller: the policy ConfigMap's module is validated; a bad one is a PolicyRejected Event", async () => {
   await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
-  const kc = await clientFor(env.server);
+  const kc = await kubeConfigFor(env.server);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const where = { namespace: "default", name: "holdfast-policy" };
   const b64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes));
@@ -455,7 +431,7 @@ Deno.test("controller: the policy ConfigMap's module is validated; a bad one is 
 
 Deno.test("controller: a LoadBalancerConfig with a non-prime Maglev size is Ready=False; fixed, Ready=True", async () => {
   await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
-  const kc = await clientFor(env.server);
+  const kc = await kubeConfigFor(env.server);
   await env.ok(["apply", "--server-side", "-f", "k8s/loadbalancerconfig-default.yaml"]);
   await using running = startController(kc, { identity: "controller-0" });
   await running.synced;

@@ -5,7 +5,7 @@
  * `--image` and `--namespace` rewrite what is applied, and a swapped policy is not put back.
  */
 import * as k8s from "@kubernetes/client-node";
-import { type KubeServer, startKubeServer } from "../../lab/kube/mod.ts";
+import { kubeConfigFor, type KubeServer, startKubeServer } from "../../lab/kube/mod.ts";
 import { main } from "../../scripts/deploy.ts";
 import { assert, assertEquals, assertRejects } from "./_assert.ts";
 
@@ -40,8 +40,7 @@ async function deployTo(kube: KubeServer, dir: string, ...flags: string[]): Prom
 }
 
 async function clients(kube: KubeServer) {
-  const kc = new k8s.KubeConfig();
-  kc.loadFromFile(await kube.writeKubeconfig());
+  const kc = await kubeConfigFor(kube);
   return {
     core: kc.makeApiClient(k8s.CoreV1Api),
     apps: kc.makeApiClient(k8s.AppsV1Api),

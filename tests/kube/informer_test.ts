@@ -3,19 +3,13 @@
  * updates and deletes under a label selector, and a re-list after 410 Gone.
  */
 import * as k8s from "@kubernetes/client-node";
-import { type KubeServer, startKubeServer } from "../../lab/kube/mod.ts";
+import { kubeConfigFor, startKubeServer } from "../../lab/kube/mod.ts";
 import { assert, assertEquals } from "./_assert.ts";
 import { waitFor } from "./_kubectl.ts";
 
-async function clientFor(server: KubeServer): Promise<k8s.KubeConfig> {
-  const kc = new k8s.KubeConfig();
-  kc.loadFromFile(await server.writeKubeconfig());
-  return kc;
-}
-
 Deno.test("informer: makeInformer with a label selector reports add, update and delete", async () => {
   await using server = await startKubeServer();
-  const kc = await clientFor(server);
+  const kc = await kubeConfigFor(server);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const informer = k8s.makeInformer(
     kc,
@@ -60,7 +54,7 @@ Deno.test("informer: makeInformer with a label selector reports add, update and 
 
 Deno.test("informer: ListWatch with a field selector) lists, watches, and re-lists after 410 Gone", async () => {
   await using server = await startKubeServer();
-  const kc = await clientFor(server);
+  const kc = await kubeConfigFor(server);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   await core.createNamespacedPod({
     namespace: "default",

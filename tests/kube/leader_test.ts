@@ -5,7 +5,7 @@
  * Lease is taken at the follower's next try.
  */
 import * as k8s from "@kubernetes/client-node";
-import { type KubeServer, startKubeServer } from "../../lab/kube/mod.ts";
+import { kubeConfigFor, type KubeServer, startKubeServer } from "../../lab/kube/mod.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { sleep } from "../../lib/backoff.ts";
@@ -54,8 +54,7 @@ interface Candidate {
 }
 
 async function candidates(kube: KubeServer, ids: string[]): Promise<Candidate[]> {
-  const kc = new k8s.KubeConfig();
-  kc.loadFromFile(await kube.writeKubeconfig());
+  const kc = await kubeConfigFor(kube);
   return ids.map((id) => {
     const api = new FaultyApi(kc.makeApiClient(k8s.CoordinationV1Api));
     const metrics = new Registry();
@@ -230,8 +229,7 @@ Deno.test("leader: stop releases the Lease and the follower takes it at its next
     console.error(`takeover after a release: ${takeover.toFixed(0)} ms`);
     assert(takeover <= RETRY_MAX + 150, `takeover took ${takeover.toFixed(0)} ms`);
     assert(logs.records.some((r) => r.msg === "released the Lease" && r.identity === leader.id));
-    const kc = new k8s.KubeConfig();
-    kc.loadFromFile(await kube.writeKubeconfig());
+    const kc = await kubeConfigFor(kube);
     const lease = await kc.makeApiClient(k8s.CoordinationV1Api).readNamespacedLease({
       name: "holdfast-controller",
       namespace: "default",

@@ -4,7 +4,12 @@
  * SHA-256 annotation; a module that fails it (a wrong flow hash) changes nothing and says why.
  */
 import * as k8s from "@kubernetes/client-node";
-import { type KubeServer, loadManifests, startKubeServer } from "../../lab/kube/mod.ts";
+import {
+  kubeConfigFor,
+  type KubeServer,
+  loadManifests,
+  startKubeServer,
+} from "../../lab/kube/mod.ts";
 import { main } from "../../scripts/policy_swap.ts";
 import { assert, assertEquals, assertStringIncludes } from "./_assert.ts";
 
@@ -19,8 +24,7 @@ async function sha256(bytes: Uint8Array<ArrayBuffer>): Promise<string> {
 
 /** The namespace and k8s/policy-configmap.yaml as deploy installs them; the core client. */
 async function installed(kube: KubeServer) {
-  const kc = new k8s.KubeConfig();
-  kc.loadFromFile(await kube.writeKubeconfig());
+  const kc = await kubeConfigFor(kube);
   const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
   for (const file of ["namespace.yaml", "policy-configmap.yaml"]) {
     for (const obj of await loadManifests(`${ROOT}k8s/${file}`)) {

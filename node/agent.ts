@@ -54,8 +54,9 @@ import type { FlowEvent } from "./bpf/flow.ts";
 import { purgeRemovedBackends } from "./flows/purge.ts";
 import { connectRedisStore, redact } from "./flows/redis_store.ts";
 import { type FlowTable, MemoryFlowTable } from "./flows/table.ts";
-import { log, type Logger, setLogLevel } from "../lib/log.ts";
-import { CONTENT_TYPE, registry } from "../lib/metrics.ts";
+import { log, setLogLevel } from "../lib/log.ts";
+import { registry } from "../lib/metrics.ts";
+import { serveOps } from "../lib/ops_http.ts";
 
 const RELEASE_WASM = new URL("../policy-as/build/release.wasm", import.meta.url);
 
@@ -129,29 +130,6 @@ async function openDatapath(a: AgentArgs): Promise<NodeDatapath> {
   };
 }
 
-/** Serves /readyz, /metrics and /healthz; `isReady` decides /readyz. */
-function serveHttp(
-  listen: NonNullable<AgentArgs["listen"]>,
-  isReady: () => boolean,
-  agentLog: Logger,
-): Deno.HttpServer {
-  return Deno.serve({
-    ...listen,
-    onListen: (addr) => agentLog.info("listening", { addr: `${addr.hostname}:${addr.port}` }),
-  }, (req) => {
-    const path = new URL(req.url).pathname;
-    if (path === "/metrics") {
-      return new Response(registry.expose(), { headers: { "content-type": CONTENT_TYPE } });
-    }
-    if (path === "/readyz") {
-      const ok = isReady();
-      return new Response(ok ? "ready\n" : "not ready\n", { status: ok ? 200 : 503 });
-    }
-    if (path === "/healthz") return new Response("ok\n");
-    return new Response("not found\n", { status: 404 });
-  });
-}
-
 async function mtimeOf(path: string): Promise<number> {
   try {
     return (await Deno.stat(path)).mtime?.getTime() ?? 0;
@@ -194,7 +172,9 @@ export async function main(
       redis: a.flowSync || a.model ? redact(a.redis.url) : null,
     });
     if (a.listen) {
-      const server = serveHttp(a.listen, () => ready && (flows?.ready ?? true), agentLog);
+      const server = serveOps(a.listen, () => ready && (flows?.ready ?? true), {
+        logger: agentLog,
+      });
       cleanup.push(() => server.shutdown());
     }
 

@@ -22,7 +22,7 @@ import {
   UsageError,
 } from "../../lib/args.ts";
 import { log, type LogLevel, setLogLevel } from "../../lib/log.ts";
-import { CONTENT_TYPE, registry } from "../../lib/metrics.ts";
+import { serveOps } from "../../lib/ops_http.ts";
 import type { RedisStoreOptions } from "../../lib/redis_connection.ts";
 import {
   connectModelStore,
@@ -202,7 +202,7 @@ export async function main(argv: string[]): Promise<number> {
     },
     onStoppedLeading: () => logger.warn("stopped leading: writes stop", {}),
   });
-  const server = args.listen ? serve(args.listen, running.isSynced) : undefined;
+  const server = args.listen ? serveOps(args.listen, running.isSynced) : undefined;
   const stopped = Promise.withResolvers<void>();
   const onSignal = () => stopped.resolve();
   for (const s of ["SIGTERM", "SIGINT"] as const) Deno.addSignalListener(s, onSignal);
@@ -215,22 +215,4 @@ export async function main(argv: string[]): Promise<number> {
   await store?.close();
   await server?.shutdown();
   return 0;
-}
-
-function serve(listen: { hostname: string; port: number }, ready: () => boolean) {
-  return Deno.serve({
-    ...listen,
-    onListen: (a) => log.info("listening", { addr: `${a.hostname}:${a.port}` }),
-  }, (req) => {
-    const path = new URL(req.url).pathname;
-    if (path === "/metrics") {
-      return new Response(registry.expose(), { headers: { "content-type": CONTENT_TYPE } });
-    }
-    if (path === "/healthz") return new Response("ok\n");
-    if (path === "/readyz") {
-      const ok = ready();
-      return new Response(ok ? "ready\n" : "not ready\n", { status: ok ? 200 : 503 });
-    }
-    return new Response("not found\n", { status: 404 });
-  });
 }

@@ -1,0 +1,42 @@
+/**
+ * The operations endpoints every Holdfast process serves: `GET /metrics` (Prometheus text from a
+ * {@linkcode Registry}), `GET /healthz` (the process runs) and `GET /readyz` (200 once `isReady()`
+ * says so, else 503).
+ *
+ * @example
+ * ```ts ignore
+ * import { serveOps } from "./ops_http.ts";
+ * const server = serveOps({ hostname: "127.0.0.1", port: 9470 }, () => true);
+ * await server.shutdown();
+ * ```
+ *
+ * @module
+ */
+
+import { log, type Logger } from "./log.ts";
+import { CONTENT_TYPE, type Registry, registry as processRegistry } from "./metrics.ts";
+
+/** Serves /metrics, /healthz and /readyz on `listen`; logs `listening` with the bound address. */
+export function serveOps(
+  listen: { hostname: string; port: number },
+  isReady: () => boolean,
+  options: { logger?: Logger; registry?: Registry } = {},
+): Deno.HttpServer {
+  const logger = options.logger ?? log;
+  const registry = options.registry ?? processRegistry;
+  return Deno.serve({
+    ...listen,
+    onListen: (addr) => logger.info("listening", { addr: `${addr.hostname}:${addr.port}` }),
+  }, (req) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/metrics") {
+      return new Response(registry.expose(), { headers: { "content-type": CONTENT_TYPE } });
+    }
+    if (path === "/healthz") return new Response("ok\n");
+    if (path === "/readyz") {
+      const ok = isReady();
+      return new Response(ok ? "ready\n" : "not ready\n", { status: ok ? 200 : 503 });
+    }
+    return new Response("not found\n", { status: 404 });
+  });
+}

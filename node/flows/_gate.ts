@@ -41,6 +41,14 @@ export class FlowGate {
     this.#serving = new ServingBackends(view);
   }
 
+  /**
+   * False when the flow's frontend is configured and `backend` no longer serves it (a backend that
+   * left its service); unknown frontends are not judged here. Neither counts nor logs.
+   */
+  stillServes(key: FlowKey, backend: number): boolean {
+    return this.#serving.check(key, backend) !== "backend_not_serving";
+  }
+
   /** True if the flow may be installed; else counts and logs it (`vip` dotted, for labels). */
   admit(vip: string, key: FlowKey, backend: number, from: string): boolean {
     const reason = this.#serving.check(key, backend);

@@ -18,7 +18,8 @@
  * @module
  */
 
-import type { FlowEvent } from "../bpf/flow.ts";
+import { describeFlow, type FlowEvent } from "../bpf/flow.ts";
+import { formatIpv4 } from "../../lib/ipv4.ts";
 import { Backoff, sleep } from "../../lib/backoff.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import { type Registry, registry as rootRegistry } from "../../lib/metrics.ts";
@@ -234,10 +235,38 @@ export class FlowSyncAgent {
    * Makes `view` the services config flows from the store are checked against: a flow is
    * installed only if its backend serves its frontend (LB IP, port, protocol) there; others are
    * counted (`holdfast_flows_rejected_total{vip,reason}`) and logged. Call it before `start()`
-   * and after every reload, with the config the control plane was given.
+   * and after every reload, with the config the control plane was given — once its maps carry
+   * it, so the datapath picks no more removed backends.
+   *
+   * Flows in this node's map (of followed LB IPs) whose backend no longer serves their frontend
+   * are removed here and now (`holdfast_flows_removed_total{reason="purge"}`): whether or not
+   * they reached the store, and whoever learned them, their clients get a clean new choice.
+   * Returns the number removed.
    */
-  setServices(view: ServicesView | null): void {
-    this.#ctx.gate.set(view);
+  setServices(view: ServicesView | null): number {
+    const { gate, table, followed, metrics, log, node } = this.#ctx;
+    gate.set(view);
+    if (view === null) return 0;
+    const gone = [];
+    for (const e of table.entries()) {
+      if (followed.vipOf(e.key.daddr) === undefined) continue;
+      if (!gate.stillServes(e.key, e.value.backend)) gone.push(e);
+    }
+    let removed = 0;
+    for (const e of gone) {
+      if (!table.delete(e.key)) continue;
+      removed++;
+      const vip = formatIpv4(e.key.daddr);
+      metrics.removed.inc({ vip, reason: "purge" });
+      log.info("flow purged", {
+        vip,
+        flow: describeFlow(e.key),
+        backend: formatIpv4(e.value.backend),
+        by: node,
+        why: "backend no longer serves the frontend",
+      });
+    }
+    return removed;
   }
 
   /**

@@ -189,6 +189,32 @@ Deno.test("purging a backend removes its flows from every map and keeps the othe
   }
 });
 
+Deno.test("a reload removing a backend drops its flows from this map, stored or not", async () => {
+  using logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const a = agent("lb-a", store);
+  await a.agent.start();
+  try {
+    // Learned before the reload, never written (no flush): the store cannot purge it.
+    const gone = event("10.0.0.1", 1, "10.0.1.2");
+    const stays = event("10.0.0.2", 2, "10.0.1.3");
+    for (const ev of [gone, stays]) {
+      a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: 1 });
+    }
+    const other = event("10.0.0.3", 3, "10.0.1.2", "10.9.9.9"); // an LB IP not followed
+    a.table.put(other.key, { backend: other.backend, flags: 0, lastSeenNs: 1 });
+    const removed = a.agent.setServices(
+      services(range("10.0.1.", 20).filter((b) => b !== "10.0.1.2")),
+    );
+    assertEquals(removed, 1, "removed");
+    assert(!a.table.get(gone.key), "flow to the removed backend gone");
+    assert(a.table.get(stays.key) && a.table.get(other.key), "others stay");
+    assert(logs.records.some((r) => r.msg === "flow purged" && r.backend === "10.0.1.2"), "logged");
+  } finally {
+    await a.agent.stop();
+  }
+});
+
 Deno.test("idle flows expire in the store and in every map; active ones are refreshed", async () => {
   using logs = captureLogs();
   const store = new MemoryFlowStore();

@@ -25,8 +25,13 @@ import { frontendsByBackendService, frontendsByService } from "./frontend.ts";
 import { SourceWriter } from "./source_writer.ts";
 import { type LBTables, lbWriteTxn } from "./tables.ts";
 
-/** Default source priorities; lower wins. Unknown sources get {@linkcode UNKNOWN_PRIORITY}. */
+/**
+ * Default source priorities; lower wins. Unknown sources get {@linkcode UNKNOWN_PRIORITY}.
+ * `health` (the LB node's own probes, `node/health/`) only ever writes `quarantined` instances
+ * of backends another source reports, so its verdict overrides theirs until it releases them.
+ */
 export const DEFAULT_PRIORITIES: Readonly<Record<string, number>> = Object.freeze({
+  health: 0,
   k8s: 10,
   file: 20,
   redis: 30,

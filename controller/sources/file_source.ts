@@ -9,6 +9,8 @@
  *   - name: default/echo            # namespace/name
  *     flowKeyMode: five-tuple       # or client-ip
  *     maglevSize: 16381             # optional: a prime in 251..131071 (default 16381)
+ *     healthCheck:                  # optional: LB nodes probe backends (controller/sources/health_check.ts)
+ *       { kind: http, path: /healthz, expectStatus: 200, port: 8081, intervalMs: 2000, fall: 3 }
  *     frontends:
  *       - { address: 10.0.100.1:80/TCP, portName: http }
  *     backends:                     # optional; may also name services defined elsewhere
@@ -33,10 +35,15 @@ import {
   MAGLEV_WEIGHT_MAX,
 } from "../../policy-as/host/maglev_input.ts";
 import type { WriteTxn } from "../statedb/mod.ts";
+import { type HealthCheck, HealthCheckError, parseHealthCheck } from "./health_check.ts";
 
 /** A validated file configuration. */
 export interface FileConfig {
-  readonly services: readonly (ServiceInput & { readonly backends: readonly BackendInput[] })[];
+  readonly services: readonly (ServiceInput & {
+    readonly backends: readonly BackendInput[];
+    /** Probes the LB nodes run against the backends (`node/health/`); none when absent. */
+    readonly healthCheck?: HealthCheck;
+  })[];
   readonly redirects: readonly { readonly service: string; readonly target: string }[];
 }
 
@@ -185,7 +192,23 @@ export function parseConfig(text: string, options: { format?: "yaml" | "json" } 
     if (frontends.length > 0 || maglevSize !== undefined) {
       checkBuildable(name, `${p}.backends`, backends, maglevSize);
     }
-    services.push({ name, flowKeyMode, maglevSize, frontends, backends });
+    let healthCheck: HealthCheck | undefined;
+    if (o.healthCheck !== undefined) {
+      try {
+        healthCheck = parseHealthCheck(o.healthCheck, `${p}.healthCheck`);
+      } catch (e) {
+        if (!(e instanceof HealthCheckError)) throw e;
+        throw new ConfigError(`Invalid config at ${e.message} (service "${name}")`, { cause: e });
+      }
+    }
+    services.push({
+      name,
+      flowKeyMode,
+      maglevSize,
+      frontends,
+      backends,
+      ...(healthCheck ? { healthCheck } : {}),
+    });
   });
   const redirects = list(r.redirects, "$.redirects").map((x, i) => {
     const o = x as Record<string, unknown>;

@@ -133,3 +133,19 @@ Deno.test("file source: a service the Maglev builder refuses shows the reason in
     await cp.stop();
   }
 });
+
+Deno.test("file source: a service's healthCheck is parsed; a bad one names its field", async () => {
+  const cfg = parseConfig(
+    "services:\n  - name: a/b\n    frontends: [10.0.0.1:80/TCP]\n" +
+      "    healthCheck: { kind: http, path: /healthz, intervalMs: 100, fall: 3 }\n",
+  );
+  assertEquals(
+    [cfg.services[0]!.healthCheck?.kind, cfg.services[0]!.healthCheck?.intervalMs],
+    ["http", 100],
+  );
+  assertEquals(parseConfig("services:\n  - name: a/b\n").services[0]!.healthCheck, undefined);
+  await assertRejects(
+    () => parseConfig("services:\n  - name: a/b\n    healthCheck: { kind: tcp, rise: 0 }\n"),
+    'Invalid config at $.services[0].healthCheck.rise: 0 is not an integer in 1..1000 (service "a/b")',
+  );
+});

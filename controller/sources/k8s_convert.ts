@@ -8,6 +8,8 @@
  * - Flow keying: `spec.sessionAffinity: ClientIP` or annotation `holdfast.io/flow-key: client-ip`
  *   → per client address; otherwise per connection. `holdfast.io/maglev-size` sets M (a prime
  *   in 251..131071; default 16381, docs/maglev.md).
+ * - Health check: `holdfast.io/health-check: tcp|http` and `holdfast.io/health-check-*`
+ *   settings (`controller/sources/health_check.ts`) → `healthCheck`, probed by the LB nodes.
  * - Backends: IPv4 EndpointSlices (label `kubernetes.io/service-name`), every endpoint address ×
  *   every port. Ready and not terminating → active; terminating and serving → terminating;
  *   otherwise skipped. Zone from the endpoint.
@@ -22,6 +24,7 @@ import type { FlowKeyMode } from "../lbmaps.ts";
 import { scanIPv4 } from "../lb/address.ts";
 import type { BackendInput, FrontendInput, ServiceInput } from "../lb/writer.ts";
 import { checkMaglevSize } from "../../policy-as/host/maglev_input.ts";
+import { type HealthCheck, HealthCheckError, healthCheckFromAnnotations } from "./health_check.ts";
 
 /** Object metadata fields used. */
 export interface K8sMeta {
@@ -95,11 +98,11 @@ export function objectName(o: { metadata?: K8sMeta }): string {
   return flat([ns, "/", name]);
 }
 
-/** Converts a Service into a service with frontends. */
+/** Converts a Service into a service with frontends (and its health check, if annotated). */
 export function convertService(
   svc: K8sService,
   options: { includeClusterIP?: boolean } = {},
-): ServiceInput {
+): ServiceInput & { readonly healthCheck?: HealthCheck } {
   const name = objectName(svc);
   const spec = svc.spec ?? {};
   const ann = svc.metadata?.annotations ?? {};
@@ -128,6 +131,13 @@ export function convertService(
       );
     }
   }
+  let healthCheck: HealthCheck | undefined;
+  try {
+    healthCheck = healthCheckFromAnnotations(ann);
+  } catch (e) {
+    if (!(e instanceof HealthCheckError)) throw e;
+    throw new ConversionError(`Cannot convert service "${name}": ${e.message}`, { cause: e });
+  }
   const ips: string[] = [];
   const add = (ip: string | undefined) => {
     if (isIPv4(ip) && !ips.includes(ip)) ips.push(ip);
@@ -145,7 +155,7 @@ export function convertService(
       frontends.push({ address: flat([ip, ":", p.port, "/", proto]), portName: p.name ?? "" });
     }
   }
-  return { name, flowKeyMode, maglevSize, frontends };
+  return { name, flowKeyMode, maglevSize, frontends, ...(healthCheck ? { healthCheck } : {}) };
 }
 
 /** The service an EndpointSlice belongs to, or undefined if it is not a service's slice. */

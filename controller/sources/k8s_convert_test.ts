@@ -93,3 +93,39 @@ Deno.test("k8s convert: EndpointSlice conditions → active / terminating / skip
   assertEquals(convertEndpointSlice({ ...slice, addressType: "IPv6" }), []);
   assertEquals(sliceServiceName({ metadata: { name: "orphan" } }), undefined);
 });
+
+Deno.test("k8s convert: health-check annotations → the service's healthCheck", async () => {
+  const plain = convertService({ metadata: { name: "x" } });
+  assertEquals("healthCheck" in plain, false);
+  const svc = convertService({
+    metadata: {
+      name: "x",
+      annotations: {
+        "holdfast.io/health-check": "http",
+        "holdfast.io/health-check-path": "/healthz",
+        "holdfast.io/health-check-port": "8081",
+        "holdfast.io/health-check-interval-ms": "500",
+        "holdfast.io/health-check-fall": "2",
+      },
+    },
+  });
+  assertEquals(
+    [svc.healthCheck?.kind, svc.healthCheck?.path, svc.healthCheck?.port, svc.healthCheck?.fall],
+    ["http", "/healthz", 8081, 2],
+  );
+  assertEquals([svc.healthCheck?.intervalMs, svc.healthCheck?.timeoutMs], [500, 500]);
+  await assertRejects(
+    () =>
+      convertService({
+        metadata: {
+          name: "x",
+          namespace: "n",
+          annotations: {
+            "holdfast.io/health-check": "tcp",
+            "holdfast.io/health-check-rise": "-1",
+          },
+        },
+      }),
+    'Cannot convert service "n/x": annotation holdfast.io/health-check-rise: "-1" is not an integer',
+  );
+});

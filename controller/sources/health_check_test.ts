@@ -1,0 +1,102 @@
+import { assert, assertEquals } from "../_testing.ts";
+import {
+  HEALTH_CHECK_DEFAULTS,
+  HealthCheckError,
+  healthCheckFromAnnotations,
+  parseHealthCheck,
+} from "./health_check.ts";
+
+function assertThrows(fn: () => unknown, cls: typeof HealthCheckError, includes: string): void {
+  try {
+    fn();
+  } catch (e) {
+    assert(e instanceof cls, `expected ${cls.name}, got ${e}`);
+    assert(e.message.includes(includes), `"${e.message}" lacks "${includes}"`);
+    return;
+  }
+  throw new Error(`expected a throw with "${includes}"`);
+}
+
+Deno.test("a file healthCheck fills every field the operator left out", () => {
+  assertEquals(parseHealthCheck("tcp", "$.s"), { ...HEALTH_CHECK_DEFAULTS, kind: "tcp" });
+  assertEquals(
+    parseHealthCheck(
+      { kind: "http", path: "/healthz", expectStatus: 204, port: 8081, intervalMs: 100, fall: 3 },
+      "$.s",
+    ),
+    {
+      ...HEALTH_CHECK_DEFAULTS,
+      kind: "http",
+      path: "/healthz",
+      expectStatus: 204,
+      port: 8081,
+      intervalMs: 100,
+      timeoutMs: 100, // clamped to the interval it did not set itself
+      fall: 3,
+    },
+  );
+});
+
+Deno.test("an invalid file healthCheck names the field", () => {
+  const cases: [unknown, string][] = [
+    [{ kind: "icmp" }, '$.s.kind: "icmp" is not tcp or http'],
+    [{ kind: "tcp", fall: 0 }, "$.s.fall: 0 is not an integer in 1..1000"],
+    [{ kind: "tcp", rise: 1.5 }, "$.s.rise: 1.5 is not an integer"],
+    [{ kind: "http", path: "healthz" }, '$.s.path: "healthz" is not a path'],
+    [{ kind: "tcp", intervalMs: 100, timeoutMs: 200 }, "$.s.timeoutMs: 200 exceeds the interval"],
+    [{ kind: "tcp", backoffBaseMs: 10, backoffMaxMs: 5 }, "$.s.backoffMaxMs: 5 is below"],
+    [{ kind: "tcp", intervall: 5 }, "$.s.intervall: unknown key"],
+    [[1], "$.s: expected a mapping"],
+  ];
+  for (const [raw, msg] of cases) {
+    assertThrows(() => parseHealthCheck(raw, "$.s"), HealthCheckError, msg);
+  }
+});
+
+Deno.test("annotations: none means no health check; values are read as integers", () => {
+  assertEquals(healthCheckFromAnnotations({ "holdfast.io/flow-key": "client-ip" }), undefined);
+  assertEquals(
+    healthCheckFromAnnotations({
+      "holdfast.io/health-check": "http",
+      "holdfast.io/health-check-path": "/ready",
+      "holdfast.io/health-check-interval-ms": "100",
+      "holdfast.io/health-check-rise": "1",
+      "holdfast.io/health-check-backoff-max-ms": "5000",
+    }),
+    {
+      ...HEALTH_CHECK_DEFAULTS,
+      kind: "http",
+      path: "/ready",
+      intervalMs: 100,
+      timeoutMs: 100,
+      rise: 1,
+      backoffMaxMs: 5000,
+    },
+  );
+});
+
+Deno.test("an invalid annotation is named in the error", () => {
+  assertThrows(
+    () => healthCheckFromAnnotations({ "holdfast.io/health-check": "ping" }),
+    HealthCheckError,
+    'annotation holdfast.io/health-check: "ping" is not tcp or http',
+  );
+  assertThrows(
+    () =>
+      healthCheckFromAnnotations({
+        "holdfast.io/health-check": "tcp",
+        "holdfast.io/health-check-fall": "three",
+      }),
+    HealthCheckError,
+    'annotation holdfast.io/health-check-fall: "three" is not an integer in 1..1000',
+  );
+  assertThrows(
+    () =>
+      healthCheckFromAnnotations({
+        "holdfast.io/health-check": "tcp",
+        "holdfast.io/health-check-falls": "3",
+      }),
+    HealthCheckError,
+    "annotation holdfast.io/health-check-falls: unknown health-check setting",
+  );
+});

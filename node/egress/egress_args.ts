@@ -1,0 +1,89 @@
+/**
+ * The arguments of `main.ts egress` (node/egress/agent.ts), through lib/args.ts.
+ *
+ * ```
+ * main.ts egress --config egress.json --name nat1 [--redis redis://host:port]
+ *                [--metrics-addr HOST:PORT] [--no-sync] [--lease-ttl-ms N] [--log-level L]
+ * ```
+ *
+ * @module
+ */
+
+import type { LogLevel } from "../../lib/log.ts";
+import {
+  choiceOption,
+  type CommandLine,
+  intOption,
+  stringOption,
+  UsageError,
+} from "../../lib/args.ts";
+
+/** Usage text of `main.ts egress`. */
+export const EGRESS_USAGE = `usage: main.ts egress --config FILE --name POD [OPTIONS]
+
+Runs one NAT pod of an egress NAT, inside the pod's network namespace: SNAT rules (nftables
+table ip holdfast_egress), heartbeats with the other NAT pods, a Redis lease per floating address,
+conntrack sync to the standbys, and the floating addresses of the addresses it owns. SIGTERM
+hands every owned address to its standby (planned handover, no resets) and exits.
+
+  --config FILE         the egress NAT config (JSON; see node/egress/config.ts)      required
+  --name POD            this pod's name among the config's peers                      required
+  --redis URL           Redis of the leases (default: the config's "redis")
+  --metrics-addr H:P    serve /metrics /healthz /readyz there (default: none)
+  --no-sync             do not sync conntrack (the baseline: a takeover resets connections)
+  --lease-ttl-ms N      lease time to live (default: the ownership's)
+  --log-level L         debug | info | warn | error (default info)
+  -h, --help            this text`;
+
+/** The `egress` command's options table. */
+export const EGRESS_COMMAND = {
+  command: "egress",
+  usage: EGRESS_USAGE,
+  options: {
+    config: { type: "string" },
+    name: { type: "string" },
+    redis: { type: "string" },
+    "metrics-addr": { type: "string" },
+    "no-sync": { type: "boolean" },
+    "lease-ttl-ms": { type: "string" },
+    "log-level": { type: "string" },
+  },
+} as const;
+
+/** Parsed `egress` arguments. */
+export interface EgressArgs {
+  config: string;
+  name: string;
+  redis?: string;
+  metrics: { hostname: string; port: number } | null;
+  noSync: boolean;
+  leaseTtlMs?: number;
+  logLevel: LogLevel;
+}
+
+/** Reads `egress` arguments; throws {@link UsageError} naming the bad one. */
+export function readEgressArgs(line: CommandLine): EgressArgs {
+  const v = line.values;
+  const metricsText = stringOption(v, "metrics-addr");
+  let metrics: EgressArgs["metrics"] = null;
+  if (metricsText !== undefined) {
+    const m = /^(.+):(\d{1,5})$/.exec(metricsText);
+    if (!m || Number(m[2]) > 65535) {
+      throw new UsageError(`Cannot use --metrics-addr "${metricsText}": expected HOST:PORT`);
+    }
+    metrics = { hostname: m[1]!, port: Number(m[2]) };
+  }
+  const redis = stringOption(v, "redis");
+  if (redis !== undefined && !/^rediss?:\/\//.test(redis)) {
+    throw new UsageError(`Cannot use --redis "${redis}": expected redis://HOST:PORT`);
+  }
+  return {
+    config: stringOption(v, "config", { required: true }),
+    name: stringOption(v, "name", { required: true }),
+    redis,
+    metrics,
+    noSync: v["no-sync"] === true,
+    leaseTtlMs: intOption(v, "lease-ttl-ms", { min: 50, max: 600_000 }),
+    logLevel: choiceOption(v, "log-level", ["info", "debug", "warn", "error"]),
+  };
+}

@@ -1,0 +1,404 @@
+/**
+ * ctnetlink message encoding and decoding (pure, no I/O): netlink headers, the nfgenmsg, and the
+ * conntrack attributes Holdfast uses (IPv4 TCP/UDP tuples, status, timeout, TCP state, source NAT,
+ * mark, id). Numbers from linux/netlink.h, linux/netfilter/nfnetlink.h and nfnetlink_conntrack.h.
+ *
+ * Netlink headers and attribute headers are host order (little-endian here); attribute payloads
+ * of conntrack are network order. Every read is bounds-checked: a short or malformed message
+ * becomes a {@linkcode CtDecodeError}, never an out-of-range read.
+ *
+ * @module
+ */
+
+/** One direction of a connection: IPv4 addresses as u32 in host order. */
+export interface CtTuple {
+  src: number;
+  dst: number;
+  proto: 6 | 17;
+  sport: number;
+  dport: number;
+}
+
+/** A conntrack entry as Holdfast reads and writes it. */
+export interface CtEntry {
+  orig: CtTuple;
+  reply: CtTuple;
+  /** IPS_* status bits. */
+  status: number;
+  /** Seconds left before the kernel expires the entry. */
+  timeoutS: number;
+  /** TCP_CONNTRACK_* (3 = ESTABLISHED); TCP only. */
+  tcpState?: number;
+  /** The translated source (SNAT): the reply tuple's destination when IPS_SRC_NAT is set. */
+  natSrc?: { addr: number; port: number };
+  mark?: number;
+  id?: number;
+}
+
+/** A message that cannot be decoded: says what was expected where. */
+export class CtDecodeError extends Error {
+  override name = "CtDecodeError";
+}
+
+// linux/netlink.h
+export const NLMSG_HDRLEN = 16;
+export const NLMSG_NOOP = 1;
+export const NLMSG_ERROR = 2;
+export const NLMSG_DONE = 3;
+export const NLMSG_OVERRUN = 4;
+export const NLM_F_REQUEST = 0x1;
+export const NLM_F_MULTI = 0x2;
+export const NLM_F_ACK = 0x4;
+export const NLM_F_DUMP = 0x300;
+export const NLM_F_REPLACE = 0x100;
+export const NLM_F_EXCL = 0x200;
+export const NLM_F_CREATE = 0x400;
+const NLA_F_NESTED = 0x8000;
+const NLA_TYPE_MASK = 0x3fff;
+
+// linux/netfilter/nfnetlink.h, nfnetlink_conntrack.h
+const NFNL_SUBSYS_CTNETLINK = 1;
+export const IPCTNL_MSG_CT_NEW = (NFNL_SUBSYS_CTNETLINK << 8) | 0;
+export const IPCTNL_MSG_CT_GET = (NFNL_SUBSYS_CTNETLINK << 8) | 1;
+export const IPCTNL_MSG_CT_DELETE = (NFNL_SUBSYS_CTNETLINK << 8) | 2;
+const AF_INET = 2;
+const NFGENMSG_LEN = 4;
+
+const CTA_TUPLE_ORIG = 1;
+const CTA_TUPLE_REPLY = 2;
+const CTA_STATUS = 3;
+const CTA_PROTOINFO = 4;
+const CTA_NAT_SRC = 6;
+const CTA_TIMEOUT = 7;
+const CTA_MARK = 8;
+const CTA_ID = 12;
+const CTA_TUPLE_IP = 1;
+const CTA_TUPLE_PROTO = 2;
+const CTA_IP_V4_SRC = 1;
+const CTA_IP_V4_DST = 2;
+const CTA_PROTO_NUM = 1;
+const CTA_PROTO_SRC_PORT = 2;
+const CTA_PROTO_DST_PORT = 3;
+const CTA_PROTOINFO_TCP = 1;
+const CTA_PROTOINFO_TCP_STATE = 1;
+const CTA_NAT_V4_MINIP = 1;
+const CTA_NAT_V4_MAXIP = 2;
+const CTA_NAT_PROTO = 3;
+const CTA_PROTONAT_PORT_MIN = 1;
+const CTA_PROTONAT_PORT_MAX = 2;
+
+// linux/netfilter/nf_conntrack_common.h
+export const IPS_EXPECTED = 1 << 0;
+export const IPS_SEEN_REPLY = 1 << 1;
+export const IPS_ASSURED = 1 << 2;
+export const IPS_CONFIRMED = 1 << 3;
+export const IPS_SRC_NAT = 1 << 4;
+export const IPS_SRC_NAT_DONE = 1 << 7;
+/** TCP_CONNTRACK_ESTABLISHED. */
+export const TCP_ESTABLISHED = 3;
+
+/** Largest ctnetlink NEW message {@linkcode encodeNew} writes (bytes). */
+export const MAX_NEW_LEN = 256;
+
+/** How {@linkcode encodeNew} writes an entry. */
+export type NewForm = "create" | "update";
+
+/** The plain inverse of a tuple (what the reply of an untranslated connection looks like). */
+export function inverse(t: CtTuple): CtTuple {
+  return { src: t.dst, dst: t.src, proto: t.proto, sport: t.dport, dport: t.sport };
+}
+
+/** `proto src:sport > dst:dport` for error messages and logs. */
+export function tupleText(t: CtTuple): string {
+  const ip = (n: number) => `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+  return `${t.proto === 6 ? "tcp" : "udp"} ${ip(t.src)}:${t.sport} > ${ip(t.dst)}:${t.dport}`;
+}
+
+/** Writes attributes into a buffer; nested attributes patch their length on close. */
+class Writer {
+  constructor(readonly view: DataView, public off: number) {}
+
+  open(type: number): number {
+    const start = this.off;
+    this.view.setUint16(start + 2, type | NLA_F_NESTED, true);
+    this.off += 4;
+    return start;
+  }
+
+  close(start: number): void {
+    this.view.setUint16(start, this.off - start, true);
+  }
+
+  u8(type: number, v: number): void {
+    const o = this.off;
+    this.view.setUint32(o, (type << 16) | 5, true);
+    this.view.setUint32(o + 4, v & 0xff, true);
+    this.off += 8;
+  }
+
+  be16(type: number, v: number): void {
+    const o = this.off;
+    this.view.setUint32(o, (type << 16) | 6, true);
+    this.view.setUint32(o + 4, 0, true);
+    this.view.setUint16(o + 4, v, false);
+    this.off += 8;
+  }
+
+  be32(type: number, v: number): void {
+    const o = this.off;
+    this.view.setUint32(o, (type << 16) | 8, true);
+    this.view.setUint32(o + 4, v >>> 0, false);
+    this.off += 8;
+  }
+}
+
+function header(view: DataView, off: number, type: number, flags: number, seq: number): void {
+  view.setUint16(off + 4, type, true);
+  view.setUint16(off + 6, flags, true);
+  view.setUint32(off + 8, seq >>> 0, true);
+  view.setUint32(off + 12, 0, true); // nlmsg_pid: 0 = the kernel
+  view.setUint32(off + 16, AF_INET, true); // nfgenmsg: family, version 0, res_id 0
+}
+
+function writeTuple(w: Writer, type: number, t: CtTuple): void {
+  const tuple = w.open(type);
+  const ip = w.open(CTA_TUPLE_IP);
+  w.be32(CTA_IP_V4_SRC, t.src);
+  w.be32(CTA_IP_V4_DST, t.dst);
+  w.close(ip);
+  const proto = w.open(CTA_TUPLE_PROTO);
+  w.u8(CTA_PROTO_NUM, t.proto);
+  w.be16(CTA_PROTO_SRC_PORT, t.sport);
+  w.be16(CTA_PROTO_DST_PORT, t.dport);
+  w.close(proto);
+  w.close(tuple);
+}
+
+/**
+ * Writes an IPCTNL_MSG_CT_NEW for `entry` at `off` (room for {@linkcode MAX_NEW_LEN} bytes
+ * needed) and returns the offset after it. "create" is the form FINDINGS.md measured for NAT
+ * failover: reply = plain inverse of orig, CTA_NAT_SRC min = max = natSrc, status with CONFIRMED
+ * (never EXPECTED), TCP state, timeout; flags NLM_F_CREATE so an absent entry is created.
+ * "update" leaves out NAT and status, which the kernel refuses to change on an existing entry
+ * (EOPNOTSUPP / EBUSY), and keeps timeout, TCP state and mark.
+ */
+export function encodeNew(
+  view: DataView,
+  off: number,
+  entry: CtEntry,
+  seq: number,
+  form: NewForm,
+): number {
+  const flags = NLM_F_REQUEST | (form === "create" ? NLM_F_CREATE : 0);
+  header(view, off, IPCTNL_MSG_CT_NEW, flags, seq);
+  const w = new Writer(view, off + NLMSG_HDRLEN + NFGENMSG_LEN);
+  writeTuple(w, CTA_TUPLE_ORIG, entry.orig);
+  if (form === "create") {
+    writeTuple(w, CTA_TUPLE_REPLY, inverse(entry.orig));
+    const keep = entry.status & (IPS_SEEN_REPLY | IPS_ASSURED);
+    w.be32(CTA_STATUS, keep | IPS_CONFIRMED);
+  }
+  w.be32(CTA_TIMEOUT, Math.max(1, Math.min(0x7fffffff, Math.round(entry.timeoutS))));
+  if (entry.orig.proto === 6 && entry.tcpState !== undefined) {
+    const info = w.open(CTA_PROTOINFO);
+    const tcp = w.open(CTA_PROTOINFO_TCP);
+    w.u8(CTA_PROTOINFO_TCP_STATE, entry.tcpState);
+    w.close(tcp);
+    w.close(info);
+  }
+  if (form === "create" && entry.natSrc) {
+    const nat = w.open(CTA_NAT_SRC);
+    w.be32(CTA_NAT_V4_MINIP, entry.natSrc.addr);
+    w.be32(CTA_NAT_V4_MAXIP, entry.natSrc.addr);
+    const proto = w.open(CTA_NAT_PROTO);
+    w.be16(CTA_PROTONAT_PORT_MIN, entry.natSrc.port);
+    w.be16(CTA_PROTONAT_PORT_MAX, entry.natSrc.port);
+    w.close(proto);
+    w.close(nat);
+  }
+  if (entry.mark !== undefined) w.be32(CTA_MARK, entry.mark);
+  view.setUint32(off, w.off - off, true);
+  return w.off;
+}
+
+/** Writes an IPCTNL_MSG_CT_DELETE of the entry with original tuple `orig`; returns the end. */
+export function encodeDelete(view: DataView, off: number, orig: CtTuple, seq: number): number {
+  header(view, off, IPCTNL_MSG_CT_DELETE, NLM_F_REQUEST, seq);
+  const w = new Writer(view, off + NLMSG_HDRLEN + NFGENMSG_LEN);
+  writeTuple(w, CTA_TUPLE_ORIG, orig);
+  view.setUint32(off, w.off - off, true);
+  return w.off;
+}
+
+/** Writes an IPv4 conntrack dump request; returns the end. */
+export function encodeDumpRequest(view: DataView, off: number, seq: number): number {
+  header(view, off, IPCTNL_MSG_CT_GET, NLM_F_REQUEST | NLM_F_DUMP, seq);
+  const end = off + NLMSG_HDRLEN + NFGENMSG_LEN;
+  view.setUint32(off, end - off, true);
+  return end;
+}
+
+/** One netlink message header within a receive buffer. */
+export interface NlMsg {
+  type: number;
+  flags: number;
+  seq: number;
+  /** Offset of the payload (after the 16-byte header). */
+  payload: number;
+  /** End of this message (exclusive). */
+  end: number;
+}
+
+/**
+ * Splits `len` bytes of a receive buffer into netlink messages. Throws CtDecodeError on a
+ * length that is too short or runs past the data.
+ */
+export function splitMessages(view: DataView, len: number): NlMsg[] {
+  const out: NlMsg[] = [];
+  let off = 0;
+  while (off + NLMSG_HDRLEN <= len) {
+    const msgLen = view.getUint32(off, true);
+    if (msgLen < NLMSG_HDRLEN || off + msgLen > len) {
+      throw new CtDecodeError(
+        `Cannot decode netlink message at offset ${off}: length ${msgLen} with ${
+          len - off
+        } bytes left`,
+      );
+    }
+    out.push({
+      type: view.getUint16(off + 4, true),
+      flags: view.getUint16(off + 6, true),
+      seq: view.getUint32(off + 8, true),
+      payload: off + NLMSG_HDRLEN,
+      end: off + msgLen,
+    });
+    off += (msgLen + 3) & ~3;
+  }
+  if (off < len) {
+    throw new CtDecodeError(`Cannot decode netlink message: ${len - off} trailing bytes`);
+  }
+  return out;
+}
+
+/** The (negative) errno and the failed request's seq of an NLMSG_ERROR (errno 0 = ACK). */
+export function decodeError(view: DataView, m: NlMsg): { errno: number; seq: number } {
+  if (m.end - m.payload < 4 + NLMSG_HDRLEN) {
+    throw new CtDecodeError(`Cannot decode NLMSG_ERROR: ${m.end - m.payload} bytes, need 20`);
+  }
+  return { errno: -view.getInt32(m.payload, true), seq: view.getUint32(m.payload + 12, true) };
+}
+
+function attrs(
+  view: DataView,
+  start: number,
+  end: number,
+  what: string,
+  fn: (type: number, off: number, len: number) => void,
+): void {
+  let off = start;
+  while (off + 4 <= end) {
+    const len = view.getUint16(off, true);
+    if (len < 4 || off + len > end) {
+      throw new CtDecodeError(
+        `Cannot decode ${what}: attribute at offset ${off} has length ${len}, ${end - off} left`,
+      );
+    }
+    fn(view.getUint16(off + 2, true) & NLA_TYPE_MASK, off + 4, len - 4);
+    off += (len + 3) & ~3;
+  }
+}
+
+function need(len: number, want: number, what: string): void {
+  if (len < want) throw new CtDecodeError(`Cannot decode ${what}: ${len} bytes, need ${want}`);
+}
+
+/** A tuple, or undefined for one Holdfast does not handle (not IPv4 TCP/UDP). */
+function readTuple(view: DataView, start: number, end: number): CtTuple | undefined {
+  let src: number | undefined, dst: number | undefined, proto = 0, sport = 0, dport = 0;
+  attrs(view, start, end, "CTA_TUPLE", (type, off, len) => {
+    if (type === CTA_TUPLE_IP) {
+      attrs(view, off, off + len, "CTA_TUPLE_IP", (t, o, l) => {
+        if (t === CTA_IP_V4_SRC) (need(l, 4, "CTA_IP_V4_SRC"), src = view.getUint32(o, false));
+        if (t === CTA_IP_V4_DST) (need(l, 4, "CTA_IP_V4_DST"), dst = view.getUint32(o, false));
+      });
+    } else if (type === CTA_TUPLE_PROTO) {
+      attrs(view, off, off + len, "CTA_TUPLE_PROTO", (t, o, l) => {
+        if (t === CTA_PROTO_NUM) (need(l, 1, "CTA_PROTO_NUM"), proto = view.getUint8(o));
+        if (t === CTA_PROTO_SRC_PORT) {
+          need(l, 2, "CTA_PROTO_SRC_PORT");
+          sport = view.getUint16(o, false);
+        }
+        if (t === CTA_PROTO_DST_PORT) {
+          need(l, 2, "CTA_PROTO_DST_PORT");
+          dport = view.getUint16(o, false);
+        }
+      });
+    }
+  });
+  if (src === undefined || dst === undefined || (proto !== 6 && proto !== 17)) return undefined;
+  return { src, dst, proto, sport, dport };
+}
+
+/**
+ * Decodes the conntrack entry of a NEW/DELETE message (payload after the netlink header).
+ * Returns undefined for entries Holdfast does not track (not IPv4 TCP/UDP); throws
+ * CtDecodeError when the message is malformed or lacks a tuple.
+ */
+export function decodeEntry(view: DataView, m: NlMsg): CtEntry | undefined {
+  need(m.end - m.payload, NFGENMSG_LEN, "nfgenmsg");
+  if (view.getUint8(m.payload) !== AF_INET) return undefined;
+  let orig: CtTuple | undefined, reply: CtTuple | undefined, origSeen = false, replySeen = false;
+  let status = 0, timeoutS = 0, tcpState: number | undefined;
+  let mark: number | undefined, id: number | undefined;
+  attrs(view, m.payload + NFGENMSG_LEN, m.end, "conntrack entry", (type, off, len) => {
+    switch (type) {
+      case CTA_TUPLE_ORIG:
+        origSeen = true;
+        orig = readTuple(view, off, off + len);
+        break;
+      case CTA_TUPLE_REPLY:
+        replySeen = true;
+        reply = readTuple(view, off, off + len);
+        break;
+      case CTA_STATUS:
+        need(len, 4, "CTA_STATUS");
+        status = view.getUint32(off, false);
+        break;
+      case CTA_TIMEOUT:
+        need(len, 4, "CTA_TIMEOUT");
+        timeoutS = view.getUint32(off, false);
+        break;
+      case CTA_MARK:
+        need(len, 4, "CTA_MARK");
+        mark = view.getUint32(off, false);
+        break;
+      case CTA_ID:
+        need(len, 4, "CTA_ID");
+        id = view.getUint32(off, false);
+        break;
+      case CTA_PROTOINFO:
+        attrs(view, off, off + len, "CTA_PROTOINFO", (t, o, l) => {
+          if (t !== CTA_PROTOINFO_TCP) return;
+          attrs(view, o, o + l, "CTA_PROTOINFO_TCP", (t2, o2, l2) => {
+            if (t2 === CTA_PROTOINFO_TCP_STATE) {
+              need(l2, 1, "CTA_PROTOINFO_TCP_STATE");
+              tcpState = view.getUint8(o2);
+            }
+          });
+        });
+        break;
+    }
+  });
+  if (!origSeen || !replySeen) {
+    throw new CtDecodeError(
+      `Cannot decode conntrack entry: ${origSeen ? "CTA_TUPLE_REPLY" : "CTA_TUPLE_ORIG"} missing`,
+    );
+  }
+  if (!orig || !reply) return undefined;
+  const entry: CtEntry = { orig, reply, status, timeoutS };
+  if (tcpState !== undefined && orig.proto === 6) entry.tcpState = tcpState;
+  if (status & IPS_SRC_NAT) entry.natSrc = { addr: reply.dst, port: reply.dport };
+  if (mark !== undefined) entry.mark = mark;
+  if (id !== undefined) entry.id = id;
+  return entry;
+}

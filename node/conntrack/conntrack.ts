@@ -1,0 +1,250 @@
+/**
+ * The kernel conntrack table of one network namespace through ctnetlink: dump, batched
+ * create-or-update injection in the form NAT failover needs, and delete.
+ *
+ * Batching: many messages go in one `sendto`, without NLM_F_ACK. The kernel processes a netlink
+ * request synchronously inside `sendto` and answers only failures (NLMSG_ERROR carrying the
+ * failed message's sequence number), so after each send the queued errors are read without
+ * blocking and matched to entries by sequence number.
+ *
+ * Create-or-update: the kernel (ctnetlink_new_conntrack) creates an absent entry when NLM_F_CREATE
+ * is set and, without NLM_F_EXCL, updates an existing one, but refuses to change the NAT binding
+ * of an existing entry (EOPNOTSUPP). Those entries are sent again in the update form (timeout,
+ * TCP state, mark).
+ *
+ * @module
+ */
+
+import {
+  CtDecodeError,
+  type CtEntry,
+  decodeEntry,
+  decodeError,
+  encodeDelete,
+  encodeDumpRequest,
+  encodeNew,
+  IPCTNL_MSG_CT_NEW,
+  MAX_NEW_LEN,
+  type NewForm,
+  NLMSG_DONE,
+  NLMSG_ERROR,
+  splitMessages,
+  tupleText,
+} from "./_ctnetlink.ts";
+import { E, errnoText, MSG_DONTWAIT, NetlinkError, NetlinkSocket } from "./_netlink.ts";
+
+/** Messages per sendto (each at most MAX_NEW_LEN bytes). */
+const BATCH = 2048;
+const SEND_BYTES = BATCH * MAX_NEW_LEN;
+const RECV_BYTES = 128 * 1024;
+const DUMP_TIMEOUT_MS = 5_000;
+/** Bound of one dump: entries (far above nf_conntrack_max here) and wall time. */
+const DUMP_MAX_ENTRIES = 16_000_000;
+const DUMP_MAX_MS = 120_000;
+
+/** An entry the kernel refused, with its errno. */
+export interface CtFailure {
+  entry: CtEntry;
+  errno: number;
+}
+
+/** `tcp 10.8.0.11:40000 > 198.18.0.1:80: Device or resource busy (errno 16)`. */
+export function failureText(f: CtFailure): string {
+  return `${tupleText(f.entry.orig)}: ${errnoText(f.errno)} (errno ${f.errno})`;
+}
+
+/** Filter of {@linkcode Conntrack.dump}. */
+export interface DumpFilter {
+  /** Only source-NAT'd entries whose translated address is in this set. */
+  natSrcAddrs?: ReadonlySet<number>;
+}
+
+/** One ctnetlink socket opened in a network namespace; not for concurrent use. */
+export class Conntrack {
+  readonly #sock: NetlinkSocket;
+  readonly #out = new Uint8Array(SEND_BYTES);
+  readonly #outView = new DataView(this.#out.buffer);
+  readonly #in = new Uint8Array(RECV_BYTES);
+  readonly #inView = new DataView(this.#in.buffer);
+  #seq = 1;
+
+  private constructor(sock: NetlinkSocket) {
+    this.#sock = sock;
+  }
+
+  /**
+   * Opens a ctnetlink socket in `options.netns` (a `/run/netns` name), or in the caller's
+   * namespace. The socket keeps working on that namespace's table wherever it is used from.
+   *
+   * @example
+   * ```ts ignore
+   * const ct = Conntrack.open({ netns: "hf-1234-nat1" });
+   * const natted = ct.dump({ natSrcAddrs: new Set([parseIpv4("198.18.0.100")]) });
+   * ct.close();
+   * ```
+   */
+  static open(options: { netns?: string } = {}): Conntrack {
+    return new Conntrack(NetlinkSocket.open({
+      netns: options.netns,
+      rcvbuf: 16 * 1024 * 1024,
+      sndbuf: 2 * SEND_BYTES,
+      recvTimeoutMs: DUMP_TIMEOUT_MS,
+    }));
+  }
+
+  /** Every IPv4 TCP/UDP entry (optionally only SNAT'd ones to `filter.natSrcAddrs`). */
+  dump(filter: DumpFilter = {}): CtEntry[] {
+    this.#drain();
+    const seq = this.#nextSeq(1);
+    this.#sock.send(this.#out, encodeDumpRequest(this.#outView, 0, seq));
+    const out: CtEntry[] = [];
+    const addrs = filter.natSrcAddrs;
+    const deadline = Date.now() + DUMP_MAX_MS;
+    let seen = 0;
+    for (;;) {
+      if (seen > DUMP_MAX_ENTRIES || Date.now() > deadline) {
+        throw new Error(
+          `Cannot dump conntrack in ${this.#sock.where}: over ${DUMP_MAX_ENTRIES} entries or ${DUMP_MAX_MS} ms`,
+        );
+      }
+      const n = this.#recv(0, "dump");
+      for (const m of splitMessages(this.#inView, n)) {
+        if (m.seq !== seq) continue;
+        if (m.type === NLMSG_DONE) return out;
+        if (m.type === NLMSG_ERROR) {
+          const { errno } = decodeError(this.#inView, m);
+          if (errno === 0) continue;
+          throw new NetlinkError(`Cannot dump conntrack in ${this.#sock.where}`, errno);
+        }
+        if (m.type !== IPCTNL_MSG_CT_NEW) continue;
+        seen++;
+        const entry = decodeEntry(this.#inView, m);
+        if (!entry) continue;
+        if (addrs && (!entry.natSrc || !addrs.has(entry.natSrc.addr))) continue;
+        out.push(entry);
+      }
+    }
+  }
+
+  /**
+   * Creates each entry, or updates it when it exists (timeout, TCP state, mark; the kernel keeps
+   * an existing entry's NAT binding). Returns how many succeeded and the refused ones.
+   */
+  inject(entries: readonly CtEntry[]): { injected: number; failed: CtFailure[] } {
+    const failed: CtFailure[] = [];
+    let injected = 0;
+    for (let start = 0; start < entries.length; start += BATCH) {
+      const chunk = entries.slice(start, start + BATCH);
+      const errors = this.#batch(chunk, "create");
+      const again: CtEntry[] = [];
+      for (const [i, code] of errors) {
+        if (code === E.EOPNOTSUPP || code === E.EEXIST) again.push(chunk[i]!);
+        else failed.push({ entry: chunk[i]!, errno: code });
+      }
+      let lost = 0;
+      if (again.length > 0) {
+        for (const [i, code] of this.#batch(again, "update")) {
+          failed.push({ entry: again[i]!, errno: code });
+          lost++;
+        }
+      }
+      injected += chunk.length - (errors.size - again.length) - lost;
+    }
+    return { injected, failed };
+  }
+
+  /**
+   * Deletes the entries with these original tuples; returns how many existed. Throws a
+   * NetlinkError naming the first entry the kernel refused for another reason than ENOENT.
+   */
+  remove(entries: readonly CtEntry[]): number {
+    let removed = 0;
+    for (let start = 0; start < entries.length; start += BATCH) {
+      const chunk = entries.slice(start, start + BATCH);
+      const base = this.#nextSeq(chunk.length);
+      let off = 0;
+      for (let i = 0; i < chunk.length; i++) {
+        off = encodeDelete(this.#outView, off, chunk[i]!.orig, base + i);
+      }
+      this.#sock.send(this.#out, off);
+      const errors = this.#collectErrors(base, chunk.length);
+      for (const [i, code] of errors) {
+        if (code === E.ENOENT) continue;
+        throw new NetlinkError(
+          `Cannot delete conntrack entry ${tupleText(chunk[i]!.orig)} in ${this.#sock.where}`,
+          code,
+        );
+      }
+      removed += chunk.length - errors.size;
+    }
+    return removed;
+  }
+
+  /** Closes the socket; safe to call twice. */
+  close(): void {
+    this.#sock.close();
+  }
+
+  /** Sends one batch; returns index → errno of the refused messages. */
+  #batch(chunk: readonly CtEntry[], form: NewForm): Map<number, number> {
+    const base = this.#nextSeq(chunk.length);
+    let off = 0;
+    for (let i = 0; i < chunk.length; i++) {
+      off = encodeNew(this.#outView, off, chunk[i]!, base + i, form);
+    }
+    this.#sock.send(this.#out, off);
+    return this.#collectErrors(base, chunk.length);
+  }
+
+  /** Reads the queued NLMSG_ERRORs of requests base..base+count-1 without blocking. */
+  #collectErrors(base: number, count: number): Map<number, number> {
+    const errors = new Map<number, number>();
+    for (let reads = 0; reads <= count + 16; reads++) {
+      const n = this.#recv(MSG_DONTWAIT, "acknowledgements");
+      if (n === 0) break;
+      for (const m of splitMessages(this.#inView, n)) {
+        if (m.type !== NLMSG_ERROR) continue;
+        const { errno, seq } = decodeError(this.#inView, m);
+        const i = (seq - base) >>> 0;
+        if (errno !== 0 && i < count) errors.set(i, errno);
+      }
+    }
+    return errors;
+  }
+
+  /** recv into #in: the length, 0 for EAGAIN when non-blocking; throws otherwise. */
+  #recv(flags: number, what: string): number {
+    for (let attempt = 0; attempt < 100; attempt++) {
+      const n = this.#sock.recv(this.#in, flags);
+      if (n > this.#in.length) {
+        throw new CtDecodeError(`Cannot read conntrack ${what}: ${n}-byte message truncated`);
+      }
+      if (n >= 0) return n;
+      if (n === -E.EINTR) continue;
+      if (n === -E.EAGAIN) {
+        if (flags & MSG_DONTWAIT) return 0;
+        throw new NetlinkError(
+          `Cannot read conntrack ${what} in ${this.#sock.where}: no answer within ${DUMP_TIMEOUT_MS} ms`,
+          E.EAGAIN,
+        );
+      }
+      throw new NetlinkError(`Cannot read conntrack ${what} in ${this.#sock.where}`, -n);
+    }
+    throw new NetlinkError(`Cannot read conntrack ${what} in ${this.#sock.where}`, E.EINTR);
+  }
+
+  /** Discards anything left queued (e.g. by an interrupted dump). */
+  #drain(): void {
+    for (let i = 0; i < 100_000; i++) {
+      const n = this.#sock.recv(this.#in, MSG_DONTWAIT);
+      if (n < 0 && n !== -E.EINTR && n !== -E.ENOBUFS) return;
+    }
+  }
+
+  #nextSeq(count: number): number {
+    const base = this.#seq;
+    this.#seq = (this.#seq + count) >>> 0;
+    if (this.#seq < base) this.#seq = 1;
+    return base;
+  }
+}

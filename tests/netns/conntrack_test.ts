@@ -1,0 +1,103 @@
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { rootTest } from "../harness/mod.ts";
+import { Conntrack, ConntrackEvents, type CtEntry, failureText } from "../../node/conntrack/mod.ts";
+import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
+import {
+  CLIENT,
+  FLOATING,
+  FLOATING_U32,
+  natPair,
+  routeThroughB,
+  SERVER,
+  udpPing,
+} from "./_nat_pair.ts";
+
+const ECHO = new URL("../../lab/clients/tcp_echo.ts", import.meta.url).pathname;
+const HOLD = new URL("../../lab/clients/hold_client.ts", import.meta.url).pathname;
+
+function find(entries: CtEntry[], proto: number, dport: number): CtEntry | undefined {
+  return entries.find((e) =>
+    e.orig.proto === proto && e.orig.dport === dport && e.orig.src === parseIpv4(CLIENT)
+  );
+}
+
+rootTest(
+  "conntrack: A's dump shows the SNAT'd TCP and UDP flows; injected into B they list as source-NAT'd with the same port, and the TCP connection keeps working through B",
+  async () => {
+    await using topo = await natPair();
+    const events = ConntrackEvents.open({ netns: topo.ns("nata") });
+    const ctA = Conntrack.open({ netns: topo.ns("nata") });
+    const ctB = Conntrack.open({ netns: topo.ns("natb") });
+    try {
+      const server = topo.spawnDeno("srv", ECHO, {
+        args: ["server", SERVER, "8080"],
+        permissions: ["--allow-net"],
+      });
+      await server.waitForLine((l) => l.includes("listening"));
+      const client = topo.spawnDeno("cli", HOLD, {
+        args: [SERVER, "8080", "1", "5000", "100"],
+        permissions: ["--allow-net"],
+      });
+      await client.waitForLine((l) => l.includes('"connected"') && l.includes('"open":1'));
+      await udpPing(topo, 5353);
+
+      const dumped = ctA.dump({ natSrcAddrs: new Set([FLOATING_U32]) });
+      const tcp = find(dumped, 6, 8080);
+      const udp = find(dumped, 17, 5353);
+      assert(tcp?.natSrc && udp?.natSrc, `A's dump lacks the flows: ${JSON.stringify(dumped)}`);
+      assertEquals(formatIpv4(tcp.natSrc.addr), FLOATING);
+      assertEquals(tcp.tcpState, 3, "TCP entry should be ESTABLISHED");
+      assert(tcp.natSrc.port >= 20000 && tcp.natSrc.port <= 29999, `port ${tcp.natSrc.port}`);
+      const accepted = await server.waitForLine((l) => l.includes("accepted"));
+      assertEquals(JSON.parse(accepted).peer, `${FLOATING}:${tcp.natSrc.port}`);
+      assertEquals(ctA.dump({ natSrcAddrs: new Set([parseIpv4("198.18.0.99")]) }).length, 0);
+
+      // Injected into B: the kernel sets SRC_NAT itself and computes the translated reply.
+      const first = ctB.inject([tcp, udp]);
+      assertEquals(first.failed.map(failureText), []);
+      assertEquals(first.injected, 2);
+      const again = ctB.inject([tcp, udp]); // existing entries are updated, not refused
+      assertEquals(again.failed.map(failureText), []);
+      assertEquals(again.injected, 2);
+      const listed = await topo.exec("natb", ["conntrack", "-L", "--src-nat"]);
+      for (const e of [tcp, udp]) {
+        const line = listed.stdout.split("\n").find((l) => l.includes(`sport=${e.orig.sport} `));
+        assert(line, `B's conntrack -L --src-nat lacks ${e.orig.sport}: ${listed.stdout}`);
+        assert(
+          line.includes(`dst=${FLOATING} sport=${e.orig.dport} dport=${e.natSrc!.port}`),
+          line,
+        );
+      }
+      const inB = ctB.dump({ natSrcAddrs: new Set([FLOATING_U32]) });
+      assertEquals(find(inB, 6, 8080)?.natSrc, tcp.natSrc);
+
+      // The real thing: traffic moves to B and the connection carries on, same source port.
+      await routeThroughB(topo);
+      const summary = JSON.parse(await client.waitForLine((l) => l.includes("summary")));
+      assertEquals(summary.survived, 1, `connection died through B: ${JSON.stringify(summary)}`);
+      assert(summary.exchanges > 30, JSON.stringify(summary));
+      const afterMove = ctB.dump({ natSrcAddrs: new Set([FLOATING_U32]) });
+      assert(find(afterMove, 6, 8080), "B's entry is gone after carrying the traffic");
+      assertEquals(server.lines.filter((l) => l.includes("accepted")).length, 1);
+
+      assertEquals(ctB.remove([udp]), 1);
+      assertEquals(ctB.remove([udp]), 0);
+
+      // Events on A: the NEW of both flows (with the NAT mapping), and a DESTROY on delete.
+      assertEquals(ctA.remove([tcp]), 1);
+      const seen = events.read();
+      const newTcp = seen.find((e) => e.type === "new" && e.entry.orig.sport === tcp.orig.sport);
+      assertEquals(newTcp?.entry.natSrc, tcp.natSrc);
+      assert(seen.some((e) => e.type === "new" && e.entry.orig.sport === udp.orig.sport));
+      assert(
+        seen.some((e) => e.type === "destroy" && e.entry.orig.sport === tcp.orig.sport),
+        `no destroy event: ${JSON.stringify(seen.map((e) => [e.type, e.entry.orig]))}`,
+      );
+      assertEquals(events.overruns, 0);
+    } finally {
+      events.close();
+      ctA.close();
+      ctB.close();
+    }
+  },
+);

@@ -1,0 +1,51 @@
+/**
+ * The heartbeat datagram of {@link PeerHealth} (`health.ts`): a small JSON object,
+ * `{"t":"hf-egress-hb","v":1,"n":NAME,"s":SEQ,"b":BOOT,"d":0|1}`. Anything else on the port
+ * (malformed, oversized, another version) decodes to `null` and is ignored.
+ *
+ * @module
+ */
+
+/** One heartbeat. */
+export interface Heartbeat {
+  /** Sender's pod name. */
+  readonly name: string;
+  /** Sequence number, growing by one per heartbeat within a boot. */
+  readonly seq: number;
+  /** Random id of the sender's process start: a new one means a restarted peer. */
+  readonly boot: string;
+  /** The sender is draining (handing its addresses over). */
+  readonly draining: boolean;
+}
+
+const TAG = "hf-egress-hb";
+/** Datagrams above this size are not heartbeats. */
+export const MAX_HEARTBEAT_BYTES = 512;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder("utf-8", { fatal: true });
+
+/** The datagram for `hb`. */
+export function encodeHeartbeat(hb: Heartbeat): Uint8Array {
+  return encoder.encode(
+    JSON.stringify({ t: TAG, v: 1, n: hb.name, s: hb.seq, b: hb.boot, d: hb.draining ? 1 : 0 }),
+  );
+}
+
+/** The heartbeat in `data`, or null when it is not one. Never throws. */
+export function decodeHeartbeat(data: Uint8Array): Heartbeat | null {
+  if (data.length === 0 || data.length > MAX_HEARTBEAT_BYTES) return null;
+  let v: unknown;
+  try {
+    v = JSON.parse(decoder.decode(data));
+  } catch {
+    return null;
+  }
+  if (typeof v !== "object" || v === null) return null;
+  const o = v as Record<string, unknown>;
+  if (o.t !== TAG || o.v !== 1) return null;
+  if (typeof o.n !== "string" || o.n === "" || typeof o.b !== "string" || o.b === "") return null;
+  if (typeof o.s !== "number" || !Number.isSafeInteger(o.s) || o.s < 0) return null;
+  if (o.d !== 0 && o.d !== 1) return null;
+  return { name: o.n, seq: o.s, boot: o.b, draining: o.d === 1 };
+}

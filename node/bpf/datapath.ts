@@ -30,10 +30,11 @@ import {
   sumU64,
   u32,
 } from "./structs.ts";
-import { DECAP_REASONS, type DecapReason, type Reason, REASONS } from "./consts.ts";
+import { DECAP_REASONS, type DecapReason, HF_MAX, type Reason, REASONS } from "./consts.ts";
 import { type FlowEvent, readFlowEvent } from "./flow.ts";
 import { BpfFlowTable } from "./flow_table.ts";
 import { BpfLBMaps } from "./lbmaps_bpf.ts";
+import { MAGLEV_TABLES_DIR, MaglevTableStore } from "./_maglev_tables.ts";
 import { isBpffs, mkdirP, rmdirPath, unlinkPath } from "./_ffi.ts";
 import { ipv4Bytes } from "../../lib/ipv4.ts";
 
@@ -210,6 +211,8 @@ export class Datapath implements Disposable {
     readonly events: BpfMap;
   };
 
+  #lbMaps: BpfLBMaps | undefined;
+
   private constructor(object: BpfObject, pinDir: string | null) {
     this.object = object;
     this.pinDir = pinDir;
@@ -260,6 +263,8 @@ export class Datapath implements Disposable {
    * gone for good once no program uses the maps. For tests and decommissioning only.
    */
   static unpin(pinDir: string = DEFAULT_PIN_DIR): void {
+    const services = pinnedMaxEntries(`${pinDir}/hf_maglev`) ?? HF_MAX.SERVICES;
+    MaglevTableStore.unpin(`${pinDir}/${MAGLEV_TABLES_DIR}`, services);
     for (const name of LB_PINNED_MAPS) unlinkPath(`${pinDir}/${name}`);
     rmdirPath(pinDir);
   }
@@ -274,9 +279,10 @@ export class Datapath implements Disposable {
     this.maps.config.update(u32(0), encodeLbConfig(cfg));
   }
 
-  /** The control plane's maps target over these maps. */
+  /** The control plane's maps target over these maps (one per datapath; tables pinned in it). */
   lbMaps(): BpfLBMaps {
-    return new BpfLBMaps(this.maps);
+    const tablesDir = this.pinDir === null ? null : `${this.pinDir}/${MAGLEV_TABLES_DIR}`;
+    return this.#lbMaps ??= new BpfLBMaps(this.maps, tablesDir);
   }
 
   /** The flow map as the flow-sync agent's {@linkcode FlowTable}. */
@@ -316,6 +322,7 @@ export class Datapath implements Disposable {
 
   /** Closes this process's handles; pinned maps and attachments remain. */
   [Symbol.dispose](): void {
+    this.#lbMaps?.[Symbol.dispose]();
     this.object[Symbol.dispose]();
   }
 }

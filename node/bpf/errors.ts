@@ -29,7 +29,7 @@ export class BpfError extends Error {
 }
 
 /** Errno values callers test for. */
-export const ERRNO = { ENOENT: 2, EEXIST: 17, E2BIG: 7, EINVAL: 22, ENOSPC: 28 } as const;
+export const ERRNO = { EPERM: 1, ENOENT: 2, EEXIST: 17, E2BIG: 7, EINVAL: 22, ENOSPC: 28 } as const;
 
 /** Throws a BpfError when a libbpf int result is negative; returns it otherwise. */
 export function check(result: number, action: string): number {

@@ -2,7 +2,8 @@
  * The control plane's BPF-maps target (controller/lbmaps.ts) over the real maps: services,
  * backends and Maglev tables. A Maglev table is an inner u32 array (BPF_F_INNER_MAP, so sizes may
  * differ) created whole and swapped into hf_maglev in one update, so the datapath never sees a
- * half-written table. `dump()` reads everything back so a restarted agent renumbers nothing.
+ * half-written table, and pinned beside the other maps so a restart reopens it by path
+ * (`_maglev_tables.ts`). `dump()` reads everything back so a restarted agent renumbers nothing.
  *
  * @module
  */
@@ -16,7 +17,8 @@ import type {
   ServiceEntry,
   ServiceKey,
 } from "../../controller/lbmaps.ts";
-import { BPF_F_INNER_MAP, type BpfMap, BpfMap as Map_, MAP_TYPE } from "./map.ts";
+import type { BpfMap } from "./map.ts";
+import { MaglevTableStore } from "./_maglev_tables.ts";
 import {
   decodeBackendValue,
   decodeServiceKey,
@@ -60,14 +62,19 @@ function protoName(n: number): L4Protocol {
 }
 
 /** {@linkcode LBMaps} over the LB object's maps. Every method is idempotent. */
-export class BpfLBMaps implements LBMaps {
+export class BpfLBMaps implements LBMaps, Disposable {
   readonly #m: LBMapsHandles;
+  readonly #tables: MaglevTableStore;
   /** The maps' sizes as loaded (`Datapath.open` `maxServices`, `maxBackends`). */
   readonly capacity: LBMapsCapacity;
 
-  /** Wraps the maps (see `Datapath.maps`). */
-  constructor(maps: LBMapsHandles) {
+  /**
+   * Wraps the maps (see `Datapath.maps`). Maglev tables are pinned under `tablesDir` (see
+   * `_maglev_tables.ts`); null keeps them unpinned, held by this instance's descriptors.
+   */
+  constructor(maps: LBMapsHandles, tablesDir: string | null = null) {
     this.#m = maps;
+    this.#tables = new MaglevTableStore(maps.maglev, tablesDir);
     // a service needs a hf_services entry and a hf_maglev slot (indexed by its ID)
     this.capacity = {
       services: Math.min(maps.services.maxEntries, maps.maglev.maxEntries),
@@ -98,23 +105,12 @@ export class BpfLBMaps implements LBMaps {
     if (table.length === 0) {
       throw new RangeError(`Cannot store an empty Maglev table for service ${serviceId}`);
     }
-    using inner = Map_.create(MAP_TYPE.ARRAY, {
-      name: `hf_mg_${serviceId}`,
-      keySize: 4,
-      valueSize: 4,
-      maxEntries: table.length,
-      flags: BPF_F_INNER_MAP,
-    });
-    const keys = new Uint32Array(table.length);
-    for (let i = 0; i < keys.length; i++) keys[i] = i;
-    const values = new Uint32Array(table); // copy: little-endian u32 on x86, as the kernel reads
-    inner.updateBatch(new Uint8Array(keys.buffer), new Uint8Array(values.buffer));
-    this.#m.maglev.update(u32(serviceId), u32(inner.fd));
+    this.#tables.write(serviceId, table);
     return Promise.resolve();
   }
 
   deleteMaglev(serviceId: number): Promise<void> {
-    this.#m.maglev.delete(u32(serviceId));
+    this.#tables.delete(serviceId);
     return Promise.resolve();
   }
 
@@ -161,19 +157,15 @@ export class BpfLBMaps implements LBMaps {
         if (b.address !== "0.0.0.0") backends.push([readU32(keys, i * 4), b]);
       }
     }
-    const maglev: Array<readonly [number, Uint32Array]> = [];
-    for (const [k, v] of this.#m.maglev.entries()) {
-      // a map-in-map lookup from user space returns the inner map's ID
-      using inner = Map_.fromId(readU32(v));
-      const { values, count } = inner.lookupBatch(65536);
-      maglev.push([
-        readU32(k),
-        new Uint32Array(values.buffer.slice(values.byteOffset, values.byteOffset + count * 4)),
-      ]);
-    }
+    // ascending by service ID; unreadable tables are left out: the reconciler writes them again
+    const maglev = this.#tables.readAll().tables;
     services.sort((a, b) => a[1].serviceId - b[1].serviceId);
     backends.sort((a, b) => a[0] - b[0]);
-    maglev.sort((a, b) => a[0] - b[0]);
     return Promise.resolve({ services, backends, maglev });
+  }
+
+  /** Closes the table descriptors held without a pin directory. */
+  [Symbol.dispose](): void {
+    this.#tables[Symbol.dispose]();
   }
 }

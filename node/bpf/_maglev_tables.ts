@@ -1,0 +1,201 @@
+/**
+ * The Maglev tables behind hf_maglev: inner u32 arrays of a map-in-map, one per service ID. Each
+ * is pinned in bpffs at `DIR/<service ID>` (DIR = `hf_maglev_tables` beside the other pins), so
+ * a restarted agent reopens it by path (BPF_OBJ_GET: file access only) instead of by the ID the
+ * outer map holds (BPF_MAP_GET_FD_BY_ID: CAP_SYS_ADMIN). Service IDs are below hf_maglev's
+ * max_entries (`--max-services`), so that bounds the pins; deleting a table unpins it.
+ *
+ * A pin counts only while its map's ID is the one hf_maglev holds (a crash between the two
+ * writes leaves a stale pin, replaced on the next write). A table without a valid pin (pinned by
+ * a version that did not pin tables, or that crash) is opened by ID when the kernel permits it
+ * (CAP_SYS_ADMIN) and pinned on the spot; when it does not, the table is reported unreadable
+ * and left out of the dump, so the reconciler writes it again (a table is rebuilt from the
+ * backends' addresses: the same slots, whatever IDs the backends get). Without a pin directory
+ * (`pinDir: null`) this process keeps the tables' descriptors instead.
+ *
+ * @module
+ */
+
+import { log } from "../../lib/log.ts";
+import { mkdirP, rmdirPath, unlinkPath } from "./_ffi.ts";
+import { BpfError, ERRNO } from "./errors.ts";
+import { BPF_F_INNER_MAP, BpfMap, MAP_TYPE } from "./map.ts";
+import { readU32, u32 } from "./structs.ts";
+
+/** The directory of the Maglev table pins inside a datapath's pin directory. */
+export const MAGLEV_TABLES_DIR = "hf_maglev_tables";
+
+const tablesLog = log.with({ component: "bpf", map: "hf_maglev" });
+
+/** What {@linkcode MaglevTableStore.readAll} found. */
+export interface MaglevTablesRead {
+  /** Service ID → its table, ascending by ID. */
+  readonly tables: Array<readonly [number, Uint32Array]>;
+  /** Service IDs whose table hf_maglev holds but this process may not open. */
+  readonly unreadable: number[];
+}
+
+/** Writes, reads and deletes the inner tables of hf_maglev, pinned under `dir` unless null. */
+export class MaglevTableStore implements Disposable {
+  readonly #outer: BpfMap;
+  readonly #dir: string | null;
+  /** Unpinned mode only: the tables this process wrote, by service ID. */
+  readonly #handles = new Map<number, BpfMap>();
+
+  /**
+   * `dir` is created if missing; pins there whose service ID has no entry in `outer` (left by a
+   * crash between the two writes) are removed.
+   */
+  constructor(outer: BpfMap, dir: string | null) {
+    this.#outer = outer;
+    this.#dir = dir;
+    if (dir === null) return;
+    mkdirP(dir);
+    const live = new Set(outer.entries().map(([k]) => readU32(k))); // an array: set slots only
+    let removed = 0;
+    for (let sid = 1; sid < outer.maxEntries; sid++) {
+      if (!live.has(sid) && unlinkPath(this.#path(sid))) removed++;
+    }
+    if (removed > 0) tablesLog.info("stale Maglev table pins removed", { dir, removed });
+  }
+
+  #path(serviceId: number): string {
+    return `${this.#dir}/${serviceId}`;
+  }
+
+  /** Creates the table whole, swaps it in for `serviceId` in one update, then pins it. */
+  write(serviceId: number, table: Uint32Array): void {
+    const inner = BpfMap.create(MAP_TYPE.ARRAY, {
+      name: `hf_mg_${serviceId}`,
+      keySize: 4,
+      valueSize: 4,
+      maxEntries: table.length,
+      flags: BPF_F_INNER_MAP,
+    });
+    try {
+      const keys = new Uint32Array(table.length);
+      for (let i = 0; i < keys.length; i++) keys[i] = i;
+      const values = new Uint32Array(table); // copy: little-endian u32 on x86, as the kernel reads
+      inner.updateBatch(new Uint8Array(keys.buffer), new Uint8Array(values.buffer));
+      this.#outer.update(u32(serviceId), u32(inner.fd));
+      if (this.#dir === null) {
+        this.#handles.get(serviceId)?.[Symbol.dispose]();
+        this.#handles.set(serviceId, inner);
+        return;
+      }
+      unlinkPath(this.#path(serviceId));
+      inner.pin(this.#path(serviceId));
+    } finally {
+      if (this.#handles.get(serviceId) !== inner) inner[Symbol.dispose]();
+    }
+  }
+
+  /** Removes `serviceId`'s table from hf_maglev, then its pin. Idempotent. */
+  delete(serviceId: number): void {
+    this.#outer.delete(u32(serviceId));
+    if (this.#dir !== null) unlinkPath(this.#path(serviceId));
+    this.#handles.get(serviceId)?.[Symbol.dispose]();
+    this.#handles.delete(serviceId);
+  }
+
+  /** Every table hf_maglev holds, read through its pin (see the module doc for the fallbacks). */
+  readAll(): MaglevTablesRead {
+    const tables: Array<readonly [number, Uint32Array]> = [];
+    const unreadable: number[] = [];
+    let repinned = 0;
+    for (const [k, v] of this.#outer.entries()) {
+      const serviceId = readU32(k);
+      // a map-in-map lookup from user space returns the inner map's ID
+      const opened = this.#open(serviceId, readU32(v));
+      if (opened === null) {
+        unreadable.push(serviceId);
+        continue;
+      }
+      if (opened.repinned) repinned++;
+      try {
+        const { values, count } = opened.map.lookupBatch(65536);
+        tables.push([
+          serviceId,
+          new Uint32Array(values.buffer.slice(values.byteOffset, values.byteOffset + count * 4)),
+        ]);
+      } finally {
+        if (opened.owned) opened.map[Symbol.dispose]();
+      }
+    }
+    if (repinned > 0) {
+      tablesLog.info("Maglev tables pinned (found without a pin: opened by ID)", {
+        dir: this.#dir,
+        tables: repinned,
+      });
+    }
+    if (unreadable.length > 0) {
+      tablesLog.warn(
+        "Maglev tables unreadable: not pinned and opening a map by ID needs CAP_SYS_ADMIN; " +
+          "reported missing, so the reconciler writes them again",
+        { dir: this.#dir, tables: unreadable.length, serviceIds: unreadable.slice(0, 20) },
+      );
+    }
+    tables.sort((a, b) => a[0] - b[0]);
+    return { tables, unreadable };
+  }
+
+  /**
+   * A handle on the table of `serviceId` whose kernel ID is `mapId` (`owned`: the caller disposes
+   * it); `repinned` when it had to be opened by ID. Null when only opening by ID would reach it
+   * and the kernel refuses that (EPERM).
+   */
+  #open(
+    serviceId: number,
+    mapId: number,
+  ): { map: BpfMap; owned: boolean; repinned: boolean } | null {
+    const held = this.#handles.get(serviceId);
+    if (held !== undefined && held.info().id === mapId) {
+      return { map: held, owned: false, repinned: false };
+    }
+    if (this.#dir !== null) {
+      const pinned = openPinned(this.#path(serviceId));
+      if (pinned !== null) {
+        if (pinned.info().id === mapId) return { map: pinned, owned: true, repinned: false };
+        pinned[Symbol.dispose](); // stale: the write after it did not get to pin its table
+      }
+    }
+    let byId: BpfMap;
+    try {
+      byId = BpfMap.fromId(mapId);
+    } catch (e) {
+      if (e instanceof BpfError && e.errno === ERRNO.EPERM) return null;
+      throw e;
+    }
+    if (this.#dir === null) return { map: byId, owned: true, repinned: false };
+    try {
+      unlinkPath(this.#path(serviceId));
+      byId.pin(this.#path(serviceId));
+    } catch (e) {
+      byId[Symbol.dispose]();
+      throw e;
+    }
+    return { map: byId, owned: true, repinned: true };
+  }
+
+  /** Closes the descriptors held in unpinned mode (the tables stay while hf_maglev holds them). */
+  [Symbol.dispose](): void {
+    for (const h of this.#handles.values()) h[Symbol.dispose]();
+    this.#handles.clear();
+  }
+
+  /** Removes the table pins under `dir` (service IDs below `capacity`) and the directory. */
+  static unpin(dir: string, capacity: number): void {
+    for (let sid = 1; sid < capacity; sid++) unlinkPath(`${dir}/${sid}`);
+    rmdirPath(dir);
+  }
+}
+
+/** The map pinned at `path`, or null when nothing is pinned there. */
+function openPinned(path: string): BpfMap | null {
+  try {
+    return BpfMap.fromPinned(path);
+  } catch (e) {
+    if (e instanceof BpfError && e.errno === ERRNO.ENOENT) return null;
+    throw e;
+  }
+}

@@ -79,6 +79,8 @@ export interface AgentArgs {
   sweepIntervalMs?: number;
   queueCapacity?: number;
   logLevel: LogLevel;
+  /** Probe the backends of services with a `healthCheck` (default true; `--health off`). */
+  health: boolean;
 }
 
 /** One-screen usage of `main.ts agent`. */
@@ -95,6 +97,7 @@ export const USAGE =
   [--src-addr IP --encap-port PORT --seed N]
   [--idle-timeout-ms MS] [--sweep-interval-ms MS] [--queue-capacity N]
   [--full-reconcile-interval-ms MS (default 30000; 0 = never)]
+  [--health on|off (default on: probe the backends of services with a healthCheck)]
   [--log-level debug|info|warn|error]`;
 
 const string = { type: "string" } as const;
@@ -136,6 +139,7 @@ export const AGENT_COMMAND = {
     "queue-capacity": string,
     "full-reconcile-interval-ms": string,
     "log-level": string,
+    health: string,
   },
 } as const;
 
@@ -233,6 +237,7 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
     configPollMs: intOption(values, "config-poll-ms", { default: 200 }),
     fullReconcileIntervalMs: intOption(values, "full-reconcile-interval-ms", { default: 30_000 }),
     logLevel: choiceOption<LogLevel>(values, "log-level", ["info", "debug", "warn", "error"]),
+    health: choiceOption(values, "health", ["on", "off"]) === "on",
     maglevSize: int("maglev-size"),
     policy: str("policy"),
     policyFollow: str("policy-follow"),

@@ -191,3 +191,10 @@ Deno.test("agent --help prints the usage naming every option, exit 0", () => {
     if (!out.join("\n").includes(`--${name}`)) throw new Error(`usage lacks --${name}`);
   }
 });
+
+Deno.test("agent arguments: --health on by default, off on request, anything else named", () => {
+  const base = ["--config", "s.yaml", "--no-flow-sync", "--node-name", "lb-a"];
+  assertEquals(parseAgentArgs(base).health, true);
+  assertEquals(parseAgentArgs([...base, "--health", "off"]).health, false);
+  throws(() => parseAgentArgs([...base, "--health", "maybe"]), /--health "maybe"/);
+});

@@ -25,6 +25,8 @@
  *    The LB IPs followed are the config's (or the model's) frontend addresses (plus any `--vip`),
  *    updated after every successful reload or applied model change (`FlowSyncAgent.setVips`: an
  *    added one is restored and followed).
+ * Health (unless `--health off`): backends of services with a `healthCheck` are probed from here,
+ *    judged by the policy's `health_step`; a quarantine drops them from the tables (`node/health/`).
  * 4. Attach XDP to `--attach` (or the interface holding `--node-address`, found before the
  *    datapath loads), last, so the first packet finds programmed maps and flows.
  *
@@ -45,6 +47,7 @@ import { connectModelStore } from "../controller/model/mod.ts";
 import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import { followActivePolicy } from "../policy-as/host/active_file.ts";
 import { policySwapper } from "./policy_swap.ts";
+import { startAgentHealth } from "./health/agent_health.ts";
 import { AGENT_COMMAND, type AgentArgs, interfaceHolding, readAgentArgs } from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
 import { Datapath, exportDatapathMetrics, HF_MAX, inNetns } from "./bpf/mod.ts";
@@ -320,6 +323,12 @@ export async function main(
       await agent.start({ signal: stop.signal });
     } else {
       agentLog.info("flow sync disabled: Maglev only", { vips: a.vips });
+    }
+
+    // Health probes of the services with a healthCheck: verdicts through the Writer (node/health/).
+    if (a.health) {
+      const health = { cp, policy, flows: dp.flows, config: () => current, logger: agentLog };
+      cleanup.push(startAgentHealth(a, health));
     }
 
     // One reload at a time: a slow one (restoring a new LB IP's flows) must not interleave with

@@ -31,8 +31,11 @@ const APPLY_WAIT_MS = 5_000;
 export interface HealthApplierOptions {
   /** This node's flow map (its flows to a quarantined backend are removed). */
   flows?: FlowTable;
-  /** The shared flow store (flow sync on): stored flows of a quarantined backend are purged. */
-  store?: FlowStore;
+  /**
+   * The shared flow store (flow sync on): stored flows of a quarantined backend are purged.
+   * Called at the first purge (a connection opened only when a backend is quarantined).
+   */
+  store?: () => FlowStore;
   /** This node's name, recorded with store purges. */
   node?: string;
   logger?: Logger;
@@ -127,7 +130,7 @@ export class HealthApplier {
     if (this.#o.store) {
       for (const f of t.frontends) {
         stored += await purgeBackendFlows(f, t.ip, {
-          store: this.#o.store,
+          store: this.#o.store(),
           ...(this.#o.node ? { node: this.#o.node } : {}),
         }).catch((err) => {
           this.#log.warn("stored flow purge failed", { frontend: f, backend: t.backend, err });

@@ -173,7 +173,7 @@ Deno.test("health: a quarantine leaves the Maglev table, purges only that backen
     cp,
     config: () => cfg,
     flows,
-    store,
+    store: () => store,
     node: "lb1",
     prober: (t) =>
       Promise.resolve(

@@ -43,7 +43,8 @@ export interface StartHealthOptions {
   /** The services config in force (called often: return the same object while unchanged). */
   config: () => HealthView | null;
   flows?: FlowTable;
-  store?: FlowStore;
+  /** The shared flow store, called at the first purge (see `HealthApplierOptions.store`). */
+  store?: () => FlowStore;
   node?: string;
   prober?: Prober;
   maxConcurrent?: number;

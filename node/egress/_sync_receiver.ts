@@ -1,0 +1,254 @@
+/**
+ * The receiving side of the conntrack sync: accepts owners' connections, applies their frames to
+ * this pod's conntrack table, acknowledges what it applied. Re-exported by `sync.ts`.
+ *
+ * @module
+ */
+
+import { type Conntrack, type CtEntry, failureText } from "../conntrack/mod.ts";
+import { log as rootLog, type Logger } from "../../lib/log.ts";
+import type { Registry } from "../../lib/metrics.ts";
+import { type SyncMetrics, syncMetrics } from "./_sync_metrics.ts";
+import { encodeAck, FRAME, type Frame, FrameReader, SyncWireError } from "./_sync_wire.ts";
+
+/** Options of {@linkcode SyncReceiver}. */
+export interface SyncReceiverOptions {
+  /** Conntrack socket of this pod's namespace (injects and removes). */
+  ct: Conntrack;
+  /** Where to listen for owners' streams. */
+  listen: { host: string; port: number };
+  log?: Logger;
+  registry?: Registry;
+}
+
+const SUMMARY_EVERY_MS = 10_000;
+/** Entries remembered per sender, for removing stale ones after a resync. */
+const MAX_KNOWN = 4_000_000;
+
+interface Known {
+  epoch: number;
+  entry: CtEntry;
+}
+
+function key(e: CtEntry): string {
+  const o = e.orig;
+  return `${o.proto}/${o.src}/${o.sport}/${o.dst}/${o.dport}`;
+}
+
+/** Injects what owners stream; one instance per NAT pod. */
+export class SyncReceiver {
+  readonly #o: SyncReceiverOptions;
+  readonly #log: Logger;
+  readonly #m: SyncMetrics;
+  /** Entries injected per sender name, with the local resync epoch that last carried them. */
+  readonly #known = new Map<string, Map<string, Known>>();
+  readonly #conns = new Set<Deno.TcpConn>();
+  #listener: Deno.TcpListener | null = null;
+  #accepting: Promise<void> = Promise.resolve();
+  #serving = new Set<Promise<void>>();
+  #injected = 0;
+  #epoch = 0;
+  #summary = { upserts: 0, removes: 0, failed: 0, stale: 0, firstFailure: "" };
+  #summaryTimer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(options: SyncReceiverOptions) {
+    this.#o = options;
+    this.#log = (options.log ?? rootLog).with({ component: "egress-sync" });
+    this.#m = syncMetrics(options.registry);
+  }
+
+  /** Entries injected (created or updated) so far. */
+  get injected(): number {
+    return this.#injected;
+  }
+
+  /** The port listened on (useful with port 0). */
+  get port(): number {
+    return (this.#listener?.addr as Deno.NetAddr | undefined)?.port ?? 0;
+  }
+
+  /** Listens and starts accepting owners. */
+  start(): Promise<void> {
+    const { host, port } = this.#o.listen;
+    try {
+      this.#listener = Deno.listen({ hostname: host, port });
+    } catch (e) {
+      throw new Error(
+        `Cannot listen for conntrack sync on "${host}:${port}": ${(e as Error).message}`,
+        {
+          cause: e,
+        },
+      );
+    }
+    this.#log.info("sync receiver listening", { address: `${host}:${this.port}` });
+    this.#accepting = this.#accept(this.#listener);
+    this.#summaryTimer = setInterval(() => this.#logSummary(), SUMMARY_EVERY_MS);
+    return Promise.resolve();
+  }
+
+  /** Stops listening and closes every connection. */
+  async stop(): Promise<void> {
+    clearInterval(this.#summaryTimer);
+    try {
+      this.#listener?.close();
+    } catch { /* closed */ }
+    this.#listener = null;
+    for (const c of this.#conns) {
+      try {
+        c.close();
+      } catch { /* closed */ }
+    }
+    await this.#accepting;
+    await Promise.all([...this.#serving]);
+    this.#logSummary();
+  }
+
+  async #accept(listener: Deno.TcpListener): Promise<void> {
+    try {
+      for await (const conn of listener) {
+        const p = this.#serve(conn).finally(() => this.#serving.delete(p));
+        this.#serving.add(p);
+      }
+    } catch (e) {
+      if (this.#listener) this.#log.error("sync receiver stopped accepting", { error: e });
+    }
+  }
+
+  async #serve(conn: Deno.TcpConn): Promise<void> {
+    const remote = conn.remoteAddr as Deno.NetAddr;
+    const state = { peer: `${remote.hostname}:${remote.port}`, name: "", applied: 0 };
+    this.#conns.add(conn);
+    conn.setNoDelay(true);
+    const reader = new FrameReader();
+    const buf = new Uint8Array(256 * 1024);
+    try {
+      for (;;) {
+        const n = await conn.read(buf);
+        if (n === null) break;
+        reader.push(buf.subarray(0, n));
+        const frames = reader.frames();
+        for (const f of frames) this.#apply(f, state);
+        state.applied = (state.applied + frames.length) >>> 0;
+        if (frames.length > 0) await writeAll(conn, encodeAck(state.applied));
+      }
+      this.#log.info("sync sender disconnected", {
+        peer: state.name || state.peer,
+        address: state.peer,
+      });
+    } catch (e) {
+      if (this.#listener) {
+        const what = e instanceof SyncWireError ? "malformed frame" : "error";
+        this.#log.warn(`sync connection closed on ${what}`, {
+          peer: state.name || state.peer,
+          address: state.peer,
+          error: e,
+        });
+      }
+    } finally {
+      this.#conns.delete(conn);
+      try {
+        conn.close();
+      } catch { /* closed */ }
+    }
+  }
+
+  #apply(f: Frame, state: { peer: string; name: string }): void {
+    switch (f.type) {
+      case FRAME.HELLO:
+        state.name = f.name;
+        this.#log.info("sync sender connected", { peer: f.name, address: state.peer });
+        return;
+      case FRAME.UPSERT:
+        return this.#upsert(f.entries, this.#knownOf(state));
+      case FRAME.REMOVE:
+        return this.#remove(f.entries, this.#knownOf(state));
+      case FRAME.BEGIN:
+        this.#epoch++;
+        return;
+      case FRAME.END:
+        return this.#dropStale(this.#knownOf(state), new Set(f.addrs), state);
+      case FRAME.ACK:
+        throw new Error("an ACK frame from a sender");
+    }
+  }
+
+  #knownOf(state: { peer: string; name: string }): Map<string, Known> {
+    const name = state.name || state.peer;
+    let known = this.#known.get(name);
+    if (!known) this.#known.set(name, known = new Map());
+    return known;
+  }
+
+  #upsert(entries: CtEntry[], known: Map<string, Known>): void {
+    const { injected, failed } = this.#o.ct.inject(entries);
+    this.#injected += injected;
+    this.#summary.upserts += injected;
+    this.#m.entries.inc({ direction: "received", op: "upsert" }, entries.length);
+    if (failed.length > 0) {
+      this.#m.failed.inc(undefined, failed.length);
+      this.#summary.failed += failed.length;
+      this.#summary.firstFailure ||= failureText(failed[0]!);
+    }
+    for (const entry of entries) {
+      if (known.size >= MAX_KNOWN) break;
+      known.set(key(entry), { epoch: this.#epoch, entry });
+    }
+  }
+
+  #remove(entries: CtEntry[], known: Map<string, Known>): void {
+    this.#m.entries.inc({ direction: "received", op: "remove" }, entries.length);
+    for (const entry of entries) known.delete(key(entry));
+    this.#summary.removes += this.#removeFromKernel(entries);
+  }
+
+  /** After a resync: entries of the resynced addresses it did not carry are gone at the owner. */
+  #dropStale(
+    known: Map<string, Known>,
+    addrs: Set<number>,
+    state: { peer: string; name: string },
+  ): void {
+    const stale: CtEntry[] = [];
+    for (const [k, v] of known) {
+      if (v.epoch === this.#epoch || !v.entry.natSrc || !addrs.has(v.entry.natSrc.addr)) continue;
+      stale.push(v.entry);
+      known.delete(k);
+    }
+    if (stale.length === 0) return;
+    const removed = this.#removeFromKernel(stale);
+    this.#summary.stale += removed;
+    this.#log.info("sync removed stale entries after resync", {
+      peer: state.name || state.peer,
+      entries: stale.length,
+      removed,
+    });
+  }
+
+  #removeFromKernel(entries: CtEntry[]): number {
+    try {
+      return this.#o.ct.remove(entries);
+    } catch (e) {
+      this.#m.failed.inc(undefined, 1);
+      this.#summary.failed++;
+      this.#summary.firstFailure ||= (e as Error).message;
+      return 0;
+    }
+  }
+
+  #logSummary(): void {
+    const s = this.#summary;
+    if (s.upserts + s.removes + s.failed + s.stale === 0) return;
+    this.#log.info("sync entries applied", {
+      upserts: s.upserts,
+      removes: s.removes,
+      stale: s.stale,
+      failed: s.failed,
+      ...(s.firstFailure ? { first_failure: s.firstFailure } : {}),
+      interval_ms: SUMMARY_EVERY_MS,
+    });
+    this.#summary = { upserts: 0, removes: 0, failed: 0, stale: 0, firstFailure: "" };
+  }
+}
+
+async function writeAll(conn: Deno.TcpConn, bytes: Uint8Array): Promise<void> {
+  for (let o = 0; o < bytes.length;) o += await conn.write(bytes.subarray(o));
+}

@@ -1,0 +1,274 @@
+/**
+ * Conntrack sync between NAT pods (conntrackd's FT-FW idea over our own TCP stream).
+ *
+ * {@linkcode SyncSender} runs on every NAT pod and sends the entries of the floating addresses it
+ * owns: it follows its namespace's conntrack events (new, update, destroy) and streams the ones
+ * whose translated source is an owned address to every standby peer, batched in length-prefixed
+ * binary frames (`_sync_wire.ts`). A full resync (dump of the owned addresses' entries) goes to
+ * every peer every `resyncMs` (data packets make no events, so this is also what refreshes the
+ * replicas' timeouts), to a peer when it (re)connects, after an event overrun, and when an
+ * address becomes owned. `flush()` waits until every connected peer has applied everything sent
+ * so far: a planned handover calls it before releasing an address.
+ *
+ * {@linkcode SyncReceiver} runs on every NAT pod and injects what owners send into its own
+ * conntrack table in the failover form (see node/conntrack), removes destroyed entries, and at the
+ * end of each resync removes the entries of the resynced addresses that the owner no longer has.
+ *
+ * @module
+ */
+
+import type { Conntrack, ConntrackEvents, CtEntry } from "../conntrack/mod.ts";
+import { formatIpv4 } from "../../lib/ipv4.ts";
+import { log as rootLog, type Logger } from "../../lib/log.ts";
+import type { Registry } from "../../lib/metrics.ts";
+import { type SyncMetrics, syncMetrics } from "./_sync_metrics.ts";
+import { PeerLink, type SyncPeer } from "./_sync_peer.ts";
+import { encodeBegin, encodeEnd, encodeEntries, FRAME, RECORDS_PER_FRAME } from "./_sync_wire.ts";
+
+export { SyncReceiver, type SyncReceiverOptions } from "./_sync_receiver.ts";
+export type { SyncPeer } from "./_sync_peer.ts";
+
+/** Options of {@linkcode SyncSender}. */
+export interface SyncSenderOptions {
+  /** Conntrack socket of this pod's namespace (dumps). */
+  ct: Conntrack;
+  /** Conntrack events of this pod's namespace. */
+  events: ConntrackEvents;
+  /** The standby peers to stream to now (called often; changes connect/disconnect links). */
+  peers: () => SyncPeer[];
+  /** Full resync period (default 5,000 ms). */
+  resyncMs?: number;
+  /** This pod's name in HELLO frames (default the host name). */
+  self?: string;
+  /** Bytes queued per peer before it is dropped and resynced (default 64 MiB). */
+  maxQueueBytes?: number;
+  /** How long flush() waits for the peers' ACKs (default 5,000 ms). */
+  flushTimeoutMs?: number;
+  log?: Logger;
+  registry?: Registry;
+}
+
+const TICK_MS = 10;
+const PEERS_EVERY_MS = 200;
+const SUMMARY_EVERY_MS = 10_000;
+const EVENT_READS_PER_TICK = 16_384;
+
+/** Streams the owned addresses' conntrack entries to the standby peers. */
+export class SyncSender {
+  readonly #o: SyncSenderOptions;
+  readonly #log: Logger;
+  readonly #m: SyncMetrics;
+  readonly #links = new Map<string, PeerLink>();
+  #owned: ReadonlySet<number> = new Set();
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #pendingResync: string | null = null;
+  #nextResyncAt = 0;
+  #nextPeersAt = 0;
+  #nextSummaryAt = 0;
+  #overruns = 0;
+  #generation = 0;
+  #sent = { upsert: 0, remove: 0, resyncs: 0 };
+
+  constructor(options: SyncSenderOptions) {
+    this.#o = options;
+    this.#log = (options.log ?? rootLog).with({ component: "egress-sync" });
+    this.#m = syncMetrics(options.registry);
+    this.#overruns = options.events.overruns;
+  }
+
+  /** The floating addresses (u32) owned now; newly owned ones are resynced to the peers. */
+  setOwned(addrs: ReadonlySet<number>): void {
+    const added = [...addrs].filter((a) => !this.#owned.has(a));
+    this.#owned = new Set(addrs);
+    if (added.length > 0) this.#pendingResync ??= `owned ${added.map(formatIpv4).join(",")}`;
+  }
+
+  /** Starts following events and connecting to the peers. */
+  start(): void {
+    if (this.#timer !== undefined) return;
+    const now = Date.now();
+    this.#nextResyncAt = now + (this.#o.resyncMs ?? 5_000);
+    this.#nextSummaryAt = now + SUMMARY_EVERY_MS;
+    this.#timer = setInterval(() => this.#tick(), TICK_MS);
+  }
+
+  /** Stops the timer and every peer link. */
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    const links = [...this.#links.values()];
+    this.#links.clear();
+    await Promise.all(links.map((l) => l.stop()));
+    this.#m.peers.set(undefined, 0);
+  }
+
+  /** A full resync to every connected peer now. */
+  resync(): Promise<void> {
+    this.#refreshPeers();
+    this.#resyncTo("all", "requested");
+    return Promise.resolve();
+  }
+
+  /**
+   * Resolves once every connected peer has applied everything sent so far (events queued in the
+   * kernel are read and sent first). A peer that goes down meanwhile is no longer waited for
+   * (logged); rejects when a peer does not answer within `flushTimeoutMs`.
+   */
+  async flush(): Promise<void> {
+    this.#pollEvents();
+    const timeoutMs = this.#o.flushTimeoutMs ?? 5_000;
+    const links = [...this.#links.values()].filter((l) => l.connected);
+    const results = await Promise.all(links.map((l) => l.acked(timeoutMs)));
+    const missing = links.filter((l, i) => !results[i] && l.connected).map((l) => l.peer.name);
+    const gone = links.filter((l, i) => !results[i] && !l.connected).map((l) => l.peer.name);
+    if (gone.length > 0) {
+      this.#log.warn("sync flush: peers went down before acknowledging", { peers: gone });
+    }
+    if (missing.length > 0) {
+      throw new Error(
+        `Cannot flush conntrack sync: ${
+          missing.map((p) => `"${p}"`).join(", ")
+        } did not acknowledge within ${timeoutMs} ms`,
+      );
+    }
+  }
+
+  #tick(): void {
+    try {
+      const now = Date.now();
+      if (now >= this.#nextPeersAt) {
+        this.#nextPeersAt = now + PEERS_EVERY_MS;
+        this.#refreshPeers();
+      }
+      this.#pollEvents();
+      if (this.#pendingResync !== null || now >= this.#nextResyncAt) {
+        this.#resyncTo("all", this.#pendingResync ?? "periodic");
+      }
+      if (now >= this.#nextSummaryAt) this.#summary(now);
+    } catch (e) {
+      this.#log.error("sync sender tick failed", { error: e });
+    }
+  }
+
+  #refreshPeers(): void {
+    const wanted = new Map(this.#o.peers().map((p) => [p.name, p]));
+    for (const [name, link] of this.#links) {
+      const p = wanted.get(name);
+      if (p && p.host === link.peer.host && p.port === link.peer.port) continue;
+      this.#links.delete(name);
+      link.stop().catch(() => {});
+      this.#log.info("sync peer removed", { peer: name });
+    }
+    for (const [name, peer] of wanted) {
+      if (this.#links.has(name)) continue;
+      const link = new PeerLink(peer, {
+        self: this.#o.self ?? Deno.hostname(),
+        maxQueueBytes: this.#o.maxQueueBytes ?? 64 * 1024 * 1024,
+        log: this.#log,
+        onConnect: (l) => this.#resyncTo([l], "peer connected"),
+        onOverflow: (_l, dropped) => this.#m.dropped.inc(undefined, dropped),
+      });
+      this.#links.set(name, link);
+      link.start();
+    }
+    this.#m.peers.set(undefined, [...this.#links.values()].filter((l) => l.connected).length);
+  }
+
+  /** Reads queued events and streams the owned addresses' ones, in order. */
+  #pollEvents(): void {
+    const events = this.#o.events;
+    let run: CtEntry[] = [];
+    let runType: typeof FRAME.UPSERT | typeof FRAME.REMOVE = FRAME.UPSERT;
+    for (let reads = 0; reads < EVENT_READS_PER_TICK;) {
+      const batch = events.read(4096);
+      reads += 4096;
+      for (const { type, entry } of batch) {
+        if (!entry.natSrc || !this.#owned.has(entry.natSrc.addr)) continue;
+        const t = type === "destroy" ? FRAME.REMOVE : FRAME.UPSERT;
+        if (t !== runType || run.length >= RECORDS_PER_FRAME) {
+          this.#broadcast(runType, run);
+          run = [];
+          runType = t;
+        }
+        run.push(entry);
+      }
+      if (batch.length < 4096) break;
+    }
+    this.#broadcast(runType, run);
+    if (events.overruns !== this.#overruns) {
+      this.#m.overruns.inc(undefined, events.overruns - this.#overruns);
+      this.#log.warn("conntrack events overrun: resyncing", { overruns: events.overruns });
+      this.#overruns = events.overruns;
+      this.#pendingResync = "event overrun";
+    }
+  }
+
+  #broadcast(type: typeof FRAME.UPSERT | typeof FRAME.REMOVE, entries: CtEntry[]): void {
+    if (entries.length === 0) return;
+    const frame = encodeEntries(type, entries);
+    const op = type === FRAME.UPSERT ? "upsert" : "remove";
+    for (const link of this.#links.values()) {
+      if (link.send(frame, entries.length)) {
+        this.#m.entries.inc({ direction: "sent", op }, entries.length);
+        this.#sent[op] += entries.length;
+      }
+    }
+  }
+
+  /** Dumps the owned addresses' entries and sends them to `links` (or every link) between BEGIN and END. */
+  #resyncTo(links: PeerLink[] | "all", reason: string): void {
+    const periodic = reason === "periodic";
+    if (links === "all") {
+      this.#pendingResync = null;
+      this.#nextResyncAt = Date.now() + (this.#o.resyncMs ?? 5_000);
+      links = [...this.#links.values()];
+    }
+    const up = links.filter((l) => l.connected);
+    if (up.length === 0) return;
+    this.#pollEvents(); // events already queued go first: the dump below is newer than all of them
+    const t0 = performance.now();
+    const owned = [...this.#owned];
+    const entries = owned.length > 0 ? this.#o.ct.dump({ natSrcAddrs: this.#owned }) : [];
+    const generation = this.#generation = (this.#generation + 1) >>> 0;
+    const frames: { bytes: Uint8Array; entries: number }[] = [{
+      bytes: encodeBegin(generation),
+      entries: 0,
+    }];
+    for (let i = 0; i < entries.length; i += RECORDS_PER_FRAME) {
+      const chunk = entries.slice(i, i + RECORDS_PER_FRAME);
+      frames.push({ bytes: encodeEntries(FRAME.UPSERT, chunk), entries: chunk.length });
+    }
+    frames.push({ bytes: encodeEnd(generation, owned), entries: 0 });
+    let reached = 0;
+    for (const link of up) {
+      if (frames.every((f) => link.send(f.bytes, f.entries))) reached++;
+    }
+    this.#m.resyncs.inc();
+    this.#m.entries.inc({ direction: "sent", op: "upsert" }, entries.length * reached);
+    this.#sent.resyncs++;
+    this.#sent.upsert += entries.length * reached;
+    const fields = {
+      reason,
+      entries: entries.length,
+      addresses: owned.map(formatIpv4),
+      peers: up.map((l) => l.peer.name),
+      ms: Math.round((performance.now() - t0) * 10) / 10,
+    };
+    if (periodic) this.#log.debug("sync resync", fields);
+    else this.#log.info("sync resync", fields);
+  }
+
+  #summary(now: number): void {
+    this.#nextSummaryAt = now + SUMMARY_EVERY_MS;
+    const s = this.#sent;
+    if (s.upsert + s.remove === 0) return;
+    this.#log.info("sync entries sent", {
+      upserts: s.upsert,
+      removes: s.remove,
+      resyncs: s.resyncs,
+      peers: [...this.#links.values()].filter((l) => l.connected).map((l) => l.peer.name),
+      interval_ms: SUMMARY_EVERY_MS,
+    });
+    this.#sent = { upsert: 0, remove: 0, resyncs: 0 };
+  }
+}

@@ -25,6 +25,7 @@ import dgram from "node:dgram";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import { type Registry, registry as rootRegistry } from "../../lib/metrics.ts";
 import { decodeHeartbeat, encodeHeartbeat, type Heartbeat } from "./_health_wire.ts";
+import { Ticker } from "./_health_ticker.ts";
 
 /** Where a pod listens for heartbeats. */
 export interface PeerAddress {
@@ -94,11 +95,7 @@ export class PeerHealth implements HealthView {
   #socket: dgram.Socket | null = null;
   #draining = false;
   #seq = 0;
-  #startedAt = 0;
-  #tick = 0;
-  #lastTickAt = 0;
-  #stallEndedAt = -Infinity;
-  #sendTimer?: ReturnType<typeof setTimeout>;
+  readonly #ticker: Ticker;
   #stopped = false;
 
   constructor(o: PeerHealthOptions) {
@@ -149,6 +146,7 @@ export class PeerHealth implements HealthView {
       }),
     };
     for (const name of this.#peers.keys()) this.#m.up.set({ peer: name }, 0);
+    this.#ticker = new Ticker(this.intervalMs, () => this.#send());
   }
 
   /** How long a silent peer takes to be declared down, ms (interval × multiplier). */
@@ -183,21 +181,19 @@ export class PeerHealth implements HealthView {
     });
     this.#socket = socket;
     this.#stopped = false;
-    this.#startedAt = this.#lastTickAt = performance.now();
-    this.#tick = 0;
     this.#log.info("heartbeats started", {
       listen: `${this.#listen.host}:${this.port}`,
       peers: [...this.#peers.keys()],
       interval_ms: this.intervalMs,
       multiplier: this.multiplier,
     });
-    this.#sendTick();
+    this.#ticker.start();
   }
 
   /** Stops sending and listening; peers see this pod go down. */
   async stop(): Promise<void> {
     this.#stopped = true;
-    clearTimeout(this.#sendTimer);
+    this.#ticker.stop();
     for (const p of this.#peers.values()) clearTimeout(p.timer);
     const socket = this.#socket;
     this.#socket = null;
@@ -251,21 +247,6 @@ export class PeerHealth implements HealthView {
     }
   }
 
-  #sendTick(): void {
-    if (this.#stopped) return;
-    const now = performance.now();
-    if (now - this.#lastTickAt > 2 * this.intervalMs) this.#stallEndedAt = now;
-    this.#lastTickAt = now;
-    this.#send();
-    // Next slot on the fixed grid; a late tick skips the slots it missed.
-    this.#tick = Math.max(
-      this.#tick + 1,
-      Math.floor((now - this.#startedAt) / this.intervalMs) + 1,
-    );
-    const due = this.#startedAt + this.#tick * this.intervalMs;
-    this.#sendTimer = setTimeout(() => this.#sendTick(), Math.max(0, due - now));
-  }
-
   #receive(data: Uint8Array): void {
     const hb = decodeHeartbeat(data);
     if (!hb) return this.#m.ignored.inc({ reason: "malformed" });
@@ -311,9 +292,8 @@ export class PeerHealth implements HealthView {
     const now = performance.now();
     const remaining = peer.lastHeardAt + this.detectMs - now;
     if (remaining > 0) return this.#armCheck(peer, remaining);
-    if (
-      now - this.#lastTickAt > 2 * this.intervalMs || now - this.#stallEndedAt < this.intervalMs
-    ) {
+    const t = this.#ticker;
+    if (now - t.lastTickAt > 2 * this.intervalMs || now - t.lateAt < this.intervalMs) {
       // This process was stalled itself: the peer's heartbeats may be waiting in the socket.
       return this.#armCheck(peer, this.intervalMs);
     }

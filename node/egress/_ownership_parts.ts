@@ -1,0 +1,112 @@
+/**
+ * Parts of `ownership.ts`: its options, metrics, per-address record and a timeout helper for
+ * its lease calls.
+ *
+ * @module
+ */
+
+import type { RedisConnection } from "../../lib/redis_connection.ts";
+import type { Logger } from "../../lib/log.ts";
+import type { Counter, Gauge, Registry } from "../../lib/metrics.ts";
+import type { HealthView } from "./health.ts";
+import type { LeaseStore } from "./lease.ts";
+
+/** Options of {@link EgressOwnership}. */
+export interface EgressOwnershipOptions {
+  /** This pod's name (as in the heartbeats). */
+  readonly self: string;
+  /** The EgressNAT, `namespace/name` (the lease keys' hash tag). */
+  readonly name: string;
+  /** Its floating addresses. */
+  readonly addresses: readonly string[];
+  /** Which pods are up and draining. */
+  readonly health: HealthView;
+  /** Redis for the leases (`lib/redis_connection.ts`); or pass `leases`. */
+  readonly redis?: RedisConnection;
+  /** The lease store (default a {@link RedisLeaseStore} on `redis`); unit tests pass a stand-in. */
+  readonly leases?: LeaseStore;
+  /** Lease time to live, ms (default 250). */
+  readonly ttlMs?: number;
+  /** Renew (and standby poll) period, ms (default 50). */
+  readonly renewMs?: number;
+  /** Safety margin of the fencing window, ms (default 50). */
+  readonly marginMs?: number;
+  /** Stable membership needed before an address moves to a pod that asks for it (default 2000). */
+  readonly rebalanceDelayMs?: number;
+  /** Wait before the first acquire, to hear the peers first (default health.detectMs). */
+  readonly startupDelayMs?: number;
+  /** Takes the address into use (addresses, gratuitous ARP). */
+  readonly assume: (addr: string, epoch: number) => Promise<void>;
+  /** Stops using the address now (fencing). */
+  readonly forfeit: (addr: string, why: string) => Promise<void>;
+  /** Before a planned release: flush the conntrack sync. */
+  readonly beforeHandover?: (addr: string) => Promise<void>;
+  /** Logger (default the process logger). */
+  readonly log?: Logger;
+  /** Metrics registry (default the process registry). */
+  readonly registry?: Registry;
+}
+
+/** The metrics of the ownership. */
+export interface OwnershipMetrics {
+  readonly owner: Gauge;
+  readonly epoch: Gauge;
+  readonly takeovers: Counter;
+  readonly renewFailures: Counter;
+}
+
+/** Registers (or finds) the ownership's metrics in `reg`. */
+export function ownershipMetrics(reg: Registry): OwnershipMetrics {
+  return {
+    owner: reg.gauge("holdfast_egress_owner", "1 while this pod holds the address.", {
+      labelNames: ["address"],
+    }),
+    epoch: reg.gauge("holdfast_egress_epoch", "Fencing epoch of the address's lease here.", {
+      labelNames: ["address"],
+    }),
+    takeovers: reg.counter("holdfast_egress_takeovers_total", "Addresses assumed, by reason.", {
+      labelNames: ["reason"],
+    }),
+    renewFailures: reg.counter(
+      "holdfast_egress_lease_renew_failures_total",
+      "Lease renewals that got no answer (Redis unreachable or slow).",
+    ),
+  };
+}
+
+/** Where this pod stands with one address. */
+export type AddressState = "standby" | "acquiring" | "owner" | "forfeited" | "released";
+
+/** Mutable per-address state of the ownership. */
+export interface Slot {
+  readonly addr: string;
+  state: AddressState;
+  /** Epoch of the lease while owner (or of the last one held). */
+  epoch: number;
+  /** performance.now() past which the address must not be used (fencing). */
+  validUntil: number;
+  /** A renew is in flight. */
+  renewing: boolean;
+  /** An acquire or standby poll is in flight. */
+  busy?: boolean;
+  /** A planned handover is under way. */
+  handingOver?: boolean;
+  /** The fencing timer. */
+  fence?: ReturnType<typeof setTimeout>;
+  /** As first standby: when the lease was first seen free. */
+  freeSince?: number;
+  /** The holder seen in the last failed acquire or poll. */
+  lastHolder?: string;
+  /** No acquire before this (after a failed assume). */
+  retryAt?: number;
+}
+
+/** `p`, or a rejection after `ms` (the late result is dropped). */
+export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`Lease ${what} got no answer within ${ms} ms`)), ms);
+  });
+  p.catch(() => {}); // a late failure after the timeout is not unhandled
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,395 @@
+/**
+ * Who holds each floating address of one EgressNAT, decided per address from the heartbeats
+ * (`health.ts`), the assignment (`assign.ts`) and a Redis lease with a fencing epoch
+ * (`lease.ts`). Per address: standby → acquiring → owner → forfeited | released → standby.
+ *
+ * - The assigned owner (over the live, non-draining pods) acquires the lease, then calls
+ *   `assume(addr, epoch)`. Its first standby polls the lease every `renewMs` and acquires it only
+ *   after seeing it free for a whole ttl (the owner lost Redis), or at once when the heartbeats
+ *   say the owner is down, because then it is the assigned owner. No other pod ever acquires.
+ * - Fencing: the holder renews every `renewMs` and may use the address only while
+ *   `performance.now() < (time it SENT its last successful renew) + ttl − margin`; a timer calls
+ *   `forfeit()` the moment that passes, whatever Redis does (unreachable, slow, or the lease
+ *   taken). Redis expires the key `ttl` after it PROCESSED that renew, later than the send, so a
+ *   new owner can acquire only after the old one has forfeited: the windows never overlap.
+ * - Handover (planned): `drain()` announces draining in the heartbeats (the standbys recompute
+ *   at once and start polling), then per owned address `beforeHandover` (conntrack sync flush),
+ *   `forfeit`, lease release; the next poll of the new owner (≤ `renewMs`) takes it: zero resets,
+ *   no detection delay. Forfeit comes before release, so the address is never held twice. The
+ *   same handover moves an address to a pod that joined: its failed acquires leave a "want" that
+ *   the holder's renew reads; it is honoured once membership has been stable for
+ *   `rebalanceDelayMs` and only for the pod the assignment names (one that can reach Redis).
+ *
+ * Defaults: heartbeats 100 ms × 3 detect a death within 200–300 ms after it; ttl 250 ms, renew
+ * every 50 ms, margin 50 ms. The lease of a dead owner is free at most 250 ms after its last
+ * renew, so when detection comes (≥ 200 ms) the acquire succeeds at once or at the next poll:
+ * takeover ≤ ~300 ms + one Redis round trip + `assume`. A holder keeps the address through 3 lost
+ * renews (its window is 200 ms from a send); the margin absorbs timer lateness and the time
+ * `forfeit` takes. A pod whose event loop stalls for more than ~200 ms forfeits (and re-acquires
+ * if it is still the assigned owner): the price of a 400 ms takeover bound.
+ *
+ * Metrics: `holdfast_egress_owner{address}` (1/0), `holdfast_egress_epoch{address}`,
+ * `holdfast_egress_takeovers_total{reason}`, `holdfast_egress_lease_renew_failures_total`.
+ * One log line per decision: "address assumed" (epoch, reason), "address forfeited" (why),
+ * "address released".
+ *
+ * @module
+ */
+
+import { log as rootLog, type Logger } from "../../lib/log.ts";
+import { registry as rootRegistry } from "../../lib/metrics.ts";
+import { assignAddresses, type Assignment } from "./assign.ts";
+import { type LeaseStore, RedisLeaseStore } from "./lease.ts";
+import { Ticker } from "./_health_ticker.ts";
+import {
+  type AddressState,
+  type EgressOwnershipOptions,
+  type OwnershipMetrics,
+  ownershipMetrics,
+  type Slot,
+  withTimeout,
+} from "./_ownership_parts.ts";
+
+export type { AddressState, EgressOwnershipOptions } from "./_ownership_parts.ts";
+
+/** Bound on `beforeHandover` (a flush must not hold an address hostage). */
+const HANDOVER_FLUSH_TIMEOUT_MS = 2_000;
+
+/** Per-address ownership of one EgressNAT; see the module doc. */
+export class EgressOwnership {
+  readonly ttlMs: number;
+  readonly renewMs: number;
+  readonly marginMs: number;
+  /** Lease holder id: pod name and a random id of this start (a restarted pod is a new holder). */
+  readonly holderId: string;
+  readonly #o: EgressOwnershipOptions;
+  readonly #leases: LeaseStore;
+  readonly #slots = new Map<string, Slot>();
+  readonly #log: Logger;
+  readonly #m: OwnershipMetrics;
+  readonly #ticker: Ticker;
+  readonly #rebalanceDelayMs: number;
+  #plan: { key: string; assignment: Map<string, Assignment> } | null = null;
+  #membershipChangedAt = performance.now();
+  #running = false;
+  #draining = false;
+  #startTimer?: ReturnType<typeof setTimeout>;
+  #stepQueued = false;
+
+  constructor(o: EgressOwnershipOptions) {
+    this.#o = o;
+    this.ttlMs = o.ttlMs ?? 250;
+    this.renewMs = o.renewMs ?? 50;
+    this.marginMs = o.marginMs ?? 50;
+    this.#rebalanceDelayMs = o.rebalanceDelayMs ?? 2_000;
+    if (!(this.renewMs > 0 && this.marginMs >= 0 && this.ttlMs - this.marginMs > this.renewMs)) {
+      throw new RangeError(
+        `Cannot own addresses with ttl "${this.ttlMs}" ms, renew "${this.renewMs}" ms, margin "${this.marginMs}" ms: need ttl − margin > renew > 0`,
+      );
+    }
+    if (o.leases) this.#leases = o.leases;
+    else if (o.redis) this.#leases = new RedisLeaseStore(o.redis, o.name);
+    else throw new TypeError(`Cannot own addresses of "${o.name}": pass redis or leases`);
+    this.holderId = `${o.self}/${crypto.randomUUID().slice(0, 8)}`;
+    for (const addr of new Set(o.addresses)) {
+      this.#slots.set(addr, { addr, state: "standby", epoch: 0, validUntil: 0, renewing: false });
+    }
+    this.#log = (o.log ?? rootLog).with({ component: "egress-ownership", egress: o.name });
+    this.#m = ownershipMetrics(o.registry ?? rootRegistry);
+    for (const addr of this.#slots.keys()) this.#m.owner.set({ address: addr }, 0);
+    this.#ticker = new Ticker(this.renewMs, () => this.#stepAll());
+    o.health.onChange(() => {
+      this.#membershipChangedAt = performance.now();
+      this.#queueStep();
+    });
+  }
+
+  /** Starts deciding (after `startupDelayMs`, to hear the peers first). */
+  start(): Promise<void> {
+    if (this.#running) return Promise.resolve();
+    this.#running = true;
+    const delay = this.#o.startupDelayMs ?? this.#o.health.detectMs;
+    this.#log.info("ownership started", {
+      self: this.#o.self,
+      holder: this.holderId,
+      addresses: [...this.#slots.keys()],
+      ttl_ms: this.ttlMs,
+      renew_ms: this.renewMs,
+      margin_ms: this.marginMs,
+    });
+    this.#startTimer = setTimeout(() => this.#running && this.#ticker.start(), delay);
+    return Promise.resolve();
+  }
+
+  /**
+   * Stops: forfeits every held address, then releases its lease so a standby takes it at once.
+   * With `abandon`, stops without either, as a crash would (tests).
+   */
+  async stop(options: { abandon?: boolean } = {}): Promise<void> {
+    this.#running = false;
+    clearTimeout(this.#startTimer);
+    this.#ticker.stop();
+    for (const slot of this.#slots.values()) clearTimeout(slot.fence);
+    if (options.abandon) return;
+    await Promise.all(
+      [...this.#slots.values()].filter((s) => s.state === "owner").map(
+        async (slot) => {
+          const epoch = slot.epoch;
+          await this.#forfeit(slot, "stopping");
+          await this.#release(slot, epoch);
+        },
+      ),
+    );
+  }
+
+  /** Planned handover of every held address to its standby; this pod takes nothing after it. */
+  async drain(): Promise<void> {
+    this.#draining = true;
+    this.#o.health.setDraining(true);
+    const held = [...this.#slots.values()].filter((s) => s.state === "owner");
+    this.#log.info("draining", { addresses: held.map((s) => s.addr) });
+    await Promise.all(held.map((slot) => this.#handover(slot, "draining")));
+  }
+
+  /** Addresses held now → their epochs. */
+  owned(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const s of this.#slots.values()) if (s.state === "owner") out.set(s.addr, s.epoch);
+    return out;
+  }
+
+  /** State of each address here. */
+  states(): Map<string, AddressState> {
+    return new Map([...this.#slots.values()].map((s) => [s.addr, s.state]));
+  }
+
+  /** The pod that takes `addr` over if its owner goes (its first standby). */
+  standbyFor(addr: string): string | undefined {
+    return this.#assignment().get(addr)?.standbys[0];
+  }
+
+  /** The assignment over the live pods that are not draining (cached per membership). */
+  #assignment(): Map<string, Assignment> {
+    const draining = new Set(this.#o.health.draining());
+    if (this.#draining) draining.add(this.#o.self);
+    const pods = this.#o.health.live().filter((p) => !draining.has(p));
+    const key = pods.join(",");
+    if (this.#plan?.key !== key) {
+      this.#plan = { key, assignment: assignAddresses([...this.#slots.keys()], pods) };
+    }
+    return this.#plan.assignment;
+  }
+
+  #queueStep(): void {
+    if (this.#stepQueued || !this.#running) return;
+    this.#stepQueued = true;
+    queueMicrotask(() => {
+      this.#stepQueued = false;
+      if (this.#running && this.#ticker.lastTickAt > 0) this.#stepAll();
+    });
+  }
+
+  #stepAll(): void {
+    if (!this.#running) return;
+    const assignment = this.#assignment();
+    for (const slot of this.#slots.values()) {
+      const a = assignment.get(slot.addr);
+      this.#step(slot, a).catch((err) =>
+        this.#log.error("ownership step failed", { address: slot.addr, err })
+      );
+    }
+  }
+
+  async #step(slot: Slot, a: Assignment | undefined): Promise<void> {
+    const now = performance.now();
+    if (slot.state === "owner") {
+      if (now >= slot.validUntil) return void this.#forfeit(slot, "lease not renewed in time");
+      if (!slot.renewing) await this.#renew(slot, a);
+      return;
+    }
+    if (slot.busy || this.#draining || !a || now < (slot.retryAt ?? 0)) return;
+    if (a.owner === this.#o.self) {
+      slot.state = "acquiring";
+      return await this.#acquire(slot, a);
+    }
+    if (slot.state === "acquiring") slot.state = "standby";
+    if (a.standbys[0] !== this.#o.self) {
+      slot.freeSince = undefined;
+      return;
+    }
+    // First standby: take a lease that stays free for a whole ttl (the owner lost Redis).
+    slot.busy = true;
+    try {
+      const lease = await withTimeout(this.#leases.read(slot.addr), this.ttlMs, "read");
+      const t = performance.now();
+      if (lease) {
+        slot.freeSince = undefined;
+        slot.lastHolder = lease.holder;
+      } else if (slot.freeSince === undefined) {
+        slot.freeSince = t;
+      } else if (t - slot.freeSince >= this.ttlMs) {
+        slot.freeSince = undefined;
+        await this.#acquire(slot, a, "lease free", true);
+      }
+    } catch {
+      /* Redis away: nothing to decide */
+    } finally {
+      slot.busy = false;
+    }
+  }
+
+  async #acquire(slot: Slot, a: Assignment, reason?: string, nested = false): Promise<void> {
+    if (!nested) slot.busy = true;
+    const sentAt = performance.now();
+    try {
+      const r = await withTimeout(
+        this.#leases.acquire(slot.addr, this.holderId, this.ttlMs, this.#o.self),
+        this.ttlMs,
+        "acquire",
+      );
+      if (!r.acquired) {
+        slot.lastHolder = r.holder;
+        return;
+      }
+      if (!this.#running || this.#draining) {
+        await this.#leases.release(slot.addr, this.holderId, r.epoch).catch(() => {});
+        return;
+      }
+      const why = reason ?? this.#takeoverReason(slot, a);
+      this.#becomeOwner(slot, r.epoch, sentAt, why);
+    } catch {
+      /* Redis away: retry next tick */
+    } finally {
+      if (!nested) slot.busy = false;
+    }
+  }
+
+  #takeoverReason(slot: Slot, a: Assignment): string {
+    const last = slot.lastHolder?.split("/")[0];
+    slot.lastHolder = undefined;
+    if (last === undefined || last === this.#o.self) return "assigned";
+    if (this.#o.health.draining().includes(last)) return "handover";
+    if (!this.#o.health.live().includes(last)) return "owner down";
+    return a.owner === this.#o.self ? "rebalance" : "lease free";
+  }
+
+  #becomeOwner(slot: Slot, epoch: number, sentAt: number, reason: string): void {
+    slot.state = "owner";
+    slot.epoch = epoch;
+    slot.validUntil = sentAt + this.ttlMs - this.marginMs;
+    this.#armFence(slot);
+    this.#m.owner.set({ address: slot.addr }, 1);
+    this.#m.epoch.set({ address: slot.addr }, epoch);
+    this.#m.takeovers.inc({ reason });
+    this.#log.info("address assumed", { address: slot.addr, epoch, reason });
+    // Renewals go on while assume runs (it may take a while: addresses, ARP).
+    this.#o.assume(slot.addr, epoch).catch(async (err) => {
+      this.#log.error("assume failed", { address: slot.addr, epoch, err });
+      if (slot.state !== "owner" || slot.epoch !== epoch) return;
+      slot.retryAt = performance.now() + 1_000;
+      await this.#forfeit(slot, `assume failed: ${(err as Error).message}`);
+      await this.#release(slot, epoch);
+    });
+  }
+
+  async #renew(slot: Slot, a: Assignment | undefined): Promise<void> {
+    slot.renewing = true;
+    const epoch = slot.epoch;
+    const sentAt = performance.now();
+    try {
+      const r = await withTimeout(
+        this.#leases.renew(slot.addr, this.holderId, epoch, this.ttlMs),
+        this.ttlMs,
+        "renew",
+      );
+      if (slot.state !== "owner" || slot.epoch !== epoch) return;
+      if (!r.renewed) return void this.#forfeit(slot, "lease lost");
+      slot.validUntil = Math.max(slot.validUntil, sentAt + this.ttlMs - this.marginMs);
+      this.#armFence(slot);
+      const wanted = r.wantedBy;
+      if (
+        wanted && wanted !== this.#o.self && a?.owner === wanted && this.#running &&
+        performance.now() - this.#membershipChangedAt >= this.#rebalanceDelayMs
+      ) {
+        void this.#handover(slot, `rebalance to ${wanted}`);
+      }
+    } catch (err) {
+      this.#m.renewFailures.inc();
+      if (slot.state === "owner" && slot.epoch === epoch) {
+        this.#log.warn("lease renew failed", {
+          address: slot.addr,
+          epoch,
+          valid_ms: Math.round(slot.validUntil - performance.now()),
+          err,
+        });
+      }
+    } finally {
+      slot.renewing = false;
+    }
+  }
+
+  #armFence(slot: Slot): void {
+    clearTimeout(slot.fence);
+    const epoch = slot.epoch;
+    slot.fence = setTimeout(() => {
+      slot.fence = undefined;
+      if (slot.state !== "owner" || slot.epoch !== epoch) return;
+      if (performance.now() >= slot.validUntil) {
+        void this.#forfeit(slot, "lease not renewed in time");
+      } else this.#armFence(slot);
+    }, Math.max(0, Math.ceil(slot.validUntil - performance.now())));
+  }
+
+  async #forfeit(slot: Slot, why: string): Promise<void> {
+    if (slot.state !== "owner") return;
+    slot.state = "forfeited";
+    clearTimeout(slot.fence);
+    slot.fence = undefined;
+    this.#m.owner.set({ address: slot.addr }, 0);
+    const planned = /^(draining|rebalance|stopping)/.test(why);
+    this.#log[planned ? "info" : "warn"]("address forfeited", {
+      address: slot.addr,
+      epoch: slot.epoch,
+      why,
+    });
+    try {
+      await this.#o.forfeit(slot.addr, why);
+    } catch (err) {
+      this.#log.error("forfeit failed", { address: slot.addr, err });
+    }
+  }
+
+  async #release(slot: Slot, epoch: number): Promise<void> {
+    try {
+      const ok = await withTimeout(
+        this.#leases.release(slot.addr, this.holderId, epoch),
+        this.ttlMs,
+        "release",
+      );
+      this.#log.info("address released", { address: slot.addr, epoch, released: ok });
+      if (ok && slot.state === "forfeited") slot.state = "released";
+    } catch (err) {
+      this.#log.warn("address released", { address: slot.addr, epoch, released: false, err });
+    }
+  }
+
+  /** Planned handover: flush, forfeit, release (renewals go on until the forfeit). */
+  async #handover(slot: Slot, why: string): Promise<void> {
+    if (slot.state !== "owner" || slot.handingOver) return;
+    slot.handingOver = true;
+    const epoch = slot.epoch;
+    try {
+      if (this.#o.beforeHandover) {
+        await withTimeout(this.#o.beforeHandover(slot.addr), HANDOVER_FLUSH_TIMEOUT_MS, "flush")
+          .catch((err) =>
+            this.#log.warn("flush before handover failed", { address: slot.addr, err })
+          );
+      }
+      if (slot.state !== "owner" || slot.epoch !== epoch) return;
+      await this.#forfeit(slot, why);
+      await this.#release(slot, epoch);
+    } finally {
+      slot.handingOver = false;
+    }
+  }
+}

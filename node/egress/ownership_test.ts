@@ -1,0 +1,188 @@
+import { assert, assertEquals } from "../../controller/_testing.ts";
+import { captureLogs } from "../../lib/log.ts";
+import { Registry } from "../../lib/metrics.ts";
+import { MemoryLeaseStore } from "./lease.ts";
+import { EgressOwnership, type EgressOwnershipOptions } from "./ownership.ts";
+import { CuttableLeases, FakeHealth, OwnershipRecorder, waitFor } from "./_ownership_testing.ts";
+
+const A1 = "198.18.0.100";
+const A2 = "198.18.0.101";
+
+interface Pod {
+  name: string;
+  own: EgressOwnership;
+  health: FakeHealth;
+  leases: CuttableLeases;
+  registry: Registry;
+}
+
+function pods(
+  names: string[],
+  rec: OwnershipRecorder,
+  options: Partial<EgressOwnershipOptions> & { addresses?: string[] } = {},
+): Pod[] {
+  const store = new MemoryLeaseStore();
+  return names.map((name) => {
+    const health = new FakeHealth(name, names.filter((n) => n !== name));
+    const leases = new CuttableLeases(store);
+    const registry = new Registry();
+    const own = new EgressOwnership({
+      self: name,
+      name: "default/egress",
+      addresses: [A1],
+      health,
+      leases,
+      registry,
+      ...rec.callbacks(name),
+      ...options,
+    });
+    return { name, own, health, leases, registry };
+  });
+}
+
+async function stopAll(all: Pod[]): Promise<void> {
+  await Promise.all(all.map((p) => p.own.stop({ abandon: true })));
+}
+
+function ownerOf(all: Pod[], addr: string): Pod | undefined {
+  return all.find((p) => p.own.owned().has(addr));
+}
+
+Deno.test("the assigned pod assumes the address with epoch 1; the other stands by", async () => {
+  using _logs = captureLogs();
+  const rec = new OwnershipRecorder();
+  const all = pods(["nat1", "nat2"], rec);
+  try {
+    for (const p of all) await p.own.start();
+    await waitFor("an owner", () => rec.holders(A1).length === 1);
+    const owner = ownerOf(all, A1)!;
+    const other = all.find((p) => p !== owner)!;
+    assertEquals(owner.own.owned().get(A1), 1);
+    assertEquals(owner.own.standbyFor(A1), other.name);
+    assertEquals(other.own.states().get(A1), "standby");
+    assert(owner.registry.expose().includes('holdfast_egress_owner{address="198.18.0.100"} 1'));
+    await new Promise((r) => setTimeout(r, 400)); // renewals keep it
+    assertEquals(rec.holders(A1), [owner.name]);
+  } finally {
+    await stopAll(all);
+  }
+});
+
+Deno.test("owner dies: the standby assumes after the lease expired, with a new epoch", async () => {
+  using logs = captureLogs();
+  const rec = new OwnershipRecorder();
+  const all = pods(["nat1", "nat2"], rec);
+  try {
+    for (const p of all) await p.own.start();
+    await waitFor("an owner", () => rec.holders(A1).length === 1);
+    const owner = ownerOf(all, A1)!;
+    const other = all.find((p) => p !== owner)!;
+    await owner.own.stop({ abandon: true });
+    const diedAt = performance.now();
+    rec.end(owner.name, A1, "died");
+    other.health.set(owner.name, false);
+    await waitFor("the standby owns it", () => rec.holders(A1).length === 1, 1_000);
+    const took = rec.last(A1)!;
+    assertEquals([took.pod, took.epoch], [other.name, 2]);
+    assert(took.from - diedAt < 400, `takeover took ${took.from - diedAt} ms`);
+    assertEquals(rec.overlaps(), []);
+    const line = logs.records.find((r) => r.msg === "address assumed" && r.epoch === 2);
+    assertEquals(line?.reason, "owner down");
+  } finally {
+    await stopAll(all);
+  }
+});
+
+Deno.test("owner loses the lease store: it forfeits before the standby assumes", async () => {
+  using logs = captureLogs();
+  const rec = new OwnershipRecorder();
+  const all = pods(["nat1", "nat2"], rec);
+  try {
+    for (const p of all) await p.own.start();
+    await waitFor("an owner", () => rec.holders(A1).length === 1);
+    const owner = ownerOf(all, A1)!;
+    const other = all.find((p) => p !== owner)!;
+    owner.leases.cut = true;
+    await waitFor("the standby owns it", () => rec.holders(A1)[0] === other.name, 2_000);
+    assertEquals(rec.overlaps(), []);
+    const forfeit = logs.records.find((r) => r.msg === "address forfeited");
+    assertEquals(forfeit?.why, "lease not renewed in time");
+    assert(owner.registry.expose().includes("holdfast_egress_lease_renew_failures_total"));
+    // Back: the assigned owner asks for it and gets it by planned handover.
+    owner.leases.cut = false;
+    await waitFor("back to the owner", () => rec.holders(A1)[0] === owner.name, 3_000);
+    assertEquals(rec.overlaps(), []);
+  } finally {
+    await stopAll(all);
+  }
+});
+
+Deno.test("heartbeats cut both ways: the lease keeps the owner, nobody takes over", async () => {
+  using _logs = captureLogs();
+  const rec = new OwnershipRecorder();
+  const all = pods(["nat1", "nat2"], rec);
+  try {
+    for (const p of all) await p.own.start();
+    await waitFor("an owner", () => rec.holders(A1).length === 1);
+    const [a, b] = all as [Pod, Pod];
+    a.health.set(b.name, false);
+    b.health.set(a.name, false);
+    await new Promise((r) => setTimeout(r, 800));
+    assertEquals(rec.intervals.length, 1);
+    assertEquals(rec.overlaps(), []);
+  } finally {
+    await stopAll(all);
+  }
+});
+
+Deno.test("drain: flush, forfeit, release in that order; the standby takes over at once", async () => {
+  using logs = captureLogs();
+  const rec = new OwnershipRecorder();
+  const order: string[] = [];
+  const all = pods(["nat1", "nat2"], rec, {
+    beforeHandover: (addr) => {
+      order.push(`flush ${addr}`);
+      return Promise.resolve();
+    },
+  });
+  try {
+    for (const p of all) await p.own.start();
+    await waitFor("an owner", () => rec.holders(A1).length === 1);
+    const owner = ownerOf(all, A1)!;
+    const other = all.find((p) => p !== owner)!;
+    const t0 = performance.now();
+    await owner.own.drain();
+    other.health.setPeerDraining(owner.name, true); // its heartbeat says so
+    await waitFor("the standby owns it", () => rec.holders(A1)[0] === other.name, 1_000);
+    const gap = rec.last(A1)!.from - t0;
+    assert(gap < 200, `handover took ${gap} ms`);
+    assertEquals(rec.overlaps(), []);
+    const msgs = logs.records.filter((r) => r.component === "egress-ownership")
+      .map((r) => r.msg);
+    assert(msgs.indexOf("address forfeited") < msgs.indexOf("address released"), msgs.join());
+    assertEquals(order, [`flush ${A1}`]);
+    const assumed = logs.records.filter((r) => r.msg === "address assumed").at(-1);
+    assertEquals(assumed?.reason, "handover");
+    assertEquals(owner.own.owned().size, 0);
+  } finally {
+    await stopAll(all);
+  }
+});
+
+Deno.test("a joining pod gets its share by planned handover, never a double owner", async () => {
+  using _logs = captureLogs();
+  const rec = new OwnershipRecorder();
+  const all = pods(["nat1", "nat2"], rec, { addresses: [A1, A2], rebalanceDelayMs: 100 });
+  try {
+    const [a, b] = all as [Pod, Pod];
+    a.health.set(b.name, false);
+    await a.own.start();
+    await waitFor("nat1 owns both", () => a.own.owned().size === 2);
+    a.health.set(b.name, true);
+    await b.own.start();
+    await waitFor("one each", () => a.own.owned().size === 1 && b.own.owned().size === 1, 3_000);
+    assertEquals(rec.overlaps(), []);
+  } finally {
+    await stopAll(all);
+  }
+});

@@ -41,6 +41,9 @@ export function backendAddress(j: number): string {
   return `10.3.${j}.2`;
 }
 
+/** Port of the backends' HTTP health endpoint (`GET /healthz`) when the cluster has a health check. */
+export const BACKEND_HEALTH_PORT = 8081;
+
 /** Options of a virtual cluster. */
 export interface ClusterOptions {
   /** LB nodes started at creation (default 2). */
@@ -61,6 +64,12 @@ export interface ClusterOptions {
    * publishes (a controller); the services file is then not written.
    */
   readonly model?: "file" | "redis";
+  /**
+   * The service's `healthCheck` in the services file (controller/sources/health_check.ts), e.g.
+   * `{ kind: "http", port: BACKEND_HEALTH_PORT, path: "/healthz", intervalMs: 100 }`; backends
+   * then serve `GET /healthz` on {@linkcode BACKEND_HEALTH_PORT}. Default none (no probing).
+   */
+  readonly healthCheck?: Readonly<Record<string, unknown>>;
 }
 
 /** One LB node's live parts. */
@@ -86,6 +95,7 @@ export class Cluster implements AsyncDisposable {
   /** Backends' echo servers by index. */
   readonly backends = new Map<number, HostProcess>();
   readonly #verbose: boolean;
+  readonly #healthCheck: Readonly<Record<string, unknown>> | undefined;
   readonly #handles: Disposable[] = [];
   #pass: BpfObject | null = null;
 
@@ -101,6 +111,7 @@ export class Cluster implements AsyncDisposable {
     this.flowSync = options.flowSync ?? true;
     this.model = options.model ?? "file";
     this.#verbose = options.verbose ?? false;
+    this.#healthCheck = options.healthCheck;
   }
 
   /** Builds the network, Redis, the backends and the LB nodes, and waits until all are ready. */
@@ -157,6 +168,7 @@ export class Cluster implements AsyncDisposable {
           address: `${backendAddress(j)}:${this.port}/TCP`,
           portName: "http",
         })),
+        ...(this.#healthCheck ? { healthCheck: this.#healthCheck } : {}),
       }],
     };
     const tmp = `${this.configPath}.tmp`;
@@ -183,7 +195,12 @@ export class Cluster implements AsyncDisposable {
     decap.addLocalVip(this.vip);
     decap.attach("eth0", { netns: this.topo.ns(host) });
     const server = this.topo.spawnDeno(host, ECHO, {
-      args: ["server", this.vip, String(this.port)],
+      args: [
+        "server",
+        this.vip,
+        String(this.port),
+        ...(this.#healthCheck ? [String(BACKEND_HEALTH_PORT)] : []),
+      ],
       permissions: ["--allow-net"],
     });
     await server.waitForLine((l) => l.includes("listening"));

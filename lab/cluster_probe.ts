@@ -92,6 +92,37 @@ export function backendsOf(cluster: Cluster, i: number): string[] {
   return [...out].sort();
 }
 
+/**
+ * Backend addresses in LB node i's Maglev tables (what its datapath picks for new flows), sorted:
+ * each table of hf_maglev (an inner map, opened by ID) mapped through hf_backends.
+ */
+export function maglevBackendsOf(cluster: Cluster, i: number): string[] {
+  const dir = cluster.bpffs(lbIndex(cluster, i));
+  const address = new Map<number, string>();
+  {
+    using backends = BpfMap.fromPinned(`${dir}/hf_backends`);
+    const { keys, values, count } = backends.lookupBatch();
+    const size = values.length / Math.max(count, 1);
+    const keyView = new DataView(keys.buffer, keys.byteOffset, keys.byteLength);
+    for (let k = 0; k < count; k++) {
+      const b = decodeBackendValue(values.subarray(k * size, (k + 1) * size));
+      address.set(keyView.getUint32(k * 4, true), b.address);
+    }
+  }
+  const out = new Set<string>();
+  using maglev = BpfMap.fromPinned(`${dir}/hf_maglev`);
+  for (const [, v] of maglev.entries()) {
+    // A map-in-map lookup from user space returns the inner map's ID.
+    using inner = BpfMap.fromId(new DataView(v.buffer, v.byteOffset).getUint32(0, true));
+    const { values, count } = inner.lookupBatch(65536);
+    const slots = new DataView(values.buffer, values.byteOffset, count * 4);
+    const ids = new Set<number>();
+    for (let k = 0; k < count; k++) ids.add(slots.getUint32(k * 4, true));
+    for (const id of ids) if (id !== 0 && address.has(id)) out.add(address.get(id)!);
+  }
+  return [...out].sort();
+}
+
 /** Frontends in LB node i's service map as `IP:PORT/TCP` (or `/UDP`), sorted. */
 export function frontendsOf(cluster: Cluster, i: number): string[] {
   using map = BpfMap.fromPinned(`${cluster.bpffs(lbIndex(cluster, i))}/hf_services`);

@@ -25,6 +25,17 @@ const SUMMARY_EVERY_MS = 10_000;
 /** Entries remembered per sender, for removing stale ones after a resync. */
 const MAX_KNOWN = 4_000_000;
 
+interface ConnState {
+  /** Remote address:port. */
+  peer: string;
+  /** The sender's name from HELLO. */
+  name: string;
+  /** Frames applied (acknowledged) on this connection. */
+  applied: number;
+  /** Epoch of this connection's latest resync. */
+  epoch: number;
+}
+
 interface Known {
   epoch: number;
   entry: CtEntry;
@@ -40,8 +51,11 @@ export class SyncReceiver {
   readonly #o: SyncReceiverOptions;
   readonly #log: Logger;
   readonly #m: SyncMetrics;
-  /** Entries injected per sender name, with the local resync epoch that last carried them. */
-  readonly #known = new Map<string, Map<string, Known>>();
+  /**
+   * Entries injected, by original tuple, with the resync epoch (numbered here, one per BEGIN on
+   * any connection) of the connection that last carried them.
+   */
+  readonly #known = new Map<string, Known>();
   readonly #conns = new Set<Deno.TcpConn>();
   #listener: Deno.TcpListener | null = null;
   #accepting: Promise<void> = Promise.resolve();
@@ -116,7 +130,12 @@ export class SyncReceiver {
 
   async #serve(conn: Deno.TcpConn): Promise<void> {
     const remote = conn.remoteAddr as Deno.NetAddr;
-    const state = { peer: `${remote.hostname}:${remote.port}`, name: "", applied: 0 };
+    const state: ConnState = {
+      peer: `${remote.hostname}:${remote.port}`,
+      name: "",
+      applied: 0,
+      epoch: 0,
+    };
     this.#conns.add(conn);
     conn.setNoDelay(true);
     const reader = new FrameReader();
@@ -152,34 +171,27 @@ export class SyncReceiver {
     }
   }
 
-  #apply(f: Frame, state: { peer: string; name: string }): void {
+  #apply(f: Frame, state: ConnState): void {
     switch (f.type) {
       case FRAME.HELLO:
         state.name = f.name;
         this.#log.info("sync sender connected", { peer: f.name, address: state.peer });
         return;
       case FRAME.UPSERT:
-        return this.#upsert(f.entries, this.#knownOf(state));
+        return this.#upsert(f.entries, state.epoch);
       case FRAME.REMOVE:
-        return this.#remove(f.entries, this.#knownOf(state));
+        return this.#remove(f.entries);
       case FRAME.BEGIN:
-        this.#epoch++;
+        state.epoch = ++this.#epoch;
         return;
       case FRAME.END:
-        return this.#dropStale(this.#knownOf(state), new Set(f.addrs), state);
+        return this.#dropStale(new Set(f.addrs), state);
       case FRAME.ACK:
         throw new Error("an ACK frame from a sender");
     }
   }
 
-  #knownOf(state: { peer: string; name: string }): Map<string, Known> {
-    const name = state.name || state.peer;
-    let known = this.#known.get(name);
-    if (!known) this.#known.set(name, known = new Map());
-    return known;
-  }
-
-  #upsert(entries: CtEntry[], known: Map<string, Known>): void {
+  #upsert(entries: CtEntry[], epoch: number): void {
     const { injected, failed } = this.#o.ct.inject(entries);
     this.#injected += injected;
     this.#summary.upserts += injected;
@@ -190,28 +202,27 @@ export class SyncReceiver {
       this.#summary.firstFailure ||= failureText(failed[0]!);
     }
     for (const entry of entries) {
-      if (known.size >= MAX_KNOWN) break;
-      known.set(key(entry), { epoch: this.#epoch, entry });
+      if (this.#known.size >= MAX_KNOWN) break;
+      this.#known.set(key(entry), { epoch, entry });
     }
   }
 
-  #remove(entries: CtEntry[], known: Map<string, Known>): void {
+  #remove(entries: CtEntry[]): void {
     this.#m.entries.inc({ direction: "received", op: "remove" }, entries.length);
-    for (const entry of entries) known.delete(key(entry));
+    for (const entry of entries) this.#known.delete(key(entry));
     this.#summary.removes += this.#removeFromKernel(entries);
   }
 
   /** After a resync: entries of the resynced addresses it did not carry are gone at the owner. */
   #dropStale(
-    known: Map<string, Known>,
     addrs: Set<number>,
-    state: { peer: string; name: string },
+    state: ConnState,
   ): void {
     const stale: CtEntry[] = [];
-    for (const [k, v] of known) {
-      if (v.epoch === this.#epoch || !v.entry.natSrc || !addrs.has(v.entry.natSrc.addr)) continue;
+    for (const [k, v] of this.#known) {
+      if (v.epoch === state.epoch || !v.entry.natSrc || !addrs.has(v.entry.natSrc.addr)) continue;
       stale.push(v.entry);
-      known.delete(k);
+      this.#known.delete(k);
     }
     if (stale.length === 0) return;
     const removed = this.#removeFromKernel(stale);

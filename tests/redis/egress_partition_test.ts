@@ -1,0 +1,202 @@
+/**
+ * Exactly one owner per floating address at any moment: three EgressOwnership instances in one
+ * process, with real heartbeats (UDP on loopback, through relays that can drop them) and a real
+ * redis-server (through one TCP proxy per pod, so one pod alone can lose it). Every assume and
+ * forfeit is recorded with performance.now(); the recorded uses of an address never overlap.
+ * Run: `deno test -P=redis tests/redis/egress_partition_test.ts`.
+ */
+import { assert, assertEquals } from "../../controller/_testing.ts";
+import { RedisConnection } from "../../lib/redis_connection.ts";
+import { captureLogs } from "../../lib/log.ts";
+import { Registry } from "../../lib/metrics.ts";
+import { type RedisServer, startRedis } from "../../lab/redis_server.ts";
+import { PeerHealth } from "../../node/egress/health.ts";
+import { EgressOwnership } from "../../node/egress/ownership.ts";
+import { OwnershipRecorder, waitFor } from "../../node/egress/_ownership_testing.ts";
+import { CuttableProxy, CuttableRelay } from "./_egress_cuts.ts";
+
+const ADDRESSES = ["198.18.0.100", "198.18.0.101", "198.18.0.102"];
+const NAMES = ["nat1", "nat2", "nat3"];
+
+interface Pod {
+  name: string;
+  health: PeerHealth;
+  own: EgressOwnership;
+  redis: RedisConnection;
+  proxy: CuttableProxy;
+  relay: CuttableRelay;
+  dead: boolean;
+}
+
+async function startPods(redis: RedisServer, rec: OwnershipRecorder): Promise<Pod[]> {
+  const relays = new Map<string, CuttableRelay>();
+  for (const name of NAMES) {
+    const relay = new CuttableRelay();
+    await relay.start();
+    relays.set(name, relay);
+  }
+  const all: Pod[] = [];
+  for (const name of NAMES) {
+    const registry = new Registry();
+    const proxy = new CuttableProxy(redis.port);
+    const conn = new RedisConnection({ url: proxy.url, logComponent: "egress-lease" });
+    const health = new PeerHealth({
+      self: name,
+      listen: { host: "127.0.0.1", port: 0 },
+      peers: NAMES.filter((n) => n !== name).map((n) => ({
+        name: n,
+        host: "127.0.0.1",
+        port: relays.get(n)!.port,
+      })),
+      registry,
+    });
+    const own = new EgressOwnership({
+      self: name,
+      name: "default/egress",
+      addresses: ADDRESSES,
+      health,
+      redis: conn,
+      rebalanceDelayMs: 300,
+      registry,
+      ...rec.callbacks(name),
+    });
+    all.push({ name, health, own, redis: conn, proxy, relay: relays.get(name)!, dead: false });
+  }
+  for (const p of all) {
+    await p.health.start();
+    p.relay.target = p.health.port;
+  }
+  for (const p of all) await p.own.start();
+  await waitFor("every address owned", () => ADDRESSES.every((a) => rec.holders(a).length === 1));
+  return all;
+}
+
+async function kill(p: Pod, rec: OwnershipRecorder): Promise<void> {
+  const held = [...p.own.owned().keys()];
+  p.dead = true;
+  await p.own.stop({ abandon: true });
+  await p.health.stop();
+  for (const a of held) rec.end(p.name, a, "killed");
+}
+
+async function stopPods(all: Pod[]): Promise<void> {
+  for (const p of all) {
+    if (!p.dead) {
+      await p.own.stop({ abandon: true });
+      await p.health.stop();
+    }
+    await p.redis.close();
+    await p.proxy.close();
+    await p.relay.close();
+  }
+}
+
+function holderOf(all: Pod[], rec: OwnershipRecorder, addr: string): Pod {
+  const [name] = rec.holders(addr);
+  return all.find((p) => p.name === name)!;
+}
+
+const opts = { sanitizeOps: false, sanitizeResources: false };
+
+Deno.test({
+  name: "partition: heartbeats cut, the lease keeps every owner; no takeover, no double owner",
+  ...opts,
+  fn: async () => {
+    using _logs = captureLogs();
+    await using redis = await startRedis();
+    const rec = new OwnershipRecorder();
+    const all = await startPods(redis, rec);
+    try {
+      const before = rec.intervals.length;
+      for (const p of all) p.relay.cut = true;
+      await waitFor("every pod alone", () => all.every((p) => p.health.live().length === 1));
+      await new Promise((r) => setTimeout(r, 700));
+      assertEquals(rec.intervals.length, before, rec.events.join("\n"));
+      for (const a of ADDRESSES) assertEquals(rec.holders(a).length, 1);
+      for (const p of all) p.relay.cut = false;
+      await waitFor("all up again", () => all.every((p) => p.health.live().length === 3));
+      await new Promise((r) => setTimeout(r, 500));
+      assertEquals(rec.overlaps(), []);
+    } finally {
+      await stopPods(all);
+    }
+  },
+});
+
+Deno.test({
+  name: "partition: the owner alone loses Redis; it forfeits before the standby assumes",
+  ...opts,
+  fn: async () => {
+    using _logs = captureLogs();
+    await using redis = await startRedis();
+    const rec = new OwnershipRecorder();
+    const all = await startPods(redis, rec);
+    try {
+      const victim = holderOf(all, rec, ADDRESSES[0]!);
+      const held = [...victim.own.owned().keys()];
+      const cutAt = performance.now();
+      victim.proxy.cut();
+      await waitFor(
+        "the victim's addresses moved",
+        () => held.every((a) => rec.holders(a).length === 1 && rec.holders(a)[0] !== victim.name),
+        3_000,
+      );
+      for (const a of held) {
+        const [old, next] = rec.intervals.filter((i) => i.addr === a).slice(-2);
+        assert(old && next && old.pod === victim.name, rec.events.join("\n"));
+        assert(old.to < next.from, `${a}: forfeit at ${old.to}, assumed at ${next.from}`);
+        assert(next.epoch > old.epoch, `${a}: epoch ${next.epoch} after ${old.epoch}`);
+        console.log(
+          `${a}: forfeited ${Math.round(old.to - cutAt)} ms after the cut, assumed by ${next.pod} ${
+            Math.round(next.from - cutAt)
+          } ms after`,
+        );
+      }
+      victim.proxy.restore();
+      await waitFor(
+        "the victim has its addresses back",
+        () => held.every((a) => rec.holders(a)[0] === victim.name),
+        5_000,
+      );
+      assertEquals(rec.overlaps(), []);
+    } finally {
+      await stopPods(all);
+    }
+  },
+});
+
+Deno.test({
+  name: "partition: the owner dies; its standbys assume within the bound, one owner each",
+  ...opts,
+  fn: async () => {
+    using _logs = captureLogs();
+    await using redis = await startRedis();
+    const rec = new OwnershipRecorder();
+    const all = await startPods(redis, rec);
+    try {
+      for (const round of [0, 1]) {
+        const victim = holderOf(all, rec, ADDRESSES[round]!);
+        const held = [...victim.own.owned().keys()];
+        const standby = new Map(held.map((a) => [a, victim.own.standbyFor(a)]));
+        const killedAt = performance.now();
+        await kill(victim, rec);
+        await waitFor(
+          "the dead pod's addresses moved",
+          () => held.every((a) => rec.holders(a).length === 1),
+          2_000,
+        );
+        for (const a of held) {
+          const next = rec.last(a)!;
+          const ms = next.from - killedAt;
+          console.log(`round ${round}: ${a} taken by ${next.pod} ${Math.round(ms)} ms after kill`);
+          assert(ms < 1_000, `${a}: takeover took ${ms} ms`);
+          if (round === 0) assertEquals(next.pod, standby.get(a));
+        }
+        for (const a of ADDRESSES) assertEquals(rec.holders(a).length, 1, a);
+      }
+      assertEquals(rec.overlaps(), []);
+    } finally {
+      await stopPods(all);
+    }
+  },
+});

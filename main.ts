@@ -27,6 +27,10 @@ const COMMANDS: Record<string, Command> = {
     summary: "run an LB node: XDP datapath, control plane from a config file, flow sync via Redis",
     load: () => import("./node/agent.ts"),
   },
+  egress: {
+    summary: "run an egress NAT pod: SNAT, floating addresses, heartbeats, conntrack sync",
+    load: () => import("./node/egress/agent.ts"),
+  },
   controller: {
     summary: "the Kubernetes controller: addresses, status, Events, the LB model in Redis",
     load: () => import("./controller/k8s/main.ts"),

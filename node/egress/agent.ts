@@ -1,0 +1,308 @@
+/**
+ * The egress NAT agent (`main.ts egress`): one per NAT pod, run inside the pod's network
+ * namespace. It composes the parts in the order takeover needs them (FINDINGS: "inject before
+ * moving routes"):
+ *
+ * 1. floating addresses left by an earlier run are dropped (a restarted pod owns nothing yet);
+ * 2. the SNAT rules (nft.ts) on every pod from the start, then `ip_forward=1` and
+ *    `nf_conntrack_tcp_loose=0`;
+ * 3. the conntrack {@linkcode SyncReceiver} (standby side: injects what owners stream);
+ * 4. {@linkcode PeerHealth} heartbeats with the other pods;
+ * 5. the {@linkcode SyncSender} (owner side: streams entries of the owned addresses to live peers);
+ * 6. {@linkcode EgressOwnership}: Redis lease per floating address; `assume` adds the floating
+ *    and gateway /32s and sends gratuitous ARP (rules and injected entries are already there),
+ *    `forfeit` removes them at once (fencing), `beforeHandover` flushes the sync stream.
+ *
+ * SIGTERM hands every owned address over (drain: no resets) and exits; SIGINT just stops.
+ * `--metrics-addr` serves /metrics, /healthz and /readyz (ready once ownership runs).
+ *
+ * @module
+ */
+
+import { log as rootLog, type Logger, setLogLevel } from "../../lib/log.ts";
+import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
+import { readCommandLine } from "../../lib/args.ts";
+import { serveOps } from "../../lib/ops_http.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
+import { RedisConnection } from "../../lib/redis_connection.ts";
+import { Conntrack, ConntrackEvents } from "../conntrack/mod.ts";
+import { type EgressConfig, type FloatingAddress, readEgressConfig, selfPeer } from "./config.ts";
+import { installEgressRules, removeEgressRules } from "./nft.ts";
+import { addFloating, announceFloating, heldFloating, removeFloating } from "./addresses.ts";
+import { setSysctls } from "./_command.ts";
+import { EGRESS_COMMAND, readEgressArgs } from "./egress_args.ts";
+import { PeerHealth } from "./health.ts";
+import { EgressOwnership } from "./ownership.ts";
+import { SyncReceiver, SyncSender } from "./sync.ts";
+
+/** Options of an {@link EgressAgent}. */
+export interface EgressAgentOptions {
+  /** This pod's name (one of `config.peers`). */
+  readonly self: string;
+  /** Redis URL of the leases. */
+  readonly redisUrl: string;
+  /** Stream conntrack entries to peers (false: the baseline). */
+  readonly sync: boolean;
+  /** Lease time to live (default: the ownership's). */
+  readonly leaseTtlMs?: number;
+  readonly log?: Logger;
+  readonly registry?: Registry;
+}
+
+/** One NAT pod: rules, heartbeats, sync, ownership and the floating addresses it holds. */
+export class EgressAgent {
+  readonly #config: EgressConfig;
+  readonly #o: EgressAgentOptions;
+  readonly #log: Logger;
+  readonly #byAddress: Map<string, FloatingAddress>;
+  readonly #owned = new Set<string>();
+  readonly #stops: (() => Promise<void> | void)[] = [];
+  #sender: SyncSender | null = null;
+  #ownership: EgressOwnership | null = null;
+  #ready = false;
+  readonly #metrics;
+
+  /** An agent for `config`; nothing happens before {@link start}. */
+  constructor(config: EgressConfig, options: EgressAgentOptions) {
+    this.#config = config;
+    this.#o = options;
+    this.#log = options.log ?? rootLog.with({ component: "egress", pod: options.self });
+    this.#byAddress = new Map(config.addresses.map((fa) => [fa.address, fa]));
+    const r = options.registry ?? processRegistry;
+    this.#metrics = {
+      owned: r.gauge("holdfast_egress_owned_addresses", "Floating addresses this NAT pod holds"),
+      assumed: r.counter("holdfast_egress_assumed_total", "Floating addresses assumed", {
+        labelNames: ["address"],
+      }),
+      forfeited: r.counter("holdfast_egress_forfeited_total", "Floating addresses given up", {
+        labelNames: ["address"],
+      }),
+      assumeSeconds: r.histogram(
+        "holdfast_egress_assume_seconds",
+        "Time to add a floating address and its gateway and announce them",
+        { buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1] },
+      ),
+    };
+    this.#metrics.owned.onCollect(() => this.#metrics.owned.set(undefined, this.#owned.size));
+  }
+
+  /** Whether ownership runs (the pod takes part in the egress NAT). */
+  get ready(): boolean {
+    return this.#ready;
+  }
+
+  /** Floating addresses held now. */
+  owned(): string[] {
+    return [...this.#owned];
+  }
+
+  /** Starts everything in takeover order (see the module doc). */
+  async start(): Promise<void> {
+    const config = this.#config;
+    const self = selfPeer(config, this.#o.self);
+    for (const fa of heldFloating(config)) {
+      await removeFloating(fa, config.interfaces);
+      this.#log.info("address released at start", { address: fa.address, gateway: fa.gateway });
+    }
+    await installEgressRules(config);
+    this.#stops.push(() => removeEgressRules());
+    await setSysctls({ "net.ipv4.ip_forward": 1, "net.netfilter.nf_conntrack_tcp_loose": 0 });
+    this.#log.info("rules installed", {
+      sources: config.sources.length,
+      destinations: config.destinations,
+      sync: this.#o.sync,
+    });
+
+    const registry = this.#o.registry;
+    const others = config.peers.filter((p) => p.name !== self.name);
+    if (this.#o.sync) {
+      const ct = Conntrack.open();
+      const receiver = new SyncReceiver({
+        ct,
+        listen: { host: self.address, port: config.ports.sync },
+        log: this.#log,
+        registry,
+      });
+      await receiver.start();
+      this.#stops.push(async () => {
+        await receiver.stop();
+        ct.close();
+      });
+    }
+
+    const health = new PeerHealth({
+      self: self.name,
+      listen: { host: self.address, port: config.ports.health },
+      peers: others.map((p) => ({ name: p.name, host: p.address, port: config.ports.health })),
+      intervalMs: config.healthCheck.intervalMs,
+      multiplier: config.healthCheck.multiplier,
+      log: this.#log,
+      registry,
+    });
+    await health.start();
+    this.#stops.push(() => health.stop());
+
+    if (this.#o.sync) {
+      const ct = Conntrack.open();
+      const events = ConntrackEvents.open();
+      const sender = new SyncSender({
+        ct,
+        events,
+        peers: () => {
+          const live = new Set(health.live());
+          return others.filter((p) => live.has(p.name)).map((p) => ({
+            name: p.name,
+            host: p.address,
+            port: config.ports.sync,
+          }));
+        },
+        log: this.#log,
+        registry,
+      });
+      sender.start();
+      this.#sender = sender;
+      this.#stops.push(async () => {
+        await sender.stop();
+        events.close();
+        ct.close();
+      });
+    }
+
+    const redis = new RedisConnection({ url: this.#o.redisUrl, logComponent: "egress-lease" });
+    this.#stops.push(() => redis.close());
+    const ownership = new EgressOwnership({
+      self: self.name,
+      name: config.name,
+      addresses: config.addresses.map((fa) => fa.address),
+      health,
+      redis,
+      ...(this.#o.leaseTtlMs ? { ttlMs: this.#o.leaseTtlMs } : {}),
+      assume: (addr, epoch) => this.#assume(addr, epoch),
+      forfeit: (addr, why) => this.#forfeit(addr, why),
+      beforeHandover: async () => {
+        await this.#sender?.flush();
+      },
+      log: this.#log,
+      registry,
+    });
+    this.#ownership = ownership;
+    await ownership.start();
+    this.#stops.push(() => ownership.stop());
+    this.#ready = true;
+    this.#log.info("ready", { peers: others.map((p) => p.name), addresses: config.addresses });
+  }
+
+  #floating(addr: string): FloatingAddress {
+    const fa = this.#byAddress.get(addr);
+    if (!fa) throw new Error(`Cannot hold "${addr}": not a floating address of the config`);
+    return fa;
+  }
+
+  #syncOwned(): void {
+    this.#sender?.setOwned(new Set([...this.#owned].map(parseIpv4)));
+  }
+
+  async #assume(addr: string, epoch: number): Promise<void> {
+    const fa = this.#floating(addr);
+    const t0 = performance.now();
+    this.#owned.add(addr);
+    this.#syncOwned();
+    await addFloating(fa, this.#config.interfaces);
+    announceFloating(fa, this.#config.interfaces);
+    const ms = performance.now() - t0;
+    this.#metrics.assumed.inc({ address: addr });
+    this.#metrics.assumeSeconds.observe(undefined, ms / 1000);
+    this.#log.info("floating address added", {
+      address: addr,
+      gateway: fa.gateway,
+      epoch,
+      ms: Math.round(ms * 10) / 10,
+    });
+  }
+
+  async #forfeit(addr: string, why: string): Promise<void> {
+    const fa = this.#floating(addr);
+    await removeFloating(fa, this.#config.interfaces);
+    this.#owned.delete(addr);
+    this.#syncOwned();
+    this.#metrics.forfeited.inc({ address: addr });
+    this.#log.info("floating address removed", { address: addr, gateway: fa.gateway, why });
+  }
+
+  /** Planned handover: every owned address to its standby, after the sync stream is flushed. */
+  async drain(): Promise<void> {
+    const owned = this.owned();
+    await this.#ownership?.drain();
+    this.#log.info("drained", { handed_over: owned, still_owned: this.owned() });
+  }
+
+  /** Stops everything in reverse order; drops whatever addresses are still held. */
+  async stop(): Promise<void> {
+    this.#ready = false;
+    for (const stop of this.#stops.splice(0).reverse()) {
+      try {
+        await stop();
+      } catch (err) {
+        this.#log.warn("stop step failed", { err });
+      }
+    }
+    for (const addr of this.owned()) await this.#forfeit(addr, "agent stopped");
+  }
+}
+
+/**
+ * Runs `main.ts egress` until SIGTERM (drain, then stop) or SIGINT (stop). Exit codes: 0 clean
+ * stop, 1 cannot start, 2 bad command line.
+ */
+export async function main(args: string[]): Promise<number> {
+  const read = readCommandLine(args, EGRESS_COMMAND, readEgressArgs);
+  if ("exit" in read) return read.exit;
+  const a = read.options;
+  setLogLevel(a.logLevel);
+  const log = rootLog.with({ component: "egress", pod: a.name });
+  let config: EgressConfig;
+  try {
+    config = await readEgressConfig(a.config);
+    selfPeer(config, a.name);
+  } catch (err) {
+    log.error("cannot start", { err });
+    return 1;
+  }
+  const redisUrl = a.redis ?? config.redis;
+  if (!redisUrl) {
+    log.error("cannot start", { err: 'no Redis: pass --redis or set "redis" in the config' });
+    return 1;
+  }
+  let signal: "SIGTERM" | "SIGINT" | null = null;
+  let wake = () => {};
+  const stopped = new Promise<void>((resolve) => wake = resolve);
+  const onTerm = () => (signal ??= "SIGTERM", wake());
+  const onInt = () => (signal ??= "SIGINT", wake());
+  Deno.addSignalListener("SIGTERM", onTerm);
+  Deno.addSignalListener("SIGINT", onInt);
+  const agent = new EgressAgent(config, {
+    self: a.name,
+    redisUrl,
+    sync: config.sync && !a.noSync,
+    leaseTtlMs: a.leaseTtlMs,
+    log: log.with({ egress: config.name }),
+  });
+  const server = a.metrics ? serveOps(a.metrics, () => agent.ready, { logger: log }) : null;
+  let code = 0;
+  try {
+    log.info("starting", { config: a.config, egress: config.name, sync: config.sync && !a.noSync });
+    await agent.start();
+    await stopped;
+    if (signal === "SIGTERM" && agent.ready) await agent.drain();
+  } catch (err) {
+    log.error("cannot run", { err });
+    code = 1;
+  } finally {
+    await agent.stop();
+    await server?.shutdown();
+    Deno.removeSignalListener("SIGTERM", onTerm);
+    Deno.removeSignalListener("SIGINT", onInt);
+    log.info("stopped", { signal, code });
+  }
+  return code;
+}

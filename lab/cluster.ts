@@ -194,6 +194,16 @@ export class Cluster implements AsyncDisposable {
     decap.configure({ encapPort: ENCAP_PORT, mssMax: 1500 - 40 - 28 });
     decap.addLocalVip(this.vip);
     decap.attach("eth0", { netns: this.topo.ns(host) });
+    await this.startBackendServer(j);
+    if (options.publish ?? true) await this.writeConfig();
+  }
+
+  /**
+   * Starts (again) backend j's echo server (and health endpoint) — after a test killed it — and
+   * waits until it listens. The backend's namespace, decap and place in the config are untouched.
+   */
+  async startBackendServer(j: number): Promise<void> {
+    const host = `be${j}`;
     const server = this.topo.spawnDeno(host, ECHO, {
       args: [
         "server",
@@ -205,7 +215,6 @@ export class Cluster implements AsyncDisposable {
     });
     await server.waitForLine((l) => l.includes("listening"));
     this.backends.set(j, server);
-    if (options.publish ?? true) await this.writeConfig();
   }
 
   /**

@@ -255,6 +255,8 @@ export class EgressOwnership {
         await this.#leases.release(slot.addr, this.holderId, r.epoch).catch(() => {});
         return;
       }
+      // An answer too late to use: the next acquire (same holder) extends the lease and retries.
+      if (performance.now() >= sentAt + this.ttlMs - this.marginMs) return;
       const why = reason ?? this.#takeoverReason(slot, a);
       this.#becomeOwner(slot, r.epoch, sentAt, why);
     } catch {

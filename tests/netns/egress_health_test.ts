@@ -4,7 +4,17 @@
  * (plus timer slack); SIGCONT brings it back up, and the resumed process does not declare its
  * own peer down for its stall; SIGKILL → down; a restarted peer (new boot id) → up.
  */
-import { assert } from "../../controller/_testing.ts";
+import dgram from "node:dgram";
+import { assert, assertEquals } from "../../controller/_testing.ts";
+import { captureLogs } from "../../lib/log.ts";
+import { Registry } from "../../lib/metrics.ts";
+import { PeerHealth } from "../../node/egress/health.ts";
+import {
+  decodeHeartbeat,
+  encodeHeartbeat,
+  type Heartbeat,
+} from "../../node/egress/_health_wire.ts";
+import { waitFor } from "../../node/egress/_ownership_testing.ts";
 import { rootTest } from "../harness/mod.ts";
 import { createTopology, type Topology } from "../../lab/netns.ts";
 import type { HostProcess } from "../../lab/host_process.ts";
@@ -85,7 +95,7 @@ rootTest(
         } ms, logged after ${logged} ms, silent ${silent} ms`,
       );
       // Declared down once 3 intervals passed without a heartbeat, not much later (timer slack).
-      assert(silent >= DETECT_MS && silent < DETECT_MS + 100, `silent for ${silent} ms`);
+      assert(silent >= DETECT_MS && silent < DETECT_MS + 150, `silent for ${silent} ms`);
       assert(wall < DETECT_MS + 700, `SIGSTOP seen after ${wall} ms`);
       await new Promise((r) => setTimeout(r, 300));
       two.child.kill("SIGCONT");
@@ -120,3 +130,72 @@ rootTest(
     );
   },
 );
+
+Deno.test({
+  name: "egress heartbeats on loopback: junk is counted and ignored; restart, draining, silence",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async () => {
+    using logs = captureLogs();
+    const peer = dgram.createSocket("udp4"); // the test plays peer "b"
+    const got: Heartbeat[] = [];
+    peer.on("message", (m: Uint8Array) => {
+      const hb = decodeHeartbeat(m);
+      if (hb) got.push(hb);
+    });
+    await new Promise<void>((r) => peer.bind(0, "127.0.0.1", () => r()));
+    const registry = new Registry();
+    const health = new PeerHealth({
+      self: "a",
+      listen: { host: "127.0.0.1", port: 0 },
+      peers: [{ name: "b", host: "127.0.0.1", port: peer.address().port }],
+      intervalMs: 20,
+      multiplier: 3,
+      registry,
+    });
+    const changes: string[] = [];
+    health.onChange((p, up) => changes.push(`${p} ${up ? "up" : "down"}`));
+    await health.start();
+    const send = (data: Uint8Array | string) =>
+      peer.send(
+        typeof data === "string" ? new TextEncoder().encode(data) : data,
+        health.port,
+        "127.0.0.1",
+      );
+    const hb = (seq: number, boot = "boot-1", draining = false) =>
+      send(encodeHeartbeat({ name: "b", seq, boot, draining }));
+    try {
+      await waitFor("heartbeats from a", () => got.length >= 3);
+      assertEquals(got.map((h) => h.seq).slice(0, 3), [0, 1, 2]);
+      assertEquals(got[0]?.name, "a");
+
+      send("not a heartbeat");
+      send(encodeHeartbeat({ name: "stranger", seq: 1, boot: "x", draining: false }));
+      hb(5);
+      await waitFor("b up", () => health.live().join() === "a,b");
+      hb(5); // a duplicate
+      hb(6, "boot-1", true);
+      await waitFor("b draining", () => health.draining().join() === "b");
+      const ignored = (reason: string) =>
+        registry.counter("holdfast_egress_heartbeats_ignored_total", "", { labelNames: ["reason"] })
+          .get({ reason });
+      assertEquals([ignored("malformed"), ignored("foreign"), ignored("stale")], [1, 1, 1]);
+
+      hb(0, "boot-2"); // restarted: a new boot id with a low sequence number
+      await waitFor("restart seen", () => changes.length >= 4);
+      assertEquals(changes, ["b up", "b up", "b down", "b up"]);
+
+      // Silence: down after 3 intervals.
+      await waitFor("b down", () => health.live().join() === "a", 1_000);
+      const down = logs.records.filter((r) => r.msg === "peer down").at(-1);
+      assert(Number(down?.since_last_heartbeat_ms) >= 60, JSON.stringify(down));
+
+      health.setDraining(true);
+      await waitFor("a's draining heartbeat", () => got.at(-1)?.draining === true, 1_000);
+      assertEquals(health.draining(), ["a"]);
+    } finally {
+      await health.stop();
+      await new Promise<void>((r) => peer.close(() => r()));
+    }
+  },
+});

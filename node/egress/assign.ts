@@ -28,6 +28,11 @@
  * @module
  */
 
+import { murmur3String } from "../../policy-as/host/key_hash.ts";
+
+/** Seed of the rendezvous hash (fixed: every pod must compute the same scores). */
+const RENDEZVOUS_SEED = 0x65677273;
+
 /** Owner and standbys of one address. */
 export interface Assignment {
   /** The pod that holds the address. */
@@ -42,26 +47,9 @@ export interface AssignOptions {
   readonly standbys?: number;
 }
 
-const encoder = new TextEncoder();
-
-/** FNV-1a over the UTF-8 bytes, then the murmur3 finalizer so nearby names spread. */
-function hash32(text: string): number {
-  let h = 0x811c9dc5;
-  for (const b of encoder.encode(text)) {
-    h ^= b;
-    h = Math.imul(h, 0x01000193);
-  }
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
-
 /** The rendezvous score of `pod` for `address` (higher wins). */
 export function rendezvousScore(address: string, pod: string): number {
-  return hash32(`${address}\n${pod}`);
+  return murmur3String(`${address}\n${pod}`, RENDEZVOUS_SEED);
 }
 
 function byText(a: string, b: string): number {

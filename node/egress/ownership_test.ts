@@ -19,7 +19,7 @@ interface Pod {
 function pods(
   names: string[],
   rec: OwnershipRecorder,
-  options: Partial<EgressOwnershipOptions> & { addresses?: string[] } = {},
+  options: Partial<EgressOwnershipOptions> = {},
 ): Pod[] {
   const store = new MemoryLeaseStore();
   return names.map((name) => {
@@ -48,35 +48,46 @@ function ownerOf(all: Pod[], addr: string): Pod | undefined {
   return all.find((p) => p.own.owned().has(addr));
 }
 
-Deno.test("the assigned pod assumes the address with epoch 1; the other stands by", async () => {
-  using _logs = captureLogs();
+interface Pair {
+  all: Pod[];
+  owner: Pod;
+  other: Pod;
+  rec: OwnershipRecorder;
+  logs: ReturnType<typeof captureLogs>;
+}
+
+/** Two pods with one address, started until one owns it; `fn` runs, then both stop. */
+async function withPair(
+  fn: (t: Pair) => Promise<void>,
+  options: Partial<EgressOwnershipOptions> = {},
+): Promise<void> {
+  using logs = captureLogs();
   const rec = new OwnershipRecorder();
-  const all = pods(["nat1", "nat2"], rec);
+  const all = pods(["nat1", "nat2"], rec, options);
   try {
     for (const p of all) await p.own.start();
     await waitFor("an owner", () => rec.holders(A1).length === 1);
     const owner = ownerOf(all, A1)!;
     const other = all.find((p) => p !== owner)!;
+    await fn({ all, owner, other, rec, logs });
+  } finally {
+    await stopAll(all);
+  }
+}
+
+Deno.test("the assigned pod assumes the address with epoch 1; the other stands by", async () => {
+  await withPair(async ({ owner, other, rec }) => {
     assertEquals(owner.own.owned().get(A1), 1);
     assertEquals(owner.own.standbyFor(A1), other.name);
     assertEquals(other.own.states().get(A1), "standby");
     assert(owner.registry.expose().includes('holdfast_egress_owner{address="198.18.0.100"} 1'));
     await new Promise((r) => setTimeout(r, 400)); // renewals keep it
     assertEquals(rec.holders(A1), [owner.name]);
-  } finally {
-    await stopAll(all);
-  }
+  });
 });
 
 Deno.test("owner dies: the standby assumes after the lease expired, with a new epoch", async () => {
-  using logs = captureLogs();
-  const rec = new OwnershipRecorder();
-  const all = pods(["nat1", "nat2"], rec);
-  try {
-    for (const p of all) await p.own.start();
-    await waitFor("an owner", () => rec.holders(A1).length === 1);
-    const owner = ownerOf(all, A1)!;
-    const other = all.find((p) => p !== owner)!;
+  await withPair(async ({ owner, other, rec, logs }) => {
     await owner.own.stop({ abandon: true });
     const diedAt = performance.now();
     rec.end(owner.name, A1, "died");
@@ -88,20 +99,11 @@ Deno.test("owner dies: the standby assumes after the lease expired, with a new e
     assertEquals(rec.overlaps(), []);
     const line = logs.records.find((r) => r.msg === "address assumed" && r.epoch === 2);
     assertEquals(line?.reason, "owner down");
-  } finally {
-    await stopAll(all);
-  }
+  });
 });
 
 Deno.test("owner loses the lease store: it forfeits before the standby assumes", async () => {
-  using logs = captureLogs();
-  const rec = new OwnershipRecorder();
-  const all = pods(["nat1", "nat2"], rec);
-  try {
-    for (const p of all) await p.own.start();
-    await waitFor("an owner", () => rec.holders(A1).length === 1);
-    const owner = ownerOf(all, A1)!;
-    const other = all.find((p) => p !== owner)!;
+  await withPair(async ({ owner, other, rec, logs }) => {
     owner.leases.cut = true;
     await waitFor("the standby owns it", () => rec.holders(A1)[0] === other.name, 2_000);
     assertEquals(rec.overlaps(), []);
@@ -112,44 +114,23 @@ Deno.test("owner loses the lease store: it forfeits before the standby assumes",
     owner.leases.cut = false;
     await waitFor("back to the owner", () => rec.holders(A1)[0] === owner.name, 3_000);
     assertEquals(rec.overlaps(), []);
-  } finally {
-    await stopAll(all);
-  }
+  });
 });
 
 Deno.test("heartbeats cut both ways: the lease keeps the owner, nobody takes over", async () => {
-  using _logs = captureLogs();
-  const rec = new OwnershipRecorder();
-  const all = pods(["nat1", "nat2"], rec);
-  try {
-    for (const p of all) await p.own.start();
-    await waitFor("an owner", () => rec.holders(A1).length === 1);
+  await withPair(async ({ all, rec }) => {
     const [a, b] = all as [Pod, Pod];
     a.health.set(b.name, false);
     b.health.set(a.name, false);
     await new Promise((r) => setTimeout(r, 800));
     assertEquals(rec.intervals.length, 1);
     assertEquals(rec.overlaps(), []);
-  } finally {
-    await stopAll(all);
-  }
+  });
 });
 
 Deno.test("drain: flush, forfeit, release in that order; the standby takes over at once", async () => {
-  using logs = captureLogs();
-  const rec = new OwnershipRecorder();
   const order: string[] = [];
-  const all = pods(["nat1", "nat2"], rec, {
-    beforeHandover: (addr) => {
-      order.push(`flush ${addr}`);
-      return Promise.resolve();
-    },
-  });
-  try {
-    for (const p of all) await p.own.start();
-    await waitFor("an owner", () => rec.holders(A1).length === 1);
-    const owner = ownerOf(all, A1)!;
-    const other = all.find((p) => p !== owner)!;
+  await withPair(async ({ owner, other, rec, logs }) => {
     const t0 = performance.now();
     await owner.own.drain();
     other.health.setPeerDraining(owner.name, true); // its heartbeat says so
@@ -164,9 +145,12 @@ Deno.test("drain: flush, forfeit, release in that order; the standby takes over 
     const assumed = logs.records.filter((r) => r.msg === "address assumed").at(-1);
     assertEquals(assumed?.reason, "handover");
     assertEquals(owner.own.owned().size, 0);
-  } finally {
-    await stopAll(all);
-  }
+  }, {
+    beforeHandover: (addr) => {
+      order.push(`flush ${addr}`);
+      return Promise.resolve();
+    },
+  });
 });
 
 Deno.test("a joining pod gets its share by planned handover, never a double owner", async () => {

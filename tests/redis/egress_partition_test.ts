@@ -96,107 +96,102 @@ function holderOf(all: Pod[], rec: OwnershipRecorder, addr: string): Pod {
   return all.find((p) => p.name === name)!;
 }
 
-const opts = { sanitizeOps: false, sanitizeResources: false };
+/** A test with three started pods on a fresh redis-server; stops them after `fn`. */
+function partitionTest(
+  name: string,
+  fn: (all: Pod[], rec: OwnershipRecorder) => Promise<void>,
+): void {
+  Deno.test({
+    name: `partition: ${name}`,
+    sanitizeOps: false,
+    sanitizeResources: false,
+    fn: async () => {
+      using _logs = captureLogs();
+      await using redis = await startRedis();
+      const rec = new OwnershipRecorder();
+      const all = await startPods(redis, rec);
+      try {
+        await fn(all, rec);
+        assertEquals(rec.overlaps(), []);
+      } finally {
+        await stopPods(all);
+      }
+    },
+  });
+}
 
-Deno.test({
-  name: "partition: heartbeats cut, the lease keeps every owner; no takeover, no double owner",
-  ...opts,
-  fn: async () => {
-    using _logs = captureLogs();
-    await using redis = await startRedis();
-    const rec = new OwnershipRecorder();
-    const all = await startPods(redis, rec);
-    try {
-      const before = rec.intervals.length;
-      for (const p of all) p.relay.cut = true;
-      await waitFor("every pod alone", () => all.every((p) => p.health.live().length === 1));
-      await new Promise((r) => setTimeout(r, 700));
-      assertEquals(rec.intervals.length, before, rec.events.join("\n"));
-      for (const a of ADDRESSES) assertEquals(rec.holders(a).length, 1);
-      for (const p of all) p.relay.cut = false;
-      await waitFor("all up again", () => all.every((p) => p.health.live().length === 3));
-      await new Promise((r) => setTimeout(r, 500));
-      assertEquals(rec.overlaps(), []);
-    } finally {
-      await stopPods(all);
-    }
+partitionTest(
+  "heartbeats cut, the lease keeps every owner; no takeover, no double owner",
+  async (all, rec) => {
+    const before = rec.intervals.length;
+    for (const p of all) p.relay.cut = true;
+    await waitFor("every pod alone", () => all.every((p) => p.health.live().length === 1));
+    await new Promise((r) => setTimeout(r, 700));
+    assertEquals(rec.intervals.length, before, rec.events.join("\n"));
+    for (const a of ADDRESSES) assertEquals(rec.holders(a).length, 1);
+    for (const p of all) p.relay.cut = false;
+    await waitFor("all up again", () => all.every((p) => p.health.live().length === 3));
+    await new Promise((r) => setTimeout(r, 500));
+    assertEquals(rec.overlaps(), []);
   },
-});
+);
 
-Deno.test({
-  name: "partition: the owner alone loses Redis; it forfeits before the standby assumes",
-  ...opts,
-  fn: async () => {
-    using _logs = captureLogs();
-    await using redis = await startRedis();
-    const rec = new OwnershipRecorder();
-    const all = await startPods(redis, rec);
-    try {
-      const victim = holderOf(all, rec, ADDRESSES[0]!);
+partitionTest(
+  "the owner alone loses Redis; it forfeits before the standby assumes",
+  async (all, rec) => {
+    const victim = holderOf(all, rec, ADDRESSES[0]!);
+    const held = [...victim.own.owned().keys()];
+    const cutAt = performance.now();
+    victim.proxy.cut();
+    await waitFor(
+      "the victim's addresses moved",
+      () => held.every((a) => rec.holders(a).length === 1 && rec.holders(a)[0] !== victim.name),
+      3_000,
+    );
+    for (const a of held) {
+      const [old, next] = rec.intervals.filter((i) => i.addr === a).slice(-2);
+      assert(old && next && old.pod === victim.name, rec.events.join("\n"));
+      assert(old.to < next.from, `${a}: forfeit at ${old.to}, assumed at ${next.from}`);
+      assert(next.epoch > old.epoch, `${a}: epoch ${next.epoch} after ${old.epoch}`);
+      console.log(
+        `${a}: forfeited ${Math.round(old.to - cutAt)} ms after the cut, assumed by ${next.pod} ${
+          Math.round(next.from - cutAt)
+        } ms after`,
+      );
+    }
+    victim.proxy.restore();
+    await waitFor(
+      "the victim has its addresses back",
+      () => held.every((a) => rec.holders(a)[0] === victim.name),
+      5_000,
+    );
+    assertEquals(rec.overlaps(), []);
+  },
+);
+
+partitionTest(
+  "the owner dies; its standbys assume within the bound, one owner each",
+  async (all, rec) => {
+    for (const round of [0, 1]) {
+      const victim = holderOf(all, rec, ADDRESSES[round]!);
       const held = [...victim.own.owned().keys()];
-      const cutAt = performance.now();
-      victim.proxy.cut();
+      const standby = new Map(held.map((a) => [a, victim.own.standbyFor(a)]));
+      const killedAt = performance.now();
+      await kill(victim, rec);
       await waitFor(
-        "the victim's addresses moved",
-        () => held.every((a) => rec.holders(a).length === 1 && rec.holders(a)[0] !== victim.name),
-        3_000,
+        "the dead pod's addresses moved",
+        () => held.every((a) => rec.holders(a).length === 1),
+        2_000,
       );
       for (const a of held) {
-        const [old, next] = rec.intervals.filter((i) => i.addr === a).slice(-2);
-        assert(old && next && old.pod === victim.name, rec.events.join("\n"));
-        assert(old.to < next.from, `${a}: forfeit at ${old.to}, assumed at ${next.from}`);
-        assert(next.epoch > old.epoch, `${a}: epoch ${next.epoch} after ${old.epoch}`);
-        console.log(
-          `${a}: forfeited ${Math.round(old.to - cutAt)} ms after the cut, assumed by ${next.pod} ${
-            Math.round(next.from - cutAt)
-          } ms after`,
-        );
+        const next = rec.last(a)!;
+        const ms = next.from - killedAt;
+        console.log(`round ${round}: ${a} taken by ${next.pod} ${Math.round(ms)} ms after kill`);
+        assert(ms < 1_000, `${a}: takeover took ${ms} ms`);
+        if (round === 0) assertEquals(next.pod, standby.get(a));
       }
-      victim.proxy.restore();
-      await waitFor(
-        "the victim has its addresses back",
-        () => held.every((a) => rec.holders(a)[0] === victim.name),
-        5_000,
-      );
-      assertEquals(rec.overlaps(), []);
-    } finally {
-      await stopPods(all);
+      for (const a of ADDRESSES) assertEquals(rec.holders(a).length, 1, a);
     }
+    assertEquals(rec.overlaps(), []);
   },
-});
-
-Deno.test({
-  name: "partition: the owner dies; its standbys assume within the bound, one owner each",
-  ...opts,
-  fn: async () => {
-    using _logs = captureLogs();
-    await using redis = await startRedis();
-    const rec = new OwnershipRecorder();
-    const all = await startPods(redis, rec);
-    try {
-      for (const round of [0, 1]) {
-        const victim = holderOf(all, rec, ADDRESSES[round]!);
-        const held = [...victim.own.owned().keys()];
-        const standby = new Map(held.map((a) => [a, victim.own.standbyFor(a)]));
-        const killedAt = performance.now();
-        await kill(victim, rec);
-        await waitFor(
-          "the dead pod's addresses moved",
-          () => held.every((a) => rec.holders(a).length === 1),
-          2_000,
-        );
-        for (const a of held) {
-          const next = rec.last(a)!;
-          const ms = next.from - killedAt;
-          console.log(`round ${round}: ${a} taken by ${next.pod} ${Math.round(ms)} ms after kill`);
-          assert(ms < 1_000, `${a}: takeover took ${ms} ms`);
-          if (round === 0) assertEquals(next.pod, standby.get(a));
-        }
-        for (const a of ADDRESSES) assertEquals(rec.holders(a).length, 1, a);
-      }
-      assertEquals(rec.overlaps(), []);
-    } finally {
-      await stopPods(all);
-    }
-  },
-});
+);

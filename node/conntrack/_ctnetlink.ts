@@ -54,33 +54,33 @@ export const NLM_F_REPLACE = 0x100;
 export const NLM_F_EXCL = 0x200;
 export const NLM_F_CREATE = 0x400;
 const NLA_F_NESTED = 0x8000;
-const NLA_TYPE_MASK = 0x3fff;
+export const NLA_TYPE_MASK = 0x3fff;
 
 // linux/netfilter/nfnetlink.h, nfnetlink_conntrack.h
 const NFNL_SUBSYS_CTNETLINK = 1;
 export const IPCTNL_MSG_CT_NEW = (NFNL_SUBSYS_CTNETLINK << 8) | 0;
 export const IPCTNL_MSG_CT_GET = (NFNL_SUBSYS_CTNETLINK << 8) | 1;
 export const IPCTNL_MSG_CT_DELETE = (NFNL_SUBSYS_CTNETLINK << 8) | 2;
-const AF_INET = 2;
-const NFGENMSG_LEN = 4;
+export const AF_INET = 2;
+export const NFGENMSG_LEN = 4;
 
-const CTA_TUPLE_ORIG = 1;
-const CTA_TUPLE_REPLY = 2;
-const CTA_STATUS = 3;
-const CTA_PROTOINFO = 4;
+export const CTA_TUPLE_ORIG = 1;
+export const CTA_TUPLE_REPLY = 2;
+export const CTA_STATUS = 3;
+export const CTA_PROTOINFO = 4;
 const CTA_NAT_SRC = 6;
-const CTA_TIMEOUT = 7;
-const CTA_MARK = 8;
-const CTA_ID = 12;
-const CTA_TUPLE_IP = 1;
-const CTA_TUPLE_PROTO = 2;
-const CTA_IP_V4_SRC = 1;
-const CTA_IP_V4_DST = 2;
-const CTA_PROTO_NUM = 1;
-const CTA_PROTO_SRC_PORT = 2;
-const CTA_PROTO_DST_PORT = 3;
-const CTA_PROTOINFO_TCP = 1;
-const CTA_PROTOINFO_TCP_STATE = 1;
+export const CTA_TIMEOUT = 7;
+export const CTA_MARK = 8;
+export const CTA_ID = 12;
+export const CTA_TUPLE_IP = 1;
+export const CTA_TUPLE_PROTO = 2;
+export const CTA_IP_V4_SRC = 1;
+export const CTA_IP_V4_DST = 2;
+export const CTA_PROTO_NUM = 1;
+export const CTA_PROTO_SRC_PORT = 2;
+export const CTA_PROTO_DST_PORT = 3;
+export const CTA_PROTOINFO_TCP = 1;
+export const CTA_PROTOINFO_TCP_STATE = 1;
 const CTA_NAT_V4_MINIP = 1;
 const CTA_NAT_V4_MAXIP = 2;
 const CTA_NAT_PROTO = 3;
@@ -236,169 +236,4 @@ export function encodeDumpRequest(view: DataView, off: number, seq: number): num
   const end = off + NLMSG_HDRLEN + NFGENMSG_LEN;
   view.setUint32(off, end - off, true);
   return end;
-}
-
-/** One netlink message header within a receive buffer. */
-export interface NlMsg {
-  type: number;
-  flags: number;
-  seq: number;
-  /** Offset of the payload (after the 16-byte header). */
-  payload: number;
-  /** End of this message (exclusive). */
-  end: number;
-}
-
-/**
- * Splits `len` bytes of a receive buffer into netlink messages. Throws CtDecodeError on a
- * length that is too short or runs past the data.
- */
-export function splitMessages(view: DataView, len: number): NlMsg[] {
-  const out: NlMsg[] = [];
-  let off = 0;
-  while (off + NLMSG_HDRLEN <= len) {
-    const msgLen = view.getUint32(off, true);
-    if (msgLen < NLMSG_HDRLEN || off + msgLen > len) {
-      throw new CtDecodeError(
-        `Cannot decode netlink message at offset ${off}: length ${msgLen} with ${
-          len - off
-        } bytes left`,
-      );
-    }
-    out.push({
-      type: view.getUint16(off + 4, true),
-      flags: view.getUint16(off + 6, true),
-      seq: view.getUint32(off + 8, true),
-      payload: off + NLMSG_HDRLEN,
-      end: off + msgLen,
-    });
-    off += (msgLen + 3) & ~3;
-  }
-  if (off < len) {
-    throw new CtDecodeError(`Cannot decode netlink message: ${len - off} trailing bytes`);
-  }
-  return out;
-}
-
-/** The (negative) errno and the failed request's seq of an NLMSG_ERROR (errno 0 = ACK). */
-export function decodeError(view: DataView, m: NlMsg): { errno: number; seq: number } {
-  if (m.end - m.payload < 4 + NLMSG_HDRLEN) {
-    throw new CtDecodeError(`Cannot decode NLMSG_ERROR: ${m.end - m.payload} bytes, need 20`);
-  }
-  return { errno: -view.getInt32(m.payload, true), seq: view.getUint32(m.payload + 12, true) };
-}
-
-function attrs(
-  view: DataView,
-  start: number,
-  end: number,
-  what: string,
-  fn: (type: number, off: number, len: number) => void,
-): void {
-  let off = start;
-  while (off + 4 <= end) {
-    const len = view.getUint16(off, true);
-    if (len < 4 || off + len > end) {
-      throw new CtDecodeError(
-        `Cannot decode ${what}: attribute at offset ${off} has length ${len}, ${end - off} left`,
-      );
-    }
-    fn(view.getUint16(off + 2, true) & NLA_TYPE_MASK, off + 4, len - 4);
-    off += (len + 3) & ~3;
-  }
-}
-
-function need(len: number, want: number, what: string): void {
-  if (len < want) throw new CtDecodeError(`Cannot decode ${what}: ${len} bytes, need ${want}`);
-}
-
-/** A tuple, or undefined for one Holdfast does not handle (not IPv4 TCP/UDP). */
-function readTuple(view: DataView, start: number, end: number): CtTuple | undefined {
-  let src: number | undefined, dst: number | undefined, proto = 0, sport = 0, dport = 0;
-  attrs(view, start, end, "CTA_TUPLE", (type, off, len) => {
-    if (type === CTA_TUPLE_IP) {
-      attrs(view, off, off + len, "CTA_TUPLE_IP", (t, o, l) => {
-        if (t === CTA_IP_V4_SRC) (need(l, 4, "CTA_IP_V4_SRC"), src = view.getUint32(o, false));
-        if (t === CTA_IP_V4_DST) (need(l, 4, "CTA_IP_V4_DST"), dst = view.getUint32(o, false));
-      });
-    } else if (type === CTA_TUPLE_PROTO) {
-      attrs(view, off, off + len, "CTA_TUPLE_PROTO", (t, o, l) => {
-        if (t === CTA_PROTO_NUM) (need(l, 1, "CTA_PROTO_NUM"), proto = view.getUint8(o));
-        if (t === CTA_PROTO_SRC_PORT) {
-          need(l, 2, "CTA_PROTO_SRC_PORT");
-          sport = view.getUint16(o, false);
-        }
-        if (t === CTA_PROTO_DST_PORT) {
-          need(l, 2, "CTA_PROTO_DST_PORT");
-          dport = view.getUint16(o, false);
-        }
-      });
-    }
-  });
-  if (src === undefined || dst === undefined || (proto !== 6 && proto !== 17)) return undefined;
-  return { src, dst, proto, sport, dport };
-}
-
-/**
- * Decodes the conntrack entry of a NEW/DELETE message (payload after the netlink header).
- * Returns undefined for entries Holdfast does not track (not IPv4 TCP/UDP); throws
- * CtDecodeError when the message is malformed or lacks a tuple.
- */
-export function decodeEntry(view: DataView, m: NlMsg): CtEntry | undefined {
-  need(m.end - m.payload, NFGENMSG_LEN, "nfgenmsg");
-  if (view.getUint8(m.payload) !== AF_INET) return undefined;
-  let orig: CtTuple | undefined, reply: CtTuple | undefined, origSeen = false, replySeen = false;
-  let status = 0, timeoutS = 0, tcpState: number | undefined;
-  let mark: number | undefined, id: number | undefined;
-  attrs(view, m.payload + NFGENMSG_LEN, m.end, "conntrack entry", (type, off, len) => {
-    switch (type) {
-      case CTA_TUPLE_ORIG:
-        origSeen = true;
-        orig = readTuple(view, off, off + len);
-        break;
-      case CTA_TUPLE_REPLY:
-        replySeen = true;
-        reply = readTuple(view, off, off + len);
-        break;
-      case CTA_STATUS:
-        need(len, 4, "CTA_STATUS");
-        status = view.getUint32(off, false);
-        break;
-      case CTA_TIMEOUT:
-        need(len, 4, "CTA_TIMEOUT");
-        timeoutS = view.getUint32(off, false);
-        break;
-      case CTA_MARK:
-        need(len, 4, "CTA_MARK");
-        mark = view.getUint32(off, false);
-        break;
-      case CTA_ID:
-        need(len, 4, "CTA_ID");
-        id = view.getUint32(off, false);
-        break;
-      case CTA_PROTOINFO:
-        attrs(view, off, off + len, "CTA_PROTOINFO", (t, o, l) => {
-          if (t !== CTA_PROTOINFO_TCP) return;
-          attrs(view, o, o + l, "CTA_PROTOINFO_TCP", (t2, o2, l2) => {
-            if (t2 === CTA_PROTOINFO_TCP_STATE) {
-              need(l2, 1, "CTA_PROTOINFO_TCP_STATE");
-              tcpState = view.getUint8(o2);
-            }
-          });
-        });
-        break;
-    }
-  });
-  if (!origSeen || !replySeen) {
-    throw new CtDecodeError(
-      `Cannot decode conntrack entry: ${origSeen ? "CTA_TUPLE_REPLY" : "CTA_TUPLE_ORIG"} missing`,
-    );
-  }
-  if (!orig || !reply) return undefined;
-  const entry: CtEntry = { orig, reply, status, timeoutS };
-  if (tcpState !== undefined && orig.proto === 6) entry.tcpState = tcpState;
-  if (status & IPS_SRC_NAT) entry.natSrc = { addr: reply.dst, port: reply.dport };
-  if (mark !== undefined) entry.mark = mark;
-  if (id !== undefined) entry.id = id;
-  return entry;
 }

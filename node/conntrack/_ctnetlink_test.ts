@@ -2,8 +2,6 @@ import { deepStrictEqual, ok, strictEqual, throws } from "node:assert/strict";
 import {
   CtDecodeError,
   type CtEntry,
-  decodeEntry,
-  decodeError,
   encodeDelete,
   encodeDumpRequest,
   encodeNew,
@@ -16,9 +14,9 @@ import {
   MAX_NEW_LEN,
   NLM_F_CREATE,
   NLM_F_DUMP,
-  splitMessages,
   tupleText,
 } from "./_ctnetlink.ts";
+import { decodeEntry, decodeError, splitMessages } from "./_ctnetlink_decode.ts";
 
 const TCP: CtEntry = {
   orig: { src: 0x0a08000b, dst: 0xcb007101, proto: 6, sport: 40001, dport: 8080 },

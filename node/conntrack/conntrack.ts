@@ -18,8 +18,6 @@
 import {
   CtDecodeError,
   type CtEntry,
-  decodeEntry,
-  decodeError,
   encodeDelete,
   encodeDumpRequest,
   encodeNew,
@@ -28,9 +26,9 @@ import {
   type NewForm,
   NLMSG_DONE,
   NLMSG_ERROR,
-  splitMessages,
   tupleText,
 } from "./_ctnetlink.ts";
+import { decodeEntry, decodeError, splitMessages } from "./_ctnetlink_decode.ts";
 import { E, errnoText, MSG_DONTWAIT, NetlinkError, NetlinkSocket } from "./_netlink.ts";
 
 /** Messages per sendto (each at most MAX_NEW_LEN bytes). */
@@ -67,6 +65,7 @@ export class Conntrack {
   readonly #in = new Uint8Array(RECV_BYTES);
   readonly #inView = new DataView(this.#in.buffer);
   #seq = 1;
+  #dumping = false;
 
   private constructor(sock: NetlinkSocket) {
     this.#sock = sock;
@@ -94,56 +93,113 @@ export class Conntrack {
 
   /** Every IPv4 TCP/UDP entry (optionally only SNAT'd ones to `filter.natSrcAddrs`). */
   dump(filter: DumpFilter = {}): CtEntry[] {
+    let out: CtEntry[] = [];
+    for (const chunk of this.dumpChunks(filter, Infinity)) {
+      out = out.length ? out.concat(chunk) : chunk;
+    }
+    return out;
+  }
+
+  /**
+   * {@linkcode dump} in chunks of about `chunkSize` entries as the kernel produces them, so a
+   * caller can send each chunk on before the dump ends. The socket serves nothing else until the
+   * iteration ends (an abandoned iteration reads the rest of the dump away).
+   */
+  *dumpChunks(filter: DumpFilter = {}, chunkSize = 4096): Generator<CtEntry[], void, undefined> {
+    if (this.#dumping) {
+      throw new Error(`Cannot dump conntrack in ${this.#sock.where}: a dump is in progress`);
+    }
+    this.#dumping = true;
     this.#drain();
     const seq = this.#nextSeq(1);
     this.#sock.send(this.#out, encodeDumpRequest(this.#outView, 0, seq));
-    const out: CtEntry[] = [];
     const addrs = filter.natSrcAddrs;
     const deadline = Date.now() + DUMP_MAX_MS;
-    let seen = 0;
-    for (;;) {
-      if (seen > DUMP_MAX_ENTRIES || Date.now() > deadline) {
-        throw new Error(
-          `Cannot dump conntrack in ${this.#sock.where}: over ${DUMP_MAX_ENTRIES} entries or ${DUMP_MAX_MS} ms`,
-        );
-      }
-      const n = this.#recv(0, "dump");
-      for (const m of splitMessages(this.#inView, n)) {
-        if (m.seq !== seq) continue;
-        if (m.type === NLMSG_DONE) return out;
-        if (m.type === NLMSG_ERROR) {
-          const { errno } = decodeError(this.#inView, m);
-          if (errno === 0) continue;
-          throw new NetlinkError(`Cannot dump conntrack in ${this.#sock.where}`, errno);
+    let done = false, seen = 0, out: CtEntry[] = [];
+    try {
+      while (!done) {
+        if (seen > DUMP_MAX_ENTRIES || Date.now() > deadline) {
+          throw new Error(
+            `Cannot dump conntrack in ${this.#sock.where}: over ${DUMP_MAX_ENTRIES} entries or ${DUMP_MAX_MS} ms`,
+          );
         }
-        if (m.type !== IPCTNL_MSG_CT_NEW) continue;
-        seen++;
-        const entry = decodeEntry(this.#inView, m);
-        if (!entry) continue;
-        if (addrs && (!entry.natSrc || !addrs.has(entry.natSrc.addr))) continue;
-        out.push(entry);
+        const n = this.#recv(0, "dump");
+        for (const m of splitMessages(this.#inView, n)) {
+          if (m.seq !== seq) continue;
+          if (m.type === NLMSG_DONE) done = true;
+          if (m.type === NLMSG_ERROR) {
+            const { errno } = decodeError(this.#inView, m);
+            if (errno !== 0) {
+              throw new NetlinkError(`Cannot dump conntrack in ${this.#sock.where}`, errno);
+            }
+          }
+          if (m.type !== IPCTNL_MSG_CT_NEW) continue;
+          seen++;
+          const entry = decodeEntry(this.#inView, m);
+          if (!entry) continue;
+          if (addrs && (!entry.natSrc || !addrs.has(entry.natSrc.addr))) continue;
+          out.push(entry);
+        }
+        if (out.length >= chunkSize || (done && out.length > 0)) {
+          const chunk = out;
+          out = [];
+          yield chunk;
+        }
       }
+    } finally {
+      if (!done) this.#finishDump(seq);
+      this.#dumping = false;
     }
+  }
+
+  /** Reads an abandoned dump away (bounded) so the next request sees only its own answers. */
+  #finishDump(seq: number): void {
+    const deadline = Date.now() + DUMP_MAX_MS;
+    try {
+      while (Date.now() < deadline) {
+        const n = this.#recv(0, "dump");
+        if (
+          splitMessages(this.#inView, n).some((m) => m.seq === seq && m.type !== IPCTNL_MSG_CT_NEW)
+        ) return;
+      }
+    } catch { /* the socket has nothing more: the dump is over either way */ }
   }
 
   /**
    * Creates each entry, or updates it when it exists (timeout, TCP state, mark; the kernel keeps
    * an existing entry's NAT binding). Returns how many succeeded and the refused ones.
+   * `options.likelyExisting` (e.g. "injected before") sends those in the update form first,
+   * saving the refused create of a periodic refresh; a vanished one is then created.
    */
-  inject(entries: readonly CtEntry[]): { injected: number; failed: CtFailure[] } {
+  inject(
+    entries: readonly CtEntry[],
+    options: { likelyExisting?: (entry: CtEntry) => boolean } = {},
+  ): { injected: number; failed: CtFailure[] } {
+    this.#checkIdle("inject");
     const failed: CtFailure[] = [];
+    const likely = options.likelyExisting;
     let injected = 0;
     for (let start = 0; start < entries.length; start += BATCH) {
       const chunk = entries.slice(start, start + BATCH);
-      const errors = this.#batch(chunk, "create");
+      const forms: NewForm[] = chunk.map((e) => likely?.(e) ? "update" : "create");
+      const errors = this.#batch(chunk, forms);
       const again: CtEntry[] = [];
+      const againForms: NewForm[] = [];
       for (const [i, code] of errors) {
-        if (code === E.EOPNOTSUPP || code === E.EEXIST) again.push(chunk[i]!);
-        else failed.push({ entry: chunk[i]!, errno: code });
+        const form = forms[i]!;
+        if (form === "create" && (code === E.EOPNOTSUPP || code === E.EEXIST)) {
+          again.push(chunk[i]!);
+          againForms.push("update");
+        } else if (form === "update" && code === E.ENOENT) {
+          again.push(chunk[i]!);
+          againForms.push("create");
+        } else {
+          failed.push({ entry: chunk[i]!, errno: code });
+        }
       }
       let lost = 0;
       if (again.length > 0) {
-        for (const [i, code] of this.#batch(again, "update")) {
+        for (const [i, code] of this.#batch(again, againForms)) {
           failed.push({ entry: again[i]!, errno: code });
           lost++;
         }
@@ -158,6 +214,7 @@ export class Conntrack {
    * NetlinkError naming the first entry the kernel refused for another reason than ENOENT.
    */
   remove(entries: readonly CtEntry[]): number {
+    this.#checkIdle("remove");
     let removed = 0;
     for (let start = 0; start < entries.length; start += BATCH) {
       const chunk = entries.slice(start, start + BATCH);
@@ -186,11 +243,11 @@ export class Conntrack {
   }
 
   /** Sends one batch; returns index → errno of the refused messages. */
-  #batch(chunk: readonly CtEntry[], form: NewForm): Map<number, number> {
+  #batch(chunk: readonly CtEntry[], forms: readonly NewForm[]): Map<number, number> {
     const base = this.#nextSeq(chunk.length);
     let off = 0;
     for (let i = 0; i < chunk.length; i++) {
-      off = encodeNew(this.#outView, off, chunk[i]!, base + i, form);
+      off = encodeNew(this.#outView, off, chunk[i]!, base + i, forms[i]!);
     }
     this.#sock.send(this.#out, off);
     return this.#collectErrors(base, chunk.length);
@@ -238,6 +295,14 @@ export class Conntrack {
     for (let i = 0; i < 100_000; i++) {
       const n = this.#sock.recv(this.#in, MSG_DONTWAIT);
       if (n < 0 && n !== -E.EINTR && n !== -E.ENOBUFS) return;
+    }
+  }
+
+  #checkIdle(what: string): void {
+    if (this.#dumping) {
+      throw new Error(
+        `Cannot ${what} conntrack entries in ${this.#sock.where}: a dump is in progress`,
+      );
     }
   }
 

@@ -10,12 +10,11 @@
 import {
   CtDecodeError,
   type CtEntry,
-  decodeEntry,
   IPCTNL_MSG_CT_DELETE,
   IPCTNL_MSG_CT_NEW,
   NLM_F_CREATE,
-  splitMessages,
 } from "./_ctnetlink.ts";
+import { decodeEntry, splitMessages } from "./_ctnetlink_decode.ts";
 import { E, MSG_DONTWAIT, NetlinkError, NetlinkSocket } from "./_netlink.ts";
 
 /** What happened to an entry. */

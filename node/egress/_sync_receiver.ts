@@ -192,7 +192,9 @@ export class SyncReceiver {
   }
 
   #upsert(entries: CtEntry[], epoch: number): void {
-    const { injected, failed } = this.#o.ct.inject(entries);
+    const { injected, failed } = this.#o.ct.inject(entries, {
+      likelyExisting: (e) => this.#known.has(key(e)),
+    });
     this.#injected += injected;
     this.#summary.upserts += injected;
     this.#m.entries.inc({ direction: "received", op: "upsert" }, entries.length);

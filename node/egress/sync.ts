@@ -21,6 +21,7 @@ import type { Conntrack, ConntrackEvents, CtEntry } from "../conntrack/mod.ts";
 import { formatIpv4 } from "../../lib/ipv4.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import type { Registry } from "../../lib/metrics.ts";
+import { setImmediate } from "node:timers";
 import { type SyncMetrics, syncMetrics } from "./_sync_metrics.ts";
 import { PeerLink, type SyncPeer } from "./_sync_peer.ts";
 import { encodeBegin, encodeEnd, encodeEntries, FRAME, RECORDS_PER_FRAME } from "./_sync_wire.ts";
@@ -67,6 +68,10 @@ export class SyncSender {
   #nextSummaryAt = 0;
   #overruns = 0;
   #generation = 0;
+  #resyncing: Promise<void> | null = null;
+  #stopped = false;
+  #wantAll: string | null = null;
+  readonly #wantLinks = new Map<PeerLink, string>();
   #sent = { upsert: 0, remove: 0, resyncs: 0 };
 
   constructor(options: SyncSenderOptions) {
@@ -86,6 +91,7 @@ export class SyncSender {
   /** Starts following events and connecting to the peers. */
   start(): void {
     if (this.#timer !== undefined) return;
+    this.#stopped = false;
     const now = Date.now();
     this.#nextResyncAt = now + (this.#o.resyncMs ?? 5_000);
     this.#nextSummaryAt = now + SUMMARY_EVERY_MS;
@@ -96,17 +102,18 @@ export class SyncSender {
   async stop(): Promise<void> {
     clearInterval(this.#timer);
     this.#timer = undefined;
+    this.#stopped = true;
+    await this.#resyncing;
     const links = [...this.#links.values()];
     this.#links.clear();
     await Promise.all(links.map((l) => l.stop()));
     this.#m.peers.set(undefined, 0);
   }
 
-  /** A full resync to every connected peer now. */
+  /** A full resync to every connected peer now; resolves when it has been queued to them. */
   resync(): Promise<void> {
     this.#refreshPeers();
-    this.#resyncTo("all", "requested");
-    return Promise.resolve();
+    return this.#requestResync("all", "requested");
   }
 
   /**
@@ -115,6 +122,7 @@ export class SyncSender {
    * (logged); rejects when a peer does not answer within `flushTimeoutMs`.
    */
   async flush(): Promise<void> {
+    if (this.#resyncing) await this.#resyncing;
     this.#pollEvents();
     const timeoutMs = this.#o.flushTimeoutMs ?? 5_000;
     const links = [...this.#links.values()].filter((l) => l.connected);
@@ -141,8 +149,8 @@ export class SyncSender {
         this.#refreshPeers();
       }
       this.#pollEvents();
-      if (this.#pendingResync !== null || now >= this.#nextResyncAt) {
-        this.#resyncTo("all", this.#pendingResync ?? "periodic");
+      if (!this.#resyncing && (this.#pendingResync !== null || now >= this.#nextResyncAt)) {
+        this.#requestResync("all", this.#pendingResync ?? "periodic");
       }
       if (now >= this.#nextSummaryAt) this.#summary(now);
     } catch (e) {
@@ -165,7 +173,7 @@ export class SyncSender {
         self: this.#o.self ?? Deno.hostname(),
         maxQueueBytes: this.#o.maxQueueBytes ?? 64 * 1024 * 1024,
         log: this.#log,
-        onConnect: (l) => this.#resyncTo([l], "peer connected"),
+        onConnect: (l) => void this.#requestResync([l], "peer connected"),
         onOverflow: (_l, dropped) => this.#m.dropped.inc(undefined, dropped),
       });
       this.#links.set(name, link);
@@ -215,46 +223,76 @@ export class SyncSender {
     }
   }
 
-  /** Dumps the owned addresses' entries and sends them to `links` (or every link) between BEGIN and END. */
-  #resyncTo(links: PeerLink[] | "all", reason: string): void {
-    const periodic = reason === "periodic";
-    if (links === "all") {
-      this.#pendingResync = null;
-      this.#nextResyncAt = Date.now() + (this.#o.resyncMs ?? 5_000);
-      links = [...this.#links.values()];
+  /** Asks for a resync of `links` (or every link); runs them one at a time, in the background. */
+  #requestResync(links: PeerLink[] | "all", reason: string): Promise<void> {
+    if (links === "all") this.#wantAll ??= reason;
+    else for (const l of links) this.#wantLinks.set(l, reason);
+    this.#resyncing ??= this.#runResyncs().finally(() => (this.#resyncing = null));
+    return this.#resyncing;
+  }
+
+  async #runResyncs(): Promise<void> {
+    for (
+      let round = 0;
+      round < 1_000 && !this.#stopped && (this.#wantAll !== null || this.#wantLinks.size > 0);
+      round++
+    ) {
+      let links: PeerLink[], reason: string;
+      if (this.#wantAll !== null) {
+        reason = this.#wantAll;
+        links = [...this.#links.values()];
+        this.#wantAll = null;
+        this.#pendingResync = null;
+        this.#nextResyncAt = Date.now() + (this.#o.resyncMs ?? 5_000);
+      } else {
+        reason = [...new Set(this.#wantLinks.values())].join(", ");
+        links = [...this.#wantLinks.keys()];
+      }
+      this.#wantLinks.clear();
+      try {
+        await this.#resyncOnce(links, reason);
+      } catch (e) {
+        this.#log.error("sync resync failed", { reason, error: e });
+      }
     }
+  }
+
+  /**
+   * Streams the owned addresses' entries to `links` between BEGIN and END, a frame per dump chunk
+   * as the kernel produces them (yielding between chunks, so peers inject while this dumps).
+   */
+  async #resyncOnce(links: PeerLink[], reason: string): Promise<void> {
     const up = links.filter((l) => l.connected);
     if (up.length === 0) return;
     this.#pollEvents(); // events already queued go first: the dump below is newer than all of them
     const t0 = performance.now();
     const owned = [...this.#owned];
-    const entries = owned.length > 0 ? this.#o.ct.dump({ natSrcAddrs: this.#owned }) : [];
     const generation = this.#generation = (this.#generation + 1) >>> 0;
-    const frames: { bytes: Uint8Array; entries: number }[] = [{
-      bytes: encodeBegin(generation),
-      entries: 0,
-    }];
-    for (let i = 0; i < entries.length; i += RECORDS_PER_FRAME) {
-      const chunk = entries.slice(i, i + RECORDS_PER_FRAME);
-      frames.push({ bytes: encodeEntries(FRAME.UPSERT, chunk), entries: chunk.length });
+    const reached = new Set(up.filter((l) => l.send(encodeBegin(generation), 0)));
+    let count = 0;
+    if (owned.length > 0) {
+      for (const chunk of this.#o.ct.dumpChunks({ natSrcAddrs: this.#owned }, RECORDS_PER_FRAME)) {
+        count += chunk.length;
+        const frame = encodeEntries(FRAME.UPSERT, chunk);
+        for (const l of reached) if (!l.send(frame, chunk.length)) reached.delete(l);
+        await new Promise((r) => setImmediate(r));
+        if (this.#stopped) break;
+      }
     }
-    frames.push({ bytes: encodeEnd(generation, owned), entries: 0 });
-    let reached = 0;
-    for (const link of up) {
-      if (frames.every((f) => link.send(f.bytes, f.entries))) reached++;
-    }
+    const end = encodeEnd(generation, owned);
+    for (const l of reached) if (!l.send(end, 0)) reached.delete(l);
     this.#m.resyncs.inc();
-    this.#m.entries.inc({ direction: "sent", op: "upsert" }, entries.length * reached);
+    this.#m.entries.inc({ direction: "sent", op: "upsert" }, count * reached.size);
     this.#sent.resyncs++;
-    this.#sent.upsert += entries.length * reached;
+    this.#sent.upsert += count * reached.size;
     const fields = {
       reason,
-      entries: entries.length,
+      entries: count,
       addresses: owned.map(formatIpv4),
-      peers: up.map((l) => l.peer.name),
+      peers: [...reached].map((l) => l.peer.name),
       ms: Math.round((performance.now() - t0) * 10) / 10,
     };
-    if (periodic) this.#log.debug("sync resync", fields);
+    if (reason === "periodic") this.#log.debug("sync resync", fields);
     else this.#log.info("sync resync", fields);
   }
 

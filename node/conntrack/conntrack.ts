@@ -173,7 +173,7 @@ export class Conntrack {
    */
   inject(
     entries: readonly CtEntry[],
-    options: { likelyExisting?: (entry: CtEntry) => boolean } = {},
+    options: { likelyExisting?: (entry: CtEntry, index: number) => boolean } = {},
   ): { injected: number; failed: CtFailure[] } {
     this.#checkIdle("inject");
     const failed: CtFailure[] = [];
@@ -181,7 +181,7 @@ export class Conntrack {
     let injected = 0;
     for (let start = 0; start < entries.length; start += BATCH) {
       const chunk = entries.slice(start, start + BATCH);
-      const forms: NewForm[] = chunk.map((e) => likely?.(e) ? "update" : "create");
+      const forms: NewForm[] = chunk.map((e, i) => likely?.(e, start + i) ? "update" : "create");
       const errors = this.#batch(chunk, forms);
       const again: CtEntry[] = [];
       const againForms: NewForm[] = [];

@@ -41,9 +41,18 @@ interface Known {
   entry: CtEntry;
 }
 
+/** The original tuple as a 7-character string (cheap to hash in a Map of 100,000s). */
 function key(e: CtEntry): string {
   const o = e.orig;
-  return `${o.proto}/${o.src}/${o.sport}/${o.dst}/${o.dport}`;
+  return String.fromCharCode(
+    o.proto,
+    o.src >>> 16,
+    o.src & 0xffff,
+    o.dst >>> 16,
+    o.dst & 0xffff,
+    o.sport,
+    o.dport,
+  );
 }
 
 /** Injects what owners stream; one instance per NAT pod. */
@@ -192,8 +201,16 @@ export class SyncReceiver {
   }
 
   #upsert(entries: CtEntry[], epoch: number): void {
+    const keys: string[] = new Array(entries.length);
+    const seen: boolean[] = new Array(entries.length);
+    for (let i = 0; i < entries.length; i++) {
+      const k = keys[i] = key(entries[i]!);
+      const known = this.#known.get(k);
+      seen[i] = known !== undefined;
+      if (known) (known.epoch = epoch, known.entry = entries[i]!);
+    }
     const { injected, failed } = this.#o.ct.inject(entries, {
-      likelyExisting: (e) => this.#known.has(key(e)),
+      likelyExisting: (_e, i) => seen[i] === true,
     });
     this.#injected += injected;
     this.#summary.upserts += injected;
@@ -203,9 +220,8 @@ export class SyncReceiver {
       this.#summary.failed += failed.length;
       this.#summary.firstFailure ||= failureText(failed[0]!);
     }
-    for (const entry of entries) {
-      if (this.#known.size >= MAX_KNOWN) break;
-      this.#known.set(key(entry), { epoch, entry });
+    for (let i = 0; i < entries.length && this.#known.size < MAX_KNOWN; i++) {
+      if (!seen[i]) this.#known.set(keys[i]!, { epoch, entry: entries[i]! });
     }
   }
 

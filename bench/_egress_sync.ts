@@ -1,0 +1,279 @@
+/**
+ * Conntrack sync throughput between two NAT namespaces (a part of `bench:egress`, which calls
+ * {@linkcode measureSync}). Runnable alone:
+ *
+ *     ./hf deno run -P=netns bench/_egress_sync.ts [--quick] [--entries N]
+ *
+ * Two namespaces, each with an nftables SNAT rule (so conntrack and a nat chain exist, as on a NAT
+ * pod). N synthetic SNAT'd TCP entries are injected into A; then a full resync streams them A → B
+ * (SyncSender, TCP over loopback, SyncReceiver injecting into B) and is timed until B has applied
+ * all N — once into an empty table (what a standby restarted empty needs) and once into a table
+ * that already holds them (the periodic refresh). Beside it: A's raw inject and dump rates, and the
+ * `conntrack -I` CLI on a small sample as the baseline. Last stdout line: one JSON object.
+ *
+ * @module
+ */
+
+import { Conntrack, ConntrackEvents, type CtEntry } from "../node/conntrack/mod.ts";
+import { SyncReceiver, SyncSender } from "../node/egress/sync.ts";
+import { createTopology } from "../lab/netns.ts";
+import { formatIpv4 } from "../lib/ipv4.ts";
+import { setLogLevel } from "../lib/log.ts";
+import { Registry } from "../lib/metrics.ts";
+import { intOption, readCommandLineOrExit } from "../lib/args.ts";
+import { median } from "./_stats.ts";
+
+const FLOATING = 0xc6120064; // 198.18.0.100
+const CLI_SAMPLE = 200;
+const NFT = `table ip hf_sync_bench {
+  chain post {
+    type nat hook postrouting priority srcnat; policy accept;
+    ip saddr 10.0.0.0/8 meta l4proto tcp snat to 198.18.0.100:1024-60999
+  }
+}`;
+
+/** What {@linkcode measureSync} reports. */
+export interface SyncMeasurement {
+  /** Entries/s of a full resync A → B into an empty table (dump, stream, inject, ACK). */
+  sync_entries_per_s: number;
+  /** Entries/s of a full resync into a table already holding them (the periodic refresh). */
+  refresh_entries_per_s: number;
+  /** Entries/s of Conntrack.inject into an empty table (batched raw netlink). */
+  inject_entries_per_s: number;
+  /** Entries/s of Conntrack.dump of the owned address's entries. */
+  dump_entries_per_s: number;
+  /** Baseline: `conntrack -I` once per entry, on a small sample. */
+  conntrack_cli_entries_per_s?: number;
+  entries: number;
+  /** Rounds measured (each figure is their median). */
+  rounds: number;
+}
+
+type Round = Pick<
+  SyncMeasurement,
+  "sync_entries_per_s" | "refresh_entries_per_s" | "inject_entries_per_s" | "dump_entries_per_s"
+>;
+
+/** N synthetic SNAT'd, established TCP entries with distinct original and translated tuples. */
+export function syntheticEntries(n: number): CtEntry[] {
+  const out: CtEntry[] = [];
+  for (let i = 0; i < n; i++) {
+    const orig = {
+      src: (0x0a000000 + i) >>> 0,
+      dst: (0xcb000000 + Math.floor(i / 50_000)) >>> 0,
+      proto: 6 as const,
+      sport: 40_000,
+      dport: 80,
+    };
+    out.push({
+      orig,
+      reply: { src: orig.dst, dst: FLOATING, proto: 6, sport: 80, dport: 1024 + (i % 50_000) },
+      status: 0x19e, // SEEN_REPLY|ASSURED|CONFIRMED|SRC_NAT|SRC_NAT_DONE
+      timeoutS: 600,
+      tcpState: 3,
+      natSrc: { addr: FLOATING, port: 1024 + (i % 50_000) },
+    });
+  }
+  return out;
+}
+
+async function waitUntil(what: string, fn: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!fn()) {
+    if (Date.now() > deadline) {
+      throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, 1));
+  }
+}
+
+/** `conntrack -I` once per entry in a fresh namespace (with the same SNAT rule). */
+async function cliRate(): Promise<number> {
+  await using topo = await createTopology({ hosts: [{ name: "synccli" }] });
+  await topo.exec("synccli", ["nft", "-f", "-"], { stdin: NFT });
+  const script =
+    `for i in $(seq 1 ${CLI_SAMPLE}); do conntrack -I -p tcp -s 10.200.$((i / 250)).$((i % 250 + 1)) ` +
+    `-d 203.0.113.1 --sport 40000 --dport 80 --state ESTABLISHED -t 600 -u SEEN_REPLY,ASSURED ` +
+    `>/dev/null 2>&1 || exit 1; done`;
+  const t0 = performance.now();
+  await topo.exec("synccli", ["bash", "-c", script], { timeoutMs: 120_000 });
+  return CLI_SAMPLE / ((performance.now() - t0) / 1000);
+}
+
+/** Measures the sync of `options.entries` entries between two fresh namespaces. */
+/**
+ * Measures the sync of `options.entries` entries between two fresh namespaces, `options.rounds`
+ * times (default 1, each in new namespaces); each figure is the median over the rounds.
+ */
+export async function measureSync(
+  options: { entries: number; rounds?: number },
+): Promise<SyncMeasurement> {
+  const rounds: Round[] = [];
+  for (let r = 0; r < Math.max(1, options.rounds ?? 1); r++) {
+    rounds.push(await measureRound(options.entries));
+  }
+  const med = (k: keyof (typeof rounds)[0]) => Math.round(median(rounds.map((x) => x[k])));
+  const cli = await cliRate().catch(() => undefined);
+  return {
+    sync_entries_per_s: med("sync_entries_per_s"),
+    refresh_entries_per_s: med("refresh_entries_per_s"),
+    inject_entries_per_s: med("inject_entries_per_s"),
+    dump_entries_per_s: med("dump_entries_per_s"),
+    ...(cli !== undefined ? { conntrack_cli_entries_per_s: Math.round(cli) } : {}),
+    entries: options.entries,
+    rounds: rounds.length,
+  };
+}
+
+async function measureRound(
+  n: number,
+): Promise<Round> {
+  await using topo = await createTopology({ hosts: [{ name: "synca" }, { name: "syncb" }] });
+  for (const h of ["synca", "syncb"]) await topo.exec(h, ["nft", "-f", "-"], { stdin: NFT });
+  const ctA = Conntrack.open({ netns: topo.ns("synca") });
+  const ctB = Conntrack.open({ netns: topo.ns("syncb") });
+  const entries = syntheticEntries(n);
+  let t0 = performance.now();
+  const { injected, failed } = ctA.inject(entries);
+  const injectS = (performance.now() - t0) / 1000;
+  if (injected !== n) {
+    throw new Error(
+      `Cannot set up the sync bench: ${failed.length} of ${n} injections failed (first errno ${
+        failed[0]?.errno
+      })`,
+    );
+  }
+  t0 = performance.now();
+  const dumped = ctA.dump({ natSrcAddrs: new Set([FLOATING]) }).length;
+  const dumpS = (performance.now() - t0) / 1000;
+  if (dumped !== n) throw new Error(`Sync bench: A's dump has ${dumped} entries, injected ${n}`);
+
+  const registry = new Registry();
+  const events = ConntrackEvents.open({ netns: topo.ns("synca"), types: ["destroy"] });
+  await using receiver = await spawnReceiver(topo.ns("syncb"));
+  const sender = new SyncSender({
+    ct: ctA,
+    events,
+    self: "synca",
+    peers: () => [{ name: "syncb", host: "127.0.0.1", port: receiver.port }],
+    resyncMs: 3_600_000,
+    flushTimeoutMs: 120_000,
+    registry,
+  });
+  const resyncs = registry.counter("holdfast_egress_sync_resyncs_total", "");
+  try {
+    // A standby connecting with an empty table: the connect-time resync, until B has applied it.
+    sender.setOwned(new Set([FLOATING]));
+    t0 = performance.now();
+    sender.start();
+    await waitUntil("the connect-time resync", () => resyncs.get() >= 1, 60_000);
+    await sender.flush();
+    const syncS = (performance.now() - t0) / 1000;
+    const inB = ctB.dump({ natSrcAddrs: new Set([FLOATING]) }).length;
+    if (inB !== n) {
+      throw new Error(`Sync bench: B holds ${inB} entries after the resync, want ${n}`);
+    }
+    // The periodic refresh: B already holds every entry.
+    t0 = performance.now();
+    await sender.resync();
+    await sender.flush();
+    const refreshS = (performance.now() - t0) / 1000;
+    return {
+      sync_entries_per_s: n / syncS,
+      refresh_entries_per_s: n / refreshS,
+      inject_entries_per_s: n / injectS,
+      dump_entries_per_s: n / dumpS,
+    };
+  } finally {
+    await sender.stop();
+    events.close();
+    ctA.close();
+    ctB.close();
+  }
+}
+
+/**
+ * The standby side in its own process (as on a real pod, so the owner's dump and the standby's
+ * injection run in parallel): `--receive NS` prints `{"port":P}` and serves until stdin closes.
+ */
+async function spawnReceiver(netns: string): Promise<{ port: number } & AsyncDisposable> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--no-prompt",
+      "--allow-ffi",
+      "--allow-read",
+      "--allow-env",
+      "--allow-sys",
+      "--allow-net=127.0.0.1",
+      new URL(import.meta.url).pathname,
+      "--receive",
+      netns,
+    ],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  const deadline = Date.now() + 30_000;
+  while (!text.includes("\n") && Date.now() < deadline) {
+    const { value, done } = await lines.read();
+    if (done) break;
+    text += value;
+  }
+  const port = Number(/"port":(\d+)/.exec(text)?.[1] ?? 0);
+  const stop = async () => {
+    await child.stdin.close().catch(() => {});
+    const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+    await child.status;
+    clearTimeout(timer);
+    await lines.cancel().catch(() => {});
+  };
+  if (!port) {
+    await stop();
+    throw new Error(`Sync bench: the receiver process did not start: ${JSON.stringify(text)}`);
+  }
+  return { port, [Symbol.asyncDispose]: stop };
+}
+
+async function receive(netns: string): Promise<void> {
+  const ct = Conntrack.open({ netns });
+  const receiver = new SyncReceiver({ ct, listen: { host: "127.0.0.1", port: 0 } });
+  await receiver.start();
+  console.log(JSON.stringify({ port: receiver.port }));
+  for await (const _ of Deno.stdin.readable) { /* until the parent closes stdin */ }
+  await receiver.stop();
+  ct.close();
+}
+
+if (import.meta.main) {
+  const cmd = readCommandLineOrExit(Deno.args, {
+    command: "bench/_egress_sync.ts",
+    usage: `usage: ./hf deno run -P=netns bench/_egress_sync.ts [--quick] [--entries N]
+  Conntrack entries synced per second between two NAT namespaces (root). --quick: 5,000 entries
+  (seconds, one round); default 100,000, median of 3 rounds. (--receive NS: internal, the standby process.)`,
+    options: {
+      quick: { type: "boolean" },
+      entries: { type: "string" },
+      receive: { type: "string" },
+    },
+  }, ({ values }) => ({
+    receive: typeof values.receive === "string" ? values.receive : undefined,
+    rounds: values.quick === true ? 1 : 3,
+    entries: intOption(values, "entries", {
+      default: values.quick === true ? 5_000 : 100_000,
+      min: 1,
+      max: 250_000,
+    }),
+  }));
+  setLogLevel("warn");
+  if (cmd.receive) {
+    await receive(cmd.receive);
+  } else {
+    const result = await measureSync({ entries: cmd.entries, rounds: cmd.rounds });
+    console.log(`sync A -> B of ${cmd.entries} SNAT entries to ${formatIpv4(FLOATING)}`);
+    console.log(JSON.stringify(result));
+  }
+}

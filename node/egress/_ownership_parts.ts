@@ -47,6 +47,9 @@ export interface EgressOwnershipOptions {
   readonly registry?: Registry;
 }
 
+/** Bound on `beforeHandover` (a flush must not hold an address hostage). */
+export const HANDOVER_FLUSH_TIMEOUT_MS = 2_000;
+
 /** The metrics of the ownership. */
 export interface OwnershipMetrics {
   readonly owner: Gauge;
@@ -85,6 +88,10 @@ export interface Slot {
   epoch: number;
   /** performance.now() past which the address must not be used (fencing). */
   validUntil: number;
+  /** assume() was called for the current epoch (and forfeit() not yet). */
+  inUse?: boolean;
+  /** Delays the first use after a fresh lease store. */
+  useTimer?: ReturnType<typeof setTimeout>;
   /** A renew is in flight. */
   renewing: boolean;
   /** An acquire or standby poll is in flight. */
@@ -99,6 +106,21 @@ export interface Slot {
   lastHolder?: string;
   /** No acquire before this (after a failed assume). */
   retryAt?: number;
+}
+
+/** Why this pod is taking `slot`'s address (the takeovers metric's label); clears lastHolder. */
+export function takeoverReason(
+  slot: Slot,
+  self: string,
+  health: HealthView,
+  a: { readonly owner: string },
+): string {
+  const last = slot.lastHolder?.split("/")[0];
+  slot.lastHolder = undefined;
+  if (last === undefined || last === self) return "assigned";
+  if (health.draining().includes(last)) return "handover";
+  if (!health.live().includes(last)) return "owner down";
+  return a.owner === self ? "rebalance" : "lease free";
 }
 
 /** `p`, or a rejection after `ms` (the late result is dropped). */

@@ -6,6 +6,12 @@
  * stale holder (its lease expired and someone else took it) can never extend or drop the new
  * owner's lease. Every step is one Lua script: atomic on the server.
  *
+ * A Redis that lost its data (restarted without persistence) has neither leases nor counters:
+ * a holder may still be inside its fencing window while the key looks free. The first acquire
+ * after that seeds the counter from the server's clock in milliseconds (epochs keep growing
+ * across the loss) and reports `fresh`; the ownership then waits one ttl before using the
+ * address, by which time any earlier holder has forfeited.
+ *
  * Keys (one hash slot per EgressNAT, `{…}` is the cluster hash tag):
  * `hf:egress:{NS/NAME}:lease:ADDR` (the lease), `…:epoch:ADDR` (the counter), and
  * `…:want:ADDR`: the name of a pod whose acquire failed because someone else holds the lease
@@ -30,7 +36,12 @@ export interface LeaseState {
 
 /** Result of an acquire. */
 export type AcquireResult =
-  | { readonly acquired: true; readonly epoch: number }
+  | {
+    readonly acquired: true;
+    readonly epoch: number;
+    /** The epoch counter did not exist (first use, or Redis lost its data): wait a ttl. */
+    readonly fresh?: boolean;
+  }
   | { readonly acquired: false; readonly holder: string; readonly epoch: number };
 
 /** Result of a renew: whether it was renewed, and who asked for the address meanwhile. */
@@ -68,10 +79,16 @@ if cur then
   if ARGV[3] ~= '' then redis.call('SET', KEYS[3], ARGV[3], 'PX', 2 * tonumber(ARGV[2])) end
   return {0, epoch, holder}
 end
+local fresh = 0
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  local t = redis.call('TIME')
+  redis.call('SET', KEYS[2], t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000)))
+  fresh = 1
+end
 local e = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. e, 'PX', ARGV[2])
 redis.call('DEL', KEYS[3])
-return {1, tostring(e)}
+return {1, tostring(e), fresh}
 `;
 
 // KEYS: lease, want. ARGV: holder, epoch, ttl ms.
@@ -145,8 +162,13 @@ export class RedisLeaseStore implements LeaseStore {
       checkHolder(holder),
       checkTtl(ttlMs),
       wanter,
-    ]) as [number, string, string?];
-    if (r[0] === 1) return { acquired: true, epoch: Number(r[1]) };
+    ]) as [number, string, (string | number)?];
+    if (r[0] === 1) {
+      return r[2] === 1 ? { acquired: true, epoch: Number(r[1]), fresh: true } : {
+        acquired: true,
+        epoch: Number(r[1]),
+      };
+    }
     return { acquired: false, epoch: Number(r[1]), holder: String(r[2]) };
   }
 
@@ -185,6 +207,8 @@ export class MemoryLeaseStore implements LeaseStore {
   readonly #wants = new Map<string, { pod: string; expiresAt: number }>();
   /** When set, every call rejects with it (a Redis outage). */
   failWith: Error | null = null;
+  /** Report `fresh` on an address's first acquire, as Redis does (default false). */
+  freshOnFirstUse = false;
 
   constructor(readonly now: () => number = () => performance.now()) {}
 
@@ -214,11 +238,14 @@ export class MemoryLeaseStore implements LeaseStore {
         if (wanter) this.#wants.set(addr, { pod: wanter, expiresAt: this.now() + 2 * ttlMs });
         return { acquired: false as const, epoch: l.epoch, holder: l.holder };
       }
-      const epoch = (this.#epochs.get(addr) ?? 0) + 1;
+      const last = this.#epochs.get(addr);
+      const epoch = (last ?? 0) + 1;
       this.#epochs.set(addr, epoch);
       this.#leases.set(addr, { holder, epoch, expiresAt: this.now() + ttlMs });
       this.#wants.delete(addr);
-      return { acquired: true as const, epoch };
+      return last === undefined && this.freshOnFirstUse
+        ? { acquired: true as const, epoch, fresh: true }
+        : { acquired: true as const, epoch };
     });
   }
 

@@ -44,16 +44,15 @@ import { Ticker } from "./_health_ticker.ts";
 import {
   type AddressState,
   type EgressOwnershipOptions,
+  HANDOVER_FLUSH_TIMEOUT_MS,
   type OwnershipMetrics,
   ownershipMetrics,
   type Slot,
+  takeoverReason,
   withTimeout,
 } from "./_ownership_parts.ts";
 
 export type { AddressState, EgressOwnershipOptions } from "./_ownership_parts.ts";
-
-/** Bound on `beforeHandover` (a flush must not hold an address hostage). */
-const HANDOVER_FLUSH_TIMEOUT_MS = 2_000;
 
 /** Per-address ownership of one EgressNAT; see the module doc. */
 export class EgressOwnership {
@@ -109,13 +108,14 @@ export class EgressOwnership {
     if (this.#running) return Promise.resolve();
     this.#running = true;
     const delay = this.#o.startupDelayMs ?? this.#o.health.detectMs;
+    const [ttl_ms, renew_ms, margin_ms] = [this.ttlMs, this.renewMs, this.marginMs];
+    const addresses = [...this.#slots.keys()];
     this.#log.info("ownership started", {
-      self: this.#o.self,
       holder: this.holderId,
-      addresses: [...this.#slots.keys()],
-      ttl_ms: this.ttlMs,
-      renew_ms: this.renewMs,
-      margin_ms: this.marginMs,
+      addresses,
+      ttl_ms,
+      renew_ms,
+      margin_ms,
     });
     this.#startTimer = setTimeout(() => this.#running && this.#ticker.start(), delay);
     return Promise.resolve();
@@ -129,17 +129,13 @@ export class EgressOwnership {
     this.#running = false;
     clearTimeout(this.#startTimer);
     this.#ticker.stop();
-    for (const slot of this.#slots.values()) clearTimeout(slot.fence);
+    for (const slot of this.#slots.values()) {
+      clearTimeout(slot.fence);
+      clearTimeout(slot.useTimer);
+    }
     if (options.abandon) return;
-    await Promise.all(
-      [...this.#slots.values()].filter((s) => s.state === "owner").map(
-        async (slot) => {
-          const epoch = slot.epoch;
-          await this.#forfeit(slot, "stopping");
-          await this.#release(slot, epoch);
-        },
-      ),
-    );
+    const held = [...this.#slots.values()].filter((s) => s.state === "owner");
+    await Promise.all(held.map((slot) => this.#forfeitAndRelease(slot, "stopping")));
   }
 
   /** Planned handover of every held address to its standby; this pod takes nothing after it. */
@@ -154,7 +150,7 @@ export class EgressOwnership {
   /** Addresses held now → their epochs. */
   owned(): Map<string, number> {
     const out = new Map<string, number>();
-    for (const s of this.#slots.values()) if (s.state === "owner") out.set(s.addr, s.epoch);
+    for (const s of this.#slots.values()) if (s.inUse) out.set(s.addr, s.epoch);
     return out;
   }
 
@@ -220,7 +216,7 @@ export class EgressOwnership {
     // First standby: take a lease that stays free for a whole ttl (the owner lost Redis).
     slot.busy = true;
     try {
-      const lease = await withTimeout(this.#leases.read(slot.addr), this.ttlMs, "read");
+      const lease = await this.#call("read", this.#leases.read(slot.addr));
       const t = performance.now();
       if (lease) {
         slot.freeSince = undefined;
@@ -242,10 +238,10 @@ export class EgressOwnership {
     if (!nested) slot.busy = true;
     const sentAt = performance.now();
     try {
-      const r = await withTimeout(
-        this.#leases.acquire(slot.addr, this.holderId, this.ttlMs, this.#o.self),
-        this.ttlMs,
+      const l = this.#leases;
+      const r = await this.#call(
         "acquire",
+        l.acquire(slot.addr, this.holderId, this.ttlMs, this.#o.self),
       );
       if (!r.acquired) {
         slot.lastHolder = r.holder;
@@ -257,8 +253,8 @@ export class EgressOwnership {
       }
       // An answer too late to use: the next acquire (same holder) extends the lease and retries.
       if (performance.now() >= sentAt + this.ttlMs - this.marginMs) return;
-      const why = reason ?? this.#takeoverReason(slot, a);
-      this.#becomeOwner(slot, r.epoch, sentAt, why);
+      const why = reason ?? takeoverReason(slot, this.#o.self, this.#o.health, a);
+      this.#becomeOwner(slot, r.epoch, sentAt, why, r.fresh === true);
     } catch {
       /* Redis away: retry next tick */
     } finally {
@@ -266,32 +262,32 @@ export class EgressOwnership {
     }
   }
 
-  #takeoverReason(slot: Slot, a: Assignment): string {
-    const last = slot.lastHolder?.split("/")[0];
-    slot.lastHolder = undefined;
-    if (last === undefined || last === this.#o.self) return "assigned";
-    if (this.#o.health.draining().includes(last)) return "handover";
-    if (!this.#o.health.live().includes(last)) return "owner down";
-    return a.owner === this.#o.self ? "rebalance" : "lease free";
-  }
-
-  #becomeOwner(slot: Slot, epoch: number, sentAt: number, reason: string): void {
+  #becomeOwner(slot: Slot, epoch: number, sentAt: number, reason: string, fresh: boolean): void {
     slot.state = "owner";
     slot.epoch = epoch;
     slot.validUntil = sentAt + this.ttlMs - this.marginMs;
     this.#armFence(slot);
-    this.#m.owner.set({ address: slot.addr }, 1);
-    this.#m.epoch.set({ address: slot.addr }, epoch);
-    this.#m.takeovers.inc({ reason });
-    this.#log.info("address assumed", { address: slot.addr, epoch, reason });
-    // Renewals go on while assume runs (it may take a while: addresses, ARP).
-    this.#o.assume(slot.addr, epoch).catch(async (err) => {
-      this.#log.error("assume failed", { address: slot.addr, epoch, err });
-      if (slot.state !== "owner" || slot.epoch !== epoch) return;
-      slot.retryAt = performance.now() + 1_000;
-      await this.#forfeit(slot, `assume failed: ${(err as Error).message}`);
-      await this.#release(slot, epoch);
-    });
+    const use = () => {
+      slot.useTimer = undefined;
+      if (slot.state !== "owner" || slot.epoch !== epoch || !this.#running) return;
+      slot.inUse = true;
+      this.#m.owner.set({ address: slot.addr }, 1);
+      this.#m.epoch.set({ address: slot.addr }, epoch);
+      this.#m.takeovers.inc({ reason });
+      this.#log.info("address assumed", { address: slot.addr, epoch, reason });
+      // Renewals go on while assume runs (it may take a while: addresses, ARP).
+      this.#o.assume(slot.addr, epoch).catch(async (err) => {
+        this.#log.error("assume failed", { address: slot.addr, epoch, err });
+        if (slot.state !== "owner" || slot.epoch !== epoch) return;
+        slot.retryAt = performance.now() + 1_000;
+        await this.#forfeitAndRelease(slot, `assume failed: ${(err as Error).message}`);
+      });
+    };
+    if (!fresh) return use();
+    // Redis had no epoch counter: it may have lost a lease someone still uses. Wait it out.
+    const wait_ms = this.ttlMs;
+    this.#log.info("lease store was empty: waiting", { address: slot.addr, epoch, wait_ms });
+    slot.useTimer = setTimeout(use, this.ttlMs);
   }
 
   async #renew(slot: Slot, a: Assignment | undefined): Promise<void> {
@@ -299,11 +295,8 @@ export class EgressOwnership {
     const epoch = slot.epoch;
     const sentAt = performance.now();
     try {
-      const r = await withTimeout(
-        this.#leases.renew(slot.addr, this.holderId, epoch, this.ttlMs),
-        this.ttlMs,
-        "renew",
-      );
+      const l = this.#leases;
+      const r = await this.#call("renew", l.renew(slot.addr, this.holderId, epoch, this.ttlMs));
       if (slot.state !== "owner" || slot.epoch !== epoch) return;
       if (!r.renewed) return void this.#forfeit(slot, "lease lost");
       slot.validUntil = Math.max(slot.validUntil, sentAt + this.ttlMs - this.marginMs);
@@ -346,14 +339,13 @@ export class EgressOwnership {
     if (slot.state !== "owner") return;
     slot.state = "forfeited";
     clearTimeout(slot.fence);
-    slot.fence = undefined;
+    clearTimeout(slot.useTimer);
+    slot.fence = slot.useTimer = undefined;
+    if (!slot.inUse) return; // the lease was dropped before its first use
+    slot.inUse = false;
     this.#m.owner.set({ address: slot.addr }, 0);
-    const planned = /^(draining|rebalance|stopping)/.test(why);
-    this.#log[planned ? "info" : "warn"]("address forfeited", {
-      address: slot.addr,
-      epoch: slot.epoch,
-      why,
-    });
+    const level = /^(draining|rebalance|stopping)/.test(why) ? "info" : "warn";
+    this.#log[level]("address forfeited", { address: slot.addr, epoch: slot.epoch, why });
     try {
       await this.#o.forfeit(slot.addr, why);
     } catch (err) {
@@ -361,13 +353,21 @@ export class EgressOwnership {
     }
   }
 
+  /** A lease call bounded by the ttl (an answer later than that is of no use). */
+  #call<T>(what: string, p: Promise<T>): Promise<T> {
+    return withTimeout(p, this.ttlMs, what);
+  }
+
+  /** Forfeit first, then release: the lease is free only once the address is out of use. */
+  async #forfeitAndRelease(slot: Slot, why: string): Promise<void> {
+    const epoch = slot.epoch;
+    await this.#forfeit(slot, why);
+    await this.#release(slot, epoch);
+  }
+
   async #release(slot: Slot, epoch: number): Promise<void> {
     try {
-      const ok = await withTimeout(
-        this.#leases.release(slot.addr, this.holderId, epoch),
-        this.ttlMs,
-        "release",
-      );
+      const ok = await this.#call("release", this.#leases.release(slot.addr, this.holderId, epoch));
       this.#log.info("address released", { address: slot.addr, epoch, released: ok });
       if (ok && slot.state === "forfeited") slot.state = "released";
     } catch (err) {
@@ -388,8 +388,7 @@ export class EgressOwnership {
           );
       }
       if (slot.state !== "owner" || slot.epoch !== epoch) return;
-      await this.#forfeit(slot, why);
-      await this.#release(slot, epoch);
+      await this.#forfeitAndRelease(slot, why);
     } finally {
       slot.handingOver = false;
     }

@@ -20,8 +20,8 @@ function pods(
   names: string[],
   rec: OwnershipRecorder,
   options: Partial<EgressOwnershipOptions> = {},
+  store = new MemoryLeaseStore(),
 ): Pod[] {
-  const store = new MemoryLeaseStore();
   return names.map((name) => {
     const health = new FakeHealth(name, names.filter((n) => n !== name));
     const leases = new CuttableLeases(store);
@@ -166,6 +166,28 @@ Deno.test("a joining pod gets its share by planned handover, never a double owne
     await b.own.start();
     await waitFor("one each", () => a.own.owned().size === 1 && b.own.owned().size === 1, 3_000);
     assertEquals(rec.overlaps(), []);
+  } finally {
+    await stopAll(all);
+  }
+});
+
+Deno.test("an empty lease store (Redis lost its data): the new owner waits one ttl before use", async () => {
+  using logs = captureLogs();
+  const rec = new OwnershipRecorder();
+  const store = new MemoryLeaseStore();
+  store.freshOnFirstUse = true;
+  const all = pods(["nat1"], rec, {}, store);
+  try {
+    await all[0]!.own.start();
+    await waitFor(
+      "waiting",
+      () => logs.records.some((r) => r.msg === "lease store was empty: waiting"),
+    );
+    const t0 = performance.now();
+    assertEquals(all[0]!.own.states().get(A1), "owner");
+    assertEquals(all[0]!.own.owned().size, 0);
+    await waitFor("in use", () => rec.holders(A1).length === 1);
+    assert(rec.last(A1)!.from - t0 > 200, `used after ${rec.last(A1)!.from - t0} ms`);
   } finally {
     await stopAll(all);
   }

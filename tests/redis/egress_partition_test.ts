@@ -99,7 +99,7 @@ function holderOf(all: Pod[], rec: OwnershipRecorder, addr: string): Pod {
 /** A test with three started pods on a fresh redis-server; stops them after `fn`. */
 function partitionTest(
   name: string,
-  fn: (all: Pod[], rec: OwnershipRecorder) => Promise<void>,
+  fn: (all: Pod[], rec: OwnershipRecorder, redis: RedisServer) => Promise<void>,
 ): void {
   Deno.test({
     name: `partition: ${name}`,
@@ -111,7 +111,7 @@ function partitionTest(
       const rec = new OwnershipRecorder();
       const all = await startPods(redis, rec);
       try {
-        await fn(all, rec);
+        await fn(all, rec, redis);
         assertEquals(rec.overlaps(), []);
       } finally {
         await stopPods(all);
@@ -193,5 +193,21 @@ partitionTest(
       for (const a of ADDRESSES) assertEquals(rec.holders(a).length, 1, a);
     }
     assertEquals(rec.overlaps(), []);
+  },
+);
+
+partitionTest(
+  "Redis restarts empty; owners stop, then one owner each with larger epochs",
+  async (all, rec, redis) => {
+    const before = Math.max(...rec.intervals.map((i) => i.epoch));
+    const count = rec.intervals.length;
+    await redis.restart();
+    await waitFor(
+      "every address owned again",
+      () => ADDRESSES.every((a) => rec.holders(a).length === 1 && rec.last(a)!.epoch > before),
+      5_000,
+    );
+    assert(rec.intervals.length > count, "nobody re-acquired");
+    assertEquals(all.filter((p) => p.own.owned().size > 0).length, 3);
   },
 );

@@ -6,6 +6,7 @@
  */
 
 import type { FlowKeyMode } from "../lbmaps.ts";
+import type { HealthCheck } from "../sources/health_check.ts";
 import { defineIndex, type Query } from "../statedb/mod.ts";
 
 /** A load-balanced service. Immutable: clone, change, insert. */
@@ -18,6 +19,8 @@ export interface Service {
   readonly flowKeyMode: FlowKeyMode;
   /** Maglev table size (a prime in 251..131071); 0: the reconciler's default (docs/maglev.md). */
   readonly maglevSize: number;
+  /** Probes the LB nodes run against its backends (`node/health/`); absent: none. */
+  readonly healthCheck?: HealthCheck;
 }
 
 /** Primary index: by name. */

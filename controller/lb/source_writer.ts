@@ -18,6 +18,7 @@ import {
 import { type Frontend, frontendsByService } from "./frontend.ts";
 import { redirectByService } from "./redirect.ts";
 import type { Service } from "./service.ts";
+import { sameHealthCheck } from "../sources/health_check.ts";
 import type { BackendInput, ServiceInput, Writer } from "./writer.ts";
 
 /** The Writer as one data source sees it: every row written is owned by `source`. */
@@ -77,10 +78,14 @@ export class SourceWriter {
       source: this.source,
       flowKeyMode: input.flowKeyMode ?? "five-tuple",
       maglevSize: input.maglevSize ?? 0,
+      ...(input.healthCheck ? { healthCheck: input.healthCheck } : {}),
     };
     const svcChanged = old === undefined || old.source !== svc.source ||
       old.flowKeyMode !== svc.flowKeyMode || old.maglevSize !== svc.maglevSize;
-    if (svcChanged) services.insert(txn, svc);
+    // A new health check changes the row (and the model agents read), not what frontends select.
+    if (svcChanged || !sameHealthCheck(old.healthCheck, svc.healthCheck)) {
+      services.insert(txn, svc);
+    }
     const redirect = redirects.get(txn, redirectByService(svc.name));
     const redirectTo = redirect?.target ?? null;
     const wanted = new Set<string>();

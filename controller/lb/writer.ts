@@ -20,6 +20,7 @@ import { log, type Logger } from "../../lib/log.ts";
 import type { FlowKeyMode } from "../lbmaps.ts";
 import { pendingStatus, type ReconcileStatus } from "../reconciler/status.ts";
 import type { WriteTxn } from "../statedb/mod.ts";
+import type { HealthCheck } from "../sources/health_check.ts";
 import type { BackendState } from "./backend.ts";
 import { frontendsByBackendService, frontendsByService } from "./frontend.ts";
 import { SourceWriter } from "./source_writer.ts";
@@ -47,6 +48,8 @@ export interface ServiceInput {
   readonly flowKeyMode?: FlowKeyMode;
   /** Maglev table size (prime); omitted: the reconciler's default. */
   readonly maglevSize?: number;
+  /** Active health check the LB nodes run (carried to agents in the model). */
+  readonly healthCheck?: HealthCheck;
   readonly frontends: readonly FrontendInput[];
 }
 

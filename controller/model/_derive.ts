@@ -39,6 +39,7 @@ export function deriveEntry(t: LBTables, txn: ReadTxn, name: string): ModelEntry
       name,
       flowKeyMode: svc.flowKeyMode,
       ...(svc.maglevSize ? { maglevSize: svc.maglevSize } : {}),
+      ...(svc.healthCheck ? { healthCheck: svc.healthCheck } : {}),
       frontends,
     },
     backends,

@@ -71,6 +71,7 @@ export function encodeEntry(e: ModelEntry): string {
       name: s.name,
       flowKeyMode: s.flowKeyMode ?? "five-tuple",
       ...(s.maglevSize ? { maglevSize: s.maglevSize } : {}),
+      ...(s.healthCheck ? { healthCheck: s.healthCheck } : {}),
       frontends,
     },
     backends,

@@ -108,6 +108,14 @@ function build(kind: unknown, get: (key: string) => unknown, field: (k: string) 
   return hc;
 }
 
+/** Whether two (optional) health checks are the same settings. */
+export function sameHealthCheck(a?: HealthCheck, b?: HealthCheck): boolean {
+  if (a === b) return true;
+  if (a === undefined || b === undefined) return false;
+  return (Object.keys(HEALTH_CHECK_DEFAULTS) as (keyof HealthCheck)[])
+    .every((k) => a[k] === b[k]) && a.kind === b.kind;
+}
+
 const FILE_KEYS = new Set(["kind", "path", ...NUMBERS.map((n) => n[0])]);
 
 /**

@@ -100,3 +100,34 @@ Deno.test("an invalid annotation is named in the error", () => {
     "annotation holdfast.io/health-check-falls: unknown health-check setting",
   );
 });
+
+Deno.test("a Service's health check reaches the model agents read, and back", async () => {
+  const { createControlPlane } = await import("../control_plane.ts");
+  const { MemoryLBMaps } = await import("../lbmaps_memory.ts");
+  const { deriveEntry } = await import("../model/_derive.ts");
+  const { encodeEntry } = await import("../model/schema.ts");
+  const { parseConfig } = await import("./file_source.ts");
+  const { convertService } = await import("./k8s_convert.ts");
+  const cp = await createControlPlane(new MemoryLBMaps(), { maglevSize: 251 });
+  const svc = convertService({
+    metadata: {
+      name: "web",
+      namespace: "shop",
+      annotations: { "holdfast.io/health-check": "tcp", "holdfast.io/health-check-fall": "2" },
+    },
+  });
+  const src = cp.writer.source("k8s");
+  let txn = src.txn();
+  src.upsertService(txn, svc);
+  txn.commit();
+  // The model entry, as the controller publishes it and an agent's RedisModelSource parses it.
+  const entry = JSON.parse(encodeEntry(deriveEntry(cp.tables, cp.db.readTxn(), "shop/web")!));
+  const seen = parseConfig(JSON.stringify({ services: [{ ...entry.service, backends: [] }] }));
+  assertEquals(seen.services[0]!.healthCheck, svc.healthCheck);
+  // Dropping the annotation drops it from the row.
+  txn = src.txn();
+  src.upsertService(txn, { ...svc, healthCheck: undefined });
+  txn.commit();
+  assertEquals(cp.tables.services.all(cp.db.readTxn())[0]!.healthCheck, undefined);
+  await cp.stop();
+});

@@ -13,8 +13,8 @@ import { encodeAck, FRAME, type Frame, FrameReader, SyncWireError } from "./_syn
 
 /** Options of {@linkcode SyncReceiver}. */
 export interface SyncReceiverOptions {
-  /** Conntrack socket of this pod's namespace (injects and removes). */
-  ct: Conntrack;
+  /** Conntrack socket of this pod's namespace (injects and removes); a stand-in in tests. */
+  ct: Pick<Conntrack, "inject" | "remove">;
   /** Where to listen for owners' streams. */
   listen: { host: string; port: number };
   log?: Logger;

@@ -31,10 +31,10 @@ export type { SyncPeer } from "./_sync_peer.ts";
 
 /** Options of {@linkcode SyncSender}. */
 export interface SyncSenderOptions {
-  /** Conntrack socket of this pod's namespace (dumps). */
-  ct: Conntrack;
-  /** Conntrack events of this pod's namespace. */
-  events: ConntrackEvents;
+  /** Conntrack socket of this pod's namespace (dumps); a Conntrack, or a stand-in in tests. */
+  ct: Pick<Conntrack, "dumpChunks">;
+  /** Conntrack events of this pod's namespace; a ConntrackEvents, or a stand-in in tests. */
+  events: Pick<ConntrackEvents, "read" | "overruns">;
   /** The standby peers to stream to now (called often; changes connect/disconnect links). */
   peers: () => SyncPeer[];
   /** Full resync period (default 5,000 ms). */

@@ -1,6 +1,11 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
-import { Conntrack, ConntrackEvents, type CtEntry } from "../../node/conntrack/mod.ts";
+import {
+  Conntrack,
+  ConntrackEvents,
+  type CtEntry,
+  type CtEvent,
+} from "../../node/conntrack/mod.ts";
 import { SyncReceiver, SyncSender } from "../../node/egress/sync.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
@@ -150,3 +155,148 @@ rootTest(
     }
   },
 );
+
+// Without root: stand-ins for the kernel table and its events, the real TCP stream between them.
+
+function entry(i: number, addr = FLOATING_U32): CtEntry {
+  const orig = {
+    src: 0x0a080000 + i,
+    dst: 0xcb007101,
+    proto: 6 as const,
+    sport: 40_000,
+    dport: 80,
+  };
+  return {
+    orig,
+    reply: { src: orig.dst, dst: addr, proto: 6, sport: 80, dport: 20_000 + i },
+    status: 0x19e,
+    timeoutS: 300,
+    tcpState: 3,
+    natSrc: { addr, port: 20_000 + i },
+  };
+}
+
+const tupleKey = (e: CtEntry) => `${e.orig.src}:${e.orig.sport}`;
+
+/** The owner's table and events. */
+class OwnerStandIn {
+  table = new Map<string, CtEntry>();
+  queue: CtEvent[] = [];
+  overruns = 0;
+  *dumpChunks(filter: { natSrcAddrs?: ReadonlySet<number> } = {}, size = 4096) {
+    const all = [...this.table.values()].filter((e) =>
+      !filter.natSrcAddrs || (e.natSrc && filter.natSrcAddrs.has(e.natSrc.addr))
+    );
+    for (let i = 0; i < all.length; i += size) yield all.slice(i, i + size);
+  }
+  read(max = 4096): CtEvent[] {
+    return this.queue.splice(0, max);
+  }
+  add(e: CtEntry): void {
+    this.table.set(tupleKey(e), e);
+    this.queue.push({ type: "new", entry: e });
+  }
+  destroy(e: CtEntry): void {
+    this.table.delete(tupleKey(e));
+    this.queue.push({ type: "destroy", entry: e });
+  }
+}
+
+/** The standby's table. */
+class StandbyStandIn {
+  table = new Map<string, CtEntry>();
+  inject(entries: readonly CtEntry[]) {
+    for (const e of entries) this.table.set(tupleKey(e), e);
+    return { injected: entries.length, failed: [] };
+  }
+  remove(entries: readonly CtEntry[]): number {
+    return entries.filter((e) => this.table.delete(tupleKey(e))).length;
+  }
+}
+
+Deno.test("egress sync (stand-ins): events stream, only owned addresses, a lost destroy is cleaned up by the next resync, overruns resync, flush waits for the ACK", async () => {
+  using _logs = captureLogs();
+  const registry = new Registry();
+  const owner = new OwnerStandIn(), standby = new StandbyStandIn();
+  const other = parseIpv4("198.18.0.101");
+  for (let i = 1; i <= 3; i++) owner.add(entry(i));
+  owner.add(entry(9, other));
+  owner.queue = [];
+  const receiver = new SyncReceiver({
+    ct: standby,
+    listen: { host: "127.0.0.1", port: 0 },
+    registry,
+  });
+  await receiver.start();
+  const sender = new SyncSender({
+    ct: owner,
+    events: owner,
+    self: "owner",
+    peers: () => [{ name: "standby", host: "127.0.0.1", port: receiver.port }],
+    resyncMs: 60_000,
+    registry,
+  });
+  const keys = () => [...standby.table.keys()].sort();
+  const resyncs = registry.counter("holdfast_egress_sync_resyncs_total", "");
+  try {
+    sender.setOwned(new Set([FLOATING_U32]));
+    sender.start();
+    await waitFor("the connect-time resync", () => resyncs.get() >= 1 ? true : undefined);
+    await sender.flush();
+    assertEquals(keys(), [1, 2, 3].map((i) => tupleKey(entry(i))).sort());
+
+    owner.add(entry(4));
+    owner.add(entry(10, other)); // not owned: not sent
+    owner.destroy(entry(1));
+    await sender.flush();
+    assertEquals(keys(), [2, 3, 4].map((i) => tupleKey(entry(i))).sort());
+
+    owner.table.delete(tupleKey(entry(2))); // its destroy event was lost
+    await sender.resync();
+    await sender.flush();
+    assertEquals(keys(), [3, 4].map((i) => tupleKey(entry(i))).sort());
+
+    const before = resyncs.get();
+    owner.overruns++;
+    await waitFor("a resync after the overrun", () => resyncs.get() > before ? true : undefined);
+    assertEquals(registry.counter("holdfast_conntrack_overruns_total", "").get(), 1);
+  } finally {
+    await sender.stop();
+    await receiver.stop();
+  }
+});
+
+Deno.test("egress sync (stand-ins): a peer that stops reading overflows its bounded buffer: counted as dropped, reconnected", async () => {
+  using logs = captureLogs();
+  const registry = new Registry();
+  const owner = new OwnerStandIn();
+  for (let i = 0; i < 60_000; i++) owner.table.set(String(i), entry(i));
+  const stuck = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const c of stuck) held.push(c); // accepted, never read
+  })();
+  const sender = new SyncSender({
+    ct: owner,
+    events: owner,
+    peers: () => [{ name: "stuck", host: "127.0.0.1", port: (stuck.addr as Deno.NetAddr).port }],
+    resyncMs: 200,
+    maxQueueBytes: 256 * 1024,
+    registry,
+  });
+  try {
+    sender.setOwned(new Set([FLOATING_U32]));
+    sender.start();
+    const dropped = registry.counter("holdfast_egress_sync_dropped_total", "");
+    await waitFor("entries dropped", () => dropped.get() > 0 ? true : undefined, 10_000);
+    await waitFor("a reconnect", () => held.length >= 2 ? true : undefined, 10_000);
+    assert(
+      logs.records.some((r) => r.msg === "sync peer send buffer full: reconnecting to resync"),
+    );
+  } finally {
+    await sender.stop();
+    stuck.close();
+    for (const c of held) c.close();
+    await accepting.catch(() => {});
+  }
+});

@@ -101,3 +101,51 @@ rootTest(
     }
   },
 );
+
+rootTest(
+  "conntrack: a refused entry is reported with its tuple and errno, and a full event queue counts as an overrun",
+  async () => {
+    await using topo = await natPair();
+    const ct = Conntrack.open({ netns: topo.ns("nata") });
+    const events = ConntrackEvents.open({ netns: topo.ns("nata"), rcvbuf: 4096 });
+    try {
+      const make = (i: number): CtEntry => {
+        const orig = {
+          src: parseIpv4(CLIENT) + i,
+          dst: parseIpv4(SERVER),
+          proto: 6 as const,
+          sport: 50_000,
+          dport: 443,
+        };
+        return {
+          orig,
+          reply: { src: orig.dst, dst: FLOATING_U32, proto: 6, sport: 443, dport: 30_000 + i },
+          status: 0x19e,
+          timeoutS: 120,
+          tcpState: 3,
+          natSrc: { addr: FLOATING_U32, port: 30_000 + i },
+        };
+      };
+      const bad = { ...make(0), tcpState: 200 }; // not a TCP_CONNTRACK_* state
+      const { injected, failed } = ct.inject([make(1), bad, make(2)]);
+      assertEquals(injected, 2);
+      assertEquals(failed.length, 1);
+      assertEquals(failed[0]!.entry, bad);
+      assertEquals(failed[0]!.errno, 34); // ERANGE: the attribute policy bounds the state
+      assert(
+        /^tcp 10\.8\.0\.11:50000 > 203\.0\.113\.1:443: .+ \(errno 34\)$/.test(
+          failureText(failed[0]!),
+        ),
+        failureText(failed[0]!),
+      );
+
+      ct.inject(Array.from({ length: 3_000 }, (_, i) => make(10 + i)));
+      const seen = events.read(100_000);
+      assert(events.overruns >= 1, `no overrun with a 4 KiB queue after ${seen.length} events`);
+      assert(seen.length < 3_000);
+    } finally {
+      events.close();
+      ct.close();
+    }
+  },
+);

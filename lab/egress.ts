@@ -17,6 +17,7 @@
  *
  * @module
  */
+import { run } from "./command.ts";
 import type { HostProcess } from "./host_process.ts";
 import { createTopology, type LinkSpec, type Topology } from "./netns.ts";
 import { type RedisServer, startRedis } from "./redis_server.ts";
@@ -128,18 +129,18 @@ export class EgressLab implements AsyncDisposable {
   }
 
   /** A hang: the agent SIGSTOPped (its kernel keeps forwarding). Returns the time (ms). */
-  hangNat(name: string): number {
+  async hangNat(name: string): Promise<number> {
     const agent = this.#pod(name).agent;
     if (!agent) throw new Error(`NAT pod "${name}" runs no agent to stop`);
     const at = Date.now();
-    Deno.kill(agent.pid, "SIGSTOP");
+    await run(["kill", "-STOP", String(agent.pid)]);
     return at;
   }
 
   /** Resumes a hung agent. */
-  resumeNat(name: string): void {
+  async resumeNat(name: string): Promise<void> {
     const agent = this.#pod(name).agent;
-    if (agent) Deno.kill(agent.pid, "SIGCONT");
+    if (agent) await run(["kill", "-CONT", String(agent.pid)], { check: false });
   }
 
   /** Planned stop: SIGTERM (the agent drains, then exits); resolves with its exit code. */
@@ -162,13 +163,20 @@ export class EgressLab implements AsyncDisposable {
     await this.topo.setLink("lan", `n${this.#pod(name).index}`, !cut);
   }
 
-  /** Which pods hold floating address k now (the /32 on ext0), from `ip addr` in each pod. */
+  /**
+   * Which pods hold floating address k now: the /32 on an ext0 that is up, from `ip addr` in
+   * each pod (a killed pod's downed interface keeps its addresses but serves nothing).
+   */
   async holders(k: number): Promise<string[]> {
     const names = [...this.pods.keys()];
     const held = await Promise.all(names.map(async (name) => {
-      const r = await this.topo.exec(name, ["ip", "-4", "-o", "addr", "show", "dev", "ext0"], {
-        check: false,
-      });
+      const r = await this.topo.exec(
+        name,
+        ["ip", "-4", "-o", "addr", "show", "dev", "ext0", "up"],
+        {
+          check: false,
+        },
+      );
       return r.stdout.includes(` ${floatingAddress(k)}/32 `);
     }));
     return names.filter((_, i) => held[i]);
@@ -187,6 +195,27 @@ export class EgressLab implements AsyncDisposable {
       `No single owner of ${floatingAddress(k)} within ${options.timeoutMs ?? 10_000} ms ` +
         `(holders ${JSON.stringify(seen)}, not ${JSON.stringify(options.not ?? null)})`,
     );
+  }
+
+  /**
+   * Waits until every floating address has exactly one holder and none moved for `stableMs`
+   * (start-up assignment and hand-backs to a returning pod are over); returns the owners.
+   */
+  async settle(options: { stableMs?: number; timeoutMs?: number } = {}): Promise<string[]> {
+    const stableMs = options.stableMs ?? 600, timeoutMs = options.timeoutMs ?? 15_000;
+    const count = this.options.addresses ?? 2;
+    const deadline = Date.now() + timeoutMs;
+    let last = "", since = Date.now(), owners: string[][] = [];
+    while (Date.now() < deadline) {
+      owners = await Promise.all(Array.from({ length: count }, (_, k) => this.holders(k)));
+      const key = JSON.stringify(owners);
+      if (key !== last) [last, since] = [key, Date.now()];
+      else if (owners.every((o) => o.length === 1) && Date.now() - since >= stableMs) {
+        return owners.map((o) => o[0]!);
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    throw new Error(`Floating addresses did not settle within ${timeoutMs} ms: ${last}`);
   }
 
   /** Starts the external server's TCP and UDP echo. */
@@ -226,13 +255,7 @@ export class EgressLab implements AsyncDisposable {
 
   /** Tears the lab down: processes, namespaces, Redis and its directory (with the config). */
   async [Symbol.asyncDispose](): Promise<void> {
-    for (const pod of this.pods.values()) {
-      if (pod.agent) {
-        try {
-          Deno.kill(pod.agent.pid, "SIGCONT");
-        } catch { /* gone */ }
-      }
-    }
+    for (const name of this.pods.keys()) await this.resumeNat(name);
     await this.topo.destroy();
     await this.redis[Symbol.asyncDispose]();
   }

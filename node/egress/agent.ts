@@ -4,8 +4,8 @@
  * moving routes"):
  *
  * 1. floating addresses left by an earlier run are dropped (a restarted pod owns nothing yet);
- * 2. the SNAT rules (nft.ts) on every pod from the start, then `ip_forward=1` and
- *    `nf_conntrack_tcp_loose=0`;
+ * 2. the SNAT rules (nft.ts) on every pod from the start, then `ip_forward=1`,
+ *    `nf_conntrack_tcp_loose=0` and `nf_conntrack_tcp_be_liberal=1`;
  * 3. the conntrack {@linkcode SyncReceiver} (standby side: injects what owners stream);
  * 4. {@linkcode PeerHealth} heartbeats with the other pods;
  * 5. the {@linkcode SyncSender} (owner side: streams entries of the owned addresses to live peers);
@@ -27,7 +27,7 @@ import { parseIpv4 } from "../../lib/ipv4.ts";
 import { RedisConnection } from "../../lib/redis_connection.ts";
 import { Conntrack, ConntrackEvents } from "../conntrack/mod.ts";
 import { type EgressConfig, type FloatingAddress, readEgressConfig, selfPeer } from "./config.ts";
-import { installEgressRules, removeEgressRules } from "./nft.ts";
+import { installEgressRules } from "./nft.ts";
 import { addFloating, announceFloating, heldFloating, removeFloating } from "./addresses.ts";
 import { setSysctls } from "./_command.ts";
 import { EGRESS_COMMAND, readEgressArgs } from "./egress_args.ts";
@@ -104,9 +104,21 @@ export class EgressAgent {
       await removeFloating(fa, config.interfaces);
       this.#log.info("address released at start", { address: fa.address, gateway: fa.gateway });
     }
+    // The rules stay after a stop: until every neighbour has followed the new owner's
+    // gratuitous ARP, packets of NATed flows may still reach this pod, and without a nat chain
+    // the kernel would forward them untranslated, with the client's private source. The next
+    // start replaces the table atomically; the pod's namespace goes with the pod.
     await installEgressRules(config);
-    this.#stops.push(() => removeEgressRules());
-    await setSysctls({ "net.ipv4.ip_forward": 1, "net.netfilter.nf_conntrack_tcp_loose": 0 });
+    // tcp_loose=0: a mid-stream segment of an unknown flow is INVALID (dropped), never picked
+    // up with a new mapping (FINDINGS). tcp_be_liberal=1: ctnetlink carries no TCP window
+    // (td_end, td_maxwin), so a pod whose entry went stale while another pod forwarded the flow
+    // (a resumed hung owner, a pod handed its address back) would call the next segments out of
+    // window and drop them; liberal marks only out-of-window RSTs invalid (conntrackd's advice).
+    await setSysctls({
+      "net.ipv4.ip_forward": 1,
+      "net.netfilter.nf_conntrack_tcp_loose": 0,
+      "net.netfilter.nf_conntrack_tcp_be_liberal": 1,
+    });
     this.#log.info("rules installed", {
       sources: config.sources.length,
       destinations: config.destinations,

@@ -4,7 +4,9 @@
  * forwarded packets. It is installed on EVERY NAT pod from its start, owner or standby: the rule
  * enables conntrack and registers a nat-type chain in the namespace, which injected conntrack
  * entries need before traffic arrives (FINDINGS: conntrack injection). Installed atomically with
- * one `nft -f -` (create, delete, recreate in one transaction); removed on a clean stop.
+ * one `nft -f -` (create, delete, recreate in one transaction). The agent leaves it in place when
+ * it stops (a late packet of a NATed flow must not leave untranslated, see agent.ts);
+ * {@link removeEgressRules} is for tearing a pod's namespace down by hand.
  *
  * Invalid packets are dropped rather than forwarded: with `nf_conntrack_tcp_loose=0` a mid-stream
  * TCP segment of a flow this pod does not know is INVALID, and forwarding it would leak the

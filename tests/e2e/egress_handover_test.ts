@@ -1,0 +1,127 @@
+/**
+ * Egress NAT planned handover and partition (issue 11): a rolling restart of every NAT pod
+ * (SIGTERM → drain → start again, one at a time) resets no connection; cutting the owner's
+ * internal link never leaves two NAT pods holding the floating address at once.
+ */
+import { rootTest } from "../harness/mod.ts";
+import { createEgressLab, floatingAddress } from "../../lab/egress.ts";
+import { summary, waitForSuccessor } from "../../lab/egress_scenario.ts";
+
+function json(line: string): Record<string, unknown> {
+  return JSON.parse(line);
+}
+
+rootTest(
+  "egress: rolling restart of every NAT pod (drain, restart, one at a time) resets nothing",
+  async () => {
+    await using lab = await createEgressLab({ natPods: 2 });
+    await lab.startServer();
+    await lab.startAll();
+    await lab.settle();
+    const holdMs = 4_000 + lab.pods.size * 7_000;
+    const clients = [
+      await lab.startTcp(0, 25, holdMs),
+      await lab.startTcp(1, 25, holdMs),
+    ];
+    const streams = [await lab.startUdp(0, holdMs), await lab.startUdp(1, holdMs)];
+    await new Promise((r) => setTimeout(r, 1_000));
+    const problems: string[] = [];
+    let moved = 0;
+    for (const name of lab.pods.keys()) {
+      const held: number[] = [];
+      for (const k of [0, 1]) if ((await lab.holders(k)).includes(name)) held.push(k);
+      const code = await lab.drainNat(name);
+      if (code !== 0) problems.push(`${name} exited with ${code} after SIGTERM`);
+      for (const k of held) {
+        const next = await waitForSuccessor(lab, k, name, 3_000);
+        if (next !== name) moved++;
+      }
+      await lab.startNat(name);
+      await lab.settle();
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    const tcp = await Promise.all(clients.map((c) => summary(c, holdMs + 20_000)));
+    const udp = await Promise.all(streams.map((s) => summary(s, 10_000)));
+    const sources = lab.server!.udp.lines.map(json).filter((l) => l.msg === "udp source");
+    console.log(
+      JSON.stringify({ scenario: "rolling restart", moved, tcp, udp, udp_sources: sources }),
+    );
+    if (moved === 0) problems.push("no address moved: the restarts did not reach the traffic");
+    for (const t of tcp) {
+      if (t.survived !== t.connections) {
+        problems.push(
+          `${Number(t.connections) - Number(t.survived)} of ${t.connections} TCP ` +
+            `connections lost: ${JSON.stringify(t.deaths)}`,
+        );
+      }
+    }
+    for (const u of udp) {
+      if (Number(u.last_echo_age_ms) > 1_000) {
+        problems.push(
+          `a UDP stream died: ${JSON.stringify(u)}`,
+        );
+      }
+    }
+    for (const stream of ["egc1", "egc2"]) {
+      const seen = sources.filter((l) => l.stream === stream).map((l) => l.from);
+      if (seen.length !== 1) problems.push(`the server saw ${stream} from ${JSON.stringify(seen)}`);
+    }
+    if (problems.length) throw new Error(`rolling restart:\n  ${problems.join("\n  ")}`);
+  },
+);
+
+rootTest(
+  "egress: partition — the owner's internal link cut, never two NAT pods hold the address",
+  async () => {
+    await using lab = await createEgressLab({ natPods: 2 });
+    await lab.startServer();
+    await lab.startAll();
+    const owner = (await lab.settle())[0]!;
+    const holdMs = 9_000;
+    const tcp = await lab.startTcp(0, 20, holdMs);
+    await new Promise((r) => setTimeout(r, 1_000));
+    let samples = 0, doubles = 0;
+    let polling = true;
+    const poller = (async () => {
+      for (let i = 0; polling && i < 100_000; i++) {
+        const holders = await lab.holders(0);
+        samples++;
+        if (holders.length > 1) doubles++;
+      }
+    })();
+    try {
+      const cutAt = Date.now();
+      await lab.partitionNat(owner, true);
+      const successor = await waitForSuccessor(lab, 0, owner, 5_000);
+      const movedMs = Date.now() - cutAt;
+      await new Promise((r) => setTimeout(r, 1_500));
+      await lab.partitionNat(owner, false);
+      await new Promise((r) => setTimeout(r, 2_000));
+      polling = false;
+      await poller;
+      const after = await lab.holders(0);
+      const t = await summary(tcp, holdMs + 20_000);
+      console.log(JSON.stringify({
+        scenario: "partition",
+        owner,
+        successor,
+        moved_ms: movedMs,
+        samples,
+        doubles,
+        holders_after_heal: after,
+        tcp: t,
+      }));
+      if (doubles > 0) {
+        throw new Error(
+          `${doubles} of ${samples} samples saw two pods holding ${floatingAddress(0)}`,
+        );
+      }
+      if (after.length !== 1) {
+        throw new Error(`after the heal ${JSON.stringify(after)} hold ${floatingAddress(0)}`);
+      }
+    } finally {
+      polling = false;
+      await poller;
+    }
+  },
+);

@@ -10,6 +10,7 @@ import type { Logger } from "../../lib/log.ts";
 import type { Counter, Gauge, Registry } from "../../lib/metrics.ts";
 import type { HealthView } from "./health.ts";
 import type { LeaseStore } from "./lease.ts";
+import { assignAddresses, type Assignment } from "./assign.ts";
 
 /** Options of {@link EgressOwnership}. */
 export interface EgressOwnershipOptions {
@@ -106,6 +107,25 @@ export interface Slot {
   lastHolder?: string;
   /** No acquire before this (after a failed assume). */
   retryAt?: number;
+}
+
+/** The assignment over the live pods that are not draining, recomputed when they change. */
+export class AssignmentCache {
+  #key = "";
+  #assignment: Map<string, Assignment> | null = null;
+
+  /** The assignment of `addresses` over `health`'s live, non-draining pods (and not `leaving`). */
+  get(addresses: string[], health: HealthView, leaving?: string): Map<string, Assignment> {
+    const draining = new Set(health.draining());
+    if (leaving !== undefined) draining.add(leaving);
+    const pods = health.live().filter((p) => !draining.has(p));
+    const key = pods.join(",");
+    if (!this.#assignment || this.#key !== key) {
+      this.#key = key;
+      this.#assignment = assignAddresses(addresses, pods);
+    }
+    return this.#assignment;
+  }
 }
 
 /** Why this pod is taking `slot`'s address (the takeovers metric's label); clears lastHolder. */

@@ -38,11 +38,12 @@
 
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import { registry as rootRegistry } from "../../lib/metrics.ts";
-import { assignAddresses, type Assignment } from "./assign.ts";
+import type { Assignment } from "./assign.ts";
 import { type LeaseStore, RedisLeaseStore } from "./lease.ts";
 import { Ticker } from "./_health_ticker.ts";
 import {
   type AddressState,
+  AssignmentCache,
   type EgressOwnershipOptions,
   HANDOVER_FLUSH_TIMEOUT_MS,
   type OwnershipMetrics,
@@ -68,7 +69,7 @@ export class EgressOwnership {
   readonly #m: OwnershipMetrics;
   readonly #ticker: Ticker;
   readonly #rebalanceDelayMs: number;
-  #plan: { key: string; assignment: Map<string, Assignment> } | null = null;
+  readonly #plan = new AssignmentCache();
   #membershipChangedAt = performance.now();
   #running = false;
   #draining = false;
@@ -154,6 +155,15 @@ export class EgressOwnership {
     return out;
   }
 
+  /** Whether this pod uses exactly the addresses the assignment gives it (no rebalance due). */
+  settled(): boolean {
+    const assignment = this.#assignment();
+    const self = this.#o.self;
+    return [...this.#slots.values()].every((s) =>
+      (assignment.get(s.addr)?.owner === self) === !!s.inUse
+    );
+  }
+
   /** State of each address here. */
   states(): Map<string, AddressState> {
     return new Map([...this.#slots.values()].map((s) => [s.addr, s.state]));
@@ -166,14 +176,8 @@ export class EgressOwnership {
 
   /** The assignment over the live pods that are not draining (cached per membership). */
   #assignment(): Map<string, Assignment> {
-    const draining = new Set(this.#o.health.draining());
-    if (this.#draining) draining.add(this.#o.self);
-    const pods = this.#o.health.live().filter((p) => !draining.has(p));
-    const key = pods.join(",");
-    if (this.#plan?.key !== key) {
-      this.#plan = { key, assignment: assignAddresses([...this.#slots.keys()], pods) };
-    }
-    return this.#plan.assignment;
+    const { health, self } = this.#o;
+    return this.#plan.get([...this.#slots.keys()], health, this.#draining ? self : undefined);
   }
 
   #queueStep(): void {

@@ -164,7 +164,9 @@ Deno.test("a joining pod gets its share by planned handover, never a double owne
     await waitFor("nat1 owns both", () => a.own.owned().size === 2);
     a.health.set(b.name, true);
     await b.own.start();
+    assertEquals(a.own.settled(), false); // nat2 is assigned an address nat1 still holds
     await waitFor("one each", () => a.own.owned().size === 1 && b.own.owned().size === 1, 3_000);
+    assertEquals([a.own.settled(), b.own.settled()], [true, true]);
     assertEquals(rec.overlaps(), []);
   } finally {
     await stopAll(all);

@@ -11,7 +11,7 @@
  * @module
  */
 
-import { createTopology, type Topology } from "../../lab/mod.ts";
+import { createTopology, type HostProcess, type Topology } from "../../lab/mod.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
 /** The server's address (on its loopback). */
@@ -87,6 +87,32 @@ export async function routeThroughB(topo: Topology): Promise<void> {
 }
 
 /** Sends one UDP datagram from the client to the server (a conntrack entry through A). */
-export async function udpPing(topo: Topology, port: number): Promise<void> {
+async function udpPing(topo: Topology, port: number): Promise<void> {
   await topo.exec("cli", ["bash", "-c", `echo ping > /dev/udp/${SERVER}/${port}`]);
+}
+
+const ECHO = new URL("../../lab/clients/tcp_echo.ts", import.meta.url).pathname;
+const HOLD = new URL("../../lab/clients/hold_client.ts", import.meta.url).pathname;
+
+/**
+ * An echo server on SERVER:8080 and one long-lived client connection through A exchanging a line
+ * every 100 ms for `durationMs` (hold_client.ts: its last line is the survival summary), plus one
+ * UDP datagram to SERVER:5353.
+ */
+export async function heldFlows(
+  topo: Topology,
+  durationMs: number,
+): Promise<{ server: HostProcess; client: HostProcess }> {
+  const server = topo.spawnDeno("srv", ECHO, {
+    args: ["server", SERVER, "8080"],
+    permissions: ["--allow-net"],
+  });
+  await server.waitForLine((l) => l.includes("listening"));
+  const client = topo.spawnDeno("cli", HOLD, {
+    args: [SERVER, "8080", "1", String(durationMs), "100"],
+    permissions: ["--allow-net"],
+  });
+  await client.waitForLine((l) => l.includes('"connected"') && l.includes('"open":1'));
+  await udpPing(topo, 5353);
+  return { server, client };
 }

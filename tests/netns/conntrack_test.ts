@@ -6,14 +6,11 @@ import {
   CLIENT,
   FLOATING,
   FLOATING_U32,
+  heldFlows,
   natPair,
   routeThroughB,
   SERVER,
-  udpPing,
 } from "./_nat_pair.ts";
-
-const ECHO = new URL("../../lab/clients/tcp_echo.ts", import.meta.url).pathname;
-const HOLD = new URL("../../lab/clients/hold_client.ts", import.meta.url).pathname;
 
 function find(entries: CtEntry[], proto: number, dport: number): CtEntry | undefined {
   return entries.find((e) =>
@@ -29,17 +26,7 @@ rootTest(
     const ctA = Conntrack.open({ netns: topo.ns("nata") });
     const ctB = Conntrack.open({ netns: topo.ns("natb") });
     try {
-      const server = topo.spawnDeno("srv", ECHO, {
-        args: ["server", SERVER, "8080"],
-        permissions: ["--allow-net"],
-      });
-      await server.waitForLine((l) => l.includes("listening"));
-      const client = topo.spawnDeno("cli", HOLD, {
-        args: [SERVER, "8080", "1", "5000", "100"],
-        permissions: ["--allow-net"],
-      });
-      await client.waitForLine((l) => l.includes('"connected"') && l.includes('"open":1'));
-      await udpPing(topo, 5353);
+      const { server, client } = await heldFlows(topo, 5000);
 
       const dumped = ctA.dump({ natSrcAddrs: new Set([FLOATING_U32]) });
       const tcp = find(dumped, 6, 8080);

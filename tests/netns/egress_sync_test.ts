@@ -10,10 +10,7 @@ import { SyncReceiver, SyncSender } from "../../node/egress/sync.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-import { CLIENT, FLOATING_U32, natPair, routeThroughB, SERVER, udpPing } from "./_nat_pair.ts";
-
-const ECHO = new URL("../../lab/clients/tcp_echo.ts", import.meta.url).pathname;
-const HOLD = new URL("../../lab/clients/hold_client.ts", import.meta.url).pathname;
+import { CLIENT, FLOATING_U32, heldFlows, natPair, routeThroughB } from "./_nat_pair.ts";
 
 function flow(ct: Conntrack, proto: number, dport: number): CtEntry | undefined {
   return ct.dump({ natSrcAddrs: new Set([FLOATING_U32]) }).find((e) =>
@@ -55,17 +52,7 @@ rootTest(
     try {
       sender.setOwned(new Set([FLOATING_U32]));
       sender.start();
-      const server = topo.spawnDeno("srv", ECHO, {
-        args: ["server", SERVER, "8080"],
-        permissions: ["--allow-net"],
-      });
-      await server.waitForLine((l) => l.includes("listening"));
-      const client = topo.spawnDeno("cli", HOLD, {
-        args: [SERVER, "8080", "1", "6000", "100"],
-        permissions: ["--allow-net"],
-      });
-      await client.waitForLine((l) => l.includes('"connected"') && l.includes('"open":1'));
-      await udpPing(topo, 5353);
+      const { client } = await heldFlows(topo, 6000);
 
       // Streamed from A's events: both flows land in B with A's NAT mapping.
       const tcpA = flow(ctA, 6, 8080)!;

@@ -70,6 +70,7 @@ export class SyncSender {
   #generation = 0;
   #resyncing: Promise<void> | null = null;
   #stopped = false;
+  #lastError = "";
   #wantAll: string | null = null;
   readonly #wantLinks = new Map<PeerLink, string>();
   #sent = { upsert: 0, remove: 0, resyncs: 0 };
@@ -153,8 +154,12 @@ export class SyncSender {
         this.#requestResync("all", this.#pendingResync ?? "periodic");
       }
       if (now >= this.#nextSummaryAt) this.#summary(now);
+      this.#lastError = "";
     } catch (e) {
-      this.#log.error("sync sender tick failed", { error: e });
+      // Once per distinct failure, not every 10 ms tick.
+      const text = (e as Error).message;
+      if (text !== this.#lastError) this.#log.error("sync sender tick failed", { error: e });
+      this.#lastError = text;
     }
   }
 

@@ -69,21 +69,6 @@ export const MODEL_WAIT_MS = 10_000;
 /** Longest wait, after a reload, for the maps to carry it before flows are purged. */
 const APPLY_WAIT_MS = 5_000;
 
-/** Waits (bounded) until the reconciler has written every change so far to the maps. */
-async function mapsApplied(reconciler: { waitIdle(): Promise<void> }): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const idle = await Promise.race([
-    reconciler.waitIdle().then(() => true),
-    new Promise<false>((r) => timer = setTimeout(() => r(false), APPLY_WAIT_MS)),
-  ]);
-  clearTimeout(timer);
-  if (!idle) {
-    log.with({ component: "agent" }).warn("maps not in step with the reload yet; purging anyway", {
-      waitedMs: APPLY_WAIT_MS,
-    });
-  }
-}
-
 /** What the rest of the agent needs from a datapath, real or in memory. */
 interface NodeDatapath {
   readonly kind: "bpf" | "memory";
@@ -308,7 +293,11 @@ export async function main(
       onReload = async (prev, next) => {
         // Once the maps carry the new config (the datapath picks no removed backend any more),
         // so a packet between the purge and the Maglev update cannot learn a removed backend.
-        await mapsApplied(cp.reconciler);
+        if (!await cp.reconciler.waitIdleWithin(APPLY_WAIT_MS)) {
+          agentLog.warn("maps not in step with the reload yet; purging anyway", {
+            waitedMs: APPLY_WAIT_MS,
+          });
+        }
         agent.setServices(next);
         await agent.setVips(followedVips(next, a.vips))
           .catch((err) => agentLog.warn("cannot follow LB IPs", { err }));

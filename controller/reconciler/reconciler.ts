@@ -159,6 +159,22 @@ export class Reconciler<R> {
     return new Promise((r) => this.#idle.push(r));
   }
 
+  /**
+   * {@link waitIdle} bounded by `timeoutMs`: true once idle, false when the time ran out first
+   * (e.g. a write keeps failing and stays queued for retry).
+   */
+  async waitIdleWithin(timeoutMs: number): Promise<boolean> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      return await Promise.race([
+        this.waitIdle().then(() => true),
+        new Promise<false>((r) => timer = setTimeout(() => r(false), timeoutMs)),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   #stillIdle(): boolean {
     const c = this.config;
     const txn = c.db.readTxn();

@@ -44,12 +44,12 @@ export interface HealthApplierOptions {
 /** Writes verdicts through the Writer and purges a quarantined backend's flows. */
 export class HealthApplier {
   readonly #src: SourceWriter;
-  readonly #reconciler: { waitIdle(): Promise<void> };
+  readonly #reconciler: { waitIdleWithin(timeoutMs: number): Promise<boolean> };
   readonly #o: HealthApplierOptions;
   readonly #log: Logger;
 
   constructor(
-    cp: { writer: Writer; reconciler: { waitIdle(): Promise<void> } },
+    cp: { writer: Writer; reconciler: { waitIdleWithin(timeoutMs: number): Promise<boolean> } },
     options: HealthApplierOptions = {},
   ) {
     this.#src = cp.writer.source(HEALTH_SOURCE);
@@ -80,7 +80,11 @@ export class HealthApplier {
     } finally {
       txn.abort();
     }
-    await this.#mapsApplied();
+    if (!await this.#reconciler.waitIdleWithin(APPLY_WAIT_MS)) {
+      this.#log.warn("maps not in step with the quarantine yet; purging anyway", {
+        waitedMs: APPLY_WAIT_MS,
+      });
+    }
     await this.#purge(t);
   }
 
@@ -93,16 +97,6 @@ export class HealthApplier {
     } finally {
       txn.abort();
     }
-  }
-
-  async #mapsApplied(): Promise<void> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const idle = await Promise.race([
-      this.#reconciler.waitIdle().then(() => true),
-      new Promise<false>((r) => timer = setTimeout(() => r(false), APPLY_WAIT_MS)),
-    ]);
-    clearTimeout(timer);
-    if (!idle) this.#log.warn("maps not in step with the quarantine yet; purging anyway", {});
   }
 
   async #purge(t: HealthTarget): Promise<void> {

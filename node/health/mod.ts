@@ -37,7 +37,7 @@ const FOLLOW_MS = 100;
 /** Options of {@link startHealth}. */
 export interface StartHealthOptions {
   /** The control plane whose Writer and reconciler carry the verdicts. */
-  cp: { writer: Writer; reconciler: { waitIdle(): Promise<void> } };
+  cp: { writer: Writer; reconciler: { waitIdleWithin(timeoutMs: number): Promise<boolean> } };
   /** The policy host: its serving module's `health_step` judges every probe. */
   policy?: PolicyHost;
   /** The services config in force (called often: return the same object while unchanged). */

@@ -4,13 +4,14 @@
  * 1. detection and takeover over FAILOVERS (20; `--quick` 3) deaths of the owner of floating
  *    address 0 in one two-pod lab (links down + SIGKILL, then the victim restarts and the
  *    ownership settles before the next): detect = death → the successor's `peer down` log line;
- *    assume = death → its `address assumed` line; takeover = death → the first echo of a UDP
+ *    assume = death → its `address assumed` line (the lease can expire before the heartbeats
+ *    call the peer down, so assume may come first); takeover = death → the first echo of a UDP
  *    stream probing every 10 ms through the address (the floating address serving again, routing
  *    followed: the clients' ARP entry moved by the gratuitous ARP);
  * 2. survival: one kill with 50 TCP connections and a UDP stream (100 ms) through the owner,
  *    and the same kill with conntrack sync off (the baseline) beside it;
- * 3. conntrack entries synced per second between two NAT pods: E1's `measureSync()` from
- *    `bench/_egress_sync.ts`.
+ * 3. conntrack entries synced per second between two NAT pods (a full resync A → B: dump,
+ *    stream, inject, ACK): `measureSync()` of `bench/_egress_sync.ts`.
  *
  * Last line: one JSON object with `sync_entries_per_s`, `detect_ms_p50`, `takeover_ms_p50`,
  * `takeover_ms_max`, `survived`, `connections` and the baseline's `baseline_survived`.
@@ -22,8 +23,9 @@
 
 import { readCommandLineOrExit } from "../lib/args.ts";
 import { createEgressLab } from "../lab/egress.ts";
-import { logTime, runFailover, waitForSuccessor } from "../lab/egress_scenario.ts";
+import { runFailover, takeoverTimes, waitForSuccessor } from "../lab/egress_scenario.ts";
 import { median } from "./_stats.ts";
+import { measureSync, type SyncMeasurement } from "./_egress_sync.ts";
 
 const OPTIONS = {
   command: "bench:egress",
@@ -76,11 +78,10 @@ async function failovers(n: number): Promise<Sample[]> {
       if (!l.includes('"msg":"resumed"')) return false;
       return JSON.parse(l).at >= diedAt;
     }, { timeoutMs: 5_000 }).catch(() => null);
-    const agent = lab.pods.get(successor)!.agent;
-    const delta = (t: number | null) => t === null ? null : t - diedAt;
+    const t = await takeoverTimes(lab.pods.get(successor)!.agent, victim, 0, diedAt);
     const sample = {
-      detect: delta(logTime(agent, diedAt, (l) => l.msg === "peer down" && l.peer === victim)),
-      assume: delta(logTime(agent, diedAt, (l) => l.msg === "address assumed")),
+      detect: t.detectedAt === null ? null : t.detectedAt - diedAt,
+      assume: t.assumedAt === null ? null : t.assumedAt - diedAt,
       takeover: echoLine === null ? null : JSON.parse(echoLine).at - diedAt,
     };
     samples.push(sample);
@@ -93,22 +94,12 @@ async function failovers(n: number): Promise<Sample[]> {
   return samples;
 }
 
-interface SyncMeasure {
-  entriesPerS: number;
-  [k: string]: unknown;
-}
-
-/** E1's sync throughput, when bench/_egress_sync.ts exists. */
-async function syncRate(quick: boolean): Promise<SyncMeasure | null> {
-  const path = new URL("./_egress_sync.ts", import.meta.url).href;
+/** E1's sync throughput (bench/_egress_sync.ts), or null when it cannot run. */
+async function syncRate(quick: boolean): Promise<SyncMeasurement | null> {
   try {
-    const mod = await import(path) as {
-      measureSync?: (o: { quick: boolean }) => Promise<SyncMeasure>;
-    };
-    if (!mod.measureSync) return null;
-    return await mod.measureSync({ quick });
+    return await measureSync({ quick });
   } catch (err) {
-    note("sync measure unavailable", { err: (err as Error).message });
+    note("sync measure failed", { err: (err as Error).message });
     return null;
   }
 }
@@ -142,8 +133,10 @@ const result = {
   baseline_connections: baseline.connections,
   baseline_survived: baseline.survived,
   baseline_udp_source_changes: baseline.udpSources.length - 1,
-  sync_entries_per_s: sync?.entriesPerS ?? null,
-  ...(sync === null ? { sync_todo: "bench/_egress_sync.ts measureSync() not available yet" } : {}),
+  sync_entries_per_s: sync?.sync_entries_per_s ?? null,
+  sync_refresh_entries_per_s: sync?.refresh_entries_per_s ?? null,
+  sync_inject_entries_per_s: sync?.inject_entries_per_s ?? null,
+  sync_entries: sync?.entries ?? null,
   quick: args.quick,
 };
 console.log(JSON.stringify(result));

@@ -80,6 +80,32 @@ export function logTime(
   return null;
 }
 
+/**
+ * When the successor's agent logged the victim `peer down` (heartbeats) and `address assumed`
+ * for floating address k (the lease), waiting up to `timeoutMs` for both lines: the lease can
+ * expire before the heartbeats call the peer down.
+ */
+export async function takeoverTimes(
+  agent: HostProcess | null,
+  victim: string,
+  k: number,
+  diedAt: number,
+  timeoutMs = 2_000,
+): Promise<{ detectedAt: number | null; assumedAt: number | null }> {
+  const down = (l: Record<string, unknown>) => l.msg === "peer down" && l.peer === victim;
+  const assumed = (l: Record<string, unknown>) =>
+    l.msg === "address assumed" && l.address === floatingAddress(k);
+  const deadline = Date.now() + timeoutMs;
+  let detectedAt = null, assumedAt = null;
+  while (Date.now() < deadline) {
+    detectedAt = logTime(agent, diedAt, down);
+    assumedAt = logTime(agent, diedAt, assumed);
+    if (detectedAt !== null && assumedAt !== null) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { detectedAt, assumedAt };
+}
+
 /** The first `resumed` (or any echo) time of a UDP stream after `from`. */
 function resumedAfter(udp: HostProcess, from: number): number | null {
   for (const line of udp.lines) {
@@ -144,19 +170,8 @@ export async function runFailover(o: FailoverOptions): Promise<FailoverResult> {
     }
     const successor = await waitForSuccessor(lab, 0, victim);
     await new Promise((r) => setTimeout(r, d + 1 < deaths ? 1_500 : 300));
-    const agent = lab.pods.get(successor)!.agent;
-    takeovers.push({
-      victim,
-      successor,
-      diedAt,
-      detectedAt: logTime(agent, diedAt, (l) => l.msg === "peer down" && l.peer === victim),
-      assumedAt: logTime(
-        agent,
-        diedAt,
-        (l) => l.msg === "address assumed" && l.address === floatingAddress(0),
-      ),
-      resumedAt: resumedAfter(udp, diedAt),
-    });
+    const times = await takeoverTimes(lab.pods.get(successor)!.agent, victim, 0, diedAt);
+    takeovers.push({ victim, successor, diedAt, ...times, resumedAt: resumedAfter(udp, diedAt) });
   }
   let hungReleased: boolean | null = null;
   if (hung) {

@@ -95,7 +95,7 @@ Deno.test("owner dies: the standby assumes after the lease expired, with a new e
     await waitFor("the standby owns it", () => rec.holders(A1).length === 1, 1_000);
     const took = rec.last(A1)!;
     assertEquals([took.pod, took.epoch], [other.name, 2]);
-    assert(took.from - diedAt < 400, `takeover took ${took.from - diedAt} ms`);
+    assert(took.from - diedAt < 1_000, `takeover took ${took.from - diedAt} ms`);
     assertEquals(rec.overlaps(), []);
     const line = logs.records.find((r) => r.msg === "address assumed" && r.epoch === 2);
     assertEquals(line?.reason, "owner down");

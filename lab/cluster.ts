@@ -298,26 +298,8 @@ export class Cluster implements AsyncDisposable {
     ], {
       stderr: this.#verbose ? "inherit" : "null",
     });
-    if (this.#verbose) this.#tail(node.agent);
+    if (this.#verbose) node.agent.tailToStderr();
     await node.agent.waitForLine((l) => l.includes('"msg":"ready"'), { timeoutMs: 30_000 });
-  }
-
-  #tail(proc: HostProcess): void {
-    let from = 0;
-    const pump = async () => {
-      for (let k = 0; k < 100_000; k++) {
-        try {
-          await proc.waitForLine(() => true, { fromLine: from, timeoutMs: 60_000 });
-        } catch {
-          return;
-        }
-        for (; from < proc.lineCount; from++) {
-          const line = proc.lines[from - (proc.lineCount - proc.lines.length)];
-          if (line) console.error(`[${proc.host}] ${line}`);
-        }
-      }
-    };
-    pump();
   }
 
   /** Kills the agent of LB node i without touching its datapath (XDP and pinned maps stay). */

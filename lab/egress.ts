@@ -107,7 +107,7 @@ export class EgressLab implements AsyncDisposable {
       ...(this.options.sync ?? true ? [] : ["--no-sync"]),
     ], { stderr: "inherit" });
     pod.agent = agent;
-    if (this.options.verbose) tail(agent);
+    if (this.options.verbose) agent.tailToStderr();
     await agent.waitForLine((l) => l.includes('"msg":"ready"'), { timeoutMs: 30_000 });
     return agent;
   }
@@ -259,23 +259,6 @@ export class EgressLab implements AsyncDisposable {
     await this.topo.destroy();
     await this.redis[Symbol.asyncDispose]();
   }
-}
-
-function tail(proc: HostProcess): void {
-  (async () => {
-    let from = 0;
-    for (let k = 0; k < 1_000_000; k++) {
-      try {
-        await proc.waitForLine(() => true, { fromLine: from, timeoutMs: 600_000 });
-      } catch {
-        return;
-      }
-      for (; from < proc.lineCount; from++) {
-        const line = proc.lines[from - (proc.lineCount - proc.lines.length)];
-        if (line) console.error(`[${proc.host}] ${line}`);
-      }
-    }
-  })();
 }
 
 /** The egress config the lab's NAT pods share. */

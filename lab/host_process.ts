@@ -130,4 +130,24 @@ export class HostProcess {
   get lineCount(): number {
     return this.#seen;
   }
+
+  /** Copies every stdout line (seen and to come) to stderr as `[host] line`, until it closes. */
+  tailToStderr(): void {
+    let from = 0;
+    const pump = async () => {
+      for (let k = 0; k < 100_000; k++) {
+        try {
+          await this.waitForLine(() => true, { fromLine: from, timeoutMs: 60_000 });
+        } catch {
+          if (this.#closed) return;
+          continue;
+        }
+        for (; from < this.lineCount; from++) {
+          const line = this.lines[from - (this.lineCount - this.lines.length)];
+          if (line) console.error(`[${this.host}] ${line}`);
+        }
+      }
+    };
+    pump();
+  }
 }

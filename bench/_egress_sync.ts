@@ -22,6 +22,7 @@ import { setLogLevel } from "../lib/log.ts";
 import { Registry } from "../lib/metrics.ts";
 import { intOption, readCommandLineOrExit } from "../lib/args.ts";
 import { median } from "./_stats.ts";
+import { cpuUsage } from "node:process";
 
 const FLOATING = 0xc6120064; // 198.18.0.100
 const CLI_SAMPLE = 200;
@@ -42,6 +43,17 @@ export interface SyncMeasurement {
   inject_entries_per_s: number;
   /** Entries/s of Conntrack.dump of the owned address's entries. */
   dump_entries_per_s: number;
+  /** CPU time (user + system, µs) per entry of Conntrack.inject alone (the kernel's share). */
+  inject_cpu_us_per_entry: number;
+  /** CPU time (user + system, µs) the owner's process spent per entry in that resync. */
+  sender_cpu_us_per_entry: number;
+  /** CPU time the standby's process spent per entry in that resync. */
+  receiver_cpu_us_per_entry: number;
+  /**
+   * The rate the slower side's CPU time allows when each side has a CPU of its own
+   * (1e6 / max of the two above): the figure without the other tenants of a shared machine.
+   */
+  sync_cpu_bound_entries_per_s: number;
   /** Baseline: `conntrack -I` once per entry, on a small sample. */
   conntrack_cli_entries_per_s?: number;
   entries: number;
@@ -51,8 +63,19 @@ export interface SyncMeasurement {
 
 type Round = Pick<
   SyncMeasurement,
-  "sync_entries_per_s" | "refresh_entries_per_s" | "inject_entries_per_s" | "dump_entries_per_s"
+  | "sync_entries_per_s"
+  | "refresh_entries_per_s"
+  | "inject_entries_per_s"
+  | "dump_entries_per_s"
+  | "inject_cpu_us_per_entry"
+  | "sender_cpu_us_per_entry"
+  | "receiver_cpu_us_per_entry"
 >;
+
+function cpuTotal(): number {
+  const { user, system } = cpuUsage();
+  return user + system;
+}
 
 /** N synthetic SNAT'd, established TCP entries with distinct original and translated tuples. */
 export function syntheticEntries(n: number): CtEntry[] {
@@ -114,13 +137,20 @@ export async function measureSync(
   for (let r = 0; r < Math.max(1, options.rounds ?? (options.quick ? 1 : 3)); r++) {
     rounds.push(await measureRound(entries));
   }
-  const med = (k: keyof (typeof rounds)[0]) => Math.round(median(rounds.map((x) => x[k])));
+  const med = (k: keyof Round) => Math.round(median(rounds.map((x) => x[k])));
+  const medF = (k: keyof Round) => Math.round(median(rounds.map((x) => x[k])) * 100) / 100;
   const cli = await cliRate().catch(() => undefined);
   return {
     sync_entries_per_s: med("sync_entries_per_s"),
     refresh_entries_per_s: med("refresh_entries_per_s"),
     inject_entries_per_s: med("inject_entries_per_s"),
     dump_entries_per_s: med("dump_entries_per_s"),
+    inject_cpu_us_per_entry: medF("inject_cpu_us_per_entry"),
+    sender_cpu_us_per_entry: medF("sender_cpu_us_per_entry"),
+    receiver_cpu_us_per_entry: medF("receiver_cpu_us_per_entry"),
+    sync_cpu_bound_entries_per_s: Math.round(
+      1e6 / Math.max(medF("sender_cpu_us_per_entry"), medF("receiver_cpu_us_per_entry")),
+    ),
     ...(cli !== undefined ? { conntrack_cli_entries_per_s: Math.round(cli) } : {}),
     entries,
     rounds: rounds.length,
@@ -135,9 +165,11 @@ async function measureRound(
   const ctA = Conntrack.open({ netns: topo.ns("synca") });
   const ctB = Conntrack.open({ netns: topo.ns("syncb") });
   const entries = syntheticEntries(n);
+  const injectCpu0 = cpuTotal();
   let t0 = performance.now();
   const { injected, failed } = ctA.inject(entries);
   const injectS = (performance.now() - t0) / 1000;
+  const injectCpuUs = cpuTotal() - injectCpu0;
   if (injected !== n) {
     throw new Error(
       `Cannot set up the sync bench: ${failed.length} of ${n} injections failed (first errno ${
@@ -166,11 +198,13 @@ async function measureRound(
   try {
     // A standby connecting with an empty table: the connect-time resync, until B has applied it.
     sender.setOwned(new Set([FLOATING]));
+    const cpu0 = { sender: cpuTotal(), receiver: await receiver.cpuUs() };
     t0 = performance.now();
     sender.start();
     await waitUntil("the connect-time resync", () => resyncs.get() >= 1, 60_000);
     await sender.flush();
     const syncS = (performance.now() - t0) / 1000;
+    const cpu1 = { sender: cpuTotal(), receiver: await receiver.cpuUs() };
     const inB = ctB.dump({ natSrcAddrs: new Set([FLOATING]) }).length;
     if (inB !== n) {
       throw new Error(`Sync bench: B holds ${inB} entries after the resync, want ${n}`);
@@ -182,6 +216,9 @@ async function measureRound(
     const refreshS = (performance.now() - t0) / 1000;
     return {
       sync_entries_per_s: n / syncS,
+      inject_cpu_us_per_entry: injectCpuUs / n,
+      sender_cpu_us_per_entry: (cpu1.sender - cpu0.sender) / n,
+      receiver_cpu_us_per_entry: (cpu1.receiver - cpu0.receiver) / n,
       refresh_entries_per_s: n / refreshS,
       inject_entries_per_s: n / injectS,
       dump_entries_per_s: n / dumpS,
@@ -198,7 +235,9 @@ async function measureRound(
  * The standby side in its own process (as on a real pod, so the owner's dump and the standby's
  * injection run in parallel): `--receive NS` prints `{"port":P}` and serves until stdin closes.
  */
-async function spawnReceiver(netns: string): Promise<{ port: number } & AsyncDisposable> {
+async function spawnReceiver(
+  netns: string,
+): Promise<{ port: number; cpuUs(): Promise<number> } & AsyncDisposable> {
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -218,16 +257,28 @@ async function spawnReceiver(netns: string): Promise<{ port: number } & AsyncDis
     stderr: "inherit",
   }).spawn();
   const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  const deadline = Date.now() + 30_000;
-  while (!text.includes("\n") && Date.now() < deadline) {
-    const { value, done } = await lines.read();
-    if (done) break;
-    text += value;
-  }
+  const stdin = child.stdin.getWriter();
+  let buffered = "";
+  const nextLine = async () => {
+    const deadline = Date.now() + 30_000;
+    while (!buffered.includes("\n") && Date.now() < deadline) {
+      const { value, done } = await lines.read();
+      if (done) break;
+      buffered += value;
+    }
+    const i = buffered.indexOf("\n");
+    const line = i < 0 ? buffered : buffered.slice(0, i);
+    buffered = i < 0 ? "" : buffered.slice(i + 1);
+    return line;
+  };
+  const text = await nextLine();
   const port = Number(/"port":(\d+)/.exec(text)?.[1] ?? 0);
+  const cpuUs = async () => {
+    await stdin.write(new TextEncoder().encode("c"));
+    return Number(/"cpu_us":(\d+)/.exec(await nextLine())?.[1] ?? NaN);
+  };
   const stop = async () => {
-    await child.stdin.close().catch(() => {});
+    await stdin.close().catch(() => {});
     const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
     await child.status;
     clearTimeout(timer);
@@ -237,7 +288,7 @@ async function spawnReceiver(netns: string): Promise<{ port: number } & AsyncDis
     await stop();
     throw new Error(`Sync bench: the receiver process did not start: ${JSON.stringify(text)}`);
   }
-  return { port, [Symbol.asyncDispose]: stop };
+  return { port, cpuUs, [Symbol.asyncDispose]: stop };
 }
 
 async function receive(netns: string): Promise<void> {
@@ -245,7 +296,14 @@ async function receive(netns: string): Promise<void> {
   const receiver = new SyncReceiver({ ct, listen: { host: "127.0.0.1", port: 0 } });
   await receiver.start();
   console.log(JSON.stringify({ port: receiver.port }));
-  for await (const _ of Deno.stdin.readable) { /* until the parent closes stdin */ }
+  // Until the parent closes stdin; each "c" asks for this process's CPU time so far.
+  for await (const chunk of Deno.stdin.readable) {
+    for (const byte of chunk) {
+      if (byte !== 0x63) continue;
+      const { user, system } = cpuUsage();
+      console.log(JSON.stringify({ cpu_us: user + system }));
+    }
+  }
   await receiver.stop();
   ct.close();
 }

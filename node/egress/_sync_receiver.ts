@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type Conntrack, type CtEntry, failureText } from "../conntrack/mod.ts";
+import { type Conntrack, type CtEntry, failureText, inverse } from "../conntrack/mod.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import type { Registry } from "../../lib/metrics.ts";
 import { type SyncMetrics, syncMetrics } from "./_sync_metrics.ts";
@@ -36,12 +36,22 @@ interface ConnState {
   epoch: number;
 }
 
-interface Known {
-  epoch: number;
-  entry: CtEntry;
+const EPOCHS = 2 ** 20;
+const ADDR_IDS = 1024;
+
+/** The original tuple back from a {@linkcode key} (for deleting a stale entry). */
+function entryOfKey(k: string): CtEntry {
+  const c = (i: number) => k.charCodeAt(i);
+  const orig = {
+    proto: c(0) as 6 | 17,
+    src: ((c(1) << 16) | c(2)) >>> 0,
+    dst: ((c(3) << 16) | c(4)) >>> 0,
+    sport: c(5),
+    dport: c(6),
+  };
+  return { orig, reply: inverse(orig), status: 0, timeoutS: 0 };
 }
 
-/** The original tuple as a 7-character string (cheap to hash in a Map of 100,000s). */
 function key(e: CtEntry): string {
   const o = e.orig;
   return String.fromCharCode(
@@ -64,7 +74,14 @@ export class SyncReceiver {
    * Entries injected, by original tuple, with the resync epoch (numbered here, one per BEGIN on
    * any connection) of the connection that last carried them.
    */
-  readonly #known = new Map<string, Known>();
+  readonly #known = new Map<string, number>();
+  /**
+   * NAT addresses by small id: a known entry is one small integer, epoch × 1024 + address id (no
+   * object or heap number per entry: 100,000s of them retained make every GC slow). Id 0 =
+   * no NAT address or more than 1023 of them (never removed as stale).
+   */
+  readonly #addrIds = new Map<number, number>();
+  readonly #addrs: number[] = [0];
   readonly #conns = new Set<Deno.TcpConn>();
   #listener: Deno.TcpListener | null = null;
   #accepting: Promise<void> = Promise.resolve();
@@ -191,7 +208,7 @@ export class SyncReceiver {
       case FRAME.REMOVE:
         return this.#remove(f.entries);
       case FRAME.BEGIN:
-        state.epoch = ++this.#epoch;
+        state.epoch = this.#epoch = (this.#epoch + 1) % EPOCHS || 1;
         return;
       case FRAME.END:
         return this.#dropStale(new Set(f.addrs), state);
@@ -203,12 +220,7 @@ export class SyncReceiver {
   #upsert(entries: CtEntry[], epoch: number): void {
     const keys: string[] = new Array(entries.length);
     const seen: boolean[] = new Array(entries.length);
-    for (let i = 0; i < entries.length; i++) {
-      const k = keys[i] = key(entries[i]!);
-      const known = this.#known.get(k);
-      seen[i] = known !== undefined;
-      if (known) (known.epoch = epoch, known.entry = entries[i]!);
-    }
+    for (let i = 0; i < entries.length; i++) seen[i] = this.#known.has(keys[i] = key(entries[i]!));
     const { injected, failed } = this.#o.ct.inject(entries, {
       likelyExisting: (_e, i) => seen[i] === true,
     });
@@ -220,9 +232,24 @@ export class SyncReceiver {
       this.#summary.failed += failed.length;
       this.#summary.firstFailure ||= failureText(failed[0]!);
     }
-    for (let i = 0; i < entries.length && this.#known.size < MAX_KNOWN; i++) {
-      if (!seen[i]) this.#known.set(keys[i]!, { epoch, entry: entries[i]! });
+    for (let i = 0; i < entries.length; i++) {
+      if (seen[i] || this.#known.size < MAX_KNOWN) {
+        this.#known.set(keys[i]!, epoch * ADDR_IDS + this.#addrId(entries[i]!));
+      }
     }
+  }
+
+  #addrId(e: CtEntry): number {
+    const addr = e.natSrc?.addr;
+    if (addr === undefined) return 0;
+    let id = this.#addrIds.get(addr);
+    if (id === undefined) {
+      if (this.#addrs.length >= ADDR_IDS) return 0;
+      id = this.#addrs.length;
+      this.#addrs.push(addr);
+      this.#addrIds.set(addr, id);
+    }
+    return id;
   }
 
   #remove(entries: CtEntry[]): void {
@@ -238,8 +265,9 @@ export class SyncReceiver {
   ): void {
     const stale: CtEntry[] = [];
     for (const [k, v] of this.#known) {
-      if (v.epoch === state.epoch || !v.entry.natSrc || !addrs.has(v.entry.natSrc.addr)) continue;
-      stale.push(v.entry);
+      const epoch = Math.floor(v / ADDR_IDS), id = v % ADDR_IDS;
+      if (epoch === state.epoch || id === 0 || !addrs.has(this.#addrs[id]!)) continue;
+      stale.push(entryOfKey(k));
       this.#known.delete(k);
     }
     if (stale.length === 0) return;

@@ -6,7 +6,8 @@
  *
  * 1. Cold start: N Services × 10 endpoints (EndpointSlices) exist, agents are running; the
  *    controller starts. Timed until every agent's maps hold every frontend; also reported: the
- *    controller synced (informers listed + first pass fed its tables) and the model in Redis.
+ *    controller synced (informers listed + first pass fed its tables), the model in Redis, and
+ *    the CPU this process used meanwhile (every thread; redis-server not included).
  * 2. Service created → frontend in every agent's map: S Services created one at a time (Service
  *    + EndpointSlice), each timed from the create request until every agent's maps hold it.
  *
@@ -17,6 +18,7 @@
  */
 
 import * as k8s from "@kubernetes/client-node";
+import process from "node:process";
 import { intOption, readCommandLineOrExit } from "../lib/args.ts";
 import { setLogLevel } from "../lib/log.ts";
 import { createAddressPool, kubeConfigFor, startKubeServer } from "../lab/kube/mod.ts";
@@ -150,6 +152,7 @@ async function main(): Promise<void> {
   // 1. Cold start.
   const ctlStore = connectModelStore({ url: redis.url });
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage(); // this process, every thread (not redis-server)
   const running = startController(kc, { identity: "bench" });
   const pub = startModelPublisher(running.cp, ctlStore);
   let syncedMs = NaN, publishedMs = NaN;
@@ -159,14 +162,16 @@ async function main(): Promise<void> {
   pub.synced().then(() => publishedMs = performance.now() - t0);
   await until(() => everyAgentHas(n), `${n} frontends in every agent's maps`);
   const coldMs = performance.now() - t0;
+  const coldCpu = process.cpuUsage(cpu0);
+  const coldCpuS = (coldCpu.user + coldCpu.system) / 1e6;
   await pub.synced();
   console.log(
     `cold start: ${n} frontends in ${opts.agents} agents' maps in ${coldMs.toFixed(0)} ms ` +
       `(controller synced ${syncedMs.toFixed(0)} ms, model in Redis ${
         publishedMs.toFixed(0)
-      } ms, agents' first snapshot ${
-        snapshotMs.map((x) => x.toFixed(0)).join(", ")
-      } ms; goal ≤ 1000 ms)`,
+      } ms, agents' first snapshot ${snapshotMs.map((x) => x.toFixed(0)).join(", ")} ms; CPU ${
+        coldCpuS.toFixed(2)
+      } s on ${navigator.hardwareConcurrency} CPUs; goal ≤ 1000 ms)`,
   );
 
   // The first pass's status writes (N Services, N Events) finish after the model is out; a
@@ -240,6 +245,7 @@ async function main(): Promise<void> {
     cold_model_in_redis_s: Number((publishedMs / 1000).toFixed(3)),
     cold_status_written_s: Number((statusMs / 1000).toFixed(3)),
     cold_first_snapshot_s: Number((Math.max(...snapshotMs) / 1000).toFixed(3)),
+    cold_cpu_s: Number(coldCpuS.toFixed(3)),
     svc_to_map_ms_p50: Number(p50.toFixed(1)),
     svc_to_map_ms_p99: Number(p99.toFixed(1)),
     svc_to_map_ms_max: Number(Math.max(...lat).toFixed(1)),

@@ -1,8 +1,9 @@
 /**
  * Maglev ID tables for the BPF reconciler: built by a {@linkcode MaglevBuilder} from backend
- * keys and weights, slots turned into backend IDs, and the last one reused when the next
- * frontend has the same backends (the frontends of one service — several ports or addresses —
- * are reconciled one after the other with the same backend set, so they share one build).
+ * keys and weights, the backend IDs written straight into the slots, and the last one reused
+ * when the next frontend has the same backends (the frontends of one service — several ports or
+ * addresses — are reconciled one after the other with the same backend set, so they share one
+ * build).
  *
  * @module
  */
@@ -44,13 +45,9 @@ export class MaglevTables {
   ): { table: Uint32Array; reused: boolean } {
     if (this.#matchesLast(keys, ids, m)) return { table: this.#lastTable!, reused: true };
     const spare = this.#spare !== null && this.#spare.length === m ? this.#spare : undefined;
-    const table = this.#builder.build(keys, m, spare);
+    const table = this.#builder.build(keys, m, spare, ids); // slots hold the IDs directly
     if (table.length !== m) {
       throw new Error(`Maglev builder returned ${table.length} slots, expected ${m}`);
-    }
-    for (let s = 0; s < m; s++) {
-      const v = table[s]!;
-      if (v !== 0) table[s] = ids[v - 1]!;
     }
     if (table === spare || this.#spare === null) this.#spare = this.#lastTable;
     this.#lastTable = table;

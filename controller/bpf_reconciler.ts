@@ -302,7 +302,7 @@ export class LBMapsOps implements Operations<Frontend> {
         this.metrics.holdfast_lbmaps_pruned_total++;
       }
     }
-    const dump = await this.#maps.dump();
+    const dump = await this.#maps.dump({ tables: false }); // which tables exist, not their slots
     const liveServiceIds = new Set([...this.#frontends.values()].map((f) => f.serviceId));
     for (const [k, e] of dump.services) {
       const addr = frontendAddress(k);
@@ -332,11 +332,14 @@ export class LBMapsOps implements Operations<Frontend> {
    * and returns those whose service entry, Maglev table or backends are missing or differ —
    * deleted or changed behind the reconciler's back. Lost backends are marked unwritten, so the
    * `update` that follows writes them again (see `_lbmaps_verify.ts` for what is compared).
+   * Reads nothing when no row is done yet.
    */
   async verify(txn: ReadTxn, rows: readonly Frontend[]): Promise<Repair<Frontend>[]> {
     const rebuild = this.#rebuild;
     this.#rebuild = new Set();
     if (this.#backends.hasOrphans) await this.#flushOrphans();
+    // Nothing done to compare (the pass right after a cold start: its rows are still pending).
+    if (rows.length === 0) return [];
     const dump = await this.#maps.dump();
     const services = new Map<string, ServiceEntry>();
     for (const [k, e] of dump.services) services.set(frontendAddress(k), e);

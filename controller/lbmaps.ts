@@ -53,6 +53,12 @@ export interface LBMapsContents {
   readonly maglev: ReadonlyArray<readonly [number, Uint32Array]>;
 }
 
+/** Options of {@linkcode LBMaps.dump}. */
+export interface DumpOptions {
+  /** Read the Maglev tables' slots (default true); false lists only which tables exist. */
+  readonly tables?: boolean;
+}
+
 /**
  * How many services and backends the maps hold: the sizes of the arrays indexed by ID, so IDs run
  * 1..size-1 (0 is never used). The datapath's are set at load (`--max-services`,
@@ -74,6 +80,10 @@ export interface LBMaps {
   deleteMaglev(serviceId: number): Promise<void>;
   updateService(key: ServiceKey, entry: ServiceEntry): Promise<void>;
   deleteService(key: ServiceKey): Promise<void>;
-  /** Reads back everything; used at start to restore IDs so a restart renumbers nothing. */
-  dump(): Promise<LBMapsContents>;
+  /**
+   * Reads back everything; used at start to restore IDs so a restart renumbers nothing. With
+   * `tables: false` the Maglev tables are not read: `maglev` lists the service IDs that have one,
+   * each with an empty array (a target may still return them whole).
+   */
+  dump(options?: DumpOptions): Promise<LBMapsContents>;
 }

@@ -11,6 +11,7 @@
 
 import type {
   BackendEntry,
+  DumpOptions,
   LBMaps,
   LBMapsCapacity,
   LBMapsContents,
@@ -147,12 +148,15 @@ export class MemoryLBMaps implements LBMaps {
     return Promise.resolve();
   }
 
-  dump(): Promise<LBMapsContents> {
+  dump(options: DumpOptions = {}): Promise<LBMapsContents> {
     this.#count("dump");
+    const tables = options.tables ?? true;
     return Promise.resolve({
       services: [...this.services.values()].map(([k, e]) => [{ ...k }, { ...e }] as const),
       backends: [...this.backends].map(([id, b]) => [id, { ...b }] as const),
-      maglev: [...this.maglev].map(([id, t]) => [id, t.slice()] as const),
+      maglev: [...this.maglev].map(([id, t]) =>
+        [id, tables ? t.slice() : new Uint32Array()] as const
+      ),
     });
   }
 
@@ -230,7 +234,7 @@ export class FaultyLBMaps implements LBMaps {
   deleteService(key: ServiceKey): Promise<void> {
     return this.#faulty(`deleteService(${keyString(key)})`, () => this.inner.deleteService(key));
   }
-  dump(): Promise<LBMapsContents> {
-    return this.inner.dump();
+  dump(options?: DumpOptions): Promise<LBMapsContents> {
+    return this.inner.dump(options);
   }
 }

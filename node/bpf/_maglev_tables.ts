@@ -51,7 +51,7 @@ export class MaglevTableStore implements Disposable {
     this.#dir = dir;
     if (dir === null) return;
     mkdirP(dir);
-    const live = new Set(outer.entries().map(([k]) => readU32(k))); // an array: set slots only
+    const live = new Set(this.serviceIds());
     let removed = 0;
     for (let sid = 1; sid < outer.maxEntries; sid++) {
       if (!live.has(sid) && unlinkPath(this.#path(sid))) removed++;
@@ -96,6 +96,11 @@ export class MaglevTableStore implements Disposable {
     if (this.#dir !== null) unlinkPath(this.#path(serviceId));
     this.#handles.get(serviceId)?.[Symbol.dispose]();
     this.#handles.delete(serviceId);
+  }
+
+  /** The service IDs hf_maglev holds a table for, ascending (nothing else is read). */
+  serviceIds(): number[] {
+    return this.#outer.entries().map(([k]) => readU32(k)); // an array: keys come in order
   }
 
   /** Every table hf_maglev holds, read through its pin (see the module doc for the fallbacks). */

@@ -10,6 +10,7 @@
 
 import type {
   BackendEntry,
+  DumpOptions,
   L4Protocol,
   LBMaps,
   LBMapsCapacity,
@@ -133,7 +134,7 @@ export class BpfLBMaps implements LBMaps, Disposable {
     return Promise.resolve();
   }
 
-  dump(): Promise<LBMapsContents> {
+  dump(options: DumpOptions = {}): Promise<LBMapsContents> {
     const services: Array<readonly [ServiceKey, ServiceEntry]> = [];
     for (const [k, v] of this.#m.services.entries()) {
       const sk = decodeServiceKey(k);
@@ -158,7 +159,9 @@ export class BpfLBMaps implements LBMaps, Disposable {
       }
     }
     // ascending by service ID; unreadable tables are left out: the reconciler writes them again
-    const maglev = this.#tables.readAll().tables;
+    const maglev = options.tables ?? true
+      ? this.#tables.readAll().tables
+      : this.#tables.serviceIds().map((id) => [id, new Uint32Array()] as const);
     services.sort((a, b) => a[1].serviceId - b[1].serviceId);
     backends.sort((a, b) => a[0] - b[0]);
     return Promise.resolve({ services, backends, maglev });

@@ -26,11 +26,17 @@ export interface MaglevBuilder {
   /**
    * `out`, if given (length `m`), may be filled and returned instead of a new array — typed
    * arrays of this size are allocated outside the JS heap and cost microseconds each. A builder
-   * may ignore it; the caller must use the returned array.
+   * may ignore it; the caller must use the returned array. `values`, if given (one non-zero
+   * value per backend, e.g. its ID), is what the slots of `backends[i]` hold instead of i + 1.
    *
    * @throws {MaglevInputError} for an input outside the limits of {@link encodeMaglevInput}.
    */
-  build(backends: readonly MaglevBackend[], m: number, out?: Uint32Array): Uint32Array;
+  build(
+    backends: readonly MaglevBackend[],
+    m: number,
+    out?: Uint32Array,
+    values?: readonly number[],
+  ): Uint32Array;
 }
 
 /** A Maglev input that cannot be built (bad table size, too many backends, bad weight, ...). */

@@ -75,6 +75,16 @@ Deno.test("build fills the caller's buffer when it has the right length", () => 
   if (other.length !== 251) throw new Error("wrong-size out used");
 });
 
+Deno.test("values (e.g. backend IDs) go straight into the slots: the same table, renamed", () => {
+  for (const backends of [benchBackends(10), benchBackends(7, (i) => 1 + (i % 3))]) {
+    const ids = backends.map((_, i) => 1000 + 3 * i);
+    const plain = builder.build(backends, 1021);
+    const named = builder.build(backends, 1021, undefined, ids);
+    const diff = plain.findIndex((v, s) => ids[v - 1] !== named[s]);
+    if (diff !== -1) throw new Error(`slot ${diff}: ${plain[diff]} became ${named[diff]}`);
+  }
+});
+
 Deno.test("work counters: equal weights visit M backends; the bound holds for uneven ones", () => {
   const equal = fill(benchBackends(100), 16381);
   if (equal.visits !== 16381) throw new Error(`equal: ${equal.visits} visits`);

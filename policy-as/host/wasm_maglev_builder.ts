@@ -66,13 +66,18 @@ export class WasmMaglevBuilder implements MaglevBuilder {
 
   /**
    * {@link MaglevBuilder.build}; always returns a fresh table (copied out of the module's
-   * memory), so `out` is only passed on to the fallback.
+   * memory, `values` put in its slots on the way), so `out` is only passed on to the fallback.
    *
    * @throws {MaglevInputError} for invalid input (bad M, N > M, bad weight, duplicate key,
    *   weights too uneven for the build budget).
    * @throws {PolicyRejectedError} when the module traps and there is no fallback.
    */
-  build(backends: readonly MaglevBackend[], m: number, out?: Uint32Array): Uint32Array {
+  build(
+    backends: readonly MaglevBackend[],
+    m: number,
+    out?: Uint32Array,
+    values?: readonly number[],
+  ): Uint32Array {
     const records = encodeMaglevInput(backends, m);
     const module = this.#source.current;
     try {
@@ -86,7 +91,14 @@ export class WasmMaglevBuilder implements MaglevBuilder {
           m,
         });
       }
-      return result.table;
+      const table = result.table;
+      if (values !== undefined) {
+        for (let s = 0; s < m; s++) {
+          const v = table[s]!;
+          if (v !== 0) table[s] = values[v - 1]!;
+        }
+      }
+      return table;
     } catch (e) {
       if (e instanceof MaglevInputError && e.message.endsWith(MAGLEV_ERRORS[-5]!)) {
         throw duplicateKeyError(backends);
@@ -99,7 +111,7 @@ export class WasmMaglevBuilder implements MaglevBuilder {
         fallback: this.#fallback !== undefined,
       });
       if (!this.#fallback) throw e;
-      return this.#fallback.build(backends, m, out);
+      return this.#fallback.build(backends, m, out, values);
     }
   }
 }

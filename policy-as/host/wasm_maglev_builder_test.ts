@@ -119,6 +119,15 @@ Deno.test("WASM and plain-TypeScript fills give identical tables", () => {
   }
 });
 
+Deno.test("values (e.g. backend IDs) in the slots: as the TypeScript builder writes them", () => {
+  const backends = benchBackends(10, (i) => 1 + (i % 2));
+  const ids = backends.map((_, i) => 70000 + i);
+  const w = builder.build(backends, 16381, undefined, ids);
+  const t = new TsMaglevBuilder().build(backends, 16381, undefined, ids);
+  const diff = w.findIndex((v, i) => v !== t[i]);
+  if (diff !== -1 || w[0]! < 70000) throw new Error(`slot ${diff} differs`);
+});
+
 Deno.test("bad input: empty → all-zero table; weight 0 excluded; N > M, non-prime M rejected", () => {
   const empty = builder.build([], 251);
   if (empty.length !== 251 || empty.some((v) => v !== 0)) throw new Error("N=0 table not empty");

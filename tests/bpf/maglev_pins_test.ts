@@ -42,6 +42,8 @@ rootTest(
       {
         // restart: the tables come back through their pins
         using dp = await Datapath.open({ pinDir });
+        const ids = await dp.lbMaps().dump({ tables: false }); // which tables exist, none read
+        deepStrictEqual(ids.maglev.map(([id, t]) => [id, t.length]), [[3, 0], [4, 0]]);
         const dump = await dp.lbMaps().dump();
         deepStrictEqual(dump.maglev.map(([id, t]) => [id, [...t]]), [
           [3, [1, 2, 1, 2, 1]],

@@ -7,7 +7,8 @@
  *    assume = death → its `address assumed` line (the lease can expire before the heartbeats
  *    call the peer down, so assume may come first); takeover = death → the first echo of a UDP
  *    stream probing every 10 ms through the address (the floating address serving again, routing
- *    followed: the clients' ARP entry moved by the gratuitous ARP);
+ *    followed: the clients' ARP entry moved by the gratuitous ARP); routing follow = the
+ *    successor's `address assumed` line (its first gratuitous ARPs go out then) → that echo;
  * 2. survival: one kill with 50 TCP connections and a UDP stream (100 ms) through the owner,
  *    and the same kill with conntrack sync off (the baseline) beside it;
  * 3. conntrack entries synced per second between two NAT pods (a full resync A → B: dump,
@@ -58,6 +59,7 @@ interface Sample {
   detect: number | null;
   assume: number | null;
   takeover: number | null;
+  follow: number | null;
 }
 
 /** FAILOVERS deaths of address 0's owner in one lab, probed by a 10 ms UDP stream. */
@@ -83,6 +85,11 @@ async function failovers(n: number): Promise<Sample[]> {
       detect: t.detectedAt === null ? null : t.detectedAt - diedAt,
       assume: t.assumedAt === null ? null : t.assumedAt - diedAt,
       takeover: echoLine === null ? null : JSON.parse(echoLine).at - diedAt,
+      // Routing following: the successor's first gratuitous ARPs (sent as it logs the address
+      // assumed) → the probe's first echo through it.
+      follow: echoLine === null || t.assumedAt === null
+        ? null
+        : JSON.parse(echoLine).at - t.assumedAt,
     };
     samples.push(sample);
     note("failover", { i, victim, successor, ...sample });
@@ -117,6 +124,7 @@ const sync = await syncRate(args.quick);
 
 const got = (k: keyof Sample) => samples.map((s) => s[k]).filter((v): v is number => v !== null);
 const takeover = got("takeover"), detect = got("detect"), assume = got("assume");
+const follow = got("follow");
 const result = {
   failovers: samples.length,
   detect_ms_p50: median(detect),
@@ -126,6 +134,8 @@ const result = {
   takeover_ms_p99: percentile(takeover, 99),
   takeover_ms_max: takeover.length === samples.length ? Math.max(...takeover) : null,
   takeovers_unseen: samples.length - takeover.length,
+  routing_follow_ms_p50: median(follow),
+  routing_follow_ms_max: Math.max(...follow),
   connections: kill.connections,
   survived: kill.survived,
   udp_source_changes: kill.udpSources.length - 1,

@@ -9,8 +9,8 @@
  * 3. the conntrack {@linkcode SyncReceiver} (standby side: injects what owners stream);
  * 4. {@linkcode PeerHealth} heartbeats with the other pods;
  * 5. the {@linkcode SyncSender} (owner side: streams entries of the owned addresses to live peers);
- * 6. {@linkcode EgressOwnership}: Redis lease per floating address; `assume` adds the floating
- *    and gateway /32s and sends gratuitous ARP (rules and injected entries are already there),
+ * 6. {@linkcode EgressOwnership}: Redis lease per floating address; `assume` sends gratuitous ARP
+ *    and adds the floating and gateway /32s (rules and injected entries are already there),
  *    `forfeit` removes them at once (fencing), `beforeHandover` flushes the sync stream.
  *
  * SIGTERM hands every owned address over (drain: no resets) and exits; SIGINT just stops.
@@ -217,10 +217,15 @@ export class EgressAgent {
   async #assume(addr: string, epoch: number): Promise<void> {
     const fa = this.#floating(addr);
     const t0 = performance.now();
+    // Gratuitous ARP first: neighbours need only our MAC to send us the flows (client packets are
+    // addressed to the destination, replies are de-NATed before routing), so the ~30 ms of an
+    // `ip` process start stay off the takeover path. Once more after the addresses are up, for a
+    // neighbour that asked in between; the sync sender learns last (its dump may take a while).
+    announceFloating(fa, this.#config.interfaces);
     this.#owned.add(addr);
-    this.#syncOwned();
     await addFloating(fa, this.#config.interfaces);
     announceFloating(fa, this.#config.interfaces);
+    this.#syncOwned();
     const ms = performance.now() - t0;
     this.#metrics.assumed.inc({ address: addr });
     this.#metrics.assumeSeconds.observe(undefined, ms / 1000);

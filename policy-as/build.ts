@@ -14,8 +14,20 @@ const POLICY_DIR = new URL(".", import.meta.url);
 /** The asconfig.json targets that `build()` compiles, in order. */
 export const TARGETS = ["debug", "release"] as const;
 
-/** Deliberately broken variants for the rejection tests → `build/fixtures/<name>.wasm`. */
-export const FIXTURES = ["wrong_hash", "slow_build", "trap_build"] as const;
+/**
+ * Variants of the module → `build/fixtures/<name>.wasm`: broken ones the validation must reject
+ * (wrong_hash, slow_build, trap_build, always_active, ignore_weights) and valid alternatives a swap
+ * may install (strict_health: twice the rise; rotated_fill: another table fill).
+ */
+export const FIXTURES = [
+  "wrong_hash",
+  "slow_build",
+  "trap_build",
+  "always_active",
+  "ignore_weights",
+  "strict_health",
+  "rotated_fill",
+] as const;
 
 async function compile(args: string[], what: string): Promise<void> {
   let stderr = "";

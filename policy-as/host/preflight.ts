@@ -15,7 +15,7 @@ export interface PreflightPlan {
   flowHash: number[][];
   /** Health sequences: `health_step` argument lists, record zeroed at each sequence start. */
   health: number[][][];
-  /** Maglev builds: records (`3 * n` u32) and M; each is built twice, like the validation. */
+  /** Maglev builds in order: records (`3 * n` u32) and M (the validation's repeats included). */
   maglev: Array<{ records: Uint32Array; m: number }>;
 }
 
@@ -36,13 +36,11 @@ self.onmessage = async (event) => {
       for (const a of seq) e.health_step(a[0], a[1], a[2], a[3], a[4], a[5]);
     }
     for (const { records, m } of plan.maglev) {
-      for (let round = 0; round < 2; round++) {
-        const n = records.length / 3;
-        const ptr = e.maglev_input_ptr(n, m) >>> 0;
-        if (ptr === 0) break;
-        new Uint32Array(e.memory.buffer, ptr, records.length).set(records);
-        e.maglev_build(n, m);
-      }
+      const n = records.length / 3;
+      const ptr = e.maglev_input_ptr(n, m) >>> 0;
+      if (ptr === 0) continue;
+      new Uint32Array(e.memory.buffer, ptr, records.length).set(records);
+      e.maglev_build(n, m);
     }
     self.postMessage({ ok: true });
   } catch (err) {

@@ -1,12 +1,28 @@
 /**
- * Full validation of a policy module before it may serve: structural checks and ABI version
- * ({@link PolicyModule.load}), then every golden vector — flow hash (both modes), health
- * sequences, Maglev tables by digest — with the memory cap checked after each call and every
- * Maglev build held to the time budget.
+ * Full validation of a policy module before it may serve. What is pinned and what is checked by
+ * properties follows from who computes what:
+ *
+ * - **ABI and limits**: no imports, every export with its kind, the ABI version
+ *   ({@link PolicyModule.load}); the memory cap after every call; the Maglev build time budget.
+ * - **Flow hash: pinned.** The BPF program computes it, not the module; every golden vector must
+ *   match exactly (both modes), or user space and the datapath would disagree about flows.
+ * - **Maglev fill: properties** (`maglev_checks.ts`) on every golden vector's input: slots name
+ *   given backends, weight 0 owns nothing, shares follow the weights, two builds are identical
+ *   and the input order does not matter. Whether the tables equal the reference's (the vectors'
+ *   digests) is reported, not required.
+ * - **Health: invariants** (`health_checks.ts`) on the golden sequences and generated ones: a
+ *   stricter module passes, a broken one fails. Whether the records equal the reference's is
+ *   reported, not required.
+ *
+ * Every call runs first in a throwaway Worker with a deadline (`preflight.ts`), so a module that
+ * never returns is stopped instead of blocking this thread.
  *
  * @module
  */
 import { newHealthRecord } from "./abi.ts";
+import { healthPropertySequences, healthViolation } from "./health_checks.ts";
+import { healthStepTs } from "./health_ts.ts";
+import { firstOrderDifference, maglevViolation } from "./maglev_checks.ts";
 import { encodeMaglevInput } from "./maglev_input.ts";
 import {
   type PolicyLimits,
@@ -16,7 +32,7 @@ import {
 } from "./policy_module.ts";
 import { preflight, type PreflightPlan } from "./preflight.ts";
 import { tableDigest } from "./table_digest.ts";
-import type { PolicyVectors } from "./vectors.ts";
+import type { HealthVector, MaglevVector, PolicyVectors } from "./vectors.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
 /** What a successful validation measured. */
@@ -25,9 +41,17 @@ export interface ValidationReport {
   size: number;
   flowHashVectors: number;
   maglevVectors: number;
+  /** Health sequences checked (the golden ones and the generated ones) and their probes. */
+  healthSequences: number;
   healthSteps: number;
   /** Slowest Maglev vector build, ms. */
   maxBuildMs: number;
+  /** Largest deviation of a backend's slot count from its weight share, percent. */
+  maxShareErrorPct: number;
+  /** Every Maglev table equals the reference's (informational: a fill may differ). */
+  maglevEqualsReference: boolean;
+  /** Every health sequence equals the reference's (informational: health logic may differ). */
+  healthEqualsReference: boolean;
   memoryPages: number;
 }
 
@@ -40,42 +64,39 @@ export interface ValidateOptions {
   /** Memory cap and build time budget (default `DEFAULT_LIMITS`: 128 pages, 50 ms). */
   limits?: Partial<PolicyLimits>;
   /**
-   * Run the vectors first in a throwaway Worker with a deadline, so a module that never returns
+   * Run every call first in a throwaway Worker with a deadline, so a module that never returns
    * is stopped instead of blocking this thread (default true).
    */
   preflight?: boolean;
-  /** Deadline of the pre-flight (default: 2 s plus the build budget for every Maglev build). */
+  /** Deadline of the pre-flight (default: 2 s plus twice the build budget per Maglev build). */
   preflightDeadlineMs?: number;
 }
 
-function preflightPlan(vectors: PolicyVectors): PreflightPlan {
-  return {
-    flowHash: vectors.flowHash.map((v) => [
-      parseIpv4(v.saddr),
-      parseIpv4(v.daddr),
-      v.sport,
-      v.dport,
-      v.proto,
-      v.seed,
-    ]),
-    health: vectors.health.map((v) =>
-      v.steps.map((s) => [
-        s.ok ? 1 : 0,
-        s.now_ms,
-        v.params.rise,
-        v.params.fall,
-        v.params.backoffBaseMs,
-        v.params.backoffMaxMs,
-      ])
-    ),
-    maglev: vectors.maglev.map((v) => ({ records: encodeMaglevInput(v.backends, v.m), m: v.m })),
-  };
+/** One golden Maglev input: built twice in order, once reversed. */
+interface MaglevCase {
+  vector: MaglevVector;
+  records: Uint32Array;
+  reversed: Uint32Array;
+}
+
+/** Calls `fn`; a trap stays a trap, anything else is a failed vector — both named by `what`. */
+function checked<T>(what: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    if (e instanceof PolicyRejectedError) {
+      if (e.reason === "trap") reject("trap", `${what}: ${e.message}`, e);
+      throw e;
+    }
+    reject("vectors", `${what}: ${e instanceof Error ? e.message : e}`, e);
+  }
 }
 
 /**
- * Loads `bytes` and runs every golden vector against it.
+ * Loads `bytes` and checks it against `vectors`: flow hash exactly, Maglev and health by
+ * properties (module doc).
  *
- * @throws {PolicyRejectedError} naming the failed check and the first differing vector.
+ * @throws {PolicyRejectedError} naming the failed check and the first vector that fails it.
  */
 export async function validatePolicyModule(
   bytes: Uint8Array,
@@ -83,27 +104,62 @@ export async function validatePolicyModule(
   options: ValidateOptions = {},
 ): Promise<{ module: PolicyModule; report: ValidationReport }> {
   const policy = await PolicyModule.load(bytes, options.limits);
+  const sequences = healthPropertySequences(vectors.health);
+  const cases: MaglevCase[] = vectors.maglev.map((vector) => ({
+    vector,
+    records: encodeMaglevInput(vector.backends, vector.m),
+    reversed: encodeMaglevInput([...vector.backends].reverse(), vector.m),
+  }));
   if (options.preflight ?? true) {
+    const plan: PreflightPlan = {
+      flowHash: vectors.flowHash.map((v) => [
+        parseIpv4(v.saddr),
+        parseIpv4(v.daddr),
+        v.sport,
+        v.dport,
+        v.proto,
+        v.seed,
+      ]),
+      health: sequences.map(({ params: p, probes }) =>
+        probes.map((s) => [s.ok ? 1 : 0, s.nowMs, p.rise, p.fall, p.backoffBaseMs, p.backoffMaxMs])
+      ),
+      maglev: cases.flatMap(({ vector: { m }, records, reversed }) => [
+        { records, m },
+        { records, m },
+        { records: reversed, m },
+      ]),
+    };
     const deadline = options.preflightDeadlineMs ??
-      2000 + 2 * vectors.maglev.length * policy.limits.buildBudgetMs;
+      2000 + 2 * plan.maglev.length * policy.limits.buildBudgetMs;
     try {
-      await preflight(bytes, preflightPlan(vectors), deadline);
+      await preflight(bytes, plan, deadline);
     } catch (e) {
       reject("time-budget", (e as Error).message, e);
     }
   }
-  const wrap = <T>(what: string, fn: () => T): T => {
-    try {
-      return fn();
-    } catch (e) {
-      if (e instanceof PolicyRejectedError) {
-        if (e.reason === "trap") reject("trap", `${what}: ${e.message}`, e);
-        throw e;
-      }
-      reject("vectors", `${what}: ${e instanceof Error ? e.message : e}`, e);
-    }
+  checkFlowHash(policy, vectors);
+  const health = checkHealth(policy, vectors.health, sequences);
+  const maglev = await checkMaglev(policy, cases);
+  return {
+    module: policy,
+    report: {
+      digest: policy.digest,
+      size: policy.size,
+      flowHashVectors: vectors.flowHash.length,
+      maglevVectors: vectors.maglev.length,
+      healthSequences: sequences.length,
+      healthSteps: health.steps,
+      maxBuildMs: maglev.maxBuildMs,
+      maxShareErrorPct: Number((maglev.maxShareError * 100).toFixed(3)),
+      maglevEqualsReference: maglev.equalsReference,
+      healthEqualsReference: health.equalsReference,
+      memoryPages: policy.memoryPages,
+    },
   };
+}
 
+/** The flow hash must equal every golden vector, in both modes. */
+function checkFlowHash(policy: PolicyModule, vectors: PolicyVectors): void {
   for (const v of vectors.flowHash) {
     const saddr = parseIpv4(v.saddr);
     const tuple = {
@@ -113,7 +169,7 @@ export async function validatePolicyModule(
       dport: v.dport,
       proto: v.proto,
     };
-    const five = wrap("flow hash", () => policy.flowHashFiveTuple(tuple, v.seed));
+    const five = checked("flow hash", () => policy.flowHashFiveTuple(tuple, v.seed));
     if (five !== v.five_tuple) {
       reject(
         "vectors",
@@ -121,7 +177,7 @@ export async function validatePolicyModule(
           `seed ${v.seed} is ${five}, the vectors say ${v.five_tuple}`,
       );
     }
-    const client = wrap("flow hash", () => policy.flowHashClientIp(saddr, v.seed));
+    const client = checked("flow hash", () => policy.flowHashClientIp(saddr, v.seed));
     if (client !== v.client_ip) {
       reject(
         "vectors",
@@ -130,60 +186,84 @@ export async function validatePolicyModule(
       );
     }
   }
+}
 
-  let healthSteps = 0;
-  for (const v of vectors.health) {
-    const rec = newHealthRecord();
-    for (const [i, step] of v.steps.entries()) {
-      wrap(
-        "health step",
-        () => policy.healthStep(rec, { ok: step.ok, nowMs: step.now_ms, params: v.params }),
+/** Runs every sequence through the module's health step and checks the invariants. */
+function checkHealth(
+  policy: PolicyModule,
+  golden: readonly HealthVector[],
+  sequences: ReturnType<typeof healthPropertySequences>,
+): { steps: number; equalsReference: boolean } {
+  let steps = 0;
+  let equalsReference = true;
+  for (const [k, seq] of sequences.entries()) {
+    const rec = newHealthRecord(), ref = newHealthRecord();
+    const expect = golden[k]?.steps; // the golden sequences come first, in order
+    const states = seq.probes.map((probe, i) => {
+      const step = { ...probe, params: seq.params };
+      const state = checked(
+        `health sequence "${seq.name}" step ${i}`,
+        () => policy.healthStep(rec, step),
       );
-      healthSteps++;
-      for (const [field, want] of Object.entries(step.expect)) {
-        const got = rec[field as keyof typeof rec];
-        if (got !== want) {
-          reject(
-            "vectors",
-            `health sequence "${v.name}" step ${i}: ${field} is ${got}, the vectors say ${want}`,
-          );
-        }
+      steps++;
+      if (expect) {
+        equalsReference &&= Object.entries(expect[i]!.expect).every(([field, want]) =>
+          rec[field as keyof typeof rec] === want
+        );
+      } else {
+        equalsReference &&= healthStepTs(ref, step) === state;
       }
-    }
-  }
-
-  let maxBuildMs = 0;
-  for (const v of vectors.maglev) {
-    const records = encodeMaglevInput(v.backends, v.m);
-    // The first run also pays for compilation tiers; the budget applies to the second.
-    wrap(`Maglev "${v.name}"`, () => policy.buildMaglev(records, v.m));
-    const built = wrap(
-      `Maglev "${v.name}"`,
-      () => policy.buildMaglev(records, v.m, { enforceBudget: true }),
-    );
-    maxBuildMs = Math.max(maxBuildMs, built.ms);
-    const digest = await tableDigest(built.table);
-    if (digest !== v.sha256) {
-      const slot = Object.entries(v.slots).find(([i, want]) => built.table[Number(i)] !== want);
+      return state;
+    });
+    const bad = healthViolation(seq, states);
+    if (bad) {
       reject(
         "vectors",
-        `Maglev table "${v.name}" (M=${v.m}, N=${v.backends.length}) has digest ` +
-          `${digest.slice(0, 16)}…, the vectors say ${v.sha256.slice(0, 16)}…` +
-          (slot ? `; slot ${slot[0]} is ${built.table[Number(slot[0])]}, expected ${slot[1]}` : ""),
+        `health check "${bad.check}" fails on sequence "${seq.name}" step ${bad.step}: ` +
+          bad.message,
       );
     }
   }
+  return { steps, equalsReference };
+}
 
-  return {
-    module: policy,
-    report: {
-      digest: policy.digest,
-      size: policy.size,
-      flowHashVectors: vectors.flowHash.length,
-      maglevVectors: vectors.maglev.length,
-      healthSteps,
-      maxBuildMs,
-      memoryPages: policy.memoryPages,
-    },
-  };
+/** Builds every golden Maglev input (twice, then reversed) and checks the tables' properties. */
+async function checkMaglev(
+  policy: PolicyModule,
+  cases: readonly MaglevCase[],
+): Promise<{ maxBuildMs: number; maxShareError: number; equalsReference: boolean }> {
+  let maxBuildMs = 0, maxShareError = 0;
+  let equalsReference = true;
+  for (const { vector: v, records, reversed } of cases) {
+    const what = `Maglev vector "${v.name}" (M=${v.m}, N=${v.backends.length})`;
+    const failed = (check: string, message: string): never =>
+      reject("vectors", `Maglev check "${check}" fails on ${what}: ${message}`);
+    // The first run also pays for compilation tiers; the budget applies to the second.
+    const first = checked(what, () => policy.buildMaglev(records, v.m));
+    const built = checked(what, () => policy.buildMaglev(records, v.m, { enforceBudget: true }));
+    maxBuildMs = Math.max(maxBuildMs, built.ms);
+    const result = maglevViolation(v.backends, v.m, built.table);
+    if ("check" in result) failed(result.check, result.message);
+    else maxShareError = Math.max(maxShareError, result.shareError);
+    const differs = built.table.findIndex((slot, i) => first.table[i] !== slot);
+    if (differs >= 0) {
+      failed(
+        "deterministic",
+        `slot ${differs} is ${built.table[differs]} in one build, ${
+          first.table[differs]
+        } in another`,
+      );
+    }
+    const other = checked(what, () => policy.buildMaglev(reversed, v.m)).table;
+    const slot = firstOrderDifference(built.table, other, v.backends.length);
+    if (slot >= 0) {
+      failed(
+        "order-independent",
+        `slot ${slot} holds ${built.table[slot]} (input index + 1), or ${other[slot]} of the ` +
+          `same ${v.backends.length} backends in reverse order`,
+      );
+    }
+    equalsReference &&= await tableDigest(built.table) === v.sha256;
+  }
+  return { maxBuildMs, maxShareError, equalsReference };
 }

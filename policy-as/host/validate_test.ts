@@ -23,14 +23,48 @@ async function expectRejected(
   throw new Error(`${file} was accepted; expected rejection "${reason}"`);
 }
 
-Deno.test("release and debug builds pass every golden vector within the budget", async () => {
+Deno.test("release and debug builds pass every check within the budget and equal the reference", async () => {
   for (const target of ["release", "debug"]) {
     const { report } = await validatePolicyModule(await readBuiltWasm(target), vectors);
     if (report.flowHashVectors !== vectors.flowHash.length) throw new Error("flow vectors");
     if (report.maglevVectors !== vectors.maglev.length) throw new Error("maglev vectors");
+    if (report.healthSequences <= vectors.health.length) throw new Error("no generated sequences");
     if (report.healthSteps === 0) throw new Error("no health steps ran");
     if (report.maxBuildMs > 50) throw new Error(`${target} build ${report.maxBuildMs} ms`);
+    if (!report.maglevEqualsReference || !report.healthEqualsReference) {
+      throw new Error(`${target} differs from the reference: ${JSON.stringify(report)}`);
+    }
   }
+});
+
+Deno.test("a module with another table fill or stricter health passes, reported as differing from the reference", async () => {
+  const fill = (await validatePolicyModule(await readBuiltWasm("fixtures/rotated_fill"), vectors))
+    .report;
+  if (fill.maglevEqualsReference || !fill.healthEqualsReference) {
+    throw new Error(JSON.stringify(fill));
+  }
+  const strict =
+    (await validatePolicyModule(await readBuiltWasm("fixtures/strict_health"), vectors))
+      .report;
+  if (!strict.maglevEqualsReference || strict.healthEqualsReference) {
+    throw new Error(JSON.stringify(strict));
+  }
+});
+
+Deno.test("a health module that keeps every backend Active is rejected, naming the check and the sequence", async () => {
+  await expectRejected(
+    "fixtures/always_active",
+    "vectors",
+    'health check "active-needs-ok-run" fails on sequence "new backend rises after 2 oks" step 0',
+  );
+});
+
+Deno.test("a Maglev fill that ignores the weights is rejected, naming the check and the vector", async () => {
+  await expectRejected(
+    "fixtures/ignore_weights",
+    "vectors",
+    'Maglev check "weight-share" fails on Maglev vector "weighted with a zero weight"',
+  );
 });
 
 Deno.test("a module with a different flow hash is rejected, quoting the vector", async () => {
@@ -38,23 +72,26 @@ Deno.test("a module with a different flow hash is rejected, quoting the vector",
 });
 
 Deno.test("a module that traps in the Maglev build is rejected as a trap", async () => {
-  await expectRejected("fixtures/trap_build", "trap", `Maglev "paper 1000"`);
+  await expectRejected("fixtures/trap_build", "trap", `Maglev vector "paper 1000"`);
 });
 
 Deno.test("a module over the build time budget is rejected", async () => {
   await expectRejected("fixtures/slow_build", "time-budget", "> 5 ms", { buildBudgetMs: 5 });
 });
 
-Deno.test("vectors that disagree with a correct module reject it (the check has teeth)", async () => {
+Deno.test("flow-hash vectors that disagree with a correct module reject it; a Maglev digest only informs", async () => {
   const tampered = structuredClone(vectors);
-  tampered.maglev[1]!.sha256 = "0".repeat(64);
+  tampered.flowHash[3]!.client_ip ^= 1;
   try {
     await validatePolicyModule(await readBuiltWasm("release"), tampered);
+    throw new Error("tampered flow hash was not noticed");
   } catch (e) {
-    if (e instanceof PolicyRejectedError && e.reason === "vectors") return;
-    throw e;
+    if (!(e instanceof PolicyRejectedError) || e.reason !== "vectors") throw e;
   }
-  throw new Error("tampered Maglev digest was not noticed");
+  const digest = structuredClone(vectors);
+  digest.maglev[1]!.sha256 = "0".repeat(64);
+  const { report } = await validatePolicyModule(await readBuiltWasm("release"), digest);
+  if (report.maglevEqualsReference) throw new Error("tampered Maglev digest was not reported");
 });
 
 Deno.test("a module that never returns is stopped in the pre-flight worker and rejected", async () => {

@@ -175,12 +175,99 @@ function writeTuple(w: Writer, type: number, t: CtTuple): void {
 }
 
 /**
+ * Bytes of the compact fixed-size form of an entry (big-endian), what inject batches and the
+ * conntrack sync stream carry: src u32 | dst u32 | sport u16 | dport u16 | proto u8 |
+ * tcpState u8 (255 none) | flags u8 (1 natSrc, 2 mark) | 0 u8 | status u32 | timeoutS u32 |
+ * natAddr u32 | natPort u16 | 0 u16 | mark u32. The reply tuple is not carried: injection sends
+ * the plain inverse of orig.
+ */
+export const RECORD_LEN = 36;
+
+/** Writes `e` as a record at `off`. */
+export function writeRecord(view: DataView, off: number, e: CtEntry): void {
+  view.setUint32(off, e.orig.src);
+  view.setUint32(off + 4, e.orig.dst);
+  view.setUint16(off + 8, e.orig.sport);
+  view.setUint16(off + 10, e.orig.dport);
+  view.setUint8(off + 12, e.orig.proto);
+  view.setUint8(off + 13, e.tcpState ?? 255);
+  view.setUint8(off + 14, (e.natSrc ? 1 : 0) | (e.mark !== undefined ? 2 : 0));
+  view.setUint8(off + 15, 0);
+  view.setUint32(off + 16, e.status >>> 0);
+  view.setUint32(off + 20, Math.max(0, Math.min(0xffffffff, Math.round(e.timeoutS))));
+  view.setUint32(off + 24, e.natSrc ? e.natSrc.addr >>> 0 : 0);
+  view.setUint32(off + 28, e.natSrc ? e.natSrc.port << 16 : 0);
+  view.setUint32(off + 32, e.mark !== undefined ? e.mark >>> 0 : 0);
+}
+
+/** Throws CtDecodeError unless each of `count` records at `off` is TCP or UDP. */
+export function checkRecords(view: DataView, off: number, count: number): void {
+  if (off + count * RECORD_LEN > view.byteLength) {
+    throw new CtDecodeError(`Cannot read ${count} records: they run past the data`);
+  }
+  for (let i = 0; i < count; i++) {
+    const proto = view.getUint8(off + i * RECORD_LEN + 12);
+    if (proto !== 6 && proto !== 17) {
+      throw new CtDecodeError(`Cannot read record ${i}: protocol ${proto}, expected 6 or 17`);
+    }
+  }
+}
+
+/** The entry of the record at `off` (reply = plain inverse of orig). */
+export function readRecord(view: DataView, off: number): CtEntry {
+  checkRecords(view, off, 1);
+  const orig: CtTuple = {
+    src: view.getUint32(off),
+    dst: view.getUint32(off + 4),
+    sport: view.getUint16(off + 8),
+    dport: view.getUint16(off + 10),
+    proto: view.getUint8(off + 12) as 6 | 17,
+  };
+  const e: CtEntry = {
+    orig,
+    reply: inverse(orig),
+    status: view.getUint32(off + 16),
+    timeoutS: view.getUint32(off + 20),
+  };
+  const tcpState = view.getUint8(off + 13), flags = view.getUint8(off + 14);
+  if (tcpState !== 255 && orig.proto === 6) e.tcpState = tcpState;
+  if (flags & 1) e.natSrc = { addr: view.getUint32(off + 24), port: view.getUint16(off + 28) };
+  if (flags & 2) e.mark = view.getUint32(off + 32);
+  return e;
+}
+
+/** The original tuple of the record at `off` as a 7-character string (a cheap Map key). */
+export function recordKey(view: DataView, off: number): string {
+  return String.fromCharCode(
+    view.getUint8(off + 12),
+    view.getUint16(off),
+    view.getUint16(off + 2),
+    view.getUint16(off + 4),
+    view.getUint16(off + 6),
+    view.getUint16(off + 8),
+    view.getUint16(off + 10),
+  );
+}
+
+function writeRecordTuple(w: Writer, type: number, rec: DataView, r: number, reply: boolean): void {
+  const tuple = w.open(type);
+  const ip = w.open(CTA_TUPLE_IP);
+  w.be32(CTA_IP_V4_SRC, rec.getUint32(reply ? r + 4 : r));
+  w.be32(CTA_IP_V4_DST, rec.getUint32(reply ? r : r + 4));
+  w.close(ip);
+  const proto = w.open(CTA_TUPLE_PROTO);
+  w.u8(CTA_PROTO_NUM, rec.getUint8(r + 12));
+  w.be16(CTA_PROTO_SRC_PORT, rec.getUint16(reply ? r + 10 : r + 8));
+  w.be16(CTA_PROTO_DST_PORT, rec.getUint16(reply ? r + 8 : r + 10));
+  w.close(proto);
+  w.close(tuple);
+}
+
+const scratch = new DataView(new ArrayBuffer(RECORD_LEN));
+
+/**
  * Writes an IPCTNL_MSG_CT_NEW for `entry` at `off` (room for {@linkcode MAX_NEW_LEN} bytes
- * needed) and returns the offset after it. "create" is the form FINDINGS.md measured for NAT
- * failover: reply = plain inverse of orig, CTA_NAT_SRC min = max = natSrc, status with CONFIRMED
- * (never EXPECTED), TCP state, timeout; flags NLM_F_CREATE so an absent entry is created.
- * "update" leaves out NAT and status, which the kernel refuses to change on an existing entry
- * (EOPNOTSUPP / EBUSY), and keeps timeout, TCP state and mark.
+ * needed) and returns the offset after it; see {@linkcode encodeNewRecord}.
  */
 export function encodeNew(
   view: DataView,
@@ -189,34 +276,57 @@ export function encodeNew(
   seq: number,
   form: NewForm,
 ): number {
+  writeRecord(scratch, 0, entry);
+  return encodeNewRecord(view, off, scratch, 0, seq, form);
+}
+
+/**
+ * Writes an IPCTNL_MSG_CT_NEW for the record at `rec[r]` at `off` (room for
+ * {@linkcode MAX_NEW_LEN} bytes needed) and returns the offset after it. "create" is the form
+ * FINDINGS.md measured for NAT failover: reply = plain inverse of orig, CTA_NAT_SRC min = max =
+ * natSrc, status with CONFIRMED (never EXPECTED), TCP state, timeout; flags NLM_F_CREATE so an
+ * absent entry is created. "update" leaves out NAT and status, which the kernel refuses to change
+ * on an existing entry (EOPNOTSUPP / EBUSY), and keeps timeout, TCP state and mark.
+ */
+export function encodeNewRecord(
+  view: DataView,
+  off: number,
+  rec: DataView,
+  r: number,
+  seq: number,
+  form: NewForm,
+): number {
   const flags = NLM_F_REQUEST | (form === "create" ? NLM_F_CREATE : 0);
   header(view, off, IPCTNL_MSG_CT_NEW, flags, seq);
   const w = new Writer(view, off + NLMSG_HDRLEN + NFGENMSG_LEN);
-  writeTuple(w, CTA_TUPLE_ORIG, entry.orig);
+  writeRecordTuple(w, CTA_TUPLE_ORIG, rec, r, false);
+  const recFlags = rec.getUint8(r + 14);
   if (form === "create") {
-    writeTuple(w, CTA_TUPLE_REPLY, inverse(entry.orig));
-    const keep = entry.status & (IPS_SEEN_REPLY | IPS_ASSURED);
+    writeRecordTuple(w, CTA_TUPLE_REPLY, rec, r, true);
+    const keep = rec.getUint32(r + 16) & (IPS_SEEN_REPLY | IPS_ASSURED);
     w.be32(CTA_STATUS, keep | IPS_CONFIRMED);
   }
-  w.be32(CTA_TIMEOUT, Math.max(1, Math.min(0x7fffffff, Math.round(entry.timeoutS))));
-  if (entry.orig.proto === 6 && entry.tcpState !== undefined) {
+  w.be32(CTA_TIMEOUT, Math.max(1, Math.min(0x7fffffff, rec.getUint32(r + 20))));
+  const tcpState = rec.getUint8(r + 13);
+  if (rec.getUint8(r + 12) === 6 && tcpState !== 255) {
     const info = w.open(CTA_PROTOINFO);
     const tcp = w.open(CTA_PROTOINFO_TCP);
-    w.u8(CTA_PROTOINFO_TCP_STATE, entry.tcpState);
+    w.u8(CTA_PROTOINFO_TCP_STATE, tcpState);
     w.close(tcp);
     w.close(info);
   }
-  if (form === "create" && entry.natSrc) {
+  if (form === "create" && recFlags & 1) {
+    const addr = rec.getUint32(r + 24), port = rec.getUint16(r + 28);
     const nat = w.open(CTA_NAT_SRC);
-    w.be32(CTA_NAT_V4_MINIP, entry.natSrc.addr);
-    w.be32(CTA_NAT_V4_MAXIP, entry.natSrc.addr);
+    w.be32(CTA_NAT_V4_MINIP, addr);
+    w.be32(CTA_NAT_V4_MAXIP, addr);
     const proto = w.open(CTA_NAT_PROTO);
-    w.be16(CTA_PROTONAT_PORT_MIN, entry.natSrc.port);
-    w.be16(CTA_PROTONAT_PORT_MAX, entry.natSrc.port);
+    w.be16(CTA_PROTONAT_PORT_MIN, port);
+    w.be16(CTA_PROTONAT_PORT_MAX, port);
     w.close(proto);
     w.close(nat);
   }
-  if (entry.mark !== undefined) w.be32(CTA_MARK, entry.mark);
+  if (recFlags & 2) w.be32(CTA_MARK, rec.getUint32(r + 32));
   view.setUint32(off, w.off - off, true);
   return w.off;
 }

@@ -16,17 +16,21 @@
  */
 
 import {
+  checkRecords,
   CtDecodeError,
   type CtEntry,
   encodeDelete,
   encodeDumpRequest,
-  encodeNew,
+  encodeNewRecord,
   IPCTNL_MSG_CT_NEW,
   MAX_NEW_LEN,
   type NewForm,
   NLMSG_DONE,
   NLMSG_ERROR,
+  readRecord,
+  RECORD_LEN,
   tupleText,
+  writeRecord,
 } from "./_ctnetlink.ts";
 import { decodeEntry, decodeError, splitMessages } from "./_ctnetlink_decode.ts";
 import { E, errnoText, MSG_DONTWAIT, NetlinkError, NetlinkSocket } from "./_netlink.ts";
@@ -44,6 +48,8 @@ const DUMP_MAX_MS = 120_000;
 export interface CtFailure {
   entry: CtEntry;
   errno: number;
+  /** Its position in the entries (or records) passed. */
+  index: number;
 }
 
 /** `tcp 10.8.0.11:40000 > 198.18.0.1:80: Device or resource busy (errno 16)`. */
@@ -175,36 +181,63 @@ export class Conntrack {
     entries: readonly CtEntry[],
     options: { likelyExisting?: (entry: CtEntry, index: number) => boolean } = {},
   ): { injected: number; failed: CtFailure[] } {
+    const view = new DataView(new ArrayBuffer(entries.length * RECORD_LEN));
+    entries.forEach((e, i) => writeRecord(view, i * RECORD_LEN, e));
+    const likely = options.likelyExisting;
+    const { injected, failed } = this.injectRecords(view, 0, entries.length, {
+      likelyExisting: likely && ((i) => likely(entries[i]!, i)),
+    });
+    for (const f of failed) f.entry = entries[f.index]!; // the caller's own object back
+    return { injected, failed };
+  }
+
+  /**
+   * {@linkcode inject} of `count` compact records (`RECORD_LEN` bytes each, see `writeRecord`)
+   * at `view[offset]`: the sync stream carries entries in this form, so a standby injects without
+   * building an object per entry. Throws CtDecodeError when a record is not TCP/UDP.
+   */
+  injectRecords(
+    view: DataView,
+    offset: number,
+    count: number,
+    options: { likelyExisting?: (index: number) => boolean } = {},
+  ): { injected: number; failed: CtFailure[] } {
     this.#checkIdle("inject");
+    checkRecords(view, offset, count);
     const failed: CtFailure[] = [];
     const likely = options.likelyExisting;
     let injected = 0;
-    for (let start = 0; start < entries.length; start += BATCH) {
-      const chunk = entries.slice(start, start + BATCH);
-      const forms: NewForm[] = chunk.map((e, i) => likely?.(e, start + i) ? "update" : "create");
-      const errors = this.#batch(chunk, forms);
-      const again: CtEntry[] = [];
+    for (let start = 0; start < count; start += BATCH) {
+      const n = Math.min(BATCH, count - start);
+      const items: number[] = [];
+      const forms: NewForm[] = [];
+      for (let i = start; i < start + n; i++) {
+        items.push(i);
+        forms.push(likely?.(i) ? "update" : "create");
+      }
+      const errors = this.#batch(view, offset, items, forms);
+      const again: number[] = [];
       const againForms: NewForm[] = [];
-      for (const [i, code] of errors) {
-        const form = forms[i]!;
+      for (const [k, code] of errors) {
+        const form = forms[k]!;
         if (form === "create" && (code === E.EOPNOTSUPP || code === E.EEXIST)) {
-          again.push(chunk[i]!);
+          again.push(items[k]!);
           againForms.push("update");
         } else if (form === "update" && code === E.ENOENT) {
-          again.push(chunk[i]!);
+          again.push(items[k]!);
           againForms.push("create");
         } else {
-          failed.push({ entry: chunk[i]!, errno: code });
+          failed.push(this.#failure(view, offset, items[k]!, code));
         }
       }
       let lost = 0;
       if (again.length > 0) {
-        for (const [i, code] of this.#batch(again, againForms)) {
-          failed.push({ entry: again[i]!, errno: code });
+        for (const [k, code] of this.#batch(view, offset, again, againForms)) {
+          failed.push(this.#failure(view, offset, again[k]!, code));
           lost++;
         }
       }
-      injected += chunk.length - (errors.size - again.length) - lost;
+      injected += n - (errors.size - again.length) - lost;
     }
     return { injected, failed };
   }
@@ -243,14 +276,31 @@ export class Conntrack {
   }
 
   /** Sends one batch; returns index → errno of the refused messages. */
-  #batch(chunk: readonly CtEntry[], forms: readonly NewForm[]): Map<number, number> {
-    const base = this.#nextSeq(chunk.length);
+  #failure(view: DataView, offset: number, index: number, errno: number): CtFailure {
+    return { entry: readRecord(view, offset + index * RECORD_LEN), errno, index };
+  }
+
+  /** Sends records `items` (indexes) in one batch; returns item position → errno of the refused. */
+  #batch(
+    view: DataView,
+    offset: number,
+    items: readonly number[],
+    forms: readonly NewForm[],
+  ): Map<number, number> {
+    const base = this.#nextSeq(items.length);
     let off = 0;
-    for (let i = 0; i < chunk.length; i++) {
-      off = encodeNew(this.#outView, off, chunk[i]!, base + i, forms[i]!);
+    for (let k = 0; k < items.length; k++) {
+      off = encodeNewRecord(
+        this.#outView,
+        off,
+        view,
+        offset + items[k]! * RECORD_LEN,
+        base + k,
+        forms[k]!,
+      );
     }
     this.#sock.send(this.#out, off);
-    return this.#collectErrors(base, chunk.length);
+    return this.#collectErrors(base, items.length);
   }
 
   /** Reads the queued NLMSG_ERRORs of requests base..base+count-1 without blocking. */

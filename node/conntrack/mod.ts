@@ -16,6 +16,7 @@
  */
 
 export {
+  checkRecords,
   CtDecodeError,
   type CtEntry,
   type CtTuple,
@@ -24,8 +25,12 @@ export {
   IPS_CONFIRMED,
   IPS_SEEN_REPLY,
   IPS_SRC_NAT,
+  readRecord,
+  RECORD_LEN,
+  recordKey,
   TCP_ESTABLISHED,
   tupleText,
+  writeRecord,
 } from "./_ctnetlink.ts";
 export { NetlinkError } from "./_netlink.ts";
 export { Conntrack, type CtFailure, type DumpFilter, failureText } from "./conntrack.ts";

@@ -5,16 +5,31 @@
  * @module
  */
 
-import { type Conntrack, type CtEntry, failureText, inverse } from "../conntrack/mod.ts";
+import {
+  type Conntrack,
+  type CtEntry,
+  failureText,
+  inverse,
+  RECORD_LEN,
+  recordKey,
+} from "../conntrack/mod.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import type { Registry } from "../../lib/metrics.ts";
 import { type SyncMetrics, syncMetrics } from "./_sync_metrics.ts";
-import { encodeAck, FRAME, type Frame, FrameReader, SyncWireError } from "./_sync_wire.ts";
+import {
+  encodeAck,
+  type EntriesFrame,
+  FRAME,
+  type Frame,
+  frameEntries,
+  FrameReader,
+  SyncWireError,
+} from "./_sync_wire.ts";
 
 /** Options of {@linkcode SyncReceiver}. */
 export interface SyncReceiverOptions {
   /** Conntrack socket of this pod's namespace (injects and removes); a stand-in in tests. */
-  ct: Pick<Conntrack, "inject" | "remove">;
+  ct: Pick<Conntrack, "injectRecords" | "remove">;
   /** Where to listen for owners' streams. */
   listen: { host: string; port: number };
   log?: Logger;
@@ -204,9 +219,9 @@ export class SyncReceiver {
         this.#log.info("sync sender connected", { peer: f.name, address: state.peer });
         return;
       case FRAME.UPSERT:
-        return this.#upsert(f.entries, state.epoch);
+        return this.#upsert(f, state.epoch);
       case FRAME.REMOVE:
-        return this.#remove(f.entries);
+        return this.#remove(frameEntries(f));
       case FRAME.BEGIN:
         state.epoch = this.#epoch = (this.#epoch + 1) % EPOCHS || 1;
         return;
@@ -217,31 +232,34 @@ export class SyncReceiver {
     }
   }
 
-  #upsert(entries: CtEntry[], epoch: number): void {
-    const keys: string[] = new Array(entries.length);
-    const seen: boolean[] = new Array(entries.length);
-    for (let i = 0; i < entries.length; i++) seen[i] = this.#known.has(keys[i] = key(entries[i]!));
-    const { injected, failed } = this.#o.ct.inject(entries, {
-      likelyExisting: (_e, i) => seen[i] === true,
+  #upsert(f: EntriesFrame, epoch: number): void {
+    const { view, offset, count } = f;
+    const keys: string[] = new Array(count);
+    const seen: boolean[] = new Array(count);
+    for (let i = 0; i < count; i++) {
+      seen[i] = this.#known.has(keys[i] = recordKey(view, offset + i * RECORD_LEN));
+    }
+    const { injected, failed } = this.#o.ct.injectRecords(view, offset, count, {
+      likelyExisting: (i) => seen[i] === true,
     });
     this.#injected += injected;
     this.#summary.upserts += injected;
-    this.#m.entries.inc({ direction: "received", op: "upsert" }, entries.length);
+    this.#m.entries.inc({ direction: "received", op: "upsert" }, count);
     if (failed.length > 0) {
       this.#m.failed.inc(undefined, failed.length);
       this.#summary.failed += failed.length;
       this.#summary.firstFailure ||= failureText(failed[0]!);
     }
-    for (let i = 0; i < entries.length; i++) {
+    for (let i = 0, r = offset; i < count; i++, r += RECORD_LEN) {
       if (seen[i] || this.#known.size < MAX_KNOWN) {
-        this.#known.set(keys[i]!, epoch * ADDR_IDS + this.#addrId(entries[i]!));
+        // record flags bit 0: has a NAT address (at +24)
+        const id = view.getUint8(r + 14) & 1 ? this.#addrId(view.getUint32(r + 24)) : 0;
+        this.#known.set(keys[i]!, epoch * ADDR_IDS + id);
       }
     }
   }
 
-  #addrId(e: CtEntry): number {
-    const addr = e.natSrc?.addr;
-    if (addr === undefined) return 0;
+  #addrId(addr: number): number {
     let id = this.#addrIds.get(addr);
     if (id === undefined) {
       if (this.#addrs.length >= ADDR_IDS) return 0;

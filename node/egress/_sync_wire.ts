@@ -19,7 +19,14 @@
  * @module
  */
 
-import { type CtEntry, inverse } from "../conntrack/mod.ts";
+import {
+  checkRecords,
+  CtDecodeError,
+  type CtEntry,
+  readRecord,
+  RECORD_LEN,
+  writeRecord,
+} from "../conntrack/mod.ts";
 
 /** A frame that breaks the format. */
 export class SyncWireError extends Error {
@@ -30,8 +37,6 @@ export class SyncWireError extends Error {
 export const FRAME = { HELLO: 1, UPSERT: 2, REMOVE: 3, BEGIN: 4, END: 5, ACK: 6 } as const;
 const MAGIC = 0x48464353; // "HFCS"
 const VERSION = 1;
-/** Bytes of one entry record. */
-export const RECORD_LEN = 36;
 /** Frame header: length, type. */
 export const HEADER_LEN = 5;
 /** Largest frame accepted (bytes after the length field). */
@@ -39,10 +44,28 @@ export const MAX_FRAME = 16 * 1024 * 1024;
 /** Records per UPSERT/REMOVE frame written by {@linkcode encodeEntries}. */
 export const RECORDS_PER_FRAME = 4096;
 
+/**
+ * An UPSERT or REMOVE frame: `count` records (node/conntrack's compact entry form, checked) at
+ * `view[offset]`, in the reader's buffer until its next `push`.
+ */
+export interface EntriesFrame {
+  type: typeof FRAME.UPSERT | typeof FRAME.REMOVE;
+  view: DataView;
+  offset: number;
+  count: number;
+}
+
+/** The entries of an UPSERT/REMOVE frame as objects. */
+export function frameEntries(f: EntriesFrame): CtEntry[] {
+  const out: CtEntry[] = new Array(f.count);
+  for (let i = 0; i < f.count; i++) out[i] = readRecord(f.view, f.offset + i * RECORD_LEN);
+  return out;
+}
+
 /** One decoded frame. */
 export type Frame =
   | { type: typeof FRAME.HELLO; name: string }
-  | { type: typeof FRAME.UPSERT | typeof FRAME.REMOVE; entries: CtEntry[] }
+  | EntriesFrame
   | { type: typeof FRAME.BEGIN; generation: number }
   | { type: typeof FRAME.END; generation: number; addrs: number[] }
   | { type: typeof FRAME.ACK; applied: number };
@@ -96,28 +119,13 @@ export function encodeEntries(
 ): Uint8Array {
   const { bytes, view } = frame(type, 4 + RECORD_LEN * entries.length);
   view.setUint32(HEADER_LEN, entries.length);
-  let o = HEADER_LEN + 4;
-  for (const e of entries) {
-    view.setUint32(o, e.orig.src);
-    view.setUint32(o + 4, e.orig.dst);
-    view.setUint16(o + 8, e.orig.sport);
-    view.setUint16(o + 10, e.orig.dport);
-    view.setUint8(o + 12, e.orig.proto);
-    view.setUint8(o + 13, e.tcpState ?? 255);
-    view.setUint8(o + 14, (e.natSrc ? 1 : 0) | (e.mark !== undefined ? 2 : 0));
-    view.setUint32(o + 16, e.status >>> 0);
-    view.setUint32(o + 20, Math.max(0, Math.min(0xffffffff, Math.round(e.timeoutS))));
-    if (e.natSrc) {
-      view.setUint32(o + 24, e.natSrc.addr >>> 0);
-      view.setUint16(o + 28, e.natSrc.port);
-    }
-    if (e.mark !== undefined) view.setUint32(o + 32, e.mark >>> 0);
-    o += RECORD_LEN;
+  for (let i = 0; i < entries.length; i++) {
+    writeRecord(view, HEADER_LEN + 4 + i * RECORD_LEN, entries[i]!);
   }
   return bytes;
 }
 
-function decodeRecords(view: DataView, off: number, end: number): CtEntry[] {
+function checkEntries(view: DataView, off: number, end: number): number {
   if (end - off < 4) throw new SyncWireError(`entry frame of ${end - off} bytes has no count`);
   const count = view.getUint32(off);
   if (end - off - 4 !== count * RECORD_LEN) {
@@ -125,33 +133,13 @@ function decodeRecords(view: DataView, off: number, end: number): CtEntry[] {
       `entry frame says ${count} records but carries ${end - off - 4} bytes (${RECORD_LEN} each)`,
     );
   }
-  const out: CtEntry[] = new Array(count);
-  for (let i = 0, o = off + 4; i < count; i++, o += RECORD_LEN) {
-    const proto = view.getUint8(o + 12);
-    if (proto !== 6 && proto !== 17) {
-      throw new SyncWireError(`record ${i} has protocol ${proto}, expected 6 or 17`);
-    }
-    const orig = {
-      src: view.getUint32(o),
-      dst: view.getUint32(o + 4),
-      sport: view.getUint16(o + 8),
-      dport: view.getUint16(o + 10),
-      proto: proto as 6 | 17,
-    };
-    const flags = view.getUint8(o + 14);
-    const e: CtEntry = {
-      orig,
-      reply: inverse(orig),
-      status: view.getUint32(o + 16),
-      timeoutS: view.getUint32(o + 20),
-    };
-    const tcpState = view.getUint8(o + 13);
-    if (tcpState !== 255 && proto === 6) e.tcpState = tcpState;
-    if (flags & 1) e.natSrc = { addr: view.getUint32(o + 24), port: view.getUint16(o + 28) };
-    if (flags & 2) e.mark = view.getUint32(o + 32);
-    out[i] = e;
+  try {
+    checkRecords(view, off + 4, count);
+  } catch (e) {
+    if (e instanceof CtDecodeError) throw new SyncWireError(e.message, { cause: e });
+    throw e;
   }
-  return out;
+  return count;
 }
 
 /** Decodes one complete frame `bytes[off, off + 4 + len)`. */
@@ -182,7 +170,7 @@ export function decodeFrame(view: DataView, off: number): Frame {
     }
     case FRAME.UPSERT:
     case FRAME.REMOVE:
-      return { type, entries: decodeRecords(view, p, end) };
+      return { type, view, offset: p + 4, count: checkEntries(view, p, end) };
     case FRAME.BEGIN:
       if (end - p !== 4) throw new SyncWireError(`BEGIN of ${end - p} bytes, expected 4`);
       return { type, generation: view.getUint32(p) };
@@ -223,7 +211,10 @@ export class FrameReader {
     this.#end += chunk.length;
   }
 
-  /** The complete frames received so far; throws SyncWireError on a bad frame. */
+  /**
+   * The complete frames received so far; throws SyncWireError on a bad frame. Entry frames point
+   * into the reader's buffer: use them before the next `push`.
+   */
   frames(): Frame[] {
     const out: Frame[] = [];
     const view = new DataView(this.#buf.buffer);

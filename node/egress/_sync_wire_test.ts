@@ -8,6 +8,7 @@ import {
   encodeEntries,
   encodeHello,
   FRAME,
+  frameEntries,
   FrameReader,
   MAX_FRAME,
   SyncWireError,
@@ -36,9 +37,9 @@ function decode(bytes: Uint8Array) {
 Deno.test("sync wire: entries round-trip (reply is rebuilt as the plain inverse of orig)", () => {
   const f = decode(encodeEntries(FRAME.UPSERT, [TCP, UDP]));
   strictEqual(f.type, FRAME.UPSERT);
-  deepStrictEqual(f.type === FRAME.UPSERT ? f.entries : [], [TCP, UDP]);
+  deepStrictEqual(f.type === FRAME.UPSERT ? frameEntries(f) : [], [TCP, UDP]);
   const r = decode(encodeEntries(FRAME.REMOVE, [UDP]));
-  deepStrictEqual(r, { type: FRAME.REMOVE, entries: [UDP] });
+  deepStrictEqual(r.type === FRAME.REMOVE ? [r.count, frameEntries(r)] : [], [1, [UDP]]);
 });
 
 Deno.test("sync wire: control frames round-trip", () => {
@@ -79,7 +80,8 @@ Deno.test("sync wire: the reader grows past its initial buffer for a large frame
   const r = new FrameReader();
   for (let o = 0; o < bytes.length; o += 65536) r.push(bytes.subarray(o, o + 65536));
   const [f] = r.frames();
-  ok(f?.type === FRAME.UPSERT && f.entries.length === 10_000);
+  ok(f?.type === FRAME.UPSERT && f.count === 10_000);
+  deepStrictEqual(frameEntries(f)[9_999]!.orig.sport, 9_999);
 });
 
 Deno.test("sync wire: malformed frames are SyncWireErrors naming the problem", () => {
@@ -99,7 +101,10 @@ Deno.test("sync wire: malformed frames are SyncWireErrors naming the problem", (
   }
   const bad = encodeEntries(FRAME.UPSERT, [TCP]);
   bad[5 + 4 + 12] = 1; // protocol ICMP
-  throws(() => decode(bad), /protocol 1, expected 6 or 17/);
+  throws(
+    () => decode(bad),
+    (e: Error) => e instanceof SyncWireError && /protocol 1, expected 6 or 17/.test(e.message),
+  );
   const r = new FrameReader();
   const huge = new Uint8Array(4);
   new DataView(huge.buffer).setUint32(0, MAX_FRAME + 1);

@@ -5,6 +5,8 @@ import {
   ConntrackEvents,
   type CtEntry,
   type CtEvent,
+  readRecord,
+  RECORD_LEN,
 } from "../../node/conntrack/mod.ts";
 import { SyncReceiver, SyncSender } from "../../node/egress/sync.ts";
 import { captureLogs } from "../../lib/log.ts";
@@ -192,9 +194,12 @@ class OwnerStandIn {
 /** The standby's table. */
 class StandbyStandIn {
   table = new Map<string, CtEntry>();
-  inject(entries: readonly CtEntry[]) {
-    for (const e of entries) this.table.set(tupleKey(e), e);
-    return { injected: entries.length, failed: [] };
+  injectRecords(view: DataView, offset: number, count: number) {
+    for (let i = 0; i < count; i++) {
+      const e = readRecord(view, offset + i * RECORD_LEN);
+      this.table.set(tupleKey(e), e);
+    }
+    return { injected: count, failed: [] };
   }
   remove(entries: readonly CtEntry[]): number {
     return entries.filter((e) => this.table.delete(tupleKey(e))).length;

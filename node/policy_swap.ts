@@ -2,8 +2,14 @@
  * The agent's policy swaps: a new WASM policy module (from the model in Redis, or the active
  * file `--policy-follow` watches) is validated by the {@linkcode PolicyHost}; on acceptance every
  * Maglev table is rebuilt with it (the reconciler's table cache is dropped and a full pass
- * replaces each table with one map update), on rejection the old module keeps serving and
- * nothing is written (`policy rejected` log line, `holdfast_policy_rejections_total`).
+ * replaces each table with one map update) and the health checker judges its next probe with the
+ * new module's `health_step` (`node/health/`: the step is looked up per probe); on rejection the
+ * old module keeps serving and nothing is written (`policy rejected` log line,
+ * `holdfast_policy_rejections_total{reason}`).
+ *
+ * A module may fill tables and judge health differently from the reference (validation checks
+ * those by properties, `policy-as/host/validate.ts`): the `policy swapped` line says whether its
+ * tables and health verdicts equal the reference's.
  *
  * @module
  */
@@ -42,6 +48,8 @@ export function policySwapper(
       sha256: r.digest,
       previous: r.previous ?? null,
       rebuild_frontends: frontends,
+      tables_equal_reference: r.report.maglevEqualsReference,
+      health_equals_reference: r.report.healthEqualsReference,
     });
     return r;
   };

@@ -6,6 +6,13 @@ import { FileSource } from "../controller/sources/file_source.ts";
 import { captureLogs, log } from "../lib/log.ts";
 import { Registry } from "../lib/metrics.ts";
 import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
+import { HEALTH_CHECK_DEFAULTS } from "../controller/sources/health_check.ts";
+import {
+  type HealthChange,
+  HealthChecker,
+  policyHealthStep,
+  type ProbeResult,
+} from "./health/mod.ts";
 import { policySwapper } from "./policy_swap.ts";
 
 const build = (name: string) =>
@@ -53,6 +60,74 @@ Deno.test("agent policy swap: an accepted module rebuilds every Maglev table; a 
     assert(logs.records.some((r) => r.msg === "policy rejected" && r.reason === "vectors"));
     assert(registry.expose().includes('holdfast_policy_rejections_total{reason="vectors"} 1'));
   } finally {
+    await cp.stop();
+  }
+});
+
+Deno.test("agent policy swap: a stricter health module judges the next probes without a restart — same probes, later return", async () => {
+  using _logs = captureLogs();
+  const registry = new Registry();
+  const host = await PolicyHost.create({ registry });
+  assert((await host.swap(await build("release.wasm"))).ok);
+  const cp = await createControlPlane(new MemoryLBMaps(), {
+    maglev: new WasmMaglevBuilder(host, { fallback: new TsMaglevBuilder(), registry }),
+  });
+  const swap = policySwapper(host, cp, log);
+  let down = false;
+  const changes: HealthChange[] = [];
+  const check = {
+    ...HEALTH_CHECK_DEFAULTS,
+    kind: "tcp" as const,
+    intervalMs: 10,
+    timeoutMs: 10,
+    rise: 2,
+    fall: 3,
+    backoffBaseMs: 0,
+    backoffMaxMs: 0,
+  };
+  // One checker for the whole test: the module is looked up per probe, never restarted.
+  const checker = new HealthChecker({
+    step: () => policyHealthStep(host, log),
+    prober: () =>
+      Promise.resolve<ProbeResult>(
+        down ? { ok: false, reason: "connect refused" } : { ok: true, reason: "ok" },
+      ),
+    onChange: (c) => void changes.push(c),
+    registry,
+  });
+  /** The backend dies until quarantined, then recovers: probes it took to come back. */
+  const outage = async (): Promise<[number, number]> => {
+    const from = changes.length;
+    down = true;
+    await waitUntil(() => changes.length === from + 1, "a quarantine");
+    down = false;
+    await waitUntil(() => changes.length === from + 2, "a recovery");
+    assertEquals(changes.slice(from).map((c) => c.verdict), ["quarantined", "active"]);
+    return [changes[from]!.probes, changes[from + 1]!.probes];
+  };
+  try {
+    await checker.setTargets([{
+      service: "default/web",
+      backend: "10.1.0.2:8080/TCP",
+      portName: "http",
+      frontends: [],
+      ip: "10.1.0.2",
+      probePort: 8080,
+      check,
+    }]);
+    await waitUntil(() => checker.states().get("default/web|10.1.0.2:8080/TCP") === "active", "up");
+    assertEquals(await outage(), [3, 2], "release: out after fall 3, back after rise 2");
+
+    const strict = await swap(await build("fixtures/strict_health.wasm"), "test");
+    assert(
+      strict.ok && !strict.report.healthEqualsReference && strict.report.maglevEqualsReference,
+    );
+    assertEquals(await outage(), [3, 4], "strict_health: back after 2 × rise");
+
+    assert((await swap(await build("release.wasm"), "rollback")).ok);
+    assertEquals(await outage(), [3, 2], "rolled back: rise 2 again");
+  } finally {
+    await checker.stop();
     await cp.stop();
   }
 });

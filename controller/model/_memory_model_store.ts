@@ -108,7 +108,7 @@ export class MemoryModelStore implements ModelStore {
 
   async read(after: string, options: { count: number; blockMs: number }): Promise<ModelChange[]> {
     this.#check();
-    const seq = Number(after.split("-")[0]);
+    const seq = after === "$" ? Infinity : Number(after.split("-")[0]);
     let out = this.stream.filter((c) => Number(c.id.split("-")[0]) > seq);
     if (out.length === 0 && options.blockMs > 0) {
       let wake = () => {};

@@ -71,8 +71,8 @@ export interface ModelStore {
   /** The policy module in the model, or null when there is none. */
   readPolicy(): Promise<ModelPolicy | null>;
   /**
-   * Changes after stream id `after`, at most `count`, waiting up to `blockMs` for the first one
-   * (0: do not wait). Empty when none came.
+   * Changes after stream id `after` (`"$"`: after this call), at most `count`, waiting up to
+   * `blockMs` for the first one (0: do not wait). Empty when none came.
    */
   read(after: string, options: { count: number; blockMs: number }): Promise<ModelChange[]>;
   /** Closes the connections. */

@@ -120,6 +120,14 @@ export function parseConfig(text: string, options: { format?: "yaml" | "json" } 
   } catch (e) {
     throw new ConfigError(`Cannot parse config: ${(e as Error).message}`, { cause: e });
   }
+  return configFromValue(raw);
+}
+
+/**
+ * Validates a config already parsed into plain values ({@linkcode parseConfig} after parsing;
+ * the model in Redis, whose entries are JSON parsed once).
+ */
+export function configFromValue(raw: unknown): FileConfig {
   raw ??= {};
   if (typeof raw !== "object" || Array.isArray(raw)) {
     fail("$", "expected a mapping with services/redirects");

@@ -13,7 +13,7 @@
  *    republished it), or a reconnection. While Redis is unreachable, or holds no model, the rows
  *    stay as they are and the datapath keeps serving; retries follow `lib/backoff.ts`.
  *
- * An entry that is not valid JSON or that the file format's checks refuse (`parseConfig`) is
+ * An entry that is not valid JSON or that the file format's checks refuse (`configFromValue`) is
  * logged with its service and skipped; the rest applies.
  *
  * The policy module (`hf:model:{m}:policy`): when a snapshot or a `policy` change names a module
@@ -30,7 +30,7 @@ import type { Writer } from "../lb/writer.ts";
 import type { ModelChange, ModelSnapshot, ModelStore } from "../model/store.ts";
 import { type ModelPolicy, sha256Hex } from "../model/schema.ts";
 import type { WriteTxn } from "../statedb/mod.ts";
-import { type FileConfig, parseConfig } from "./file_source.ts";
+import { configFromValue, type FileConfig } from "./file_source.ts";
 
 type ServiceConfig = FileConfig["services"][number];
 
@@ -53,6 +53,7 @@ export interface RedisModelSourceOptions {
   /**
    * How often Redis is polled while it is reachable but holds no model yet (a fresh install, or
    * Redis restarted empty), ms (default 100): the model shows up within this, not after a backoff.
+   * Between polls the source waits on the change stream, so the first write wakes it at once.
    */
   emptyPollMs?: number;
   /**
@@ -154,7 +155,8 @@ export class RedisModelSource {
               });
             }
             empty = true;
-            await sleep(this.#opts.emptyPollMs ?? 100, signal);
+            // Woken by the model's first change (the publisher's first write), else polled.
+            await this.#store.read("$", { count: 1, blockMs: this.#opts.emptyPollMs ?? 100 });
             continue;
           }
           empty = false;
@@ -305,10 +307,7 @@ export class RedisModelSource {
       if (typeof raw !== "object" || raw === null || typeof raw.service !== "object") {
         throw new Error("expected {service, backends}");
       }
-      const cfg = parseConfig(
-        JSON.stringify({ services: [{ ...raw.service, backends: raw.backends ?? [] }] }),
-        { format: "json" },
-      );
+      const cfg = configFromValue({ services: [{ ...raw.service, backends: raw.backends ?? [] }] });
       svc = cfg.services[0]!;
       if (svc.name !== name) throw new Error(`entry names service "${svc.name}"`);
     } catch (err) {

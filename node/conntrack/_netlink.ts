@@ -46,6 +46,8 @@ const SOL_SOCKET = 1;
 const SO_SNDBUF = 7;
 const SO_RCVBUF = 8;
 const SO_RCVTIMEO = 20;
+const SO_ATTACH_FILTER = 26;
+const SO_DETACH_FILTER = 27;
 const SO_SNDBUFFORCE = 32;
 const SO_RCVBUFFORCE = 33;
 const SOL_NETLINK = 270;
@@ -171,6 +173,29 @@ export class NetlinkSocket {
       this.#setInt(SOL_SOCKET, force, bytes, `the ${what} buffer (FORCE)`);
     } catch {
       this.#setInt(SOL_SOCKET, plain, bytes, `the ${what} buffer`);
+    }
+  }
+
+  /**
+   * Attaches a classic BPF socket filter (`struct sock_filter` array, 8 bytes per instruction),
+   * replacing any previous one; null detaches.
+   */
+  setFilter(program: Uint8Array<ArrayBuffer> | null): void {
+    this.#checkOpen();
+    if (program === null) {
+      const none = new Uint8Array(4);
+      if (libc().setsockopt(this.#fd, SOL_SOCKET, SO_DETACH_FILTER, none, 4) < 0) {
+        const e = errno();
+        if (e !== E.ENOENT) throw new NetlinkError(`Cannot detach the filter in ${this.#where}`, e);
+      }
+      return;
+    }
+    const fprog = new Uint8Array(16); // struct sock_fprog { u16 len; struct sock_filter *filter; }
+    const v = new DataView(fprog.buffer);
+    v.setUint16(0, program.length / 8, true);
+    v.setBigUint64(8, BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(program))), true);
+    if (libc().setsockopt(this.#fd, SOL_SOCKET, SO_ATTACH_FILTER, fprog, fprog.length) < 0) {
+      throw new NetlinkError(`Cannot attach a socket filter in ${this.#where}`, errno());
     }
   }
 

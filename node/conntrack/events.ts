@@ -16,6 +16,7 @@ import {
 } from "./_ctnetlink.ts";
 import { decodeEntry, splitMessages } from "./_ctnetlink_decode.ts";
 import { E, MSG_DONTWAIT, NetlinkError, NetlinkSocket } from "./_netlink.ts";
+import { natSrcFilter } from "./_event_filter.ts";
 
 /** What happened to an entry. */
 export type CtEventType = "new" | "update" | "destroy";
@@ -121,6 +122,14 @@ export class ConntrackEvents {
       if (!(e instanceof CtDecodeError)) throw e;
       this.#malformed++;
     }
+  }
+
+  /**
+   * Keeps only events of entries source-NAT'd to `addrs` (a kernel-side socket filter, so the
+   * others never fill the queue); null lets every event through again.
+   */
+  filterNatSrc(addrs: ReadonlySet<number> | null): void {
+    this.#sock.setFilter(addrs === null ? null : natSrcFilter(addrs));
   }
 
   /** Leaves the groups and closes the socket; safe to call twice. */

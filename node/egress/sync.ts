@@ -33,8 +33,13 @@ export type { SyncPeer } from "./_sync_peer.ts";
 export interface SyncSenderOptions {
   /** Conntrack socket of this pod's namespace (dumps); a Conntrack, or a stand-in in tests. */
   ct: Pick<Conntrack, "dumpChunks">;
-  /** Conntrack events of this pod's namespace; a ConntrackEvents, or a stand-in in tests. */
-  events: Pick<ConntrackEvents, "read" | "overruns">;
+  /**
+   * Conntrack events of this pod's namespace; a ConntrackEvents (its kernel-side filter is set
+   * to the owned addresses), or a stand-in in tests.
+   */
+  events:
+    & Pick<ConntrackEvents, "read" | "overruns">
+    & Partial<Pick<ConntrackEvents, "filterNatSrc">>;
   /** The standby peers to stream to now (called often; changes connect/disconnect links). */
   peers: () => SyncPeer[];
   /** Full resync period (default 5,000 ms). */
@@ -80,12 +85,14 @@ export class SyncSender {
     this.#log = (options.log ?? rootLog).with({ component: "egress-sync" });
     this.#m = syncMetrics(options.registry);
     this.#overruns = options.events.overruns;
+    options.events.filterNatSrc?.(this.#owned);
   }
 
   /** The floating addresses (u32) owned now; newly owned ones are resynced to the peers. */
   setOwned(addrs: ReadonlySet<number>): void {
     const added = [...addrs].filter((a) => !this.#owned.has(a));
     this.#owned = new Set(addrs);
+    this.#o.events.filterNatSrc?.(this.#owned);
     if (added.length > 0) this.#pendingResync ??= `owned ${added.map(formatIpv4).join(",")}`;
   }
 

@@ -136,3 +136,43 @@ rootTest(
     }
   },
 );
+
+rootTest(
+  "conntrack events: the NAT-address filter lets through only events of entries translated to the given addresses",
+  async () => {
+    await using topo = await natPair();
+    const ct = Conntrack.open({ netns: topo.ns("natb") });
+    const events = ConntrackEvents.open({ netns: topo.ns("natb") });
+    try {
+      const other = parseIpv4("198.18.0.101");
+      const make = (i: number, addr: number): CtEntry => {
+        const orig = {
+          src: parseIpv4(CLIENT) + i,
+          dst: parseIpv4(SERVER),
+          proto: 17 as const,
+          sport: 5_000,
+          dport: 53,
+        };
+        return {
+          orig,
+          reply: { src: orig.dst, dst: addr, proto: 17, sport: 53, dport: 40_000 + i },
+          status: 0x8,
+          timeoutS: 60,
+          natSrc: { addr, port: 40_000 + i },
+        };
+      };
+      events.filterNatSrc(new Set([FLOATING_U32]));
+      const mine = [1, 2, 3].map((i) => make(i, FLOATING_U32));
+      const theirs = Array.from({ length: 500 }, (_, i) => make(10 + i, other));
+      assertEquals(ct.inject([...theirs, ...mine]).failed.length, 0);
+      const seen = events.read(10_000);
+      assertEquals(seen.map((e) => e.entry.orig.src).sort(), mine.map((e) => e.orig.src).sort());
+      events.filterNatSrc(null);
+      ct.remove(theirs.slice(0, 2));
+      assertEquals(events.read().filter((e) => e.type === "destroy").length, 2);
+    } finally {
+      events.close();
+      ct.close();
+    }
+  },
+);

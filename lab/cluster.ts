@@ -70,6 +70,8 @@ export interface ClusterOptions {
    * then serve `GET /healthz` on {@linkcode BACKEND_HEALTH_PORT}. Default none (no probing).
    */
   readonly healthCheck?: Readonly<Record<string, unknown>>;
+  /** More `main.ts agent` arguments for every agent, e.g. `["--policy-follow", PATH]`. */
+  readonly agentArgs?: readonly string[];
 }
 
 /** One LB node's live parts. */
@@ -96,6 +98,7 @@ export class Cluster implements AsyncDisposable {
   readonly backends = new Map<number, HostProcess>();
   readonly #verbose: boolean;
   readonly #healthCheck: Readonly<Record<string, unknown>> | undefined;
+  readonly #agentArgs: readonly string[];
   readonly #handles: Disposable[] = [];
   #pass: BpfObject | null = null;
 
@@ -112,6 +115,7 @@ export class Cluster implements AsyncDisposable {
     this.model = options.model ?? "file";
     this.#verbose = options.verbose ?? false;
     this.#healthCheck = options.healthCheck;
+    this.#agentArgs = options.agentArgs ?? [];
   }
 
   /** Builds the network, Redis, the backends and the LB nodes, and waits until all are ready. */
@@ -287,6 +291,7 @@ export class Cluster implements AsyncDisposable {
       this.redis.url,
       // No --vip: the agent follows its config's frontends (this.vip among them).
       ...(this.flowSync ? [] : ["--no-flow-sync"]),
+      ...this.#agentArgs,
     ];
     node.agent = this.topo.spawn(node.host, [
       Deno.execPath(),

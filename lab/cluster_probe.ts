@@ -110,17 +110,27 @@ export function maglevBackendsOf(cluster: Cluster, i: number): string[] {
     }
   }
   const out = new Set<string>();
-  using maglev = BpfMap.fromPinned(`${dir}/hf_maglev`);
+  for (const slots of maglevTablesOf(cluster, i)) {
+    for (const id of new Set(slots)) if (id !== 0 && address.has(id)) out.add(address.get(id)!);
+  }
+  return [...out].sort();
+}
+
+/**
+ * LB node i's Maglev tables as its datapath reads them: for each table of hf_maglev (an inner
+ * map, opened by ID), its slots' backend IDs in slot order.
+ */
+export function maglevTablesOf(cluster: Cluster, i: number): Uint32Array[] {
+  using maglev = BpfMap.fromPinned(`${cluster.bpffs(lbIndex(cluster, i))}/hf_maglev`);
+  const tables: Uint32Array[] = [];
   for (const [, v] of maglev.entries()) {
     // A map-in-map lookup from user space returns the inner map's ID.
     using inner = BpfMap.fromId(new DataView(v.buffer, v.byteOffset).getUint32(0, true));
     const { values, count } = inner.lookupBatch(65536);
-    const slots = new DataView(values.buffer, values.byteOffset, count * 4);
-    const ids = new Set<number>();
-    for (let k = 0; k < count; k++) ids.add(slots.getUint32(k * 4, true));
-    for (const id of ids) if (id !== 0 && address.has(id)) out.add(address.get(id)!);
+    const view = new DataView(values.buffer, values.byteOffset, count * 4);
+    tables.push(Uint32Array.from({ length: count }, (_, k) => view.getUint32(k * 4, true)));
   }
-  return [...out].sort();
+  return tables;
 }
 
 /** Frontends in LB node i's service map as `IP:PORT/TCP` (or `/UDP`), sorted. */

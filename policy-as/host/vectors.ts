@@ -1,6 +1,9 @@
 /**
- * Loads the golden vectors in `policy-as/vectors/` (flow hash, Maglev, health). The same files
- * are read by the BPF tests (flow hash) and written by `gen_vectors.ts`.
+ * Loads the golden vectors in `policy-as/vectors/` (flow hash, Maglev, health), written from the
+ * plain-TypeScript references by `gen_vectors.ts`. Validation (`validate.ts`) holds a module to
+ * them differently: the flow-hash results are pinned (the BPF tests read the same file); the Maglev
+ * and health vectors are inputs whose results are checked by properties, and their expected
+ * digests and records only say whether a module equals the reference.
  *
  * @module
  */

@@ -6,7 +6,7 @@ import { FileSource } from "../controller/sources/file_source.ts";
 import { captureLogs, log } from "../lib/log.ts";
 import { Registry } from "../lib/metrics.ts";
 import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
-import { HEALTH_CHECK_DEFAULTS } from "../controller/sources/health_check.ts";
+import { FAST_CHECK } from "./health/_testing.ts";
 import {
   type HealthChange,
   HealthChecker,
@@ -75,16 +75,6 @@ Deno.test("agent policy swap: a stricter health module judges the next probes wi
   const swap = policySwapper(host, cp, log);
   let down = false;
   const changes: HealthChange[] = [];
-  const check = {
-    ...HEALTH_CHECK_DEFAULTS,
-    kind: "tcp" as const,
-    intervalMs: 10,
-    timeoutMs: 10,
-    rise: 2,
-    fall: 3,
-    backoffBaseMs: 0,
-    backoffMaxMs: 0,
-  };
   // One checker for the whole test: the module is looked up per probe, never restarted.
   const checker = new HealthChecker({
     step: () => policyHealthStep(host, log),
@@ -113,7 +103,7 @@ Deno.test("agent policy swap: a stricter health module judges the next probes wi
       frontends: [],
       ip: "10.1.0.2",
       probePort: 8080,
-      check,
+      check: FAST_CHECK,
     }]);
     await waitUntil(() => checker.states().get("default/web|10.1.0.2:8080/TCP") === "active", "up");
     assertEquals(await outage(), [3, 2], "release: out after fall 3, back after rise 2");

@@ -2,12 +2,12 @@ import { assert, assertEquals } from "../../controller/_testing.ts";
 import { createControlPlane } from "../../controller/control_plane.ts";
 import { MemoryLBMaps } from "../../controller/lbmaps_memory.ts";
 import { FileSource } from "../../controller/sources/file_source.ts";
-import { HEALTH_CHECK_DEFAULTS } from "../../controller/sources/health_check.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { healthStepTs } from "../../policy-as/host/health_ts.ts";
 import { MemoryFlowStore } from "../flows/_memory_store.ts";
 import { MemoryFlowTable } from "../flows/table.ts";
+import { FAST_CHECK } from "./_testing.ts";
 import {
   type HealthChange,
   HealthChecker,
@@ -16,16 +16,7 @@ import {
   startHealth,
 } from "./mod.ts";
 
-const CHECK = {
-  ...HEALTH_CHECK_DEFAULTS,
-  kind: "tcp" as const,
-  intervalMs: 10,
-  timeoutMs: 10,
-  rise: 2,
-  fall: 3,
-  backoffBaseMs: 0,
-  backoffMaxMs: 0,
-};
+const CHECK = FAST_CHECK;
 
 function view(check = CHECK) {
   return {

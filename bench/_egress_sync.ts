@@ -5,10 +5,12 @@
  *     ./hf deno run -P=netns bench/_egress_sync.ts [--quick] [--entries N]
  *
  * Two namespaces, each with an nftables SNAT rule (so conntrack and a nat chain exist, as on a NAT
- * pod). N synthetic SNAT'd TCP entries are injected into A; then a full resync streams them A → B
- * (SyncSender, TCP over loopback, SyncReceiver injecting into B) and is timed until B has applied
- * all N — once into an empty table (what a standby restarted empty needs) and once into a table
- * that already holds them (the periodic refresh). Beside it: A's raw inject and dump rates, and the
+ * pod); the standby's SyncReceiver runs in its own process, as on a real pod. A holds N synthetic
+ * SNAT'd TCP entries for each of two floating addresses. Timed, each until the standby has
+ * applied everything (SyncSender.flush() sees its ACK): the connect-time resync of the first
+ * address into the freshly started standby (cold), a resync of the second address when it becomes
+ * owned (warm: `sync_entries_per_s`), and a refresh of entries B already holds (the periodic
+ * resync). Beside them: A's raw inject and dump rates, CPU µs per entry of each side, and the
  * `conntrack -I` CLI on a small sample as the baseline. Last stdout line: one JSON object.
  *
  * @module
@@ -25,6 +27,7 @@ import { median } from "./_stats.ts";
 import { cpuUsage } from "node:process";
 
 const FLOATING = 0xc6120064; // 198.18.0.100
+const OTHER = 0xc6120065; // 198.18.0.101: the cold run's entries
 const CLI_SAMPLE = 200;
 const NFT = `table ip hf_sync_bench {
   chain post {
@@ -35,8 +38,13 @@ const NFT = `table ip hf_sync_bench {
 
 /** What {@linkcode measureSync} reports. */
 export interface SyncMeasurement {
-  /** Entries/s of a full resync A → B into an empty table (dump, stream, inject, ACK). */
+  /**
+   * Entries/s of a resync A → B of N entries B does not hold (dump, stream, inject, ACK), both
+   * processes running: an address becomes owned, or entries new to the standby.
+   */
   sync_entries_per_s: number;
+  /** The same into a standby process that just started (connect-time resync, JIT cold). */
+  cold_sync_entries_per_s: number;
   /** Entries/s of a full resync into a table already holding them (the periodic refresh). */
   refresh_entries_per_s: number;
   /** Entries/s of Conntrack.inject into an empty table (batched raw netlink). */
@@ -64,6 +72,7 @@ export interface SyncMeasurement {
 type Round = Pick<
   SyncMeasurement,
   | "sync_entries_per_s"
+  | "cold_sync_entries_per_s"
   | "refresh_entries_per_s"
   | "inject_entries_per_s"
   | "dump_entries_per_s"
@@ -78,11 +87,15 @@ function cpuTotal(): number {
 }
 
 /** N synthetic SNAT'd, established TCP entries with distinct original and translated tuples. */
-export function syntheticEntries(n: number): CtEntry[] {
+export function syntheticEntries(
+  n: number,
+  options: { natAddr?: number; srcBase?: number } = {},
+): CtEntry[] {
   const out: CtEntry[] = [];
+  const addr = options.natAddr ?? FLOATING, base = options.srcBase ?? 0x0a000000;
   for (let i = 0; i < n; i++) {
     const orig = {
-      src: (0x0a000000 + i) >>> 0,
+      src: (base + i) >>> 0,
       dst: (0xcb000000 + Math.floor(i / 50_000)) >>> 0,
       proto: 6 as const,
       sport: 40_000,
@@ -90,11 +103,11 @@ export function syntheticEntries(n: number): CtEntry[] {
     };
     out.push({
       orig,
-      reply: { src: orig.dst, dst: FLOATING, proto: 6, sport: 80, dport: 1024 + (i % 50_000) },
+      reply: { src: orig.dst, dst: addr, proto: 6, sport: 80, dport: 1024 + (i % 50_000) },
       status: 0x19e, // SEEN_REPLY|ASSURED|CONFIRMED|SRC_NAT|SRC_NAT_DONE
       timeoutS: 600,
       tcpState: 3,
-      natSrc: { addr: FLOATING, port: 1024 + (i % 50_000) },
+      natSrc: { addr, port: 1024 + (i % 50_000) },
     });
   }
   return out;
@@ -142,6 +155,7 @@ export async function measureSync(
   const cli = await cliRate().catch(() => undefined);
   return {
     sync_entries_per_s: med("sync_entries_per_s"),
+    cold_sync_entries_per_s: med("cold_sync_entries_per_s"),
     refresh_entries_per_s: med("refresh_entries_per_s"),
     inject_entries_per_s: med("inject_entries_per_s"),
     dump_entries_per_s: med("dump_entries_per_s"),
@@ -181,6 +195,7 @@ async function measureRound(
   const dumped = ctA.dump({ natSrcAddrs: new Set([FLOATING]) }).length;
   const dumpS = (performance.now() - t0) / 1000;
   if (dumped !== n) throw new Error(`Sync bench: A's dump has ${dumped} entries, injected ${n}`);
+  ctA.inject(syntheticEntries(n, { natAddr: OTHER, srcBase: 0x0b000000 }));
 
   const registry = new Registry();
   const events = ConntrackEvents.open({ netns: topo.ns("synca"), types: ["destroy"] });
@@ -196,12 +211,19 @@ async function measureRound(
   });
   const resyncs = registry.counter("holdfast_egress_sync_resyncs_total", "");
   try {
-    // A standby connecting with an empty table: the connect-time resync, until B has applied it.
-    sender.setOwned(new Set([FLOATING]));
-    const cpu0 = { sender: cpuTotal(), receiver: await receiver.cpuUs() };
+    // Cold: a standby process just started (empty table, nothing compiled yet) connects and gets
+    // the connect-time resync of the other address's N entries.
+    sender.setOwned(new Set([OTHER]));
     t0 = performance.now();
     sender.start();
     await waitUntil("the connect-time resync", () => resyncs.get() >= 1, 60_000);
+    await sender.flush();
+    const coldS = (performance.now() - t0) / 1000;
+    // Warm: both processes running; FLOATING becomes owned and its N entries, new to B, go over.
+    const cpu0 = { sender: cpuTotal(), receiver: await receiver.cpuUs() };
+    t0 = performance.now();
+    sender.setOwned(new Set([FLOATING]));
+    await sender.resync();
     await sender.flush();
     const syncS = (performance.now() - t0) / 1000;
     const cpu1 = { sender: cpuTotal(), receiver: await receiver.cpuUs() };
@@ -216,6 +238,7 @@ async function measureRound(
     const refreshS = (performance.now() - t0) / 1000;
     return {
       sync_entries_per_s: n / syncS,
+      cold_sync_entries_per_s: n / coldS,
       inject_cpu_us_per_entry: injectCpuUs / n,
       sender_cpu_us_per_entry: (cpu1.sender - cpu0.sender) / n,
       receiver_cpu_us_per_entry: (cpu1.receiver - cpu0.receiver) / n,

@@ -72,6 +72,9 @@ const CTA_NAT_SRC = 6;
 export const CTA_TIMEOUT = 7;
 export const CTA_MARK = 8;
 export const CTA_ID = 12;
+const CTA_FILTER = 25;
+const CTA_FILTER_REPLY_FLAGS = 2;
+const CTA_FILTER_FLAG_IP_DST = 1 << 1;
 export const CTA_TUPLE_IP = 1;
 export const CTA_TUPLE_PROTO = 2;
 export const CTA_IP_V4_SRC = 1;
@@ -141,6 +144,14 @@ class Writer {
     this.view.setUint32(o, (type << 16) | 6, true);
     this.view.setUint32(o + 4, 0, true);
     this.view.setUint16(o + 4, v, false);
+    this.off += 8;
+  }
+
+  /** A host-order u32 (netlink's own attributes, e.g. CTA_FILTER flags). */
+  u32(type: number, v: number): void {
+    const o = this.off;
+    this.view.setUint32(o, (type << 16) | 8, true);
+    this.view.setUint32(o + 4, v >>> 0, true);
     this.off += 8;
   }
 
@@ -340,10 +351,27 @@ export function encodeDelete(view: DataView, off: number, orig: CtTuple, seq: nu
   return w.off;
 }
 
-/** Writes an IPv4 conntrack dump request; returns the end. */
-export function encodeDumpRequest(view: DataView, off: number, seq: number): number {
+/** Writes an IPv4 conntrack dump request (optionally filtered in the kernel); returns the end. */
+export function encodeDumpRequest(
+  view: DataView,
+  off: number,
+  seq: number,
+  replyDst?: number,
+): number {
   header(view, off, IPCTNL_MSG_CT_GET, NLM_F_REQUEST | NLM_F_DUMP, seq);
-  const end = off + NLMSG_HDRLEN + NFGENMSG_LEN;
-  view.setUint32(off, end - off, true);
-  return end;
+  const w = new Writer(view, off + NLMSG_HDRLEN + NFGENMSG_LEN);
+  if (replyDst !== undefined) {
+    // Kernel-side filter (CTA_FILTER, Linux ≥ 5.9): only entries whose reply tuple goes to
+    // replyDst — for SNAT entries, those translated to that address.
+    const tuple = w.open(CTA_TUPLE_REPLY);
+    const ip = w.open(CTA_TUPLE_IP);
+    w.be32(CTA_IP_V4_DST, replyDst);
+    w.close(ip);
+    w.close(tuple);
+    const filter = w.open(CTA_FILTER);
+    w.u32(CTA_FILTER_REPLY_FLAGS, CTA_FILTER_FLAG_IP_DST);
+    w.close(filter);
+  }
+  view.setUint32(off, w.off - off, true);
+  return w.off;
 }

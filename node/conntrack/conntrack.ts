@@ -43,6 +43,8 @@ const DUMP_TIMEOUT_MS = 5_000;
 /** Bound of one dump: entries (far above nf_conntrack_max here) and wall time. */
 const DUMP_MAX_ENTRIES = 16_000_000;
 const DUMP_MAX_MS = 120_000;
+/** Up to this many NAT addresses, dumps are filtered in the kernel, one dump per address. */
+const KERNEL_FILTER_MAX = 16;
 
 /** An entry the kernel refused, with its errno. */
 export interface CtFailure {
@@ -116,12 +118,37 @@ export class Conntrack {
       throw new Error(`Cannot dump conntrack in ${this.#sock.where}: a dump is in progress`);
     }
     this.#dumping = true;
+    try {
+      const addrs = filter.natSrcAddrs;
+      // A few NAT addresses: one kernel-filtered dump each (the table also holds the entries a
+      // standby keeps for others); many: one full dump filtered here.
+      const targets = addrs && addrs.size <= KERNEL_FILTER_MAX ? [...addrs] : [undefined];
+      let out: CtEntry[] = [];
+      for (const target of targets) {
+        for (const entries of this.#dumpOnce(target)) {
+          for (const entry of entries) {
+            if (addrs && (!entry.natSrc || !addrs.has(entry.natSrc.addr))) continue;
+            out.push(entry);
+          }
+          if (out.length >= chunkSize) {
+            yield out;
+            out = [];
+          }
+        }
+      }
+      if (out.length > 0) yield out;
+    } finally {
+      this.#dumping = false;
+    }
+  }
+
+  /** One dump request (filtered in the kernel by reply destination when given), per recv. */
+  *#dumpOnce(replyDst: number | undefined): Generator<CtEntry[], void, undefined> {
     this.#drain();
     const seq = this.#nextSeq(1);
-    this.#sock.send(this.#out, encodeDumpRequest(this.#outView, 0, seq));
-    const addrs = filter.natSrcAddrs;
+    this.#sock.send(this.#out, encodeDumpRequest(this.#outView, 0, seq, replyDst));
     const deadline = Date.now() + DUMP_MAX_MS;
-    let done = false, seen = 0, out: CtEntry[] = [];
+    let done = false, seen = 0;
     try {
       while (!done) {
         if (seen > DUMP_MAX_ENTRIES || Date.now() > deadline) {
@@ -130,6 +157,7 @@ export class Conntrack {
           );
         }
         const n = this.#recv(0, "dump");
+        const batch: CtEntry[] = [];
         for (const m of splitMessages(this.#inView, n)) {
           if (m.seq !== seq) continue;
           if (m.type === NLMSG_DONE) done = true;
@@ -142,19 +170,12 @@ export class Conntrack {
           if (m.type !== IPCTNL_MSG_CT_NEW) continue;
           seen++;
           const entry = decodeEntry(this.#inView, m);
-          if (!entry) continue;
-          if (addrs && (!entry.natSrc || !addrs.has(entry.natSrc.addr))) continue;
-          out.push(entry);
+          if (entry) batch.push(entry);
         }
-        if (out.length >= chunkSize || (done && out.length > 0)) {
-          const chunk = out;
-          out = [];
-          yield chunk;
-        }
+        yield batch;
       }
     } finally {
       if (!done) this.#finishDump(seq);
-      this.#dumping = false;
     }
   }
 

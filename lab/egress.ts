@@ -199,10 +199,11 @@ export class EgressLab implements AsyncDisposable {
 
   /**
    * Waits until every floating address has exactly one holder and none moved for `stableMs`
-   * (start-up assignment and hand-backs to a returning pod are over); returns the owners.
+   * (default 2,500: longer than the ownership's 2 s rebalance delay after a pod joins, so the
+   * start-up assignment and hand-backs to a returning pod are over); returns the owners.
    */
   async settle(options: { stableMs?: number; timeoutMs?: number } = {}): Promise<string[]> {
-    const stableMs = options.stableMs ?? 600, timeoutMs = options.timeoutMs ?? 15_000;
+    const stableMs = options.stableMs ?? 2_500, timeoutMs = options.timeoutMs ?? 20_000;
     const count = this.options.addresses ?? 2;
     const deadline = Date.now() + timeoutMs;
     let last = "", since = Date.now(), owners: string[][] = [];

@@ -18,7 +18,7 @@ rootTest(
     await lab.startServer();
     await lab.startAll();
     await lab.settle();
-    const holdMs = 4_000 + lab.pods.size * 7_000;
+    const holdMs = 4_000 + lab.pods.size * 9_000; // each pod: drain, start, hand-back (2 s), settle
     const clients = [
       await lab.startTcp(0, 25, holdMs),
       await lab.startTcp(1, 25, holdMs),

@@ -85,14 +85,26 @@ export class SyncSender {
     this.#log = (options.log ?? rootLog).with({ component: "egress-sync" });
     this.#m = syncMetrics(options.registry);
     this.#overruns = options.events.overruns;
-    options.events.filterNatSrc?.(this.#owned);
+    this.#filterEvents();
+  }
+
+  /** Lets only the owned addresses' events into the queue; on failure, every event (logged). */
+  #filterEvents(): void {
+    try {
+      this.#o.events.filterNatSrc?.(this.#owned);
+    } catch (e) {
+      this.#log.warn("conntrack event filter not set: following every event", { error: e });
+      try {
+        this.#o.events.filterNatSrc?.(null);
+      } catch { /* the socket is gone: reads will say so */ }
+    }
   }
 
   /** The floating addresses (u32) owned now; newly owned ones are resynced to the peers. */
   setOwned(addrs: ReadonlySet<number>): void {
     const added = [...addrs].filter((a) => !this.#owned.has(a));
     this.#owned = new Set(addrs);
-    this.#o.events.filterNatSrc?.(this.#owned);
+    this.#filterEvents();
     if (added.length > 0) this.#pendingResync ??= `owned ${added.map(formatIpv4).join(",")}`;
   }
 

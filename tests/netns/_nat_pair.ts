@@ -13,6 +13,7 @@
 
 import { createTopology, type HostProcess, type Topology } from "../../lab/mod.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
+import type { CtEntry } from "../../node/conntrack/mod.ts";
 
 /** The server's address (on its loopback). */
 export const SERVER = "203.0.113.1";
@@ -115,4 +116,32 @@ export async function heldFlows(
   await client.waitForLine((l) => l.includes('"connected"') && l.includes('"open":1'));
   await udpPing(topo, 5353);
   return { server, client };
+}
+
+/**
+ * A synthetic SNAT'd entry number `i` from CLIENT+i to the server, translated to `addr`
+ * (default FLOATING) port `natPortBase + i`; TCP ESTABLISHED unless `udp`.
+ */
+export function snatEntry(
+  i: number,
+  options: { addr?: number; udp?: boolean; sport?: number; dport?: number; natPortBase?: number } =
+    {},
+): CtEntry {
+  const proto = options.udp ? 17 : 6;
+  const addr = options.addr ?? FLOATING_U32, port = (options.natPortBase ?? 30_000) + i;
+  const orig = {
+    src: parseIpv4(CLIENT) + i,
+    dst: parseIpv4(SERVER),
+    proto: proto as 6 | 17,
+    sport: options.sport ?? 50_000,
+    dport: options.dport ?? 443,
+  };
+  return {
+    orig,
+    reply: { src: orig.dst, dst: addr, proto: orig.proto, sport: orig.dport, dport: port },
+    status: options.udp ? 0x8 : 0x19e,
+    timeoutS: 120,
+    ...(options.udp ? {} : { tcpState: 3 }),
+    natSrc: { addr, port },
+  };
 }

@@ -9,7 +9,7 @@ import {
   heldFlows,
   natPair,
   routeThroughB,
-  SERVER,
+  snatEntry,
 } from "./_nat_pair.ts";
 
 function find(entries: CtEntry[], proto: number, dport: number): CtEntry | undefined {
@@ -96,23 +96,7 @@ rootTest(
     const ct = Conntrack.open({ netns: topo.ns("nata") });
     const events = ConntrackEvents.open({ netns: topo.ns("nata"), rcvbuf: 4096 });
     try {
-      const make = (i: number): CtEntry => {
-        const orig = {
-          src: parseIpv4(CLIENT) + i,
-          dst: parseIpv4(SERVER),
-          proto: 6 as const,
-          sport: 50_000,
-          dport: 443,
-        };
-        return {
-          orig,
-          reply: { src: orig.dst, dst: FLOATING_U32, proto: 6, sport: 443, dport: 30_000 + i },
-          status: 0x19e,
-          timeoutS: 120,
-          tcpState: 3,
-          natSrc: { addr: FLOATING_U32, port: 30_000 + i },
-        };
-      };
+      const make = (i: number) => snatEntry(i);
       const bad = { ...make(0), tcpState: 200 }; // not a TCP_CONNTRACK_* state
       const { injected, failed } = ct.inject([make(1), bad, make(2)]);
       assertEquals(injected, 2);
@@ -145,22 +129,7 @@ rootTest(
     const events = ConntrackEvents.open({ netns: topo.ns("natb") });
     try {
       const other = parseIpv4("198.18.0.101");
-      const make = (i: number, addr: number): CtEntry => {
-        const orig = {
-          src: parseIpv4(CLIENT) + i,
-          dst: parseIpv4(SERVER),
-          proto: 17 as const,
-          sport: 5_000,
-          dport: 53,
-        };
-        return {
-          orig,
-          reply: { src: orig.dst, dst: addr, proto: 17, sport: 53, dport: 40_000 + i },
-          status: 0x8,
-          timeoutS: 60,
-          natSrc: { addr, port: 40_000 + i },
-        };
-      };
+      const make = (i: number, addr: number) => snatEntry(i, { addr, udp: true, dport: 53 });
       events.filterNatSrc(new Set([FLOATING_U32]));
       const mine = [1, 2, 3].map((i) => make(i, FLOATING_U32));
       const theirs = Array.from({ length: 500 }, (_, i) => make(10 + i, other));

@@ -12,7 +12,7 @@ import { SyncReceiver, SyncSender } from "../../node/egress/sync.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-import { CLIENT, FLOATING_U32, heldFlows, natPair, routeThroughB } from "./_nat_pair.ts";
+import { CLIENT, FLOATING_U32, heldFlows, natPair, routeThroughB, snatEntry } from "./_nat_pair.ts";
 
 function flow(ct: Conntrack, proto: number, dport: number): CtEntry | undefined {
   return ct.dump({ natSrcAddrs: new Set([FLOATING_U32]) }).find((e) =>
@@ -147,23 +147,7 @@ rootTest(
 
 // Without root: stand-ins for the kernel table and its events, the real TCP stream between them.
 
-function entry(i: number, addr = FLOATING_U32): CtEntry {
-  const orig = {
-    src: 0x0a080000 + i,
-    dst: 0xcb007101,
-    proto: 6 as const,
-    sport: 40_000,
-    dport: 80,
-  };
-  return {
-    orig,
-    reply: { src: orig.dst, dst: addr, proto: 6, sport: 80, dport: 20_000 + i },
-    status: 0x19e,
-    timeoutS: 300,
-    tcpState: 3,
-    natSrc: { addr, port: 20_000 + i },
-  };
-}
+const entry = (i: number, addr = FLOATING_U32) => snatEntry(i, { addr });
 
 const tupleKey = (e: CtEntry) => `${e.orig.src}:${e.orig.sport}`;
 

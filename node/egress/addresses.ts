@@ -21,7 +21,7 @@ export type EgressInterfaces = EgressConfig["interfaces"];
 /** `ip` errors that mean "already gone". */
 function alreadyGone(stderr: string): boolean {
   return stderr.split("\n").filter((l) => l.trim() !== "").every((l) =>
-    /Cannot assign requested address|Command failed -:\d+/.test(l)
+    /Cannot assign requested address|Address not found|Command failed -:\d+/.test(l)
   );
 }
 

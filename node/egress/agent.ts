@@ -100,6 +100,7 @@ export class EgressAgent {
   async start(): Promise<void> {
     const config = this.#config;
     const self = selfPeer(config, this.#o.self);
+    this.#lockNamespace(config.ports.sync);
     for (const fa of heldFloating(config)) {
       await removeFloating(fa, config.interfaces);
       this.#log.info("address released at start", { address: fa.address, gateway: fa.gateway });
@@ -204,6 +205,26 @@ export class EgressAgent {
     this.#log.info("ready", { peers: others.map((p) => p.name), addresses: config.addresses });
   }
 
+  /**
+   * One agent per pod: a listener on 127.0.0.1 (loopback is per network namespace) held for the
+   * agent's life, taken before anything is touched, so a second agent started by mistake stops
+   * at once instead of removing the first one's addresses as "left over".
+   */
+  #lockNamespace(port: number): void {
+    let lock: Deno.Listener;
+    try {
+      lock = Deno.listen({ hostname: "127.0.0.1", port });
+    } catch (err) {
+      if (!(err instanceof Deno.errors.AddrInUse)) throw err;
+      throw new Error(
+        `Cannot start: another egress agent runs in this network namespace (127.0.0.1:${port} ` +
+          "is taken)",
+        { cause: err },
+      );
+    }
+    this.#stops.push(() => lock.close());
+  }
+
   #floating(addr: string): FloatingAddress {
     const fa = this.#byAddress.get(addr);
     if (!fa) throw new Error(`Cannot hold "${addr}": not a floating address of the config`);
@@ -263,7 +284,11 @@ export class EgressAgent {
         this.#log.warn("stop step failed", { err });
       }
     }
-    for (const addr of this.owned()) await this.#forfeit(addr, "agent stopped");
+    for (const addr of this.owned()) {
+      await this.#forfeit(addr, "agent stopped").catch((err) =>
+        this.#log.error("cannot remove floating address", { address: addr, err })
+      );
+    }
   }
 }
 

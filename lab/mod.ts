@@ -8,6 +8,8 @@
  * - `redis_server.ts` a throwaway redis-server, also inside a namespace;
  * - `cluster.ts` the virtual cluster, `cluster_probe.ts` what it is doing;
  * - `chaos.ts` the chaos scenarios (`deno task chaos`), `demo.ts` the demo (`main.ts demo`);
+ * - `egress.ts` the egress NAT lab (clients, NAT pods, two bridged segments, a server),
+ *   `egress_scenario.ts` its failover runs (imported directly: not re-exported here);
  * - `packets.ts` frame builders; `clients/` the programs run inside namespaces;
  * - `sweep.ts` removes what crashed runs left behind (`deno task sweep`).
  *

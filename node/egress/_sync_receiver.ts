@@ -8,10 +8,10 @@
 import {
   type Conntrack,
   type CtEntry,
+  type CtTuple,
   failureText,
   inverse,
   RECORD_LEN,
-  recordKey,
 } from "../conntrack/mod.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import type { Registry } from "../../lib/metrics.ts";
@@ -25,6 +25,7 @@ import {
   FrameReader,
   SyncWireError,
 } from "./_sync_wire.ts";
+import { TupleTable } from "./_tuple_table.ts";
 
 /** Options of {@linkcode SyncReceiver}. */
 export interface SyncReceiverOptions {
@@ -54,32 +55,6 @@ interface ConnState {
 const EPOCHS = 2 ** 20;
 const ADDR_IDS = 1024;
 
-/** The original tuple back from a {@linkcode key} (for deleting a stale entry). */
-function entryOfKey(k: string): CtEntry {
-  const c = (i: number) => k.charCodeAt(i);
-  const orig = {
-    proto: c(0) as 6 | 17,
-    src: ((c(1) << 16) | c(2)) >>> 0,
-    dst: ((c(3) << 16) | c(4)) >>> 0,
-    sport: c(5),
-    dport: c(6),
-  };
-  return { orig, reply: inverse(orig), status: 0, timeoutS: 0 };
-}
-
-function key(e: CtEntry): string {
-  const o = e.orig;
-  return String.fromCharCode(
-    o.proto,
-    o.src >>> 16,
-    o.src & 0xffff,
-    o.dst >>> 16,
-    o.dst & 0xffff,
-    o.sport,
-    o.dport,
-  );
-}
-
 /** Injects what owners stream; one instance per NAT pod. */
 export class SyncReceiver {
   readonly #o: SyncReceiverOptions;
@@ -89,7 +64,7 @@ export class SyncReceiver {
    * Entries injected, by original tuple, with the resync epoch (numbered here, one per BEGIN on
    * any connection) of the connection that last carried them.
    */
-  readonly #known = new Map<string, number>();
+  readonly #known = new TupleTable();
   /**
    * NAT addresses by small id: a known entry is one small integer, epoch × 1024 + address id (no
    * object or heap number per entry: 100,000s of them retained make every GC slow). Id 0 =
@@ -234,10 +209,21 @@ export class SyncReceiver {
 
   #upsert(f: EntriesFrame, epoch: number): void {
     const { view, offset, count } = f;
-    const keys: string[] = new Array(count);
+    // Remember each entry now (epoch and NAT address id) and whether it was known before.
     const seen: boolean[] = new Array(count);
-    for (let i = 0; i < count; i++) {
-      seen[i] = this.#known.has(keys[i] = recordKey(view, offset + i * RECORD_LEN));
+    const known = this.#known, room = known.size < MAX_KNOWN;
+    for (let i = 0, r = offset; i < count; i++, r += RECORD_LEN) {
+      // record: src u32 @0, dst u32 @4, sport:dport u32 @8, proto u8 @12, flags @14, NAT addr @24
+      const id = view.getUint8(r + 14) & 1 ? this.#addrId(view.getUint32(r + 24)) : 0;
+      const old = known.put(
+        view.getUint32(r),
+        view.getUint32(r + 4),
+        view.getUint32(r + 8),
+        view.getUint8(r + 12),
+        epoch * ADDR_IDS + id,
+        room,
+      );
+      seen[i] = old >= 0;
     }
     const { injected, failed } = this.#o.ct.injectRecords(view, offset, count, {
       likelyExisting: (i) => seen[i] === true,
@@ -250,13 +236,10 @@ export class SyncReceiver {
       this.#summary.failed += failed.length;
       this.#summary.firstFailure ||= failureText(failed[0]!);
     }
-    for (let i = 0, r = offset; i < count; i++, r += RECORD_LEN) {
-      if (seen[i] || this.#known.size < MAX_KNOWN) {
-        // record flags bit 0: has a NAT address (at +24)
-        const id = view.getUint8(r + 14) & 1 ? this.#addrId(view.getUint32(r + 24)) : 0;
-        this.#known.set(keys[i]!, epoch * ADDR_IDS + id);
-      }
-    }
+  }
+
+  #forget(o: CtTuple): void {
+    this.#known.delete(o.src, o.dst, ((o.sport << 16) | o.dport) >>> 0, o.proto);
   }
 
   #addrId(addr: number): number {
@@ -272,7 +255,7 @@ export class SyncReceiver {
 
   #remove(entries: CtEntry[]): void {
     this.#m.entries.inc({ direction: "received", op: "remove" }, entries.length);
-    for (const entry of entries) this.#known.delete(key(entry));
+    for (const { orig: o } of entries) this.#forget(o);
     this.#summary.removes += this.#removeFromKernel(entries);
   }
 
@@ -282,12 +265,13 @@ export class SyncReceiver {
     state: ConnState,
   ): void {
     const stale: CtEntry[] = [];
-    for (const [k, v] of this.#known) {
+    this.#known.forEach((src, dst, ports, proto, v) => {
       const epoch = Math.floor(v / ADDR_IDS), id = v % ADDR_IDS;
-      if (epoch === state.epoch || id === 0 || !addrs.has(this.#addrs[id]!)) continue;
-      stale.push(entryOfKey(k));
-      this.#known.delete(k);
-    }
+      if (epoch === state.epoch || id === 0 || !addrs.has(this.#addrs[id]!)) return;
+      const orig = { src, dst, sport: ports >>> 16, dport: ports & 0xffff, proto: proto as 6 | 17 };
+      stale.push({ orig, reply: inverse(orig), status: 0, timeoutS: 0 });
+    });
+    for (const { orig } of stale) this.#forget(orig);
     if (stale.length === 0) return;
     const removed = this.#removeFromKernel(stale);
     this.#summary.stale += removed;

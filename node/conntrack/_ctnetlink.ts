@@ -247,19 +247,6 @@ export function readRecord(view: DataView, off: number): CtEntry {
   return e;
 }
 
-/** The original tuple of the record at `off` as a 7-character string (a cheap Map key). */
-export function recordKey(view: DataView, off: number): string {
-  return String.fromCharCode(
-    view.getUint8(off + 12),
-    view.getUint16(off),
-    view.getUint16(off + 2),
-    view.getUint16(off + 4),
-    view.getUint16(off + 6),
-    view.getUint16(off + 8),
-    view.getUint16(off + 10),
-  );
-}
-
 function writeRecordTuple(w: Writer, type: number, rec: DataView, r: number, reply: boolean): void {
   const tuple = w.open(type);
   const ip = w.open(CTA_TUPLE_IP);

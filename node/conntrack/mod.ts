@@ -27,7 +27,6 @@ export {
   IPS_SRC_NAT,
   readRecord,
   RECORD_LEN,
-  recordKey,
   TCP_ESTABLISHED,
   tupleText,
   writeRecord,

@@ -91,7 +91,7 @@ rootTest(
   "k8s/agent.yaml capabilities: enough to start, repair and restart, none to spare",
   async () => {
     assertEquals([...CAPS].sort(), ["BPF", "NET_ADMIN", "PERFMON"]);
-    const netns = `hf-k8scaps-${Deno.pid}`;
+    const netns = `hf-${Deno.pid}-k8scaps`; // hf-PID-: a sweep by another run leaves it alone
     const pinDir = `/sys/fs/bpf/${netns}`;
     const dir = await Deno.makeTempDir({ prefix: "hf-k8scaps-" });
     const config = `${dir}/services.yaml`;

@@ -22,6 +22,14 @@ const NET_SYMBOLS = {
   // ssize_t sendto(int sockfd, const void *buf, size_t len, int flags,
   //                const struct sockaddr *dest_addr, socklen_t addrlen)
   sendto: { parameters: ["i32", "buffer", "usize", "i32", "buffer", "u32"], result: "isize" },
+  // the same, run on a worker thread: the kernel processes a request inside sendto, so the
+  // caller's thread can prepare the next batch meanwhile
+  sendtoAsync: {
+    name: "sendto",
+    parameters: ["i32", "buffer", "usize", "i32", "buffer", "u32"],
+    result: "isize",
+    nonblocking: true,
+  },
   // ssize_t recv(int sockfd, void *buf, size_t len, int flags)
   recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
   // int close(int fd)
@@ -211,6 +219,19 @@ export class NetlinkSocket {
       }
     }
     throw new NetlinkError(`Cannot send on netlink in ${this.#where}`, E.EINTR);
+  }
+
+  /**
+   * {@linkcode send} on a worker thread (`buf` must stay untouched until it resolves). A failure
+   * is retried once on the calling thread, where errno can be read (a netlink request that fails
+   * in sendto was not processed).
+   */
+  async sendAsync(buf: Uint8Array<ArrayBuffer>, len: number): Promise<void> {
+    this.#checkOpen();
+    const n = Number(
+      await libc().sendtoAsync(this.#fd, buf, BigInt(len), 0, KERNEL, KERNEL.length),
+    );
+    if (n < 0) this.send(buf, len);
   }
 
   /**

@@ -1,16 +1,7 @@
 /**
- * The kernel conntrack table of one network namespace through ctnetlink: dump, batched
- * create-or-update injection in the form NAT failover needs, and delete.
- *
- * Batching: many messages go in one `sendto`, without NLM_F_ACK. The kernel processes a netlink
- * request synchronously inside `sendto` and answers only failures (NLMSG_ERROR carrying the
- * failed message's sequence number), so after each send the queued errors are read without
- * blocking and matched to entries by sequence number.
- *
- * Create-or-update: the kernel (ctnetlink_new_conntrack) creates an absent entry when NLM_F_CREATE
- * is set and, without NLM_F_EXCL, updates an existing one, but refuses to change the NAT binding
- * of an existing entry (EOPNOTSUPP). Those entries are sent again in the update form (timeout,
- * TCP state, mark).
+ * The kernel conntrack table of one network namespace through ctnetlink: dump (filtered in the
+ * kernel by NAT address), batched create-or-update injection in the form NAT failover needs, and
+ * delete (the batching is in `_batches.ts`).
  *
  * @module
  */
@@ -19,25 +10,23 @@ import {
   checkRecords,
   CtDecodeError,
   type CtEntry,
-  encodeDelete,
   encodeDumpRequest,
-  encodeNewRecord,
   IPCTNL_MSG_CT_NEW,
   MAX_NEW_LEN,
-  type NewForm,
   NLMSG_DONE,
   NLMSG_ERROR,
-  readRecord,
   RECORD_LEN,
   tupleText,
   writeRecord,
 } from "./_ctnetlink.ts";
 import { decodeEntry, decodeError, splitMessages } from "./_ctnetlink_decode.ts";
 import { E, errnoText, MSG_DONTWAIT, NetlinkError, NetlinkSocket } from "./_netlink.ts";
+import { Batches, type CtFailure } from "./_batches.ts";
 
-/** Messages per sendto (each at most MAX_NEW_LEN bytes). */
-const BATCH = 2048;
-const SEND_BYTES = BATCH * MAX_NEW_LEN;
+export type { CtFailure } from "./_batches.ts";
+
+/** Send buffer: room for a batch of 2,048 messages of at most MAX_NEW_LEN bytes, twice. */
+const SNDBUF = 2 * 2048 * MAX_NEW_LEN;
 const RECV_BYTES = 128 * 1024;
 const DUMP_TIMEOUT_MS = 5_000;
 /** Bound of one dump: entries (far above nf_conntrack_max here) and wall time. */
@@ -45,14 +34,6 @@ const DUMP_MAX_ENTRIES = 16_000_000;
 const DUMP_MAX_MS = 120_000;
 /** Up to this many NAT addresses, dumps are filtered in the kernel, one dump per address. */
 const KERNEL_FILTER_MAX = 16;
-
-/** An entry the kernel refused, with its errno. */
-export interface CtFailure {
-  entry: CtEntry;
-  errno: number;
-  /** Its position in the entries (or records) passed. */
-  index: number;
-}
 
 /** `tcp 10.8.0.11:40000 > 198.18.0.1:80: Device or resource busy (errno 16)`. */
 export function failureText(f: CtFailure): string {
@@ -68,15 +49,18 @@ export interface DumpFilter {
 /** One ctnetlink socket opened in a network namespace; not for concurrent use. */
 export class Conntrack {
   readonly #sock: NetlinkSocket;
-  readonly #out = new Uint8Array(SEND_BYTES);
+  readonly #out = new Uint8Array(1024); // dump requests
   readonly #outView = new DataView(this.#out.buffer);
   readonly #in = new Uint8Array(RECV_BYTES);
   readonly #inView = new DataView(this.#in.buffer);
   #seq = 1;
   #dumping = false;
+  #busy: string | null = null;
+  readonly #batches: Batches;
 
   private constructor(sock: NetlinkSocket) {
     this.#sock = sock;
+    this.#batches = new Batches(sock, (n) => this.#nextSeq(n));
   }
 
   /**
@@ -94,7 +78,7 @@ export class Conntrack {
     return new Conntrack(NetlinkSocket.open({
       netns: options.netns,
       rcvbuf: 16 * 1024 * 1024,
-      sndbuf: 2 * SEND_BYTES,
+      sndbuf: SNDBUF,
       recvTimeoutMs: DUMP_TIMEOUT_MS,
     }));
   }
@@ -225,42 +209,28 @@ export class Conntrack {
   ): { injected: number; failed: CtFailure[] } {
     this.#checkIdle("inject");
     checkRecords(view, offset, count);
-    const failed: CtFailure[] = [];
-    const likely = options.likelyExisting;
-    let injected = 0;
-    for (let start = 0; start < count; start += BATCH) {
-      const n = Math.min(BATCH, count - start);
-      const items: number[] = [];
-      const forms: NewForm[] = [];
-      for (let i = start; i < start + n; i++) {
-        items.push(i);
-        forms.push(likely?.(i) ? "update" : "create");
-      }
-      const errors = this.#batch(view, offset, items, forms);
-      const again: number[] = [];
-      const againForms: NewForm[] = [];
-      for (const [k, code] of errors) {
-        const form = forms[k]!;
-        if (form === "create" && (code === E.EOPNOTSUPP || code === E.EEXIST)) {
-          again.push(items[k]!);
-          againForms.push("update");
-        } else if (form === "update" && code === E.ENOENT) {
-          again.push(items[k]!);
-          againForms.push("create");
-        } else {
-          failed.push(this.#failure(view, offset, items[k]!, code));
-        }
-      }
-      let lost = 0;
-      if (again.length > 0) {
-        for (const [k, code] of this.#batch(view, offset, again, againForms)) {
-          failed.push(this.#failure(view, offset, again[k]!, code));
-          lost++;
-        }
-      }
-      injected += n - (errors.size - again.length) - lost;
+    return this.#batches.inject(view, offset, count, options.likelyExisting);
+  }
+
+  /**
+   * {@linkcode injectRecords} with the kernel's work on a worker thread while the next batch is
+   * prepared on this one (the socket serves nothing else until it resolves; `view` must stay
+   * unchanged meanwhile).
+   */
+  async injectRecordsPipelined(
+    view: DataView,
+    offset: number,
+    count: number,
+    options: { likelyExisting?: (index: number) => boolean } = {},
+  ): Promise<{ injected: number; failed: CtFailure[] }> {
+    this.#checkIdle("inject");
+    checkRecords(view, offset, count);
+    this.#busy = "an injection";
+    try {
+      return await this.#batches.injectPipelined(view, offset, count, options.likelyExisting);
+    } finally {
+      this.#busy = null;
     }
-    return { injected, failed };
   }
 
   /**
@@ -269,75 +239,12 @@ export class Conntrack {
    */
   remove(entries: readonly CtEntry[]): number {
     this.#checkIdle("remove");
-    let removed = 0;
-    for (let start = 0; start < entries.length; start += BATCH) {
-      const chunk = entries.slice(start, start + BATCH);
-      const base = this.#nextSeq(chunk.length);
-      let off = 0;
-      for (let i = 0; i < chunk.length; i++) {
-        off = encodeDelete(this.#outView, off, chunk[i]!.orig, base + i);
-      }
-      this.#sock.send(this.#out, off);
-      const errors = this.#collectErrors(base, chunk.length);
-      for (const [i, code] of errors) {
-        if (code === E.ENOENT) continue;
-        throw new NetlinkError(
-          `Cannot delete conntrack entry ${tupleText(chunk[i]!.orig)} in ${this.#sock.where}`,
-          code,
-        );
-      }
-      removed += chunk.length - errors.size;
-    }
-    return removed;
+    return this.#batches.remove(entries);
   }
 
   /** Closes the socket; safe to call twice. */
   close(): void {
     this.#sock.close();
-  }
-
-  /** Sends one batch; returns index → errno of the refused messages. */
-  #failure(view: DataView, offset: number, index: number, errno: number): CtFailure {
-    return { entry: readRecord(view, offset + index * RECORD_LEN), errno, index };
-  }
-
-  /** Sends records `items` (indexes) in one batch; returns item position → errno of the refused. */
-  #batch(
-    view: DataView,
-    offset: number,
-    items: readonly number[],
-    forms: readonly NewForm[],
-  ): Map<number, number> {
-    const base = this.#nextSeq(items.length);
-    let off = 0;
-    for (let k = 0; k < items.length; k++) {
-      off = encodeNewRecord(
-        this.#outView,
-        off,
-        view,
-        offset + items[k]! * RECORD_LEN,
-        base + k,
-        forms[k]!,
-      );
-    }
-    this.#sock.send(this.#out, off);
-    return this.#collectErrors(base, items.length);
-  }
-
-  /** Reads the queued NLMSG_ERRORs of requests base..base+count-1 without blocking. */
-  #collectErrors(base: number, count: number): Map<number, number> {
-    const errors = new Map<number, number>();
-    for (let reads = 0; reads <= count + 16; reads++) {
-      const n = this.#recv(MSG_DONTWAIT, "acknowledgements");
-      if (n === 0) break;
-      for (const m of splitMessages(this.#inView, n)) {
-        if (m.type !== NLMSG_ERROR) continue;
-        const { errno, seq } = decodeError(this.#inView, m);
-        const i = (seq - base) >>> 0;
-        if (errno !== 0 && i < count) errors.set(i, errno);
-      }
-    }
-    return errors;
   }
 
   /** recv into #in: the length, 0 for EAGAIN when non-blocking; throws otherwise. */
@@ -370,6 +277,11 @@ export class Conntrack {
   }
 
   #checkIdle(what: string): void {
+    if (this.#busy) {
+      throw new Error(
+        `Cannot ${what} conntrack entries in ${this.#sock.where}: ${this.#busy} is in progress`,
+      );
+    }
     if (this.#dumping) {
       throw new Error(
         `Cannot ${what} conntrack entries in ${this.#sock.where}: a dump is in progress`,

@@ -30,7 +30,9 @@ import { TupleTable } from "./_tuple_table.ts";
 /** Options of {@linkcode SyncReceiver}. */
 export interface SyncReceiverOptions {
   /** Conntrack socket of this pod's namespace (injects and removes); a stand-in in tests. */
-  ct: Pick<Conntrack, "injectRecords" | "remove">;
+  ct:
+    & Pick<Conntrack, "injectRecords" | "remove">
+    & Partial<Pick<Conntrack, "injectRecordsPipelined">>;
   /** Where to listen for owners' streams. */
   listen: { host: string; port: number };
   log?: Logger;
@@ -77,6 +79,7 @@ export class SyncReceiver {
   #accepting: Promise<void> = Promise.resolve();
   #serving = new Set<Promise<void>>();
   #injected = 0;
+  #turn: Promise<void> = Promise.resolve();
   #epoch = 0;
   #summary = { upserts: 0, removes: 0, failed: 0, stale: 0, firstFailure: "" };
   #summaryTimer: ReturnType<typeof setInterval> | undefined;
@@ -162,7 +165,7 @@ export class SyncReceiver {
         if (n === null) break;
         reader.push(buf.subarray(0, n));
         const frames = reader.frames();
-        for (const f of frames) this.#apply(f, state);
+        for (const f of frames) await this.#serial(() => this.#apply(f, state));
         state.applied = (state.applied + frames.length) >>> 0;
         if (frames.length > 0) await writeAll(conn, encodeAck(state.applied));
       }
@@ -187,14 +190,21 @@ export class SyncReceiver {
     }
   }
 
-  #apply(f: Frame, state: ConnState): void {
+  /** Runs `fn` after every earlier one: owners' connections share one conntrack socket. */
+  #serial(fn: () => Promise<void>): Promise<void> {
+    const run = this.#turn.then(fn);
+    this.#turn = run.catch(() => {});
+    return run;
+  }
+
+  async #apply(f: Frame, state: ConnState): Promise<void> {
     switch (f.type) {
       case FRAME.HELLO:
         state.name = f.name;
         this.#log.info("sync sender connected", { peer: f.name, address: state.peer });
         return;
       case FRAME.UPSERT:
-        return this.#upsert(f, state.epoch);
+        return await this.#upsert(f, state.epoch);
       case FRAME.REMOVE:
         return this.#remove(frameEntries(f));
       case FRAME.BEGIN:
@@ -207,7 +217,7 @@ export class SyncReceiver {
     }
   }
 
-  #upsert(f: EntriesFrame, epoch: number): void {
+  async #upsert(f: EntriesFrame, epoch: number): Promise<void> {
     const { view, offset, count } = f;
     // Remember each entry now (epoch and NAT address id) and whether it was known before.
     const seen: boolean[] = new Array(count);
@@ -225,9 +235,11 @@ export class SyncReceiver {
       );
       seen[i] = old >= 0;
     }
-    const { injected, failed } = this.#o.ct.injectRecords(view, offset, count, {
-      likelyExisting: (i) => seen[i] === true,
-    });
+    // Pipelined when the socket offers it: the kernel injects one batch while the next is encoded.
+    const ct = this.#o.ct, likelyExisting = (i: number) => seen[i] === true;
+    const { injected, failed } = ct.injectRecordsPipelined
+      ? await ct.injectRecordsPipelined(view, offset, count, { likelyExisting })
+      : ct.injectRecords(view, offset, count, { likelyExisting });
     this.#injected += injected;
     this.#summary.upserts += injected;
     this.#m.entries.inc({ direction: "received", op: "upsert" }, count);

@@ -1,6 +1,13 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
-import { Conntrack, ConntrackEvents, type CtEntry, failureText } from "../../node/conntrack/mod.ts";
+import {
+  Conntrack,
+  ConntrackEvents,
+  type CtEntry,
+  failureText,
+  RECORD_LEN,
+  writeRecord,
+} from "../../node/conntrack/mod.ts";
 import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
 import {
   CLIENT,
@@ -113,6 +120,12 @@ rootTest(
         ),
         failureText(failed[0]!),
       );
+      // The pipelined path (worker-thread sendto) reports the same, and updates the existing two.
+      const records = new DataView(new ArrayBuffer(3 * RECORD_LEN));
+      [make(1), bad, make(2)].forEach((e, i) => writeRecord(records, i * RECORD_LEN, e));
+      const piped = await ct.injectRecordsPipelined(records, 0, 3);
+      assertEquals(piped.injected, 2);
+      assertEquals(piped.failed.map((f) => [f.index, f.errno]), [[1, 34]]);
 
       ct.inject(Array.from({ length: 3_000 }, (_, i) => make(10 + i)));
       const seen = events.read(100_000);

@@ -137,26 +137,39 @@ export class SyncSender {
   }
 
   /**
-   * Resolves once every connected peer has applied everything sent so far (events queued in the
-   * kernel are read and sent first). A peer that goes down meanwhile is no longer waited for
-   * (logged); rejects when a peer does not answer within `flushTimeoutMs`.
+   * Resolves once every peer has applied everything sent so far (events queued in the kernel are
+   * read and sent first). A peer still connecting is waited for, and gets its connect-time
+   * resync first: a planned handover right after a standby restarted must not find it empty.
+   * Rejects, naming them, when peers are not connected or do not acknowledge within
+   * `flushTimeoutMs`; a peer that goes down meanwhile is no longer waited for (logged).
    */
   async flush(): Promise<void> {
+    const timeoutMs = this.#o.flushTimeoutMs ?? 5_000;
+    const deadline = Date.now() + timeoutMs;
+    this.#refreshPeers();
+    const all = [...this.#links.values()];
+    for (let i = 0; i < 100_000 && all.some((l) => !l.connected) && Date.now() < deadline; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const unreached = all.filter((l) => !l.connected).map((l) => l.peer.name);
     if (this.#resyncing) await this.#resyncing;
     this.#pollEvents();
-    const timeoutMs = this.#o.flushTimeoutMs ?? 5_000;
-    const links = [...this.#links.values()].filter((l) => l.connected);
-    const results = await Promise.all(links.map((l) => l.acked(timeoutMs)));
+    const links = all.filter((l) => l.connected);
+    const left = Math.max(1, deadline - Date.now());
+    const results = await Promise.all(links.map((l) => l.acked(left)));
     const missing = links.filter((l, i) => !results[i] && l.connected).map((l) => l.peer.name);
     const gone = links.filter((l, i) => !results[i] && !l.connected).map((l) => l.peer.name);
     if (gone.length > 0) {
       this.#log.warn("sync flush: peers went down before acknowledging", { peers: gone });
     }
-    if (missing.length > 0) {
+    if (missing.length + unreached.length > 0) {
       throw new Error(
-        `Cannot flush conntrack sync: ${
-          missing.map((p) => `"${p}"`).join(", ")
-        } did not acknowledge within ${timeoutMs} ms`,
+        `Cannot flush conntrack sync within ${timeoutMs} ms: ${
+          [
+            ...unreached.map((p) => `"${p}" not connected`),
+            ...missing.map((p) => `"${p}" did not acknowledge`),
+          ].join(", ")
+        }`,
       );
     }
   }

@@ -1,4 +1,4 @@
-import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { deepStrictEqual as assertEquals, ok as assert, rejects } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import {
   Conntrack,
@@ -274,5 +274,51 @@ Deno.test("egress sync (stand-ins): a peer that stops reading overflows its boun
     stuck.close();
     for (const c of held) c.close();
     await accepting.catch(() => {});
+  }
+});
+
+Deno.test("egress sync (stand-ins): flush waits for a peer still connecting and its resync; a peer that never comes is named", async () => {
+  using _logs = captureLogs();
+  const owner = new OwnerStandIn(), standby = new StandbyStandIn();
+  for (let i = 1; i <= 5; i++) owner.table.set(String(i), entry(i));
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (probe.addr as Deno.NetAddr).port;
+  probe.close(); // nothing listens there until the receiver below starts
+  const sender = new SyncSender({
+    ct: owner,
+    events: owner,
+    peers: () => [{ name: "late", host: "127.0.0.1", port }],
+    flushTimeoutMs: 5_000,
+    registry: new Registry(),
+  });
+  const receiver = new SyncReceiver({
+    ct: standby,
+    listen: { host: "127.0.0.1", port },
+    registry: new Registry(),
+  });
+  try {
+    sender.setOwned(new Set([FLOATING_U32]));
+    sender.start();
+    const flushed = sender.flush();
+    await new Promise((r) => setTimeout(r, 300));
+    await receiver.start();
+    await flushed;
+    assertEquals(standby.table.size, 5);
+  } finally {
+    await sender.stop();
+    await receiver.stop();
+  }
+
+  const lonely = new SyncSender({
+    ct: owner,
+    events: owner,
+    peers: () => [{ name: "never", host: "127.0.0.1", port }],
+    flushTimeoutMs: 300,
+    registry: new Registry(),
+  });
+  try {
+    await rejects(lonely.flush(), /"never" not connected/);
+  } finally {
+    await lonely.stop();
   }
 });

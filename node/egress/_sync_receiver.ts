@@ -40,8 +40,11 @@ export interface SyncReceiverOptions {
 }
 
 const SUMMARY_EVERY_MS = 10_000;
-/** Entries remembered per sender, for removing stale ones after a resync. */
-const MAX_KNOWN = 4_000_000;
+/**
+ * Entries remembered (for the update-first hint and stale removal after a resync); past this
+ * (4× nf_conntrack_max here, about 40 MB of table) new ones are injected but not remembered.
+ */
+const MAX_KNOWN = 1_048_576;
 
 interface ConnState {
   /** Remote address:port. */

@@ -37,8 +37,8 @@ export function modInverse(a: number, m: number): number {
   let t = 0, newT = 1, r = m, newR = a;
   while (newR !== 0) {
     const q = Math.floor(r / newR);
-    [t, newT] = [newT, t - q * newT];
-    [r, newR] = [newR, r - q * newR];
+    const t2 = t - q * newT, r2 = r - q * newR;
+    t = newT, newT = t2, r = newR, newR = r2;
   }
   return t < 0 ? t + m : t;
 }
@@ -78,7 +78,10 @@ function tailStart(slots: Int32Array, left: number, count: number): void {
   tail.rows = 0;
   tail.width = left;
   let e = 0;
-  for (let c = 0; c < slots.length && e < left; c++) if (slots[c] === 0) tail.empty[e++] = c;
+  // indexOf scans natively: several times faster than a loop over the M slots here.
+  for (let c = slots.indexOf(0); c >= 0 && e < left; c = slots.indexOf(0, c + 1)) {
+    tail.empty[e++] = c;
+  }
   tail.left = e;
 }
 

@@ -10,7 +10,8 @@
  * applied everything (SyncSender.flush() sees its ACK): the connect-time resync of the first
  * address into the freshly started standby (cold), a resync of the second address when it becomes
  * owned (warm: `sync_entries_per_s`), and a refresh of entries B already holds (the periodic
- * resync). Beside them: A's raw inject and dump rates, CPU µs per entry of each side, and the
+ * resync); then single new entries timed from the owner's event to their presence at the
+ * standby. Beside them: A's raw inject and dump rates, CPU µs per entry of each side, and the
  * `conntrack -I` CLI on a small sample as the baseline. Last stdout line: one JSON object.
  *
  * @module
@@ -62,6 +63,10 @@ export interface SyncMeasurement {
    * (1e6 / max of the two above): the figure without the other tenants of a shared machine.
    */
   sync_cpu_bound_entries_per_s: number;
+  /** ms from a new owned entry's event at the owner to its presence at the standby (median). */
+  event_to_standby_ms_p50: number;
+  /** The same, largest of all probes. */
+  event_to_standby_ms_max: number;
   /** Baseline: `conntrack -I` once per entry, on a small sample. */
   conntrack_cli_entries_per_s?: number;
   entries: number;
@@ -79,7 +84,39 @@ type Round = Pick<
   | "inject_cpu_us_per_entry"
   | "sender_cpu_us_per_entry"
   | "receiver_cpu_us_per_entry"
+  | "event_to_standby_ms_p50"
+  | "event_to_standby_ms_max"
 >;
+
+const PROBE = 0xc6120066; // 198.18.0.102: single entries timed from the owner's event to B
+const PROBES = 20;
+
+/**
+ * For PROBES single new entries of an owned address: ms from creating it in A (its NEW event) to
+ * its presence in B (polled with a kernel-filtered dump every ms).
+ */
+async function eventLatencies(
+  sender: SyncSender,
+  ctA: Conntrack,
+  ctB: Conntrack,
+): Promise<number[]> {
+  sender.setOwned(new Set([FLOATING, PROBE]));
+  await sender.resync();
+  await sender.flush();
+  const out: number[] = [];
+  const probes = syntheticEntries(PROBES, { natAddr: PROBE, srcBase: 0x0c000000 });
+  for (const probe of probes) {
+    const t0 = performance.now();
+    ctA.inject([probe]);
+    await waitUntil(
+      "a probe entry in B",
+      () => ctB.dump({ natSrcAddrs: new Set([PROBE]) }).some((e) => e.orig.src === probe.orig.src),
+      5_000,
+    );
+    out.push(Math.round((performance.now() - t0) * 10) / 10);
+  }
+  return out;
+}
 
 function cpuTotal(): number {
   const { user, system } = cpuUsage();
@@ -162,6 +199,8 @@ export async function measureSync(
     inject_cpu_us_per_entry: medF("inject_cpu_us_per_entry"),
     sender_cpu_us_per_entry: medF("sender_cpu_us_per_entry"),
     receiver_cpu_us_per_entry: medF("receiver_cpu_us_per_entry"),
+    event_to_standby_ms_p50: medF("event_to_standby_ms_p50"),
+    event_to_standby_ms_max: Math.max(...rounds.map((r) => r.event_to_standby_ms_max)),
     sync_cpu_bound_entries_per_s: Math.round(
       1e6 / Math.max(medF("sender_cpu_us_per_entry"), medF("receiver_cpu_us_per_entry")),
     ),
@@ -198,7 +237,7 @@ async function measureRound(
   ctA.inject(syntheticEntries(n, { natAddr: OTHER, srcBase: 0x0b000000 }));
 
   const registry = new Registry();
-  const events = ConntrackEvents.open({ netns: topo.ns("synca"), types: ["destroy"] });
+  const events = ConntrackEvents.open({ netns: topo.ns("synca") });
   await using receiver = await spawnReceiver(topo.ns("syncb"));
   const sender = new SyncSender({
     ct: ctA,
@@ -236,7 +275,10 @@ async function measureRound(
     await sender.resync();
     await sender.flush();
     const refreshS = (performance.now() - t0) / 1000;
+    const eventMs = await eventLatencies(sender, ctA, ctB);
     return {
+      event_to_standby_ms_p50: median(eventMs),
+      event_to_standby_ms_max: Math.max(...eventMs),
       sync_entries_per_s: n / syncS,
       cold_sync_entries_per_s: n / coldS,
       inject_cpu_us_per_entry: injectCpuUs / n,

@@ -93,27 +93,32 @@ const PROBES = 20;
 
 /**
  * For PROBES single new entries of an owned address: ms from creating it in A (its NEW event) to
- * its presence in B (polled with a kernel-filtered dump every ms).
+ * its injection in B (seen as the NEW event B's kernel makes, on a socket filtered to PROBE).
  */
 async function eventLatencies(
   sender: SyncSender,
   ctA: Conntrack,
-  ctB: Conntrack,
+  standbyNetns: string,
 ): Promise<number[]> {
   sender.setOwned(new Set([FLOATING, PROBE]));
   await sender.resync();
   await sender.flush();
+  const seenInB = ConntrackEvents.open({ netns: standbyNetns, types: ["new"] });
+  seenInB.filterNatSrc(new Set([PROBE]));
   const out: number[] = [];
-  const probes = syntheticEntries(PROBES, { natAddr: PROBE, srcBase: 0x0c000000 });
-  for (const probe of probes) {
-    const t0 = performance.now();
-    ctA.inject([probe]);
-    await waitUntil(
-      "a probe entry in B",
-      () => ctB.dump({ natSrcAddrs: new Set([PROBE]) }).some((e) => e.orig.src === probe.orig.src),
-      5_000,
-    );
-    out.push(Math.round((performance.now() - t0) * 10) / 10);
+  try {
+    for (const probe of syntheticEntries(PROBES, { natAddr: PROBE, srcBase: 0x0c000000 })) {
+      const t0 = performance.now();
+      ctA.inject([probe]);
+      await waitUntil(
+        "a probe entry in B",
+        () => seenInB.read().some((e) => e.entry.orig.src === probe.orig.src),
+        5_000,
+      );
+      out.push(Math.round((performance.now() - t0) * 10) / 10);
+    }
+  } finally {
+    seenInB.close();
   }
   return out;
 }
@@ -275,7 +280,7 @@ async function measureRound(
     await sender.resync();
     await sender.flush();
     const refreshS = (performance.now() - t0) / 1000;
-    const eventMs = await eventLatencies(sender, ctA, ctB);
+    const eventMs = await eventLatencies(sender, ctA, topo.ns("syncb"));
     return {
       event_to_standby_ms_p50: median(eventMs),
       event_to_standby_ms_max: Math.max(...eventMs),

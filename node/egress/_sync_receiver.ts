@@ -35,6 +35,12 @@ export interface SyncReceiverOptions {
     & Partial<Pick<Conntrack, "injectRecordsPipelined">>;
   /** Where to listen for owners' streams. */
   listen: { host: string; port: number };
+  /**
+   * Inject on a worker thread while the next batch is encoded (Conntrack.injectRecordsPipelined).
+   * Faster only with a spare core: on the 2-CPU test machine, busy with the owner too, it cost
+   * 5% more CPU per entry for no gain (measured), so off by default.
+   */
+  pipelined?: boolean;
   log?: Logger;
   registry?: Registry;
 }
@@ -238,9 +244,8 @@ export class SyncReceiver {
       );
       seen[i] = old >= 0;
     }
-    // Pipelined when the socket offers it: the kernel injects one batch while the next is encoded.
     const ct = this.#o.ct, likelyExisting = (i: number) => seen[i] === true;
-    const { injected, failed } = ct.injectRecordsPipelined
+    const { injected, failed } = this.#o.pipelined && ct.injectRecordsPipelined
       ? await ct.injectRecordsPipelined(view, offset, count, { likelyExisting })
       : ct.injectRecords(view, offset, count, { likelyExisting });
     this.#injected += injected;

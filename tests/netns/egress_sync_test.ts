@@ -72,7 +72,13 @@ rootTest(
       await receiver.stop();
       await topo.exec("natb", ["conntrack", "-F"]);
       assertEquals(flow(ctB, 6, 8080), undefined);
-      receiver = new SyncReceiver({ ct: ctB, listen: { host: "127.0.0.1", port: 0 }, registry });
+      // (this one injects on a worker thread: both injection paths serve in this test)
+      receiver = new SyncReceiver({
+        ct: ctB,
+        listen: { host: "127.0.0.1", port: 0 },
+        registry,
+        pipelined: true,
+      });
       await receiver.start();
       const again = await waitFor("the resync to restore B", () => flow(ctB, 6, 8080), 5_000);
       assertEquals(again.natSrc, tcpA.natSrc);

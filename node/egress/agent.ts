@@ -161,6 +161,7 @@ export class EgressAgent {
       const sender = new SyncSender({
         ct,
         events,
+        self: self.name,
         peers: () => {
           const live = new Set(health.live());
           return others.filter((p) => live.has(p.name)).map((p) => ({

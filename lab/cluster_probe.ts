@@ -7,9 +7,11 @@
  */
 import type { Cluster } from "./cluster.ts";
 import {
+  BpfError,
   BpfMap,
   decodeBackendValue,
   decodeServiceKey,
+  ERRNO,
   FLOW_KEY_SIZE,
   FLOW_VALUE_SIZE,
   type FlowEntry,
@@ -123,9 +125,20 @@ export function maglevBackendsOf(cluster: Cluster, i: number): string[] {
 export function maglevTablesOf(cluster: Cluster, i: number): Uint32Array[] {
   using maglev = BpfMap.fromPinned(`${cluster.bpffs(lbIndex(cluster, i))}/hf_maglev`);
   const tables: Uint32Array[] = [];
-  for (const [, v] of maglev.entries()) {
-    // A map-in-map lookup from user space returns the inner map's ID.
-    using inner = BpfMap.fromId(new DataView(v.buffer, v.byteOffset).getUint32(0, true));
+  for (const [k, v0] of maglev.entries()) {
+    // A map-in-map lookup from user space returns the inner map's ID. A table replaced between
+    // the listing and the open is gone (ENOENT): look its slot up again (bounded).
+    let v: Uint8Array | null = v0, inner: BpfMap | null = null;
+    for (let attempt = 0; inner === null && v !== null; attempt++) {
+      try {
+        inner = BpfMap.fromId(new DataView(v.buffer, v.byteOffset).getUint32(0, true));
+      } catch (e) {
+        if (!(e instanceof BpfError && e.errno === ERRNO.ENOENT) || attempt >= 20) throw e;
+        v = maglev.lookup(k);
+      }
+    }
+    if (inner === null) continue; // the table was deleted meanwhile
+    using _inner = inner;
     const { values, count } = inner.lookupBatch(65536);
     const view = new DataView(values.buffer, values.byteOffset, count * 4);
     tables.push(Uint32Array.from({ length: count }, (_, k) => view.getUint32(k * 4, true)));

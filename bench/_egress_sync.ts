@@ -18,13 +18,14 @@
  */
 
 import { Conntrack, ConntrackEvents, type CtEntry } from "../node/conntrack/mod.ts";
-import { SyncReceiver, SyncSender } from "../node/egress/sync.ts";
+import { SyncSender } from "../node/egress/sync.ts";
 import { createTopology } from "../lab/netns.ts";
 import { formatIpv4 } from "../lib/ipv4.ts";
 import { setLogLevel } from "../lib/log.ts";
 import { Registry } from "../lib/metrics.ts";
 import { intOption, readCommandLineOrExit } from "../lib/args.ts";
 import { median } from "./_stats.ts";
+import { spawnReceiver } from "./_egress_sync_receiver.ts";
 import { cpuUsage } from "node:process";
 
 const FLOATING = 0xc6120064; // 198.18.0.100
@@ -301,96 +302,17 @@ async function measureRound(
   }
 }
 
-/**
- * The standby side in its own process (as on a real pod, so the owner's dump and the standby's
- * injection run in parallel): `--receive NS` prints `{"port":P}` and serves until stdin closes.
- */
-async function spawnReceiver(
-  netns: string,
-): Promise<{ port: number; cpuUs(): Promise<number> } & AsyncDisposable> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--quiet",
-      "--no-prompt",
-      "--allow-ffi",
-      "--allow-read",
-      "--allow-env",
-      "--allow-sys",
-      "--allow-net=127.0.0.1",
-      new URL(import.meta.url).pathname,
-      "--receive",
-      netns,
-    ],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  const stdin = child.stdin.getWriter();
-  let buffered = "";
-  const nextLine = async () => {
-    const deadline = Date.now() + 30_000;
-    while (!buffered.includes("\n") && Date.now() < deadline) {
-      const { value, done } = await lines.read();
-      if (done) break;
-      buffered += value;
-    }
-    const i = buffered.indexOf("\n");
-    const line = i < 0 ? buffered : buffered.slice(0, i);
-    buffered = i < 0 ? "" : buffered.slice(i + 1);
-    return line;
-  };
-  const text = await nextLine();
-  const port = Number(/"port":(\d+)/.exec(text)?.[1] ?? 0);
-  const cpuUs = async () => {
-    await stdin.write(new TextEncoder().encode("c"));
-    return Number(/"cpu_us":(\d+)/.exec(await nextLine())?.[1] ?? NaN);
-  };
-  const stop = async () => {
-    await stdin.close().catch(() => {});
-    const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
-    await child.status;
-    clearTimeout(timer);
-    await lines.cancel().catch(() => {});
-  };
-  if (!port) {
-    await stop();
-    throw new Error(`Sync bench: the receiver process did not start: ${JSON.stringify(text)}`);
-  }
-  return { port, cpuUs, [Symbol.asyncDispose]: stop };
-}
-
-async function receive(netns: string): Promise<void> {
-  const ct = Conntrack.open({ netns });
-  const receiver = new SyncReceiver({ ct, listen: { host: "127.0.0.1", port: 0 } });
-  await receiver.start();
-  console.log(JSON.stringify({ port: receiver.port }));
-  // Until the parent closes stdin; each "c" asks for this process's CPU time so far.
-  for await (const chunk of Deno.stdin.readable) {
-    for (const byte of chunk) {
-      if (byte !== 0x63) continue;
-      const { user, system } = cpuUsage();
-      console.log(JSON.stringify({ cpu_us: user + system }));
-    }
-  }
-  await receiver.stop();
-  ct.close();
-}
-
 if (import.meta.main) {
   const cmd = readCommandLineOrExit(Deno.args, {
     command: "bench/_egress_sync.ts",
     usage: `usage: ./hf deno run -P=netns bench/_egress_sync.ts [--quick] [--entries N]
   Conntrack entries synced per second between two NAT namespaces (root). --quick: 5,000 entries
-  (seconds, one round); default 100,000, median of 3 rounds. (--receive NS: internal, the standby process.)`,
+  (seconds, one round); default 100,000, median of 3 rounds.`,
     options: {
       quick: { type: "boolean" },
       entries: { type: "string" },
-      receive: { type: "string" },
     },
   }, ({ values }) => ({
-    receive: typeof values.receive === "string" ? values.receive : undefined,
     rounds: values.quick === true ? 1 : 3,
     entries: intOption(values, "entries", {
       default: values.quick === true ? 5_000 : 100_000,
@@ -399,11 +321,7 @@ if (import.meta.main) {
     }),
   }));
   setLogLevel("warn");
-  if (cmd.receive) {
-    await receive(cmd.receive);
-  } else {
-    const result = await measureSync({ entries: cmd.entries, rounds: cmd.rounds });
-    console.log(`sync A -> B of ${cmd.entries} SNAT entries to ${formatIpv4(FLOATING)}`);
-    console.log(JSON.stringify(result));
-  }
+  const result = await measureSync({ entries: cmd.entries, rounds: cmd.rounds });
+  console.log(`sync A -> B of ${cmd.entries} SNAT entries to ${formatIpv4(FLOATING)}`);
+  console.log(JSON.stringify(result));
 }

@@ -14,6 +14,7 @@ import { readCommandLine, UsageError } from "../lib/args.ts";
 import { sleep } from "../lib/backoff.ts";
 import { type Check, Disturbances } from "./chaos_steps.ts";
 import { Cluster } from "./cluster.ts";
+import { clientSummary } from "./clients/summary.ts";
 
 /** What one run of a scenario measured. */
 export interface RunResult {
@@ -154,11 +155,8 @@ export async function runScenario(
   await sleep(1_500); // flows learned and shared before anything changes
   const disturb = new Disturbances(cluster);
   await runSteps(scenario.steps, disturb);
-  const line = await client.waitForLine((l) => l.includes('"msg":"summary"'), {
-    timeoutMs: (options.durationMs ?? 8_000) + 20_000,
-  });
+  const summary = await clientSummary(client, (options.durationMs ?? 8_000) + 20_000);
   await disturb.settle();
-  const summary = JSON.parse(line);
   return {
     scenario: scenario.name,
     mode,

@@ -7,6 +7,7 @@
  * @module
  */
 import type { HostProcess } from "./host_process.ts";
+import { clientSummary } from "./clients/summary.ts";
 import { createEgressLab, type EgressLab, floatingAddress } from "./egress.ts";
 
 /** Options of {@linkcode runFailover}. */
@@ -116,8 +117,8 @@ function resumedAfter(udp: HostProcess, from: number): number | null {
 }
 
 /** Summary line of a client process (waits for it). */
-export async function summary(proc: HostProcess, timeoutMs: number) {
-  return json(await proc.waitForLine((l) => l.includes('"msg":"summary"'), { timeoutMs }));
+export function summary(proc: HostProcess, timeoutMs: number): Promise<Record<string, unknown>> {
+  return clientSummary<Record<string, unknown>>(proc, timeoutMs);
 }
 
 /** Waits until a pod other than `ignore` holds floating address k; returns it. */

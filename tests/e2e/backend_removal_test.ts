@@ -4,6 +4,7 @@
  */
 import { rootTest } from "../harness/mod.ts";
 import { acceptedBy, backendAddress, Cluster, flowsOf } from "../../lab/mod.ts";
+import { clientSummary } from "../../lab/clients/summary.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -38,14 +39,7 @@ rootTest(
         `flows to removed backend ${gone} still mapped: ${left}`,
       );
     }
-    const line = await client.waitForLine((l) => l.includes('"msg":"summary"'), {
-      timeoutMs: 30_000,
-    });
-    const summary = JSON.parse(line) as {
-      connections: number;
-      survived: number;
-      deaths: { port: number; reason: string }[];
-    };
+    const summary = await clientSummary(client, 30_000);
     const wrongDeaths = summary.deaths.filter((d) => !onBe3.has(d.port));
     if (wrongDeaths.length) {
       throw new Error(

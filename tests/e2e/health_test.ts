@@ -5,6 +5,7 @@
  * other backends are untouched, and a resumed backend comes back after `rise` good probes.
  */
 import { rootTest } from "../harness/mod.ts";
+import { clientSummary } from "../../lab/clients/summary.ts";
 import {
   acceptedBy,
   BACKEND_HEALTH_PORT,
@@ -130,14 +131,7 @@ rootTest(
     );
     await newConnections(cluster, 40);
 
-    const line = await client.waitForLine((l) => l.includes('"msg":"summary"'), {
-      timeoutMs: 30_000,
-    });
-    const summary = JSON.parse(line) as {
-      connections: number;
-      survived: number;
-      deaths: { port: number; reason: string }[];
-    };
+    const summary = await clientSummary(client, 30_000);
     const wrongDeaths = summary.deaths.filter((d) => !onBe3.has(d.port));
     if (wrongDeaths.length) {
       throw new Error(

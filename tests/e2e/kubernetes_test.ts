@@ -12,6 +12,7 @@
  * namespaces and the root namespace needs no route into the lab.
  */
 import { rootTest } from "../harness/mod.ts";
+import { clientSummary } from "../../lab/clients/summary.ts";
 import {
   acceptedBy,
   backendAddress,
@@ -171,12 +172,6 @@ async function agentsCaughtUp(cluster: Cluster): Promise<void> {
 const portsOn = (cluster: Cluster, j: number) =>
   new Set(acceptedBy(cluster, j).map((peer) => Number(peer.split(":")[1])));
 
-interface Summary {
-  connections: number;
-  survived: number;
-  deaths: { port: number; reason: string }[];
-}
-
 rootTest(
   "kubernetes: a LoadBalancer Service gets its address, reaches every LB node's maps and carries TCP; a terminating endpoint keeps its connections, a removed one's flows are purged",
   async () => {
@@ -315,9 +310,7 @@ rootTest(
     if (fresh[2] !== 0) {
       throw new Error(`terminating backend 3 accepted ${fresh[2]} of 20 new connections`);
     }
-    const summaryA = JSON.parse(
-      await holdA.waitForLine((l) => l.includes('"msg":"summary"'), { timeoutMs: 40_000 }),
-    ) as Summary;
+    const summaryA = await clientSummary(holdA, 40_000);
     if (summaryA.survived !== summaryA.connections) {
       throw new Error(
         `held connections died while backend 3 was terminating: ${
@@ -351,9 +344,7 @@ rootTest(
       )
     );
     if (!purgeLogged) throw new Error('no agent logged "flows purged" for backend 3');
-    const summaryB = JSON.parse(
-      await holdB.waitForLine((l) => l.includes('"msg":"summary"'), { timeoutMs: 60_000 }),
-    ) as Summary;
+    const summaryB = await clientSummary(holdB, 60_000);
     const wrong = summaryB.deaths.filter((d) => !onBe3B.has(d.port));
     if (wrong.length) {
       throw new Error(`connections to backends 1 and 2 died: ${JSON.stringify(wrong.slice(0, 5))}`);

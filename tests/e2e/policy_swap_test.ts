@@ -11,6 +11,7 @@
  *   restarting the agents: the same outage ends after 4 good probes instead of 2.
  */
 import { rootTest } from "../harness/mod.ts";
+import { clientSummary } from "../../lab/clients/summary.ts";
 import {
   agentHttp,
   BACKEND_HEALTH_PORT,
@@ -216,12 +217,10 @@ rootTest(
       }
     }
 
-    const loopSummary = JSON.parse(
-      await loop.waitForLine((l) => l.includes('"msg":"summary"'), { timeoutMs: 30_000 }),
-    ) as { attempts: number; ok: number; failed: number; failures: unknown[] };
-    const heldSummary = JSON.parse(
-      await held.waitForLine((l) => l.includes('"msg":"summary"'), { timeoutMs: 30_000 }),
-    ) as { connections: number; survived: number; deaths: unknown[] };
+    const loopSummary = await clientSummary<
+      { attempts: number; ok: number; failed: number; failures: unknown[] }
+    >(loop, 30_000);
+    const heldSummary = await clientSummary(held, 30_000);
     console.log(JSON.stringify({ msg: "policy swap under load", loopSummary, heldSummary }));
     if (loopSummary.failed !== 0 || loopSummary.ok !== loopSummary.attempts) {
       throw new Error(`new connections failed: ${JSON.stringify(loopSummary)}`);

@@ -21,6 +21,7 @@ import { serviceByName } from "./lb/service.ts";
 import type { LBTables } from "./lb/tables.ts";
 import { BackendRefs, IdPool } from "./_lbmaps_ids.ts";
 import { MaglevTables } from "./_lbmaps_maglev.ts";
+import { type StagedInstall, StagedInstalls } from "./_lbmaps_staged.ts";
 import { frontendDiffers } from "./_lbmaps_verify.ts";
 import type { LBMaps, ServiceEntry, ServiceKey } from "./lbmaps.ts";
 import { MAGLEV_M_DEFAULT } from "../policy-as/host/abi.ts";
@@ -30,7 +31,7 @@ import {
   type MaglevBuilder,
 } from "../policy-as/host/maglev_input.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
-import type { Operations, Repair } from "./reconciler/mod.ts";
+import type { BatchFailure, Operations, Repair } from "./reconciler/mod.ts";
 import { pendingStatus } from "./reconciler/status.ts";
 import type { ReadTxn } from "./statedb/mod.ts";
 
@@ -58,6 +59,8 @@ export interface LBMapsOpsOptions {
   maglev?: MaglevBuilder;
   /** Maglev table size when a service does not set one (prime; default 16,381, docs/maglev.md). */
   maglevSize?: number;
+  /** Staged tables before a batch commits early (default 256; bounds tables built, not in). */
+  maxStaged?: number;
 }
 
 /** `IP:PORT/PROTO` of a services-map key: the frontend address rows use. */
@@ -77,6 +80,7 @@ export class LBMapsOps implements Operations<Frontend> {
   readonly #frontends = new Map<string, FrontendState>();
   /** Frontends whose Maglev table the next full pass rebuilds (`rebuildMaglevTables`). */
   #rebuild = new Set<string>();
+  readonly #staged: StagedInstalls;
   readonly metrics: BPFMetrics = {
     holdfast_lbmaps_backend_writes_total: 0,
     holdfast_lbmaps_backend_deletes_total: 0,
@@ -93,6 +97,29 @@ export class LBMapsOps implements Operations<Frontend> {
     this.#maglev = new MaglevTables(options.maglev ?? new TsMaglevBuilder());
     this.#defaultM = options.maglevSize ?? MAGLEV_M_DEFAULT;
     checkMaglevSize(this.#defaultM);
+    const install = (st: StagedInstall) => this.#installed(st);
+    this.#staged = new StagedInstalls(maps, options.maxStaged ?? 256, install);
+  }
+
+  /** Starts a batch: updates stage their tables until `endBatch` (`_lbmaps_staged.ts`). */
+  beginBatch(): void {
+    this.#staged.begin();
+  }
+
+  /** Installs the staged tables, then their service entries; returns the frontends failed. */
+  async endBatch(): Promise<BatchFailure<Frontend>[]> {
+    const failures = await this.#staged.end();
+    if (this.#backends.hasOrphans) await this.#flushOrphans().catch(() => {}); // next flush
+    return failures;
+  }
+
+  /** After `st`'s table is in: the old-only backends go, then the service entry names the table. */
+  async #installed(st: StagedInstall): Promise<void> {
+    this.metrics.holdfast_lbmaps_maglev_writes_total++;
+    this.#backends.release(st.oldOnly);
+    this.#frontends.set(st.row.address, { serviceId: st.serviceId, backendIds: st.now });
+    await this.#maps.updateService(st.key, st.entry);
+    this.metrics.holdfast_lbmaps_service_writes_total++;
   }
 
   /** The service ID of a frontend address, if allocated. */
@@ -219,8 +246,9 @@ export class LBMapsOps implements Operations<Frontend> {
     if (failed) throw failure;
   }
 
-  /** Writes backends → Maglev table → service entry for `fe`. */
+  /** Writes backends → Maglev table → service entry for `fe` (a batch stages from the table). */
   async update(txn: ReadTxn, fe: Frontend): Promise<void> {
+    if (this.#staged.has(fe.address)) await this.#staged.commit(); // its staged one goes first
     if (this.#backends.hasOrphans) await this.#flushOrphans();
     const svc = this.#tables.services.get(txn, serviceByName(fe.serviceName));
     if (svc === undefined) {
@@ -235,8 +263,8 @@ export class LBMapsOps implements Operations<Frontend> {
     const { ids, keys } = this.#selection(txn, fe);
     // References first: from here until the update succeeds this frontend holds old ∪ new, so
     // nothing it wrote or may still name is deleted under it, whatever step fails. The Maglev
-    // table is live as soon as it is written (the service entry only names its ID), so the
-    // old-only backends are released right after that write.
+    // table is live as soon as it is written (the service entry only names its ID; staged in a
+    // batch: once committed), so the old-only backends are released right after that write.
     const now = ids.slice().sort((a, b) => a - b);
     const { oldOnly, union } = this.#backends.hold(now, prev.backendIds ?? []);
     this.#frontends.set(fe.address, { serviceId, backendIds: union });
@@ -254,23 +282,23 @@ export class LBMapsOps implements Operations<Frontend> {
       );
     }
     if (built.reused) this.metrics.holdfast_lbmaps_maglev_reused_total++;
-    await this.#maps.updateMaglev(serviceId, built.table);
-    this.metrics.holdfast_lbmaps_maglev_writes_total++;
-    this.#backends.release(oldOnly);
-    this.#frontends.set(fe.address, { serviceId, backendIds: now });
-    const key: ServiceKey = { address: addr.ip, port: addr.port, protocol: addr.protocol };
-    await this.#maps.updateService(key, {
+    const key = { address: addr.ip, port: addr.port, protocol: addr.protocol };
+    const entry = {
       serviceId,
       backendCount: ids.length,
       flowKeyMode: svc.flowKeyMode,
       maglevSize: m,
-    });
-    this.metrics.holdfast_lbmaps_service_writes_total++;
+    };
+    const st: StagedInstall = { row: fe, serviceId, oldOnly, now, key, entry };
+    if (this.#staged.batching) return await this.#staged.stage(st, built.table);
+    await this.#maps.updateMaglev(serviceId, built.table);
+    await this.#installed(st);
     if (this.#backends.hasOrphans) await this.#flushOrphans();
   }
 
   /** Deletes service entry → Maglev table → unreferenced backends of `fe`. */
   async delete(_txn: ReadTxn, fe: Frontend): Promise<void> {
+    if (this.#staged.has(fe.address)) await this.#staged.commit();
     await this.#flushOrphans();
     const addr = parseAddr(fe.address);
     await this.#maps.deleteService({ address: addr.ip, port: addr.port, protocol: addr.protocol });
@@ -287,6 +315,7 @@ export class LBMapsOps implements Operations<Frontend> {
 
   /** Removes from the maps every service, table and backend that no frontend accounts for. */
   async prune(_txn: ReadTxn, rows: readonly Frontend[]): Promise<void> {
+    await this.#staged.commit(); // what it reads back must include the staged tables
     await this.#flushOrphans();
     const wanted = new Set(rows.map((r) => r.address));
     // Frontends we hold state for that are gone from the table (e.g. removed while stopped).
@@ -337,6 +366,7 @@ export class LBMapsOps implements Operations<Frontend> {
   async verify(txn: ReadTxn, rows: readonly Frontend[]): Promise<Repair<Frontend>[]> {
     const rebuild = this.#rebuild;
     this.#rebuild = new Set();
+    await this.#staged.commit();
     if (this.#backends.hasOrphans) await this.#flushOrphans();
     // Nothing done to compare (the pass right after a cold start: its rows are still pending).
     if (rows.length === 0) return [];

@@ -52,6 +52,8 @@ export interface ControlPlaneOptions {
   maglevSize?: number;
   /** Reconciler batch size (default 1000). */
   batchSize?: number;
+  /** Maglev tables staged before a batch installs them early (default 256; `LBMapsOps`). */
+  maxStaged?: number;
   /** Retry schedule of failed map writes (default 10 ms .. 30 s with jitter). */
   retry?: BackoffOptions;
   /**
@@ -93,6 +95,7 @@ export async function createControlPlane(
   const ops = new LBMapsOps(tables, maps, {
     maglev: options.maglev,
     maglevSize: options.maglevSize,
+    maxStaged: options.maxStaged,
   });
   const restored = await ops.restore();
   logger.info("restored IDs from maps", restored);

@@ -8,7 +8,8 @@
  *
  * Contract, per frontend: backends first, then the Maglev table, then the service entry — so the
  * datapath never sees a service whose table points at a backend that is not there yet. Deletion
- * goes the other way round. Every method is idempotent.
+ * goes the other way round. Every method is idempotent. A staged table (`stageMaglev`) counts as
+ * written only once `commitMaglev` installed it: the service entry naming it comes after.
  *
  * @module
  */
@@ -78,6 +79,20 @@ export interface LBMaps {
   /** Copies `table` before returning: the caller reuses the buffer for the next table. */
   updateMaglev(serviceId: number, table: Uint32Array): Promise<void>;
   deleteMaglev(serviceId: number): Promise<void>;
+  /**
+   * Optional, with {@linkcode LBMaps.commitMaglev}: builds `serviceId`'s new table whole (copied
+   * before returning) but leaves the installed one in service until the commit. For a target
+   * whose installs are costly one at a time (the BPF maps wait an RCU grace period per update of
+   * a map of maps; one batch waits once). Staging an ID again replaces its staged table;
+   * `deleteMaglev` drops it; `dump` sees installed tables only.
+   */
+  stageMaglev?(serviceId: number, table: Uint32Array): Promise<void>;
+  /**
+   * Installs every staged table, each swapped in whole (no reader sees a half-written one), in as
+   * few map updates as the target can. Resolves with the service IDs whose install failed, each
+   * with its error (their previous table stays); every other staged table is installed.
+   */
+  commitMaglev?(): Promise<ReadonlyMap<number, Error>>;
   updateService(key: ServiceKey, entry: ServiceEntry): Promise<void>;
   deleteService(key: ServiceKey): Promise<void>;
   /**

@@ -168,6 +168,50 @@ export class MemoryLBMaps implements LBMaps {
   }
 }
 
+/**
+ * {@linkcode MemoryLBMaps} that stage Maglev tables as the BPF maps do (`stageMaglev`,
+ * `commitMaglev`): a staged table is invisible — to `dump`, `maglev` and the ordering checks —
+ * until a commit installs it. `failCommit` holds service IDs whose install commits refuse.
+ */
+export class StagedMemoryLBMaps extends MemoryLBMaps {
+  /** Tables staged and not committed yet, by service ID. */
+  readonly staged = new Map<number, Uint32Array>();
+  /** Service IDs whose install every commit fails (fault injection). */
+  readonly failCommit = new Set<number>();
+  /** Per commit, how many tables it installed. */
+  readonly commits: number[] = [];
+
+  stageMaglev(serviceId: number, table: Uint32Array): Promise<void> {
+    this.calls.stageMaglev = (this.calls.stageMaglev ?? 0) + 1;
+    if (!Number.isInteger(serviceId) || serviceId <= 0 || serviceId >= this.capacity.services) {
+      return Promise.reject(new RangeError(`Invalid service ID ${serviceId}`));
+    }
+    this.staged.set(serviceId, table.slice());
+    return Promise.resolve();
+  }
+
+  async commitMaglev(): Promise<ReadonlyMap<number, Error>> {
+    const failed = new Map<number, Error>();
+    let installed = 0;
+    for (const [sid, table] of this.staged) {
+      if (this.failCommit.has(sid)) {
+        failed.set(sid, new InjectedFault(`Injected fault: install of Maglev table ${sid} failed`));
+        continue;
+      }
+      await this.updateMaglev(sid, table);
+      installed++;
+    }
+    this.staged.clear();
+    this.commits.push(installed);
+    return failed;
+  }
+
+  override deleteMaglev(serviceId: number): Promise<void> {
+    this.staged.delete(serviceId);
+    return super.deleteMaglev(serviceId);
+  }
+}
+
 /** Thrown by {@linkcode FaultyLBMaps} for an injected failure. */
 export class InjectedFault extends Error {
   override name = "InjectedFault";
@@ -185,6 +229,9 @@ export class FaultyLBMaps implements LBMaps {
   injected = 0;
   /** The inner target's. */
   readonly capacity: LBMapsCapacity;
+  /** Present when the inner target stages tables; both fail like the other calls. */
+  readonly stageMaglev?: (serviceId: number, table: Uint32Array) => Promise<void>;
+  readonly commitMaglev?: () => Promise<ReadonlyMap<number, Error>>;
   readonly #rand: () => number;
 
   constructor(inner: LBMaps, options: { failRate?: number; seed?: number } = {}) {
@@ -198,6 +245,16 @@ export class FaultyLBMaps implements LBMaps {
       t = Math.imul(t ^ (t >>> 15), t | 1);
       t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
       return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+    const { stageMaglev, commitMaglev } = inner;
+    if (stageMaglev === undefined || commitMaglev === undefined) return;
+    this.stageMaglev = (serviceId, table) =>
+      this.#faulty(`stageMaglev(${serviceId})`, () => stageMaglev.call(inner, serviceId, table));
+    this.commitMaglev = () => {
+      let failed: ReadonlyMap<number, Error> = new Map();
+      return this.#faulty("commitMaglev", async () => {
+        failed = await commitMaglev.call(inner);
+      }).then(() => failed);
     };
   }
 

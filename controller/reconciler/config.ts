@@ -31,6 +31,23 @@ export interface Operations<R> {
    * (e.g. "already written" marks), since the reconciler calls `update` on each of them next.
    */
   verify?(txn: ReadTxn, rows: readonly R[]): Promise<readonly Repair<R>[]>;
+  /**
+   * Optional, with `endBatch`: a batch of `update`s follows (one round of changes and due
+   * retries, or a full pass's repairs); the target may stage their writes until `endBatch`.
+   */
+  beginBatch?(): void;
+  /**
+   * Optional: makes the batch's staged writes take effect. Returns the rows whose writes failed
+   * here (their `update` had resolved), each with its error: each is reported on its row and
+   * retried like a failed `update`.
+   */
+  endBatch?(): Promise<readonly BatchFailure<R>[]>;
+}
+
+/** A row whose staged write failed at `endBatch`. */
+export interface BatchFailure<R> {
+  readonly row: R;
+  readonly error: unknown;
 }
 
 /** Configuration of a `Reconciler`. */

@@ -23,7 +23,7 @@ import { waitAny, Watch } from "../statedb/mod.ts";
 import { doneStatus, errorStatus, type ReconcileStatus } from "./status.ts";
 
 import type { ReconcilerConfig, ReconcilerMetrics } from "./config.ts";
-export type { Operations, ReconcilerConfig, ReconcilerMetrics, Repair } from "./config.ts";
+export type * from "./config.ts";
 
 interface Retry<R> {
   attempt: number;
@@ -45,6 +45,8 @@ export class Reconciler<R> {
     holdfast_reconciler_failing: 0,
   };
   readonly #retries = new Map<Key, Retry<R>>();
+  /** Retries whose update resolved in the open batch (its `endBatch` may still fail them). */
+  readonly #settled = new Map<Key, Retry<R>>();
   readonly #log: Logger;
   readonly #now: () => number;
   readonly #retry: BackoffOptions;
@@ -129,7 +131,7 @@ export class Reconciler<R> {
   }
 
   #fail(key: Key, deleted: R | null, err: unknown): string {
-    const prev = this.#retries.get(key);
+    const prev = this.#retries.get(key) ?? this.#settled.get(key);
     const attempt = (prev?.attempt ?? 0) + 1;
     const due = Date.now() + backoffDelay(attempt, this.#retry);
     this.#retries.set(key, { attempt, due, deleted });
@@ -168,6 +170,7 @@ export class Reconciler<R> {
         const txn = db.readTxn();
         const [changes, watch] = iter.next(txn, batchSize);
         const statuses: [R, ReconcileStatus][] = [];
+        ops.beginBatch?.();
         for (const c of changes) {
           const key = table.primaryKey(c.row);
           if (c.deleted) {
@@ -187,6 +190,7 @@ export class Reconciler<R> {
           await this.#update(txn, key, c.row, statuses);
         }
         await this.#runRetries(statuses);
+        await this.#endBatch(statuses);
         this.#seenRev = table.revision(txn);
 
         // A trigger is remembered in #fullWanted; a fired watch must not wake every round.
@@ -243,13 +247,18 @@ export class Reconciler<R> {
       const repairs = ops.verify === undefined
         ? []
         : await ops.verify(txn, rows.filter((r) => getStatus(r).kind === "done"));
+      const repaired: [Key, string, R][] = [], from = statuses.length;
+      ops.beginBatch?.();
       for (const { row, reason } of repairs) {
         const key = table.primaryKey(row);
         if (this.#retries.has(key)) continue;
-        if (await this.#update(txn, key, row, statuses)) {
-          this.metrics.holdfast_reconciler_repairs_total++;
-          this.#log.info("repaired map entry", { ...this.#keyFields(key), reason });
-        }
+        if (await this.#update(txn, key, row, statuses)) repaired.push([key, reason, row]);
+      }
+      const failed = await this.#endBatch(statuses, from);
+      for (const [key, reason, row] of repaired) {
+        if (failed.has(row)) continue;
+        this.metrics.holdfast_reconciler_repairs_total++;
+        this.#log.info("repaired map entry", { ...this.#keyFields(key), reason });
       }
       this.metrics.holdfast_reconciler_prunes_total++;
       this.#fullDone = true;
@@ -292,8 +301,39 @@ export class Reconciler<R> {
         this.#retries.delete(key);
         continue;
       }
-      if (await this.#update(txn, key, cur, statuses)) this.#retries.delete(key);
+      if (await this.#update(txn, key, cur, statuses)) {
+        this.#retries.delete(key);
+        this.#settled.set(key, r);
+      }
     }
+  }
+
+  /**
+   * Ends the batch (`ops.endBatch`): each row whose staged write failed there gets an error
+   * status in place of its done one, and a retry. Returns those rows.
+   */
+  async #endBatch(statuses: [R, ReconcileStatus][], from = 0): Promise<Set<R>> {
+    const { ops, table, getStatus } = this.config;
+    const failed = new Set<R>();
+    let failures: readonly { row: R; error: unknown }[] = [];
+    try {
+      if (ops.endBatch !== undefined) failures = await ops.endBatch();
+    } catch (error) {
+      // Nothing says which write failed: every update of the batch is failed and retried.
+      const done = statuses.slice(from).filter(([, st]) => st.kind === "done");
+      failures = done.map(([row]) => ({ row, error }));
+    }
+    for (const { row, error } of failures) {
+      if (failed.has(row)) continue;
+      failed.add(row);
+      const message = this.#fail(table.primaryKey(row), null, error);
+      const i = statuses.findLastIndex(([r, st]) => r === row && st.kind === "done");
+      if (i < 0) continue;
+      statuses[i] = [row, errorStatus(message, this.#now(), getStatus(row))];
+      this.metrics.holdfast_reconciler_updates_total--;
+    }
+    this.#settled.clear();
+    return failed;
   }
 
   #writeStatuses(statuses: [R, ReconcileStatus][]): void {

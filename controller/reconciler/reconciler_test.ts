@@ -266,3 +266,76 @@ Deno.test("reconciler: a failing full reconciliation is retried with backoff unt
   assertEquals(warned.map((l) => l.attempt), [1]); // the first, then every tenth
   await r.stop();
 });
+
+/** A target staging its writes between `beginBatch` and `endBatch`, which may fail some. */
+class BatchTarget extends Target {
+  staged = new Map<string, Obj>();
+  batches: string[][] = [];
+  /** IDs whose staged write `endBatch` fails (while they are in it). */
+  failAtEnd = new Set<string>();
+  inBatch = false;
+  beginBatch(): void {
+    this.inBatch = true;
+  }
+  override update(txn: ReadTxn, o: Obj): Promise<void> {
+    if (!this.inBatch) return super.update(txn, o);
+    this.staged.set(o.id, o);
+    return Promise.resolve();
+  }
+  async endBatch() {
+    this.inBatch = false;
+    const failures = [];
+    for (const o of this.staged.values()) {
+      if (this.failAtEnd.has(o.id)) {
+        failures.push({ row: o, error: new Error(`no room for ${o.id}`) });
+      } else await super.update(null as unknown as ReadTxn, o);
+    }
+    if (this.staged.size > 0) this.batches.push([...this.staged.keys()]);
+    this.staged.clear();
+    return failures;
+  }
+}
+
+Deno.test("reconciler: writes staged in a batch go in at endBatch; a row failed there gets its error and is retried", async () => {
+  using _logs = captureLogs();
+  let clock = 1_000;
+  const db = new DB();
+  const table = db.createTable<Obj>({ name: "objs", primary: byId });
+  const target = new BatchTarget();
+  target.failAtEnd.add("b");
+  const r = new Reconciler<Obj>({
+    name: "test",
+    db,
+    table,
+    ops: target,
+    getStatus: (o) => o.status,
+    setStatus: (o, status) => ({ ...o, status }),
+    retry: { minMs: 1, maxMs: 4, jitter: 0 },
+    now: () => clock,
+  });
+  const w = db.writeTxn(table);
+  for (const id of ["a", "b", "c"]) table.insert(w, { id, value: 1, status: pendingStatus(clock) });
+  w.commit();
+  r.start();
+  // One batch: a and c land together; b's row says why it failed, and it is retried.
+  const deadline = Date.now() + 2000;
+  let row: Obj | undefined;
+  while (Date.now() < deadline) {
+    row = table.get(db.readTxn(), byId.query("b"));
+    if (row?.status.kind === "error") break;
+    await new Promise((res) => setTimeout(res, 1));
+  }
+  assertEquals(row?.status.kind, "error");
+  assertEquals(row?.status.error, "no room for b");
+  assertEquals(target.batches[0], ["a", "b", "c"]);
+  assertEquals(table.get(db.readTxn(), byId.query("a"))?.status.kind, "done");
+  assertEquals(target.data.has("b"), false);
+  assert(r.metrics.holdfast_reconciler_errors_total >= 1);
+  target.failAtEnd.clear();
+  clock += 10;
+  await r.waitIdle();
+  assertEquals(table.get(db.readTxn(), byId.query("b"))?.status.kind, "done");
+  assertEquals([...target.data], [["a", 1], ["c", 1], ["b", 1]]);
+  assertEquals(r.metrics.holdfast_reconciler_updates_total, 3);
+  await r.stop();
+});

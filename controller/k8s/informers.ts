@@ -1,6 +1,7 @@
 /**
  * The controller's view of the cluster: one reflector per watched resource (Services,
- * EndpointSlices, AddressPools, LoadBalancerConfigs), each a list + watch by resourceVersion on
+ * EndpointSlices, AddressPools, LoadBalancerConfigs, EgressNATs and the pods labelled
+ * `holdfast.io/egress`), each a list + watch by resourceVersion on
  * `@kubernetes/client-node` (`Watch` with bookmarks), re-listing after 410 Gone, retrying with
  * {@linkcode Backoff}; and one place, {@linkcode Informers}, that turns their callbacks into
  * debounced, bounded batches of `{type, object}` events and resolves `synced` once every
@@ -48,6 +49,8 @@ interface ResourceSpec {
 }
 
 const GROUP = "holdfast.io", VERSION = "v1alpha1";
+/** The label of NAT pods; its value names their EgressNAT (in the pod's namespace). */
+export const EGRESS_POD_LABEL = "holdfast.io/egress";
 
 function specs(
   kc: k8s.KubeConfig,
@@ -71,6 +74,12 @@ function specs(
     },
     addresspools: crd("addresspools"),
     loadbalancerconfigs: crd("loadbalancerconfigs"),
+    egressnats: crd("egressnats"),
+    egresspods: {
+      watchPath: "/api/v1/pods",
+      params: { labelSelector: EGRESS_POD_LABEL },
+      list: () => core.listPodForAllNamespaces({ labelSelector: EGRESS_POD_LABEL }) as never,
+    },
     policy: policy && {
       watchPath: `/api/v1/namespaces/${policy.namespace}/configmaps`,
       params: { fieldSelector: `metadata.name=${policy.name}` },

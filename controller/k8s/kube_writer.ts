@@ -20,6 +20,7 @@ const GROUP = "holdfast.io", VERSION = "v1alpha1";
 const PLURAL: Record<string, string> = {
   AddressPool: "addresspools",
   LoadBalancerConfig: "loadbalancerconfigs",
+  EgressNAT: "egressnats",
 };
 const MERGE = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
 
@@ -53,14 +54,20 @@ export class KubeClusterWriter implements ClusterWriter {
     if (plural === undefined) {
       throw new Error(`Cannot patch status of "${target.name}": kind "${target.kind}" is not ours`);
     }
-    await this.#custom.patchClusterCustomObjectStatus({
+    const request = {
       group: GROUP,
       version: VERSION,
       plural,
       name: target.name,
       body: { ...precondition(target), status },
       fieldManager: FIELD_MANAGER,
-    }, MERGE);
+    };
+    if (target.namespace !== undefined) {
+      await this.#custom.patchNamespacedCustomObjectStatus(
+        { ...request, namespace: target.namespace },
+        MERGE,
+      );
+    } else await this.#custom.patchClusterCustomObjectStatus(request, MERGE);
   }
 
   async emitEvent(e: EventInput): Promise<void> {

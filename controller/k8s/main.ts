@@ -23,7 +23,7 @@ import {
 } from "../../lib/args.ts";
 import { log, type LogLevel, setLogLevel } from "../../lib/log.ts";
 import { serveOps } from "../../lib/ops_http.ts";
-import type { RedisStoreOptions } from "../../lib/redis_connection.ts";
+import { RedisConnection, type RedisStoreOptions } from "../../lib/redis_connection.ts";
 import {
   connectModelStore,
   type RunningModelPublisher,
@@ -160,9 +160,14 @@ export async function main(argv: string[]): Promise<number> {
   // deno-lint-ignore prefer-const
   let election: ReturnType<typeof startLeaderElection> | undefined;
   const isLeader = () => election?.isLeader() ?? false;
+  // EgressNAT configs and leases (controller/k8s/egress.ts) live in the same Redis.
+  const egressRedis = args.redis
+    ? new RedisConnection({ ...args.redis, logComponent: "egress-store" })
+    : undefined;
   const running = startController(kc, {
     identity: args.identity,
     isLeader,
+    egressRedis,
     logger,
     policyConfigMap: { namespace: args.namespace, name: args.policyConfigMap },
   });
@@ -212,6 +217,7 @@ export async function main(argv: string[]): Promise<number> {
   await publisher?.stop();
   await election.stop(); // releases the Lease: a follower takes over at its next try
   await running.stop();
+  await egressRedis?.close();
   await store?.close();
   await server?.shutdown();
   return 0;

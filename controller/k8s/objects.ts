@@ -36,6 +36,10 @@ export type ResourceName =
   | "endpointslices"
   | "addresspools"
   | "loadbalancerconfigs"
+  /** EgressNATs (namespaced; controller/k8s/egress.ts). */
+  | "egressnats"
+  /** NAT pods: pods labelled `holdfast.io/egress` (any namespace). */
+  | "egresspods"
   /** The policy ConfigMap (one object, by name, in the controller's namespace). */
   | "policy";
 
@@ -45,6 +49,8 @@ export const RESOURCES: readonly ResourceName[] = [
   "loadbalancerconfigs",
   "services",
   "endpointslices",
+  "egressnats",
+  "egresspods",
 ];
 
 /** Events of one flush, per resource (resources without events are absent). */

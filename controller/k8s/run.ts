@@ -24,7 +24,9 @@ import { createLBTables, type LBTables } from "../lb/tables.ts";
 import { Writer } from "../lb/writer.ts";
 import { K8sSource } from "../sources/k8s_source.ts";
 import { DB } from "../statedb/mod.ts";
+import type { RedisConnection } from "../../lib/redis_connection.ts";
 import { LbController } from "./controller.ts";
+import { EgressReconciler } from "./egress.ts";
 import { Informers } from "./informers.ts";
 import { PolicyChecker, type PolicyValidator } from "./policy.ts";
 import { KubeClusterWriter } from "./kube_writer.ts";
@@ -46,6 +48,10 @@ export interface StartControllerOptions {
   validatePolicy?: PolicyValidator;
   /** Retry schedule of failed lists/watches and writes. */
   backoff?: BackoffOptions;
+  /** Redis of the EgressNAT configs and leases (absent: EgressNATs are validated only). */
+  egressRedis?: RedisConnection;
+  /** EgressNAT lease poll period (default 1,000 ms). */
+  egressPollMs?: number;
   logger?: Logger;
 }
 
@@ -53,6 +59,8 @@ export interface StartControllerOptions {
 export interface RunningController extends AsyncDisposable {
   readonly informers: Informers;
   readonly controller: LbController;
+  /** The EgressNAT reconciler (controller/k8s/egress.ts). */
+  readonly egress: EgressReconciler;
   /** The policy ConfigMap's checker (when `policyConfigMap` is set). */
   readonly policy?: PolicyChecker;
   /** The controller's LB tables (what the model publisher reads). */
@@ -93,11 +101,21 @@ export function startController(
       logger,
     })
     : undefined;
+  const egress = new EgressReconciler({
+    view: { list: (r) => informers.list(r) },
+    writer: clusterWriter,
+    redis: options.egressRedis,
+    isLeader: options.isLeader,
+    pollMs: options.egressPollMs,
+    logger,
+  });
+  const notLb = new Set(["policy", "egressnats", "egresspods"]);
   const informers: Informers = new Informers(kc, {
     onBatch: (batch) => {
       if (batch.policy) policy?.check(informers.list("policy"));
+      if (batch.egressnats || batch.egresspods) egress.trigger(0);
       // The batch is already debounced: reconcile at once.
-      if (Object.keys(batch).some((r) => r !== "policy")) controller.trigger(0);
+      if (Object.keys(batch).some((r) => !notLb.has(r))) controller.trigger(0);
     },
     policyConfigMap: options.policyConfigMap,
     debounceMs: options.debounceMs,
@@ -110,16 +128,19 @@ export function startController(
     controller.trigger(0);
     await controller.firstPass;
     source.synced();
+    egress.start();
     synced = true;
     logger.info("synced", { component: "k8s-controller" });
   });
   const stop = async () => {
     await informers.stop();
+    await egress.stop();
     await controller.stop();
   };
   return {
     informers,
     controller,
+    egress,
     policy,
     cp: { db, tables, writer },
     synced: syncedP,

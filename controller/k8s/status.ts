@@ -20,7 +20,7 @@ export const FIELD_MANAGER = "holdfast-controller";
 
 /** The object a write concerns. */
 export interface ObjectTarget {
-  kind: "Service" | "AddressPool" | "LoadBalancerConfig" | "ConfigMap";
+  kind: "Service" | "AddressPool" | "LoadBalancerConfig" | "ConfigMap" | "EgressNAT";
   namespace?: string;
   name: string;
   uid?: string;
@@ -49,7 +49,7 @@ export interface EventInput {
 /** The controller's writes. Each may throw; the caller retries on its next pass. */
 export interface ClusterWriter {
   patchServiceStatus(target: ObjectTarget, status: ServiceStatus): Promise<void>;
-  /** Status of a cluster-scoped custom object (AddressPool or LoadBalancerConfig). */
+  /** Status of a custom object (AddressPool, LoadBalancerConfig; EgressNAT is namespaced). */
   patchObjectStatus(target: ObjectTarget, status: Record<string, unknown>): Promise<void>;
   emitEvent(event: EventInput): Promise<void>;
 }

@@ -26,7 +26,8 @@ import { serveOps } from "../../lib/ops_http.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 import { RedisConnection } from "../../lib/redis_connection.ts";
 import { Conntrack, ConntrackEvents } from "../conntrack/mod.ts";
-import { type EgressConfig, type FloatingAddress, readEgressConfig, selfPeer } from "./config.ts";
+import { type EgressConfig, type EgressPeer, type FloatingAddress, selfPeer } from "./config.ts";
+import { loadAgentConfig, type LoadedConfig } from "./_redis_config.ts";
 import { installEgressRules } from "./nft.ts";
 import { addFloating, announceFloating, heldFloating, removeFloating } from "./addresses.ts";
 import { setSysctls } from "./_command.ts";
@@ -58,6 +59,9 @@ export class EgressAgent {
   readonly #owned = new Set<string>();
   readonly #stops: (() => Promise<void> | void)[] = [];
   #sender: SyncSender | null = null;
+  #health: PeerHealth | null = null;
+  /** The other NAT pods (replaced live by {@link setPeers}). */
+  #others: EgressPeer[] = [];
   #ownership: EgressOwnership | null = null;
   #ready = false;
   readonly #metrics;
@@ -127,7 +131,8 @@ export class EgressAgent {
     });
 
     const registry = this.#o.registry;
-    const others = config.peers.filter((p) => p.name !== self.name);
+    this.#others = config.peers.filter((p) => p.name !== self.name);
+    const others = this.#others;
     if (this.#o.sync) {
       const ct = Conntrack.open();
       const receiver = new SyncReceiver({
@@ -153,6 +158,7 @@ export class EgressAgent {
       registry,
     });
     await health.start();
+    this.#health = health;
     this.#stops.push(() => health.stop());
 
     if (this.#o.sync) {
@@ -164,7 +170,7 @@ export class EgressAgent {
         self: self.name,
         peers: () => {
           const live = new Set(health.live());
-          return others.filter((p) => live.has(p.name)).map((p) => ({
+          return this.#others.filter((p) => live.has(p.name)).map((p) => ({
             name: p.name,
             host: p.address,
             port: config.ports.sync,
@@ -204,6 +210,21 @@ export class EgressAgent {
     this.#stops.push(() => ownership.stop());
     this.#ready = true;
     this.#log.info("ready", { peers: others.map((p) => p.name), addresses: config.addresses });
+  }
+
+  /**
+   * New peers (the config in Redis changed): heartbeats and the sync sender follow at once; a
+   * removed peer that was up is declared down, so the ownership reassigns its addresses.
+   */
+  setPeers(peers: readonly EgressPeer[]): void {
+    this.#others = peers.filter((p) => p.name !== this.#o.self);
+    this.#health?.setPeers(
+      this.#others.map((p) => ({
+        name: p.name,
+        host: p.address,
+        port: this.#config.ports.health,
+      })),
+    );
   }
 
   /**
@@ -303,14 +324,14 @@ export async function main(args: string[]): Promise<number> {
   const a = read.options;
   setLogLevel(a.logLevel);
   const log = rootLog.with({ component: "egress", pod: a.name });
-  let config: EgressConfig;
+  let loaded: LoadedConfig;
   try {
-    config = await readEgressConfig(a.config);
-    selfPeer(config, a.name);
+    loaded = await loadAgentConfig(a, log, (peers) => agent.setPeers(peers));
   } catch (err) {
     log.error("cannot start", { err });
     return 1;
   }
+  const { config, follower } = loaded;
   const redisUrl = a.redis ?? config.redis;
   if (!redisUrl) {
     log.error("cannot start", { err: 'no Redis: pass --redis or set "redis" in the config' });
@@ -333,15 +354,22 @@ export async function main(args: string[]): Promise<number> {
   const server = a.metrics ? serveOps(a.metrics, () => agent.ready, { logger: log }) : null;
   let code = 0;
   try {
-    log.info("starting", { config: a.config, egress: config.name, sync: config.sync && !a.noSync });
+    log.info("starting", {
+      config: a.config ?? `redis ${a.egress}`,
+      egress: config.name,
+      sync: config.sync && !a.noSync,
+    });
     await agent.start();
+    follower?.start();
     await stopped;
     if (signal === "SIGTERM" && agent.ready) await agent.drain();
   } catch (err) {
     log.error("cannot run", { err });
     code = 1;
   } finally {
+    follower?.stop();
     await agent.stop();
+    await loaded.close();
     await server?.shutdown();
     Deno.removeSignalListener("SIGTERM", onTerm);
     Deno.removeSignalListener("SIGINT", onInt);

@@ -4,6 +4,7 @@
  * ```
  * main.ts egress --config egress.json --name nat1 [--redis redis://host:port]
  *                [--metrics-addr HOST:PORT] [--no-sync] [--lease-ttl-ms N] [--log-level L]
+ * main.ts egress --egress NS/NAME --name POD --redis redis://host:port [--config-wait-ms N] …
  * ```
  *
  * @module
@@ -20,15 +21,21 @@ import {
 
 /** Usage text of `main.ts egress`. */
 export const EGRESS_USAGE = `usage: main.ts egress --config FILE --name POD [OPTIONS]
+       main.ts egress --egress NS/NAME --name POD --redis URL [OPTIONS]
 
 Runs one NAT pod of an egress NAT, inside the pod's network namespace: SNAT rules (nftables
 table ip holdfast_egress), heartbeats with the other NAT pods, a Redis lease per floating address,
 conntrack sync to the standbys, and the floating addresses of the addresses it owns. SIGTERM
 hands every owned address to its standby (planned handover, no resets) and exits.
 
-  --config FILE         the egress NAT config (JSON; see node/egress/config.ts)      required
+  --config FILE         the egress NAT config (JSON; see controller/egress/config.ts)
+  --egress NS/NAME      instead of --config: the config the controller publishes to Redis
+                        for EgressNAT NS/NAME (key hf:egress:{NS/NAME}:config); waits for
+                        it, follows its changes (peers live; other fields need a restart)
+  --config-wait-ms N    with --egress: how long to wait for the config (default 120000)
   --name POD            this pod's name among the config's peers                      required
-  --redis URL           Redis of the leases (default: the config's "redis")
+  --redis URL           Redis of the leases (default: the config's "redis"; required
+                        with --egress)
   --metrics-addr H:P    serve /metrics /healthz /readyz there (default: none)
   --no-sync             do not sync conntrack (the baseline: a takeover resets connections)
   --lease-ttl-ms N      lease time to live (default: the ownership's)
@@ -41,6 +48,8 @@ export const EGRESS_COMMAND = {
   usage: EGRESS_USAGE,
   options: {
     config: { type: "string" },
+    egress: { type: "string" },
+    "config-wait-ms": { type: "string" },
     name: { type: "string" },
     redis: { type: "string" },
     "metrics-addr": { type: "string" },
@@ -52,7 +61,12 @@ export const EGRESS_COMMAND = {
 
 /** Parsed `egress` arguments. */
 export interface EgressArgs {
-  config: string;
+  /** The config file (`--config`), or undefined with `--egress`. */
+  config?: string;
+  /** `namespace/name` of the EgressNAT whose config is read from Redis (`--egress`). */
+  egress?: string;
+  /** With `--egress`: how long to wait for the config, ms. */
+  configWaitMs: number;
   name: string;
   redis?: string;
   metrics: { hostname: string; port: number } | null;
@@ -77,8 +91,20 @@ export function readEgressArgs(line: CommandLine): EgressArgs {
   if (redis !== undefined && !/^rediss?:\/\//.test(redis)) {
     throw new UsageError(`Cannot use --redis "${redis}": expected redis://HOST:PORT`);
   }
+  const config = stringOption(v, "config"), egress = stringOption(v, "egress");
+  if ((config === undefined) === (egress === undefined)) {
+    throw new UsageError("Pass exactly one of --config FILE and --egress NS/NAME");
+  }
+  if (egress !== undefined && !/^[a-z0-9][a-z0-9.-]*\/[a-z0-9][a-z0-9.-]*$/.test(egress)) {
+    throw new UsageError(`Cannot use --egress "${egress}": expected NAMESPACE/NAME`);
+  }
+  if (egress !== undefined && redis === undefined) {
+    throw new UsageError("--egress needs --redis (the config and the leases live there)");
+  }
   return {
-    config: stringOption(v, "config", { required: true }),
+    config,
+    egress,
+    configWaitMs: intOption(v, "config-wait-ms", { default: 120_000, min: 0, max: 3_600_000 }),
     name: stringOption(v, "name", { required: true }),
     redis,
     metrics,

@@ -70,7 +70,7 @@ export interface HealthView {
 }
 
 interface PeerState {
-  readonly address: PeerAddress;
+  address: PeerAddress;
   up: boolean;
   boot: string;
   seq: number;
@@ -211,6 +211,40 @@ export class PeerHealth implements HealthView {
     );
     if (this.#draining) out.push(this.self);
     return out.sort();
+  }
+
+  /**
+   * Replaces the peer list while running (the controller's config in Redis changed): new peers
+   * start as down until their heartbeats arrive, a removed peer that was up is declared down
+   * first (the ownership hears it), a peer whose address changed keeps its state.
+   */
+  setPeers(peers: readonly PeerAddress[]): void {
+    const wanted = new Map(peers.filter((p) => p.name !== this.self).map((p) => [p.name, p]));
+    for (const [name, state] of this.#peers) {
+      if (wanted.has(name)) continue;
+      if (state.up) this.#markDown(state, performance.now(), "removed from the config");
+      clearTimeout(state.timer);
+      this.#peers.delete(name);
+      this.#m.up.set({ peer: name }, 0);
+    }
+    for (const [name, address] of wanted) {
+      const state = this.#peers.get(name);
+      if (state) {
+        state.address = address;
+        continue;
+      }
+      this.#peers.set(name, {
+        address,
+        up: false,
+        boot: "",
+        seq: -1,
+        draining: false,
+        lastHeardAt: 0,
+        changedAt: 0,
+      });
+      this.#m.up.set({ peer: name }, 0);
+    }
+    this.#log.info("peers set", { peers: [...this.#peers.keys()] });
   }
 
   /** Whether `peer` (or self) is up now. */

@@ -2,8 +2,9 @@
  * The agent's policy swaps: a new WASM policy module (from the model in Redis, or the active
  * file `--policy-follow` watches) is validated by the {@linkcode PolicyHost}; on acceptance every
  * Maglev table is rebuilt with it (the reconciler's table cache is dropped and a full pass
- * replaces each table with one map update) and the health checker judges its next probe with the
- * new module's `health_step` (`node/health/`: the step is looked up per probe); on rejection the
+ * rebuilds each table whole; the pass's tables are swapped in together, `LBMaps.commitMaglev`)
+ * and the health checker judges its next probe with the new module's `health_step`
+ * (`node/health/`: the step is looked up per probe); on rejection the
  * old module keeps serving and nothing is written (`policy rejected` log line,
  * `holdfast_policy_rejections_total{reason}`).
  *

@@ -13,6 +13,10 @@
  * backends' addresses: the same slots, whatever IDs the backends get). Without a pin directory
  * (`pinDir: null`) this process keeps the tables' descriptors instead.
  *
+ * Tables are written one at a time (`write`) or staged and committed together (`stage`,
+ * `commit`): an update of a map of maps from user space waits for an RCU grace period
+ * (`synchronize_rcu`, ~11 ms here), once per BPF_MAP_UPDATE_BATCH as for a single update.
+ *
  * @module
  */
 
@@ -41,6 +45,8 @@ export class MaglevTableStore implements Disposable {
   readonly #dir: string | null;
   /** Unpinned mode only: the tables this process wrote, by service ID. */
   readonly #handles = new Map<number, BpfMap>();
+  /** Tables built and not swapped in yet (`stage`), by service ID. */
+  readonly #staged = new Map<number, BpfMap>();
 
   /**
    * `dir` is created if missing; pins there whose service ID has no entry in `outer` (left by a
@@ -65,33 +71,88 @@ export class MaglevTableStore implements Disposable {
 
   /** Creates the table whole, swaps it in for `serviceId` in one update, then pins it. */
   write(serviceId: number, table: Uint32Array): void {
-    const inner = BpfMap.create(MAP_TYPE.ARRAY, {
-      name: `hf_mg_${serviceId}`,
-      keySize: 4,
-      valueSize: 4,
-      maxEntries: table.length,
-      flags: BPF_F_INNER_MAP,
-    });
+    const inner = filledTable(serviceId, table);
     try {
-      const keys = new Uint32Array(table.length);
-      for (let i = 0; i < keys.length; i++) keys[i] = i;
-      const values = new Uint32Array(table); // copy: little-endian u32 on x86, as the kernel reads
-      inner.updateBatch(new Uint8Array(keys.buffer), new Uint8Array(values.buffer));
       this.#outer.update(u32(serviceId), u32(inner.fd));
-      if (this.#dir === null) {
-        this.#handles.get(serviceId)?.[Symbol.dispose]();
-        this.#handles.set(serviceId, inner);
-        return;
-      }
-      unlinkPath(this.#path(serviceId));
-      inner.pin(this.#path(serviceId));
+      this.#adopt(serviceId, inner);
     } finally {
       if (this.#handles.get(serviceId) !== inner) inner[Symbol.dispose]();
     }
   }
 
-  /** Removes `serviceId`'s table from hf_maglev, then its pin. Idempotent. */
+  /**
+   * Creates `serviceId`'s new table whole and keeps it until {@linkcode commit} swaps it in (the
+   * installed one serves meanwhile); staging an ID again replaces its staged table.
+   */
+  stage(serviceId: number, table: Uint32Array): void {
+    const inner = filledTable(serviceId, table);
+    this.#staged.get(serviceId)?.[Symbol.dispose]();
+    this.#staged.set(serviceId, inner);
+  }
+
+  /**
+   * Swaps every staged table into hf_maglev — each one whole, {@linkcode COMMIT_CHUNK} per
+   * BPF_MAP_UPDATE_BATCH (a map of maps waits one RCU grace period per update from user space,
+   * batch or single) — then pins them. A chunk the kernel refuses is retried one entry at a time,
+   * so only the entries that fail on their own are reported: service ID → error (their previous
+   * table stays). Nothing stays staged.
+   */
+  commit(): Map<number, Error> {
+    const staged = [...this.#staged];
+    this.#staged.clear();
+    const failed = new Map<number, Error>();
+    try {
+      for (let at = 0; at < staged.length; at += COMMIT_CHUNK) {
+        const chunk = staged.slice(at, at + COMMIT_CHUNK);
+        const keys = new Uint32Array(chunk.length), fds = new Uint32Array(chunk.length);
+        chunk.forEach(([sid, inner], i) => (keys[i] = sid, fds[i] = inner.fd));
+        try {
+          this.#outer.updateBatch(new Uint8Array(keys.buffer), new Uint8Array(fds.buffer));
+        } catch (batchError) {
+          tablesLog.warn("Maglev table batch refused: installing its tables one by one", {
+            tables: chunk.length,
+            err: batchError,
+          });
+          for (const [sid, inner] of chunk) {
+            try {
+              this.#outer.update(u32(sid), u32(inner.fd));
+            } catch (e) {
+              failed.set(sid, e as Error);
+            }
+          }
+        }
+        for (const [sid, inner] of chunk) {
+          if (failed.has(sid)) continue;
+          try {
+            this.#adopt(sid, inner);
+          } catch (e) {
+            failed.set(sid, e as Error); // installed but not pinned: reported, written again
+          }
+        }
+      }
+    } finally {
+      for (const [sid, inner] of staged) {
+        if (this.#handles.get(sid) !== inner) inner[Symbol.dispose]();
+      }
+    }
+    return failed;
+  }
+
+  /** After `inner` went into hf_maglev for `serviceId`: pins it (or holds it without a dir). */
+  #adopt(serviceId: number, inner: BpfMap): void {
+    if (this.#dir === null) {
+      this.#handles.get(serviceId)?.[Symbol.dispose]();
+      this.#handles.set(serviceId, inner);
+      return;
+    }
+    unlinkPath(this.#path(serviceId));
+    inner.pin(this.#path(serviceId));
+  }
+
+  /** Removes `serviceId`'s table from hf_maglev (and a staged one), then its pin. Idempotent. */
   delete(serviceId: number): void {
+    this.#staged.get(serviceId)?.[Symbol.dispose]();
+    this.#staged.delete(serviceId);
     this.#outer.delete(u32(serviceId));
     if (this.#dir !== null) unlinkPath(this.#path(serviceId));
     this.#handles.get(serviceId)?.[Symbol.dispose]();
@@ -184,6 +245,8 @@ export class MaglevTableStore implements Disposable {
 
   /** Closes the descriptors held in unpinned mode (the tables stay while hf_maglev holds them). */
   [Symbol.dispose](): void {
+    for (const h of this.#staged.values()) h[Symbol.dispose]();
+    this.#staged.clear();
     for (const h of this.#handles.values()) h[Symbol.dispose]();
     this.#handles.clear();
   }
@@ -192,6 +255,30 @@ export class MaglevTableStore implements Disposable {
   static unpin(dir: string, capacity: number): void {
     for (let sid = 1; sid < capacity; sid++) unlinkPath(`${dir}/${sid}`);
     rmdirPath(dir);
+  }
+}
+
+/** Staged tables swapped into hf_maglev per BPF_MAP_UPDATE_BATCH. */
+export const COMMIT_CHUNK = 1024;
+
+/** A new inner table for `serviceId` holding `table` (one batch write of all its slots). */
+function filledTable(serviceId: number, table: Uint32Array): BpfMap {
+  const inner = BpfMap.create(MAP_TYPE.ARRAY, {
+    name: `hf_mg_${serviceId}`,
+    keySize: 4,
+    valueSize: 4,
+    maxEntries: table.length,
+    flags: BPF_F_INNER_MAP,
+  });
+  try {
+    const keys = new Uint32Array(table.length);
+    for (let i = 0; i < keys.length; i++) keys[i] = i;
+    const values = new Uint32Array(table); // copy: little-endian u32 on x86, as the kernel reads
+    inner.updateBatch(new Uint8Array(keys.buffer), new Uint8Array(values.buffer));
+    return inner;
+  } catch (e) {
+    inner[Symbol.dispose]();
+    throw e;
   }
 }
 

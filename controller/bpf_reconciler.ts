@@ -361,7 +361,7 @@ export class LBMapsOps implements Operations<Frontend> {
    * and returns those whose service entry, Maglev table or backends are missing or differ —
    * deleted or changed behind the reconciler's back. Lost backends are marked unwritten, so the
    * `update` that follows writes them again (see `_lbmaps_verify.ts` for what is compared).
-   * Reads nothing when no row is done yet.
+   * Reads nothing when no row is done yet, and no table when every row's is rebuilt anyway.
    */
   async verify(txn: ReadTxn, rows: readonly Frontend[]): Promise<Repair<Frontend>[]> {
     const rebuild = this.#rebuild;
@@ -370,7 +370,8 @@ export class LBMapsOps implements Operations<Frontend> {
     if (this.#backends.hasOrphans) await this.#flushOrphans();
     // Nothing done to compare (the pass right after a cold start: its rows are still pending).
     if (rows.length === 0) return [];
-    const dump = await this.#maps.dump();
+    // A policy swap rebuilds every table: reading them all first (~2 ms each) would be waste.
+    const dump = await this.#maps.dump({ tables: rows.some((fe) => !rebuild.has(fe.address)) });
     const services = new Map<string, ServiceEntry>();
     for (const [k, e] of dump.services) services.set(frontendAddress(k), e);
     const tables = new Map(dump.maglev);
@@ -388,8 +389,9 @@ export class LBMapsOps implements Operations<Frontend> {
         flowKeyMode: svc?.flowKeyMode,
       };
       const entry = services.get(fe.address), table = tables.get(st.serviceId);
-      const reason = frontendDiffers(want, entry, table, lost, scratch) ??
-        (rebuild.has(fe.address) ? "Maglev builder changed (policy module)" : null);
+      const reason = rebuild.has(fe.address)
+        ? "Maglev builder changed (policy module)"
+        : frontendDiffers(want, entry, table, lost, scratch);
       if (reason !== null) repairs.push({ row: fe, reason });
     }
     return repairs;

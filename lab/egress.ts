@@ -58,6 +58,12 @@ export interface EgressLabOptions {
   readonly healthCheck?: { intervalMs: number; multiplier: number };
   /** Print the agents' log lines to stderr. */
   readonly verbose?: boolean;
+  /**
+   * NAT agents read their config from the lab's Redis (`--egress lab/egress`, what the
+   * controller publishes for an EgressNAT) instead of the file; publish it with
+   * `lab.redis.cli(...publishEgressConfigArgs(config))`. Default false.
+   */
+  readonly configFromRedis?: boolean;
 }
 
 /** A NAT pod of the lab. */
@@ -100,8 +106,9 @@ export class EgressLab implements AsyncDisposable {
       "--quiet",
       MAIN,
       "egress",
-      "--config",
-      this.configPath,
+      ...(this.options.configFromRedis
+        ? ["--egress", "lab/egress", "--redis", `redis://${REDIS_ADDR}:6379`]
+        : ["--config", this.configPath]),
       "--name",
       name,
       ...(this.options.sync ?? true ? [] : ["--no-sync"]),

@@ -109,15 +109,19 @@ export class HostProcess {
         if (line !== undefined && predicate(line)) return line;
       }
       if (closed) break;
+      // Each waiter removes only its own wake-up: clearing the set would drop the wake-up of
+      // another waitForLine on this process, which would then sleep until its deadline.
+      let wake = () => {};
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, Math.max(1, deadline - Date.now()));
         function done() {
           clearTimeout(timer);
           resolve();
         }
+        wake = done;
         this.#waiters.add(done);
       });
-      this.#waiters.clear();
+      this.#waiters.delete(wake);
     }
     throw new Error(
       `${closed ? "Output closed" : `Timed out after ${timeoutMs} ms`} waiting for a line from ${

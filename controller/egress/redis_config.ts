@@ -50,6 +50,14 @@ export async function publishEgressConfig(
   return Number(await redis.eval(PUBLISH, [key], [JSON.stringify(config)]));
 }
 
+/**
+ * The command that publishes `config`, as `redis-cli` arguments (`EVAL` of the same script as
+ * {@linkcode publishEgressConfig}): for a Redis only reachable from inside a lab namespace.
+ */
+export function publishEgressConfigArgs(config: EgressConfig, prefix?: string): string[] {
+  return ["EVAL", PUBLISH, "1", egressConfigKey(config.name, prefix), JSON.stringify(config)];
+}
+
 /** Removes the config of `egressName` (its EgressNAT was deleted); leases are left to expire. */
 export async function deleteEgressConfig(
   redis: RedisConnection,

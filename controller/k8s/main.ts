@@ -2,7 +2,8 @@
  * `main.ts controller`: the Kubernetes controller process (k8s/controller.yaml runs it; the
  * operator's guide is docs/operators.md). It watches Services, EndpointSlices, AddressPools and
  * the LoadBalancerConfig `default`, allocates addresses, writes status and Events while it holds
- * the Lease, and publishes the LB model to Redis (`--redis`) for the agents.
+ * the Lease, and publishes the LB model to Redis (`--redis`) for the agents; EgressNATs get their
+ * NAT pods' config published there and `status.owners` from the leases (controller/k8s/egress.ts).
  *
  * HTTP (`--listen`): `/metrics` (Prometheus text), `/healthz` (200 while running), `/readyz`
  * (200 once the informers listed everything and one pass built the tables: the leader can publish,
@@ -38,7 +39,8 @@ const USAGE = `usage: main.ts controller [OPTIONS]
   [--identity ID]               this replica's name (default the hostname)
   [--lease NAME]                Lease for leader election (default holdfast-controller)
   [--lease-duration-ms N] [--renew-deadline-ms N] [--retry-period-ms N]   (15000, 10000, 2000)
-  [--redis URL]                 publish the LB model here (redis:// or rediss://; default: none)
+  [--redis URL]                 publish the LB model and the EgressNAT configs here, read the
+                                egress leases (redis:// or rediss://; default: none)
   [--redis-user USER] [--redis-password-file FILE]
   [--policy-configmap NAME]     ConfigMap with the WASM policy, validated on every change
                                 (Events PolicyValidated / PolicyRejected; default holdfast-policy)

@@ -23,6 +23,8 @@ export interface StagedInstall {
   readonly now: readonly number[];
   readonly key: ServiceKey;
   readonly entry: ServiceEntry;
+  /** `tableDigest` of the new table. */
+  readonly digest: number;
 }
 
 /** The staged installs of one batch, and the failures of its commits until the batch ends. */

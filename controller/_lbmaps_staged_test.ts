@@ -3,13 +3,26 @@ import { assert, assertEquals } from "./_testing.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { frontendByAddress } from "./lb/frontend.ts";
 import { MemoryLBMaps, StagedMemoryLBMaps } from "./lbmaps_memory.ts";
+import type { MaglevBuilder } from "../policy-as/host/maglev_input.ts";
+import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 
 const address = (i: number) => `10.0.100.${i}:80/TCP`;
+
+/** The reference builder; with `rotate` set, its tables shifted by one slot (another module). */
+const builder = { ts: new TsMaglevBuilder(), rotate: false };
+const maglev: MaglevBuilder = {
+  build: (backends, m, out, ids) => {
+    const t = builder.ts.build(backends, m, out, ids);
+    if (builder.rotate) t.set([...t.subarray(1), t[0]!]);
+    return t;
+  },
+};
 
 /** A started control plane over `maps` and a writer of `n` services (one frontend each). */
 async function plane(maps: MemoryLBMaps, options: { maxStaged?: number } = {}) {
   const cp = await createControlPlane(maps, {
     maglevSize: 251,
+    maglev,
     retry: { minMs: 1, maxMs: 4, jitter: 0 },
     ...options,
   });
@@ -45,15 +58,33 @@ Deno.test("staged Maglev installs: a reconciler batch installs all its tables in
   // Cold start: 30 tables in one commit; all 30 changed: one more; 20 written unchanged: none.
   assertEquals(staged.commits, [30, 30]);
   assertEquals(staged.calls.stageMaglev, 60);
-  // A policy swap rebuilds every table: the full pass's repairs go in as one batch.
-  b.cp.ops.rebuildMaglevTables();
-  b.cp.reconciler.triggerFullReconcile();
-  await b.cp.reconciler.waitIdle();
-  assertEquals(staged.commits, [30, 30, 30]);
+  // A policy swap rebuilds every table: the same tables are not written again…
+  const swap = async () => {
+    for (const p of [a, b]) {
+      p.cp.ops.rebuildMaglevTables();
+      p.cp.reconciler.triggerFullReconcile();
+      await p.cp.reconciler.waitIdle();
+    }
+  };
+  await swap();
+  assertEquals(staged.commits, [30, 30]);
+  assertEquals(b.cp.ops.metrics.holdfast_lbmaps_maglev_unchanged_total, 30);
+  // …unless one is gone behind the reconciler's back; other tables: one batch for all.
+  staged.maglev.delete(b.cp.ops.serviceId(address(7))!);
+  plain.maglev.delete(a.cp.ops.serviceId(address(7))!);
+  await swap();
+  assertEquals(staged.commits, [30, 30, 1]);
+  builder.rotate = true;
+  try {
+    await swap();
+  } finally {
+    builder.rotate = false;
+  }
+  assertEquals(staged.commits, [30, 30, 1, 30]);
   assertEquals(staged.staged.size, 0);
   assertEquals(await staged.dump(), await plain.dump());
   assertEquals(staged.violations, [], "no entry named a table before it was in");
-  assertEquals(b.cp.ops.metrics.holdfast_lbmaps_maglev_writes_total, 90);
+  assertEquals(b.cp.ops.metrics.holdfast_lbmaps_maglev_writes_total, 91);
   await a.cp.stop();
   await b.cp.stop();
 });

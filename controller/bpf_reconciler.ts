@@ -20,16 +20,13 @@ import { selectBackends } from "./lb/select.ts";
 import { serviceByName } from "./lb/service.ts";
 import type { LBTables } from "./lb/tables.ts";
 import { BackendRefs, IdPool } from "./_lbmaps_ids.ts";
-import { MaglevTables } from "./_lbmaps_maglev.ts";
+import { MaglevTables, tableDigest } from "./_lbmaps_maglev.ts";
+import type { BPFMetrics, LBMapsOpsOptions } from "./_lbmaps_options.ts";
 import { type StagedInstall, StagedInstalls } from "./_lbmaps_staged.ts";
 import { frontendDiffers } from "./_lbmaps_verify.ts";
 import type { LBMaps, ServiceEntry, ServiceKey } from "./lbmaps.ts";
 import { MAGLEV_M_DEFAULT } from "../policy-as/host/abi.ts";
-import {
-  checkMaglevSize,
-  type MaglevBackend,
-  type MaglevBuilder,
-} from "../policy-as/host/maglev_input.ts";
+import { checkMaglevSize, type MaglevBackend } from "../policy-as/host/maglev_input.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 import type { BatchFailure, Operations, Repair } from "./reconciler/mod.ts";
 import { pendingStatus } from "./reconciler/status.ts";
@@ -39,29 +36,11 @@ interface FrontendState {
   readonly serviceId: number;
   /** Distinct backend IDs its written Maglev table uses, ascending; null: nothing written yet. */
   readonly backendIds: readonly number[] | null;
+  /** `tableDigest` of its installed table; null: not known (write the next one whatever it is). */
+  readonly digest: number | null;
 }
 
-/** Counters of the BPF reconciler. */
-export interface BPFMetrics {
-  holdfast_lbmaps_backend_writes_total: number;
-  holdfast_lbmaps_backend_deletes_total: number;
-  holdfast_lbmaps_maglev_writes_total: number;
-  /** Maglev tables copied from the previous build (same backend set and M) instead of built. */
-  holdfast_lbmaps_maglev_reused_total: number;
-  holdfast_lbmaps_service_writes_total: number;
-  holdfast_lbmaps_service_deletes_total: number;
-  holdfast_lbmaps_pruned_total: number;
-}
-
-/** Options of {@linkcode LBMapsOps}. */
-export interface LBMapsOpsOptions {
-  /** Maglev builder (default: the TypeScript reference; the policy WASM plugs in here). */
-  maglev?: MaglevBuilder;
-  /** Maglev table size when a service does not set one (prime; default 16,381, docs/maglev.md). */
-  maglevSize?: number;
-  /** Staged tables before a batch commits early (default 256; bounds tables built, not in). */
-  maxStaged?: number;
-}
+export type { BPFMetrics, LBMapsOpsOptions } from "./_lbmaps_options.ts";
 
 /** `IP:PORT/PROTO` of a services-map key: the frontend address rows use. */
 function frontendAddress(key: ServiceKey): string {
@@ -86,6 +65,7 @@ export class LBMapsOps implements Operations<Frontend> {
     holdfast_lbmaps_backend_deletes_total: 0,
     holdfast_lbmaps_maglev_writes_total: 0,
     holdfast_lbmaps_maglev_reused_total: 0,
+    holdfast_lbmaps_maglev_unchanged_total: 0,
     holdfast_lbmaps_service_writes_total: 0,
     holdfast_lbmaps_service_deletes_total: 0,
     holdfast_lbmaps_pruned_total: 0,
@@ -97,7 +77,10 @@ export class LBMapsOps implements Operations<Frontend> {
     this.#maglev = new MaglevTables(options.maglev ?? new TsMaglevBuilder());
     this.#defaultM = options.maglevSize ?? MAGLEV_M_DEFAULT;
     checkMaglevSize(this.#defaultM);
-    const install = (st: StagedInstall) => this.#installed(st);
+    const install = (st: StagedInstall) => {
+      this.metrics.holdfast_lbmaps_maglev_writes_total++;
+      return this.#installed(st);
+    };
     this.#staged = new StagedInstalls(maps, options.maxStaged ?? 256, install);
   }
 
@@ -115,9 +98,9 @@ export class LBMapsOps implements Operations<Frontend> {
 
   /** After `st`'s table is in: the old-only backends go, then the service entry names the table. */
   async #installed(st: StagedInstall): Promise<void> {
-    this.metrics.holdfast_lbmaps_maglev_writes_total++;
     this.#backends.release(st.oldOnly);
-    this.#frontends.set(st.row.address, { serviceId: st.serviceId, backendIds: st.now });
+    const { serviceId, now, digest } = st;
+    this.#frontends.set(st.row.address, { serviceId, backendIds: now, digest });
     await this.#maps.updateService(st.key, st.entry);
     this.metrics.holdfast_lbmaps_service_writes_total++;
   }
@@ -161,7 +144,7 @@ export class LBMapsOps implements Operations<Frontend> {
     }));
     this.#backends.restore(dump.backends, restored);
     for (const { address, serviceId, backendIds } of restored) {
-      this.#frontends.set(address, { serviceId, backendIds });
+      this.#frontends.set(address, { serviceId, backendIds, digest: null });
     }
     this.#serviceIds.restore(new Set(restored.map((f) => f.serviceId)));
     return { services: dump.services.length, backends: dump.backends.length };
@@ -171,7 +154,7 @@ export class LBMapsOps implements Operations<Frontend> {
     const st = this.#frontends.get(addr);
     if (st !== undefined) return st;
     const serviceId = this.#serviceIds.take(addr, this.#maps.capacity.services);
-    const fresh: FrontendState = { serviceId, backendIds: null };
+    const fresh: FrontendState = { serviceId, backendIds: null, digest: null };
     this.#frontends.set(addr, fresh);
     return fresh;
   }
@@ -267,7 +250,8 @@ export class LBMapsOps implements Operations<Frontend> {
     // batch: once committed), so the old-only backends are released right after that write.
     const now = ids.slice().sort((a, b) => a - b);
     const { oldOnly, union } = this.#backends.hold(now, prev.backendIds ?? []);
-    this.#frontends.set(fe.address, { serviceId, backendIds: union });
+    // The installed table is in flux until the write succeeds (then `#installed` sets it).
+    this.#frontends.set(fe.address, { serviceId, backendIds: union, digest: null });
     // Backends are independent of each other; the table that names them comes after all of them.
     await this.#writeBackends(ids, keys);
     let built;
@@ -289,9 +273,15 @@ export class LBMapsOps implements Operations<Frontend> {
       flowKeyMode: svc.flowKeyMode,
       maglevSize: m,
     };
-    const st: StagedInstall = { row: fe, serviceId, oldOnly, now, key, entry };
-    if (this.#staged.batching) return await this.#staged.stage(st, built.table);
-    await this.#maps.updateMaglev(serviceId, built.table);
+    const digest = tableDigest(built.table);
+    const st: StagedInstall = { row: fe, serviceId, oldOnly, now, key, entry, digest };
+    if (digest === prev.digest) {
+      this.metrics.holdfast_lbmaps_maglev_unchanged_total++; // the installed one is this table
+    } else if (this.#staged.batching) return await this.#staged.stage(st, built.table);
+    else {
+      await this.#maps.updateMaglev(serviceId, built.table);
+      this.metrics.holdfast_lbmaps_maglev_writes_total++;
+    }
     await this.#installed(st);
     if (this.#backends.hasOrphans) await this.#flushOrphans();
   }
@@ -392,7 +382,12 @@ export class LBMapsOps implements Operations<Frontend> {
       const reason = rebuild.has(fe.address)
         ? "Maglev builder changed (policy module)"
         : frontendDiffers(want, entry, table, lost, scratch);
-      if (reason !== null) repairs.push({ row: fe, reason });
+      if (reason === null) continue;
+      repairs.push({ row: fe, reason });
+      // Its table differs or is gone: the update must write it even if it builds the same one.
+      if (!rebuild.has(fe.address) || table === undefined) {
+        this.#frontends.set(fe.address, { ...st, digest: null });
+      }
     }
     return repairs;
   }

@@ -1,0 +1,31 @@
+/**
+ * Options and counters of the BPF reconciler (`bpf_reconciler.ts`).
+ *
+ * @module
+ */
+
+import type { MaglevBuilder } from "../policy-as/host/maglev_input.ts";
+
+/** Counters of the BPF reconciler. */
+export interface BPFMetrics {
+  holdfast_lbmaps_backend_writes_total: number;
+  holdfast_lbmaps_backend_deletes_total: number;
+  holdfast_lbmaps_maglev_writes_total: number;
+  /** Maglev tables copied from the previous build (same backend set and M) instead of built. */
+  holdfast_lbmaps_maglev_reused_total: number;
+  /** Maglev tables rebuilt equal to the installed one (same digest and M): not written again. */
+  holdfast_lbmaps_maglev_unchanged_total: number;
+  holdfast_lbmaps_service_writes_total: number;
+  holdfast_lbmaps_service_deletes_total: number;
+  holdfast_lbmaps_pruned_total: number;
+}
+
+/** Options of {@linkcode LBMapsOps}. */
+export interface LBMapsOpsOptions {
+  /** Maglev builder (default: the TypeScript reference; the policy WASM plugs in here). */
+  maglev?: MaglevBuilder;
+  /** Maglev table size when a service does not set one (prime; default 16,381, docs/maglev.md). */
+  maglevSize?: number;
+  /** Staged tables before a batch commits early (default 256; bounds tables built, not in). */
+  maxStaged?: number;
+}

@@ -9,7 +9,7 @@ import type { RedisConnection } from "../../lib/redis_connection.ts";
 import type { Logger } from "../../lib/log.ts";
 import type { Counter, Gauge, Registry } from "../../lib/metrics.ts";
 import type { HealthView } from "./health.ts";
-import type { LeaseStore } from "./lease.ts";
+import type { LeaseStore } from "../../controller/egress/lease.ts";
 import { assignAddresses, type Assignment } from "./assign.ts";
 
 /** Options of {@link EgressOwnership}. */

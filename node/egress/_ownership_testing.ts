@@ -7,7 +7,12 @@
  */
 
 import type { HealthView } from "./health.ts";
-import type { AcquireResult, LeaseState, LeaseStore, RenewResult } from "./lease.ts";
+import type {
+  AcquireResult,
+  LeaseState,
+  LeaseStore,
+  RenewResult,
+} from "../../controller/egress/lease.ts";
 
 /** A {@link HealthView} whose peers the test sets. */
 export class FakeHealth implements HealthView {

@@ -11,7 +11,7 @@
  */
 
 import { ipv4Bytes } from "../../lib/ipv4.ts";
-import type { EgressConfig, FloatingAddress } from "./config.ts";
+import type { EgressConfig, FloatingAddress } from "../../controller/egress/config.ts";
 import { runCommand } from "./_command.ts";
 import { sendGratuitousArp } from "./_garp.ts";
 

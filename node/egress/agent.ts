@@ -26,7 +26,12 @@ import { serveOps } from "../../lib/ops_http.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 import { RedisConnection } from "../../lib/redis_connection.ts";
 import { Conntrack, ConntrackEvents } from "../conntrack/mod.ts";
-import { type EgressConfig, type EgressPeer, type FloatingAddress, selfPeer } from "./config.ts";
+import {
+  type EgressConfig,
+  type EgressPeer,
+  type FloatingAddress,
+  selfPeer,
+} from "../../controller/egress/config.ts";
 import { loadAgentConfig, type LoadedConfig } from "./_redis_config.ts";
 import { installEgressRules } from "./nft.ts";
 import { addFloating, announceFloating, heldFloating, removeFloating } from "./addresses.ts";

@@ -1,5 +1,5 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { EgressConfigError, parseEgressConfig, selfPeer } from "./config.ts";
+import { EgressConfigError, parseEgressConfig, selfPeer } from "../../controller/egress/config.ts";
 import { egressRuleset } from "./nft.ts";
 import { readEgressArgs } from "./egress_args.ts";
 import { parseCommandLine } from "../../lib/args.ts";

@@ -12,6 +12,6 @@
  * @module
  */
 export { EgressAgent, type EgressAgentOptions } from "./agent.ts";
-export * from "./config.ts";
+export * from "../../controller/egress/config.ts";
 export { EGRESS_TABLE, egressRuleset, installEgressRules, removeEgressRules } from "./nft.ts";
 export { addFloating, announceFloating, heldFloating, removeFloating } from "./addresses.ts";

@@ -15,7 +15,7 @@
  * @module
  */
 
-import type { EgressConfig } from "./config.ts";
+import type { EgressConfig } from "../../controller/egress/config.ts";
 import { runCommand } from "./_command.ts";
 
 /** The nftables table of the egress NAT. */
@@ -27,7 +27,7 @@ export const EGRESS_TABLE = "holdfast_egress";
  * @example
  * ```ts
  * import { egressRuleset } from "./nft.ts";
- * import { parseEgressConfig } from "./config.ts";
+ * import { parseEgressConfig } from "../../controller/egress/config.ts";
  * const text = egressRuleset(parseEgressConfig({
  *   name: "default/egress", destinations: ["198.18.0.0/24"],
  *   addresses: [{ address: "198.18.0.100", gateway: "10.8.0.100" }],

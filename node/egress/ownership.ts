@@ -39,7 +39,7 @@
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import { registry as rootRegistry } from "../../lib/metrics.ts";
 import type { Assignment } from "./assign.ts";
-import { type LeaseStore, RedisLeaseStore } from "./lease.ts";
+import { type LeaseStore, RedisLeaseStore } from "../../controller/egress/lease.ts";
 import { Ticker } from "./_health_ticker.ts";
 import {
   type AddressState,

@@ -1,7 +1,7 @@
 import { assert, assertEquals } from "../../controller/_testing.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
-import { MemoryLeaseStore } from "./lease.ts";
+import { MemoryLeaseStore } from "../../controller/egress/lease.ts";
 import { EgressOwnership, type EgressOwnershipOptions } from "./ownership.ts";
 import { CuttableLeases, FakeHealth, OwnershipRecorder, waitFor } from "./_ownership_testing.ts";
 

@@ -11,7 +11,7 @@ import { captureLogs, log } from "../../lib/log.ts";
 import { RedisConnection } from "../../lib/redis_connection.ts";
 import { ConfigFollower, waitForEgressConfig } from "../../node/egress/_redis_config.ts";
 import { EGRESS_COMMAND, readEgressArgs } from "../../node/egress/egress_args.ts";
-import type { EgressPeer } from "../../node/egress/config.ts";
+import type { EgressPeer } from "../../controller/egress/config.ts";
 import { assert, assertEquals } from "./_assert.ts";
 
 /** The error `p` rejects with, or undefined. */

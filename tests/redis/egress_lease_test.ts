@@ -8,7 +8,7 @@ import { assert, assertEquals } from "../../controller/_testing.ts";
 import { RedisConnection } from "../../lib/redis_connection.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { startRedis } from "../../lab/redis_server.ts";
-import { RedisLeaseStore } from "../../node/egress/lease.ts";
+import { RedisLeaseStore } from "../../controller/egress/lease.ts";
 
 const ADDR = "198.18.0.100";
 

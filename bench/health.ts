@@ -9,16 +9,21 @@
  *    the third failed probe comes 200–300 ms after the death, depending on the probe phase).
  * 2. Swap: an in-process control plane over real BPF maps (no pinning, not attached) holding
  *    1,000 services × 10 backends; a policy module swap (release → debug build: a different
- *    digest, the same tables) rebuilds and installs every Maglev table (`node/policy_swap.ts`).
+ *    digest, the same tables) rebuilds every Maglev table (`node/policy_swap.ts`); a table equal
+ *    to the installed one is not written again.
  *    → `swap_1000_services_ms` (goal ≤ 500 ms), from the end of the module's validation
  *    (`swap_validate_ms`, apart) until the reconciler is idle; `swap_memory_maps_ms` is the same
  *    swap over in-memory maps: the control plane's share (Maglev builds), without the kernel's.
- * 3. Loss: the same swap again with a new-flow SYN run through the XDP program
- *    (BPF_PROG_TEST_RUN) after every map write the swap makes — to the service just written and
- *    to a rotating other one — so packets see the maps between every two writes. A verdict other
+ *    Then a swap to a module whose every table differs (`fixtures/rotated_fill.wasm`): each
+ *    table built, staged whole, and installed per reconciler batch →
+ *    `swap_1000_services_changed_tables_ms` (and `swap_changed_tables_memory_maps_ms`).
+ * 3. Loss: a swap back to release (every table changes) with a new-flow SYN run through the XDP
+ *    program (BPF_PROG_TEST_RUN) after every map write the swap makes — to the service just
+ *    written and to a rotating other one — so packets see the maps between every two writes. A verdict other
  *    than XDP_TX is a lost packet → `packets_lost_during_swap` (goal 0), `packets_during_swap`.
  *    Same thread as the writes: it proves no packet sees a half-installed table at any point
- *    between writes, not concurrency inside a write (each table is one map-in-map update).
+ *    between writes, not concurrency inside a write (each table is swapped in whole by one
+ *    map-in-map update; a reconciler batch's tables go in together, then their service entries).
  *
  * Also `maglev_slots_moved_pct`: the share of Maglev slots that differ between a node that has
  * quarantined 1 of 10 backends and one that has not (what a disagreement costs new flows that
@@ -30,7 +35,7 @@
  */
 import { createControlPlane } from "../controller/control_plane.ts";
 import { FileSource } from "../controller/sources/file_source.ts";
-import type { LBMaps } from "../controller/lbmaps.ts";
+import type { DumpOptions, LBMaps } from "../controller/lbmaps.ts";
 import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
 import { BACKEND_HEALTH_PORT, backendAddress, Cluster, maglevBackendsOf } from "../lab/mod.ts";
 import { tcpFrame } from "../lab/packets.ts";
@@ -158,14 +163,23 @@ class ProbingMaps implements LBMaps {
   deleteMaglev(id: number) {
     return this.#after(this.inner.deleteMaglev(id));
   }
+  /** Staging writes nothing the datapath sees; the commit does (a probe after it). */
+  get stageMaglev() {
+    const inner = this.inner;
+    return inner.stageMaglev && ((id: number, t: Uint32Array) => inner.stageMaglev!(id, t));
+  }
+  get commitMaglev() {
+    const inner = this.inner;
+    return inner.commitMaglev && (() => this.#after(inner.commitMaglev!()));
+  }
   updateService(...a: Parameters<LBMaps["updateService"]>) {
     return this.#after(this.inner.updateService(...a));
   }
   deleteService(...a: Parameters<LBMaps["deleteService"]>) {
     return this.#after(this.inner.deleteService(...a));
   }
-  dump() {
-    return this.inner.dump();
+  dump(options?: DumpOptions) {
+    return this.inner.dump(options);
   }
 }
 
@@ -221,12 +235,21 @@ async function swap(services: number, m: number, target: "bpf" | "memory") {
     await cp.reconciler.waitIdle();
     return { totalMs: performance.now() - t0, validateMs };
   };
-  const first = await timed(debug); // release → debug: every table rebuilt and installed
+  const first = await timed(debug); // release → debug: every table rebuilt, none differs
+  const rotated = await Deno.readFile(
+    new URL("../policy-as/build/fixtures/rotated_fill.wasm", import.meta.url),
+  );
+  const changed = await timed(rotated); // debug → rotated: every table differs, all installed
   maps.probing = target === "bpf";
-  await timed(release); // and back, with packets between every two writes
+  await timed(release); // and back (every table again), with packets between every two writes
   maps.probing = false;
   await cp.stop();
-  return { ...first, sent: maps.sent, lost: maps.lost };
+  return {
+    ...first,
+    changedMs: changed.totalMs - changed.validateMs,
+    sent: maps.sent,
+    lost: maps.lost,
+  };
 }
 
 /** Share of slots that differ between tables with all 10 backends and with 9 (one quarantined). */
@@ -260,6 +283,8 @@ if (import.meta.main) {
     [`swap_${opts.services}_services_ms`]: Math.round(s.totalMs - s.validateMs),
     swap_validate_ms: Math.round(s.validateMs),
     swap_memory_maps_ms: Math.round(mem.totalMs - mem.validateMs),
+    [`swap_${opts.services}_services_changed_tables_ms`]: Math.round(s.changedMs),
+    swap_changed_tables_memory_maps_ms: Math.round(mem.changedMs),
     ...(opts.services === 1000 ? {} : { swap_1000_services_ms: null }),
     packets_during_swap: s.sent,
     packets_lost_during_swap: s.lost,

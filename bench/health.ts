@@ -19,8 +19,9 @@
  *    `swap_1000_services_changed_tables_ms` (and `swap_changed_tables_memory_maps_ms`).
  * 3. Loss: a swap back to release (every table changes) with a new-flow SYN run through the XDP
  *    program (BPF_PROG_TEST_RUN) after every map write the swap makes — to the service just
- *    written and to a rotating other one — so packets see the maps between every two writes. A verdict other
- *    than XDP_TX is a lost packet → `packets_lost_during_swap` (goal 0), `packets_during_swap`.
+ *    written and to a rotating other one — so packets see the maps between every two writes. A
+ *    verdict other than XDP_TX is a lost packet → `packets_lost_during_swap` (goal 0),
+ *    `packets_during_swap`.
  *    Same thread as the writes: it proves no packet sees a half-installed table at any point
  *    between writes, not concurrency inside a write (each table is swapped in whole by one
  *    map-in-map update; a reconciler batch's tables go in together, then their service entries).

@@ -5,7 +5,8 @@
  * - Rows whose status is pending (or error, after a restart) are updated; deleted rows are
  *   deleted; rows already done are skipped (that includes our own status write-backs).
  * - Changes are taken in batches; the status of a whole batch is written in one transaction,
- *   and only onto the very row object that was reconciled (a newer version stays pending).
+ *   and only onto the very row object that was reconciled (a newer version stays pending). A
+ *   target may stage a batch's writes (`beginBatch`/`endBatch`); rows failed there are retried.
  * - Failures are retried with exponential backoff and jitter (`lib/backoff.ts`); a newer
  *   version or a delete supersedes a queued retry.
  * - A full reconciliation runs once the table is initialized, then on `triggerFullReconcile()`

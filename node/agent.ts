@@ -18,7 +18,9 @@
  *    from the WASM policy module, with the TypeScript reference as fallback. A new module — the
  *    model's (`--model redis`) or the followed active file's (`--policy-follow PATH`) — is
  *    validated and swapped in, and every table rebuilt with it; a rejected one changes nothing
- *    (`node/policy_swap.ts`).
+ *    (`node/policy_swap.ts`). The model's settings apply too: its encap port (unless `--encap-port`)
+ *    and its lbNodeSelector — a node left out withdraws its frontends and is not ready
+ *    (`node/_lb_node_role.ts`).
  * 3. Flow sync (unless `--no-flow-sync`): new-flow events from the ring buffer go to Redis;
  *    peers' flows are installed into the flow map — only those whose backend serves their
  *    frontend in the loaded config; every stored flow is restored before ready.
@@ -47,6 +49,7 @@ import { connectModelStore } from "../controller/model/mod.ts";
 import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import { followActivePolicy } from "../policy-as/host/active_file.ts";
 import { policySwapper } from "./policy_swap.ts";
+import { LbNodeRole } from "./_lb_node_role.ts";
 import { startAgentHealth } from "./health/agent_health.ts";
 import { AGENT_COMMAND, type AgentArgs, interfaceHolding, readAgentArgs } from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
@@ -80,6 +83,8 @@ interface NodeDatapath {
   attach(): void;
   /** The interface `attach()` attaches to, or null. */
   readonly attachTo: string | null;
+  /** Writes a new encap port to the node settings (absent: none are written, no --src-addr). */
+  configureEncap?: (port: number) => void;
   close(): void;
 }
 
@@ -132,6 +137,9 @@ async function openDatapath(a: AgentArgs): Promise<NodeDatapath> {
       if (attach) dp.attach(attach.ifname, attach.netns ? { netns: attach.netns } : {});
     },
     attachTo: attach?.ifname ?? null,
+    ...(a.configure
+      ? { configureEncap: (p) => dp.configure({ ...a.configure!, encapPort: p }) }
+      : {}),
     close: () => dp[Symbol.dispose](),
   };
 }
@@ -169,6 +177,7 @@ export async function main(
   const cleanup: (() => Promise<void> | void)[] = [];
   let ready = false;
   let flows: FlowSyncAgent | null = null;
+  let role: LbNodeRole | null = null; // --model redis: the model's lbNodeSelector and encap port
   try {
     agentLog.info("starting", {
       datapath: a.datapath,
@@ -177,10 +186,10 @@ export async function main(
       flow_sync: a.flowSync,
       redis: a.flowSync || a.model ? redact(a.redis.url) : null,
     });
+    // Not ready while flows are restored, or while the lbNodeSelector leaves this node out.
+    const isReady = () => ready && (flows?.ready ?? true) && (role?.serving ?? true);
     if (a.listen) {
-      const server = serveOps(a.listen, () => ready && (flows?.ready ?? true), {
-        logger: agentLog,
-      });
+      const server = serveOps(a.listen, isReady, { logger: agentLog });
       cleanup.push(() => server.shutdown());
     }
 
@@ -220,8 +229,15 @@ export async function main(
     const modelStore = a.model === "redis"
       ? connectModelStore({ ...a.redis, logComponent: "model-store" })
       : null;
+    if (modelStore) {
+      const { nodeName, encapPortFlag } = a;
+      const at = { encapPort: a.configure?.encapPort, configureEncap: dp.configureEncap };
+      role = new LbNodeRole({ nodeName, encapPortFlag, ...at, logger: agentLog });
+    }
     const model = modelStore
       ? new RedisModelSource(cp.writer, modelStore, {
+        nodeName: a.nodeName,
+        onSettings: (settings, serving) => role?.apply(settings, serving),
         onApplied: async (prev, next) => {
           current = next;
           await onReload?.(prev, next);
@@ -265,7 +281,8 @@ export async function main(
     } else {
       current = await loadConfig();
     }
-    for (const svc of current?.services ?? []) {
+    // A node the lbNodeSelector leaves out loaded no frontends: none to wait for.
+    for (const svc of model?.serving === false ? [] : current?.services ?? []) {
       for (const fe of svc.frontends) await cp.waitFrontend(fe.address, { timeoutMs: 10_000 });
     }
 

@@ -62,6 +62,8 @@ export interface AgentArgs {
   attach?: { ifname: string; netns?: string } | { address: string; netns?: string };
   /** Datapath node settings — optional, written when given. */
   configure?: { srcAddr: string; encapPort: number; seed: number };
+  /** `--encap-port` when given: it wins over the model's `encapPort` (`node/_lb_node_role.ts`). */
+  encapPortFlag?: number;
   /** Default Maglev table size (prime). */
   maglevSize?: number;
   /** The WASM policy module (default: the release build). */
@@ -95,6 +97,7 @@ export const USAGE =
   [--node-address IP (attach XDP to the interface holding IP; default --src-addr)]
   [--attach IFACE (wins over --node-address for the interface)] [--netns NS]
   [--src-addr IP --encap-port PORT --seed N]
+  [(--encap-port, if given, wins over the model's encapPort; default: the model's, else 6080)]
   [--idle-timeout-ms MS] [--sweep-interval-ms MS] [--queue-capacity N]
   [--full-reconcile-interval-ms MS (default 30000; 0 = never)]
   [--health on|off (default on: probe the backends of services with a healthCheck)]
@@ -258,6 +261,9 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
         seed: intOption(values, "seed", { default: 0, max: 0xffffffff }),
       }
       : undefined,
+    encapPortFlag: values["encap-port"] === undefined
+      ? undefined
+      : intOption(values, "encap-port", { max: 65535 }),
     idleTimeoutMs: int("idle-timeout-ms"),
     sweepIntervalMs: int("sweep-interval-ms"),
     queueCapacity: int("queue-capacity"),

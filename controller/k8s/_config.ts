@@ -8,6 +8,7 @@
 import { checkMaglevSize } from "../../policy-as/host/maglev_input.ts";
 import { type ClaimOptions, DEFAULT_LOAD_BALANCER_CLASS, type IpamCondition } from "../ipam/mod.ts";
 import type { KubeObject } from "./objects.ts";
+import { deriveSettings } from "./_settings.ts";
 
 /** The name of the LoadBalancerConfig the controller reads. */
 export const CONFIG_NAME = "default";
@@ -29,8 +30,14 @@ export interface ServiceDefaults {
   readonly maglevSize?: number;
 }
 
-/** Reads `default` among `configs`; an invalid field is reported and its default used. */
-export function readConfig(configs: readonly KubeObject[]): ConfigView {
+/**
+ * Reads `default` among `configs`; an invalid field is reported and its default used, and so is
+ * an `lbNodeSelector` that selects none of `nodes` (every node serves then).
+ */
+export function readConfig(
+  configs: readonly KubeObject[],
+  nodes: readonly KubeObject[] = [],
+): ConfigView {
   const cfg = configs.find((c) => c.metadata?.name === CONFIG_NAME);
   const spec = cfg?.spec ?? {};
   const cls = typeof spec.loadBalancerClass === "string" && spec.loadBalancerClass !== ""
@@ -62,9 +69,13 @@ export function readConfig(configs: readonly KubeObject[]): ConfigView {
   if (port !== undefined && !(Number.isInteger(port) && port >= 1 && port <= 65535)) {
     problems.push(`spec.encapPort: ${JSON.stringify(port)} is not a port in 1..65535`);
   }
-  if (spec.mode !== undefined && spec.mode !== "Stateful" && spec.mode !== "Anycast") {
+  if (spec.mode === "Anycast") {
+    problems.push(`spec.mode: Anycast is not supported yet; the LB nodes run Stateful`);
+  } else if (spec.mode !== undefined && spec.mode !== "Stateful") {
     problems.push(`spec.mode: "${spec.mode}" is not Stateful or Anycast`);
   }
+  const selectorProblem = deriveSettings(cfg, nodes).problem;
+  if (selectorProblem !== undefined) problems.push(selectorProblem);
   const gen = cfg.metadata?.generation;
   const ready: IpamCondition = problems.length === 0
     ? { type: "Ready", status: "True", reason: "Valid", message: `Claiming class "${cls}"` }

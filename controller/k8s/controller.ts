@@ -179,7 +179,7 @@ export class LbController {
     const leader = this.#o.isLeader?.() ?? true;
     if (leader && !this.#led) this.#allocator = undefined;
     this.#led = leader;
-    const cfg = readConfig(view.list("loadbalancerconfigs"));
+    const cfg = readConfig(view.list("loadbalancerconfigs"), view.list("nodes"));
     const claimKey = JSON.stringify(cfg.claim);
     if (claimKey !== this.#claimKey) this.#allocator = undefined;
     this.#claimKey = claimKey;

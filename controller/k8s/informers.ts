@@ -1,7 +1,7 @@
 /**
  * The controller's view of the cluster: one reflector per watched resource (Services,
- * EndpointSlices, AddressPools, LoadBalancerConfigs, EgressNATs and the pods labelled
- * `holdfast.io/egress`), each a list + watch by resourceVersion on
+ * EndpointSlices, AddressPools, LoadBalancerConfigs, EgressNATs, the pods labelled
+ * `holdfast.io/egress` and Nodes), each a list + watch by resourceVersion on
  * `@kubernetes/client-node` (`Watch` with bookmarks), re-listing after 410 Gone, retrying with
  * {@linkcode Backoff}; and one place, {@linkcode Informers}, that turns their callbacks into
  * debounced, bounded batches of `{type, object}` events and resolves `synced` once every
@@ -79,6 +79,10 @@ function specs(
       watchPath: "/api/v1/pods",
       params: { labelSelector: EGRESS_POD_LABEL },
       list: () => core.listPodForAllNamespaces({ labelSelector: EGRESS_POD_LABEL }) as never,
+    },
+    nodes: {
+      watchPath: "/api/v1/nodes",
+      list: () => core.listNode() as never,
     },
     policy: policy && {
       watchPath: `/api/v1/namespaces/${policy.namespace}/configmaps`,

@@ -178,6 +178,8 @@ export async function main(argv: string[]): Promise<number> {
   let publisher: RunningModelPublisher | undefined;
   // The accepted policy module goes into the model, so agents swap to it (issue 14).
   running.policy?.onAccepted((p) => publisher?.setPolicy(p));
+  // The encap port and the LB nodes (LoadBalancerConfig + Nodes) go into the model too.
+  running.onModelSettings((s) => publisher?.setSettings(s));
   election = startLeaderElection(kc.makeApiClient(k8s.CoordinationV1Api), {
     namespace: args.namespace,
     name: args.lease,
@@ -200,6 +202,7 @@ export async function main(argv: string[]): Promise<number> {
           publisher = pub;
           const active = running.policy?.activeModule();
           if (active) pub.setPolicy(active);
+          pub.setSettings(running.modelSettings());
           signal.addEventListener("abort", () => {
             if (publisher === pub) publisher = undefined;
             pub.stop().catch(() => {});

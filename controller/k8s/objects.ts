@@ -41,7 +41,9 @@ export type ResourceName =
   /** NAT pods: pods labelled `holdfast.io/egress` (any namespace). */
   | "egresspods"
   /** The policy ConfigMap (one object, by name, in the controller's namespace). */
-  | "policy";
+  | "policy"
+  /** Nodes: `lbNodeSelector` picks the LB nodes among them (controller/k8s/_settings.ts). */
+  | "nodes";
 
 /** Every watched resource, in the order they are started. */
 export const RESOURCES: readonly ResourceName[] = [
@@ -51,6 +53,7 @@ export const RESOURCES: readonly ResourceName[] = [
   "endpointslices",
   "egressnats",
   "egresspods",
+  "nodes",
 ];
 
 /** Events of one flush, per resource (resources without events are absent). */

@@ -25,6 +25,9 @@ import { Writer } from "../lb/writer.ts";
 import { K8sSource } from "../sources/k8s_source.ts";
 import { DB } from "../statedb/mod.ts";
 import type { RedisConnection } from "../../lib/redis_connection.ts";
+import type { ModelSettings } from "../model/settings.ts";
+import { CONFIG_NAME } from "./_config.ts";
+import { type DerivedSettings, deriveSettings } from "./_settings.ts";
 import { LbController } from "./controller.ts";
 import { EgressReconciler } from "./egress.ts";
 import { Informers } from "./informers.ts";
@@ -65,6 +68,13 @@ export interface RunningController extends AsyncDisposable {
   readonly policy?: PolicyChecker;
   /** The controller's LB tables (what the model publisher reads). */
   readonly cp: { readonly db: DB; readonly tables: LBTables; readonly writer: Writer };
+  /**
+   * The model's settings (encap port, LB nodes) from the LoadBalancerConfig and the Nodes, as
+   * of the last batch (`{}` before the first list).
+   */
+  modelSettings(): ModelSettings;
+  /** Calls `fn` with the settings each time they change (the publisher writes them). */
+  onModelSettings(fn: (settings: ModelSettings) => void): void;
   /** Resolves once every resource was listed, reconciled once and written to the tables. */
   readonly synced: Promise<void>;
   /** Whether `synced` has resolved. */
@@ -109,9 +119,30 @@ export function startController(
     pollMs: options.egressPollMs,
     logger,
   });
-  const notLb = new Set(["policy", "egressnats", "egresspods"]);
+  const notLb = new Set(["policy", "egressnats", "egresspods", "nodes"]);
+  let derived: DerivedSettings = { settings: {} };
+  let derivedKey = JSON.stringify(derived);
+  const settingsListeners: ((settings: ModelSettings) => void)[] = [];
+  const updateSettings = () => {
+    const cfg = informers.list("loadbalancerconfigs").find((c) => c.metadata?.name === CONFIG_NAME);
+    const next = deriveSettings(cfg, informers.list("nodes"));
+    const key = JSON.stringify(next);
+    if (key === derivedKey) return;
+    const problemChanged = next.problem !== derived.problem;
+    derived = next;
+    derivedKey = key;
+    logger.info("model settings", {
+      component: "k8s-controller",
+      ...next.settings,
+      ...(next.problem ? { problem: next.problem } : {}),
+    });
+    for (const fn of settingsListeners) fn(next.settings);
+    // The config's Ready condition names a selector that selects no node.
+    if (problemChanged) controller.trigger(0);
+  };
   const informers: Informers = new Informers(kc, {
     onBatch: (batch) => {
+      if (batch.nodes || batch.loadbalancerconfigs) updateSettings();
       if (batch.policy) policy?.check(informers.list("policy"));
       if (batch.egressnats || batch.egresspods) egress.trigger(0);
       // The batch is already debounced: reconcile at once.
@@ -143,6 +174,8 @@ export function startController(
     egress,
     policy,
     cp: { db, tables, writer },
+    modelSettings: () => derived.settings,
+    onModelSettings: (fn) => void settingsListeners.push(fn),
     synced: syncedP,
     isSynced: () => synced,
     stop,

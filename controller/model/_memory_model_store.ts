@@ -26,6 +26,8 @@ export class MemoryModelStore implements ModelStore {
   stream: ModelChange[] = [];
   /** The policy module in the model. */
   policy: ModelPolicy | null = null;
+  /** The settings JSON in the model ("" none). */
+  settings = "";
   /** Writes applied, policy writes included (for "nothing was written" assertions). */
   writes = 0;
   #seq = 0;
@@ -43,6 +45,7 @@ export class MemoryModelStore implements ModelStore {
       lastId: this.stream.at(-1)?.id ?? "0-0",
       entries: new Map(this.entries),
       policySha: this.policy?.sha256 ?? "",
+      settings: this.settings,
     });
   }
 
@@ -101,6 +104,27 @@ export class MemoryModelStore implements ModelStore {
     return Promise.resolve(this.rev);
   }
 
+  writeSettings(epoch: string, json: string): Promise<number> {
+    this.#check();
+    if (epoch !== this.epochToken) {
+      throw new ModelEpochError(`Cannot write the settings: epoch is "${this.epochToken}"`);
+    }
+    if (this.settings === json) return Promise.resolve(0);
+    this.settings = json;
+    this.rev++;
+    this.writes++;
+    this.stream.push({
+      id: `${++this.#seq}-0`,
+      rev: this.rev,
+      epoch,
+      op: "settings",
+      service: "",
+      settings: json,
+    });
+    for (const wake of this.#waiters) wake();
+    return Promise.resolve(this.rev);
+  }
+
   readPolicy(): Promise<ModelPolicy | null> {
     this.#check();
     return Promise.resolve(this.policy);
@@ -135,6 +159,7 @@ export class MemoryModelStore implements ModelStore {
     this.epochToken = "";
     this.stream = [];
     this.policy = null;
+    this.settings = "";
   }
 
   close(): Promise<void> {

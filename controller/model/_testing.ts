@@ -131,6 +131,7 @@ export class HeldStore implements ModelStore {
   initEpoch = (t: string) => this.inner.initEpoch(t);
   write = (e: string, w: Parameters<ModelStore["write"]>[1]) => this.inner.write(e, w);
   writePolicy = (e: string, p: ModelPolicy) => this.inner.writePolicy(e, p);
+  writeSettings = (e: string, json: string) => this.inner.writeSettings(e, json);
   readPolicy = () => this.inner.readPolicy();
   async read(after: string, o: { count: number; blockMs: number }): Promise<ModelChange[]> {
     if (this.#gate) await this.#gate;

@@ -36,3 +36,4 @@ export {
   STREAM_MAXLEN,
 } from "./schema.ts";
 export * from "./store.ts";
+export { encodeSettings, type ModelSettings, parseSettings, selectsNode } from "./settings.ts";

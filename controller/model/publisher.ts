@@ -13,6 +13,7 @@ import type { LBTables } from "../lb/tables.ts";
 import { type ChangeIterator, waitAny, type Watch } from "../statedb/mod.ts";
 import { deriveAll, deriveEntry } from "./_derive.ts";
 import { encodeEntry, type ModelEntry, type ModelPolicy } from "./schema.ts";
+import { encodeSettings, type ModelSettings } from "./settings.ts";
 import type { ModelStore, ModelWrite } from "./store.ts";
 
 /** Options of {@linkcode ModelPublisher} and {@linkcode startModelPublisher}. */
@@ -53,6 +54,9 @@ export class ModelPublisher {
   /** The policy module to publish (the controller's last accepted one). */
   #wantPolicy: ModelPolicy | null = null;
   #policyQueue: Promise<unknown> = Promise.resolve();
+  /** Settings JSON the store holds (as far as this publisher knows), and the one to publish. */
+  #heldSettings = "";
+  #wantSettings: string | null = null;
 
   constructor(store: ModelStore, options: ModelPublisherOptions = {}) {
     this.#store = store;
@@ -63,7 +67,7 @@ export class ModelPublisher {
     this.#revGauge = reg.gauge("holdfast_model_rev", "Revision of the LB model last written.");
     this.#publishes = reg.counter(
       "holdfast_model_publishes_total",
-      "Writes to the LB model, by op (upsert, delete, policy).",
+      "Writes to the LB model, by op (upsert, delete, policy, settings).",
       { labelNames: ["op"] },
     );
   }
@@ -93,6 +97,7 @@ export class ModelPublisher {
     this.#held.clear();
     for (const [k, v] of snap.entries) this.#held.set(k, v);
     this.#heldPolicy = snap.policySha ?? "";
+    this.#heldSettings = snap.settings ?? "";
     const writes: ModelWrite[] = [];
     for (const [name, e] of entries) {
       const entry = encodeEntry(e);
@@ -112,6 +117,34 @@ export class ModelPublisher {
   }
 
   /**
+   * Makes `settings` the ones to publish and writes them now if a full sync was done and the
+   * store holds other ones (else the next full sync writes them); true if written. Serialized
+   * with the policy writes.
+   */
+  setSettings(settings: ModelSettings): Promise<boolean> {
+    this.#wantSettings = encodeSettings(settings);
+    return this.flushPolicy();
+  }
+
+  async #flushSettings(): Promise<boolean> {
+    const json = this.#wantSettings;
+    if (json === null || json === this.#heldSettings || this.#epoch === "") return false;
+    if (!this.#canWrite()) {
+      throw new Error(`Cannot write settings ${json} to the model: not allowed to write`);
+    }
+    const rev = await this.#store.writeSettings(this.#epoch, json);
+    this.#heldSettings = json;
+    if (rev === 0) return false;
+    if (rev > this.#rev) {
+      this.#rev = rev;
+      this.#revGauge.set(undefined, rev);
+    }
+    this.#publishes.inc({ op: "settings" });
+    this.#log.info("model published", { op: "settings", settings: json, rev });
+    return true;
+  }
+
+  /**
    * Makes `policy` the module to publish (the controller accepted it) and writes it now if a
    * full sync was done; true if written. A module the store holds already is not written again.
    */
@@ -121,11 +154,15 @@ export class ModelPublisher {
   }
 
   /**
-   * Writes the module of {@linkcode setPolicy} unless the store holds it (or no full sync was
-   * done yet: the next one writes it); true if written. Serialized.
+   * Writes the module of {@linkcode setPolicy} and the settings of {@linkcode setSettings} unless
+   * the store holds them (or no full sync was done yet: the next one writes them); true if
+   * either was written. Serialized.
    */
   flushPolicy(): Promise<boolean> {
-    const run = this.#policyQueue.then(() => this.#flushPolicy());
+    const run = this.#policyQueue.then(async () => {
+      const settings = await this.#flushSettings();
+      return await this.#flushPolicy() || settings;
+    });
     this.#policyQueue = run.catch(() => undefined);
     return run;
   }
@@ -202,6 +239,8 @@ export interface RunningModelPublisher extends AsyncDisposable {
    * pass or idle check.
    */
   setPolicy(policy: ModelPolicy): void;
+  /** Publishes `settings` once synced; a failed write is retried like the policy's. */
+  setSettings(settings: ModelSettings): void;
   /** Resolves after the first full sync. */
   synced(): Promise<void>;
   stop(): Promise<void>;
@@ -320,5 +359,17 @@ export function startModelPublisher(
       logger.warn("policy publish failed: retrying", { err: (err as Error).message })
     );
   };
-  return { publisher, setPolicy, synced: () => synced, stop, [Symbol.asyncDispose]: stop };
+  const setSettings = (settings: ModelSettings) => {
+    publisher.setSettings(settings).catch((err) =>
+      logger.warn("settings publish failed: retrying", { err: (err as Error).message })
+    );
+  };
+  return {
+    publisher,
+    setPolicy,
+    setSettings,
+    synced: () => synced,
+    stop,
+    [Symbol.asyncDispose]: stop,
+  };
 }

@@ -14,6 +14,7 @@ import {
   modelKeys,
   type ModelPolicy,
   POLICY_SCRIPT,
+  SETTINGS_SCRIPT,
   SNAPSHOT_SCRIPT,
   STREAM_MAXLEN,
   toBase64,
@@ -43,18 +44,25 @@ export class RedisModelStore implements ModelStore {
 
   get #keyList(): string[] {
     const k = this.#keys;
-    return [k.services, k.rev, k.changes, k.epoch, k.policy];
+    return [k.services, k.rev, k.changes, k.epoch, k.policy, k.settings];
   }
 
   async snapshot(): Promise<ModelSnapshot> {
-    const [epoch, rev, lastId, flat, policySha] = await this.#redis.eval(
+    const [epoch, rev, lastId, flat, policySha, settings] = await this.#redis.eval(
       SNAPSHOT_SCRIPT,
       this.#keyList,
       [],
-    ) as [string, string, string, string[], string];
+    ) as [string, string, string, string[], string, string];
     const entries = new Map<string, string>();
     for (let i = 0; i + 1 < flat.length; i += 2) entries.set(flat[i]!, flat[i + 1]!);
-    return { epoch, rev: Number(rev), lastId, entries, policySha: policySha ?? "" };
+    return {
+      epoch,
+      rev: Number(rev),
+      lastId,
+      entries,
+      policySha: policySha ?? "",
+      settings: settings ?? "",
+    };
   }
 
   async epoch(): Promise<string> {
@@ -111,6 +119,22 @@ export class RedisModelStore implements ModelStore {
     }
   }
 
+  async writeSettings(epoch: string, json: string): Promise<number> {
+    try {
+      return Number(
+        await this.#redis.eval(SETTINGS_SCRIPT, this.#keyList, [epoch, json, String(this.#maxlen)]),
+      );
+    } catch (err) {
+      if (err instanceof Error && /EPOCH/.test(err.message)) {
+        throw new ModelEpochError(
+          `Cannot write settings ${json} to the model: ${err.message}, not "${epoch}"`,
+          { cause: err },
+        );
+      }
+      throw err;
+    }
+  }
+
   async readPolicy(): Promise<ModelPolicy | null> {
     const [sha256, wasm] = await this.#redis.command(
       ["HMGET", this.#keys.policy, "sha256", "wasm"],
@@ -134,10 +158,11 @@ export class RedisModelStore implements ModelStore {
           id,
           rev: Number(f.rev),
           epoch: f.epoch ?? "",
-          op: f.op === "delete" || f.op === "policy" ? f.op : "upsert",
+          op: f.op === "delete" || f.op === "policy" || f.op === "settings" ? f.op : "upsert",
           service: f.service ?? "",
           ...(f.entry !== undefined ? { entry: f.entry } : {}),
           ...(f.sha256 !== undefined ? { sha256: f.sha256 } : {}),
+          ...(f.settings !== undefined ? { settings: f.settings } : {}),
         });
       }
     }

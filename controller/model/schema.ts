@@ -6,12 +6,16 @@
  * - `hf:model:{m}:services` — hash: field `namespace/name` → JSON {@linkcode ModelEntry}
  * - `hf:model:{m}:rev` — integer, incremented by every change
  * - `hf:model:{m}:changes` — stream (MAXLEN ~ {@linkcode STREAM_MAXLEN}), fields `rev`, `epoch`,
- *   `op` (`upsert` | `delete` | `policy`), `service` (`""` for `policy`), `entry` (the JSON,
+ *   `op` (`upsert` | `delete` | `policy` | `settings`), `service` (`""` for `policy` and `settings`), `entry` (the JSON,
  *   upserts only) and `sha256` (policy only)
  * - `hf:model:{m}:policy` — hash: `sha256` (hex) and `wasm` (the module, base64) of the WASM
  *   policy module the controller accepted; absent until it accepted one
  * - `hf:model:{m}:epoch` — random token set when the model is first written; a new token means
  *   Redis lost the model and readers must re-read it
+ * - `hf:model:{m}:settings` — string: the model-level settings' canonical JSON
+ *   (`settings.ts`: `encapPort`, `lbNodes`); absent until the controller wrote some. A change is
+ *   stream op `settings` with field `settings` (the JSON). Agents from before it read that op as
+ *   an upsert of service `""` without an entry, which changes nothing.
  *
  * @module
  */
@@ -31,6 +35,7 @@ export interface ModelKeys {
   readonly changes: string;
   readonly epoch: string;
   readonly policy: string;
+  readonly settings: string;
 }
 
 /** Approximate length the change stream is trimmed to. */
@@ -45,6 +50,7 @@ export function modelKeys(prefix = "hf"): ModelKeys {
     changes: `${base}:changes`,
     epoch: `${base}:epoch`,
     policy: `${base}:policy`,
+    settings: `${base}:settings`,
   };
 }
 
@@ -124,8 +130,25 @@ return rev
 `;
 
 /**
+ * Sets the model's settings (canonical JSON), atomically with the revision and the stream,
+ * unless they are the ones stored: checks the epoch like {@linkcode WRITE_SCRIPT}; returns 0
+ * when equal (nothing written), else the new rev.
+ * KEYS: services, rev, changes, epoch, policy, settings. ARGV: epoch, json, maxlen.
+ */
+export const SETTINGS_SCRIPT = `
+local e = redis.call('GET', KEYS[4])
+if e ~= ARGV[1] then return redis.error_reply('EPOCH model epoch is ' .. tostring(e)) end
+if redis.call('GET', KEYS[6]) == ARGV[2] then return 0 end
+redis.call('SET', KEYS[6], ARGV[2])
+local rev = redis.call('INCR', KEYS[2])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'rev', rev, 'epoch', ARGV[1],
+  'op', 'settings', 'service', '', 'settings', ARGV[2])
+return rev
+`;
+
+/**
  * A consistent snapshot: `{epoch or "", rev, last stream id or "0-0", HGETALL..., policy
- * sha256 or ""}`. KEYS: services, rev, changes, epoch, policy.
+ * sha256 or "", settings JSON or ""}`. KEYS: services, rev, changes, epoch, policy, settings.
  */
 export const SNAPSHOT_SCRIPT = `
 local e = redis.call('GET', KEYS[4]) or ''
@@ -134,7 +157,8 @@ local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
 local id = '0-0'
 if #last > 0 then id = last[1][1] end
 local p = redis.call('HGET', KEYS[5], 'sha256') or ''
-return {e, rev, id, redis.call('HGETALL', KEYS[1]), p}
+local s = redis.call('GET', KEYS[6]) or ''
+return {e, rev, id, redis.call('HGETALL', KEYS[1]), p, s}
 `;
 
 /** The policy module as stored in the model. */

@@ -19,6 +19,8 @@ export interface ModelSnapshot {
   readonly entries: ReadonlyMap<string, string>;
   /** SHA-256 of the policy module in the model ("" or absent: none). */
   readonly policySha?: string;
+  /** The model's settings JSON (`settings.ts`; "" or absent: none). */
+  readonly settings?: string;
 }
 
 /** One change read from the stream. */
@@ -28,12 +30,15 @@ export interface ModelChange {
   readonly rev: number;
   readonly epoch: string;
   /** `policy`: the policy module changed (`service` is ""; read it with `readPolicy`). */
-  readonly op: "upsert" | "delete" | "policy";
+  /** `settings`: the model's settings changed (`service` is ""; the JSON is `settings`). */
+  readonly op: "upsert" | "delete" | "policy" | "settings";
   readonly service: string;
   /** The entry's JSON (upserts). */
   readonly entry?: string;
   /** SHA-256 of the new policy module (op `policy`). */
   readonly sha256?: string;
+  /** The new settings JSON (op `settings`). */
+  readonly settings?: string;
 }
 
 /** A write to the model: set or delete one service's entry. */
@@ -68,6 +73,12 @@ export interface ModelStore {
    * `policy`) move together. Returns the new revision, or 0 when nothing was written.
    */
   writePolicy(epoch: string, policy: ModelPolicy): Promise<number>;
+  /**
+   * Sets the model's settings JSON if the stored epoch is `epoch` (else
+   * {@linkcode ModelEpochError}) and it differs from the stored one; settings, revision and
+   * stream (op `settings`) move together. Returns the new revision, or 0 when nothing was written.
+   */
+  writeSettings(epoch: string, json: string): Promise<number>;
   /** The policy module in the model, or null when there is none. */
   readPolicy(): Promise<ModelPolicy | null>;
   /**

@@ -20,6 +20,11 @@
  * not seen yet, it is read, checked against its SHA-256 and handed to `onPolicy` (the agent swaps
  * its PolicyHost and rebuilds its Maglev tables: `node/policy_swap.ts`).
  *
+ * Settings (`controller/model/settings.ts`) go to `onSettings`. A `nodeName` the settings'
+ * `lbNodes` leave out is not an LB node: its rows are withdrawn from the tables (and the
+ * frontends from the maps) until it is selected again; `view` stays the model's (flow sync purges
+ * nothing).
+ *
  * @module
  */
 
@@ -29,6 +34,7 @@ import type { SourceWriter } from "../lb/source_writer.ts";
 import type { Writer } from "../lb/writer.ts";
 import type { ModelChange, ModelSnapshot, ModelStore } from "../model/store.ts";
 import { type ModelPolicy, sha256Hex } from "../model/schema.ts";
+import { type ModelSettings, parseSettings, selectsNode } from "../model/settings.ts";
 import type { WriteTxn } from "../statedb/mod.ts";
 import { configFromValue, type FileConfig } from "./file_source.ts";
 
@@ -68,6 +74,10 @@ export interface RedisModelSourceOptions {
    * against the bytes first; a mismatch is logged and not handed over.
    */
   onPolicy?: (policy: ModelPolicy) => void | Promise<void>;
+  /** This node's name: the settings' `lbNodes` decide whether it serves (absent: it always does). */
+  nodeName?: string;
+  /** Gets the settings and whether this node serves, at the first snapshot and on change. */
+  onSettings?: (settings: ModelSettings, serving: boolean) => void | Promise<void>;
 }
 
 /** Follows the model in a {@linkcode ModelStore} as one Writer source. */
@@ -85,6 +95,9 @@ export class RedisModelSource {
   #lastId = "0-0";
   /** SHA-256 of the policy module last handed to `onPolicy` (or found invalid). */
   #policySha = "";
+  /** Settings JSON last applied (null: none yet), and whether the rows are in the tables. */
+  #settingsJson: string | null = null;
+  #serving = true;
   #ac = new AbortController();
   #running: Promise<void> | null = null;
   #notify: Promise<void> = Promise.resolve();
@@ -117,6 +130,11 @@ export class RedisModelSource {
   /** The model applied, in the file format (null before the first snapshot). */
   get view(): FileConfig | null {
     return this.#view;
+  }
+
+  /** Whether this node serves the model (false: `lbNodes` leave it out; its rows are withdrawn). */
+  get serving(): boolean {
+    return this.#serving;
   }
 
   /** Resolves once the first snapshot is applied. */
@@ -215,6 +233,7 @@ export class RedisModelSource {
       for (const [name, json] of snap.entries) {
         if (this.#rows.get(name)?.json !== json && this.#upsert(txn, name, json)) changed++;
       }
+      this.#applySettings(txn, snap.settings ?? "");
       this.#initDone?.(txn);
       this.#initDone = null;
       txn.commit();
@@ -256,12 +275,14 @@ export class RedisModelSource {
         }
         if (c.op === "policy") {
           // The module itself is read after the batch (#followPolicy).
+        } else if (c.op === "settings") {
+          this.#applySettings(txn, c.settings ?? "");
         } else if (c.op === "delete") {
           if (this.#rows.has(c.service)) this.#delete(txn, c.service);
         } else if (c.entry !== undefined && this.#rows.get(c.service)?.json !== c.entry) {
           this.#upsert(txn, c.service, c.entry);
         }
-        if (c.op !== "policy") names.add(c.service);
+        if (c.op !== "policy" && c.op !== "settings") names.add(c.service);
         this.#rev = c.rev;
         this.#lastId = c.id;
       }
@@ -299,6 +320,30 @@ export class RedisModelSource {
     );
   }
 
+  /**
+   * Takes the settings `json` if they differ from the last: withdraws the rows from the tables
+   * (or writes them back) when this node stops (or starts) serving, and queues `onSettings`.
+   */
+  #applySettings(txn: WriteTxn, json: string): void {
+    if (json === this.#settingsJson) return;
+    this.#settingsJson = json;
+    const { settings, problems } = parseSettings(json);
+    if (problems.length > 0) this.#log.error("model settings partly invalid", { problems });
+    const serving = selectsNode(settings, this.#opts.nodeName);
+    if (serving !== this.#serving) {
+      this.#serving = serving;
+      for (const [name, r] of this.#rows) {
+        if (serving) this.#write(txn, r.svc);
+        else this.#withdraw(txn, name);
+      }
+    }
+    const fn = this.#opts.onSettings;
+    if (fn === undefined) return;
+    this.#notify = this.#notify.then(() => fn(settings, serving)).catch((err) =>
+      this.#log.warn("settings follower failed", { err: (err as Error).message })
+    );
+  }
+
   /** Validates and writes one entry; false (logged, nothing written) when it is invalid. */
   #upsert(txn: WriteTxn, name: string, json: string): boolean {
     let svc: ServiceConfig;
@@ -317,15 +362,23 @@ export class RedisModelSource {
       });
       return false;
     }
-    this.src.upsertService(txn, svc);
-    this.src.setBackends(txn, { service: name, backends: svc.backends });
+    if (this.#serving) this.#write(txn, svc);
     this.#rows.set(name, { json, svc });
     return true;
   }
 
-  #delete(txn: WriteTxn, name: string): void {
+  #write(txn: WriteTxn, svc: ServiceConfig): void {
+    this.src.upsertService(txn, svc);
+    this.src.setBackends(txn, { service: svc.name, backends: svc.backends });
+  }
+
+  #withdraw(txn: WriteTxn, name: string): void {
     this.src.deleteService(txn, name);
     this.src.setBackends(txn, { service: name, backends: [] });
+  }
+
+  #delete(txn: WriteTxn, name: string): void {
+    if (this.#serving) this.#withdraw(txn, name);
     this.#rows.delete(name);
   }
 

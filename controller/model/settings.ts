@@ -1,0 +1,77 @@
+/**
+ * Model-level settings (`hf:model:{m}:settings`): what every agent following the model applies
+ * besides the services — the encapsulation port and which nodes act as LB nodes. The controller
+ * derives them from the LoadBalancerConfig `default` and the cluster's Nodes
+ * (`controller/k8s/_settings.ts`); agents read them with the model (`RedisModelSource`).
+ *
+ * The safe reading, in one place ({@linkcode selectsNode}): a missing `lbNodes` (no selector, no
+ * settings in the model, an old controller) and an empty one (a selector that matches no Node, or
+ * a bug) both mean "every node is an LB node". Only a non-empty list that leaves a node out makes
+ * it withdraw its frontends: a missing or broken list can never empty every node at once.
+ *
+ * @module
+ */
+
+/** The model's settings. Every field is optional: absent means "the agents' own default". */
+export interface ModelSettings {
+  /** UDP port of the encapsulation from LB nodes to backends (an agent's `--encap-port` wins). */
+  readonly encapPort?: number;
+  /** Nodes selected by `lbNodeSelector`, sorted; absent or empty: every node. */
+  readonly lbNodes?: readonly string[];
+}
+
+/** The canonical JSON of `s` (fixed key order, names sorted and unique): equal settings, equal text. */
+export function encodeSettings(s: ModelSettings): string {
+  return JSON.stringify({
+    ...(s.encapPort !== undefined ? { encapPort: s.encapPort } : {}),
+    ...(s.lbNodes !== undefined ? { lbNodes: [...new Set(s.lbNodes)].sort() } : {}),
+  });
+}
+
+/**
+ * The settings in `json` as stored ("" or absent: none). A field that is not what it should be
+ * is dropped (its default applies) and named in `problems`; the rest is kept.
+ */
+export function parseSettings(json: string | undefined): {
+  settings: ModelSettings;
+  problems: string[];
+} {
+  if (json === undefined || json === "") return { settings: {}, problems: [] };
+  let raw: Record<string, unknown>;
+  try {
+    raw = JSON.parse(json);
+    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+      throw new Error("not an object");
+    }
+  } catch (err) {
+    return { settings: {}, problems: [`settings ${json.slice(0, 80)}: ${(err as Error).message}`] };
+  }
+  const problems: string[] = [];
+  const p = raw.encapPort;
+  const portOk = Number.isInteger(p) && (p as number) >= 1 && (p as number) <= 65535;
+  if (p !== undefined && !portOk) {
+    problems.push(`encapPort ${JSON.stringify(p)} is not a port in 1..65535`);
+  }
+  const n = raw.lbNodes;
+  const nodesOk = Array.isArray(n) && n.every((x) => typeof x === "string");
+  if (n !== undefined && !nodesOk) {
+    problems.push(`lbNodes ${JSON.stringify(n).slice(0, 80)} is not a list of node names`);
+  }
+  return {
+    settings: {
+      ...(portOk ? { encapPort: p as number } : {}),
+      ...(nodesOk ? { lbNodes: n as string[] } : {}),
+    },
+    problems,
+  };
+}
+
+/**
+ * Whether node `nodeName` acts as an LB node under `s`: yes when `lbNodes` is absent or empty
+ * (see the module doc), or lists it; also yes when the node's name is unknown (`undefined`).
+ */
+export function selectsNode(s: ModelSettings, nodeName: string | undefined): boolean {
+  const list = s.lbNodes;
+  if (list === undefined || list.length === 0 || nodeName === undefined) return true;
+  return list.includes(nodeName);
+}

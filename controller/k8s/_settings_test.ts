@@ -1,0 +1,65 @@
+import { assertEquals } from "../_testing.ts";
+import { readConfig } from "./_config.ts";
+import { deriveSettings } from "./_settings.ts";
+import type { KubeObject } from "./objects.ts";
+
+const config = (spec: Record<string, unknown>): KubeObject => ({
+  metadata: { name: "default", generation: 3 },
+  spec,
+});
+const node = (name: string, labels: Record<string, string> = {}): KubeObject => ({
+  metadata: { name, labels },
+});
+const NODES = [
+  node("n3", { "holdfast.io/lb": "true" }),
+  node("n1", { "holdfast.io/lb": "true" }),
+  node("n2"),
+];
+
+Deno.test("settings derivation: encapPort and the names of the selected nodes, sorted", () => {
+  const lb = { matchLabels: { "holdfast.io/lb": "true" } };
+  assertEquals(deriveSettings(config({ encapPort: 7000, lbNodeSelector: lb }), NODES), {
+    settings: { encapPort: 7000, lbNodes: ["n1", "n3"] },
+  });
+  const notLb = { matchExpressions: [{ key: "holdfast.io/lb", operator: "DoesNotExist" }] };
+  assertEquals(deriveSettings(config({ lbNodeSelector: notLb }), NODES).settings, {
+    lbNodes: ["n2"],
+  });
+  assertEquals(deriveSettings(config({ lbNodeSelector: {} }), NODES).settings, {
+    lbNodes: ["n1", "n2", "n3"],
+  }, "an empty selector selects every node");
+});
+
+Deno.test("settings derivation: no config, no selector, a bad selector or one that selects nothing → no list (every node serves)", () => {
+  assertEquals(deriveSettings(undefined, NODES), { settings: {} });
+  assertEquals(deriveSettings(config({ encapPort: 6080 }), NODES), {
+    settings: { encapPort: 6080 },
+  });
+  const none = deriveSettings(config({ lbNodeSelector: { matchLabels: { x: "y" } } }), NODES);
+  assertEquals(none.settings, {});
+  assertEquals(
+    none.problem,
+    'spec.lbNodeSelector "x=y" selects none of the 3 nodes; every node serves until it selects one',
+  );
+  const bad = deriveSettings(
+    config({ lbNodeSelector: { matchExpressions: [{ key: "x", operator: "Near" }] } }),
+    NODES,
+  );
+  assertEquals(bad.settings, {});
+  assertEquals(bad.problem?.startsWith("spec.lbNodeSelector: "), true, bad.problem);
+  assertEquals(deriveSettings(config({ encapPort: 0 }), NODES).settings, {}, "bad port left out");
+});
+
+Deno.test("config Ready: Anycast says it is not supported yet; a selector that selects no node is reported", () => {
+  const anycast = readConfig([config({ mode: "Anycast" })]).ready!;
+  assertEquals([anycast.status, anycast.reason], ["False", "InvalidSpec"]);
+  assertEquals(
+    anycast.message,
+    "spec.mode: Anycast is not supported yet; the LB nodes run Stateful. Defaults are used for these fields",
+  );
+  const sel = { lbNodeSelector: { matchLabels: { "holdfast.io/lb": "true" } } };
+  assertEquals(readConfig([config(sel)], NODES).ready!.status, "True");
+  const none = readConfig([config(sel)], [node("n2")]).ready!;
+  assertEquals(none.status, "False");
+  assertEquals(none.message.includes("selects none of the 1 nodes"), true, none.message);
+});

@@ -4,8 +4,8 @@
  *
  * Choices (see `controller/model/settings.ts` for how agents read them): no config, no selector,
  * or a selector the API server would reject → no `lbNodes` (every node serves); a selector that
- * matches no Node → no `lbNodes` either, with a problem to report (a selector that empties every
- * node is far more likely a mistake than the operator's wish to stop all traffic). An invalid
+ * matches none of the Nodes → no `lbNodes` either, with a problem to report (a selector that
+ * empties every node is far more likely a mistake than the operator's wish to stop all traffic). An invalid
  * `encapPort` is left out (agents keep theirs); `readConfig` reports it.
  *
  * @module
@@ -45,6 +45,8 @@ export function deriveSettings(
   const names = nodes.filter((n) => match(n.metadata?.labels))
     .map((n) => n.metadata?.name ?? "").filter((n) => n !== "").sort();
   if (names.length === 0) {
+    // No Node at all (none seen yet, or not allowed to list them): nothing to report.
+    if (nodes.length === 0) return { settings };
     return {
       settings,
       problem: `spec.lbNodeSelector "${

@@ -170,6 +170,7 @@ export async function main(argv: string[]): Promise<number> {
     identity: args.identity,
     isLeader,
     egressRedis,
+    reportsRedis: egressRedis, // its blocking connection follows the LB nodes' reports
     logger,
     policyConfigMap: { namespace: args.namespace, name: args.policyConfigMap },
   });

@@ -33,6 +33,7 @@ import { EgressReconciler } from "./egress.ts";
 import { Informers } from "./informers.ts";
 import { PolicyChecker, type PolicyValidator } from "./policy.ts";
 import { KubeClusterWriter } from "./kube_writer.ts";
+import { ReportRelay } from "./reports.ts";
 import type { ClusterWriter } from "./status.ts";
 
 /** Options of {@linkcode startController}. */
@@ -55,6 +56,10 @@ export interface StartControllerOptions {
   egressRedis?: RedisConnection;
   /** EgressNAT lease poll period (default 1,000 ms). */
   egressPollMs?: number;
+  /** Redis of the LB model: LB nodes' reports there become Events (`reports.ts`; absent: none). */
+  reportsRedis?: RedisConnection;
+  /** Gathering window of report Events, ms (default 2,000). */
+  reportsWindowMs?: number;
   logger?: Logger;
 }
 
@@ -119,6 +124,17 @@ export function startController(
     pollMs: options.egressPollMs,
     logger,
   });
+  const reports = options.reportsRedis
+    ? new ReportRelay({
+      redis: options.reportsRedis,
+      writer: clusterWriter,
+      isLeader: options.isLeader,
+      policyConfigMap: options.policyConfigMap,
+      windowMs: options.reportsWindowMs,
+      logger,
+    })
+    : undefined;
+  reports?.start();
   const notLb = new Set(["policy", "egressnats", "egresspods", "nodes"]);
   let derived: DerivedSettings = { settings: {} };
   let derivedKey = JSON.stringify(derived);
@@ -167,6 +183,7 @@ export function startController(
     await informers.stop();
     await egress.stop();
     await controller.stop();
+    await reports?.stop();
   };
   return {
     informers,

@@ -18,6 +18,19 @@ import type { Logger } from "../lib/log.ts";
 import { type Registry, registry as rootRegistry } from "../lib/metrics.ts";
 import type { ModelSettings } from "../controller/model/settings.ts";
 import { HF_ENCAP_PORT_DEFAULT } from "./bpf/consts.ts";
+import { u32 } from "./bpf/structs.ts";
+
+/**
+ * The encap port in a datapath's node settings map (`hf_config`, pinned from an earlier run), or
+ * null when none were written: a restarted agent keeps it instead of the default until the model
+ * is read (or while Redis is down), so it never sends to a port the backends do not decap.
+ */
+export function pinnedEncapPort(
+  dp: { readonly maps: { readonly config: { lookup(key: Uint8Array): Uint8Array | null } } },
+): number | null {
+  const v = dp.maps.config.lookup(u32(0)); // struct lb_config: see encodeLbConfig
+  return v === null ? null : new DataView(v.buffer, v.byteOffset).getUint16(4, true) || null;
+}
 
 /** Options of {@linkcode LbNodeRole}. */
 export interface LbNodeRoleOptions {

@@ -49,7 +49,7 @@ import { connectModelStore } from "../controller/model/mod.ts";
 import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import { followActivePolicy } from "../policy-as/host/active_file.ts";
 import { policySwapper } from "./policy_swap.ts";
-import { LbNodeRole } from "./_lb_node_role.ts";
+import { LbNodeRole, pinnedEncapPort } from "./_lb_node_role.ts";
 import { startAgentHealth } from "./health/agent_health.ts";
 import { AGENT_COMMAND, type AgentArgs, interfaceHolding, readAgentArgs } from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
@@ -83,7 +83,8 @@ interface NodeDatapath {
   attach(): void;
   /** The interface `attach()` attaches to, or null. */
   readonly attachTo: string | null;
-  /** Writes a new encap port to the node settings (absent: none are written, no --src-addr). */
+  /** The encap port written at start, and how to write another (absent: no --src-addr). */
+  readonly encapPort?: number;
   configureEncap?: (port: number) => void;
   close(): void;
 }
@@ -123,7 +124,9 @@ async function openDatapath(a: AgentArgs): Promise<NodeDatapath> {
     ...(a.maxServices ? { maxServices: a.maxServices } : {}),
     ...(a.maxBackends ? { maxBackends: a.maxBackends } : {}),
   });
-  if (a.configure) dp.configure(a.configure);
+  const kept = a.model === "redis" && a.encapPortFlag === undefined ? pinnedEncapPort(dp) : null;
+  const configure = a.configure && { ...a.configure, encapPort: kept ?? a.configure.encapPort };
+  if (configure) dp.configure(configure);
   exportDatapathMetrics(dp, registry);
   return {
     kind: "bpf",
@@ -137,8 +140,11 @@ async function openDatapath(a: AgentArgs): Promise<NodeDatapath> {
       if (attach) dp.attach(attach.ifname, attach.netns ? { netns: attach.netns } : {});
     },
     attachTo: attach?.ifname ?? null,
-    ...(a.configure
-      ? { configureEncap: (p) => dp.configure({ ...a.configure!, encapPort: p }) }
+    ...(configure
+      ? {
+        encapPort: configure.encapPort,
+        configureEncap: (p) => dp.configure({ ...configure, encapPort: p }),
+      }
       : {}),
     close: () => dp[Symbol.dispose](),
   };
@@ -231,7 +237,7 @@ export async function main(
       : null;
     if (modelStore) {
       const { nodeName, encapPortFlag } = a;
-      const at = { encapPort: a.configure?.encapPort, configureEncap: dp.configureEncap };
+      const at = { encapPort: dp.encapPort, configureEncap: dp.configureEncap };
       role = new LbNodeRole({ nodeName, encapPortFlag, ...at, logger: agentLog });
     }
     const model = modelStore

@@ -49,6 +49,7 @@ import { connectModelStore } from "../controller/model/mod.ts";
 import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import { followActivePolicy } from "../policy-as/host/active_file.ts";
 import { policySwapper } from "./policy_swap.ts";
+import { agentReporter } from "./reports.ts";
 import { LbNodeRole, pinnedEncapPort } from "./_lb_node_role.ts";
 import { startAgentHealth } from "./health/agent_health.ts";
 import { AGENT_COMMAND, type AgentArgs, interfaceHolding, readAgentArgs } from "./agent_args.ts";
@@ -217,7 +218,8 @@ export async function main(
     });
     exportControlPlaneMetrics(cp, registry);
     // New policy modules (the model's, the followed file's): validated, swapped, tables rebuilt.
-    const swapPolicy = policySwapper(policy, cp, agentLog);
+    const reporter = agentReporter(a, agentLog, cleanup); // --model redis: verdicts, rejections
+    const swapPolicy = policySwapper(policy, cp, agentLog, reporter);
     if (a.policyFollow) {
       const following = new AbortController();
       cleanup.push(() => following.abort());
@@ -338,10 +340,8 @@ export async function main(
     }
 
     // Health probes of the services with a healthCheck: verdicts through the Writer (node/health/).
-    if (a.health) {
-      const health = { cp, policy, flows: dp.flows, config: () => current, logger: agentLog };
-      cleanup.push(startAgentHealth(a, health));
-    }
+    const health = { cp, policy, flows: dp.flows, config: () => current, reporter };
+    if (a.health) cleanup.push(startAgentHealth(a, { ...health, logger: agentLog }));
 
     // One reload at a time: a slow one (restoring a new LB IP's flows) must not interleave with
     // the next tick's.

@@ -17,18 +17,21 @@
 import type { ControlPlane } from "../controller/control_plane.ts";
 import type { Logger } from "../lib/log.ts";
 import type { PolicyHost, SwapResult } from "../policy-as/host/mod.ts";
+import { sha256Hex } from "../controller/model/schema.ts";
 
 /** Swaps a module in and rebuilds the tables; never throws for a bad module. */
 export type PolicySwapper = (bytes: Uint8Array, source: string) => Promise<SwapResult>;
 
 /**
  * A swapper for `host` whose Maglev builder serves `cp`'s reconciler: an accepted module
- * rebuilds every table (`policy swapped`), a rejected one changes nothing (`policy rejected`).
+ * rebuilds every table (`policy swapped`), a rejected one changes nothing (`policy rejected`;
+ * with a `reporter`, `--model redis`, also reported to the controller: a `PolicyRejected` Event).
  */
 export function policySwapper(
   host: PolicyHost,
   cp: Pick<ControlPlane, "ops" | "reconciler">,
   logger: Logger,
+  reporter?: { policyRejected(sha256: string, reason: string): void } | null,
 ): PolicySwapper {
   return async (bytes, source) => {
     const r = await host.swap(bytes, { source });
@@ -39,6 +42,7 @@ export function policySwapper(
         error: r.error,
         serving: r.serving ?? null,
       });
+      if (reporter) reporter.policyRejected(await sha256Hex(bytes), `${r.reason}: ${r.error}`);
       return r;
     }
     if (r.digest === r.previous) return r;

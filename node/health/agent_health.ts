@@ -14,6 +14,7 @@ import {
   type RedisFlowStore,
   type RedisStoreOptions,
 } from "../flows/redis_store.ts";
+import type { AgentReporter } from "../reports.ts";
 import { startHealth, type StartHealthOptions } from "./mod.ts";
 import type { HealthView } from "./targets.ts";
 
@@ -26,6 +27,8 @@ export function startAgentHealth(
     flows: FlowTable;
     config: () => HealthView | null;
     logger: Logger;
+    /** Where verdict changes are reported to the controller (`--model redis`). */
+    reporter?: AgentReporter | null;
   },
 ): () => Promise<void> {
   let store: RedisFlowStore | undefined;
@@ -36,6 +39,7 @@ export function startAgentHealth(
     flows: parts.flows,
     ...(a.flowSync ? { store: () => store ??= connectRedisStore(a.redis) } : {}),
     node: a.nodeName,
+    ...(parts.reporter ? { onVerdict: (c) => parts.reporter!.health(c) } : {}),
     logger: parts.logger,
   });
   return async () => {

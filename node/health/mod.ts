@@ -22,7 +22,7 @@ import type { PolicyHost } from "../../policy-as/host/policy_host.ts";
 import type { FlowTable } from "../bpf/flow_table.ts";
 import type { FlowStore } from "../flows/store.ts";
 import { HealthApplier } from "./apply.ts";
-import { HealthChecker, type HealthStep } from "./checker.ts";
+import { type HealthChange, HealthChecker, type HealthStep } from "./checker.ts";
 import type { Prober } from "./probe.ts";
 import { healthTargets, type HealthView } from "./targets.ts";
 
@@ -46,6 +46,8 @@ export interface StartHealthOptions {
   /** The shared flow store, called at the first purge (see `HealthApplierOptions.store`). */
   store?: () => FlowStore;
   node?: string;
+  /** Told of each verdict change once applied (the agent's reports); must not block. */
+  onVerdict?: (change: HealthChange) => void;
   prober?: Prober;
   maxConcurrent?: number;
   logger?: Logger;
@@ -89,7 +91,10 @@ export function startHealth(options: StartHealthOptions): NodeHealth {
   });
   const checker = new HealthChecker({
     step: () => policyHealthStep(options.policy, logger),
-    onChange: (change) => applier.apply(change),
+    onChange: async (change) => {
+      await applier.apply(change);
+      options.onVerdict?.(change);
+    },
     onRemove: (target) => applier.release(target),
     ...(options.prober ? { prober: options.prober } : {}),
     ...(options.maxConcurrent ? { maxConcurrent: options.maxConcurrent } : {}),

@@ -40,8 +40,6 @@
  * @module
  */
 import { createControlPlane } from "../controller/control_plane.ts";
-import type { LBMaps } from "../controller/lbmaps.ts";
-import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
 import { exportControlPlaneMetrics } from "../controller/metrics.ts";
 import { ConfigError, type FileConfig, FileSource } from "../controller/sources/file_source.ts";
 import { RedisModelSource } from "../controller/sources/redis_source.ts";
@@ -50,17 +48,15 @@ import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/hos
 import { followActivePolicy } from "../policy-as/host/active_file.ts";
 import { policySwapper } from "./policy_swap.ts";
 import { agentReporter } from "./reports.ts";
-import { LbNodeRole, pinnedEncapPort } from "./_lb_node_role.ts";
+import { LbNodeRole } from "./_lb_node_role.ts";
+import { openDatapath } from "./_node_datapath.ts";
 import { startAgentHealth } from "./health/agent_health.ts";
-import { AGENT_COMMAND, type AgentArgs, interfaceHolding, readAgentArgs } from "./agent_args.ts";
+import { AGENT_COMMAND, readAgentArgs } from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
-import { Datapath, exportDatapathMetrics, HF_MAX, inNetns } from "./bpf/mod.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
 import { followedVips } from "./flows/config_vips.ts";
-import type { FlowEvent } from "./bpf/flow.ts";
 import { purgeRemovedBackends } from "./flows/purge.ts";
 import { connectRedisStore, redact } from "./flows/redis_store.ts";
-import { type FlowTable, MemoryFlowTable } from "./flows/table.ts";
 import { log, setLogLevel } from "../lib/log.ts";
 import { registry } from "../lib/metrics.ts";
 import { serveOps } from "../lib/ops_http.ts";
@@ -72,84 +68,6 @@ export const MODEL_WAIT_MS = 10_000;
 
 /** Longest wait, after a reload, for the maps to carry it before flows are purged. */
 const APPLY_WAIT_MS = 5_000;
-
-/** What the rest of the agent needs from a datapath, real or in memory. */
-interface NodeDatapath {
-  readonly kind: "bpf" | "memory";
-  readonly lbMaps: LBMaps;
-  readonly flows: FlowTable;
-  /** Starts delivering new-flow events; returns a stop function. */
-  subscribe(onEvent: (event: FlowEvent) => void): () => Promise<void>;
-  /** Attaches the LB program (no-op in memory). */
-  attach(): void;
-  /** The interface `attach()` attaches to, or null. */
-  readonly attachTo: string | null;
-  /** The encap port written at start, and how to write another (absent: no --src-addr). */
-  readonly encapPort?: number;
-  configureEncap?: (port: number) => void;
-  close(): void;
-}
-
-async function openDatapath(a: AgentArgs): Promise<NodeDatapath> {
-  if (a.datapath === "memory") {
-    return {
-      kind: "memory",
-      lbMaps: new MemoryLBMaps({
-        capacity: {
-          services: a.maxServices ?? HF_MAX.SERVICES,
-          backends: a.maxBackends ?? HF_MAX.BACKENDS,
-        },
-      }),
-      flows: new MemoryFlowTable(),
-      subscribe: () => () => Promise.resolve(),
-      attach: () => {},
-      attachTo: null,
-      close: () => {},
-    };
-  }
-  // The interface holding --node-address, found before anything loads: a wrong address fails here.
-  const attach = a.attach && "address" in a.attach
-    ? {
-      ...a.attach,
-      ifname: interfaceHolding(
-        a.attach.address,
-        inNetns(a.attach.netns, () => Deno.networkInterfaces()),
-        a.attach.netns,
-      ),
-    }
-    : a.attach;
-  const dp = await Datapath.open({
-    ...(a.pinDir ? { pinDir: a.pinDir } : {}),
-    ...(a.objectDir ? { objectDir: a.objectDir } : {}),
-    ...(a.maxFlows ? { maxFlows: a.maxFlows } : {}),
-    ...(a.maxServices ? { maxServices: a.maxServices } : {}),
-    ...(a.maxBackends ? { maxBackends: a.maxBackends } : {}),
-  });
-  const kept = a.model === "redis" && a.encapPortFlag === undefined ? pinnedEncapPort(dp) : null;
-  const configure = a.configure && { ...a.configure, encapPort: kept ?? a.configure.encapPort };
-  if (configure) dp.configure(configure);
-  exportDatapathMetrics(dp, registry);
-  return {
-    kind: "bpf",
-    lbMaps: dp.lbMaps(),
-    flows: dp.flowTable(),
-    subscribe(onEvent) {
-      const reader = dp.subscribe(onEvent);
-      return () => reader.close();
-    },
-    attach() {
-      if (attach) dp.attach(attach.ifname, attach.netns ? { netns: attach.netns } : {});
-    },
-    attachTo: attach?.ifname ?? null,
-    ...(configure
-      ? {
-        encapPort: configure.encapPort,
-        configureEncap: (p) => dp.configure({ ...configure, encapPort: p }),
-      }
-      : {}),
-    close: () => dp[Symbol.dispose](),
-  };
-}
 
 async function mtimeOf(path: string): Promise<number> {
   try {

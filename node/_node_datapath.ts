@@ -1,0 +1,95 @@
+/**
+ * The agent's datapath (`main.ts agent --datapath bpf|memory`), behind the narrow interface the
+ * rest of the agent uses: the XDP load balancer over the maps pinned in `--pin-dir` with the
+ * node settings written (a restart with `--model redis` and no `--encap-port` keeps the encap
+ * port pinned before: `pinnedEncapPort`), or in-memory maps to run everything else without root.
+ *
+ * @module
+ */
+import type { LBMaps } from "../controller/lbmaps.ts";
+import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
+import { registry } from "../lib/metrics.ts";
+import { pinnedEncapPort } from "./_lb_node_role.ts";
+import { type AgentArgs, interfaceHolding } from "./agent_args.ts";
+import { Datapath, exportDatapathMetrics, HF_MAX, inNetns } from "./bpf/mod.ts";
+import type { FlowEvent } from "./bpf/flow.ts";
+import { type FlowTable, MemoryFlowTable } from "./flows/table.ts";
+
+/** What the rest of the agent needs from a datapath, real or in memory. */
+export interface NodeDatapath {
+  readonly kind: "bpf" | "memory";
+  readonly lbMaps: LBMaps;
+  readonly flows: FlowTable;
+  /** Starts delivering new-flow events; returns a stop function. */
+  subscribe(onEvent: (event: FlowEvent) => void): () => Promise<void>;
+  /** Attaches the LB program (no-op in memory). */
+  attach(): void;
+  /** The interface `attach()` attaches to, or null. */
+  readonly attachTo: string | null;
+  /** The encap port written at start, and how to write another (absent: no --src-addr). */
+  readonly encapPort?: number;
+  configureEncap?: (port: number) => void;
+  close(): void;
+}
+
+/** Opens the datapath `a` asks for (`--datapath`), configured and ready to attach. */
+export async function openDatapath(a: AgentArgs): Promise<NodeDatapath> {
+  if (a.datapath === "memory") {
+    return {
+      kind: "memory",
+      lbMaps: new MemoryLBMaps({
+        capacity: {
+          services: a.maxServices ?? HF_MAX.SERVICES,
+          backends: a.maxBackends ?? HF_MAX.BACKENDS,
+        },
+      }),
+      flows: new MemoryFlowTable(),
+      subscribe: () => () => Promise.resolve(),
+      attach: () => {},
+      attachTo: null,
+      close: () => {},
+    };
+  }
+  // The interface holding --node-address, found before anything loads: a wrong address fails here.
+  const attach = a.attach && "address" in a.attach
+    ? {
+      ...a.attach,
+      ifname: interfaceHolding(
+        a.attach.address,
+        inNetns(a.attach.netns, () => Deno.networkInterfaces()),
+        a.attach.netns,
+      ),
+    }
+    : a.attach;
+  const dp = await Datapath.open({
+    ...(a.pinDir ? { pinDir: a.pinDir } : {}),
+    ...(a.objectDir ? { objectDir: a.objectDir } : {}),
+    ...(a.maxFlows ? { maxFlows: a.maxFlows } : {}),
+    ...(a.maxServices ? { maxServices: a.maxServices } : {}),
+    ...(a.maxBackends ? { maxBackends: a.maxBackends } : {}),
+  });
+  const kept = a.model === "redis" && a.encapPortFlag === undefined ? pinnedEncapPort(dp) : null;
+  const configure = a.configure && { ...a.configure, encapPort: kept ?? a.configure.encapPort };
+  if (configure) dp.configure(configure);
+  exportDatapathMetrics(dp, registry);
+  return {
+    kind: "bpf",
+    lbMaps: dp.lbMaps(),
+    flows: dp.flowTable(),
+    subscribe(onEvent) {
+      const reader = dp.subscribe(onEvent);
+      return () => reader.close();
+    },
+    attach() {
+      if (attach) dp.attach(attach.ifname, attach.netns ? { netns: attach.netns } : {});
+    },
+    attachTo: attach?.ifname ?? null,
+    ...(configure
+      ? {
+        encapPort: configure.encapPort,
+        configureEncap: (p) => dp.configure({ ...configure, encapPort: p }),
+      }
+      : {}),
+    close: () => dp[Symbol.dispose](),
+  };
+}

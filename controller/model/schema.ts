@@ -16,6 +16,8 @@
  *   (`settings.ts`: `encapPort`, `lbNodes`); absent until the controller wrote some. A change is
  *   stream op `settings` with field `settings` (the JSON). Agents from before it read that op as
  *   an upsert of service `""` without an entry, which changes nothing.
+ * - `hf:model:{m}:reports` — stream the other way, agents → controller: LB nodes' health verdict
+ *   changes and policy rejections, relayed as Kubernetes Events (`reports.ts`)
  *
  * @module
  */

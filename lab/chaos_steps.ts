@@ -126,6 +126,8 @@ export class Disturbances {
     if (this.cluster.flowSync) {
       this.#check("Redis held flows before the restart", keysBefore > 0, `${keysBefore} keys`);
     }
+    // Line counts before the restart: an agent may notice it before restart() returns.
+    const from = new Map([...this.cluster.lbNodes].map(([i, n]) => [i, n.agent?.lineCount ?? 0]));
     await redis.restart();
     const runIdAfter = info(await redis.cli("info", "server"), "run_id");
     const loaded = info(await redis.cli("info", "persistence"), "rdb_last_load_keys_loaded");
@@ -136,7 +138,6 @@ export class Disturbances {
     );
     this.#check("Redis restarted empty", loaded === "0", `keys loaded at start: ${loaded}`);
     if (!this.cluster.flowSync) return;
-    const from = new Map([...this.cluster.lbNodes].map(([i, n]) => [i, n.agent?.lineCount ?? 0]));
     this.#later.push(async () => {
       for (const [i, node] of this.cluster.lbNodes) {
         if (!node.agent || !from.has(i)) continue;

@@ -7,6 +7,11 @@
  *    the pinned maps every 5 ms); then restarts it and waits until every node has it back.
  *    → `detect_to_all_nodes_ms_p50`, `detect_to_all_nodes_ms_max` (goal: max ≤ 400 ms; floor:
  *    the third failed probe comes 200–300 ms after the death, depending on the probe phase).
+ *    Traced (Nov 2026): probes stay on their 100 ms schedule and fail at once (connect refused);
+ *    the slower node's verdict to the table seen here takes 8–20 ms (Writer, Maglev build at
+ *    M = 16,381, map write, this poll). One poll of both nodes takes ~5–8 ms (`maglevBackendsOf`);
+ *    it took ~100–130 ms before it read only the tables hf_services names and only the backend IDs
+ *    they hold, which added up to a poll to every round (max 420 ms then, 312 ms after).
  * 2. Swap: an in-process control plane over real BPF maps (no pinning, not attached) holding
  *    1,000 services × 10 backends; a policy module swap (release → debug build: a different
  *    digest, the same tables) rebuilds every Maglev table (`node/policy_swap.ts`); a table equal

@@ -96,39 +96,51 @@ export function backendsOf(cluster: Cluster, i: number): string[] {
 
 /**
  * Backend addresses in LB node i's Maglev tables (what its datapath picks for new flows), sorted:
- * each table of hf_maglev (an inner map, opened by ID) mapped through hf_backends.
+ * the backend IDs of {@linkcode maglevTablesOf} mapped through hf_backends.
  */
 export function maglevBackendsOf(cluster: Cluster, i: number): string[] {
-  const dir = cluster.bpffs(lbIndex(cluster, i));
-  const address = new Map<number, string>();
-  {
-    using backends = BpfMap.fromPinned(`${dir}/hf_backends`);
-    const { keys, values, count } = backends.lookupBatch();
-    const size = values.length / Math.max(count, 1);
-    const keyView = new DataView(keys.buffer, keys.byteOffset, keys.byteLength);
-    for (let k = 0; k < count; k++) {
-      const b = decodeBackendValue(values.subarray(k * size, (k + 1) * size));
-      address.set(keyView.getUint32(k * 4, true), b.address);
-    }
-  }
+  const ids = new Set<number>();
+  for (const slots of maglevTablesOf(cluster, i)) for (const id of slots) ids.add(id);
+  ids.delete(0);
+  // Only the IDs the tables name are looked up: hf_backends is an array of every possible ID
+  // (65,536 by default), and reading and decoding all of it took ~50 ms a node.
+  using backends = BpfMap.fromPinned(`${cluster.bpffs(lbIndex(cluster, i))}/hf_backends`);
+  const key = new Uint8Array(4);
   const out = new Set<string>();
-  for (const slots of maglevTablesOf(cluster, i)) {
-    for (const id of new Set(slots)) if (id !== 0 && address.has(id)) out.add(address.get(id)!);
+  for (const id of ids) {
+    if (id >= backends.maxEntries) continue;
+    new DataView(key.buffer).setUint32(0, id, true);
+    const value = backends.lookup(key);
+    if (value !== null) out.add(decodeBackendValue(value).address);
   }
   return [...out].sort();
 }
 
 /**
- * LB node i's Maglev tables as its datapath reads them: for each table of hf_maglev (an inner
- * map, opened by ID), its slots' backend IDs in slot order.
+ * LB node i's Maglev tables as its datapath reads them: for each service entry of hf_services,
+ * by service ID, the table hf_maglev holds at that ID (an inner map, opened by ID) as its slots'
+ * backend IDs in slot order. A table no service entry names is never read by the datapath.
  */
 export function maglevTablesOf(cluster: Cluster, i: number): Uint32Array[] {
-  using maglev = BpfMap.fromPinned(`${cluster.bpffs(lbIndex(cluster, i))}/hf_maglev`);
+  const dir = cluster.bpffs(lbIndex(cluster, i));
+  // The service IDs from hf_services (a hash: its few entries) rather than a walk of all 4,096
+  // slots of hf_maglev (a lookup each: ~15 ms a node, too slow to poll).
+  const serviceIds = new Set<number>();
+  {
+    using services = BpfMap.fromPinned(`${dir}/hf_services`);
+    const { values, count } = services.lookupBatch();
+    const size = values.length / Math.max(count, 1);
+    const view = new DataView(values.buffer, values.byteOffset, values.byteLength);
+    for (let k = 0; k < count; k++) serviceIds.add(view.getUint32(k * size, true)); // service_id
+  }
+  using maglev = BpfMap.fromPinned(`${dir}/hf_maglev`);
   const tables: Uint32Array[] = [];
-  for (const [k, v0] of maglev.entries()) {
+  for (const id of [...serviceIds].sort((a, b) => a - b)) {
+    const k = new Uint8Array(4);
+    new DataView(k.buffer).setUint32(0, id, true);
     // A map-in-map lookup from user space returns the inner map's ID. A table replaced between
-    // the listing and the open is gone (ENOENT): look its slot up again (bounded).
-    let v: Uint8Array | null = v0, inner: BpfMap | null = null;
+    // the lookup and the open is gone (ENOENT): look its slot up again (bounded).
+    let v = maglev.lookup(k), inner: BpfMap | null = null;
     for (let attempt = 0; inner === null && v !== null; attempt++) {
       try {
         inner = BpfMap.fromId(new DataView(v.buffer, v.byteOffset).getUint32(0, true));
@@ -140,8 +152,8 @@ export function maglevTablesOf(cluster: Cluster, i: number): Uint32Array[] {
     if (inner === null) continue; // the table was deleted meanwhile
     using _inner = inner;
     const { values, count } = inner.lookupBatch(65536);
-    const view = new DataView(values.buffer, values.byteOffset, count * 4);
-    tables.push(Uint32Array.from({ length: count }, (_, k) => view.getUint32(k * 4, true)));
+    // Slots are host-order u32: a typed array over a copy reads them as the kernel wrote them.
+    tables.push(new Uint32Array(values.slice(0, count * 4).buffer));
   }
   return tables;
 }

@@ -28,10 +28,13 @@ struct {
 	__type(value, struct backend_value);
 } hf_backends SEC(".maps");
 
-/* Template of a Maglev table: u32 array of backend IDs; BPF_F_INNER_MAP lets sizes differ. */
+/* Template of a Maglev table: u32 array of backend IDs; BPF_F_INNER_MAP lets sizes differ,
+ * BPF_F_MMAPABLE lets the agent fill a new table by mmap (node/bpf/map_mmap.ts). The kernel takes
+ * an inner map only with the template's exact flags; a hf_maglev pinned before the flag keeps its
+ * old template, and the agent then makes tables without it (node/bpf/_maglev_tables.ts). */
 struct hf_maglev_inner {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_INNER_MAP);
+	__uint(map_flags, BPF_F_INNER_MAP | BPF_F_MMAPABLE);
 	__uint(max_entries, HF_MAGLEV_TEMPLATE_SIZE);
 	__type(key, __u32);
 	__type(value, __u32);

@@ -17,6 +17,7 @@ import {
   type FlowEntry,
   readFlowKey,
   readFlowValue,
+  readU32Values,
 } from "../node/bpf/mod.ts";
 
 /** The agents' HTTP port (node/agent.ts's default listen address). */
@@ -151,9 +152,7 @@ export function maglevTablesOf(cluster: Cluster, i: number): Uint32Array[] {
     }
     if (inner === null) continue; // the table was deleted meanwhile
     using _inner = inner;
-    const { values, count } = inner.lookupBatch(65536);
-    // Slots are host-order u32: a typed array over a copy reads them as the kernel wrote them.
-    tables.push(new Uint32Array(values.slice(0, count * 4).buffer));
+    tables.push(readU32Values(inner)); // a copy of the slots, through a mapping if mmapable
   }
   return tables;
 }

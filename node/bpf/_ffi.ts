@@ -1,6 +1,6 @@
 /**
  * Raw FFI bindings: one symbols table for libbpf.so.1 and one for the few libc calls the layer
- * needs (errno, fds, setns, if_nametoindex, epoll_wait). C parameter names are in the comments.
+ * needs (errno, fds, mmap, setns, if_nametoindex, epoll_wait). C parameter names are in the comments.
  * The library path can be overridden with `HOLDFAST_LIBBPF` (e.g. a libbpf built from source).
  *
  * Private to node/bpf: use the typed wrappers in the sibling files.
@@ -108,7 +108,7 @@ export const LIBBPF_SYMBOLS = {
   libbpf_num_possible_cpus: { parameters: [], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
-/** libc symbols: errno, fds, namespaces, interfaces, epoll. */
+/** libc symbols: errno, fds, mmap, namespaces, interfaces, epoll. */
 export const LIBC_SYMBOLS = {
   // int *__errno_location(void)
   __errno_location: { parameters: [], result: "pointer" },
@@ -128,6 +128,10 @@ export const LIBC_SYMBOLS = {
   statfs: { parameters: ["buffer", "buffer"], result: "i32" },
   // int clock_gettime(clockid_t clockid, struct timespec *tp)
   clock_gettime: { parameters: ["i32", "buffer"], result: "i32" },
+  // void *mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset)
+  mmap: { parameters: ["pointer", "usize", "i32", "i32", "i32", "i64"], result: "pointer" },
+  // int munmap(void *addr, size_t length)
+  munmap: { parameters: ["pointer", "usize"], result: "i32" },
   // unsigned int if_nametoindex(const char *ifname)
   if_nametoindex: { parameters: ["buffer"], result: "u32" },
   // int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)

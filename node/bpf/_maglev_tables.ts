@@ -17,13 +17,21 @@
  * `commit`): an update of a map of maps from user space waits for an RCU grace period
  * (`synchronize_rcu`, ~11 ms here), once per BPF_MAP_UPDATE_BATCH as for a single update.
  *
+ * A new table is memory-mapped (BPF_F_MMAPABLE) and filled by a copy (`map_mmap.ts`), not by an
+ * update syscall of all its slots. The kernel takes an inner map only if its flags equal those of
+ * hf_maglev's template (bpf_map_meta_equal), and a hf_maglev pinned by a version before mmapable
+ * tables has a template without the flag: before its first table, a store tries the flag once on
+ * slot 0 (no service has ID 0) and, refused, creates its tables without it and fills them by
+ * BPF_MAP_UPDATE_BATCH as that version did (logged). Tables are read back the way they were made.
+ *
  * @module
  */
 
 import { log } from "../../lib/log.ts";
 import { mkdirP, rmdirPath, unlinkPath } from "./_ffi.ts";
 import { BpfError, ERRNO } from "./errors.ts";
-import { BPF_F_INNER_MAP, BpfMap, MAP_TYPE } from "./map.ts";
+import { BPF_F_INNER_MAP, BPF_F_MMAPABLE, BpfMap, MAP_TYPE } from "./map.ts";
+import { readU32Values, writeU32Values } from "./map_mmap.ts";
 import { readU32, u32 } from "./structs.ts";
 
 /** The directory of the Maglev table pins inside a datapath's pin directory. */
@@ -47,6 +55,8 @@ export class MaglevTableStore implements Disposable {
   readonly #handles = new Map<number, BpfMap>();
   /** Tables built and not swapped in yet (`stage`), by service ID. */
   readonly #staged = new Map<number, BpfMap>();
+  /** Flags of the tables this store creates, once known (`#tableFlags`). */
+  #flags: number | undefined;
 
   /**
    * `dir` is created if missing; pins there whose service ID has no entry in `outer` (left by a
@@ -69,9 +79,61 @@ export class MaglevTableStore implements Disposable {
     return `${this.#dir}/${serviceId}`;
   }
 
+  /** Whether this store's new tables are memory-mapped (probed before the first one is made). */
+  get mmapable(): boolean {
+    return (this.#tableFlags() & BPF_F_MMAPABLE) !== 0;
+  }
+
+  /** A new table for `serviceId` holding `table`, with the flags hf_maglev takes. */
+  #filled(serviceId: number, table: Uint32Array): BpfMap {
+    const inner = BpfMap.create(MAP_TYPE.ARRAY, {
+      name: `hf_mg_${serviceId}`,
+      keySize: 4,
+      valueSize: 4,
+      maxEntries: table.length,
+      flags: this.#tableFlags(),
+    });
+    try {
+      writeU32Values(inner, table);
+      return inner;
+    } catch (e) {
+      inner[Symbol.dispose]();
+      throw e;
+    }
+  }
+
+  /**
+   * BPF_F_INNER_MAP, plus BPF_F_MMAPABLE unless hf_maglev refuses a table with it (a template
+   * pinned by an older version): tried once with a 1-slot table at index 0, removed at once.
+   */
+  #tableFlags(): number {
+    if (this.#flags !== undefined) return this.#flags;
+    const mmapable = BPF_F_INNER_MAP | BPF_F_MMAPABLE;
+    using probe = BpfMap.create(MAP_TYPE.ARRAY, {
+      name: "hf_mg_probe",
+      keySize: 4,
+      valueSize: 4,
+      maxEntries: 1,
+      flags: mmapable,
+    });
+    try {
+      this.#outer.update(u32(0), u32(probe.fd));
+    } catch (e) {
+      if (!(e instanceof BpfError && e.errno === ERRNO.EINVAL)) throw e;
+      tablesLog.info(
+        "hf_maglev takes no memory-mapped tables (its template was pinned by an older version): " +
+          "tables are written by map update",
+        { dir: this.#dir, err: e },
+      );
+      return this.#flags = BPF_F_INNER_MAP;
+    }
+    this.#outer.delete(u32(0));
+    return this.#flags = mmapable;
+  }
+
   /** Creates the table whole, swaps it in for `serviceId` in one update, then pins it. */
   write(serviceId: number, table: Uint32Array): void {
-    const inner = filledTable(serviceId, table);
+    const inner = this.#filled(serviceId, table);
     try {
       this.#outer.update(u32(serviceId), u32(inner.fd));
       this.#adopt(serviceId, inner);
@@ -85,7 +147,7 @@ export class MaglevTableStore implements Disposable {
    * installed one serves meanwhile); staging an ID again replaces its staged table.
    */
   stage(serviceId: number, table: Uint32Array): void {
-    const inner = filledTable(serviceId, table);
+    const inner = this.#filled(serviceId, table);
     this.#staged.get(serviceId)?.[Symbol.dispose]();
     this.#staged.set(serviceId, inner);
   }
@@ -179,11 +241,7 @@ export class MaglevTableStore implements Disposable {
       }
       if (opened.repinned) repinned++;
       try {
-        const { values, count } = opened.map.lookupBatch(65536);
-        tables.push([
-          serviceId,
-          new Uint32Array(values.buffer.slice(values.byteOffset, values.byteOffset + count * 4)),
-        ]);
+        tables.push([serviceId, readU32Values(opened.map)]); // mapped if it was made mmapable
       } finally {
         if (opened.owned) opened.map[Symbol.dispose]();
       }
@@ -260,27 +318,6 @@ export class MaglevTableStore implements Disposable {
 
 /** Staged tables swapped into hf_maglev per BPF_MAP_UPDATE_BATCH. */
 export const COMMIT_CHUNK = 1024;
-
-/** A new inner table for `serviceId` holding `table` (one batch write of all its slots). */
-function filledTable(serviceId: number, table: Uint32Array): BpfMap {
-  const inner = BpfMap.create(MAP_TYPE.ARRAY, {
-    name: `hf_mg_${serviceId}`,
-    keySize: 4,
-    valueSize: 4,
-    maxEntries: table.length,
-    flags: BPF_F_INNER_MAP,
-  });
-  try {
-    const keys = new Uint32Array(table.length);
-    for (let i = 0; i < keys.length; i++) keys[i] = i;
-    const values = new Uint32Array(table); // copy: little-endian u32 on x86, as the kernel reads
-    inner.updateBatch(new Uint8Array(keys.buffer), new Uint8Array(values.buffer));
-    return inner;
-  } catch (e) {
-    inner[Symbol.dispose]();
-    throw e;
-  }
-}
 
 /** The map pinned at `path`, or null when nothing is pinned there. */
 function openPinned(path: string): BpfMap | null {

@@ -28,6 +28,9 @@ export const UPDATE = { ANY: 0n, NOEXIST: 1n, EXIST: 2n } as const;
 /** Map flag BPF_F_INNER_MAP: inner maps of a map-in-map may differ in max_entries. */
 export const BPF_F_INNER_MAP = 0x1000;
 
+/** Map flag BPF_F_MMAPABLE: an array whose values user space may mmap (`map_mmap.ts`). */
+export const BPF_F_MMAPABLE = 0x400;
+
 /** What the kernel says about a map (struct bpf_map_info). */
 export interface MapInfo {
   readonly type: number;
@@ -100,6 +103,8 @@ export class BpfMap implements Disposable {
   readonly keySize: number;
   readonly valueSize: number;
   readonly maxEntries: number;
+  /** Map flags as created, e.g. {@linkcode BPF_F_MMAPABLE}. */
+  readonly flags: number;
 
   /** Wraps an fd. When `ownsFd`, dispose closes it; maps of an object are closed with it. */
   constructor(fd: number, options: { ownsFd: boolean; name?: string }) {
@@ -111,6 +116,7 @@ export class BpfMap implements Disposable {
     this.keySize = info.keySize;
     this.valueSize = info.valueSize;
     this.maxEntries = info.maxEntries;
+    this.flags = info.flags;
   }
 
   /** Opens a map pinned in bpffs. */

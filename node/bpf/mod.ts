@@ -22,6 +22,7 @@
 export { BpfError, ERRNO, strerror } from "./errors.ts";
 export {
   BPF_F_INNER_MAP,
+  BPF_F_MMAPABLE,
   BpfMap,
   type CreateMapSpec,
   MAP_TYPE,
@@ -29,6 +30,7 @@ export {
   numPossibleCpus,
   UPDATE,
 } from "./map.ts";
+export { isMmapable, readU32Values, writeU32Values } from "./map_mmap.ts";
 export { BpfObject, BpfProgram, type OpenObjectOptions } from "./object.ts";
 export {
   attachTc,

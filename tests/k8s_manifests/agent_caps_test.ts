@@ -5,8 +5,9 @@
  * the datapath, pins its maps and Maglev tables in bpffs, attaches XDP, turns ready and repairs
  * without error; stopped and started again over the maps it pinned (a DaemonSet rollout), it turns
  * ready again. Over maps pinned by a version that did not pin the Maglev tables (reachable only by
- * ID, which needs SYS_ADMIN) it comes up too: it rewrites those tables and says so. Without any
- * one of the three it does not start.
+ * ID, which needs SYS_ADMIN) it comes up too: it rewrites those tables and says so. Its tables
+ * are memory-mapped; over a hf_maglev pinned before that (a template without BPF_F_MMAPABLE) it
+ * comes up too, writing them the old way. Without any one of the three it does not start.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
@@ -27,6 +28,21 @@ async function run(cmd: string, args: string[]): Promise<string> {
   const text = new TextDecoder().decode(r.stdout) + new TextDecoder().decode(r.stderr);
   if (!r.success) throw new Error(`${cmd} ${args.join(" ")} failed: ${text}`);
   return text;
+}
+
+/** Runs `_old_maglev.ts COMMAND DIR` under the bpf permission set (FFI); its stdout. */
+function oldMaglev(command: "pin-old" | "tables", pinDir: string): Promise<string> {
+  return run("deno", [
+    "run",
+    "-P=bpf",
+    "--no-prompt",
+    "--quiet",
+    "--config",
+    `${ROOT}deno.json`,
+    `${ROOT}tests/k8s_manifests/_old_maglev.ts`,
+    command,
+    pinDir,
+  ]);
 }
 
 /** What one agent start showed: ready, any error or failed repair it logged, its output. */
@@ -149,6 +165,15 @@ rootTest(
       const after = await startAgent(netns, pinDir, config, CAPS);
       assert(after.ready && after.failures.length === 0, JSON.stringify(after));
       assert(!after.text.includes("Maglev tables unreadable"), after.text);
+      assertEquals(JSON.parse(await oldMaglev("tables", pinDir)), { "1": true }, "mmapable");
+
+      // A hf_maglev pinned by a version before mmapable Maglev tables (its template without
+      // BPF_F_MMAPABLE): the agent finds it out once and writes its tables the old way.
+      await oldMaglev("pin-old", pinDir);
+      const unmapped = await startAgent(netns, pinDir, config, CAPS);
+      assert(unmapped.ready && unmapped.failures.length === 0, JSON.stringify(unmapped));
+      assert(unmapped.text.includes("hf_maglev takes no memory-mapped tables"), unmapped.text);
+      assertEquals(JSON.parse(await oldMaglev("tables", pinDir)), { "1": false }, "not mmapable");
 
       // Each of the three is needed: without any one the agent does not even start.
       for (const left of CAPS) {

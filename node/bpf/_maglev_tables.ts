@@ -21,8 +21,10 @@
  * update syscall of all its slots. The kernel takes an inner map only if its flags equal those of
  * hf_maglev's template (bpf_map_meta_equal), and a hf_maglev pinned by a version before mmapable
  * tables has a template without the flag: before its first table, a store tries the flag once on
- * slot 0 (no service has ID 0) and, refused, creates its tables without it and fills them by
- * BPF_MAP_UPDATE_BATCH as that version did (logged). Tables are read back the way they were made.
+ * slot 0 (no service has ID 0; put in and taken out: two RCU waits, ~24 ms once a process) and,
+ * refused, creates its tables without it and fills them by BPF_MAP_UPDATE_BATCH as that version
+ * did (logged). Tables are read back the way they were made. Once hf_maglev is pinned anew
+ * (`Datapath.unpin`), tables are mmapable.
  *
  * @module
  */
@@ -77,11 +79,6 @@ export class MaglevTableStore implements Disposable {
 
   #path(serviceId: number): string {
     return `${this.#dir}/${serviceId}`;
-  }
-
-  /** Whether this store's new tables are memory-mapped (probed before the first one is made). */
-  get mmapable(): boolean {
-    return (this.#tableFlags() & BPF_F_MMAPABLE) !== 0;
   }
 
   /** A new table for `serviceId` holding `table`, with the flags hf_maglev takes. */

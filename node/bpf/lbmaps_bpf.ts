@@ -1,7 +1,8 @@
 /**
  * The control plane's BPF-maps target (controller/lbmaps.ts) over the real maps: services,
  * backends and Maglev tables. A Maglev table is an inner u32 array (BPF_F_INNER_MAP, so sizes may
- * differ) created whole and swapped into hf_maglev in one update, so the datapath never sees a
+ * differ; BPF_F_MMAPABLE, so it is filled by a memory copy, unless an older hf_maglev refuses it)
+ * created whole and swapped into hf_maglev in one update, so the datapath never sees a
  * half-written table, and pinned beside the other maps so a restart reopens it by path
  * (`_maglev_tables.ts`). Staged tables (`stageMaglev`, one reconciler batch) are swapped in
  * together by `commitMaglev`: one BPF_MAP_UPDATE_BATCH, so one RCU grace period for all of them

@@ -55,6 +55,7 @@ import { AGENT_COMMAND, readAgentArgs } from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
 import { followedVips } from "./flows/config_vips.ts";
+import { backendsLeaving } from "./flows/frontends.ts";
 import { purgeRemovedBackends } from "./flows/purge.ts";
 import { connectRedisStore, redact } from "./flows/redis_store.ts";
 import { log, setLogLevel } from "../lib/log.ts";
@@ -234,9 +235,11 @@ export async function main(
         await unsubscribe();
       });
       onReload = async (prev, next) => {
-        // Once the maps carry the new config (the datapath picks no removed backend any more),
-        // so a packet between the purge and the Maglev update cannot learn a removed backend.
-        if (!await cp.reconciler.waitIdleWithin(APPLY_WAIT_MS)) {
+        // A reload that removes a backend purges once the maps carry it (the datapath picks it
+        // no more), so a packet between the purge and the Maglev update cannot learn it again.
+        // Reloads that only add do not wait.
+        const removes = prev !== null && backendsLeaving(prev, next).size > 0;
+        if (removes && !await cp.reconciler.waitIdleWithin(APPLY_WAIT_MS)) {
           agentLog.warn("maps not in step with the reload yet; purging anyway", {
             waitedMs: APPLY_WAIT_MS,
           });

@@ -11,7 +11,12 @@ import { describeFlow, type FlowKey } from "../bpf/flow.ts";
 import type { Logger } from "../../lib/log.ts";
 import { formatIpv4 } from "../../lib/ipv4.ts";
 import type { AgentMetrics } from "./_metrics.ts";
-import { formatFrontend, type ServicesView, ServingBackends } from "./frontends.ts";
+import {
+  backendsLeaving,
+  formatFrontend,
+  type ServicesView,
+  ServingBackends,
+} from "./frontends.ts";
 
 const LOG_WINDOW_MS = 10_000;
 const LOGS_PER_WINDOW = 100;
@@ -36,9 +41,14 @@ export class FlowGate {
     this.#m = metrics;
   }
 
-  /** Replaces the services config flows are checked against. */
-  set(view: ServicesView | null): void {
+  /**
+   * Replaces the services config flows are checked against. Returns the backends that served
+   * some frontend before and no longer serve it now (empty when nothing left, e.g. only adds).
+   */
+  set(view: ServicesView | null): Set<number> {
+    const before = this.#serving;
     this.#serving = new ServingBackends(view);
+    return backendsLeaving(before, this.#serving);
   }
 
   /**

@@ -245,11 +245,12 @@ export class FlowSyncAgent {
    */
   setServices(view: ServicesView | null): number {
     const { gate, table, followed, metrics, log, node } = this.#ctx;
-    gate.set(view);
-    if (view === null) return 0;
+    const left = gate.set(view);
+    // Only a reload that removed a backend from a frontend walks the map (not every model change).
+    if (view === null || left.size === 0) return 0;
     const gone = [];
     for (const e of table.entries()) {
-      if (followed.vipOf(e.key.daddr) === undefined) continue;
+      if (!left.has(e.value.backend) || followed.vipOf(e.key.daddr) === undefined) continue;
       if (!gate.stillServes(e.key, e.value.backend)) gone.push(e);
     }
     let removed = 0;

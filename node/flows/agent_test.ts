@@ -207,6 +207,8 @@ Deno.test("a reload removing a backend drops its flows from this map, stored or 
       services(range("10.0.1.", 20).filter((b) => b !== "10.0.1.2")),
     );
     assertEquals(removed, 1, "removed");
+    // A reload that only adds a backend does not walk or change the map.
+    assertEquals(a.agent.setServices(services(range("10.0.1.", 30))), 0, "added only");
     assert(!a.table.get(gone.key), "flow to the removed backend gone");
     assert(a.table.get(stays.key) && a.table.get(other.key), "others stay");
     assert(logs.records.some((r) => r.msg === "flow purged" && r.backend === "10.0.1.2"), "logged");

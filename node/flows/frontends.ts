@@ -113,3 +113,21 @@ export class ServingBackends {
     }
   }
 }
+
+/**
+ * Backends that served some frontend in `before` and do not serve it in `after` (a backend that
+ * moved to another frontend only counts for the one it left). Empty when a change only adds.
+ */
+export function backendsLeaving(
+  before: ServingBackends | ServicesView | null,
+  after: ServingBackends | ServicesView | null,
+): Set<number> {
+  const b = before instanceof ServingBackends ? before : new ServingBackends(before);
+  const a = after instanceof ServingBackends ? after : new ServingBackends(after);
+  const left = new Set<number>();
+  for (const [frontend, backends] of b.frontends()) {
+    const still = a.backendsOf(frontend);
+    for (const x of backends) if (!still?.has(x)) left.add(x);
+  }
+  return left;
+}

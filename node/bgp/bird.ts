@@ -1,0 +1,262 @@
+/**
+ * One bird2 daemon owned by the caller: started in the caller's network namespace (`bird -f`, so
+ * it is our child and dies with a kill of its pid), reconfigured in place with
+ * `birdc configure` (sessions whose options did not change stay up), stopped on dispose.
+ * Its config, control socket, pid file and log live in one directory the caller owns.
+ *
+ * @module
+ */
+
+import { log as rootLog, type Logger } from "../../lib/log.ts";
+import { registry } from "../../lib/metrics.ts";
+import { sleep } from "../../lib/backoff.ts";
+import { renderBirdConfig } from "./bird_config.ts";
+import type { BgpProblem, BgpSettings } from "./settings.ts";
+
+const metrics = {
+  up: registry.gauge("holdfast_bgp_daemon_up", "1 while the node's bird daemon runs."),
+  reloads: registry.counter("holdfast_bgp_reloads_total", "birdc configure runs by result.", {
+    labelNames: ["result"],
+  }),
+  refused: registry.gauge(
+    "holdfast_bgp_peers_refused",
+    "Peers left out of the BGP configuration because their settings are bad.",
+  ),
+  peers: registry.gauge("holdfast_bgp_peers_configured", "Peers in the running BGP configuration."),
+};
+
+/** Raised when bird or birdc fails; the message carries bird's own words. */
+export class BirdError extends Error {
+  override name = "BirdError";
+}
+
+/** One row of `birdc show protocols`. */
+export interface BirdProtocol {
+  readonly name: string;
+  readonly proto: string;
+  readonly state: string;
+  /** The Info column, e.g. `Established`, `Active`, `Connect`. */
+  readonly info: string;
+}
+
+/** Options of {@linkcode BirdDaemon.start}. */
+export interface BirdStartOptions {
+  /** Directory for bird.conf, bird.ctl, bird.pid and bird.log (created if missing). */
+  readonly dir: string;
+  /** Problems found while parsing the settings, reported (log line + metric) at start. */
+  readonly problems?: readonly BgpProblem[];
+  /** Logger (default the root logger with `component: "bgp"`). */
+  readonly log?: Logger;
+  /** How long to wait for the control socket (default 5,000 ms). */
+  readonly readyTimeoutMs?: number;
+}
+
+/** Logs each refused peer (one line naming it) and sets `holdfast_bgp_peers_refused`. */
+export function reportBgpProblems(problems: readonly BgpProblem[], log: Logger): void {
+  for (const p of problems) {
+    log.warn("BGP peer refused; the other peers keep announcing", {
+      peer: p.peer,
+      path: p.path,
+      reason: p.message,
+    });
+  }
+  metrics.refused.set(undefined, problems.length);
+}
+
+async function runTool(argv: string[], timeoutMs = 5_000): Promise<Deno.CommandOutput> {
+  const child = new Deno.Command(argv[0]!, {
+    args: argv.slice(1),
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const timer = setTimeout(() => {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* gone */ }
+  }, timeoutMs);
+  try {
+    return await child.output();
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+
+/** A running bird daemon. Dispose (`await using`) or {@linkcode BirdDaemon.stop} to end it. */
+export class BirdDaemon implements AsyncDisposable {
+  readonly #child: Deno.ChildProcess;
+  readonly #log: Logger;
+  #settings: BgpSettings;
+  #stopped = false;
+
+  private constructor(
+    child: Deno.ChildProcess,
+    readonly dir: string,
+    settings: BgpSettings,
+    log: Logger,
+  ) {
+    this.#child = child;
+    this.#settings = settings;
+    this.#log = log;
+  }
+
+  /** The control socket path (`birdc -s`). */
+  get socket(): string {
+    return `${this.dir}/bird.ctl`;
+  }
+
+  /** The config file bird reads. */
+  get configPath(): string {
+    return `${this.dir}/bird.conf`;
+  }
+
+  /** bird's pid (our child). */
+  get pid(): number {
+    return this.#child.pid;
+  }
+
+  /** The settings of the running configuration. */
+  get settings(): BgpSettings {
+    return this.#settings;
+  }
+
+  /**
+   * Writes the config and starts `bird -f -c CONF -s SOCK -P PID` in the caller's namespace;
+   * resolves once the control socket answers.
+   *
+   * @throws {BirdError} when bird refuses the config or does not come up in time.
+   */
+  static async start(settings: BgpSettings, options: BirdStartOptions): Promise<BirdDaemon> {
+    const log = options.log ?? rootLog.with({ component: "bgp" });
+    await Deno.mkdir(options.dir, { recursive: true });
+    const conf = `${options.dir}/bird.conf`;
+    await Deno.writeTextFile(
+      conf,
+      renderBirdConfig(settings, { logFile: `${options.dir}/bird.log` }),
+    );
+    reportBgpProblems(options.problems ?? [], log);
+    const child = new Deno.Command("bird", {
+      args: ["-f", "-c", conf, "-s", `${options.dir}/bird.ctl`, "-P", `${options.dir}/bird.pid`],
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    const daemon = new BirdDaemon(child, options.dir, settings, log);
+    const deadline = Date.now() + (options.readyTimeoutMs ?? 5_000);
+    let last = "";
+    for (let i = 0; i < 500 && Date.now() < deadline; i++) {
+      const exited = await Promise.race([
+        child.status.then(() => true),
+        sleep(10).then(() => false),
+      ]);
+      if (exited) {
+        const err = text((await child.output().catch(() => ({ stderr: new Uint8Array() }))).stderr);
+        throw new BirdError(`bird exited at start with config "${conf}": ${err.trim() || last}`);
+      }
+      const r = await runTool(["birdc", "-s", daemon.socket, "show", "status"], 1_000);
+      if (r.success && text(r.stdout).includes("Daemon is up")) {
+        metrics.up.set(undefined, 1);
+        metrics.peers.set(undefined, settings.peers.length);
+        log.info("bird started", {
+          pid: child.pid,
+          dir: options.dir,
+          peers: settings.peers.map((p) => p.address),
+          prefixes: settings.prefixes,
+        });
+        return daemon;
+      }
+      last = text(r.stdout).trim() || text(r.stderr).trim();
+    }
+    await daemon.stop();
+    throw new BirdError(`bird did not answer on "${daemon.socket}" in time: ${last}`);
+  }
+
+  /** Runs `birdc -s SOCK ARGS…` and returns its stdout. */
+  async birdc(...args: string[]): Promise<string> {
+    const r = await runTool(["birdc", "-s", this.socket, ...args]);
+    const out = text(r.stdout);
+    if (!r.success) {
+      throw new BirdError(`birdc ${args.join(" ")} failed: ${(text(r.stderr) || out).trim()}`);
+    }
+    return out;
+  }
+
+  /**
+   * Rewrites the config from `settings` and applies it with `birdc configure` (no restart;
+   * only protocols whose options changed restart). On a refused config bird keeps running the
+   * previous one and this throws. Problems are reported as at start.
+   */
+  async reload(settings: BgpSettings, problems: readonly BgpProblem[] = []): Promise<void> {
+    reportBgpProblems(problems, this.#log);
+    const previous = await Deno.readTextFile(this.configPath);
+    const next = renderBirdConfig(settings, { logFile: `${this.dir}/bird.log` });
+    await Deno.writeTextFile(this.configPath, next);
+    const out = await this.birdc("configure").catch((e) => e as Error);
+    if (out instanceof Error || !/Reconfigur/.test(out)) {
+      await Deno.writeTextFile(this.configPath, previous);
+      metrics.reloads.inc({ result: "refused" });
+      const why = out instanceof Error ? out.message : out.trim();
+      this.#log.error("bird refused the new configuration; the previous one stays", { why });
+      throw new BirdError(`bird refused the configuration: ${why}`);
+    }
+    this.#settings = settings;
+    metrics.reloads.inc({ result: "ok" });
+    metrics.peers.set(undefined, settings.peers.length);
+    this.#log.info("bird reconfigured", { peers: settings.peers.map((p) => p.address) });
+  }
+
+  /** `birdc show protocols`, parsed. */
+  async protocols(): Promise<BirdProtocol[]> {
+    return parseShowProtocols(await this.birdc("show", "protocols"));
+  }
+
+  /** Stops bird (SIGTERM, then SIGKILL after `graceMs`). Safe to call twice. */
+  async stop(graceMs = 2_000): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    try {
+      this.#child.kill("SIGTERM");
+    } catch { /* exited */ }
+    const timer = setTimeout(() => {
+      try {
+        this.#child.kill("SIGKILL");
+      } catch { /* exited */ }
+    }, graceMs);
+    await this.#child.status;
+    clearTimeout(timer);
+    await this.#child.stderr.cancel().catch(() => {});
+    metrics.up.set(undefined, 0);
+    this.#log.info("bird stopped", { pid: this.#child.pid });
+  }
+
+  /** Stops bird. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+}
+
+/**
+ * Parses `birdc show protocols` output (after the `BIRD … ready.` banner).
+ *
+ * @example
+ * ```ts
+ * import { parseShowProtocols } from "./bird.ts";
+ * const rows = parseShowProtocols(`BIRD 2.0.12 ready.
+ * Name       Proto      Table      State  Since         Info
+ * device1    Device     ---        up     20:01:02.123
+ * hf_peer_10_9_1_1 BGP  ---        up     20:01:03.456  Established
+ * `);
+ * if (rows[1]?.info !== "Established" || rows[1]?.proto !== "BGP") throw new Error();
+ * ```
+ */
+export function parseShowProtocols(out: string): BirdProtocol[] {
+  const rows: BirdProtocol[] = [];
+  for (const line of out.split("\n")) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 5 || f[0] === "Name" || line.startsWith("BIRD ")) continue;
+    rows.push({ name: f[0]!, proto: f[1]!, state: f[3]!, info: f.slice(5).join(" ") });
+  }
+  return rows;
+}

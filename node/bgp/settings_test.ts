@@ -1,0 +1,113 @@
+import {
+  BgpSettingsError,
+  parseBgpSettings,
+  parseBgpSettingsText,
+  peerProtocolName,
+  renderBirdConfig,
+} from "./mod.ts";
+
+function assert(cond: unknown, msg: string): asserts cond {
+  if (!cond) throw new Error(msg);
+}
+
+function assertThrows(fn: () => unknown, includes: string): void {
+  try {
+    fn();
+  } catch (e) {
+    assert(e instanceof BgpSettingsError, `expected BgpSettingsError, got ${e}`);
+    assert(e.message.includes(includes), `"${e.message}" lacks "${includes}"`);
+    return;
+  }
+  throw new Error(`expected an error naming "${includes}"`);
+}
+
+const BASE = { routerId: "10.9.1.2", localAsn: 65101, prefixes: ["10.0.100.0/24"] };
+
+Deno.test("bgp settings: a bad peer is dropped and named, the good ones stay", () => {
+  const { settings, problems } = parseBgpSettings({
+    ...BASE,
+    peers: [
+      { address: "10.9.1.1", asn: 65000, bfd: { intervalMs: 100, multiplier: 3 } },
+      { address: "10.9.1.300", asn: 65000 },
+      { address: "10.9.2.1", asn: 4294967295 },
+      { address: "10.9.3.1", asn: 23456 },
+      { address: "10.9.4.1", asn: 65000, bfd: { intervalMs: 1, multiplier: 3 } },
+      { address: "10.9.5.1", asn: 65000, password: 'a"b' },
+      { address: "10.9.1.1", asn: 65001 },
+      { address: "10.9.1.2", asn: 65001 },
+      "nonsense",
+      { address: "10.9.6.1", asn: 65000, bfd: true, password: "s3cret" },
+    ],
+  });
+  assert(
+    JSON.stringify(settings.peers.map((p) => p.address)) === '["10.9.1.1","10.9.6.1"]',
+    JSON.stringify(settings.peers),
+  );
+  assert(settings.peers[1]?.bfd?.intervalMs === 100, "bfd: true is 100 ms × 3");
+  const named = problems.map((p) => `${p.path} ${p.message}`);
+  assert(problems.length === 8, JSON.stringify(named));
+  for (
+    const part of [
+      "$.peers[1].address peer 10.9.1.300",
+      "$.peers[2].asn peer 10.9.2.1: AS number 4294967295",
+      "AS_TRANS",
+      "BFD interval 1 ms",
+      "$.peers[5].password",
+      "listed twice",
+      "own router id",
+      "$.peers[8]",
+    ]
+  ) assert(named.some((n) => n.includes(part)), `no problem says "${part}": ${named}`);
+});
+
+Deno.test("bgp settings: node-wide errors refuse the whole config, naming the setting", () => {
+  assertThrows(() => parseBgpSettings({ ...BASE, routerId: "x" }), "$.routerId");
+  assertThrows(() => parseBgpSettings({ ...BASE, localAsn: 0 }), "$.localAsn");
+  assertThrows(() => parseBgpSettings({ ...BASE, prefixes: [] }), "$.prefixes");
+  assertThrows(() => parseBgpSettings({ ...BASE, prefixes: ["10.0.100.1/24"] }), "$.prefixes[0]");
+  assertThrows(() => parseBgpSettings({ ...BASE, communities: ["65536:1"] }), "$.communities[0]");
+  assertThrows(() => parseBgpSettings({ ...BASE, announce: "both" }), "$.announce");
+  assertThrows(() => parseBgpSettingsText("routerId: [unclosed"), "Cannot parse BGP settings");
+});
+
+Deno.test("bird config: peers, BFD, password, communities and the prefix gate", () => {
+  const { settings } = parseBgpSettingsText(`
+routerId: 10.9.1.2
+localAsn: 65101
+prefixes: [10.0.100.0/24, 10.0.200.0/28]
+communities: ["65000:100", "65000:1:2"]
+peers:
+  - { address: 10.9.1.1, asn: 65000, bfd: { intervalMs: 100, multiplier: 3 }, password: s3cret }
+  - { address: 10.9.9.1, asn: 65009 }
+`);
+  const conf = renderBirdConfig(settings, { logFile: "/tmp/x/bird.log" });
+  for (
+    const want of [
+      "router id 10.9.1.2;",
+      'log "/tmp/x/bird.log" all;',
+      'protocol direct hf_lo { ipv4; interface "lo"; }',
+      "if net ~ [ 10.0.100.0/24{32,32}, 10.0.200.0/28{32,32} ] then {",
+      "bgp_community.add((65000, 100));",
+      "bgp_large_community.add((65000, 1, 2));",
+      "protocol bfd hf_bfd { }",
+      "protocol bgp hf_peer_10_9_1_1 {",
+      "local as 65101;",
+      "neighbor 10.9.1.1 as 65000;",
+      'password "s3cret";',
+      "bfd { min rx interval 100 ms; min tx interval 100 ms; multiplier 3; };",
+      "ipv4 { import none; export filter hf_export; };",
+      "neighbor 10.9.9.1 as 65009;",
+    ]
+  ) assert(conf.includes(want), `config lacks ${JSON.stringify(want)}:\n${conf}`);
+  // The second peer has no BFD block and no password.
+  const second = conf.slice(conf.indexOf("protocol bgp hf_peer_10_9_9_1"));
+  assert(!second.includes("bfd {") && !second.includes("password"), second);
+  assert(peerProtocolName({ address: "10.9.9.1" }) === "hf_peer_10_9_9_1", "protocol name");
+});
+
+Deno.test("bird config: without BFD peers there is no bfd protocol; no peers is valid", () => {
+  const { settings } = parseBgpSettings({ ...BASE, peers: [] });
+  const conf = renderBirdConfig(settings);
+  assert(!conf.includes("protocol bfd") && !conf.includes("protocol bgp"), conf);
+  assert(conf.includes("log stderr"), conf);
+});

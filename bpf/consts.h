@@ -17,6 +17,8 @@
 /* ICMP destination unreachable / fragmentation needed (RFC 792, RFC 1191) */
 #define HF_ICMP_DEST_UNREACH 3
 #define HF_ICMP_FRAG_NEEDED 4
+/* ICMP time exceeded (RFC 792): like destination unreachable, an error quoting the packet. */
+#define HF_ICMP_TIME_EXCEEDED 11
 /* An ICMP error quotes the IPv4 header (20, no options here) and 8 bytes of L4. */
 #define HF_ICMP_QUOTE (20 + 8)
 
@@ -24,8 +26,6 @@
 #define HF_ENCAP_OVERHEAD 28
 #define HF_ENCAP_PORT_DEFAULT 6080
 #define HF_OUTER_TTL 64
-/* Every IPv4 link carries 576-byte packets: smaller frames never need an MTU check. */
-#define HF_MIN_IPV4_MTU 576
 /* Outer UDP source port: HF_SPORT_BASE | (flow_hash & HF_SPORT_MASK), 49152..65535. */
 #define HF_SPORT_BASE 0xc000
 #define HF_SPORT_MASK 0x3fff
@@ -69,9 +69,19 @@ enum hf_reason {
 	HF_R_TX_HIT = 14,           /* encapsulated, flow map hit */
 	HF_R_TX_NEW = 15,           /* encapsulated, new flow (Maglev) */
 	HF_R_EVENT_LOST = 16,       /* ring buffer full: new-flow event not delivered (packet sent) */
-	HF_R_PASS_ICMP = 17,        /* ICMP: passed to the kernel */
+	HF_R_PASS_ICMP = 17,        /* ICMP not about a frontend's flow (echo, ...): passed */
 	HF_R_TX_ICMP_TOO_BIG = 18,  /* oversize DF packet answered with ICMP frag-needed (docs/mtu.md) */
-	HF_R_COUNT = 19,
+	/* Hostile input to a frontend (docs/contracts.md "Hostile input"): dropped, no flow made. */
+	HF_R_DROP_MARTIAN = 19,     /* source 0/8, 127/8, 224/4, 240/4, the VIP or this LB node */
+	HF_R_DROP_TTL_ZERO = 20,    /* TTL 0: no host or router may send it */
+	HF_R_DROP_BAD_CSUM = 21,    /* IPv4 header checksum does not verify */
+	HF_R_DROP_TCP_FLAGS = 22,   /* TCP SYN together with FIN or RST */
+	HF_R_DROP_L2_GROUP_DST = 23, /* sent to a broadcast/multicast MAC (RFC 1122 3.3.6) */
+	HF_R_DROP_L2_GROUP_SRC = 24, /* broadcast/multicast source MAC: no station has one */
+	/* ICMP errors to a frontend (docs/contracts.md "ICMP errors"). */
+	HF_R_TX_ICMP_TO_BACKEND = 25, /* ICMP error encapsulated to the backend owning its flow */
+	HF_R_PASS_ICMP_BAD_QUOTE = 26, /* ICMP error whose quoted packet is cut or malformed */
+	HF_R_COUNT = 27,
 };
 
 /* Per-CPU reason counters of the decap/MSS object (hf_decap_stat index). */

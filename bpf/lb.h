@@ -16,6 +16,8 @@
 #include "flow_hash.h"
 #include "encap.h"
 #include "icmp_too_big.h"
+#include "hostile.h"
+#include "icmp_quote.h"
 
 static __always_inline void hf_count(__u32 reason)
 {
@@ -63,8 +65,10 @@ static __always_inline int hf_drop_fe(__u32 service_id, __u32 reason)
 	return XDP_DROP;
 }
 
-/* Picks a backend for a new flow. Returns its address (network order) or 0 with *reason set. */
-static __always_inline __be32 hf_maglev_pick(struct service_value *svc, __u32 hash, __u32 *reason)
+/* Picks a backend by Maglev; with `new_flow` the pick is counted as a new flow of the backend
+ * (hf_be_stats). Returns its address (network order) or 0 with *reason set. */
+static __always_inline __be32 hf_maglev_pick(struct service_value *svc, __u32 hash, __u32 *reason,
+					     int new_flow)
 {
 	if (svc->backend_count == 0 || svc->maglev_size == 0) {
 		*reason = HF_R_DROP_NO_BACKENDS;
@@ -93,6 +97,8 @@ static __always_inline __be32 hf_maglev_pick(struct service_value *svc, __u32 ha
 		*reason = HF_R_DROP_NO_BACKEND;
 		return 0;
 	}
+	if (!new_flow)
+		return be->addr;
 	/* slot 0 for IDs beyond the array (sized at load) */
 	__u64 *n = bpf_map_lookup_elem(&hf_be_stats, &bid);
 	if (!n) {
@@ -117,6 +123,87 @@ static __always_inline struct flow_key hf_flow_key(const struct hf_pkt *p)
 	return fk;
 }
 
+/* The flow hash of `fk` for its service (docs/contracts.md "Flow hash"); in client-ip mode
+ * it first zeroes fk->sport, making fk the flow map key of that mode. */
+static __always_inline __u32 hf_key_hash(const struct service_value *svc,
+					 const struct lb_config *cfg, struct flow_key *fk)
+{
+	if (svc->flags & HF_SVC_F_CLIENT_IP) {
+		fk->sport = 0;
+		return hf_flow_hash_client(bpf_ntohl(fk->saddr), cfg->seed);
+	}
+	return hf_flow_hash_5t(bpf_ntohl(fk->saddr), bpf_ntohl(fk->daddr), bpf_ntohs(fk->sport),
+			       bpf_ntohs(fk->dport), fk->proto, cfg->seed);
+}
+
+/* Counts a packet of `len` IP bytes sent for a frontend (and a new flow when is_new). */
+static __always_inline void hf_count_fe_tx(__u32 service_id, __u16 len, int is_new)
+{
+	struct lb_stats *fs = hf_fe_slot(service_id);
+	if (fs) {
+		fs->packets += 1;
+		fs->bytes += len;
+		fs->new_flows += is_new;
+	}
+}
+
+/* An ICMP frame (p->ip valid). An error whose quote names a frontend's flow is encapsulated to
+ * the backend owning that flow — flow map, else Maglev on the same key; no flow is made — like
+ * the flow's own packets; everything else passes to the kernel (docs/contracts.md "ICMP errors
+ * to the owning backend"). Returns the XDP verdict. */
+static __always_inline int hf_lb_icmp(struct xdp_md *ctx, struct hf_pkt *p, void *data_end)
+{
+	struct flow_key fk;
+	switch (hf_icmp_quote(p, data_end, &fk)) {
+	case HF_QUOTE_FLOW:
+		break;
+	case HF_QUOTE_BAD:
+		hf_count(HF_R_PASS_ICMP_BAD_QUOTE);
+		return XDP_PASS;
+	case HF_QUOTE_TRUNCATED:
+		hf_count(HF_R_PASS_TRUNCATED);
+		return XDP_PASS;
+	default:
+		hf_count(HF_R_PASS_ICMP);
+		return XDP_PASS;
+	}
+	struct service_key sk = {.vip = fk.daddr, .port = fk.dport, .proto = fk.proto};
+	struct service_value *svc = bpf_map_lookup_elem(&hf_services, &sk);
+	if (!svc) {
+		hf_count(HF_R_PASS_ICMP);
+		return XDP_PASS;
+	}
+	__u32 service_id = svc->service_id;
+	__u32 zero = 0;
+	struct lb_config *cfg = bpf_map_lookup_elem(&hf_config, &zero);
+	if (!cfg || cfg->src_addr == 0)
+		return hf_drop_fe(service_id, HF_R_DROP_NO_CONFIG);
+	int bad = hf_check_hostile(p, cfg->src_addr);
+	if (bad >= 0)
+		return hf_drop_fe(service_id, bad);
+	__u32 hash = hf_key_hash(svc, cfg, &fk);
+	__u16 len = bpf_ntohs(p->ip->tot_len);
+	/* Never an ICMP error about an ICMP error (RFC 1122 3.2.2): too big is dropped. */
+	__u32 mtu_len = len;
+	if (bpf_check_mtu(ctx, 0, &mtu_len, HF_ENCAP_OVERHEAD, 0) != BPF_MTU_CHK_RET_SUCCESS)
+		return hf_drop_fe(service_id, HF_R_DROP_TOO_BIG);
+	__be32 backend;
+	struct flow_value *fv = bpf_map_lookup_elem(&hf_flows, &fk);
+	if (fv) {
+		backend = fv->backend_addr;
+	} else {
+		__u32 reason = 0;
+		backend = hf_maglev_pick(svc, hash, &reason, 0);
+		if (!backend)
+			return hf_drop_fe(service_id, reason);
+	}
+	if (hf_encap(ctx, cfg, backend, hash, len, p->ip->tos))
+		return hf_drop_fe(service_id, HF_R_DROP_ENCAP);
+	hf_count_fe_tx(service_id, len, 0);
+	hf_count(HF_R_TX_ICMP_TO_BACKEND);
+	return XDP_TX;
+}
+
 /* The LB decision and rewrite for one frame; returns the XDP verdict. */
 static __always_inline int hf_lb_main(struct xdp_md *ctx)
 {
@@ -131,8 +218,7 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 		hf_count(HF_R_PASS_NOT_IPV4);
 		return XDP_PASS;
 	case HF_PARSE_ICMP:
-		hf_count(HF_R_PASS_ICMP);
-		return XDP_PASS;
+		return hf_lb_icmp(ctx, &p, data_end);
 	case HF_PARSE_NOT_L4:
 		hf_count(HF_R_PASS_NOT_L4);
 		return XDP_PASS;
@@ -162,23 +248,20 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 	if (!cfg || cfg->src_addr == 0)
 		return hf_drop_fe(service_id, HF_R_DROP_NO_CONFIG);
 
+	bad = hf_check_hostile(&p, cfg->src_addr);
+	if (bad >= 0)
+		return hf_drop_fe(service_id, bad);
+
 	__u16 inner_len = bpf_ntohs(p.ip->tot_len);
 	__u8 tos = p.ip->tos;
 	struct flow_key fk = hf_flow_key(&p);
-	__u32 hash;
-	if (svc->flags & HF_SVC_F_CLIENT_IP) {
-		fk.sport = 0;
-		hash = hf_flow_hash_client(bpf_ntohl(fk.saddr), cfg->seed);
-	} else {
-		hash = hf_flow_hash_5t(bpf_ntohl(fk.saddr), bpf_ntohl(fk.daddr), bpf_ntohs(fk.sport),
-				       bpf_ntohs(fk.dport), fk.proto, cfg->seed);
-	}
+	__u32 hash = hf_key_hash(svc, cfg, &fk);
 
-	/* An encapsulated frame must fit the egress MTU (XDP_TX: the ingress device). */
-	/* Frames that fit IPv4's minimum MTU (576) once encapsulated skip the helper call. */
-	if ((void *)(long)ctx->data_end - (void *)(long)ctx->data + HF_ENCAP_OVERHEAD >
-	    HF_MIN_IPV4_MTU + sizeof(struct ethhdr)) {
-		__u32 mtu_len = 0;
+	/* An encapsulated packet must fit the egress MTU (XDP_TX: the ingress device), whatever its
+	 * size: the IP total length is checked (not the frame, whose Ethernet trailer is no part of
+	 * the packet) against the device's MTU, however small. */
+	{
+		__u32 mtu_len = inner_len;
 		if (bpf_check_mtu(ctx, 0, &mtu_len, HF_ENCAP_OVERHEAD, 0) != BPF_MTU_CHK_RET_SUCCESS) {
 			/* DF set: tell the client the path MTU (PMTUD). Otherwise we cannot fragment. */
 			if ((p.ip->frag_off & bpf_htons(HF_IP_DF)) &&
@@ -207,7 +290,7 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 			fv->last_seen_ns = now;
 	} else {
 		__u32 reason = 0;
-		backend = hf_maglev_pick(svc, hash, &reason);
+		backend = hf_maglev_pick(svc, hash, &reason, 1);
 		if (!backend)
 			return hf_drop_fe(service_id, reason);
 		struct flow_value nv = {.backend_addr = backend, .flags = 0, .last_seen_ns = now};
@@ -228,12 +311,7 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 	if (hf_encap(ctx, cfg, backend, hash, inner_len, tos))
 		return hf_drop_fe(service_id, HF_R_DROP_ENCAP);
 
-	struct lb_stats *fs = hf_fe_slot(service_id);
-	if (fs) {
-		fs->packets += 1;
-		fs->bytes += inner_len;
-		fs->new_flows += is_new;
-	}
+	hf_count_fe_tx(service_id, inner_len, is_new);
 	hf_count(is_new ? HF_R_TX_NEW : HF_R_TX_HIT);
 	return XDP_TX;
 }

@@ -89,10 +89,26 @@ static __always_inline int hf_check_clean(struct hf_pkt *p, void *data_end)
 		struct udphdr *udp = p->l4;
 		if ((void *)(udp + 1) > data_end)
 			return HF_R_DROP_BAD_LENGTH;
-		if (bpf_ntohs(udp->len) != tot_len - sizeof(struct iphdr))
+		/* The header must lie inside the IP packet, not in the frame's trailer. */
+		if (tot_len < sizeof(struct iphdr) + sizeof(*udp) ||
+		    bpf_ntohs(udp->len) != tot_len - sizeof(struct iphdr))
 			return HF_R_DROP_BAD_LENGTH;
 	}
 	return -1;
+}
+
+/* True when the checksum of a 20-byte IPv4 header (check field included) verifies: the one's
+ * complement sum of its ten words is 0xffff. The caller has bounds-checked the header. */
+static __always_inline int hf_ipv4_csum_ok(const struct iphdr *ip)
+{
+	const __u16 *w = (const __u16 *)ip;
+	__u32 sum = 0;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		sum += w[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
 }
 
 /* IPv4 header checksum of a 20-byte header whose check field is 0. */

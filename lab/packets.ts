@@ -198,6 +198,37 @@ export function encapsulated(
   return concatBytes(e, outerIp, u, inner);
 }
 
+/** Fields of an ICMP error message (RFC 792). */
+export interface IcmpErrorFields {
+  /** ICMP type, e.g. 3 destination unreachable, 11 time exceeded. */
+  readonly type: number;
+  /** ICMP code, e.g. 4 fragmentation needed. */
+  readonly code: number;
+  /** Next-hop MTU in the last two bytes of the header (frag-needed, RFC 1191); default 0. */
+  readonly mtu?: number;
+  /** The IPv4 packet the error is about; quoted up to `quoteLen` bytes. */
+  readonly quote: Uint8Array;
+  /** Bytes of `quote` to include (default: its IP header + 8, the RFC 792 minimum). */
+  readonly quoteLen?: number;
+}
+
+/** Ethernet + IPv4 + ICMP error frame from `src` (e.g. a router) to `dst`, checksums correct. */
+export function icmpErrorFrame(src: string, dst: string, f: IcmpErrorFields): Uint8Array {
+  const quoteLen = f.quoteLen ?? ((f.quote[0]! & 0x0f) * 4 + 8);
+  const msg = new Uint8Array(8 + Math.min(quoteLen, f.quote.length));
+  const v = new DataView(msg.buffer);
+  msg[0] = f.type;
+  msg[1] = f.code;
+  v.setUint16(6, f.mtu ?? 0);
+  msg.set(f.quote.subarray(0, msg.length - 8), 8);
+  v.setUint16(2, inetChecksum(msg));
+  return concatBytes(
+    eth(0x0800),
+    ipv4({ src, dst, proto: 1, payloadLen: msg.length, fragOff: 0 }),
+    msg,
+  );
+}
+
 /** TCP options: MSS (kind 2) followed by SACK-permitted, timestamps and window scale. */
 export function synOptions(mss: number): Uint8Array {
   return new Uint8Array([

@@ -55,6 +55,14 @@ export const REASONS = [
   "event_lost",
   "pass_icmp",
   "tx_icmp_too_big",
+  "drop_martian",
+  "drop_ttl_zero",
+  "drop_bad_csum",
+  "drop_tcp_flags",
+  "drop_l2_group_dst",
+  "drop_l2_group_src",
+  "tx_icmp_to_backend",
+  "pass_icmp_bad_quote",
 ] as const;
 
 /** A reason counter name. */

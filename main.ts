@@ -27,6 +27,10 @@ const COMMANDS: Record<string, Command> = {
     summary: "run an LB node: XDP datapath, control plane from a config file, flow sync via Redis",
     load: () => import("./node/agent.ts"),
   },
+  anycast: {
+    summary: "run an anycast node: hold LB /32s on lo while a local pod is ready, announce via bird",
+    load: () => import("./node/anycast/main.ts"),
+  },
   egress: {
     summary: "run an egress NAT pod: SNAT, floating addresses, heartbeats, conntrack sync",
     load: () => import("./node/egress/agent.ts"),

@@ -1,0 +1,95 @@
+/**
+ * The /32s on `lo`: the one side effect of the anycast agent, behind a narrow interface. bird's
+ * `protocol direct` announces what is here (node/bgp), so adding is assuming and removing is
+ * forfeiting. {@linkcode IpLoopback} runs `ip` in the caller's namespace;
+ * {@linkcode MemoryLoopback} is the unit tests' stand-in.
+ *
+ * @module
+ */
+
+/** Addresses on `lo`. */
+export interface Loopback {
+  /** The /32 addresses on `lo` (without prefix length). */
+  list(): Promise<Set<string>>;
+  /** Puts `address/32` on `lo` (no error if already there). */
+  add(address: string): Promise<void>;
+  /** Removes `address/32` from `lo` (no error if absent). */
+  remove(address: string): Promise<void>;
+}
+
+/** Raised when `ip` fails; carries its stderr. */
+export class LoopbackError extends Error {
+  override name = "LoopbackError";
+}
+
+async function ip(args: string[]): Promise<{ ok: boolean; out: string; err: string }> {
+  const child = new Deno.Command("ip", { args, stdin: "null", stdout: "piped", stderr: "piped" })
+    .spawn();
+  const timer = setTimeout(() => {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* gone */ }
+  }, 5_000);
+  try {
+    const r = await child.output();
+    const d = new TextDecoder();
+    return { ok: r.success, out: d.decode(r.stdout), err: d.decode(r.stderr).trim() };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** `lo` through the `ip` command, in the caller's network namespace. */
+export class IpLoopback implements Loopback {
+  /** Lists /32 IPv4 addresses on `lo` (`ip -j -4 addr show dev lo`). */
+  async list(): Promise<Set<string>> {
+    const r = await ip(["-j", "-4", "addr", "show", "dev", "lo"]);
+    if (!r.ok) throw new LoopbackError(`Cannot list addresses on "lo": ${r.err}`);
+    const links = JSON.parse(r.out || "[]") as {
+      addr_info?: { local: string; prefixlen: number }[];
+    }[];
+    return new Set(
+      links.flatMap((l) => l.addr_info ?? []).filter((a) => a.prefixlen === 32).map((a) => a.local),
+    );
+  }
+
+  /** `ip addr replace A/32 dev lo` (idempotent). */
+  async add(address: string): Promise<void> {
+    const r = await ip(["addr", "replace", `${address}/32`, "dev", "lo"]);
+    if (!r.ok) throw new LoopbackError(`Cannot add "${address}/32" to "lo": ${r.err}`);
+  }
+
+  /** `ip addr del A/32 dev lo`; an absent address is not an error. */
+  async remove(address: string): Promise<void> {
+    const r = await ip(["addr", "del", `${address}/32`, "dev", "lo"]);
+    if (!r.ok && !/Cannot assign requested address/.test(r.err)) {
+      throw new LoopbackError(`Cannot remove "${address}/32" from "lo": ${r.err}`);
+    }
+  }
+}
+
+/** An in-memory `lo` for tests; `failNext` makes the next add or remove throw. */
+export class MemoryLoopback implements Loopback {
+  readonly addresses = new Set<string>();
+  failNext = 0;
+
+  list(): Promise<Set<string>> {
+    return Promise.resolve(new Set(this.addresses));
+  }
+
+  add(address: string): Promise<void> {
+    if (this.failNext > 0 && this.failNext--) {
+      return Promise.reject(new LoopbackError(`injected failure adding "${address}"`));
+    }
+    this.addresses.add(address);
+    return Promise.resolve();
+  }
+
+  remove(address: string): Promise<void> {
+    if (this.failNext > 0 && this.failNext--) {
+      return Promise.reject(new LoopbackError(`injected failure removing "${address}"`));
+    }
+    this.addresses.delete(address);
+    return Promise.resolve();
+  }
+}

@@ -1,0 +1,129 @@
+/**
+ * `main.ts anycast`: the node agent of anycast mode. It follows services and pods (a state
+ * file, node/anycast/state_file.ts), holds each anycast service's LB /32 on `lo` exactly while
+ * a ready, non-terminating local pod matches the service's selector, and — with
+ * `--bgp-config` — owns the node's bird daemon, which announces what is on `lo`
+ * (node/bgp). On SIGTERM/SIGINT it forfeits every address first, waits `--withdraw-wait-ms`
+ * for the routers to drop this node, then stops bird.
+ *
+ * ```
+ * main.ts anycast --node NAME --state FILE [--bgp-config FILE] [--bird-dir DIR]
+ *                 [--ops-port N] [--poll-ms N] [--withdraw-wait-ms N]
+ * ```
+ *
+ * @module
+ */
+
+import { intOption, readCommandLine, stringOption } from "../../lib/args.ts";
+import { log as rootLog } from "../../lib/log.ts";
+import { sleep } from "../../lib/backoff.ts";
+import { serveOps } from "../../lib/ops_http.ts";
+import { BirdDaemon, parseBgpSettingsText } from "../bgp/mod.ts";
+import { AnycastAgent } from "./agent.ts";
+import { IpLoopback } from "./loopback.ts";
+import { parseAnycastState } from "./state_file.ts";
+import { watchFile } from "./watch_file.ts";
+
+const USAGE = `usage: main.ts anycast --node NAME --state FILE [OPTIONS]
+
+Holds each anycast service's LB /32 on lo while a ready, non-terminating pod of the service
+runs on this node; with --bgp-config, runs bird to announce those addresses (docs/anycast.md).
+
+  --node NAME              this node's name (pods' spec.nodeName)
+  --state FILE             services and pods, YAML or JSON, followed live
+  --bgp-config FILE        BGP settings (node/bgp/settings.ts), followed live (birdc configure)
+  --bird-dir DIR           bird's config, socket and log (default /run/holdfast/bird-NODE)
+  --ops-port N             serve /metrics /healthz /readyz on 127.0.0.1:N (default off)
+  --poll-ms N              file poll interval besides inotify (default 1000)
+  --withdraw-wait-ms N     on SIGTERM, wait after forfeiting before stopping bird (default 500)`;
+
+/** Runs the anycast agent until SIGTERM/SIGINT; returns the exit code. */
+export async function main(args: string[]): Promise<number> {
+  const read = readCommandLine(args, {
+    command: "anycast",
+    usage: USAGE,
+    options: {
+      node: { type: "string" },
+      state: { type: "string" },
+      "bgp-config": { type: "string" },
+      "bird-dir": { type: "string" },
+      "ops-port": { type: "string" },
+      "poll-ms": { type: "string" },
+      "withdraw-wait-ms": { type: "string" },
+    },
+  }, ({ values }) => {
+    const node = stringOption(values, "node", { required: true });
+    return {
+      node,
+      state: stringOption(values, "state", { required: true }),
+      bgpConfig: stringOption(values, "bgp-config"),
+      birdDir: stringOption(values, "bird-dir") ?? `/run/holdfast/bird-${node}`,
+      opsPort: intOption(values, "ops-port", { default: 0, max: 65535 }),
+      pollMs: intOption(values, "poll-ms", { default: 1_000, min: 10 }),
+      withdrawWaitMs: intOption(values, "withdraw-wait-ms", { default: 500, max: 60_000 }),
+    };
+  });
+  if ("exit" in read) return read.exit;
+  const o = read.options;
+  const log = rootLog.with({ component: "anycast", node: o.node });
+  const stop = new AbortController();
+  let bird: BirdDaemon | undefined;
+  let prefixes: readonly string[] = [];
+  if (o.bgpConfig) {
+    const { settings, problems } = parseBgpSettingsText(await Deno.readTextFile(o.bgpConfig));
+    prefixes = settings.prefixes;
+    bird = await BirdDaemon.start(settings, {
+      dir: o.birdDir,
+      problems,
+      log: log.with({ component: "bgp" }),
+    });
+  }
+  const agent = new AnycastAgent(o.node, new IpLoopback(), { prefixes, log });
+  let loaded = false;
+  const ops = o.opsPort > 0
+    ? serveOps({ hostname: "127.0.0.1", port: o.opsPort }, () => loaded, { logger: log })
+    : undefined;
+  const onError = (what: string) => (error: unknown) =>
+    log.error(`cannot follow ${what}; the previous one stays`, { error });
+  try {
+    await watchFile(o.state, async (text) => {
+      const state = parseAnycastState(text);
+      await agent.update(state);
+      loaded = true;
+      log.info("anycast state applied", {
+        services: state.services.length,
+        pods: state.pods.length,
+        held: [...agent.held.keys()],
+      });
+    }, { signal: stop.signal, pollMs: o.pollMs, onError: onError(`state file "${o.state}"`) });
+    if (o.bgpConfig && bird) {
+      const daemon = bird;
+      let first = true;
+      await watchFile(o.bgpConfig, async (text) => {
+        if (first) return void (first = false); // bird started with it
+        const { settings, problems } = parseBgpSettingsText(text);
+        await daemon.reload(settings, problems);
+      }, {
+        signal: stop.signal,
+        pollMs: o.pollMs,
+        onError: onError(`BGP config "${o.bgpConfig}"`),
+      });
+    }
+    log.info("anycast agent ready", { state: o.state, bgp: o.bgpConfig ?? null });
+    const signalled = await new Promise<string>((resolve) => {
+      for (const sig of ["SIGTERM", "SIGINT"] as const) {
+        Deno.addSignalListener(sig, () => resolve(sig));
+      }
+    });
+    log.info("stopping: forfeiting every address first", { signal: signalled });
+  } finally {
+    stop.abort();
+    await agent.forfeitAll("agent stopping");
+    if (bird) {
+      await sleep(o.withdrawWaitMs);
+      await bird.stop();
+    }
+    await ops?.shutdown();
+  }
+  return 0;
+}

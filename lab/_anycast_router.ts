@@ -1,0 +1,79 @@
+/**
+ * The anycast lab's router: bird2 peering with every node (eBGP, one AS per node so their paths
+ * merge), BFD on every session, and a kernel protocol with `merge paths yes` so the router's
+ * kernel gets one multipath route per anycast /32 (shared FINDINGS: BGP with bird2).
+ *
+ * @module
+ */
+
+import type { BfdSettings } from "../node/bgp/mod.ts";
+
+/** The router's AS number. */
+export const ROUTER_ASN = 65000;
+
+/** One node as the router peers with it. */
+export interface RouterPeer {
+  readonly name: string;
+  readonly address: string;
+  readonly asn: number;
+}
+
+/** bird.conf of the router. */
+export function routerBirdConfig(
+  routerId: string,
+  peers: readonly RouterPeer[],
+  options: { bfd: BfdSettings; logFile: string },
+): string {
+  const { intervalMs, multiplier } = options.bfd;
+  const lines = [
+    `log "${options.logFile}" all;`,
+    `router id ${routerId};`,
+    `protocol device { scan time 10; }`,
+    `protocol kernel hf_kernel { ipv4 { import none; export all; }; merge paths yes limit 16; }`,
+    `protocol bfd hf_bfd { }`,
+  ];
+  for (const p of peers) {
+    lines.push(
+      `protocol bgp hf_${p.name.replaceAll("-", "_")} {`,
+      `  local as ${ROUTER_ASN};`,
+      `  neighbor ${p.address} as ${p.asn};`,
+      `  connect delay time 1;`,
+      `  error wait time 1, 10;`,
+      `  bfd { min rx interval ${intervalMs} ms; min tx interval ${intervalMs} ms;` +
+        ` multiplier ${multiplier}; };`,
+      `  ipv4 { import all; export none; };`,
+      `}`,
+    );
+  }
+  return lines.join("\n") + "\n";
+}
+
+/**
+ * The gateways of `prefix`'s route in `ip -o route show` / `ip -o monitor route` output, or
+ * null when the line is about another prefix. A `Deleted` line means no gateway; a nexthop
+ * flagged `linkdown` is skipped (the kernel does not use it with ignore_routes_with_linkdown).
+ *
+ * @example
+ * ```ts
+ * import { routeGateways } from "./_anycast_router.ts";
+ * const line = "10.0.100.10 proto bird metric 32 \\tnexthop via 10.9.1.2 dev r-n1 weight 1 " +
+ *   "\\tnexthop via 10.9.2.2 dev r-n2 weight 1 linkdown";
+ * if (routeGateways(line, "10.0.100.10")?.join() !== "10.9.1.2") throw new Error();
+ * if (routeGateways("Deleted 10.0.100.10 via 10.9.1.2 dev r-n1", "10.0.100.10")?.length !== 0) {
+ *   throw new Error();
+ * }
+ * ```
+ */
+export function routeGateways(line: string, prefix: string): string[] | null {
+  const deleted = line.startsWith("Deleted ");
+  const rest = deleted ? line.slice(8) : line;
+  const dst = rest.trim().split(/\s+/)[0];
+  if (dst !== prefix && dst !== `${prefix}/32`) return null;
+  if (deleted) return [];
+  const hops = rest.split(/\\t|\t|nexthop/).slice(1);
+  const parts = hops.length > 0 ? hops : [rest];
+  return parts.flatMap((h) => {
+    const m = /via (\S+)/.exec(h);
+    return m && !/\blinkdown\b/.test(h) ? [m[1]!] : [];
+  });
+}

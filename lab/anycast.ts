@@ -1,0 +1,371 @@
+/**
+ * The anycast lab: a router namespace running bird2 (eBGP to every node, BFD, `merge paths yes`
+ * into its kernel), N node namespaces each running `main.ts anycast` (which owns the node's
+ * bird), pods as HTTP servers inside the node namespaces, and a client behind the router.
+ * Services and pods live in one state file every agent follows, as the Kubernetes API would be.
+ *
+ * ```
+ *  client 10.8.0.2 ── 10.8.0.1 router ── 10.9.1.1 ─ 10.9.1.2 n1 (lo: LB /32 while a pod is ready)
+ *                                     ├─ 10.9.2.1 ─ 10.9.2.2 n2
+ *                                     └─ 10.9.3.1 ─ 10.9.3.2 n3
+ * ```
+ *
+ * The router's view of an LB address comes from `ip -o monitor route` ({@linkcode RouteWatch}),
+ * so tests and the bench see each nexthop change the moment the kernel makes it.
+ *
+ * @module
+ */
+
+import { createTopology, type LinkSpec, type RouteSpec, type Topology } from "./netns.ts";
+import type { HostProcess } from "./host_process.ts";
+import { processAlive } from "./command.ts";
+import { type BfdSettings, DEFAULT_BFD } from "../node/bgp/mod.ts";
+import type { AnycastService, LocalPod } from "../node/anycast/model.ts";
+import { routeGateways, ROUTER_ASN, routerBirdConfig } from "./_anycast_router.ts";
+
+const MAIN = new URL("../main.ts", import.meta.url).pathname;
+const HTTP = new URL("./_anycast_http.ts", import.meta.url).pathname;
+const DIR_PREFIX = "hf-anycast-";
+
+/** Options of {@linkcode AnycastLab.create}. */
+export interface AnycastLabOptions {
+  /** Node namespaces (default 3). */
+  readonly nodes?: number;
+  /** The services (default one, `default/web` on 10.0.100.10:80 selecting `app: web`). */
+  readonly services?: readonly AnycastService[];
+  /** BFD timers on every session (default 100 ms × 3). */
+  readonly bfd?: BfdSettings;
+  /** Prefix the nodes announce from (default 10.0.100.0/24). */
+  readonly prefix?: string;
+}
+
+/** One node of the lab. */
+export interface AnycastNode {
+  readonly name: string;
+  /** The node's address on its link to the router (the router's nexthop for it). */
+  readonly address: string;
+  /** The agent (`main.ts anycast`). */
+  readonly agent: HostProcess;
+  /** Its bird directory (bird.pid, bird.ctl, bird.log). */
+  readonly birdDir: string;
+}
+
+/** Follows the router's route to one prefix through `ip -o monitor route`. */
+export class RouteWatch {
+  #gateways: string[] = [];
+  #seen = 0;
+
+  /**
+   * Reads `monitor` (an `ip -o monitor route` process) for `prefix`: `initial` are the gateways
+   * of a snapshot taken once the monitor had printed `fromLine` lines.
+   */
+  constructor(
+    readonly prefix: string,
+    readonly monitor: HostProcess,
+    initial: string[],
+    fromLine: number,
+  ) {
+    this.#gateways = initial.sort();
+    this.#seen = fromLine;
+  }
+
+  /** The gateways the kernel uses now (as far as the monitor has told). */
+  get gateways(): string[] {
+    this.#drain();
+    return [...this.#gateways];
+  }
+
+  #drain(): void {
+    const offset = this.monitor.lineCount - this.monitor.lines.length;
+    for (; this.#seen < this.monitor.lineCount; this.#seen++) {
+      const line = this.monitor.lines[this.#seen - offset];
+      const g = line === undefined ? null : routeGateways(line, this.prefix);
+      if (g) this.#gateways = g.sort();
+    }
+  }
+
+  /**
+   * Resolves with `performance.now()` at the moment the gateways satisfy `want` (checked on
+   * every monitor line); rejects after `timeoutMs` naming what was seen.
+   */
+  async until(want: (gateways: string[]) => boolean, timeoutMs = 10_000): Promise<number> {
+    const deadline = Date.now() + timeoutMs;
+    for (let i = 0; i < 100_000 && Date.now() < deadline; i++) {
+      if (want(this.gateways)) return performance.now();
+      await this.monitor.waitForLine(() => true, {
+        fromLine: this.#seen,
+        timeoutMs: Math.max(1, deadline - Date.now()),
+      }).catch(() => {});
+    }
+    if (want(this.gateways)) return performance.now();
+    throw new Error(
+      `Router route to ${this.prefix} did not reach the wanted nexthops in ${timeoutMs} ms; ` +
+        `it has ${JSON.stringify(this.#gateways)}`,
+    );
+  }
+}
+
+/** A live anycast lab. Dispose it (`await using`) to tear it down. */
+export class AnycastLab implements AsyncDisposable {
+  readonly nodes = new Map<string, AnycastNode>();
+  readonly #pods = new Map<string, LocalPod>();
+  readonly #podProcs = new Map<string, HostProcess>();
+  #monitor?: HostProcess;
+
+  private constructor(
+    readonly topo: Topology,
+    readonly dir: string,
+    readonly services: readonly AnycastService[],
+  ) {}
+
+  /** The state file every agent follows. */
+  get statePath(): string {
+    return `${this.dir}/state.json`;
+  }
+
+  /** The first service's first address and port, e.g. `10.0.100.10`. */
+  get vip(): string {
+    return this.services[0]!.addresses[0]!;
+  }
+
+  /**
+   * Builds the lab: namespaces and links, the router's bird, one agent (and bird) per node;
+   * resolves once every BGP session on the router is Established.
+   */
+  static async create(options: AnycastLabOptions = {}): Promise<AnycastLab> {
+    const count = options.nodes ?? 3;
+    const bfd = options.bfd ?? DEFAULT_BFD;
+    const prefix = options.prefix ?? "10.0.100.0/24";
+    const services = options.services ??
+      [{
+        name: "default/web",
+        addresses: ["10.0.100.10"],
+        ports: ["80/TCP"],
+        selector: { app: "web" },
+      }];
+    await sweepStaleAnycastDirs();
+    const names = Array.from({ length: count }, (_, i) => `n${i + 1}`);
+    const links: LinkSpec[] = [{
+      a: { host: "router", ifname: "r-c", address: "10.8.0.1/24" },
+      b: { host: "client", ifname: "eth0", address: "10.8.0.2/24" },
+    }];
+    const routes: RouteSpec[] = [{ host: "client", to: "default", via: "10.8.0.1" }];
+    names.forEach((n, i) => {
+      links.push({
+        a: { host: "router", ifname: `r-${n}`, address: `10.9.${i + 1}.1/24` },
+        b: { host: n, ifname: "eth0", address: `10.9.${i + 1}.2/24` },
+      });
+      routes.push({ host: n, to: "default", via: `10.9.${i + 1}.1` });
+    });
+    const topo = await createTopology({
+      hosts: [
+        {
+          name: "router",
+          sysctls: {
+            "net.ipv4.ip_forward": 1,
+            "net.ipv4.fib_multipath_hash_policy": 1,
+            "net.ipv4.conf.all.ignore_routes_with_linkdown": 1,
+            "net.ipv4.conf.all.rp_filter": 0,
+          },
+        },
+        { name: "client" },
+        ...names.map((name) => ({ name })),
+      ],
+      links,
+      routes,
+    });
+    const dir = await Deno.makeTempDir({ prefix: `${DIR_PREFIX}${Deno.pid}-` });
+    const lab = new AnycastLab(topo, dir, services);
+    try {
+      await lab.#writeState();
+      const peers = names.map((name, i) => ({ name, address: `10.9.${i + 1}.2`, asn: 65101 + i }));
+      await Deno.writeTextFile(
+        `${dir}/router.conf`,
+        routerBirdConfig("10.9.0.1", peers, { bfd, logFile: `${dir}/router.log` }),
+      );
+      const routerBird = topo.spawn("router", [
+        "bird",
+        "-f",
+        "-c",
+        `${dir}/router.conf`,
+        "-s",
+        `${dir}/router.ctl`,
+        "-P",
+        `${dir}/router.pid`,
+      ], { stdout: "null" });
+      void routerBird;
+      for (const [i, name] of names.entries()) {
+        await Deno.writeTextFile(
+          `${dir}/${name}.bgp.json`,
+          JSON.stringify({
+            routerId: `10.9.${i + 1}.2`,
+            localAsn: 65101 + i,
+            prefixes: [prefix],
+            peers: [{ address: `10.9.${i + 1}.1`, asn: ROUTER_ASN, bfd }],
+          }),
+        );
+        const birdDir = `${dir}/${name}.bird`;
+        const agent = topo.spawnDeno(name, MAIN, {
+          args: [
+            "anycast",
+            "--node",
+            name,
+            "--state",
+            lab.statePath,
+            "--bgp-config",
+            `${dir}/${name}.bgp.json`,
+            "--bird-dir",
+            birdDir,
+            "--withdraw-wait-ms",
+            "300",
+          ],
+          permissions: [
+            "--allow-read",
+            `--allow-write=${dir}`,
+            "--allow-run=ip,bird,birdc",
+            "--allow-env",
+            "--allow-net=127.0.0.1",
+          ],
+        });
+        lab.nodes.set(name, { name, address: `10.9.${i + 1}.2`, agent, birdDir });
+      }
+      for (const node of lab.nodes.values()) {
+        await node.agent.waitForLine((l) => l.includes('"msg":"anycast agent ready"'), {
+          timeoutMs: 20_000,
+        });
+      }
+      await lab.waitEstablished();
+    } catch (e) {
+      await lab[Symbol.asyncDispose]();
+      throw e;
+    }
+    return lab;
+  }
+
+  /** Waits until every BGP session of the router is Established (bounded by `timeoutMs`). */
+  async waitEstablished(timeoutMs = 15_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    let out = "";
+    for (let i = 0; i < 1_000 && Date.now() < deadline; i++) {
+      out = (await this.birdc("show", "protocols")).stdout;
+      const bgp = out.split("\n").filter((l) => /\sBGP\s/.test(l));
+      if (bgp.length === this.nodes.size && bgp.every((l) => l.includes("Established"))) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`Router BGP sessions not all Established after ${timeoutMs} ms:\n${out}`);
+  }
+
+  /** `birdc` on the router's daemon. */
+  birdc(...args: string[]): Promise<{ stdout: string }> {
+    return this.topo.exec("router", ["birdc", "-s", `${this.dir}/router.ctl`, ...args], {
+      check: false,
+    });
+  }
+
+  /** Follows the router's route to `prefix` (default the VIP) from now on. */
+  async watchRoute(prefix = this.vip): Promise<RouteWatch> {
+    this.#monitor ??= this.topo.spawn("router", ["ip", "-o", "monitor", "route"]);
+    // The monitor must be listening before the snapshot, or a change between them is lost.
+    await new Promise((r) => setTimeout(r, 50));
+    const from = this.#monitor.lineCount;
+    const now = await this.topo.exec("router", ["ip", "-o", "route", "show", `${prefix}/32`]);
+    return new RouteWatch(prefix, this.#monitor, routeGateways(now.stdout, prefix) ?? [], from);
+  }
+
+  /**
+   * Starts a pod — an HTTP server on `port` (default 80) in the node's namespace, answering with
+   * its name; port 0 starts no server — and publishes it, ready unless `ready: false`.
+   */
+  async startPod(
+    node: string,
+    name: string,
+    options: { labels?: Record<string, string>; ready?: boolean; port?: number } = {},
+  ): Promise<void> {
+    const port = options.port ?? 80;
+    if (port > 0) {
+      const proc = this.topo.spawnDeno(node, HTTP, {
+        args: ["pod", name, String(port)],
+        permissions: ["--allow-net"],
+      });
+      await proc.waitForLine((l) => l.includes('"msg":"listening"'));
+      this.#podProcs.set(name, proc);
+    }
+    await this.setPod({
+      name,
+      node,
+      labels: options.labels ?? { app: "web" },
+      ready: options.ready ?? true,
+      terminating: false,
+    });
+  }
+
+  /** Kills a pod's process (the end of its grace period); the state is left as it was. */
+  async stopPod(name: string): Promise<void> {
+    await this.#podProcs.get(name)?.stop("SIGKILL", 1_000);
+    this.#podProcs.delete(name);
+  }
+
+  /** Publishes a pod's new state (what the kubelet would report). */
+  async setPod(pod: LocalPod): Promise<void> {
+    this.#pods.set(pod.name, pod);
+    await this.#writeState();
+  }
+
+  /** Marks a pod ready or terminating (it keeps serving). */
+  async updatePod(
+    name: string,
+    change: Partial<Pick<LocalPod, "ready" | "terminating">>,
+  ): Promise<void> {
+    const pod = this.#pods.get(name);
+    if (!pod) throw new Error(`Unknown pod "${name}"`);
+    await this.setPod({ ...pod, ...change });
+  }
+
+  /** Stops a pod's process and removes it from the state. */
+  async deletePod(name: string): Promise<void> {
+    await this.stopPod(name);
+    this.#pods.delete(name);
+    await this.#writeState();
+  }
+
+  /** Starts the HTTP client load from the client namespace. */
+  startLoad(durationMs: number, intervalMs = 20): HostProcess {
+    return this.topo.spawnDeno("client", HTTP, {
+      args: ["load", `http://${this.vip}:80/`, String(durationMs), String(intervalMs)],
+      permissions: ["--allow-net"],
+    });
+  }
+
+  /** bird's pid on a node (the agent's child). */
+  async birdPid(node: string): Promise<number> {
+    return Number((await Deno.readTextFile(`${this.nodes.get(node)!.birdDir}/bird.pid`)).trim());
+  }
+
+  async #writeState(): Promise<void> {
+    const tmp = `${this.statePath}.tmp`;
+    await Deno.writeTextFile(
+      tmp,
+      JSON.stringify({ services: this.services, pods: [...this.#pods.values()] }),
+    );
+    await Deno.rename(tmp, this.statePath);
+  }
+
+  /** Tears everything down: processes (birds included), namespaces, the directory. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.topo.destroy();
+    await Deno.remove(this.dir, { recursive: true }).catch(() => {});
+  }
+}
+
+/** Removes `/tmp/hf-anycast-<pid>-*` directories of processes that are gone. */
+export async function sweepStaleAnycastDirs(): Promise<string[]> {
+  const removed: string[] = [];
+  const tmp = Deno.env.get("TMPDIR") ?? "/tmp";
+  for (const entry of Deno.readDirSync(tmp)) {
+    const m = new RegExp(`^${DIR_PREFIX}(\\d+)-`).exec(entry.name);
+    if (!m || await processAlive(Number(m[1]))) continue;
+    await Deno.remove(`${tmp}/${entry.name}`, { recursive: true }).catch(() => {});
+    removed.push(entry.name);
+  }
+  return removed;
+}

@@ -18,7 +18,7 @@
 
 import { createTopology, type LinkSpec, type RouteSpec, type Topology } from "./netns.ts";
 import type { HostProcess } from "./host_process.ts";
-import { processAlive } from "./command.ts";
+import { processAlive, run } from "./command.ts";
 import { type BfdSettings, DEFAULT_BFD } from "../node/bgp/mod.ts";
 import type { AnycastService, LocalPod } from "../node/anycast/model.ts";
 import { routeGateways, ROUTER_ASN, routerBirdConfig } from "./_anycast_router.ts";
@@ -334,6 +334,11 @@ export class AnycastLab implements AsyncDisposable {
       args: ["load", `http://${this.vip}:80/`, String(durationMs), String(intervalMs)],
       permissions: ["--allow-net"],
     });
+  }
+
+  /** Sends `signal` (`KILL`, `STOP`, `CONT`…) to a node's bird with `kill` (no --allow-run=all). */
+  async signalBird(node: string, signal: string): Promise<void> {
+    await run(["kill", `-${signal}`, String(await this.birdPid(node))]);
   }
 
   /** bird's pid on a node (the agent's child). */

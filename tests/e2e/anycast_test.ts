@@ -38,3 +38,87 @@ rootTest("anycast: the router's multipath route follows ready pods: 2 nodes, the
   const shown = await lab.topo.exec("router", ["ip", "route", "show", "10.0.100.10/32"]);
   assert((shown.stdout.match(/nexthop via/g) ?? []).length === 3, shown.stdout);
 });
+
+rootTest(
+  "anycast: a dead node's nexthop is gone within 300 ms: bird killed, link down, bird hung",
+  async () => {
+    await using lab = await AnycastLab.create({ nodes: 3 });
+    const route = await lab.watchRoute();
+    for (const n of [1, 2, 3]) await lab.startPod(`n${n}`, `default/web-${n}`);
+    await route.until(same(["10.9.1.2", "10.9.2.2", "10.9.3.2"]));
+    const measured: Record<string, number> = {};
+    // Timed from the moment the failure is in effect (the signal delivered, the link down).
+    const gone = async (what: string, left: string[], act: () => Promise<void>) => {
+      await act();
+      const t0 = performance.now();
+      const t1 = await route.until(same(left), 5_000);
+      measured[what] = Math.round(t1 - t0);
+    };
+    await gone("killed", ["10.9.2.2", "10.9.3.2"], () => lab.signalBird("n1", "KILL"));
+    await gone("link down", ["10.9.3.2"], () => lab.topo.setLink("n2", "eth0", false));
+    try {
+      await gone("hung", [], () => lab.signalBird("n3", "STOP"));
+    } finally {
+      await lab.signalBird("n3", "CONT");
+    }
+    console.log(JSON.stringify({ msg: "nexthop removal after node failure (ms)", ...measured }));
+    for (const [what, ms] of Object.entries(measured)) {
+      assert(
+        ms <= 300,
+        `${what}: the router kept the dead node's nexthop for ${ms} ms (BFD 100 ms × 3)`,
+      );
+    }
+  },
+);
+
+interface LoadSummary {
+  requests: number;
+  ok: number;
+  failed: number;
+  by_pod: Record<string, number>;
+  failures: { at_ms: number; reason: string }[];
+}
+
+rootTest(
+  "anycast: a drain withdraws before the pod stops; an HTTP load sees no failed request",
+  async () => {
+    await using lab = await AnycastLab.create({ nodes: 3 });
+    const route = await lab.watchRoute();
+    for (const n of [1, 2, 3]) await lab.startPod(`n${n}`, `default/web-${n}`);
+    await route.until(same(["10.9.1.2", "10.9.2.2", "10.9.3.2"]));
+    const load = lab.startLoad(4_000, 20);
+    await load.waitForLine((l) => l.includes('"msg":"started"'));
+    await new Promise((r) => setTimeout(r, 1_000));
+    // The pod becomes terminating: the node forfeits the address, the router drops the node,
+    // and only then (grace period over) does the pod stop serving.
+    const agent = lab.nodes.get("n1")!.agent;
+    const from = agent.lineCount;
+    await lab.updatePod("default/web-1", { terminating: true });
+    await route.until(same(["10.9.2.2", "10.9.3.2"]), 2_000);
+    const forfeit = await agent.waitForLine((l) => l.includes("forfeiting address 10.0.100.10"), {
+      fromLine: from,
+    });
+    assert(forfeit.includes("default/web-1 terminating"), forfeit);
+    await new Promise((r) => setTimeout(r, 200));
+    await lab.stopPod("default/web-1");
+    await new Promise((r) => setTimeout(r, 1_000));
+    // A second drain while the first node is gone.
+    await lab.updatePod("default/web-2", { terminating: true });
+    await route.until(same(["10.9.3.2"]), 2_000);
+    await new Promise((r) => setTimeout(r, 200));
+    await lab.stopPod("default/web-2");
+    const summary = await clientSummary<LoadSummary>(load, 10_000);
+    console.log(JSON.stringify(summary));
+    assert(summary.requests >= 150, `only ${summary.requests} requests were sent`);
+    assert(
+      summary.failed === 0,
+      `${summary.failed} requests failed during the drain: ${JSON.stringify(summary.failures)}`,
+    );
+    for (const pod of ["default/web-1", "default/web-2", "default/web-3"]) {
+      assert(
+        (summary.by_pod[pod] ?? 0) > 0,
+        `${pod} never answered: ${JSON.stringify(summary.by_pod)}`,
+      );
+    }
+  },
+);

@@ -8,6 +8,8 @@
  * - `redis_server.ts` a throwaway redis-server, also inside a namespace;
  * - `cluster.ts` the virtual cluster, `cluster_probe.ts` what it is doing;
  * - `chaos.ts` the chaos scenarios (`deno task chaos`), `demo.ts` the demo (`main.ts demo`);
+ * - `anycast.ts` the anycast lab (a bird2 router, nodes running `main.ts anycast`, pods as HTTP
+ *   servers; imported directly: not re-exported here);
  * - `egress.ts` the egress NAT lab (clients, NAT pods, two bridged segments, a server),
  *   `egress_scenario.ts` its failover runs (imported directly: not re-exported here);
  * - `packets.ts` frame builders; `clients/` the programs run inside namespaces;

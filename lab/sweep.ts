@@ -9,6 +9,7 @@ import { processAlive } from "./command.ts";
 import { sweepStaleNamespaces } from "./netns.ts";
 import { sweepStaleRedis } from "./redis_server.ts";
 import { unmountUnder } from "./cluster.ts";
+import { sweepStaleAnycastDirs } from "./anycast.ts";
 
 /** Removes `/tmp/hf-cluster-<pid>-*` dirs (and their bpffs mounts) of dead processes. */
 async function sweepStaleClusters(): Promise<string[]> {
@@ -28,6 +29,8 @@ if (import.meta.main) {
   const namespaces = Deno.uid() === 0 ? await sweepStaleNamespaces() : [];
   const redis = await sweepStaleRedis();
   const clusters = Deno.uid() === 0 ? await sweepStaleClusters() : [];
+  // bird daemons of dead anycast labs die with their namespaces above; their dirs go here.
+  const anycast = await sweepStaleAnycastDirs();
   console.log(
     JSON.stringify({
       level: "info",
@@ -35,6 +38,7 @@ if (import.meta.main) {
       namespaces,
       redis_pids: redis,
       clusters,
+      anycast,
     }),
   );
 }

@@ -7,6 +7,7 @@
  */
 
 import type { BfdSettings } from "../node/bgp/mod.ts";
+import type { HostProcess } from "./host_process.ts";
 
 /** The router's AS number. */
 export const ROUTER_ASN = 65000;
@@ -76,4 +77,59 @@ export function routeGateways(line: string, prefix: string): string[] | null {
     const m = /via (\S+)/.exec(h);
     return m && !/\blinkdown\b/.test(h) ? [m[1]!] : [];
   });
+}
+
+/** Follows the router's route to one prefix through `ip -o monitor route`. */
+export class RouteWatch {
+  #gateways: string[] = [];
+  #seen = 0;
+
+  /**
+   * Reads `monitor` (an `ip -o monitor route` process) for `prefix`: `initial` are the gateways
+   * of a snapshot taken once the monitor had printed `fromLine` lines.
+   */
+  constructor(
+    readonly prefix: string,
+    readonly monitor: HostProcess,
+    initial: string[],
+    fromLine: number,
+  ) {
+    this.#gateways = initial.sort();
+    this.#seen = fromLine;
+  }
+
+  /** The gateways the kernel uses now (as far as the monitor has told). */
+  get gateways(): string[] {
+    this.#drain();
+    return [...this.#gateways];
+  }
+
+  #drain(): void {
+    const offset = this.monitor.lineCount - this.monitor.lines.length;
+    for (; this.#seen < this.monitor.lineCount; this.#seen++) {
+      const line = this.monitor.lines[this.#seen - offset];
+      const g = line === undefined ? null : routeGateways(line, this.prefix);
+      if (g) this.#gateways = g.sort();
+    }
+  }
+
+  /**
+   * Resolves with `performance.now()` at the moment the gateways satisfy `want` (checked on
+   * every monitor line); rejects after `timeoutMs` naming what was seen.
+   */
+  async until(want: (gateways: string[]) => boolean, timeoutMs = 10_000): Promise<number> {
+    const deadline = Date.now() + timeoutMs;
+    for (let i = 0; i < 100_000 && Date.now() < deadline; i++) {
+      if (want(this.gateways)) return performance.now();
+      await this.monitor.waitForLine(() => true, {
+        fromLine: this.#seen,
+        timeoutMs: Math.max(1, deadline - Date.now()),
+      }).catch(() => {});
+    }
+    if (want(this.gateways)) return performance.now();
+    throw new Error(
+      `Router route to ${this.prefix} did not reach the wanted nexthops in ${timeoutMs} ms; ` +
+        `it has ${JSON.stringify(this.#gateways)}`,
+    );
+  }
 }

@@ -21,7 +21,9 @@ import type { HostProcess } from "./host_process.ts";
 import { processAlive, run } from "./command.ts";
 import { type BfdSettings, DEFAULT_BFD } from "../node/bgp/mod.ts";
 import type { AnycastService, LocalPod } from "../node/anycast/model.ts";
-import { routeGateways, ROUTER_ASN, routerBirdConfig } from "./_anycast_router.ts";
+import { routeGateways, ROUTER_ASN, routerBirdConfig, RouteWatch } from "./_anycast_router.ts";
+
+export { RouteWatch };
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 const HTTP = new URL("./_anycast_http.ts", import.meta.url).pathname;
@@ -48,61 +50,6 @@ export interface AnycastNode {
   readonly agent: HostProcess;
   /** Its bird directory (bird.pid, bird.ctl, bird.log). */
   readonly birdDir: string;
-}
-
-/** Follows the router's route to one prefix through `ip -o monitor route`. */
-export class RouteWatch {
-  #gateways: string[] = [];
-  #seen = 0;
-
-  /**
-   * Reads `monitor` (an `ip -o monitor route` process) for `prefix`: `initial` are the gateways
-   * of a snapshot taken once the monitor had printed `fromLine` lines.
-   */
-  constructor(
-    readonly prefix: string,
-    readonly monitor: HostProcess,
-    initial: string[],
-    fromLine: number,
-  ) {
-    this.#gateways = initial.sort();
-    this.#seen = fromLine;
-  }
-
-  /** The gateways the kernel uses now (as far as the monitor has told). */
-  get gateways(): string[] {
-    this.#drain();
-    return [...this.#gateways];
-  }
-
-  #drain(): void {
-    const offset = this.monitor.lineCount - this.monitor.lines.length;
-    for (; this.#seen < this.monitor.lineCount; this.#seen++) {
-      const line = this.monitor.lines[this.#seen - offset];
-      const g = line === undefined ? null : routeGateways(line, this.prefix);
-      if (g) this.#gateways = g.sort();
-    }
-  }
-
-  /**
-   * Resolves with `performance.now()` at the moment the gateways satisfy `want` (checked on
-   * every monitor line); rejects after `timeoutMs` naming what was seen.
-   */
-  async until(want: (gateways: string[]) => boolean, timeoutMs = 10_000): Promise<number> {
-    const deadline = Date.now() + timeoutMs;
-    for (let i = 0; i < 100_000 && Date.now() < deadline; i++) {
-      if (want(this.gateways)) return performance.now();
-      await this.monitor.waitForLine(() => true, {
-        fromLine: this.#seen,
-        timeoutMs: Math.max(1, deadline - Date.now()),
-      }).catch(() => {});
-    }
-    if (want(this.gateways)) return performance.now();
-    throw new Error(
-      `Router route to ${this.prefix} did not reach the wanted nexthops in ${timeoutMs} ms; ` +
-        `it has ${JSON.stringify(this.#gateways)}`,
-    );
-  }
 }
 
 /** A live anycast lab. Dispose it (`await using`) to tear it down. */
@@ -357,18 +304,45 @@ export class AnycastLab implements AsyncDisposable {
 
   /** Tears everything down: processes (birds included), namespaces, the directory. */
   async [Symbol.asyncDispose](): Promise<void> {
+    // The agents' birds are not the topology's children: kill whatever runs in our namespaces
+    // with `kill` (Deno.kill needs --allow-run for everything, which test permission sets lack).
+    for (const host of this.topo.hosts) {
+      const { stdout } = await run(["ip", "netns", "pids", this.topo.ns(host)], { check: false });
+      const pids = stdout.split("\n").map((s) => s.trim()).filter((s) => /^\d+$/.test(s));
+      if (pids.length) await run(["kill", "-KILL", ...pids], { check: false });
+    }
     await this.topo.destroy();
     await Deno.remove(this.dir, { recursive: true }).catch(() => {});
   }
 }
 
-/** Removes `/tmp/hf-anycast-<pid>-*` directories of processes that are gone. */
+/** Kills the bird daemons whose pid files are in `dir`, if that pid still runs a bird of `dir`. */
+async function killBirdsOf(dir: string): Promise<void> {
+  const pidFiles = [`${dir}/router.pid`];
+  for (const e of Deno.readDirSync(dir)) {
+    if (e.name.endsWith(".bird")) pidFiles.push(`${dir}/${e.name}/bird.pid`);
+  }
+  for (const file of pidFiles) {
+    const pid = (await Deno.readTextFile(file).catch(() => "")).trim();
+    if (!/^\d+$/.test(pid)) continue;
+    const { stdout } = await run(["ps", "-o", "args=", "-p", pid], { check: false });
+    if (stdout.includes("bird") && stdout.includes(dir)) {
+      await run(["kill", "-KILL", pid], { check: false });
+    }
+  }
+}
+
+/**
+ * Removes `/tmp/hf-anycast-<pid>-*` directories of processes that are gone, after killing the
+ * bird daemons they left (orphans in deleted namespaces that a namespace sweep cannot see).
+ */
 export async function sweepStaleAnycastDirs(): Promise<string[]> {
   const removed: string[] = [];
   const tmp = Deno.env.get("TMPDIR") ?? "/tmp";
   for (const entry of Deno.readDirSync(tmp)) {
     const m = new RegExp(`^${DIR_PREFIX}(\\d+)-`).exec(entry.name);
     if (!m || await processAlive(Number(m[1]))) continue;
+    await killBirdsOf(`${tmp}/${entry.name}`);
     await Deno.remove(`${tmp}/${entry.name}`, { recursive: true }).catch(() => {});
     removed.push(entry.name);
   }

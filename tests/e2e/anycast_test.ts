@@ -122,3 +122,45 @@ rootTest(
     }
   },
 );
+
+rootTest(
+  "anycast: a shared address (two services, one IP) stays while either has a ready pod",
+  async () => {
+    await using lab = await AnycastLab.create({
+      nodes: 1,
+      services: [
+        {
+          name: "default/web",
+          addresses: ["10.0.100.10"],
+          ports: ["80/TCP"],
+          selector: { app: "web" },
+        },
+        {
+          name: "default/tls",
+          addresses: ["10.0.100.10"],
+          ports: ["443/TCP"],
+          selector: { app: "tls" },
+        },
+      ],
+    });
+    const route = await lab.watchRoute();
+    await lab.startPod("n1", "default/web-1");
+    await lab.startPod("n1", "default/tls-1", { labels: { app: "tls" }, port: 443 });
+    await route.until(same(["10.9.1.2"]));
+    const agent = lab.nodes.get("n1")!.agent;
+    const from = agent.lineCount;
+    await lab.updatePod("default/web-1", { terminating: true });
+    await agent.waitForLine((l) => l.includes('"msg":"anycast state applied"'), { fromLine: from });
+    await new Promise((r) => setTimeout(r, 300));
+    assert(
+      route.gateways.join() === "10.9.1.2",
+      `withdrawn while tls still serves: ${route.gateways}`,
+    );
+    assert(
+      !agent.lines.slice(from - agent.lineCount).some((l) => l.includes("forfeiting address")),
+      "forfeited a shared address another service still needs",
+    );
+    await lab.updatePod("default/tls-1", { terminating: true });
+    await route.until(same([]), 2_000);
+  },
+);

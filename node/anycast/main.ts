@@ -18,7 +18,7 @@ import { intOption, readCommandLine, stringOption } from "../../lib/args.ts";
 import { log as rootLog } from "../../lib/log.ts";
 import { sleep } from "../../lib/backoff.ts";
 import { serveOps } from "../../lib/ops_http.ts";
-import { BirdDaemon, parseBgpSettingsText } from "../bgp/mod.ts";
+import { BirdSupervisor, parseBgpSettingsText } from "../bgp/mod.ts";
 import { AnycastAgent } from "./agent.ts";
 import { IpLoopback } from "./loopback.ts";
 import { parseAnycastState } from "./state_file.ts";
@@ -67,12 +67,12 @@ export async function main(args: string[]): Promise<number> {
   const o = read.options;
   const log = rootLog.with({ component: "anycast", node: o.node });
   const stop = new AbortController();
-  let bird: BirdDaemon | undefined;
+  let bird: BirdSupervisor | undefined;
   let prefixes: readonly string[] = [];
   if (o.bgpConfig) {
     const { settings, problems } = parseBgpSettingsText(await Deno.readTextFile(o.bgpConfig));
     prefixes = settings.prefixes;
-    bird = await BirdDaemon.start(settings, {
+    bird = await BirdSupervisor.start(settings, {
       dir: o.birdDir,
       problems,
       log: log.with({ component: "bgp" }),

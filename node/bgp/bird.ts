@@ -117,6 +117,16 @@ export class BirdDaemon implements AsyncDisposable {
     return this.#child.pid;
   }
 
+  /** Resolves when bird exits, whoever stopped it. */
+  get exited(): Promise<Deno.CommandStatus> {
+    return this.#child.status;
+  }
+
+  /** Whether {@linkcode BirdDaemon.stop} was called (an exit before that is a crash). */
+  get stopping(): boolean {
+    return this.#stopped;
+  }
+
   /** The settings of the running configuration. */
   get settings(): BgpSettings {
     return this.#settings;

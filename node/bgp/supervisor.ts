@@ -1,0 +1,106 @@
+/**
+ * Keeps the node's bird running: a bird that exits without being asked to (killed, crashed) is
+ * started again with the latest settings, after a backoff, and counted. The addresses on `lo`
+ * are untouched meanwhile, so the restarted bird announces exactly what the node holds.
+ *
+ * @module
+ */
+
+import { log as rootLog, type Logger } from "../../lib/log.ts";
+import { registry } from "../../lib/metrics.ts";
+import { Backoff, sleep } from "../../lib/backoff.ts";
+import { BirdDaemon } from "./bird.ts";
+import type { BgpProblem, BgpSettings } from "./settings.ts";
+
+const restarts = registry.counter(
+  "holdfast_bgp_daemon_restarts_total",
+  "Times the node's bird exited unasked and was started again.",
+);
+
+/** Options of {@linkcode BirdSupervisor.start}. */
+export interface BirdSupervisorOptions {
+  /** bird's directory (config, socket, pid file, log). */
+  readonly dir: string;
+  readonly problems?: readonly BgpProblem[];
+  readonly log?: Logger;
+  /** Restarts allowed before giving up (default 1,000). */
+  readonly maxRestarts?: number;
+}
+
+/** A bird daemon kept running until {@linkcode BirdSupervisor.stop}. */
+export class BirdSupervisor implements AsyncDisposable {
+  #daemon: BirdDaemon;
+  #settings: BgpSettings;
+  #problems: readonly BgpProblem[];
+  #stopped = false;
+  readonly #watch: Promise<void>;
+
+  private constructor(daemon: BirdDaemon, readonly options: BirdSupervisorOptions) {
+    this.#daemon = daemon;
+    this.#settings = daemon.settings;
+    this.#problems = options.problems ?? [];
+    this.#watch = this.#supervise();
+  }
+
+  /** Starts bird (see {@linkcode BirdDaemon.start}) and watches it. */
+  static async start(
+    settings: BgpSettings,
+    options: BirdSupervisorOptions,
+  ): Promise<BirdSupervisor> {
+    return new BirdSupervisor(await BirdDaemon.start(settings, options), options);
+  }
+
+  /** The running daemon (a new one after each restart). */
+  get daemon(): BirdDaemon {
+    return this.#daemon;
+  }
+
+  /** Applies new settings to the running bird; a restart later uses them too. */
+  async reload(settings: BgpSettings, problems: readonly BgpProblem[] = []): Promise<void> {
+    await this.#daemon.reload(settings, problems);
+    this.#settings = settings;
+    this.#problems = problems;
+  }
+
+  async #supervise(): Promise<void> {
+    const log = this.options.log ?? rootLog.with({ component: "bgp" });
+    const backoff = new Backoff({ minMs: 50, maxMs: 5_000 });
+    for (let i = 0; i < (this.options.maxRestarts ?? 1_000); i++) {
+      const status = await this.#daemon.exited;
+      if (this.#stopped || this.#daemon.stopping) return;
+      restarts.inc();
+      const delay = backoff.next();
+      log.error("bird exited unasked; starting it again", {
+        code: status.code,
+        signal: status.signal,
+        in_ms: Math.round(delay),
+      });
+      await sleep(delay);
+      for (let attempt = 0; !this.#stopped && attempt < 100; attempt++) {
+        try {
+          this.#daemon = await BirdDaemon.start(this.#settings, {
+            ...this.options,
+            problems: this.#problems,
+          });
+          break;
+        } catch (e) {
+          log.error("cannot start bird again", { error: e, attempt });
+          await sleep(backoff.next());
+        }
+      }
+      if (this.#stopped) return void await this.#daemon.stop();
+    }
+    log.error("bird keeps exiting; giving up", { restarts: this.options.maxRestarts ?? 1_000 });
+  }
+
+  /** Stops supervising and stops bird. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await this.#daemon.stop();
+  }
+
+  /** Stops bird. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+}

@@ -19,6 +19,7 @@
 import { createTopology, type LinkSpec, type RouteSpec, type Topology } from "./netns.ts";
 import type { HostProcess } from "./host_process.ts";
 import { processAlive, run } from "./command.ts";
+import { type Relay, relayIntoNamespace } from "./_anycast_kube.ts";
 import { type BfdSettings, DEFAULT_BFD } from "../node/bgp/mod.ts";
 import type { AnycastService, LocalPod } from "../node/anycast/model.ts";
 import { routeGateways, ROUTER_ASN, routerBirdConfig, RouteWatch } from "./_anycast_router.ts";
@@ -39,6 +40,11 @@ export interface AnycastLabOptions {
   readonly bfd?: BfdSettings;
   /** Prefix the nodes announce from (default 10.0.100.0/24). */
   readonly prefix?: string;
+  /**
+   * Follow the Kubernetes API (lab/kube/ server on this namespace's loopback at `port`) instead
+   * of the state file: each node reaches it through a relay (lab/_anycast_kube.ts).
+   */
+  readonly kube?: { readonly port: number; readonly kubeconfig: string };
 }
 
 /** One node of the lab. */
@@ -57,6 +63,7 @@ export class AnycastLab implements AsyncDisposable {
   readonly nodes = new Map<string, AnycastNode>();
   readonly #pods = new Map<string, LocalPod>();
   readonly #podProcs = new Map<string, HostProcess>();
+  readonly #relays: Relay[] = [];
   #monitor?: HostProcess;
 
   private constructor(
@@ -152,13 +159,16 @@ export class AnycastLab implements AsyncDisposable {
           }),
         );
         const birdDir = `${dir}/${name}.bird`;
+        const source = options.kube
+          ? ["--kube", "--kubeconfig", options.kube.kubeconfig]
+          : ["--state", lab.statePath];
+        if (options.kube) lab.#relays.push(relayIntoNamespace(topo.ns(name), options.kube.port));
         const agent = topo.spawnDeno(name, MAIN, {
           args: [
             "anycast",
             "--node",
             name,
-            "--state",
-            lab.statePath,
+            ...source,
             "--bgp-config",
             `${dir}/${name}.bgp.json`,
             "--bird-dir",
@@ -172,6 +182,7 @@ export class AnycastLab implements AsyncDisposable {
             "--allow-run=ip,bird,birdc",
             "--allow-env",
             "--allow-net=127.0.0.1",
+            ...(options.kube ? ["--allow-sys"] : []),
           ],
         });
         lab.nodes.set(name, { name, address: `10.9.${i + 1}.2`, agent, birdDir });
@@ -312,6 +323,7 @@ export class AnycastLab implements AsyncDisposable {
       if (pids.length) await run(["kill", "-KILL", ...pids], { check: false });
     }
     await this.topo.destroy();
+    for (const relay of this.#relays.splice(0)) relay.close();
     await Deno.remove(this.dir, { recursive: true }).catch(() => {});
   }
 }

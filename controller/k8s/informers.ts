@@ -55,6 +55,7 @@ export const EGRESS_POD_LABEL = "holdfast.io/egress";
 function specs(
   kc: k8s.KubeConfig,
   policy: { namespace: string; name: string } | undefined,
+  localPodsOf?: string,
 ): Record<ResourceName, ResourceSpec | undefined> {
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);
@@ -83,6 +84,12 @@ function specs(
     nodes: {
       watchPath: "/api/v1/nodes",
       list: () => core.listNode() as never,
+    },
+    localpods: localPodsOf === undefined ? undefined : {
+      watchPath: "/api/v1/pods",
+      params: { fieldSelector: `spec.nodeName=${localPodsOf}` },
+      list: () =>
+        core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${localPodsOf}` }) as never,
     },
     policy: policy && {
       watchPath: `/api/v1/namespaces/${policy.namespace}/configmaps`,
@@ -238,6 +245,8 @@ export interface InformersOptions {
   backoff?: BackoffOptions;
   /** Also watch this ConfigMap as resource `policy` (the WASM policy module). */
   policyConfigMap?: { namespace: string; name: string };
+  /** Watch the pods of this node as resource `localpods` (name it in `resources`). */
+  localPodsOf?: string;
   /** Only these resources (default {@linkcode RESOURCES}). */
   resources?: readonly ResourceName[];
   logger?: Logger;
@@ -260,12 +269,15 @@ export class Informers implements ClusterView, AsyncDisposable {
   constructor(kc: k8s.KubeConfig, options: InformersOptions) {
     this.#options = options;
     const logger = (options.logger ?? log).with({ component: "informers" });
-    const all = specs(kc, options.policyConfigMap);
+    const all = specs(kc, options.policyConfigMap, options.localPodsOf);
     const names = [...(options.resources ?? RESOURCES)];
     if (options.policyConfigMap && !names.includes("policy")) names.push("policy");
     this.#reflectors = names.map((name) => {
       const spec = all[name];
-      if (!spec) throw new Error(`Cannot watch "${name}": policyConfigMap is not set`);
+      if (!spec) {
+        const option = name === "localpods" ? "localPodsOf" : "policyConfigMap";
+        throw new Error(`Cannot watch "${name}": ${option} is not set`);
+      }
       return new Reflector(name, spec, kc, (e) => this.#push(name, e), logger);
     });
     this.synced = new Promise((resolve) => (this.#markSynced = resolve));

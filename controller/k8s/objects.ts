@@ -43,7 +43,9 @@ export type ResourceName =
   /** The policy ConfigMap (one object, by name, in the controller's namespace). */
   | "policy"
   /** Nodes: `lbNodeSelector` picks the LB nodes among them (controller/k8s/_settings.ts). */
-  | "nodes";
+  | "nodes"
+  /** Pods of one node (`spec.nodeName`, option `localPodsOf`): the anycast agent's. */
+  | "localpods";
 
 /** Every watched resource, in the order they are started. */
 export const RESOURCES: readonly ResourceName[] = [

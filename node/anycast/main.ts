@@ -1,36 +1,39 @@
 /**
  * `main.ts anycast`: the node agent of anycast mode. It follows services and pods (a state
- * file, node/anycast/state_file.ts), holds each anycast service's LB /32 on `lo` exactly while
+ * file, node/anycast/state_file.ts, or the Kubernetes API, node/anycast/kube_source.ts), holds each anycast service's LB /32 on `lo` exactly while
  * a ready, non-terminating local pod matches the service's selector, and — with
  * `--bgp-config` — owns the node's bird daemon, which announces what is on `lo`
  * (node/bgp). On SIGTERM/SIGINT it forfeits every address first, waits `--withdraw-wait-ms`
  * for the routers to drop this node, then stops bird.
  *
  * ```
- * main.ts anycast --node NAME --state FILE [--bgp-config FILE] [--bird-dir DIR]
+ * main.ts anycast --node NAME (--state FILE | --kube [--kubeconfig FILE]) [--bgp-config FILE] [--bird-dir DIR]
  *                 [--ops-port N] [--poll-ms N] [--withdraw-wait-ms N]
  * ```
  *
  * @module
  */
 
-import { intOption, readCommandLine, stringOption } from "../../lib/args.ts";
+import { intOption, readCommandLine, stringOption, UsageError } from "../../lib/args.ts";
 import { log as rootLog } from "../../lib/log.ts";
 import { sleep } from "../../lib/backoff.ts";
 import { serveOps } from "../../lib/ops_http.ts";
 import { BirdSupervisor, parseBgpSettingsText } from "../bgp/mod.ts";
 import { AnycastAgent } from "./agent.ts";
 import { IpLoopback } from "./loopback.ts";
-import { parseAnycastState } from "./state_file.ts";
+import { type AnycastState, parseAnycastState } from "./state_file.ts";
+import { followKubernetes } from "./kube_source.ts";
 import { watchFile } from "./watch_file.ts";
 
-const USAGE = `usage: main.ts anycast --node NAME --state FILE [OPTIONS]
+const USAGE = `usage: main.ts anycast --node NAME (--state FILE | --kube) [OPTIONS]
 
 Holds each anycast service's LB /32 on lo while a ready, non-terminating pod of the service
 runs on this node; with --bgp-config, runs bird to announce those addresses (docs/anycast.md).
 
   --node NAME              this node's name (pods' spec.nodeName)
   --state FILE             services and pods, YAML or JSON, followed live
+  --kube                   services and this node's pods from the Kubernetes API instead
+  --kubeconfig FILE        with --kube (default: in-cluster, else $KUBECONFIG, ~/.kube/config)
   --bgp-config FILE        BGP settings (node/bgp/settings.ts), followed live (birdc configure)
   --bird-dir DIR           bird's config, socket and log (default /run/holdfast/bird-NODE)
   --ops-port N             serve /metrics /healthz /readyz on 127.0.0.1:N (default off)
@@ -45,6 +48,8 @@ export async function main(args: string[]): Promise<number> {
     options: {
       node: { type: "string" },
       state: { type: "string" },
+      kube: { type: "boolean" },
+      kubeconfig: { type: "string" },
       "bgp-config": { type: "string" },
       "bird-dir": { type: "string" },
       "ops-port": { type: "string" },
@@ -53,9 +58,19 @@ export async function main(args: string[]): Promise<number> {
     },
   }, ({ values }) => {
     const node = stringOption(values, "node", { required: true });
+    const state = stringOption(values, "state");
+    const kube = values.kube === true;
+    if ((state === undefined) === !kube) {
+      throw new UsageError("Give exactly one of --state FILE or --kube");
+    }
+    if (!kube && values.kubeconfig !== undefined) {
+      throw new UsageError("--kubeconfig goes with --kube");
+    }
     return {
       node,
-      state: stringOption(values, "state", { required: true }),
+      state,
+      kube,
+      kubeconfig: stringOption(values, "kubeconfig"),
       bgpConfig: stringOption(values, "bgp-config"),
       birdDir: stringOption(values, "bird-dir") ?? `/run/holdfast/bird-${node}`,
       opsPort: intOption(values, "ops-port", { default: 0, max: 65535 }),
@@ -86,8 +101,7 @@ export async function main(args: string[]): Promise<number> {
   const onError = (what: string) => (error: unknown) =>
     log.error(`cannot follow ${what}; the previous one stays`, { error });
   try {
-    await watchFile(o.state, async (text) => {
-      const state = parseAnycastState(text);
+    const apply = async (state: AnycastState) => {
       await agent.update(state);
       loaded = true;
       log.info("anycast state applied", {
@@ -95,7 +109,14 @@ export async function main(args: string[]): Promise<number> {
         pods: state.pods.length,
         held: [...agent.held.keys()],
       });
-    }, { signal: stop.signal, pollMs: o.pollMs, onError: onError(`state file "${o.state}"`) });
+    };
+    if (o.state !== undefined) {
+      await watchFile(o.state, (text) => apply(parseAnycastState(text)), {
+        signal: stop.signal,
+        pollMs: o.pollMs,
+        onError: onError(`state file "${o.state}"`),
+      });
+    } else await followKubernetes(o.kubeconfig, o.node, apply, { signal: stop.signal, log });
     if (o.bgpConfig && bird) {
       const daemon = bird;
       let first = true;
@@ -109,7 +130,10 @@ export async function main(args: string[]): Promise<number> {
         onError: onError(`BGP config "${o.bgpConfig}"`),
       });
     }
-    log.info("anycast agent ready", { state: o.state, bgp: o.bgpConfig ?? null });
+    log.info("anycast agent ready", {
+      source: o.state ?? "kubernetes",
+      bgp: o.bgpConfig ?? null,
+    });
     const signalled = await new Promise<string>((resolve) => {
       for (const sig of ["SIGTERM", "SIGINT"] as const) {
         Deno.addSignalListener(sig, () => resolve(sig));

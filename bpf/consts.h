@@ -36,6 +36,11 @@
 /* flow_value.flags */
 #define HF_FLOW_F_PEER (1u << 0) /* learned from a peer, installed by the agent */
 
+/* Flow sharing (docs/contracts.md "When a flow is shared"): new-flow events (hence Redis writes)
+ * per second per CPU when lb_config.event_budget is 0. */
+#define HF_EVENT_BUDGET_DEFAULT 20000
+#define HF_NSEC_PER_SEC 1000000000ull
+
 /* Default map sizes. Services, backends and flows are set at load time instead when the agent
  * asks (--max-services, --max-backends, --max-flows: bpf_map__set_max_entries), so code must not
  * bound lookups by these: service IDs must be < the size of hf_maglev and backend IDs < the size
@@ -45,6 +50,9 @@
 #define HF_MAX_SERVICES 4096
 #define HF_MAX_BACKENDS 65536
 #define HF_MAX_FLOWS 262144
+/* hf_flows_syn: flows not yet shared (a SYN's, or waiting for the event budget); an LRU apart
+ * from hf_flows so a SYN flood evicts only other unconfirmed flows, never established ones. */
+#define HF_MAX_SYN_FLOWS 65536
 #define HF_MAGLEV_TEMPLATE_SIZE 65537
 #define HF_RINGBUF_BYTES (1 << 20)
 #define HF_MAX_LOCAL_VIPS 1024
@@ -68,7 +76,7 @@ enum hf_reason {
 	HF_R_DROP_TOO_BIG = 13,     /* packet + 28 bytes exceeds the MTU (see docs/mtu.md) */
 	HF_R_TX_HIT = 14,           /* encapsulated, flow map hit */
 	HF_R_TX_NEW = 15,           /* encapsulated, new flow (Maglev) */
-	HF_R_EVENT_LOST = 16,       /* ring buffer full: new-flow event not delivered (packet sent) */
+	HF_R_EVENT_LOST = 16,       /* ring buffer full: no event, flow kept unshared in hf_flows_syn */
 	HF_R_PASS_ICMP = 17,        /* ICMP not about a frontend's flow (echo, ...): passed */
 	HF_R_TX_ICMP_TOO_BIG = 18,  /* oversize DF packet answered with ICMP frag-needed (docs/mtu.md) */
 	/* Hostile input to a frontend (docs/contracts.md "Hostile input"): dropped, no flow made. */
@@ -81,7 +89,14 @@ enum hf_reason {
 	/* ICMP errors to a frontend (docs/contracts.md "ICMP errors"). */
 	HF_R_TX_ICMP_TO_BACKEND = 25, /* ICMP error encapsulated to the backend owning its flow */
 	HF_R_PASS_ICMP_BAD_QUOTE = 26, /* ICMP error whose quoted packet is cut or malformed */
-	HF_R_COUNT = 27,
+	/* Flow sharing (docs/contracts.md "When a flow is shared"). tx_new counts every first packet
+	 * (Maglev pick) whether or not its flow is shared at once. */
+	HF_R_TX_UNCONFIRMED = 27,   /* encapsulated, flow in hf_flows_syn and still not shared */
+	HF_R_TX_CONFIRMED = 28,     /* encapsulated, the packet confirmed a flow of hf_flows_syn: shared */
+	/* Besides the packet's own reason (like event_lost): */
+	HF_R_FLOW_SHARED = 29,      /* flow put in hf_flows and its new-flow event submitted */
+	HF_R_FLOW_UNSHARED = 30,    /* confirmed flow held in hf_flows_syn: this CPU's budget is spent */
+	HF_R_COUNT = 31,
 };
 
 /* Per-CPU reason counters of the decap/MSS object (hf_decap_stat index). */

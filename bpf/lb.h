@@ -147,10 +147,64 @@ static __always_inline void hf_count_fe_tx(__u32 service_id, __u16 len, int is_n
 	}
 }
 
+/* True when a packet of a frontend's flow proves the client real (docs/contracts.md "When a flow
+ * is shared"): TCP with ACK and neither SYN nor RST — a spoofed source never sees the SYN/ACK it
+ * would have to acknowledge, and a RST may be a spoofed victim's answer to that SYN/ACK; any UDP
+ * packet (no handshake to wait for: UDP is bounded by the event budget alone). p->l4 holds a TCP
+ * header bounds-checked by hf_check_clean. */
+static __always_inline int hf_confirms(const struct hf_pkt *p)
+{
+	if (p->proto != HF_IPPROTO_TCP)
+		return 1;
+	const struct tcphdr *tcp = p->l4;
+	return tcp->ack && !tcp->syn && !tcp->rst;
+}
+
+/* Shares a confirmed flow: puts it in hf_flows and submits its new-flow event, within this CPU's
+ * budget of lb_config.event_budget events per second. Returns 1 when shared; 0 when held back
+ * (budget spent: flow_unshared; ring buffer full: event_lost), the caller then keeps the flow in
+ * hf_flows_syn, forwarded all the same, and a later packet tries again. */
+static __always_inline int hf_share_flow(const struct lb_config *cfg, const struct flow_key *fk,
+					 __be32 backend, __u32 service_id, __u64 now)
+{
+	__u32 zero = 0;
+	struct hf_event_budget *b = bpf_map_lookup_elem(&hf_budget, &zero);
+	if (!b)
+		return 0;
+	__u64 second = now / HF_NSEC_PER_SEC;
+	if (b->second != second) {
+		b->second = second;
+		b->spent = 0;
+	}
+	__u32 limit = cfg->event_budget ? cfg->event_budget : HF_EVENT_BUDGET_DEFAULT;
+	if (b->spent >= limit) {
+		hf_count(HF_R_FLOW_UNSHARED);
+		return 0;
+	}
+	struct flow_event *ev = bpf_ringbuf_reserve(&hf_events, sizeof(*ev), 0);
+	if (!ev) {
+		hf_count(HF_R_EVENT_LOST);
+		return 0;
+	}
+	struct flow_value nv = {.backend_addr = backend, .flags = 0, .last_seen_ns = now};
+	if (bpf_map_update_elem(&hf_flows, fk, &nv, BPF_ANY)) {
+		bpf_ringbuf_discard(ev, 0);
+		return 0;
+	}
+	ev->key = *fk;
+	ev->backend_addr = backend;
+	ev->service_id = service_id;
+	ev->ts_ns = now;
+	bpf_ringbuf_submit(ev, 0);
+	b->spent += 1;
+	hf_count(HF_R_FLOW_SHARED);
+	return 1;
+}
+
 /* An ICMP frame (p->ip valid). An error whose quote names a frontend's flow is encapsulated to
- * the backend owning that flow — flow map, else Maglev on the same key; no flow is made — like
- * the flow's own packets; everything else passes to the kernel (docs/contracts.md "ICMP errors
- * to the owning backend"). Returns the XDP verdict. */
+ * the backend owning that flow — hf_flows, hf_flows_syn, else Maglev on the same key; no flow is
+ * made — like the flow's own packets; everything else passes to the kernel (docs/contracts.md
+ * "ICMP errors to the owning backend"). Returns the XDP verdict. */
 static __always_inline int hf_lb_icmp(struct xdp_md *ctx, struct hf_pkt *p, void *data_end)
 {
 	struct flow_key fk;
@@ -189,6 +243,8 @@ static __always_inline int hf_lb_icmp(struct xdp_md *ctx, struct hf_pkt *p, void
 		return hf_drop_fe(service_id, HF_R_DROP_TOO_BIG);
 	__be32 backend;
 	struct flow_value *fv = bpf_map_lookup_elem(&hf_flows, &fk);
+	if (!fv)
+		fv = bpf_map_lookup_elem(&hf_flows_syn, &fk);
 	if (fv) {
 		backend = fv->backend_addr;
 	} else {
@@ -283,36 +339,47 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 	__u64 now = hf_now();
 	__be32 backend;
 	int is_new = 0;
+	__u32 tx = HF_R_TX_HIT;
 	struct flow_value *fv = bpf_map_lookup_elem(&hf_flows, &fk);
 	if (fv) {
 		backend = fv->backend_addr;
 		if (fv->last_seen_ns < now)
 			fv->last_seen_ns = now;
 	} else {
-		__u32 reason = 0;
-		backend = hf_maglev_pick(svc, hash, &reason, 1);
-		if (!backend)
-			return hf_drop_fe(service_id, reason);
-		struct flow_value nv = {.backend_addr = backend, .flags = 0, .last_seen_ns = now};
-		bpf_map_update_elem(&hf_flows, &fk, &nv, BPF_ANY);
-		struct flow_event *ev = bpf_ringbuf_reserve(&hf_events, sizeof(*ev), 0);
-		if (ev) {
-			ev->key = fk;
-			ev->backend_addr = backend;
-			ev->service_id = service_id;
-			ev->ts_ns = now;
-			bpf_ringbuf_submit(ev, 0);
+		/* Not shared yet: a flow goes to hf_flows (and Redis) only on a packet that proves the
+		 * client real, until then it lives in hf_flows_syn (docs/contracts.md "When a flow is
+		 * shared"). */
+		int confirms = hf_confirms(&p);
+		fv = bpf_map_lookup_elem(&hf_flows_syn, &fk);
+		if (fv) {
+			backend = fv->backend_addr;
+			if (confirms && hf_share_flow(cfg, &fk, backend, service_id, now)) {
+				bpf_map_delete_elem(&hf_flows_syn, &fk);
+				tx = HF_R_TX_CONFIRMED;
+			} else {
+				if (fv->last_seen_ns < now)
+					fv->last_seen_ns = now;
+				tx = HF_R_TX_UNCONFIRMED;
+			}
 		} else {
-			hf_count(HF_R_EVENT_LOST);
+			__u32 reason = 0;
+			backend = hf_maglev_pick(svc, hash, &reason, 1);
+			if (!backend)
+				return hf_drop_fe(service_id, reason);
+			if (!confirms || !hf_share_flow(cfg, &fk, backend, service_id, now)) {
+				struct flow_value nv = {.backend_addr = backend, .last_seen_ns = now};
+				bpf_map_update_elem(&hf_flows_syn, &fk, &nv, BPF_ANY);
+			}
+			is_new = 1;
+			tx = HF_R_TX_NEW;
 		}
-		is_new = 1;
 	}
 
 	if (hf_encap(ctx, cfg, backend, hash, inner_len, tos))
 		return hf_drop_fe(service_id, HF_R_DROP_ENCAP);
 
 	hf_count_fe_tx(service_id, inner_len, is_new);
-	hf_count(is_new ? HF_R_TX_NEW : HF_R_TX_HIT);
+	hf_count(tx);
 	return XDP_TX;
 }
 

@@ -32,7 +32,8 @@ static __always_inline void hf_bench_restore(struct xdp_md *ctx)
 }
 
 /* The new-flow path, undone so that the next repetition is a new flow again: hf_lb, restore,
- * then either delete the flow it created (the same key next time) or, with next_key, bump the
+ * then either delete the flow it created (hf_flows, or hf_flows_syn for a SYN: the same key next
+ * time) or, with next_key, bump the
  * frame's source port (another key next time; the flows stay in the map, and the L4 checksum goes
  * stale, which hf_lb does not read). Returns hf_lb's verdict. */
 static __always_inline int hf_bench_new_flow(struct xdp_md *ctx, int next_key)
@@ -52,6 +53,7 @@ static __always_inline int hf_bench_new_flow(struct xdp_md *ctx, int next_key)
 	} else {
 		struct flow_key fk = hf_flow_key(&p);
 		bpf_map_delete_elem(&hf_flows, &fk);
+		bpf_map_delete_elem(&hf_flows_syn, &fk); /* a SYN's flow waits there unshared */
 	}
 	return rc;
 }

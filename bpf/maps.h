@@ -57,7 +57,18 @@ struct {
 	__type(value, struct flow_value);
 } hf_flows SEC(".maps");
 
-/* Node settings written by the agent: outer source address, encap port, hash seed. */
+/* Flows not shared yet (docs/contracts.md "When a flow is shared"): a TCP flow until the
+ * client's first ACK without SYN/RST, or a confirmed flow while this CPU's event budget is spent.
+ * Same key and value as hf_flows (flags 0); a separate LRU, so unconfirmed flows (a spoofed SYN
+ * flood) only ever evict each other. Not pinned: an entry lost is picked again by Maglev. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, HF_MAX_SYN_FLOWS);
+	__type(key, struct flow_key);
+	__type(value, struct flow_value);
+} hf_flows_syn SEC(".maps");
+
+/* Node settings written by the agent: outer source address, encap port, hash seed, budget. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -106,6 +117,21 @@ struct {
 	__type(key, __u32);
 	__type(value, struct hf_clock_cache);
 } hf_clock SEC(".maps");
+
+/* hf_budget value: this CPU's new-flow events in the current second. */
+struct hf_event_budget {
+	__u64 second; /* hf_now() / HF_NSEC_PER_SEC the count is for */
+	__u64 spent;
+};
+
+/* Per-CPU new-flow event budget (lb.h hf_share_flow): at most lb_config.event_budget events per
+ * second per CPU. Not pinned: a restart only refills it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hf_event_budget);
+} hf_budget SEC(".maps");
 
 /* New-flow events (struct flow_event) for the agent, which writes them to Redis. */
 struct {

@@ -62,7 +62,7 @@ struct lb_config {
 	__u16 encap_port_host;
 	__u16 pad;
 	__u32 seed;          /* flow hash seed, same on every LB node */
-	__u32 flags;
+	__u32 event_budget;  /* new-flow events per second per CPU; 0 = HF_EVENT_BUDGET_DEFAULT */
 };
 
 /* hf_decap_cfg[0], 8 bytes: backend side settings. */

@@ -18,6 +18,8 @@ export const HF_MAX = {
   BACKENDS: 65536,
   /** hf_flows (LRU). */
   FLOWS: 262144,
+  /** hf_flows_syn (LRU): flows not shared yet (a SYN's, or over the event budget). */
+  SYN_FLOWS: 65536,
   /** hf_local_vips of the decap object. */
   LOCAL_VIPS: 1024,
 } as const;
@@ -30,6 +32,10 @@ export const HF_RINGBUF_BYTES = 1 << 20;
 export const HF_ENCAP_PORT_DEFAULT = 6080;
 /** Outer IPv4 (20) + UDP (8) bytes added by encapsulation (`HF_ENCAP_OVERHEAD`). */
 export const HF_ENCAP_OVERHEAD = 28;
+
+/** New-flow events per second per CPU when `lb_config.event_budget` is 0
+ * (`HF_EVENT_BUDGET_DEFAULT`). */
+export const HF_EVENT_BUDGET_DEFAULT = 20000;
 
 /** `service_value.flags` bit: key flows by client address (`HF_SVC_F_CLIENT_IP`). */
 export const SVC_F_CLIENT_IP = 1;
@@ -63,6 +69,10 @@ export const REASONS = [
   "drop_l2_group_src",
   "tx_icmp_to_backend",
   "pass_icmp_bad_quote",
+  "tx_unconfirmed",
+  "tx_confirmed",
+  "flow_shared",
+  "flow_unshared",
 ] as const;
 
 /** A reason counter name. */

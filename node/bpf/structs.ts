@@ -100,6 +100,9 @@ export interface LbConfig {
   readonly encapPort?: number;
   /** Flow hash seed; must be the same on every LB node. */
   readonly seed?: number;
+  /** New-flow events (flows shared through Redis) per second per CPU; default 0 = the datapath's
+   * `HF_EVENT_BUDGET_DEFAULT`. Flows over it are forwarded but not shared (yet). */
+  readonly eventBudget?: number;
 }
 
 /** struct lb_config → 16 bytes. */
@@ -109,6 +112,7 @@ export function encodeLbConfig(cfg: LbConfig): Uint8Array {
   b.set(ipv4Bytes(cfg.srcAddr), 0);
   v.setUint16(4, cfg.encapPort ?? HF_ENCAP_PORT_DEFAULT, true);
   v.setUint32(8, (cfg.seed ?? 0) >>> 0, true);
+  v.setUint32(12, (cfg.eventBudget ?? 0) >>> 0, true);
   return b;
 }
 

@@ -10,6 +10,7 @@ import {
   FLOW_F_PEER,
   HF_ENCAP_OVERHEAD,
   HF_ENCAP_PORT_DEFAULT,
+  HF_EVENT_BUDGET_DEFAULT,
   HF_MAGLEV_TEMPLATE_SIZE,
   HF_MAX,
   HF_RINGBUF_BYTES,
@@ -65,6 +66,7 @@ Deno.test("numbers of bpf/consts.h that user space uses are mirrored exactly", (
     HF_ENCAP_PORT_DEFAULT: HF_ENCAP_PORT_DEFAULT,
     HF_MAGLEV_TEMPLATE_SIZE: HF_MAGLEV_TEMPLATE_SIZE,
     HF_RINGBUF_BYTES: HF_RINGBUF_BYTES,
+    HF_EVENT_BUDGET_DEFAULT: HF_EVENT_BUDGET_DEFAULT,
   };
   for (const [name, value] of Object.entries(HF_MAX)) mirrors[`HF_MAX_${name}`] = value;
   for (const [name, value] of Object.entries(mirrors)) {

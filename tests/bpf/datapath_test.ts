@@ -48,11 +48,16 @@ rootTest(
           flowKeyMode: "client-ip",
           maglevSize: 5,
         });
-        strictEqual(
-          testRun(dp.program, tcpFrame("10.0.0.1", "10.0.100.1", { sport: 50000, dport: 80 }))
-            .retval,
-          XDP.TX,
-        );
+        // A connection's SYN, then its ACK: the flow is confirmed and put in hf_flows.
+        for (const flags of [0x02, 0x10]) {
+          strictEqual(
+            testRun(
+              dp.program,
+              tcpFrame("10.0.0.1", "10.0.100.1", { sport: 50000, dport: 80, flags }),
+            ).retval,
+            XDP.TX,
+          );
+        }
       }
       // "restart": a fresh object reuses the pinned maps
       using dp = await Datapath.open({ pinDir });
@@ -126,7 +131,8 @@ rootTest(
     const sub = dp.subscribe((e) => events.push(e), { pollMs: 50 });
     try {
       for (let sport = 1000; sport < 1100; sport++) {
-        testRun(dp.program, tcpFrame("10.0.0.1", "10.0.100.1", { sport, dport: 80 }));
+        // first packets that confirm their flows (ACKs: the SYN went elsewhere): shared at once
+        testRun(dp.program, tcpFrame("10.0.0.1", "10.0.100.1", { sport, dport: 80, flags: 0x10 }));
       }
       const deadline = Date.now() + 2000;
       while (events.length < 100 && Date.now() < deadline) {

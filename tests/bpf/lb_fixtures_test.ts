@@ -80,6 +80,8 @@ interface Fixture {
   /** Expected output frame; "unchanged" = the input; null = not checked (dropped frames). */
   readonly output: Uint8Array | "unchanged" | null;
   readonly reason: Reason;
+  /** The flow is shared (put in hf_flows, new-flow event): flow_shared moves too. */
+  readonly shared?: true;
   readonly before?: (dp: Datapath) => void;
 }
 
@@ -89,11 +91,24 @@ const payload = new TextEncoder().encode("hello holdfast");
 
 const FIXTURES: Fixture[] = [
   {
-    description: "TCP SYN to a frontend, new flow: Maglev pick, encapsulated, XDP_TX",
+    description:
+      "TCP SYN to a frontend, new flow: Maglev pick, encapsulated, XDP_TX (held unconfirmed, not shared)",
     input: syn(40000),
     verdict: XDP.TX,
     output: expectEncap(syn(40000), TABLE7),
     reason: "tx_new",
+  },
+  {
+    description:
+      "the client's ACK on the same 5-tuple: confirmed and shared, same backend and port",
+    input: tcpFrame(CLIENT, "10.0.100.1", { sport: 40000, dport: 80, flags: 0x10, payload }),
+    verdict: XDP.TX,
+    output: expectEncap(
+      tcpFrame(CLIENT, "10.0.100.1", { sport: 40000, dport: 80, flags: 0x10, payload }),
+      TABLE7,
+    ),
+    reason: "tx_confirmed",
+    shared: true,
   },
   {
     description: "same 5-tuple again: flow map hit, same backend and outer port",
@@ -140,11 +155,12 @@ const FIXTURES: Fixture[] = [
     reason: "tx_hit",
   },
   {
-    description: "UDP to a frontend: encapsulated",
+    description: "UDP to a frontend: encapsulated and shared at once",
     input: udpFrame(CLIENT, "10.0.100.1", 5353, 53, payload),
     verdict: XDP.TX,
     output: expectEncap(udpFrame(CLIENT, "10.0.100.1", 5353, 53, payload), TABLE7),
     reason: "tx_new",
+    shared: true,
   },
   {
     description: "client-ip service: new client",
@@ -155,10 +171,29 @@ const FIXTURES: Fixture[] = [
   },
   {
     description:
-      "client-ip service: other source port of the same client hits the same flow (sport 0 key)",
+      "client-ip service: other source port of the same client finds the same unconfirmed flow (sport 0 key)",
     input: syn(42001, "10.0.100.2"),
     verdict: XDP.TX,
     output: expectEncap(syn(42001, "10.0.100.2"), TABLE5, "client-ip"),
+    reason: "tx_unconfirmed",
+  },
+  {
+    description: "client-ip service: the client's ACK confirms and shares it (sport 0 key)",
+    input: tcpFrame(CLIENT, "10.0.100.2", { sport: 42001, dport: 80, flags: 0x10 }),
+    verdict: XDP.TX,
+    output: expectEncap(
+      tcpFrame(CLIENT, "10.0.100.2", { sport: 42001, dport: 80, flags: 0x10 }),
+      TABLE5,
+      "client-ip",
+    ),
+    reason: "tx_confirmed",
+    shared: true,
+  },
+  {
+    description: "client-ip service: a third source port hits the shared flow",
+    input: syn(42002, "10.0.100.2"),
+    verdict: XDP.TX,
+    output: expectEncap(syn(42002, "10.0.100.2"), TABLE5, "client-ip"),
     reason: "tx_hit",
   },
   {
@@ -419,7 +454,8 @@ rootTest("hf_lb fixtures through BPF_PROG_TEST_RUN", async (t) => {
       const moved = REASONS.filter((n) => after[n] !== before[n]).map((n) =>
         `${n}+${after[n] - before[n]}`
       );
-      deepStrictEqual(moved, [`${f.reason}+1`], "exactly one reason counter moves by one");
+      const want = [`${f.reason}+1`, ...(f.shared ? ["flow_shared+1"] : [])];
+      deepStrictEqual(moved, want, "exactly the fixture's reason counters move, by one");
     });
   }
 
@@ -432,7 +468,11 @@ rootTest("hf_lb fixtures through BPF_PROG_TEST_RUN", async (t) => {
     );
     const fePackets = [...dp.frontendStats().values()].reduce((s, x) => s + x.packets, 0n);
     const r = dp.reasons();
-    strictEqual(fePackets, r.tx_hit + r.tx_new, "every transmitted packet counted on its frontend");
+    strictEqual(
+      fePackets,
+      r.tx_hit + r.tx_new + r.tx_unconfirmed + r.tx_confirmed,
+      "every transmitted packet counted on its frontend",
+    );
     const feDrops = [...dp.frontendStats().values()].reduce((s, x) => s + x.drops, 0n);
     const dropReasons = (Object.keys(r) as (keyof typeof r)[]).filter((k) => k.startsWith("drop_"));
     strictEqual(
@@ -447,7 +487,8 @@ rootTest("hf_lb fixtures through BPF_PROG_TEST_RUN", async (t) => {
     const events: unknown[] = [];
     const reader = dp.subscribe((e) => events.push(e));
     reader.consume();
-    strictEqual(BigInt(events.length), dp.reasons().tx_new, "one event per new flow");
+    strictEqual(BigInt(events.length), dp.reasons().flow_shared, "one event per shared flow");
+    strictEqual(events.length, 3, "shared: the confirmed TCP flow, UDP, the client-ip flow");
     return reader.close();
   });
 });

@@ -65,9 +65,13 @@ rootTest(
       await lab.signalBird("n3", "CONT");
     }
     console.log(JSON.stringify({ msg: "nexthop removal after node failure (ms)", ...measured }));
+    // BFD declares the peer down 300 ms after the last packet it heard; bird's timer and the
+    // kernel update add a few ms, so a hang that starts just after a packet is seen at ~300 ms
+    // (measured 229–301 ms). Kill and link down are seen at once (the session ends).
+    const limits: Record<string, number> = { killed: 300, "link down": 300, hung: 330 };
     for (const [what, ms] of Object.entries(measured)) {
       assert(
-        ms <= 300,
+        ms <= limits[what]!,
         `${what}: the router kept the dead node's nexthop for ${ms} ms (BFD 100 ms × 3)`,
       );
     }

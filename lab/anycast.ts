@@ -18,7 +18,10 @@
 
 import { createTopology, type LinkSpec, type RouteSpec, type Topology } from "./netns.ts";
 import type { HostProcess } from "./host_process.ts";
-import { processAlive, run } from "./command.ts";
+import { run } from "./command.ts";
+import { ANYCAST_DIR_PREFIX, sweepStaleAnycastDirs } from "./_anycast_sweep.ts";
+
+export { sweepStaleAnycastDirs };
 import { type Relay, relayIntoNamespace } from "./_anycast_kube.ts";
 import { type BfdSettings, DEFAULT_BFD } from "../node/bgp/mod.ts";
 import type { AnycastService, LocalPod } from "../node/anycast/model.ts";
@@ -28,7 +31,6 @@ export { RouteWatch };
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 const HTTP = new URL("./_anycast_http.ts", import.meta.url).pathname;
-const DIR_PREFIX = "hf-anycast-";
 
 /** Options of {@linkcode AnycastLab.create}. */
 export interface AnycastLabOptions {
@@ -45,6 +47,11 @@ export interface AnycastLabOptions {
    * of the state file: each node reaches it through a relay (lab/_anycast_kube.ts).
    */
   readonly kube?: { readonly port: number; readonly kubeconfig: string };
+  /**
+   * Run stateful LB agents instead (`main.ts agent --datapath memory --bgp-config`, with this
+   * services file): they announce the file's LB IPs once ready and withdraw first on SIGTERM.
+   */
+  readonly stateful?: { readonly servicesFile: string };
 }
 
 /** One node of the lab. */
@@ -128,7 +135,7 @@ export class AnycastLab implements AsyncDisposable {
       links,
       routes,
     });
-    const dir = await Deno.makeTempDir({ prefix: `${DIR_PREFIX}${Deno.pid}-` });
+    const dir = await Deno.makeTempDir({ prefix: `${ANYCAST_DIR_PREFIX}${Deno.pid}-` });
     const lab = new AnycastLab(topo, dir, services);
     try {
       await lab.#writeState();
@@ -159,36 +166,13 @@ export class AnycastLab implements AsyncDisposable {
           }),
         );
         const birdDir = `${dir}/${name}.bird`;
-        const source = options.kube
-          ? ["--kube", "--kubeconfig", options.kube.kubeconfig]
-          : ["--state", lab.statePath];
         if (options.kube) lab.#relays.push(relayIntoNamespace(topo.ns(name), options.kube.port));
-        const agent = topo.spawnDeno(name, MAIN, {
-          args: [
-            "anycast",
-            "--node",
-            name,
-            ...source,
-            "--bgp-config",
-            `${dir}/${name}.bgp.json`,
-            "--bird-dir",
-            birdDir,
-            "--withdraw-wait-ms",
-            "300",
-          ],
-          permissions: [
-            "--allow-read",
-            `--allow-write=${dir}`,
-            "--allow-run=ip,bird,birdc",
-            "--allow-env",
-            "--allow-net=127.0.0.1",
-            ...(options.kube ? ["--allow-sys"] : []),
-          ],
-        });
+        const agent = topo.spawnDeno(name, MAIN, agentCommand(lab, name, birdDir, options));
         lab.nodes.set(name, { name, address: `10.9.${i + 1}.2`, agent, birdDir });
       }
       for (const node of lab.nodes.values()) {
-        await node.agent.waitForLine((l) => l.includes('"msg":"anycast agent ready"'), {
+        const ready = options.stateful ? '"msg":"ready"' : '"msg":"anycast agent ready"';
+        await node.agent.waitForLine((l) => l.includes(ready), {
           timeoutMs: 20_000,
         });
       }
@@ -328,35 +312,58 @@ export class AnycastLab implements AsyncDisposable {
   }
 }
 
-/** Kills the bird daemons whose pid files are in `dir`, if that pid still runs a bird of `dir`. */
-async function killBirdsOf(dir: string): Promise<void> {
-  const pidFiles = [`${dir}/router.pid`];
-  for (const e of Deno.readDirSync(dir)) {
-    if (e.name.endsWith(".bird")) pidFiles.push(`${dir}/${e.name}/bird.pid`);
+/** `main.ts anycast` (state file or Kubernetes) or `main.ts agent` of a lab node. */
+function agentCommand(
+  lab: AnycastLab,
+  name: string,
+  birdDir: string,
+  options: AnycastLabOptions,
+): { args: string[]; permissions: string[] } {
+  const bgp = `${lab.dir}/${name}.bgp.json`;
+  const permissions = [
+    "--allow-read",
+    `--allow-write=${lab.dir}`,
+    "--allow-run=ip,bird,birdc",
+    "--allow-env",
+    "--allow-net=127.0.0.1",
+  ];
+  if (options.stateful) {
+    return {
+      args: [
+        "agent",
+        "--node-name",
+        name,
+        "--config",
+        options.stateful.servicesFile,
+        "--datapath",
+        "memory",
+        "--no-flow-sync",
+        "--health",
+        "off",
+        "--bgp-config",
+        bgp,
+        "--bgp-dir",
+        birdDir,
+      ],
+      permissions: [...permissions, "--allow-sys", "--allow-ffi"],
+    };
   }
-  for (const file of pidFiles) {
-    const pid = (await Deno.readTextFile(file).catch(() => "")).trim();
-    if (!/^\d+$/.test(pid)) continue;
-    const { stdout } = await run(["ps", "-o", "args=", "-p", pid], { check: false });
-    if (stdout.includes("bird") && stdout.includes(dir)) {
-      await run(["kill", "-KILL", pid], { check: false });
-    }
-  }
-}
-
-/**
- * Removes `/tmp/hf-anycast-<pid>-*` directories of processes that are gone, after killing the
- * bird daemons they left (orphans in deleted namespaces that a namespace sweep cannot see).
- */
-export async function sweepStaleAnycastDirs(): Promise<string[]> {
-  const removed: string[] = [];
-  const tmp = Deno.env.get("TMPDIR") ?? "/tmp";
-  for (const entry of Deno.readDirSync(tmp)) {
-    const m = new RegExp(`^${DIR_PREFIX}(\\d+)-`).exec(entry.name);
-    if (!m || await processAlive(Number(m[1]))) continue;
-    await killBirdsOf(`${tmp}/${entry.name}`);
-    await Deno.remove(`${tmp}/${entry.name}`, { recursive: true }).catch(() => {});
-    removed.push(entry.name);
-  }
-  return removed;
+  const source = options.kube
+    ? ["--kube", "--kubeconfig", options.kube.kubeconfig]
+    : ["--state", lab.statePath];
+  return {
+    args: [
+      "anycast",
+      "--node",
+      name,
+      ...source,
+      "--bgp-config",
+      bgp,
+      "--bird-dir",
+      birdDir,
+      "--withdraw-wait-ms",
+      "300",
+    ],
+    permissions: options.kube ? [...permissions, "--allow-sys"] : permissions,
+  };
 }

@@ -55,6 +55,7 @@ import { AGENT_COMMAND, readAgentArgs } from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
 import { followedVips } from "./flows/config_vips.ts";
+import { LbAnnouncer } from "./bgp/lb_announcer.ts";
 import { backendsLeaving } from "./flows/frontends.ts";
 import { purgeRemovedBackends } from "./flows/purge.ts";
 import { connectRedisStore, redact } from "./flows/redis_store.ts";
@@ -296,6 +297,15 @@ export async function main(
       policy_ok: swap.ok,
       policy: policy.ready ? policy.current.digest : null,
     });
+    if (a.bgpConfig) {
+      // Announced only while ready; on stop this cleanup runs first: withdraw, wait, stop bird.
+      const bgp = await LbAnnouncer.start(
+        a.bgpConfig,
+        () => isReady() ? followedVips(current, a.vips) : [],
+        { dir: a.bgpDir ?? `/run/holdfast/bird-${a.nodeName}`, log: agentLog },
+      );
+      cleanup.push(() => bgp.withdrawAndStop());
+    }
     await new Promise<void>((resolve) => {
       if (stop.signal.aborted) resolve();
       stop.signal.addEventListener("abort", () => resolve());

@@ -75,6 +75,10 @@ export interface AgentArgs {
   policyFollow?: string;
   /** How often the services file is checked for changes (default 200 ms). */
   configPollMs: number;
+  /** BGP settings (node/bgp): announce the LB IPs through bird while ready (docs/anycast.md). */
+  bgpConfig?: string;
+  /** bird's directory with `bgpConfig` (default /run/holdfast/bird-NODE). */
+  bgpDir?: string;
   /** How often the BPF maps are compared with the tables and repaired (default 30 000 ms; 0 = never). */
   fullReconcileIntervalMs: number;
   idleTimeoutMs?: number;
@@ -101,6 +105,7 @@ export const USAGE =
   [--idle-timeout-ms MS] [--sweep-interval-ms MS] [--queue-capacity N]
   [--full-reconcile-interval-ms MS (default 30000; 0 = never)]
   [--health on|off (default on: probe the backends of services with a healthCheck)]
+  [--bgp-config FILE [--bgp-dir DIR] (announce the LB IPs via bird while ready; docs/anycast.md)]
   [--log-level debug|info|warn|error]`;
 
 const string = { type: "string" } as const;
@@ -115,6 +120,8 @@ export const AGENT_COMMAND = {
     "maglev-size": string,
     policy: string,
     "policy-follow": string,
+    "bgp-config": string,
+    "bgp-dir": string,
     "config-poll-ms": string,
     redis: string,
     "redis-user": string,
@@ -244,6 +251,8 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
     maglevSize: int("maglev-size"),
     policy: str("policy"),
     policyFollow: str("policy-follow"),
+    bgpConfig: str("bgp-config"),
+    bgpDir: str("bgp-dir"),
     pinDir: str("pin-dir"),
     objectDir: str("object-dir"),
     maxFlows: int("max-flows"),

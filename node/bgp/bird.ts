@@ -49,6 +49,8 @@ export interface BirdStartOptions {
   readonly log?: Logger;
   /** How long to wait for the control socket (default 5,000 ms). */
   readonly readyTimeoutMs?: number;
+  /** Announce mode `lb`: the addresses to announce from the start (default none). */
+  readonly announced?: readonly string[];
 }
 
 /** Logs each refused peer (one line naming it) and sets `holdfast_bgp_peers_refused`. */
@@ -89,6 +91,7 @@ export class BirdDaemon implements AsyncDisposable {
   readonly #child: Deno.ChildProcess;
   readonly #log: Logger;
   #settings: BgpSettings;
+  #announced: readonly string[];
   #stopped = false;
 
   private constructor(
@@ -96,9 +99,11 @@ export class BirdDaemon implements AsyncDisposable {
     readonly dir: string,
     settings: BgpSettings,
     log: Logger,
+    announced: readonly string[],
   ) {
     this.#child = child;
     this.#settings = settings;
+    this.#announced = announced;
     this.#log = log;
   }
 
@@ -142,9 +147,10 @@ export class BirdDaemon implements AsyncDisposable {
     const log = options.log ?? rootLog.with({ component: "bgp" });
     await Deno.mkdir(options.dir, { recursive: true });
     const conf = `${options.dir}/bird.conf`;
+    const announced = options.announced ?? [];
     await Deno.writeTextFile(
       conf,
-      renderBirdConfig(settings, { logFile: `${options.dir}/bird.log` }),
+      renderBirdConfig(settings, { logFile: `${options.dir}/bird.log`, announced }),
     );
     reportBgpProblems(options.problems ?? [], log);
     const child = new Deno.Command("bird", {
@@ -153,7 +159,7 @@ export class BirdDaemon implements AsyncDisposable {
       stdout: "null",
       stderr: "piped",
     }).spawn();
-    const daemon = new BirdDaemon(child, options.dir, settings, log);
+    const daemon = new BirdDaemon(child, options.dir, settings, log, announced);
     const deadline = Date.now() + (options.readyTimeoutMs ?? 5_000);
     let last = "";
     for (let i = 0; i < 500 && Date.now() < deadline; i++) {
@@ -200,8 +206,30 @@ export class BirdDaemon implements AsyncDisposable {
    */
   async reload(settings: BgpSettings, problems: readonly BgpProblem[] = []): Promise<void> {
     reportBgpProblems(problems, this.#log);
+    await this.#configure(settings, this.#announced);
+    this.#log.info("bird reconfigured", { peers: settings.peers.map((p) => p.address) });
+  }
+
+  /** The addresses announced in mode `lb`. */
+  get announced(): readonly string[] {
+    return this.#announced;
+  }
+
+  /**
+   * Announce mode `lb`: announces exactly `addresses` (static routes), withdrawing the others,
+   * with `birdc configure` (sessions stay up).
+   */
+  async announce(addresses: readonly string[]): Promise<void> {
+    const next = [...new Set(addresses)].sort();
+    if (next.join() === this.#announced.join()) return;
+    await this.#configure(this.#settings, next);
+    this.#log.info("announcing LB addresses", { addresses: next });
+  }
+
+  /** Writes the config for `settings` + `announced` and applies it; rolls back if refused. */
+  async #configure(settings: BgpSettings, announced: readonly string[]): Promise<void> {
     const previous = await Deno.readTextFile(this.configPath);
-    const next = renderBirdConfig(settings, { logFile: `${this.dir}/bird.log` });
+    const next = renderBirdConfig(settings, { logFile: `${this.dir}/bird.log`, announced });
     await Deno.writeTextFile(this.configPath, next);
     const out = await this.birdc("configure").catch((e) => e as Error);
     if (out instanceof Error || !/Reconfigur/.test(out)) {
@@ -212,9 +240,9 @@ export class BirdDaemon implements AsyncDisposable {
       throw new BirdError(`bird refused the configuration: ${why}`);
     }
     this.#settings = settings;
+    this.#announced = announced;
     metrics.reloads.inc({ result: "ok" });
     metrics.peers.set(undefined, settings.peers.length);
-    this.#log.info("bird reconfigured", { peers: settings.peers.map((p) => p.address) });
   }
 
   /** `birdc show protocols`, parsed. */

@@ -1,11 +1,17 @@
 /**
  * bird2 configuration of a node, generated from {@linkcode BgpSettings}.
  *
- * How addresses are gated: `protocol direct` watches `lo` and an export filter passes only /32s
+ * How addresses are gated (announce mode `anycast`): `protocol direct` watches `lo` and an
+ * export filter passes only /32s
  * inside the settings' prefixes. The agent assumes an address by putting it on `lo` and
  * forfeits it by removing it; bird sees the netlink event and updates its peers in under a
  * millisecond (docs/anycast.md, shared FINDINGS). `birdc configure` is needed only when the
  * settings change (peers, communities, prefixes), never per address: it is about 3× slower.
+ *
+ * In announce mode `lb` (stateful LB nodes) the agent names the addresses itself
+ * ({@linkcode BirdConfigOptions.announced}, static routes) and changes them with
+ * `birdc configure`: an LB node announces only once ready and withdraws first on shutdown,
+ * which a /32 on `lo` cannot express (the XDP datapath needs no local address).
  *
  * Protocol names are derived from the peer address, so a reload that adds or removes a peer
  * leaves the other sessions up (bird restarts only protocols whose options changed).
@@ -19,6 +25,12 @@ import type { BgpSettings, PeerSettings } from "./settings.ts";
 export interface BirdConfigOptions {
   /** bird's log file (default: syslog-free stderr of the daemon, warnings and worse). */
   readonly logFile?: string;
+  /**
+   * Announce mode `lb` only: the addresses to announce now (the agent's, after `/readyz`).
+   * They are static routes in bird alone (blackhole, never in the node's kernel); `lo` is not
+   * watched in this mode, so an address on `lo` is never announced by accident.
+   */
+  readonly announced?: readonly string[];
 }
 
 /** The bird protocol name of a peer: `hf_peer_10_9_1_1`. */
@@ -81,8 +93,18 @@ export function renderBirdConfig(settings: BgpSettings, options: BirdConfigOptio
     ``,
     `protocol device { scan time 10; }`,
     ``,
-    `# Addresses the agent holds on lo; the export filter is the only gate.`,
-    `protocol direct hf_lo { ipv4; interface "lo"; }`,
+    ...(s.announce === "lb"
+      ? [
+        `# The LB addresses the agent announces (after /readyz); the export filter still gates.`,
+        `protocol static hf_lb {`,
+        `  ipv4;`,
+        ...(options.announced ?? []).map((a) => `  route ${a}/32 blackhole;`),
+        `}`,
+      ]
+      : [
+        `# Addresses the agent holds on lo; the export filter is the only gate.`,
+        `protocol direct hf_lo { ipv4; interface "lo"; }`,
+      ]),
     ``,
     `filter hf_export {`,
     `  if net ~ [ ${prefixSet} ] then {`,

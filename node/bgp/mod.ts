@@ -9,3 +9,4 @@ export * from "./settings.ts";
 export * from "./bird_config.ts";
 export * from "./bird.ts";
 export * from "./supervisor.ts";
+export * from "./lb_announcer.ts";

@@ -111,3 +111,13 @@ Deno.test("bird config: without BFD peers there is no bfd protocol; no peers is 
   assert(!conf.includes("protocol bfd") && !conf.includes("protocol bgp"), conf);
   assert(conf.includes("log stderr"), conf);
 });
+
+Deno.test("bird config, announce lb: static routes for the announced addresses, lo not watched", () => {
+  const { settings } = parseBgpSettings({ ...BASE, announce: "lb", peers: [] });
+  const conf = renderBirdConfig(settings, { announced: ["10.0.100.1", "10.0.100.2"] });
+  assert(!conf.includes("protocol direct"), conf);
+  assert(conf.includes("route 10.0.100.1/32 blackhole;"), conf);
+  assert(conf.includes("route 10.0.100.2/32 blackhole;"), conf);
+  const none = renderBirdConfig(settings);
+  assert(none.includes("protocol static hf_lb {") && !none.includes("route "), none);
+});

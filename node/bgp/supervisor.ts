@@ -32,6 +32,7 @@ export class BirdSupervisor implements AsyncDisposable {
   #daemon: BirdDaemon;
   #settings: BgpSettings;
   #problems: readonly BgpProblem[];
+  #announced: readonly string[] = [];
   #stopped = false;
   readonly #watch: Promise<void>;
 
@@ -62,6 +63,12 @@ export class BirdSupervisor implements AsyncDisposable {
     this.#problems = problems;
   }
 
+  /** Announce mode `lb`: announces exactly `addresses` (kept across restarts). */
+  async announce(addresses: readonly string[]): Promise<void> {
+    this.#announced = addresses;
+    await this.#daemon.announce(addresses);
+  }
+
   async #supervise(): Promise<void> {
     const log = this.options.log ?? rootLog.with({ component: "bgp" });
     const backoff = new Backoff({ minMs: 50, maxMs: 5_000 });
@@ -81,6 +88,7 @@ export class BirdSupervisor implements AsyncDisposable {
           this.#daemon = await BirdDaemon.start(this.#settings, {
             ...this.options,
             problems: this.#problems,
+            announced: this.#announced,
           });
           break;
         } catch (e) {

@@ -6,6 +6,8 @@
 //   abi_version(): u32                                  → 1
 //   flow_hash_5tuple(saddr, daddr, sport, dport, proto, seed): u32   (docs/contracts.md)
 //   flow_hash_client_ip(saddr, seed): u32
+//   flow_hash6_5tuple(s0..s3, d0..d3, sport, dport, proto, seed): u32   IPv6, optional
+//   flow_hash6_client_ip(s0..s3, seed): u32                            IPv6, optional
 //   maglev_input_ptr(n, m): usize    reserve memory for n backends and a table of m slots;
 //                                    returns where the host writes n records of three u32
 //                                    {keyHash1, keyHash2, weight} (12 bytes each); 0 = no memory
@@ -23,5 +25,7 @@ export function abi_version(): u32 {
 }
 
 export { flow_hash_5tuple, flow_hash_client_ip } from "./flow_hash";
+// Optional (not in REQUIRED_EXPORTS, so modules built before IPv6 stay valid):
+export { flow_hash6_5tuple, flow_hash6_client_ip } from "./flow_hash";
 export { maglev_input_ptr, maglev_build, maglev_table_ptr } from "./maglev";
 export { health_record_ptr, health_step } from "./health";

@@ -82,3 +82,69 @@ export function flowHashClientIp(saddr: number, seed: number): number {
 export function encapSourcePort(flowHash: number): number {
   return 0xc000 | (flowHash & 0x3fff);
 }
+
+/** Linux `__jhash_mix(a, b, c)` on u32s; returns the mixed [a, b, c]. */
+function jhashMix(a: number, b: number, c: number): [number, number, number] {
+  a = ((a - c) ^ rol32(c, 4)) >>> 0;
+  c = (c + b) >>> 0;
+  b = ((b - a) ^ rol32(a, 6)) >>> 0;
+  a = (a + c) >>> 0;
+  c = ((c - b) ^ rol32(b, 8)) >>> 0;
+  b = (b + a) >>> 0;
+  a = ((a - c) ^ rol32(c, 16)) >>> 0;
+  c = (c + b) >>> 0;
+  b = ((b - a) ^ rol32(a, 19)) >>> 0;
+  a = (a + c) >>> 0;
+  c = ((c - b) ^ rol32(b, 4)) >>> 0;
+  b = (b + a) >>> 0;
+  return [a, b, c];
+}
+
+/** Linux `jhash2(k, k.length, initval)` over u32 words; u32 out. */
+export function jhash2(k: readonly number[], initval: number): number {
+  let a = (JHASH_INITVAL + (k.length << 2) + initval) >>> 0;
+  let b = a, c = a;
+  let i = 0;
+  for (; k.length - i > 3; i += 3) {
+    [a, b, c] = jhashMix((a + k[i]!) >>> 0, (b + k[i + 1]!) >>> 0, (c + k[i + 2]!) >>> 0);
+  }
+  const rest = k.length - i;
+  if (rest === 0) return c;
+  if (rest === 3) c = (c + k[i + 2]!) >>> 0;
+  if (rest >= 2) b = (b + k[i + 1]!) >>> 0;
+  a = (a + k[i]!) >>> 0;
+  return jhashFinal(a, b, c);
+}
+
+/** An IPv6 flow's five-tuple: addresses as four host-order u32 words (`lib/ipv6.ts` ipv6Words). */
+export interface FlowTuple6 {
+  readonly saddr: readonly [number, number, number, number];
+  readonly daddr: readonly [number, number, number, number];
+  readonly sport: number;
+  readonly dport: number;
+  readonly proto: number;
+}
+
+/**
+ * IPv6 five-tuple flow hash: `jhash2([saddr…4, daddr…4, (sport << 16) | dport, proto], seed)`.
+ *
+ * @example
+ * ```ts
+ * import { flowHash6FiveTuple } from "./flow_hash.ts";
+ * import { ipv6Words } from "../../lib/ipv6.ts";
+ * const h = flowHash6FiveTuple({
+ *   saddr: ipv6Words("2001:db8::1"), daddr: ipv6Words("2001:db8:100::1"),
+ *   sport: 40000, dport: 80, proto: 6,
+ * }, 0);
+ * if ((h >>> 0) !== h) throw new Error("flow hash must be a u32");
+ * ```
+ */
+export function flowHash6FiveTuple(t: FlowTuple6, seed: number): number {
+  const ports = (((t.sport & 0xffff) << 16) | (t.dport & 0xffff)) >>> 0;
+  return jhash2([...t.saddr, ...t.daddr, ports, t.proto >>> 0], seed >>> 0);
+}
+
+/** IPv6 client-IP flow hash: `jhash2(saddr's 4 words, seed)`. */
+export function flowHash6ClientIp(saddr: readonly number[], seed: number): number {
+  return jhash2(saddr, seed >>> 0);
+}

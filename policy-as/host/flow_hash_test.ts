@@ -54,3 +54,27 @@ Deno.test("IPv4 text round-trips and bad text is refused with the text quoted", 
     if (!msg.includes(`"${bad}"`)) throw new Error(`"${bad}" not refused clearly: ${msg}`);
   }
 });
+
+Deno.test("IPv6 flow hash reproduces every golden vector and Linux jhash2", async () => {
+  const { flowHash6ClientIp, flowHash6FiveTuple } = await import("./flow_hash.ts");
+  const { loadFlowHash6Vectors } = await import("./vectors.ts");
+  const { ipv6Words } = await import("../../lib/ipv6.ts");
+  const vectors = await loadFlowHash6Vectors();
+  if (vectors.length < 50) throw new Error(`only ${vectors.length} IPv6 flow-hash vectors`);
+  for (const v of vectors) {
+    const saddr = ipv6Words(v.saddr);
+    const t = { saddr, daddr: ipv6Words(v.daddr), sport: v.sport, dport: v.dport, proto: v.proto };
+    assertEq(flowHash6FiveTuple(t, v.seed), v.five_tuple, `five-tuple ${JSON.stringify(v)}`);
+    assertEq(flowHash6ClientIp(saddr, v.seed), v.client_ip, `client-ip ${JSON.stringify(v)}`);
+  }
+  // The kernel's jhash2 (include/linux/jhash.h) compiled as C gave these for this input.
+  const t = {
+    saddr: ipv6Words("2001:db8::1"),
+    daddr: ipv6Words("2001:db8:100::1"),
+    sport: 40000,
+    dport: 80,
+    proto: 6,
+  };
+  assertEq(flowHash6FiveTuple(t, 0x1234), 2334014346, "jhash2 of 10 words");
+  assertEq(flowHash6ClientIp(t.saddr, 0x1234), 113025496, "jhash2 of 4 words");
+});

@@ -10,13 +10,19 @@
  * @module
  */
 import { type HealthParams, newHealthRecord } from "./abi.ts";
-import { flowHashClientIp, flowHashFiveTuple } from "./flow_hash.ts";
+import {
+  flowHash6ClientIp,
+  flowHash6FiveTuple,
+  flowHashClientIp,
+  flowHashFiveTuple,
+} from "./flow_hash.ts";
 import { healthStepTs } from "./health_ts.ts";
 import type { MaglevBackend } from "./maglev_input.ts";
 import { TsMaglevBuilder } from "./maglev_ts.ts";
 import { tableDigest } from "./table_digest.ts";
-import type { FlowHashVector, HealthVector, MaglevVector } from "./vectors.ts";
+import type { FlowHash6Vector, FlowHashVector, HealthVector, MaglevVector } from "./vectors.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
+import { formatIpv6, ipv6Words } from "../../lib/ipv6.ts";
 
 /** Deterministic xorshift32 so the vector set never depends on Math.random. */
 function xorshift32(state: { s: number }): number {
@@ -75,6 +81,71 @@ export function flowHashVectors(): FlowHashVector[] {
         v.seed,
       ),
       client_ip: flowHashClientIp(saddr, v.seed),
+    };
+  });
+}
+
+/** Builds the IPv6 flow-hash vector list: hand-picked edge cases, then pseudo-random ones. */
+export function flowHash6Vectors(): FlowHash6Vector[] {
+  const inputs: Array<Omit<FlowHash6Vector, "five_tuple" | "client_ip">> = [
+    { saddr: "2001:db8::1", daddr: "2001:db8:100::1", sport: 40000, dport: 80, proto: 6, seed: 0 },
+    { saddr: "2001:db8::1", daddr: "2001:db8:100::1", sport: 40000, dport: 80, proto: 17, seed: 0 },
+    { saddr: "2001:db8::1", daddr: "2001:db8:100::1", sport: 40001, dport: 80, proto: 6, seed: 0 },
+    { saddr: "2001:db8::2", daddr: "2001:db8:100::1", sport: 40000, dport: 80, proto: 6, seed: 0 },
+    { saddr: "2001:db8::1", daddr: "2001:db8:100::1", sport: 40000, dport: 80, proto: 6, seed: 1 },
+    {
+      saddr: "2001:db8::1",
+      daddr: "2001:db8:100::1",
+      sport: 40000,
+      dport: 80,
+      proto: 6,
+      seed: 0xffffffff,
+    },
+    { saddr: "::", daddr: "::", sport: 0, dport: 0, proto: 0, seed: 0 },
+    {
+      saddr: "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+      daddr: "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+      sport: 65535,
+      dport: 65535,
+      proto: 255,
+      seed: 0xffffffff,
+    },
+    { saddr: "fe80::1", daddr: "fd00::5", sport: 65535, dport: 443, proto: 6, seed: 42 },
+    {
+      saddr: "::ffff:10.0.0.1",
+      daddr: "64:ff9b::a00:1",
+      sport: 1,
+      dport: 6080,
+      proto: 17,
+      seed: 7,
+    },
+  ];
+  const st = { s: 0x9abcdef1 };
+  const random6 = () => {
+    const b = new Uint8Array(16);
+    const v = new DataView(b.buffer);
+    for (let i = 0; i < 4; i++) v.setUint32(4 * i, xorshift32(st));
+    return formatIpv6(b);
+  };
+  for (let i = 0; i < 54; i++) {
+    inputs.push({
+      saddr: random6(),
+      daddr: random6(),
+      sport: xorshift32(st) & 0xffff,
+      dport: xorshift32(st) & 0xffff,
+      proto: i % 3 === 0 ? 17 : 6,
+      seed: i % 4 === 0 ? 0 : xorshift32(st),
+    });
+  }
+  return inputs.map((v) => {
+    const saddr = ipv6Words(v.saddr);
+    return {
+      ...v,
+      five_tuple: flowHash6FiveTuple(
+        { saddr, daddr: ipv6Words(v.daddr), sport: v.sport, dport: v.dport, proto: v.proto },
+        v.seed,
+      ),
+      client_ip: flowHash6ClientIp(saddr, v.seed),
     };
   });
 }
@@ -186,6 +257,13 @@ if (import.meta.main) {
     new URL("flow_hash.json", dir),
     `{ "version": 1, "vectors": [\n${flow.map((v) => "  " + JSON.stringify(v)).join(",\n")}\n] }\n`,
   );
+  const flow6 = flowHash6Vectors();
+  await Deno.writeTextFile(
+    new URL("flow_hash6.json", dir),
+    `{ "version": 1, "vectors": [\n${
+      flow6.map((v) => "  " + JSON.stringify(v)).join(",\n")
+    }\n] }\n`,
+  );
   const maglev = await maglevVectors();
   await Deno.writeTextFile(
     new URL("maglev.json", dir),
@@ -200,6 +278,7 @@ if (import.meta.main) {
     level: "info",
     msg: "wrote policy vectors",
     flow_hash: flow.length,
+    flow_hash6: flow6.length,
     maglev: maglev.length,
     health: health.length,
     dir: dir.pathname,

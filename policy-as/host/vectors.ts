@@ -25,6 +25,18 @@ export interface FlowHashVector {
   client_ip: number;
 }
 
+/** One IPv6 flow-hash vector (docs/contracts.md, IPv6): `policy-as/vectors/flow_hash6.json`. */
+export interface FlowHash6Vector {
+  saddr: string;
+  daddr: string;
+  sport: number;
+  dport: number;
+  proto: number;
+  seed: number;
+  five_tuple: number;
+  client_ip: number;
+}
+
 /** One Maglev vector: inputs, the table's SHA-256 and a few slots. */
 export interface MaglevVector {
   name: string;
@@ -77,4 +89,12 @@ export async function loadVectors(dir: URL = VECTORS_DIR): Promise<PolicyVectors
     readVectors<HealthVector>(dir, "health.json"),
   ]);
   return { flowHash, maglev, health };
+}
+
+/**
+ * Reads the IPv6 flow-hash vectors (`flow_hash6.json` in `dir`). Apart from {@link loadVectors}:
+ * the IPv6 hash is an optional export of a policy module, and the IPv4 set stays as it was.
+ */
+export function loadFlowHash6Vectors(dir: URL = VECTORS_DIR): Promise<FlowHash6Vector[]> {
+  return readVectors<FlowHash6Vector>(dir, "flow_hash6.json");
 }

@@ -1,0 +1,103 @@
+/**
+ * IPv6 addresses in the forms Holdfast uses: text (RFC 4291 2.2, with `::` and an embedded
+ * dotted IPv4 tail; formatted per RFC 5952), 16 bytes in network order (BPF map keys and packets)
+ * and four host-order u32 words (the IPv6 flow hash: word i is bytes 4i..4i+3 read big-endian).
+ * The one place that parses and formats them; `lib/ipv4.ts` is the IPv4 counterpart.
+ *
+ * @example
+ * ```ts
+ * import { formatIpv6, ipv6Bytes, ipv6Words } from "./ipv6.ts";
+ * if (formatIpv6(ipv6Bytes("2001:DB8:0:0::1")) !== "2001:db8::1") throw new Error("format");
+ * if (ipv6Words("::1")[3] !== 1) throw new Error("words");
+ * ```
+ *
+ * @module
+ */
+import { ipv4Bytes } from "./ipv4.ts";
+
+function fail(text: string, why: string): never {
+  throw new TypeError(`Cannot parse IPv6 address "${text}": ${why}`);
+}
+
+/**
+ * Parses IPv6 text into 16 bytes in network order.
+ *
+ * @throws {TypeError} when the text is not an IPv6 address (the reason quoted).
+ */
+export function ipv6Bytes(text: string): Uint8Array {
+  const halves = text.split("::");
+  if (halves.length > 2) fail(text, `"::" appears more than once`);
+  const groups = (s: string): number[] => {
+    if (s === "") return [];
+    const out: number[] = [];
+    const parts = s.split(":");
+    parts.forEach((p, i) => {
+      if (i === parts.length - 1 && p.includes(".")) {
+        const b = ipv4Bytes(p);
+        out.push((b[0]! << 8) | b[1]!, (b[2]! << 8) | b[3]!);
+      } else if (/^[0-9a-fA-F]{1,4}$/.test(p)) {
+        out.push(parseInt(p, 16));
+      } else {
+        fail(text, `group "${p}" is not 1..4 hex digits`);
+      }
+    });
+    return out;
+  };
+  const head = groups(halves[0]!);
+  const tail = halves.length === 2 ? groups(halves[1]!) : [];
+  const missing = 8 - head.length - tail.length;
+  if (halves.length === 1 ? missing !== 0 : missing < 1) {
+    fail(text, `expected 8 groups, found ${head.length + tail.length}`);
+  }
+  const all = [...head, ...new Array(halves.length === 2 ? missing : 0).fill(0), ...tail];
+  const b = new Uint8Array(16);
+  all.forEach((g, i) => {
+    b[2 * i] = g >> 8;
+    b[2 * i + 1] = g & 0xff;
+  });
+  return b;
+}
+
+/** Whether `text` is an IPv6 address. */
+export function isIpv6(text: string): boolean {
+  try {
+    ipv6Bytes(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** 16 bytes at `offset` → RFC 5952 text (lower case, longest zero run of ≥ 2 groups as `::`). */
+export function formatIpv6(bytes: Uint8Array, offset = 0): string {
+  if (bytes.length < offset + 16) {
+    throw new RangeError(
+      `Cannot format IPv6 address: ${bytes.length - offset} bytes at offset ${offset}, need 16`,
+    );
+  }
+  const g = Array.from(
+    { length: 8 },
+    (_, i) => (bytes[offset + 2 * i]! << 8) | bytes[offset + 2 * i + 1]!,
+  );
+  let best = -1, bestLen = 0;
+  for (let i = 0; i < 8;) {
+    if (g[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && g[j] === 0) j++;
+    if (j - i > bestLen && j - i >= 2) [best, bestLen] = [i, j - i];
+    i = j;
+  }
+  const hex = (a: number[]) => a.map((x) => x.toString(16)).join(":");
+  if (best < 0) return hex(g);
+  return `${hex(g.slice(0, best))}::${hex(g.slice(best + bestLen))}`;
+}
+
+/** IPv6 text (or 16 bytes) → four host-order u32 words, as the IPv6 flow hash takes them. */
+export function ipv6Words(address: string | Uint8Array): [number, number, number, number] {
+  const b = typeof address === "string" ? ipv6Bytes(address) : address;
+  const v = new DataView(b.buffer, b.byteOffset, 16);
+  return [v.getUint32(0), v.getUint32(4), v.getUint32(8), v.getUint32(12)];
+}

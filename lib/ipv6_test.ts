@@ -1,0 +1,48 @@
+import { deepStrictEqual, strictEqual, throws } from "node:assert/strict";
+import { formatIpv6, ipv6Bytes, ipv6Words, isIpv6 } from "./ipv6.ts";
+
+Deno.test("IPv6 text round-trips in RFC 5952 form", () => {
+  const cases: Array<[string, string]> = [
+    ["::", "::"],
+    ["::1", "::1"],
+    ["2001:DB8:0:0:0:0:0:1", "2001:db8::1"],
+    ["2001:db8:0:0:1:0:0:1", "2001:db8::1:0:0:1"],
+    ["fe80::1:2", "fe80::1:2"],
+    ["2001:db8:1:2:3:4:5:6", "2001:db8:1:2:3:4:5:6"],
+    ["2001:db8::1:0", "2001:db8::1:0"],
+    ["1:0:2:3:4:5:6:7", "1:0:2:3:4:5:6:7"],
+    ["::ffff:10.0.0.1", "::ffff:a00:1"],
+  ];
+  for (const [text, canonical] of cases) strictEqual(formatIpv6(ipv6Bytes(text)), canonical, text);
+});
+
+Deno.test("IPv6 bytes and words are network order", () => {
+  deepStrictEqual([...ipv6Bytes("2001:db8::ff01")], [
+    0x20,
+    0x01,
+    0x0d,
+    0xb8,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0xff,
+    0x01,
+  ]);
+  deepStrictEqual(ipv6Words("2001:db8::ff01"), [0x20010db8, 0, 0, 0xff01]);
+});
+
+Deno.test("bad IPv6 text is refused with the text quoted", () => {
+  for (
+    const bad of ["1::2::3", "1:2:3:4:5:6:7", "12345::", "g::1", "1:2:3:4:5:6:7:8:9", "10.0.0.1"]
+  ) {
+    throws(() => ipv6Bytes(bad), (e: Error) => e.message.includes(`"${bad}"`), bad);
+    strictEqual(isIpv6(bad), false, bad);
+  }
+});

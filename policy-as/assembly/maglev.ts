@@ -7,10 +7,14 @@ import { align16, HEALTH_RECORD_BYTES } from "./memory";
 // of weight w has had floor(r * w / maxWeight) turns, so the heaviest takes one every round.
 //
 // Cost: the classic walk probes about M ln M slots, most of them at the end when few slots are
-// empty. Two things keep it cheap without changing a single slot: occupancy lives in a bitmap
-// (M/8 bytes, stays in L1) instead of the 4-byte table, and once at most sqrt(M) slots are empty a
-// backend finds its next preference directly: the empty slot e with the smallest
-// j = (e - pos) * skip^-1 mod M, which is exactly the one the walk would reach first.
+// empty. Three things keep it cheap without changing a single slot: occupancy lives in a byte per
+// slot (M bytes, stays in L1; a byte test is fewer instructions per probe than a bit in a word)
+// instead of the 4-byte table; with equal weights the walk runs in a loop of its own (no weight or
+// phase tests per turn); and once at most sqrt(M)/2 slots are empty a backend finds its next
+// preference directly: the empty slot e with the smallest j = (e - pos) * skip^-1 mod M, which is
+// exactly the one the walk would reach first. (Measured at M = 16,381, 10 backends: 0.30 ms per
+// table before the byte map and the equal-weights loop, 0.25 ms after; the tail from sqrt(M)/2
+// instead of sqrt(M) empties saves ~5 % more.)
 
 const MAGLEV_ERR_M_RANGE: i32 = -1;   // M outside 251..131071
 const MAGLEV_ERR_M_NOT_PRIME: i32 = -2;
@@ -32,15 +36,17 @@ let weightPtr: usize = 0; // n × u32
 let idxPtr: usize = 0;    // n × u32, input index + 1 per sorted backend
 let targetPtr: usize = 0; // n × u64, credit threshold per sorted backend
 let invPtr: usize = 0;    // n × u32, skip^-1 mod m per sorted backend (tail phase)
-let bitmapPtr: usize = 0; // ceil(m / 32) × u32 occupancy
+let bitmapPtr: usize = 0; // m bytes (rounded up to 8): 1 = slot taken
 let emptyPtr: usize = 0;  // tail × u32, the empty slots in the tail phase
 
 // Build state, valid during maglev_build.
 let gM: u32 = 0;
 
+// Empty slots left when the walk stops: floor(sqrt(m)) / 2, at least 8.
 function tailThreshold(m: u32): u32 {
   let r: u32 = 1;
   while ((r + 1) * (r + 1) <= m) r++;
+  r = r >> 1;
   return r < 8 ? 8 : r;
 }
 
@@ -57,7 +63,7 @@ export function maglev_input_ptr(n: u32, m: u32): usize {
   const iP = p; p = align16(p + nn * 4);
   const tgP = p; p = align16(p + nn * 8);
   const invP = p; p = align16(p + nn * 4);
-  const bmP = p; p = align16(p + ((<usize>m + 31) >> 5) * 4);
+  const bmP = p; p = align16(p + ((<usize>m + 7) & ~(<usize>7)));
   const eP = p; p = align16(p + (<usize>tailThreshold(m) + 1) * 4);
   const pagesNeeded = <i32>((p + 0xffff) >>> 16);
   const have = memory.size();
@@ -145,20 +151,20 @@ function sortOrder(count: u32): void {
   }
 }
 
-// Lists the empty slots, a bitmap word at a time; returns how many there are. Inverses of the
+// Lists the empty slots, 8 bytes of the map at a time; returns how many there are. Inverses of the
 // skips are computed lazily, only for backends that take a turn in the tail (0 = not yet).
 function enterTail(count: u32): u32 {
   const m = gM;
   let e: u32 = 0;
-  const words = (m + 31) >> 5;
-  for (let w: u32 = 0; w < words; w++) {
-    let free = ~load<u32>(bitmapPtr + (<usize>w << 2));
-    while (free != 0) {
-      const c = (w << 5) + ctz<u32>(free);
-      free &= free - 1;
-      if (c >= m) break;
-      store<u32>(emptyPtr + (<usize>e << 2), c);
-      e++;
+  for (let c: u32 = 0; c < m; c += 8) {
+    const w = load<u64>(bitmapPtr + <usize>c);
+    if (w == 0x0101010101010101) continue;
+    const end = c + 8 < m ? c + 8 : m;
+    for (let d = c; d < end; d++) {
+      if (load<u8>(bitmapPtr + <usize>d) == 0) {
+        store<u32>(emptyPtr + (<usize>e << 2), d);
+        e++;
+      }
     }
   }
   memory.fill(invPtr, 0, <usize>count << 2);
@@ -172,7 +178,7 @@ export function maglev_build(n: u32, m: u32): i32 {
   if (inPtr == 0 || n > reservedN || m != reservedM) return MAGLEV_ERR_NO_MEMORY;
 
   memory.fill(tablePtr, 0, <usize>m << 2);
-  memory.fill(bitmapPtr, 0, ((<usize>m + 31) >> 5) << 2);
+  memory.fill(bitmapPtr, 0, (<usize>m + 7) & ~(<usize>7));
 
   // Backends with weight 0 are excluded before anything else.
   let count: u32 = 0;
@@ -222,10 +228,37 @@ export function maglev_build(n: u32, m: u32): i32 {
   let filled: u32 = 0;
   let inTail = false;
   let empties: u32 = 0;
+  let k0: u32 = 0;
+  if (equal) {
+    // Equal weights, until the tail: plain round robin, the walk alone (no per-turn phase tests).
+    const limit = m - tail;
+    let k: u32 = 0;
+    while (filled < limit) {
+      const off = <usize>k << 2;
+      let c = load<u32>(pp + off);
+      const skip = load<u32>(sp + off);
+      while (load<u8>(bm + <usize>c) != 0) {
+        c += skip;
+        c = select<u32>(c - m, c, c >= m);
+      }
+      store<u8>(bm + <usize>c, 1);
+      store<u32>(tp + (<usize>c << 2), load<u32>(ip + off));
+      c += skip;
+      store<u32>(pp + off, select<u32>(c - m, c, c >= m));
+      filled++;
+      k++;
+      k = select<u32>(0, k, k == count);
+    }
+    empties = enterTail(count);
+    inTail = true;
+    k0 = k;
+  }
   // Round r lets backend k take a turn while r * w_k >= target_k (target += maxW): with equal
   // weights every backend takes one turn per round, the paper's plain round robin.
   for (let round: u64 = 1; ; round++) {
-    for (let k: u32 = 0; k < count; k++) {
+    const first = k0;
+    k0 = 0;
+    for (let k: u32 = first; k < count; k++) {
       if (!equal) {
         const tgp = targetPtr + (<usize>k << 3);
         const target = load<u64>(tgp);
@@ -236,18 +269,12 @@ export function maglev_build(n: u32, m: u32): i32 {
       let c = load<u32>(pp + off);
       const skip = load<u32>(sp + off);
       if (!inTail) {
-        while (true) {
-          const wp = bm + (<usize>(c >> 5) << 2);
-          const word = load<u32>(wp);
-          const bit: u32 = 1 << (c & 31);
-          if ((word & bit) == 0) {
-            store<u32>(wp, word | bit);
-            break;
-          }
+        while (load<u8>(bm + <usize>c) != 0) {
           // The wrap is taken about half the time at random: a select, not a branch.
           c += skip;
           c = select<u32>(c - m, c, c >= m);
         }
+        store<u8>(bm + <usize>c, 1);
       } else {
         // j = diff * inv mod m in f64: the product is below 2^35, exact; the quotient estimate
         // is off by at most one, fixed below. Much cheaper than a 64-bit division per slot.

@@ -10,9 +10,9 @@
  * robin. Otherwise in round r a backend of weight w has had floor(r * w / maxWeight) turns (the
  * heaviest one turn per round). Until all M slots are taken.
  *
- * Like the WASM module, the walk stops when √M slots are left and each remaining turn picks the
- * backend's next empty slot directly from its permutation index ({@link tailTake}); the walk
- * itself is the textbook loop over the table.
+ * Like the WASM module (which walks until √M / 2 are left), the walk stops when √M slots are left
+ * and each remaining turn picks the backend's next empty slot directly from its permutation index
+ * ({@link tailTake}); the walk itself is the textbook loop over the table.
  *
  * @module
  */

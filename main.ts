@@ -28,7 +28,7 @@ const COMMANDS: Record<string, Command> = {
     load: () => import("./node/agent.ts"),
   },
   anycast: {
-    summary: "run an anycast node: hold LB /32s on lo while a local pod is ready, announce via bird",
+    summary: "run an anycast node: hold LB /32s on lo while a local pod is ready (BGP via bird)",
     load: () => import("./node/anycast/main.ts"),
   },
   egress: {

@@ -1,0 +1,159 @@
+/**
+ * Byte layouts of bpf/structs6.h (the IPv6 structs, docs/contracts.md "IPv6") in TypeScript:
+ * encoders and decoders, pure functions. Addresses are text (`lib/ipv6.ts`; an IPv4 backend of an
+ * IPv6 flow is dotted IPv4); ports and addresses network order in the bytes, flags, IDs and times
+ * host order (little-endian), as in structs.ts and flow.ts for IPv4.
+ *
+ * @module
+ */
+
+import { formatIpv6, ipv6Bytes } from "../../lib/ipv6.ts";
+import { ipv4Bytes, ipv4Text, isIpv4 } from "../../lib/ipv4.ts";
+
+/** Sizes of the IPv6 structs (tests/bpf/ipv6_structs_test.ts checks them against the maps). */
+export const SIZES6 = {
+  flow_key6: 40,
+  flow_value6: 32,
+  flow_event6: 72,
+  service_key6: 20,
+  backend_value6: 20,
+  lb_config6: 16,
+  vip6_key: 16,
+} as const;
+
+/** `flow_value6.backend_family` values (`HF_AF_INET`, `HF_AF_INET6`). */
+export const AF = { INET: 4, INET6: 6 } as const;
+
+/** An IPv6 flow map key (`struct flow_key6`); sport 0 in client-ip mode. */
+export interface FlowKey6 {
+  readonly saddr: string;
+  readonly daddr: string;
+  readonly sport: number;
+  readonly dport: number;
+  readonly proto: number;
+}
+
+/** An IPv6 flow map value (`struct flow_value6`): the backend may be either family. */
+export interface FlowValue6 {
+  /** Backend address: IPv6 text, or dotted IPv4 for an IPv4 backend. */
+  readonly backend: string;
+  readonly flags: number;
+  /** Datapath clock (CLOCK_MONOTONIC ns) of the last packet. */
+  readonly lastSeenNs: number;
+}
+
+/** A new-flow event of the hf_events6 ring buffer (`struct flow_event6`). */
+export interface FlowEvent6 {
+  readonly key: FlowKey6;
+  readonly backend: string;
+  readonly serviceId: number;
+  readonly tsNs: number;
+}
+
+/** `struct flow_key6` → 40 bytes. */
+export function encodeFlowKey6(k: FlowKey6): Uint8Array {
+  const b = new Uint8Array(SIZES6.flow_key6);
+  const v = new DataView(b.buffer);
+  b.set(ipv6Bytes(k.saddr), 0);
+  b.set(ipv6Bytes(k.daddr), 16);
+  v.setUint16(32, k.sport);
+  v.setUint16(34, k.dport);
+  b[36] = k.proto;
+  return b;
+}
+
+/** 40 bytes (at `offset`) → `struct flow_key6`. */
+export function decodeFlowKey6(b: Uint8Array, offset = 0): FlowKey6 {
+  const v = new DataView(b.buffer, b.byteOffset + offset, SIZES6.flow_key6);
+  return {
+    saddr: formatIpv6(b, offset),
+    daddr: formatIpv6(b, offset + 16),
+    sport: v.getUint16(32),
+    dport: v.getUint16(34),
+    proto: v.getUint8(36),
+  };
+}
+
+/** Writes a backend address as (16 bytes, family) at `offset`/`offset + 16`. */
+function writeBackend(b: Uint8Array, offset: number, address: string): void {
+  if (isIpv4(address)) {
+    b.set(ipv4Bytes(address), offset);
+    b[offset + 16] = AF.INET;
+  } else {
+    b.set(ipv6Bytes(address), offset);
+    b[offset + 16] = AF.INET6;
+  }
+}
+
+/** Reads a backend address written by {@link writeBackend} (or the datapath). */
+function readBackend(b: Uint8Array, offset: number): string {
+  const family = b[offset + 16];
+  if (family === AF.INET) return ipv4Text(b, offset);
+  if (family === AF.INET6) return formatIpv6(b, offset);
+  throw new RangeError(`Cannot read IPv6 flow backend: family ${family} is neither 4 nor 6`);
+}
+
+/** `struct flow_value6` → 32 bytes. */
+export function encodeFlowValue6(value: FlowValue6): Uint8Array {
+  const b = new Uint8Array(SIZES6.flow_value6);
+  const v = new DataView(b.buffer);
+  writeBackend(b, 0, value.backend);
+  v.setUint32(20, value.flags, true);
+  v.setBigUint64(24, BigInt(Math.max(0, Math.trunc(value.lastSeenNs))), true);
+  return b;
+}
+
+/** 32 bytes → `struct flow_value6`. */
+export function decodeFlowValue6(b: Uint8Array, offset = 0): FlowValue6 {
+  const v = new DataView(b.buffer, b.byteOffset + offset, SIZES6.flow_value6);
+  return {
+    backend: readBackend(b, offset),
+    flags: v.getUint32(20, true),
+    lastSeenNs: Number(v.getBigUint64(24, true)),
+  };
+}
+
+/** 72 bytes of an hf_events6 record → `struct flow_event6`. */
+export function decodeFlowEvent6(b: Uint8Array): FlowEvent6 {
+  if (b.length < SIZES6.flow_event6) {
+    throw new RangeError(
+      `Cannot read IPv6 flow event: ${b.length} bytes, need ${SIZES6.flow_event6}`,
+    );
+  }
+  const v = new DataView(b.buffer, b.byteOffset, SIZES6.flow_event6);
+  return {
+    key: decodeFlowKey6(b, 0),
+    backend: readBackend(b, 40),
+    serviceId: v.getUint32(60, true),
+    tsNs: Number(v.getBigUint64(64, true)),
+  };
+}
+
+/** `struct service_key6`: VIP, port, protocol → 20 bytes. */
+export function encodeServiceKey6(address: string, port: number, proto: number): Uint8Array {
+  const b = new Uint8Array(SIZES6.service_key6);
+  b.set(ipv6Bytes(address), 0);
+  new DataView(b.buffer).setUint16(16, port);
+  b[18] = proto;
+  return b;
+}
+
+/** `struct backend_value6` → 20 bytes (an all-zero address is "no IPv6 backend"). */
+export function encodeBackendValue6(address: string, port: number): Uint8Array {
+  const b = new Uint8Array(SIZES6.backend_value6);
+  b.set(ipv6Bytes(address), 0);
+  new DataView(b.buffer).setUint16(16, port);
+  return b;
+}
+
+/** `struct lb_config6`: this LB node's IPv6 address (the outer source to IPv6 backends). */
+export function encodeLbConfig6(srcAddr: string): Uint8Array {
+  const b = new Uint8Array(SIZES6.lb_config6);
+  b.set(ipv6Bytes(srcAddr), 0);
+  return b;
+}
+
+/** `struct vip6_key` (hf_local_vips6 of the decap object): 16 address bytes. */
+export function encodeVip6Key(address: string): Uint8Array {
+  return ipv6Bytes(address);
+}

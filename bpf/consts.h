@@ -60,7 +60,7 @@
 /* Per-CPU reason counters (hf_reasons index). Every packet the LB program sees bumps exactly one
  * of them; the names are mirrored in node/bpf/consts.ts REASONS. */
 enum hf_reason {
-	HF_R_PASS_NOT_IPV4 = 0,     /* not IPv4 (ARP, IPv6, ...): passed untouched */
+	HF_R_PASS_NOT_IPV4 = 0,     /* neither IPv4 nor IPv6 (ARP, ...): passed untouched */
 	HF_R_PASS_TRUNCATED = 1,    /* Ethernet/IPv4/ports unreadable: passed, the kernel drops it */
 	HF_R_PASS_NOT_L4 = 2,       /* IPv4 but neither TCP nor UDP (ICMP, ...): passed */
 	HF_R_PASS_NOT_FRONTEND = 3, /* no service for (daddr, dport, proto): passed untouched */
@@ -96,7 +96,9 @@ enum hf_reason {
 	/* Besides the packet's own reason (like event_lost): */
 	HF_R_FLOW_SHARED = 29,      /* flow put in hf_flows and its new-flow event submitted */
 	HF_R_FLOW_UNSHARED = 30,    /* confirmed flow held in hf_flows_syn: this CPU's budget is spent */
-	HF_R_COUNT = 31,
+	/* IPv6 (docs/contracts.md "IPv6"); every other reason applies to IPv6 as to IPv4. */
+	HF_R_PASS_IPV6_EXT = 31,    /* IPv6 with an extension header (incl. fragments): passed */
+	HF_R_COUNT = 32,
 };
 
 /* Per-CPU reason counters of the decap/MSS object (hf_decap_stat index). */

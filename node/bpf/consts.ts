@@ -73,6 +73,7 @@ export const REASONS = [
   "tx_confirmed",
   "flow_shared",
   "flow_unshared",
+  "pass_ipv6_ext",
 ] as const;
 
 /** A reason counter name. */

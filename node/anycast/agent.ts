@@ -82,6 +82,14 @@ export class AnycastAgent {
     return this.#pass;
   }
 
+  /**
+   * Runs a pass on the current state again: repairs `lo` if something else changed it (an
+   * address removed by hand comes back, a stray one in an owned prefix goes).
+   */
+  resync(): Promise<void> {
+    return this.#stopped ? this.#pass : this.update(this.#state);
+  }
+
   /** Forfeits every address (shutdown: withdraw before the node goes away) and stops. */
   async forfeitAll(reason = "agent stopping"): Promise<void> {
     this.#stopped = true;

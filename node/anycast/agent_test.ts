@@ -122,3 +122,13 @@ Deno.test("anycast state file: a bad entry refuses the file, naming the path", (
     }
   }
 });
+
+Deno.test("anycast agent: resync puts back an address removed behind its back", async () => {
+  using _logs = captureLogs();
+  const lo = new MemoryLoopback();
+  const agent = new AnycastAgent("n1", lo);
+  await agent.update(state(`[${pod("default/web-1", { app: "web" })}]`));
+  lo.addresses.delete("10.0.100.10");
+  await agent.resync();
+  assertEquals([...lo.addresses], ["10.0.100.10"]);
+});

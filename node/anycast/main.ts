@@ -38,7 +38,8 @@ runs on this node; with --bgp-config, runs bird to announce those addresses (doc
   --bird-dir DIR           bird's config, socket and log (default /run/holdfast/bird-NODE)
   --ops-port N             serve /metrics /healthz /readyz on 127.0.0.1:N (default off)
   --poll-ms N              file poll interval besides inotify (default 1000)
-  --withdraw-wait-ms N     on SIGTERM, wait after forfeiting before stopping bird (default 500)`;
+  --withdraw-wait-ms N     on SIGTERM, wait after forfeiting before stopping bird (default 500)
+  --resync-ms N            repair lo against the current state this often (default 10000)`;
 
 /** Runs the anycast agent until SIGTERM/SIGINT; returns the exit code. */
 export async function main(args: string[]): Promise<number> {
@@ -55,6 +56,7 @@ export async function main(args: string[]): Promise<number> {
       "ops-port": { type: "string" },
       "poll-ms": { type: "string" },
       "withdraw-wait-ms": { type: "string" },
+      "resync-ms": { type: "string" },
     },
   }, ({ values }) => {
     const node = stringOption(values, "node", { required: true });
@@ -76,6 +78,7 @@ export async function main(args: string[]): Promise<number> {
       opsPort: intOption(values, "ops-port", { default: 0, max: 65535 }),
       pollMs: intOption(values, "poll-ms", { default: 1_000, min: 10 }),
       withdrawWaitMs: intOption(values, "withdraw-wait-ms", { default: 500, max: 60_000 }),
+      resyncMs: intOption(values, "resync-ms", { default: 10_000, min: 100 }),
     };
   });
   if ("exit" in read) return read.exit;
@@ -130,6 +133,10 @@ export async function main(args: string[]): Promise<number> {
         onError: onError(`BGP config "${o.bgpConfig}"`),
       });
     }
+    const resync = setInterval(() => {
+      if (loaded) void agent.resync();
+    }, o.resyncMs);
+    stop.signal.addEventListener("abort", () => clearInterval(resync), { once: true });
     log.info("anycast agent ready", {
       source: o.state ?? "kubernetes",
       bgp: o.bgpConfig ?? null,

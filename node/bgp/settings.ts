@@ -106,12 +106,12 @@ function peerProblem(raw: unknown, path: string): BgpProblem | PeerSettings {
   const address = typeof o.address === "string" ? o.address : JSON.stringify(o.address);
   const bad = (field: string, message: string): BgpProblem => ({
     path: `${path}.${field}`,
-    message: `peer ${address}: ${message}`,
+    message: `peer ${JSON.stringify(address)}: ${message}`,
     peer: address,
   });
   if (typeof raw !== "object" || raw === null) return bad("", "expected an object");
   if (typeof o.address !== "string" || !isIpv4(o.address)) {
-    return bad("address", `address ${address} is not an IPv4 address`);
+    return bad("address", `address ${JSON.stringify(o.address)} is not an IPv4 address`);
   }
   const asn = asnProblem(o.asn);
   if (asn) return bad("asn", asn);
@@ -212,14 +212,14 @@ export function parseBgpSettings(raw: unknown): { settings: BgpSettings; problem
     if (seen.has(r.address)) {
       return problems.push({
         path: `$.peers[${i}].address`,
-        message: `peer ${r.address}: listed twice (the first is used)`,
+        message: `peer "${r.address}": listed twice (the first is used)`,
         peer: r.address,
       });
     }
     if (r.address === o.routerId) {
       return problems.push({
         path: `$.peers[${i}].address`,
-        message: `peer ${r.address}: is this node's own router id`,
+        message: `peer "${r.address}": is this node's own router id`,
         peer: r.address,
       });
     }

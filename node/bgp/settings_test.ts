@@ -1,9 +1,12 @@
+import { captureLogs, log } from "../../lib/log.ts";
+import { registry } from "../../lib/metrics.ts";
 import {
   BgpSettingsError,
   parseBgpSettings,
   parseBgpSettingsText,
   peerProtocolName,
   renderBirdConfig,
+  reportBgpProblems,
 } from "./mod.ts";
 
 function assert(cond: unknown, msg: string): asserts cond {
@@ -48,8 +51,8 @@ Deno.test("bgp settings: a bad peer is dropped and named, the good ones stay", (
   assert(problems.length === 8, JSON.stringify(named));
   for (
     const part of [
-      "$.peers[1].address peer 10.9.1.300",
-      "$.peers[2].asn peer 10.9.2.1: AS number 4294967295",
+      '$.peers[1].address peer "10.9.1.300"',
+      '$.peers[2].asn peer "10.9.2.1": AS number 4294967295',
       "AS_TRANS",
       "BFD interval 1 ms",
       "$.peers[5].password",
@@ -120,4 +123,16 @@ Deno.test("bird config, announce lb: static routes for the announced addresses, 
   assert(conf.includes("route 10.0.100.2/32 blackhole;"), conf);
   const none = renderBirdConfig(settings);
   assert(none.includes("protocol static hf_lb {") && !none.includes("route "), none);
+});
+
+Deno.test("bgp: refused peers are logged by name and counted in holdfast_bgp_peers_refused", () => {
+  using logs = captureLogs();
+  const { problems } = parseBgpSettings({
+    ...BASE,
+    peers: [{ address: "10.9.1.1", asn: 65000 }, { address: "bad", asn: 65000 }],
+  });
+  reportBgpProblems(problems, log);
+  const line = logs.records.find((r) => r.msg.startsWith("BGP peer refused"));
+  assert(line?.peer === "bad" && line.path === "$.peers[1].address", JSON.stringify(line));
+  assert(registry.expose().includes("holdfast_bgp_peers_refused 1"), registry.expose());
 });

@@ -49,7 +49,9 @@ export interface GeneratorRun {
 /** Sends new and established flows' packets through one node's XDP program. */
 export class FlowGenerator {
   readonly #dp: Datapath;
-  readonly #syn = tcpFrame("10.128.0.0", VIP, { sport: 40000, dport: PORT, flags: 0x02 });
+  // A flow is shared on the client's first ACK, not its SYN (docs/contracts.md "When a flow is
+  // shared"): a new flow's first packet here is that ACK (as when another node saw the SYN).
+  readonly #syn = tcpFrame("10.128.0.0", VIP, { sport: 40000, dport: PORT, flags: 0x10 });
   readonly #ack = tcpFrame("10.64.0.0", VIP, { sport: 40000, dport: PORT, flags: 0x10 });
   #established: Uint8Array[] = [];
   #nextNew = 0;

@@ -52,15 +52,18 @@ export async function agentHttp(
 }
 
 /**
- * Packets LB node i's datapath has sent on to a backend so far (`tx_new` + `tx_hit` from its
- * agent's `/metrics`): the counters live in pinned maps, so they survive agent restarts.
+ * Packets LB node i's datapath has sent on to a backend so far (`tx_new`, `tx_hit`,
+ * `tx_unconfirmed`, `tx_confirmed` from its agent's `/metrics`): the counters live in pinned maps,
+ * so they survive agent restarts.
  */
 export async function forwardedBy(cluster: Cluster, i: number): Promise<number> {
   const { status, body } = await agentHttp(cluster, i, "/metrics");
   if (status !== 200) throw new Error(`LB node ${i}'s /metrics answered ${status}: ${body}`);
   let total = 0;
   for (const line of body.split("\n")) {
-    const m = /^holdfast_datapath_packets_total\{reason="tx_(?:new|hit)"\} (\d+)/.exec(line);
+    const m =
+      /^holdfast_datapath_packets_total\{reason="tx_(?:new|hit|unconfirmed|confirmed)"\} (\d+)/
+        .exec(line);
     if (m) total += Number(m[1]);
   }
   return total;

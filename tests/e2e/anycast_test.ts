@@ -171,3 +171,23 @@ rootTest(
     await route.until(same([]), 2_000);
   },
 );
+
+rootTest("anycast: SIGTERM to the agent withdraws its addresses before it stops", async () => {
+  await using lab = await AnycastLab.create({ nodes: 2 });
+  const route = await lab.watchRoute();
+  await lab.startPod("n1", "default/web-1", { port: 0 });
+  await lab.startPod("n2", "default/web-2", { port: 0 });
+  await route.until(same(["10.9.1.2", "10.9.2.2"]));
+  const agent = lab.nodes.get("n1")!.agent;
+  let exited = false;
+  const status = agent.child.status.then((s) => (exited = true, s));
+  agent.child.kill("SIGTERM");
+  await route.until(same(["10.9.2.2"]), 2_000);
+  assert(!exited, "the agent exited before the router dropped its nexthop");
+  await agent.waitForLine((l) =>
+    l.includes("forfeiting address 10.0.100.10") && l.includes("agent stopping")
+  );
+  assert((await status).code === 0, "the agent did not stop cleanly");
+  const lo = await lab.topo.exec("n1", ["ip", "-4", "addr", "show", "dev", "lo"]);
+  assert(!lo.stdout.includes("10.0.100.10"), `the address stayed on lo:\n${lo.stdout}`);
+});

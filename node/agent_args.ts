@@ -61,7 +61,7 @@ export interface AgentArgs {
    */
   attach?: { ifname: string; netns?: string } | { address: string; netns?: string };
   /** Datapath node settings — optional, written when given. */
-  configure?: { srcAddr: string; encapPort: number; seed: number };
+  configure?: { srcAddr: string; encapPort: number; seed: number; eventBudget?: number };
   /** `--encap-port` when given: it wins over the model's `encapPort` (`node/_lb_node_role.ts`). */
   encapPortFlag?: number;
   /** Default Maglev table size (prime). */
@@ -102,6 +102,7 @@ export const USAGE =
   [--attach IFACE (wins over --node-address for the interface)] [--netns NS]
   [--src-addr IP --encap-port PORT --seed N]
   [(--encap-port, if given, wins over the model's encapPort; default: the model's, else 6080)]
+  [--event-budget N (flows shared per second per CPU; default 20000; docs/contracts.md)]
   [--idle-timeout-ms MS] [--sweep-interval-ms MS] [--queue-capacity N]
   [--full-reconcile-interval-ms MS (default 30000; 0 = never)]
   [--health on|off (default on: probe the backends of services with a healthCheck)]
@@ -144,6 +145,7 @@ export const AGENT_COMMAND = {
     "src-addr": string,
     "encap-port": string,
     seed: string,
+    "event-budget": string,
     "idle-timeout-ms": string,
     "sweep-interval-ms": string,
     "queue-capacity": string,
@@ -268,6 +270,9 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
         srcAddr: ipv4("src-addr", srcAddr),
         encapPort: intOption(values, "encap-port", { default: 6080, max: 65535 }),
         seed: intOption(values, "seed", { default: 0, max: 0xffffffff }),
+        ...(values["event-budget"] === undefined
+          ? {}
+          : { eventBudget: intOption(values, "event-budget", { min: 1, max: 0xffffffff }) }),
       }
       : undefined,
     encapPortFlag: values["encap-port"] === undefined

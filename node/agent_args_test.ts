@@ -198,3 +198,15 @@ Deno.test("agent arguments: --health on by default, off on request, anything els
   assertEquals(parseAgentArgs([...base, "--health", "off"]).health, false);
   throws(() => parseAgentArgs([...base, "--health", "maybe"]), /--health "maybe"/);
 });
+
+Deno.test("agent --event-budget reaches the LB node settings; absent = the datapath's default", () => {
+  const base = ["--config=s.yaml", "--node-name=lb1", "--no-flow-sync", "--src-addr=10.2.1.2"];
+  assertEquals(parseAgentArgs([...base, "--event-budget", "5000"]).configure, {
+    srcAddr: "10.2.1.2",
+    encapPort: 6080,
+    seed: 0,
+    eventBudget: 5000,
+  });
+  assertEquals("eventBudget" in (parseAgentArgs(base).configure ?? {}), false);
+  throws(() => parseAgentArgs([...base, "--event-budget", "0"]), /event-budget/);
+});

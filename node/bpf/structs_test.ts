@@ -35,6 +35,9 @@ Deno.test("lb_config: source address network order, port and seed host order", (
   strictEqual(b.length, SIZES.lb_config);
   deepStrictEqual(Array.from(b.subarray(0, 6)), [10, 1, 1, 2, 0xc0, 0x17]);
   strictEqual(new DataView(b.buffer).getUint32(8, true), 0xdeadbeef);
+  strictEqual(new DataView(b.buffer).getUint32(12, true), 0, "event budget 0: the default");
+  const budget = encodeLbConfig({ srcAddr: "10.1.1.2", eventBudget: 5000 });
+  strictEqual(new DataView(budget.buffer).getUint32(12, true), 5000);
 });
 
 Deno.test("per-CPU stats are summed over CPUs", () => {
@@ -51,8 +54,9 @@ Deno.test("bad addresses are refused with the value quoted", () => {
   throws(() => ipv4Bytes("10.0.0"), /"10\.0\.0"/);
 });
 
-Deno.test("reason names: 27, in enum order (tests/bpf/consts_mirror_test.ts checks the C)", () => {
-  strictEqual(REASONS.length, 27);
+Deno.test("reason names: 32, in enum order (tests/bpf/consts_mirror_test.ts checks the C)", () => {
+  strictEqual(REASONS.length, 32);
   strictEqual(REASONS[9], "drop_maglev_slot_zero");
   strictEqual(REASONS[14], "tx_hit");
+  strictEqual(REASONS[29], "flow_shared");
 });

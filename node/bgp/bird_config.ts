@@ -19,6 +19,7 @@
  * @module
  */
 
+import { isIpv4 } from "../../lib/ipv4.ts";
 import type { BgpSettings, PeerSettings } from "./settings.ts";
 
 /** Options of {@linkcode renderBirdConfig}. */
@@ -69,6 +70,8 @@ function peerBlock(s: BgpSettings, p: PeerSettings): string[] {
 /**
  * The whole bird.conf for a node.
  *
+ * @throws {TypeError} when an announced address is not IPv4 (bird would refuse the file).
+ *
  * @example
  * ```ts
  * import { renderBirdConfig } from "./bird_config.ts";
@@ -82,6 +85,10 @@ function peerBlock(s: BgpSettings, p: PeerSettings): string[] {
  */
 export function renderBirdConfig(settings: BgpSettings, options: BirdConfigOptions = {}): string {
   const s = settings;
+  const bad = (options.announced ?? []).find((a) => !isIpv4(a));
+  if (bad !== undefined) {
+    throw new TypeError(`Cannot announce ${JSON.stringify(bad)}: not an IPv4 address`);
+  }
   const prefixSet = s.prefixes.map((p) => `${p}{32,32}`).join(", ");
   const log = options.logFile === undefined
     ? `log stderr { warning, error, fatal, bug };`

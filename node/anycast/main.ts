@@ -87,8 +87,10 @@ export async function main(args: string[]): Promise<number> {
   const stop = new AbortController();
   let bird: BirdSupervisor | undefined;
   let prefixes: readonly string[] = [];
+  let bgpText = "";
   if (o.bgpConfig) {
-    const { settings, problems } = parseBgpSettingsText(await Deno.readTextFile(o.bgpConfig));
+    bgpText = await Deno.readTextFile(o.bgpConfig);
+    const { settings, problems } = parseBgpSettingsText(bgpText);
     prefixes = settings.prefixes;
     bird = await BirdSupervisor.start(settings, {
       dir: o.birdDir,
@@ -122,9 +124,9 @@ export async function main(args: string[]): Promise<number> {
     } else await followKubernetes(o.kubeconfig, o.node, apply, { signal: stop.signal, log });
     if (o.bgpConfig && bird) {
       const daemon = bird;
-      let first = true;
       await watchFile(o.bgpConfig, async (text) => {
-        if (first) return void (first = false); // bird started with it
+        if (text === bgpText) return; // bird runs with it
+        bgpText = text;
         const { settings, problems } = parseBgpSettingsText(text);
         await daemon.reload(settings, problems);
       }, {

@@ -48,14 +48,12 @@ export function ipv6(f: Ipv6Fields): Uint8Array {
 
 /** Partial sum of the IPv6 pseudo-header (RFC 8200 8.1). */
 export function pseudoSum6(src: string, dst: string, nextHeader: number, len: number): number {
-  const p = new Uint8Array(40);
-  const v = new DataView(p.buffer);
-  p.set(ipv6Bytes(src), 0);
-  p.set(ipv6Bytes(dst), 16);
-  v.setUint32(32, len);
-  p[39] = nextHeader;
-  let sum = 0;
-  for (let i = 0; i < 40; i += 2) sum += (p[i]! << 8) | p[i + 1]!;
+  return pseudoSumBytes(ipv6Bytes(src), ipv6Bytes(dst), nextHeader, len);
+}
+
+function pseudoSumBytes(src: Uint8Array, dst: Uint8Array, nh: number, len: number): number {
+  let sum = nh + (len >>> 16) + (len & 0xffff);
+  for (const a of [src, dst]) for (let i = 0; i < 16; i += 2) sum += (a[i]! << 8) | a[i + 1]!;
   return sum;
 }
 
@@ -223,16 +221,12 @@ export function icmp6ErrorFrame(
   );
 }
 
-/** True when the ICMPv6 checksum of an Ethernet + IPv6 (40) + ICMPv6 frame verifies. */
-export function icmp6ChecksumOk(frame: Uint8Array): boolean {
-  const v = new DataView(frame.buffer, frame.byteOffset);
-  const len = v.getUint16(18);
-  const sum = pseudoSumBytes(frame.subarray(22, 38), frame.subarray(38, 54), 58, len);
+/**
+ * True when the checksum of the L4 message of an Ethernet + IPv6 (40, no extension headers) frame
+ * verifies over the IPv6 pseudo-header: ICMPv6, TCP or UDP (its next header).
+ */
+export function l4ChecksumOk6(frame: Uint8Array): boolean {
+  const len = new DataView(frame.buffer, frame.byteOffset).getUint16(18);
+  const sum = pseudoSumBytes(frame.subarray(22, 38), frame.subarray(38, 54), frame[20]!, len);
   return inetChecksum(frame.subarray(54, 54 + len), sum) === 0;
-}
-
-function pseudoSumBytes(src: Uint8Array, dst: Uint8Array, nh: number, len: number): number {
-  let sum = nh + (len >>> 16) + (len & 0xffff);
-  for (const a of [src, dst]) for (let i = 0; i < 16; i += 2) sum += (a[i]! << 8) | a[i + 1]!;
-  return sum;
 }

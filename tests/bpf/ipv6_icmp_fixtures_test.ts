@@ -14,10 +14,10 @@ import { cat, eth, MAC } from "../../lab/packets.ts";
 import type { FlowKey6 } from "../../node/bpf/structs6.ts";
 import {
   ETH_P_IPV6,
-  icmp6ChecksumOk,
   icmp6ErrorFrame,
   icmp6Message,
   ipv6,
+  l4ChecksumOk6,
   tcpFrame6,
   udpFrame6,
 } from "../../lab/packets6.ts";
@@ -357,7 +357,7 @@ rootTest(
       await t.step(f.description, () => {
         const r = runFixture6(dp, f, run);
         if (f.reason === "tx_icmp_too_big") {
-          strictEqual(icmp6ChecksumOk(r.data), true, "ICMPv6 checksum verifies");
+          strictEqual(l4ChecksumOk6(r.data), true, "ICMPv6 checksum verifies");
           strictEqual(r.data.length, 14 + 40 + 8 + 48, "IPv6 header + 8 bytes quoted");
         }
       });

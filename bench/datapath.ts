@@ -25,7 +25,8 @@
  * `--rounds=N` (15), `--calls=C` (5000), `--baseline=PATH.o` (another build of bpf/lb_bench.c,
  * e.g. of an earlier commit, measured by method 1 in the same loop, interleaved), `--quick` (a
  * smoke run of seconds). The last line is one JSON object with floor_ns, hit_ns,
- * miss_ns (method 1), the other miss figures, and the method-2 figures.
+ * miss_ns (method 1), the other miss figures, the method-2 figures, and `ipv6` (hit and miss of
+ * the IPv6 path by method 1, bench/_datapath6.ts).
  *
  * @module
  */
@@ -51,6 +52,7 @@ import { intOption, readCommandLineOrExit, stringOption } from "../lib/args.ts";
 import { tcpFrame } from "../lab/packets.ts";
 import { median } from "./_stats.ts";
 import { hitFrame, missFrame, passFrame, populate, VIP } from "./_datapath_setup.ts";
+import { benchIpv6, describeIpv6 } from "./_datapath6.ts";
 
 const OPTS = readCommandLineOrExit(Deno.args, {
   command: "bench:datapath",
@@ -250,6 +252,8 @@ const [m1, base] = subjects.map((s) => s.result()) as [
   ReturnType<Subject["result"]> | undefined,
 ];
 for (const s of subjects) await s.close();
+// IPv6 hit and miss beside IPv4, same method, own object and floor (bench/_datapath6.ts)
+const v6 = await benchIpv6({ repeat: REPEAT, rounds: ROUNDS });
 
 // ---- method 2: fresh packet per call on the real program
 using dp = await Datapath.open({ pinDir: null });
@@ -330,6 +334,7 @@ if (base) {
     }), full map ${base.missFull}, ins.+delete ${base.miss}, not a frontend ${base.pass} ns`,
   );
 }
+for (const line of describeIpv6(v6)) console.log(line);
 console.log(
   `method 2 — fresh packet per call (repeat=1, ${CALLS} calls, median of kernel-reported durations):`,
 );
@@ -357,6 +362,7 @@ console.log(JSON.stringify({
   pass_ns: m1.pass,
   grow_restore_ns: m1.undo,
   fresh_packet: { floor_ns: m2.floor, hit_ns: m2.hit, miss_ns: m2.miss, calls: CALLS },
+  ipv6: v6,
   repeat: REPEAT,
   rounds: ROUNDS,
   ...(base

@@ -101,3 +101,77 @@ int hf_bench_undo_only(struct xdp_md *ctx)
 	hf_bench_restore(ctx);
 	return XDP_TX;
 }
+
+/* ---- IPv6 (lb6.h), measured beside IPv4 by bench/_datapath6.ts. */
+#include "lb6.h"
+
+/* Strips what hf_lb's IPv6 path added — 48 bytes after an outer IPv6 header, 28 after an outer
+ * IPv4 one — and restores the original Ethernet header, type IPv6. */
+static __always_inline void hf_bench6_restore(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return;
+	int overhead = eth->h_proto == bpf_htons(HF_ETH_P_IPV6) ? HF_ENCAP6_OVERHEAD
+								: HF_ENCAP_OVERHEAD;
+	if (hf_bench_move_eth(ctx, overhead))
+		return;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return;
+	eth->h_proto = bpf_htons(HF_ETH_P_IPV6);
+}
+
+/* The IPv6 new-flow path undone, as hf_bench_new_flow: restore, then delete the flow made (the
+ * same key next time) or, with next_key, bump the source port (another key next time). */
+static __always_inline int hf_bench6_new_flow(struct xdp_md *ctx, int next_key)
+{
+	int rc = hf_lb_dispatch(ctx);
+	if (rc != XDP_TX)
+		return rc;
+	hf_bench6_restore(ctx);
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct hf_pkt6 p = {};
+	if ((void *)data + sizeof(struct ethhdr) > data_end ||
+	    hf_parse6(data, data_end, &p) != HF_PARSE6_L4)
+		return rc;
+	if (next_key) {
+		__be16 *ports = p.l4;
+		ports[0] = bpf_htons(bpf_ntohs(p.sport) + 1);
+	} else {
+		struct flow_key6 fk HF_ALIGNED = {.sport = p.sport, .dport = p.dport, .proto = p.proto};
+		__builtin_memcpy(fk.saddr, &p.ip6->saddr, 16);
+		__builtin_memcpy(fk.daddr, &p.ip6->daddr, 16);
+		bpf_map_delete_elem(&hf_flows6, &fk);
+	}
+	return rc;
+}
+
+/* IPv6 flow-hit path (the flow must exist) + restore; through hf_lb's dispatch. */
+SEC("xdp")
+int hf_lb6_bench_hit(struct xdp_md *ctx)
+{
+	int rc = hf_lb_dispatch(ctx);
+	if (rc == XDP_TX)
+		hf_bench6_restore(ctx);
+	return rc;
+}
+
+/* IPv6 new-flow path + restore + deleting the flow it made. */
+SEC("xdp")
+int hf_lb6_bench_miss(struct xdp_md *ctx)
+{
+	return hf_bench6_new_flow(ctx, 0);
+}
+
+/* IPv6 new-flow path + restore, then a new source port: another new flow every repetition. */
+SEC("xdp")
+int hf_lb6_bench_miss_next(struct xdp_md *ctx)
+{
+	return hf_bench6_new_flow(ctx, 1);
+}

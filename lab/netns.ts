@@ -148,13 +148,23 @@ export async function sweepStaleNamespaces(): Promise<string[]> {
   return removed;
 }
 
+/**
+ * SIGKILLs every process left in namespace `ns`. `Deno.kill` needs unrestricted `--allow-run`; under
+ * a permission set that lists commands (`-P=netns`) it is refused, so those pids go to `kill(1)`.
+ */
 async function killNamespaceProcesses(ns: string): Promise<void> {
   const { stdout } = await run(["ip", "netns", "pids", ns], { check: false });
+  const refused: string[] = [];
   for (const pid of stdout.split("\n").map((s) => Number(s.trim())).filter((n) => n > 0)) {
     try {
       Deno.kill(pid, "SIGKILL");
-    } catch { /* gone */ }
+    } catch (e) {
+      if (e instanceof Deno.errors.NotCapable || e instanceof Deno.errors.PermissionDenied) {
+        refused.push(String(pid));
+      } /* else: already gone */
+    }
   }
+  if (refused.length > 0) await run(["kill", "-KILL", ...refused], { check: false });
 }
 
 /** A live topology. Dispose it (`await using`) to tear it down. */

@@ -77,3 +77,45 @@ rootTest(
     if (left.length) throw new Error(`namespaces left after teardown: ${left.join(", ")}`);
   },
 );
+
+rootTest(
+  "topology: a daemon started in a namespace outside the topology's processes dies at teardown",
+  async () => {
+    // A daemon of its own session (as bird or redis-server daemonize) is not one of the
+    // topology's children: teardown finds it by namespace. Under -P=netns Deno.kill is refused,
+    // so this also proves the kill(1) path.
+    let daemon: Deno.ChildProcess | undefined;
+    try {
+      {
+        await using topo = await createTopology({ hosts: [{ name: "leftover" }] }, {
+          sweep: false,
+        });
+        daemon = new Deno.Command("ip", {
+          args: ["netns", "exec", topo.ns("leftover"), "sleep", "300"],
+          stdout: "null",
+          stderr: "null",
+        }).spawn();
+        const deadline = Date.now() + 5_000;
+        while (Date.now() < deadline) {
+          const pids = await topo.exec("leftover", ["ip", "netns", "pids", topo.ns("leftover")], {
+            check: false,
+          }).catch(() => ({ stdout: "" }));
+          if (pids.stdout.trim() !== "") break;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }
+      const status = await Promise.race([
+        daemon.status,
+        new Promise<null>((r) => setTimeout(() => r(null), 5_000)),
+      ]);
+      if (status === null) throw new Error("the daemon left in the namespace survived teardown");
+      if (status.signal !== "SIGKILL") {
+        throw new Error(`daemon ended with ${JSON.stringify(status)}, expected SIGKILL`);
+      }
+    } finally {
+      try {
+        daemon?.kill("SIGKILL");
+      } catch { /* gone */ }
+    }
+  },
+);

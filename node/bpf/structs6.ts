@@ -21,6 +21,12 @@ export const SIZES6 = {
   vip6_key: 16,
 } as const;
 
+/** Outer IPv6 (40) + UDP (8) bytes added by encapsulation to an IPv6 backend
+ * (`HF_ENCAP6_OVERHEAD` of bpf/consts6.h; to an IPv4 backend it is `HF_ENCAP_OVERHEAD`, 28). */
+export const HF_ENCAP6_OVERHEAD = 48;
+/** IPv6 SYNs from a local LB IP are clamped to mss_max minus this (`HF_MSS6_DELTA`). */
+export const HF_MSS6_DELTA = 40;
+
 /** `flow_value6.backend_family` values (`HF_AF_INET`, `HF_AF_INET6`). */
 export const AF = { INET: 4, INET6: 6 } as const;
 

@@ -45,7 +45,7 @@ import type { DumpOptions, LBMaps } from "../controller/lbmaps.ts";
 import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
 import { BACKEND_HEALTH_PORT, backendAddress, Cluster, maglevBackendsOf } from "../lab/mod.ts";
 import { tcpFrame } from "../lab/packets.ts";
-import { intOption, readCommandLineOrExit } from "../lib/args.ts";
+import { choiceOption, intOption, readCommandLineOrExit } from "../lib/args.ts";
 import { log, setLogLevel } from "../lib/log.ts";
 import { Datapath, testRun, XDP } from "../node/bpf/mod.ts";
 import { policySwapper } from "../node/policy_swap.ts";
@@ -54,12 +54,15 @@ import { median } from "./_stats.ts";
 
 const OPTIONS = {
   command: "bench:health",
-  usage: `usage: deno task bench:health [--rounds=N] [--services=N] [--maglev=M] [--quick]
-  --quick: 3 rounds, 100 services at M=251 (a smoke test of seconds, not a figure)`,
+  usage:
+    `usage: deno task bench:health [--rounds=N] [--services=N] [--maglev=M] [--only=PART] [--quick]
+  --quick: 3 rounds, 100 services at M=251 (a smoke test of seconds, not a figure)
+  --only: all (default), detection, or swap (the swap over real and in-memory maps alone)`,
   options: {
     rounds: { type: "string" },
     services: { type: "string" },
     maglev: { type: "string" },
+    only: { type: "string" },
     quick: { type: "boolean" },
   },
 } as const;
@@ -71,6 +74,7 @@ const opts = readCommandLineOrExit(Deno.args, OPTIONS, ({ values }) => {
     rounds: intOption(values, "rounds", { default: quick ? 3 : 20, min: 1 }),
     services: intOption(values, "services", { default: quick ? 100 : 1000, min: 1, max: 4000 }),
     maglev: intOption(values, "maglev", { default: quick ? 251 : 16381, min: 251 }),
+    only: choiceOption(values, "only", ["all", "detection", "swap"]),
   };
 });
 
@@ -272,31 +276,38 @@ function slotsMoved(m: number): number {
 
 if (import.meta.main) {
   setLogLevel("warn");
-  const took = await detection(opts.rounds);
-  const s = await swap(opts.services, opts.maglev, "bpf");
-  const mem = await swap(opts.services, opts.maglev, "memory");
+  const took = opts.only === "swap" ? [] : await detection(opts.rounds);
+  const swaps = opts.only === "detection" ? null : {
+    s: await swap(opts.services, opts.maglev, "bpf"),
+    mem: await swap(opts.services, opts.maglev, "memory"),
+  };
+  const ms = (x: number | undefined) => x === undefined ? null : Math.round(x);
+  const s = swaps?.s, mem = swaps?.mem;
   const result = {
     bench: "health",
     quick: opts.quick,
+    only: opts.only,
     rounds: opts.rounds,
     probe: `http every ${INTERVAL_MS} ms, fall ${FALL}`,
-    detect_to_all_nodes_ms_p50: Math.round(median(took)),
-    detect_to_all_nodes_ms_p90: Math.round(pct(took, 0.9)),
-    detect_to_all_nodes_ms_max: Math.round(Math.max(...took)),
+    detect_to_all_nodes_ms_p50: took.length ? Math.round(median(took)) : null,
+    detect_to_all_nodes_ms_p90: took.length ? Math.round(pct(took, 0.9)) : null,
+    detect_to_all_nodes_ms_max: took.length ? Math.round(Math.max(...took)) : null,
     services: opts.services,
     backends_per_service: BACKENDS_PER_SERVICE,
     maglev_m: opts.maglev,
-    [`swap_${opts.services}_services_ms`]: Math.round(s.totalMs - s.validateMs),
-    swap_validate_ms: Math.round(s.validateMs),
-    swap_memory_maps_ms: Math.round(mem.totalMs - mem.validateMs),
-    [`swap_${opts.services}_services_changed_tables_ms`]: Math.round(s.changedMs),
-    swap_changed_tables_memory_maps_ms: Math.round(mem.changedMs),
+    [`swap_${opts.services}_services_ms`]: ms(s && s.totalMs - s.validateMs),
+    swap_validate_ms: ms(s?.validateMs),
+    swap_memory_maps_ms: ms(mem && mem.totalMs - mem.validateMs),
+    [`swap_${opts.services}_services_changed_tables_ms`]: ms(s?.changedMs),
+    swap_changed_tables_memory_maps_ms: ms(mem?.changedMs),
     ...(opts.services === 1000 ? {} : { swap_1000_services_ms: null }),
-    packets_during_swap: s.sent,
-    packets_lost_during_swap: s.lost,
+    packets_during_swap: s?.sent ?? null,
+    packets_lost_during_swap: s?.lost ?? null,
     maglev_slots_moved_pct: Number(slotsMoved(opts.maglev).toFixed(2)),
     goals: { detect_max_ms: 400, swap_1000_ms: 500, lost: 0 },
   };
-  console.log(`detection rounds (ms): ${took.map((t) => Math.round(t)).join(" ")}`);
+  if (took.length) {
+    console.log(`detection rounds (ms): ${took.map((t) => Math.round(t)).join(" ")}`);
+  }
   console.log(JSON.stringify(result));
 }

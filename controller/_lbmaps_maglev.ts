@@ -9,10 +9,33 @@
  */
 
 import type { MaglevBackend, MaglevBuilder } from "../policy-as/host/maglev_input.ts";
+import { tableDigest } from "./_lbmaps_digest.ts";
+import { type AheadJob, MaglevWorkers } from "./_maglev_workers.ts";
 
-/** Builds ID tables, keeping the last one (and one spare buffer) for reuse. */
+export { tableDigest };
+
+/** Fewest tables a pass must rebuild for them to be built ahead on workers. */
+export const MIN_AHEAD = 32;
+
+/** A table for a frontend: its slots (backend IDs), whether it is the previous one, its digest. */
+export interface BuiltTable {
+  readonly table: Uint32Array;
+  readonly reused: boolean;
+  /** `tableDigest(table)`. */
+  readonly digest: number;
+}
+
+/**
+ * Builds ID tables, keeping the last one (and one spare buffer) for reuse; a pass that rebuilds
+ * many (`buildAhead`) has them built ahead on workers (`_maglev_workers.ts`).
+ */
 export class MaglevTables {
   readonly #builder: MaglevBuilder;
+  readonly #workerCount: number;
+  #workers: MaglevWorkers | null = null;
+  #lastDigest = 0;
+  /** Tables taken from workers (built ahead) so far. */
+  builtAhead = 0;
   /** The last table built, with its keys, IDs and M. One entry only: retained memory stays one table. */
   #lastKeys: readonly MaglevBackend[] = [];
   #lastIds: readonly number[] = [];
@@ -21,8 +44,53 @@ export class MaglevTables {
   /** A table buffer nothing holds, handed to the builder as `out` (two buffers alternate). */
   #spare: Uint32Array | null = null;
 
-  constructor(builder: MaglevBuilder) {
+  /** `workers`: how many build ahead (0: never; default 2, at most the CPUs). */
+  constructor(builder: MaglevBuilder, options: { workers?: number } = {}) {
     this.#builder = builder;
+    this.#workerCount = options.workers ?? Math.min(2, navigator.hardwareConcurrency || 1);
+  }
+
+  /**
+   * Starts building `jobs` ahead, in the order `tableFor` will ask for them, when they are at
+   * least {@linkcode MIN_AHEAD}, workers are allowed, and the builder fills with a WASM module
+   * (`MaglevBuilder.fillModule`). Returns whether it did.
+   */
+  buildAhead(jobs: readonly AheadJob[]): boolean {
+    const module = this.#builder.fillModule?.();
+    if (module === undefined || this.#workerCount === 0 || jobs.length < MIN_AHEAD) return false;
+    (this.#workers ??= new MaglevWorkers(this.#workerCount)).start(module, jobs);
+    return true;
+  }
+
+  /** Ends a pass: what was built ahead and not taken is dropped, the workers stop. */
+  endAhead(): void {
+    this.#workers?.close();
+  }
+
+  /**
+   * {@linkcode table} for the frontend at `address`, with its digest: the table built ahead for
+   * it if there is one for these keys, IDs and M by the serving module, else built here.
+   */
+  async tableFor(
+    address: string,
+    keys: readonly MaglevBackend[],
+    ids: readonly number[],
+    m: number,
+  ): Promise<BuiltTable> {
+    const ahead = this.#workers?.take(address, keys, ids, m, this.#builder.fillModule?.()?.digest);
+    const got = ahead ? await ahead : null;
+    if (got !== null) {
+      this.builtAhead++;
+      this.#lastTable = got.table;
+      this.#lastKeys = keys;
+      this.#lastIds = ids;
+      this.#lastM = m;
+      this.#lastDigest = got.digest;
+      return { table: got.table, reused: false, digest: got.digest };
+    }
+    const built = this.table(keys, ids, m);
+    if (!built.reused) this.#lastDigest = tableDigest(built.table);
+    return { ...built, digest: this.#lastDigest };
   }
 
   /** Forgets the last table (a new builder module: the next table must be built again). */
@@ -68,20 +136,4 @@ export class MaglevTables {
     }
     return true;
   }
-}
-
-/**
- * A 53-bit digest of `table`'s slots and length (two 32-bit multiplicative hashes): a rebuilt
- * table with the installed one's digest is taken as equal and not written again (a chance
- * collision, ~2^-53, would leave the previous table, which names live backends only).
- */
-export function tableDigest(table: Uint32Array): number {
-  let a = 0x811c9dc5 ^ table.length, b = 0x9747b28c + table.length;
-  for (let i = 0; i < table.length; i++) {
-    const v = table[i]!;
-    a = Math.imul(a ^ v, 0x01000193);
-    b = Math.imul(b ^ v, 0x5bd1e995);
-    b ^= b >>> 15;
-  }
-  return (a >>> 0) * 0x200000 + ((b >>> 0) >>> 11);
 }

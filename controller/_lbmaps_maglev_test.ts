@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "./_testing.ts";
-import { MaglevTables } from "./_lbmaps_maglev.ts";
+import { MaglevTables, MIN_AHEAD, tableDigest } from "./_lbmaps_maglev.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 
 Deno.test("MaglevTables: the same keys, IDs and M reuse the table; a reused table is never overwritten", () => {
@@ -16,4 +16,94 @@ Deno.test("MaglevTables: the same keys, IDs and M reuse the table; a reused tabl
   const third = tables.table(keys, [7, 8], 251);
   assert(!third.reused && third.table !== other.table);
   assertEquals(new Set(other.table), new Set([3]));
+});
+
+async function wasmBuilder(file = "release.wasm") {
+  const { PolicyModule } = await import("../policy-as/host/policy_module.ts");
+  const { WasmMaglevBuilder } = await import("../policy-as/host/wasm_maglev_builder.ts");
+  const bytes = await Deno.readFile(new URL(`../policy-as/build/${file}`, import.meta.url));
+  return new WasmMaglevBuilder({ current: await PolicyModule.load(bytes) });
+}
+
+/** `count` frontends of 1..12 backends (one weighted), IDs from 1000 up. */
+function aheadJobs(count: number, m: number) {
+  return Array.from({ length: count }, (_, i) => {
+    const n = 1 + (i % 12);
+    const keys = Array.from({ length: n }, (_, b) => ({
+      key: `10.9.${i}.${b + 1}:8080`,
+      weight: i % 5 === 0 && b === 0 ? 300 : 100,
+    }));
+    return { address: `10.100.0.${i}:80/TCP`, keys, ids: keys.map((_, b) => 1000 + 16 * i + b), m };
+  });
+}
+
+Deno.test("MaglevTables: tables built ahead on workers equal, slot for slot and digest, those built on this thread", async () => {
+  const builder = await wasmBuilder();
+  const ahead = new MaglevTables(builder, { workers: 2 });
+  const here = new MaglevTables(builder, { workers: 0 });
+  for (const m of [251, 16381]) {
+    const jobs = aheadJobs(MIN_AHEAD + 8, m);
+    assert(ahead.buildAhead(jobs), "a pass of enough tables builds ahead");
+    assert(!here.buildAhead(jobs), "no workers: nothing ahead");
+    const before = ahead.builtAhead;
+    // One skipped (a retry elsewhere) and one whose IDs changed since: both built here instead.
+    const changed = jobs[5]!;
+    for (const [i, job] of jobs.entries()) {
+      if (i === 3) continue;
+      const ids = job === changed ? job.ids.map((id) => id + 1) : job.ids;
+      const a = await ahead.tableFor(job.address, job.keys, ids, m);
+      const b = await here.tableFor(job.address, job.keys, ids, m);
+      assertEquals(a.digest, b.digest, `digest of ${job.address}`);
+      assert(a.table.every((v, s) => v === b.table[s]), `slots of ${job.address}`);
+      assertEquals(a.digest, tableDigest(a.table));
+    }
+    ahead.endAhead();
+    assertEquals(ahead.builtAhead - before, jobs.length - 2, "all but the skipped and the changed");
+  }
+});
+
+Deno.test("MaglevTables: a small pass, or a builder without a WASM module, stays on this thread", async () => {
+  const small = new MaglevTables(await wasmBuilder(), { workers: 2 });
+  assert(!small.buildAhead(aheadJobs(MIN_AHEAD - 1, 251)));
+  const ts = new MaglevTables(new TsMaglevBuilder(), { workers: 2 });
+  assert(!ts.buildAhead(aheadJobs(MIN_AHEAD + 1, 251)));
+  const job = aheadJobs(1, 251)[0]!;
+  const built = await small.tableFor(job.address, job.keys, job.ids, 251);
+  assertEquals(small.builtAhead, 0);
+  assertEquals(built.digest, tableDigest(built.table));
+});
+
+Deno.test("MaglevTables: a build that traps on a worker is built on this thread (the builder's fallback)", async () => {
+  const { PolicyModule } = await import("../policy-as/host/policy_module.ts");
+  const { WasmMaglevBuilder } = await import("../policy-as/host/wasm_maglev_builder.ts");
+  const { Registry } = await import("../lib/metrics.ts");
+  const { captureLogs } = await import("../lib/log.ts");
+  const url = new URL("../policy-as/build/fixtures/trap_build.wasm", import.meta.url);
+  const module = await PolicyModule.load(await Deno.readFile(url));
+  const fallback = new TsMaglevBuilder();
+  using logs = captureLogs();
+  {
+    const builder = new WasmMaglevBuilder({ current: module }, {
+      fallback,
+      registry: new Registry(),
+    });
+    const tables = new MaglevTables(builder, { workers: 1 });
+    // Traps for N >= 1000: every job of this pass.
+    const jobs = Array.from({ length: MIN_AHEAD }, (_, i) => {
+      const keys = Array.from(
+        { length: 1000 },
+        (_, b) => ({ key: `10.8.${i}.${b}:80`, weight: 1 }),
+      );
+      return { address: `10.100.1.${i}:80/TCP`, keys, ids: keys.map((_, b) => b + 1), m: 4099 };
+    });
+    assert(tables.buildAhead(jobs));
+    for (const job of jobs.slice(0, 3)) {
+      const got = await tables.tableFor(job.address, job.keys, job.ids, job.m);
+      const want = fallback.build(job.keys, job.m, undefined, job.ids);
+      assert(got.table.every((v, s) => v === want[s]));
+    }
+    tables.endAhead();
+    assertEquals(tables.builtAhead, 0);
+    assert(logs.records.some((r) => r.msg === "maglev build failed in policy module"));
+  }
 });

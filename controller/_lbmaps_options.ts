@@ -28,4 +28,9 @@ export interface LBMapsOpsOptions {
   maglevSize?: number;
   /** Staged tables before a batch commits early (default 256; bounds tables built, not in). */
   maxStaged?: number;
+  /**
+   * Workers that build Maglev tables ahead when a full pass rebuilds many with a WASM module (a
+   * policy swap; `_maglev_workers.ts`). Default 2 (at most the CPUs); 0: all on this thread.
+   */
+  maglevWorkers?: number;
 }

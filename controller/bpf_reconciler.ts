@@ -14,17 +14,18 @@
  * @module
  */
 
-import { hostPort, parseAddr } from "./lb/address.ts";
+import { parseAddr } from "./lb/address.ts";
 import type { Frontend } from "./lb/frontend.ts";
 import { selectBackends } from "./lb/select.ts";
 import { serviceByName } from "./lb/service.ts";
 import type { LBTables } from "./lb/tables.ts";
 import { BackendRefs, IdPool } from "./_lbmaps_ids.ts";
-import { MaglevTables, tableDigest } from "./_lbmaps_maglev.ts";
+import { MaglevTables } from "./_lbmaps_maglev.ts";
+import { aheadJobs, maglevSelection } from "./_lbmaps_select.ts";
 import type { BPFMetrics, LBMapsOpsOptions } from "./_lbmaps_options.ts";
 import { type StagedInstall, StagedInstalls } from "./_lbmaps_staged.ts";
 import { frontendDiffers } from "./_lbmaps_verify.ts";
-import type { LBMaps, ServiceEntry, ServiceKey } from "./lbmaps.ts";
+import type { LBMaps, LBMapsContents, ServiceEntry, ServiceKey } from "./lbmaps.ts";
 import { MAGLEV_M_DEFAULT } from "../policy-as/host/abi.ts";
 import { checkMaglevSize, type MaglevBackend } from "../policy-as/host/maglev_input.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
@@ -60,6 +61,8 @@ export class LBMapsOps implements Operations<Frontend> {
   /** Frontends whose Maglev table the next full pass rebuilds (`rebuildMaglevTables`). */
   #rebuild = new Set<string>();
   readonly #staged: StagedInstalls;
+  /** The dump of the prune that just ran, if it changed nothing (verify's, unless it needs slots). */
+  #pruneDump: LBMapsContents | null = null;
   readonly metrics: BPFMetrics = {
     holdfast_lbmaps_backend_writes_total: 0,
     holdfast_lbmaps_backend_deletes_total: 0,
@@ -74,14 +77,16 @@ export class LBMapsOps implements Operations<Frontend> {
   constructor(tables: LBTables, maps: LBMaps, options: LBMapsOpsOptions = {}) {
     this.#tables = tables;
     this.#maps = maps;
-    this.#maglev = new MaglevTables(options.maglev ?? new TsMaglevBuilder());
+    this.#maglev = new MaglevTables(options.maglev ?? new TsMaglevBuilder(), {
+      workers: options.maglevWorkers,
+    });
     this.#defaultM = options.maglevSize ?? MAGLEV_M_DEFAULT;
     checkMaglevSize(this.#defaultM);
     const install = (st: StagedInstall) => {
       this.metrics.holdfast_lbmaps_maglev_writes_total++;
       return this.#installed(st);
     };
-    this.#staged = new StagedInstalls(maps, options.maxStaged ?? 256, install);
+    this.#staged = new StagedInstalls(maps, options.maxStaged ?? 1024, install);
   }
 
   /** Starts a batch: updates stage their tables until `endBatch` (`_lbmaps_staged.ts`). */
@@ -91,6 +96,7 @@ export class LBMapsOps implements Operations<Frontend> {
 
   /** Installs the staged tables, then their service entries; returns the frontends failed. */
   async endBatch(): Promise<BatchFailure<Frontend>[]> {
+    this.#maglev.endAhead();
     const failures = await this.#staged.end();
     if (this.#backends.hasOrphans) await this.#flushOrphans().catch(() => {}); // next flush
     return failures;
@@ -171,30 +177,17 @@ export class LBMapsOps implements Operations<Frontend> {
    * the ones just allocated are given back).
    */
   #selection(txn: ReadTxn, fe: Frontend): { ids: number[]; keys: MaglevBackend[] } {
-    const selected = selectBackends(txn, this.#tables, fe);
+    const { keys, addresses } = maglevSelection(selectBackends(txn, this.#tables, fe));
     const capacity = this.#maps.capacity.backends;
-    // Sized up front (the selection's length at most): no growth on the hot path.
-    const ids = new Array<number>(selected.length);
-    const keys = new Array<MaglevBackend>(selected.length);
+    const ids = new Array<number>(addresses.length);
     let n = 0;
     try {
-      for (const b of selected) {
-        // Maglev keys are IP:PORT (the maps' identity of a backend, the same on every node).
-        const key = hostPort(b.address);
-        // A TCP and a UDP backend on the same pair (adjacent: selection is sorted) share a slot.
-        if (n > 0 && keys[n - 1]!.key === key) {
-          keys[n - 1] = { key, weight: Math.max(keys[n - 1]!.weight, b.weight) };
-          continue;
-        }
-        ids[n] = this.#backends.acquire(b.address, capacity);
-        keys[n++] = { key, weight: b.weight };
-      }
+      for (; n < addresses.length; n++) ids[n] = this.#backends.acquire(addresses[n]!, capacity);
     } catch (e) {
       // Out of backend IDs: the ones just allocated (nothing holds or wrote them) go back.
       this.#backends.discard(ids.slice(0, n));
       throw e;
     }
-    ids.length = keys.length = n;
     return { ids, keys };
   }
 
@@ -231,6 +224,7 @@ export class LBMapsOps implements Operations<Frontend> {
 
   /** Writes backends → Maglev table → service entry for `fe` (a batch stages from the table). */
   async update(txn: ReadTxn, fe: Frontend): Promise<void> {
+    this.#pruneDump = null;
     if (this.#staged.has(fe.address)) await this.#staged.commit(); // its staged one goes first
     if (this.#backends.hasOrphans) await this.#flushOrphans();
     const svc = this.#tables.services.get(txn, serviceByName(fe.serviceName));
@@ -256,7 +250,7 @@ export class LBMapsOps implements Operations<Frontend> {
     await this.#writeBackends(ids, keys);
     let built;
     try {
-      built = this.#maglev.table(keys, ids, m);
+      built = await this.#maglev.tableFor(fe.address, keys, ids, m);
     } catch (e) {
       throw new Error(
         `Cannot reconcile frontend "${fe.address}" of service "${svc.name}": ${
@@ -273,7 +267,7 @@ export class LBMapsOps implements Operations<Frontend> {
       flowKeyMode: svc.flowKeyMode,
       maglevSize: m,
     };
-    const digest = tableDigest(built.table);
+    const digest = built.digest;
     const st: StagedInstall = { row: fe, serviceId, oldOnly, now, key, entry, digest };
     if (digest === prev.digest) {
       this.metrics.holdfast_lbmaps_maglev_unchanged_total++; // the installed one is this table
@@ -288,6 +282,7 @@ export class LBMapsOps implements Operations<Frontend> {
 
   /** Deletes service entry → Maglev table → unreferenced backends of `fe`. */
   async delete(_txn: ReadTxn, fe: Frontend): Promise<void> {
+    this.#pruneDump = null;
     if (this.#staged.has(fe.address)) await this.#staged.commit();
     await this.#flushOrphans();
     const addr = parseAddr(fe.address);
@@ -322,6 +317,7 @@ export class LBMapsOps implements Operations<Frontend> {
       }
     }
     const dump = await this.#maps.dump({ tables: false }); // which tables exist, not their slots
+    const pruned = this.metrics.holdfast_lbmaps_pruned_total;
     const liveServiceIds = new Set([...this.#frontends.values()].map((f) => f.serviceId));
     for (const [k, e] of dump.services) {
       const addr = frontendAddress(k);
@@ -344,6 +340,8 @@ export class LBMapsOps implements Operations<Frontend> {
         if (known.has(id)) this.#backends.free(id);
       }
     }
+    // Nothing removed: what verify reads next, if it needs no table slots, is this again.
+    this.#pruneDump = this.metrics.holdfast_lbmaps_pruned_total === pruned ? dump : null;
   }
 
   /**
@@ -354,17 +352,20 @@ export class LBMapsOps implements Operations<Frontend> {
    * Reads nothing when no row is done yet, and no table when every row's is rebuilt anyway.
    */
   async verify(txn: ReadTxn, rows: readonly Frontend[]): Promise<Repair<Frontend>[]> {
-    const rebuild = this.#rebuild;
+    const rebuild = this.#rebuild, pruned = this.#pruneDump;
     this.#rebuild = new Set();
+    this.#pruneDump = null;
     await this.#staged.commit();
-    if (this.#backends.hasOrphans) await this.#flushOrphans();
+    const orphans = this.#backends.hasOrphans;
+    if (orphans) await this.#flushOrphans();
     // Nothing done to compare (the pass right after a cold start: its rows are still pending).
     if (rows.length === 0) return [];
     // A policy swap rebuilds every table: reading them all first (~2 ms each) would be waste.
-    const dump = await this.#maps.dump({ tables: rows.some((fe) => !rebuild.has(fe.address)) });
+    const tables = rows.some((fe) => !rebuild.has(fe.address));
+    const dump = !tables && !orphans && pruned ? pruned : await this.#maps.dump({ tables });
     const services = new Map<string, ServiceEntry>();
     for (const [k, e] of dump.services) services.set(frontendAddress(k), e);
-    const tables = new Map(dump.maglev);
+    const installed = new Map(dump.maglev);
     const lost = this.#backends.forgetLost(new Map(dump.backends));
     const repairs: Repair<Frontend>[] = [];
     const scratch = new Uint8Array(this.#backends.slots);
@@ -378,7 +379,7 @@ export class LBMapsOps implements Operations<Frontend> {
         maglevSize: svc?.maglevSize || this.#defaultM,
         flowKeyMode: svc?.flowKeyMode,
       };
-      const entry = services.get(fe.address), table = tables.get(st.serviceId);
+      const entry = services.get(fe.address), table = installed.get(st.serviceId);
       const reason = rebuild.has(fe.address)
         ? "Maglev builder changed (policy module)"
         : frontendDiffers(want, entry, table, lost, scratch);
@@ -388,6 +389,10 @@ export class LBMapsOps implements Operations<Frontend> {
       if (!rebuild.has(fe.address) || table === undefined) {
         this.#frontends.set(fe.address, { ...st, digest: null });
       }
+    }
+    if (rebuild.size > 0) {
+      const idOf = (address: string) => this.#backends.id(address);
+      this.#maglev.buildAhead(aheadJobs(txn, this.#tables, repairs, idOf, this.#defaultM));
     }
     return repairs;
   }

@@ -52,8 +52,10 @@ export interface ControlPlaneOptions {
   maglevSize?: number;
   /** Reconciler batch size (default 1000). */
   batchSize?: number;
-  /** Maglev tables staged before a batch installs them early (default 256; `LBMapsOps`). */
+  /** Maglev tables staged before a batch installs them early (default 1,024; `LBMapsOps`). */
   maxStaged?: number;
+  /** Workers that build Maglev tables ahead in a large rebuild (default 2; 0: none; `LBMapsOps`). */
+  maglevWorkers?: number;
   /** Retry schedule of failed map writes (default 10 ms .. 30 s with jitter). */
   retry?: BackoffOptions;
   /**
@@ -96,6 +98,7 @@ export async function createControlPlane(
     maglev: options.maglev,
     maglevSize: options.maglevSize,
     maxStaged: options.maxStaged,
+    maglevWorkers: options.maglevWorkers,
   });
   const restored = await ops.restore();
   logger.info("restored IDs from maps", restored);

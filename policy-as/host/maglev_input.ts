@@ -37,6 +37,20 @@ export interface MaglevBuilder {
     out?: Uint32Array,
     values?: readonly number[],
   ): Uint32Array;
+  /**
+   * Optional: the WASM module `build` fills with now, for builds on other threads (each
+   * instantiates the same module: the same tables). Undefined when the tables come from elsewhere.
+   */
+  fillModule?(): MaglevFillModule | undefined;
+}
+
+/** A policy module as other threads need it to build the tables its host would. */
+export interface MaglevFillModule {
+  /** The compiled module (each thread instantiates it; posted to a Worker, its code is shared). */
+  readonly compiled: WebAssembly.Module;
+  /** Hex SHA-256 of its bytes: a table built elsewhere counts only while this module serves. */
+  readonly digest: string;
+  readonly limits: { readonly maxMemoryPages: number; readonly buildBudgetMs: number };
 }
 
 /** A Maglev input that cannot be built (bad table size, too many backends, bad weight, ...). */

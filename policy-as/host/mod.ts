@@ -51,12 +51,14 @@ export {
   type MaglevBackend,
   type MaglevBuilder,
   maglevBuildVisits,
+  type MaglevFillModule,
   MaglevInputError,
 } from "./maglev_input.ts";
 export { type MaglevFillStats, TsMaglevBuilder } from "./maglev_ts.ts";
 export { PolicyHost, type PolicyHostOptions, type SwapResult } from "./policy_host.ts";
 export {
   DEFAULT_LIMITS,
+  mapSlots,
   type PolicyLimits,
   PolicyModule,
   PolicyRejectedError,

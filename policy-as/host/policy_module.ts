@@ -62,6 +62,26 @@ export interface MaglevBuildResult {
   ms: number;
 }
 
+/**
+ * Copies a table of input indices + 1 (`slots`) into `out` with each non-empty slot replaced by
+ * `values[index]` (0 stays 0). Returns -1, or the first slot that names no input (the copy stops
+ * there). Self-contained (no outer references): the Maglev workers run its source text too.
+ */
+export function mapSlots(
+  slots: Uint32Array,
+  values: ArrayLike<number>,
+  out: Uint32Array,
+): number {
+  const n = values.length;
+  for (let s = 0; s < slots.length; s++) {
+    const v = slots[s]!;
+    if (v === 0) out[s] = 0;
+    else if (v <= n) out[s] = values[v - 1]!;
+    else return s;
+  }
+  return -1;
+}
+
 /** Hex SHA-256 of `bytes`, to name a module in logs. */
 export async function moduleDigest(bytes: Uint8Array): Promise<string> {
   const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource));
@@ -78,11 +98,23 @@ export class PolicyModule {
   readonly digest: string;
   /** Size of the module in bytes. */
   readonly size: number;
+  /**
+   * The compiled module: what other threads (Workers) instantiate to build the same tables; posted
+   * to them it shares the code compiled here, optimised tiers included.
+   */
+  readonly compiled: WebAssembly.Module;
   readonly limits: Readonly<PolicyLimits>;
   #e: PolicyExports;
 
-  private constructor(e: PolicyExports, digest: string, size: number, limits: PolicyLimits) {
+  private constructor(
+    e: PolicyExports,
+    compiled: WebAssembly.Module,
+    digest: string,
+    size: number,
+    limits: PolicyLimits,
+  ) {
     this.#e = e;
+    this.compiled = compiled;
     this.digest = digest;
     this.size = size;
     this.limits = limits;
@@ -138,7 +170,7 @@ export class PolicyModule {
       );
     }
     const e = instance.exports as unknown as PolicyExports;
-    const policy = new PolicyModule(e, await moduleDigest(bytes), bytes.length, lim);
+    const policy = new PolicyModule(e, module, await moduleDigest(bytes), bytes.length, lim);
     policy.#checkMemory("instantiation");
     let version: number;
     try {
@@ -201,7 +233,10 @@ export class PolicyModule {
 
   /**
    * Builds a Maglev table of size `m` from ABI records (`3 * n` u32, see `maglev_input.ts`).
-   * The module's own range/prime checks map to {@link MaglevInputError}.
+   * The module's own range/prime checks map to {@link MaglevInputError}. The table is copied out
+   * of linear memory into `into` (length `m`) when given, else into a new array; with `values`
+   * (one per record) each non-empty slot holds `values[index]` instead of index + 1, mapped in
+   * the same pass as the copy.
    *
    * @throws {MaglevInputError} when the module refuses the input.
    * @throws {PolicyRejectedError} `trap`, `memory`, or `time-budget` (when `enforceBudget`).
@@ -209,7 +244,11 @@ export class PolicyModule {
   buildMaglev(
     records: Uint32Array,
     m: number,
-    options: { enforceBudget?: boolean } = {},
+    options: {
+      enforceBudget?: boolean;
+      into?: Uint32Array;
+      values?: ArrayLike<number>;
+    } = {},
   ): MaglevBuildResult {
     const n = records.length / 3;
     const e = this.#e;
@@ -245,7 +284,23 @@ export class PolicyModule {
           `Policy module returned table pointer ${tablePtr} outside its memory`,
         );
       }
-      const table = new Uint32Array(e.memory.buffer, tablePtr, m).slice();
+      const slots = new Uint32Array(e.memory.buffer, tablePtr, m);
+      const into = options.into?.length === m ? options.into : undefined;
+      const values = options.values;
+      if (values === undefined) {
+        const table = into ?? new Uint32Array(m);
+        table.set(slots);
+        return { table, used, ms };
+      }
+      const table = into ?? new Uint32Array(m);
+      const bad = mapSlots(slots, values, table);
+      if (bad >= 0) {
+        throw new PolicyRejectedError(
+          "trap",
+          `Policy module filled slot ${bad} with backend ${slots[bad]}, but there are only ` +
+            `${values.length} backends`,
+        );
+      }
       return { table, used, ms };
     });
   }

@@ -1,7 +1,8 @@
 /**
  * {@link MaglevBuilder} backed by the serving WASM policy module: what the agent plugs into the
  * controller instead of the TypeScript builder (`maglev_ts.ts`, the fallback). Each call uses whatever module serves at that moment, so
- * a swap takes effect at the next build; every table returned is a fresh copy.
+ * a swap takes effect at the next build; every table returned is copied out of the module's
+ * memory (into the caller's `out` when given), never a view of it.
  *
  * @module
  */
@@ -13,6 +14,7 @@ import {
   encodeMaglevInput,
   type MaglevBackend,
   type MaglevBuilder,
+  type MaglevFillModule,
   MaglevInputError,
 } from "./maglev_input.ts";
 import type { PolicyModule } from "./policy_module.ts";
@@ -64,9 +66,14 @@ export class WasmMaglevBuilder implements MaglevBuilder {
     );
   }
 
+  /** The serving module: tables built from its bytes on other threads equal `build`'s. */
+  fillModule(): MaglevFillModule {
+    return this.#source.current;
+  }
+
   /**
-   * {@link MaglevBuilder.build}; always returns a fresh table (copied out of the module's
-   * memory, `values` put in its slots on the way), so `out` is only passed on to the fallback.
+   * {@link MaglevBuilder.build}; the table is copied out of the module's memory into `out` (or a
+   * new array), `values` put in its slots in the same pass.
    *
    * @throws {MaglevInputError} for invalid input (bad M, N > M, bad weight, duplicate key,
    *   weights too uneven for the build budget).
@@ -81,7 +88,7 @@ export class WasmMaglevBuilder implements MaglevBuilder {
     const records = encodeMaglevInput(backends, m);
     const module = this.#source.current;
     try {
-      const result = module.buildMaglev(records, m);
+      const result = module.buildMaglev(records, m, { into: out, values });
       if (result.ms > module.limits.buildBudgetMs) {
         this.#overBudget.inc();
         this.#log.warn("maglev build over time budget", {
@@ -91,14 +98,7 @@ export class WasmMaglevBuilder implements MaglevBuilder {
           m,
         });
       }
-      const table = result.table;
-      if (values !== undefined) {
-        for (let s = 0; s < m; s++) {
-          const v = table[s]!;
-          if (v !== 0) table[s] = values[v - 1]!;
-        }
-      }
-      return table;
+      return result.table;
     } catch (e) {
       if (e instanceof MaglevInputError && e.message.endsWith(MAGLEV_ERRORS[-5]!)) {
         throw duplicateKeyError(backends);

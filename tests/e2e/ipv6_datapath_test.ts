@@ -1,0 +1,193 @@
+/**
+ * The IPv6 datapath end to end in network namespaces, real packets through the real kernel
+ * (docs/contracts.md "IPv6"): IPv6 clients reach a v6 VIP through one XDP LB node, encapsulated
+ * over each backend's family, decapsulated by tc on the backend, answered directly (DSR):
+ *
+ * ```
+ *   client ── c0 router ── l1 ── lb1 (XDP hf_lb; neighbor discovery passes to its kernel)
+ *  2001:db8:10::2           │  outer IPv6 + UDP ──▶ b1 ── be1  (IPv6 backend, VIP6 on lo)
+ *                           │  outer IPv4 + UDP ──▶ b2 ── be2  (IPv4 backend, VIP6 on lo;
+ *                           │                                   replies over IPv6)
+ * ```
+ *
+ * VIP6 port 80 → be1 (outer IPv6), port 81 → be2 (outer IPv4, decap switches the frame to IPv6).
+ * Addresses are added with `nodad` (no duplicate-address-detection wait).
+ */
+
+import { strictEqual } from "node:assert/strict";
+import { rootTest } from "../harness/mod.ts";
+import { createTopology, type Topology } from "../../lab/mod.ts";
+import {
+  attachXdp,
+  BpfObject,
+  Datapath,
+  DecapDatapath,
+  DEFAULT_OBJECT_DIR,
+  encodeServiceValue,
+  u32,
+} from "../../node/bpf/mod.ts";
+import {
+  encodeBackendValue6,
+  encodeLbConfig6,
+  encodeServiceKey6,
+  encodeVip6Key,
+} from "../../node/bpf/structs6.ts";
+
+const PEER = new URL("../../lab/clients/lb_peer.ts", import.meta.url).pathname;
+const VIP6 = "2001:db8:100::1";
+const CONNECTIONS = 200;
+const BULK_BYTES = 1 << 20;
+
+/** Addresses added after the topology, without DAD: [host, ifname, address]. */
+const ADDRESSES6: Array<[string, string, string]> = [
+  ["client", "eth0", "2001:db8:10::2/64"],
+  ["router", "c0", "2001:db8:10::1/64"],
+  ["router", "l1", "2001:db8:11::1/64"],
+  ["lb1", "eth0", "2001:db8:11::2/64"],
+  ["router", "b1", "2001:db8:12::1/64"],
+  ["be1", "eth0", "2001:db8:12::2/64"],
+  ["router", "b2", "2001:db8:13::1/64"],
+  ["be2", "eth0", "2001:db8:13::2/64"],
+  ["be1", "lo", `${VIP6}/128`],
+  ["be2", "lo", `${VIP6}/128`],
+];
+
+async function setUp(topo: Topology): Promise<void> {
+  for (const [host, dev, address] of ADDRESSES6) {
+    await topo.exec(host, ["ip", "-6", "addr", "add", address, "dev", dev, "nodad"]);
+  }
+  await topo.exec("router", ["sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1"]);
+  for (
+    const [host, via] of [["client", "2001:db8:10::1"], ["be1", "2001:db8:12::1"], [
+      "be2",
+      "2001:db8:13::1",
+    ]]
+  ) await topo.exec(host!, ["ip", "-6", "route", "replace", "default", "via", via!]);
+  await topo.exec("router", [
+    "ip",
+    "-6",
+    "route",
+    "replace",
+    `${VIP6}/128`,
+    "via",
+    "2001:db8:11::2",
+  ]);
+}
+
+function lastJson<T>(stdout: string): T {
+  const line = stdout.trim().split("\n").filter((l) => l.startsWith("{")).pop();
+  if (line === undefined) throw new Error(`no JSON line in output: ${JSON.stringify(stdout)}`);
+  return JSON.parse(line) as T;
+}
+
+rootTest(
+  "IPv6 e2e: v6 clients through XDP to IPv6 and IPv4 backends, decap, DSR, MSS",
+  async (t) => {
+    await using topo = await createTopology({
+      hosts: [
+        { name: "client" },
+        { name: "router", sysctls: { "net.ipv4.ip_forward": 1 } },
+        {
+          name: "lb1",
+        },
+        { name: "be1" },
+        { name: "be2" },
+      ],
+      links: [
+        {
+          a: { host: "client", ifname: "eth0", txChecksumOff: true },
+          b: { host: "router", ifname: "c0" },
+        },
+        {
+          a: { host: "router", ifname: "l1", address: "10.11.1.1/24", txChecksumOff: true },
+          b: { host: "lb1", ifname: "eth0", address: "10.11.1.2/24" },
+        },
+        { a: { host: "router", ifname: "b1" }, b: { host: "be1", ifname: "eth0" } },
+        {
+          a: { host: "router", ifname: "b2", address: "10.12.2.1/24" },
+          b: { host: "be2", ifname: "eth0", address: "10.12.2.2/24" },
+        },
+      ],
+      routes: [{ host: "be2", to: "default", via: "10.12.2.1" }],
+    });
+    await setUp(topo);
+    using pass = BpfObject.open(`${DEFAULT_OBJECT_DIR}/xdp_pass.o`);
+    using dp = await Datapath.open({ pinDir: null });
+    dp.configure({ srcAddr: "10.11.1.2", encapPort: 6080, seed: 7 });
+    dp.object.map("hf_config6").update(u32(0), encodeLbConfig6("2001:db8:11::2"));
+    dp.object.map("hf_backends6").update(u32(1), encodeBackendValue6("2001:db8:12::2", 80));
+    await dp.lbMaps().updateBackend(2, { address: "10.12.2.2", port: 81 });
+    for (const [port, id] of [[80, 1], [81, 2]]) {
+      await dp.lbMaps().updateMaglev(10 + id!, new Uint32Array(251).fill(id!));
+      dp.object.map("hf_services6").update(
+        encodeServiceKey6(VIP6, port!, 6),
+        encodeServiceValue({ serviceId: 10 + id!, backendCount: 1, flags: 0, maglevSize: 251 }),
+      );
+    }
+    dp.attach("eth0", { netns: topo.ns("lb1"), mode: "native" });
+    attachXdp(pass.program("hf_xdp_pass"), "l1", { netns: topo.ns("router") });
+    const decaps: DecapDatapath[] = [];
+    try {
+      for (const [host, port] of [["be1", 80], ["be2", 81]] as const) {
+        const d = await DecapDatapath.open();
+        decaps.push(d);
+        d.configure({ encapPort: 6080, mssMax: 1500 - 40 - 28 });
+        d.object.map("hf_local_vips6").update(encodeVip6Key(VIP6), u32(1));
+        d.attach("eth0", { netns: topo.ns(host) });
+        const server = topo.spawnDeno(host, PEER, {
+          args: ["server", host, VIP6, String(port)],
+          permissions: ["--allow-net"],
+        });
+        await server.waitForLine((l) => l.includes("listening"));
+      }
+      const peer = (args: string[]) =>
+        topo.exec(
+          "client",
+          [Deno.execPath(), "run", "--quiet", "--allow-net", "--allow-read=/tmp", PEER, ...args],
+          { timeoutMs: 90_000 },
+        );
+
+      for (const [port, backend, outer] of [[80, "be1", "IPv6"], [81, "be2", "IPv4"]] as const) {
+        await t.step(
+          `${CONNECTIONS} connections to [VIP6]:${port} reach ${backend} over outer ${outer}`,
+          async () => {
+            const out = await peer(["client", VIP6, String(port), String(CONNECTIONS), "20"]);
+            const s = lastJson<
+              {
+                ok: number;
+                failed: number;
+                wrongPeer: number;
+                spread: Record<string, number>;
+                errors: string[];
+              }
+            >(out.stdout);
+            strictEqual(s.failed, 0, `failed connections: ${JSON.stringify(s.errors)}`);
+            strictEqual(s.wrongPeer, 0, "the server saw the client's own IPv6 address and port");
+            strictEqual(s.spread[backend], CONNECTIONS, JSON.stringify(s.spread));
+          },
+        );
+        await t.step(
+          `1 MB each way to [VIP6]:${port}, IPv6 MSS clamped on ${backend}`,
+          async () => {
+            const d = decaps[port === 80 ? 0 : 1]!;
+            const clamped = d.stats().mss_clamped;
+            await peer(["bulk", VIP6, String(port), String(BULK_BYTES), "20000"]);
+            strictEqual(d.stats().mss_clamped > clamped, true, "the SYN/ACK's MSS was clamped");
+          },
+        );
+      }
+      await t.step(
+        "counters: new flows and hits on the LB, decap on both backends, ND passed",
+        () => {
+          const r = dp.reasons();
+          strictEqual(r.tx_new >= BigInt(2 * CONNECTIONS), true, `tx_new ${r.tx_new}`);
+          strictEqual(r.tx_hit > 0n, true);
+          strictEqual(r.pass_icmp > 0n, true, "neighbor discovery reached lb1's kernel");
+          for (const d of decaps) strictEqual(d.stats().decap > 0n, true);
+        },
+      );
+    } finally {
+      for (const d of decaps) d[Symbol.dispose]();
+    }
+  },
+);

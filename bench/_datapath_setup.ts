@@ -41,11 +41,13 @@ export const hitFrame = tcpFrame(CLIENT, VIP, {
   payload: new Uint8Array(64),
 });
 
-/** A SYN of a new flow: the miss path. */
+/** A new flow's first packet that confirms it (an ACK, as when another node saw the SYN): the
+ * whole miss path — Maglev, hf_flows insert, event. A SYN would only be held in hf_flows_syn
+ * (docs/contracts.md "When a flow is shared"). */
 export const missFrame = tcpFrame(CLIENT, VIP, {
   sport: 50000,
   dport: 80,
-  flags: 0x02,
+  flags: 0x10,
   payload: new Uint8Array(64),
 });
 /** Not for a frontend: parsed, looked up, passed untouched (nothing to restore). */

@@ -90,7 +90,7 @@ const nextFrame = (round: number) =>
   tcpFrame(nextClient(round), VIP, {
     sport: NEXT_SPORT,
     dport: 80,
-    flags: 0x02,
+    flags: 0x10, // confirming (ACK): shared at once, like missFrame
     payload: new Uint8Array(64),
   });
 /** The flow keys one miss_next run of `round` created. */
@@ -269,6 +269,7 @@ const missFrames = Array.from(
     tcpFrame(`10.0.${(i >> 8) & 255}.${i & 255}`, VIP, {
       sport: 1024 + (i % 60000),
       dport: 80,
+      flags: 0x10, // confirming (ACK): the shared new-flow path
       payload: new Uint8Array(64),
     }),
 );

@@ -60,6 +60,13 @@ const ptb = (
     quoteLen: o.quoteLen,
   }, { hopLimit: o.hopLimit ?? 64 });
 
+/** A packet too big quoting 1,232 bytes of a reply (what fits in 1280). */
+const bigQuote = ptb(
+  tcpFrame6(VIP6, CLIENT6, { sport: 80, dport: 40003, flags: 0x10, payload: new Uint8Array(1172) })
+    .subarray(14),
+  { quoteLen: 1232 },
+);
+
 const FIXTURES: Fixture6[] = [
   {
     description: "setup: the client's SYN makes the flow (tx_new)",
@@ -113,28 +120,9 @@ const FIXTURES: Fixture6[] = [
   },
   {
     description: "a 1,232-byte quote (RFC 4443 maximum in 1280) is carried whole",
-    input: ptb(
-      tcpFrame6(VIP6, CLIENT6, {
-        sport: 80,
-        dport: 40003,
-        flags: 0x10,
-        payload: new Uint8Array(1172),
-      }).subarray(14),
-      { quoteLen: 1232 },
-    ),
+    input: bigQuote,
     verdict: XDP.TX,
-    output: expectEncap6(
-      ptb(
-        tcpFrame6(VIP6, CLIENT6, {
-          sport: 80,
-          dport: 40003,
-          flags: 0x10,
-          payload: new Uint8Array(1172),
-        }).subarray(14),
-        { quoteLen: 1232 },
-      ),
-      { key: forward(40003) },
-    ),
+    output: expectEncap6(bigQuote, { key: forward(40003) }),
     reason: "tx_icmp_to_backend",
   },
   // passed to the kernel

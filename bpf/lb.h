@@ -66,9 +66,10 @@ static __always_inline int hf_drop_fe(__u32 service_id, __u32 reason)
 }
 
 /* Picks a backend by Maglev; with `new_flow` the pick is counted as a new flow of the backend
- * (hf_be_stats). Returns its address (network order) or 0 with *reason set. */
+ * (hf_be_stats). Returns its address (network order), and its ID in *bid_out unless NULL; or 0
+ * with *reason set. */
 static __always_inline __be32 hf_maglev_pick(struct service_value *svc, __u32 hash, __u32 *reason,
-					     int new_flow)
+					     int new_flow, __u32 *bid_out)
 {
 	if (svc->backend_count == 0 || svc->maglev_size == 0) {
 		*reason = HF_R_DROP_NO_BACKENDS;
@@ -97,6 +98,8 @@ static __always_inline __be32 hf_maglev_pick(struct service_value *svc, __u32 ha
 		*reason = HF_R_DROP_NO_BACKEND;
 		return 0;
 	}
+	if (bid_out)
+		*bid_out = bid;
 	if (!new_flow)
 		return be->addr;
 	/* slot 0 for IDs beyond the array (sized at load) */
@@ -145,6 +148,22 @@ static __always_inline void hf_count_fe_tx(__u32 service_id, __u16 len, int is_n
 		fs->bytes += len;
 		fs->new_flows += is_new;
 	}
+}
+
+/* The entry of `fk` in hf_flows_syn while its backend is still a backend: held entries keep the
+ * backend's ID in flags, and one whose ID no longer maps to that address (the backend left the
+ * service, its slot zeroed or reused) is ignored, so its flow is picked again — the agent's purge
+ * of a leaving backend's flows walks hf_flows only. NULL when there is no such entry. */
+static __always_inline struct flow_value *hf_held_flow(const struct flow_key *fk)
+{
+	struct flow_value *fv = bpf_map_lookup_elem(&hf_flows_syn, fk);
+	if (!fv)
+		return NULL;
+	__u32 bid = fv->flags;
+	struct backend_value *be = bpf_map_lookup_elem(&hf_backends, &bid);
+	if (!be || be->addr != fv->backend_addr)
+		return NULL;
+	return fv;
 }
 
 /* True when a packet of a frontend's flow proves the client real (docs/contracts.md "When a flow
@@ -244,12 +263,12 @@ static __always_inline int hf_lb_icmp(struct xdp_md *ctx, struct hf_pkt *p, void
 	__be32 backend;
 	struct flow_value *fv = bpf_map_lookup_elem(&hf_flows, &fk);
 	if (!fv)
-		fv = bpf_map_lookup_elem(&hf_flows_syn, &fk);
+		fv = hf_held_flow(&fk);
 	if (fv) {
 		backend = fv->backend_addr;
 	} else {
 		__u32 reason = 0;
-		backend = hf_maglev_pick(svc, hash, &reason, 0);
+		backend = hf_maglev_pick(svc, hash, &reason, 0, NULL);
 		if (!backend)
 			return hf_drop_fe(service_id, reason);
 	}
@@ -350,7 +369,7 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 		 * client real, until then it lives in hf_flows_syn (docs/contracts.md "When a flow is
 		 * shared"). */
 		int confirms = hf_confirms(&p);
-		fv = bpf_map_lookup_elem(&hf_flows_syn, &fk);
+		fv = hf_held_flow(&fk);
 		if (fv) {
 			backend = fv->backend_addr;
 			if (confirms && hf_share_flow(cfg, &fk, backend, service_id, now)) {
@@ -362,12 +381,12 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 				tx = HF_R_TX_UNCONFIRMED;
 			}
 		} else {
-			__u32 reason = 0;
-			backend = hf_maglev_pick(svc, hash, &reason, 1);
+			__u32 reason = 0, bid = 0;
+			backend = hf_maglev_pick(svc, hash, &reason, 1, &bid);
 			if (!backend)
 				return hf_drop_fe(service_id, reason);
 			if (!confirms || !hf_share_flow(cfg, &fk, backend, service_id, now)) {
-				struct flow_value nv = {.backend_addr = backend, .last_seen_ns = now};
+				struct flow_value nv = {.backend_addr = backend, .flags = bid, .last_seen_ns = now};
 				bpf_map_update_elem(&hf_flows_syn, &fk, &nv, BPF_ANY);
 			}
 			is_new = 1;

@@ -127,6 +127,26 @@ rootTest("SYN-flood-proof flow sharing", async (t) => {
     },
   );
 
+  await t.step("a held flow whose backend left the service is picked again", async () => {
+    const c = flow(40002);
+    const held = BACKENDS[TABLE7[flowHash(c).hash % TABLE7.length]!]!;
+    const heldId = Number(Object.entries(BACKENDS).find(([, b]) => b === held)![0]);
+    const otherId = Number(Object.entries(BACKENDS).find(([, b]) => b !== held)![0]);
+    run(dp, frame(c, SYN));
+    const lb = dp.lbMaps();
+    await lb.updateMaglev(10, new Uint32Array(7).fill(otherId));
+    await lb.deleteBackend(heldId);
+    try {
+      const r = run(dp, frame(c, SYN));
+      strictEqual(hex(r.data), hex(expectEncap(frame(c, SYN), c, { backend: BACKENDS[otherId] })));
+      deepStrictEqual(r.moved, ["tx_new+1"]);
+      strictEqual(pending.get(flowHash(c).key)?.backend, parseIpv4(BACKENDS[otherId]!));
+    } finally {
+      await lb.updateBackend(heldId, { address: held, port: 80 });
+      await lb.updateMaglev(10, TABLE7);
+    }
+  });
+
   await t.step("a RST (a spoofed victim's answer to the SYN/ACK) does not confirm", () => {
     const r = run(dp, frame(a, RST | ACK));
     strictEqual(r.retval, XDP.TX);

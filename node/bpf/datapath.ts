@@ -55,6 +55,12 @@ const LB_PINNED_MAPS = [
   "hf_be_stats",
   "hf_reasons",
   "hf_events",
+  // IPv6 (bpf/maps6.h, docs/contracts.md "IPv6")
+  "hf_services6",
+  "hf_backends6",
+  "hf_flows6",
+  "hf_config6",
+  "hf_events6",
 ] as const;
 
 /** Options for {@linkcode Datapath.open}. */
@@ -76,9 +82,12 @@ export interface DatapathOptions {
 
 /** The maps each size option sizes, and its agent flag (for messages). */
 const SIZED_MAPS = {
-  maxServices: { flag: "--max-services", maps: ["hf_services", "hf_maglev", "hf_fe_stats"] },
-  maxBackends: { flag: "--max-backends", maps: ["hf_backends", "hf_be_stats"] },
-  maxFlows: { flag: "--max-flows", maps: ["hf_flows"] },
+  maxServices: {
+    flag: "--max-services",
+    maps: ["hf_services", "hf_maglev", "hf_fe_stats", "hf_services6"],
+  },
+  maxBackends: { flag: "--max-backends", maps: ["hf_backends", "hf_be_stats", "hf_backends6"] },
+  maxFlows: { flag: "--max-flows", maps: ["hf_flows", "hf_flows6"] },
 } as const;
 
 /** A per-CPU u64 array's entries summed over CPUs, by name: entry i is `names[i]`. */

@@ -7,8 +7,16 @@
 
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
-import { BpfObject, DEFAULT_OBJECT_DIR } from "../../node/bpf/mod.ts";
-import { AF, HF_ENCAP6_OVERHEAD, HF_MSS6_DELTA, SIZES6 } from "../../node/bpf/structs6.ts";
+import { BpfObject, Datapath, DEFAULT_OBJECT_DIR, u32 } from "../../node/bpf/mod.ts";
+import {
+  AF,
+  encodeFlowKey6,
+  encodeFlowValue6,
+  encodeLbConfig6,
+  HF_ENCAP6_OVERHEAD,
+  HF_MSS6_DELTA,
+  SIZES6,
+} from "../../node/bpf/structs6.ts";
 
 rootTest("IPv6 map key and value sizes equal the TypeScript layouts", () => {
   using lb = BpfObject.open(`${DEFAULT_OBJECT_DIR}/lb_xdp.o`);
@@ -40,5 +48,36 @@ Deno.test("numbers of bpf/consts6.h and bpf/structs6.h mirrored in structs6.ts",
       true,
       `structs6.h documents struct ${name} as ${size} bytes: ${comment}`,
     );
+  }
+});
+
+rootTest("IPv6 maps are pinned, sized with their IPv4 peers and survive a restart", async () => {
+  const pinDir = `/sys/fs/bpf/hf-test-v6-${Deno.pid}`;
+  const key = encodeFlowKey6({
+    saddr: "2001:db8:a::1",
+    daddr: "2001:db8:100::1",
+    sport: 40000,
+    dport: 80,
+    proto: 6,
+  });
+  const value = encodeFlowValue6({ backend: "2001:db8:2::3", flags: 1, lastSeenNs: 5 });
+  try {
+    {
+      using dp = await Datapath.open({ pinDir, maxServices: 8, maxBackends: 16, maxFlows: 100 });
+      strictEqual(dp.object.map("hf_flows6").maxEntries, 100, "hf_flows6 sized by maxFlows");
+      strictEqual(dp.object.map("hf_backends6").maxEntries, 16, "hf_backends6 by maxBackends");
+      strictEqual(dp.object.map("hf_services6").maxEntries, 8, "hf_services6 by maxServices");
+      dp.object.map("hf_flows6").update(key, value);
+      dp.object.map("hf_config6").update(u32(0), encodeLbConfig6("2001:db8:1::2"));
+    }
+    using dp = await Datapath.open({ pinDir });
+    deepStrictEqual(dp.object.map("hf_flows6").lookup(key), value, "the v6 flow is still there");
+    deepStrictEqual(
+      dp.object.map("hf_config6").lookup(u32(0)),
+      encodeLbConfig6("2001:db8:1::2"),
+      "and the node's IPv6 address",
+    );
+  } finally {
+    Datapath.unpin(pinDir);
   }
 });

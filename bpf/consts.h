@@ -98,7 +98,10 @@ enum hf_reason {
 	HF_R_FLOW_UNSHARED = 30,    /* confirmed flow held in hf_flows_syn: this CPU's budget is spent */
 	/* IPv6 (docs/contracts.md "IPv6"); every other reason applies to IPv6 as to IPv4. */
 	HF_R_PASS_IPV6_EXT = 31,    /* IPv6 with an extension header (incl. fragments): passed */
-	HF_R_COUNT = 32,
+	/* The flow's backend is this node (hf_config src_addr): an anycast node delivers to its own
+	 * pod instead of encapsulating to itself (docs/anycast.md "Flow redirection"). */
+	HF_R_PASS_LOCAL_BACKEND = 32,
+	HF_R_COUNT = 33,
 };
 
 /* Per-CPU reason counters of the decap/MSS object (hf_decap_stat index). */

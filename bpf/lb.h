@@ -272,6 +272,10 @@ static __always_inline int hf_lb_icmp(struct xdp_md *ctx, struct hf_pkt *p, void
 		if (!backend)
 			return hf_drop_fe(service_id, reason);
 	}
+	if (backend == cfg->src_addr) {
+		hf_count(HF_R_PASS_LOCAL_BACKEND); /* this node's own flow: the kernel delivers it */
+		return XDP_PASS;
+	}
 	if (hf_encap(ctx, cfg, backend, hash, len, p->ip->tos))
 		return hf_drop_fe(service_id, HF_R_DROP_ENCAP);
 	hf_count_fe_tx(service_id, len, 0);
@@ -394,6 +398,13 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 		}
 	}
 
+	/* This node is the flow's backend (an anycast node, docs/anycast.md "Flow redirection"): the
+	 * flow is learned and shared as any other, and the packet goes up to the local pod. */
+	if (backend == cfg->src_addr) {
+		hf_count_fe_tx(service_id, inner_len, is_new);
+		hf_count(HF_R_PASS_LOCAL_BACKEND);
+		return XDP_PASS;
+	}
 	if (hf_encap(ctx, cfg, backend, hash, inner_len, tos))
 		return hf_drop_fe(service_id, HF_R_DROP_ENCAP);
 

@@ -74,6 +74,7 @@ export const REASONS = [
   "flow_shared",
   "flow_unshared",
   "pass_ipv6_ext",
+  "pass_local_backend",
 ] as const;
 
 /** A reason counter name. */

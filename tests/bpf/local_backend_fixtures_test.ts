@@ -1,0 +1,149 @@
+/**
+ * The local-backend rule of hf_lb (docs/anycast.md "Flow redirection"), through
+ * BPF_PROG_TEST_RUN: on an anycast node the frontend's only backend for new flows is the node
+ * itself (hf_config src_addr). Such a flow is held and shared like any other (hf_flows_syn on the
+ * SYN, hf_flows plus one new-flow event naming this node on the client's ACK), but its packets
+ * are passed to the kernel untouched (`pass_local_backend`) instead of encapsulated to itself.
+ * A flow another node owns (installed from the flow store) is encapsulated to that node; an ICMP
+ * error quoting a local flow is passed too.
+ */
+
+import { deepStrictEqual, strictEqual } from "node:assert/strict";
+import { rootTest } from "../harness/root.ts";
+import { encapsulated, hex, icmpErrorFrame, tcpFrame } from "../../lab/packets.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
+import {
+  BpfFlowTable,
+  type Datapath,
+  FLOW_F_PEER,
+  type FlowEvent,
+  REASONS,
+  testRun,
+  XDP,
+} from "../../node/bpf/mod.ts";
+import { encapSourcePort } from "../../policy-as/host/flow_hash.ts";
+import { CLIENT, ENCAP_PORT, type Flow, flowHash, LB_SRC, openFixtureLb } from "./hostile_setup.ts";
+
+/** An anycast LB IP whose one backend is this node. */
+const ANYCAST_VIP = "10.0.100.20";
+const SERVICE_ID = 20;
+const LOCAL_BACKEND_ID = 40;
+/** Another anycast node, the owner of flows learned from the store. */
+const OTHER_NODE = "10.1.2.2";
+const SYN = 0x02, ACK = 0x10, PSH_ACK = 0x18;
+
+const flow = (sport: number): Flow => ({
+  saddr: CLIENT,
+  daddr: ANYCAST_VIP,
+  sport,
+  dport: 80,
+  proto: 6,
+});
+const frame = (f: Flow, flags: number, payload?: Uint8Array) =>
+  tcpFrame(f.saddr, f.daddr, { sport: f.sport, dport: f.dport, flags, payload });
+
+/** The fixture datapath plus ANYCAST_VIP:80/TCP served by this node alone (Maglev M = 7). */
+async function openAnycastLb(): Promise<Datapath> {
+  const dp = await openFixtureLb();
+  const lb = dp.lbMaps();
+  await lb.updateBackend(LOCAL_BACKEND_ID, { address: LB_SRC, port: 80 });
+  await lb.updateMaglev(SERVICE_ID, new Uint32Array(7).fill(LOCAL_BACKEND_ID));
+  await lb.updateService({ address: ANYCAST_VIP, port: 80, protocol: "TCP" }, {
+    serviceId: SERVICE_ID,
+    backendCount: 1,
+    flowKeyMode: "five-tuple",
+    maglevSize: 7,
+  });
+  return dp;
+}
+
+/** Runs `input` and returns its result with the reason counters that moved (`name+n`). */
+function run(dp: Datapath, input: Uint8Array) {
+  const before = dp.reasons();
+  const r = testRun(dp.program, input);
+  const after = dp.reasons();
+  const moved = REASONS.filter((n) => after[n] !== before[n]).map((n) =>
+    `${n}+${after[n] - before[n]}`
+  );
+  return { ...r, moved };
+}
+
+async function drainEvents(dp: Datapath): Promise<FlowEvent[]> {
+  const events: FlowEvent[] = [];
+  const reader = dp.subscribe((e) => events.push(e));
+  reader.consume();
+  await reader.close();
+  return events;
+}
+
+rootTest("hf_lb: a flow whose backend is this node is passed to the kernel", async (t) => {
+  using dp = await openAnycastLb();
+  const flows = dp.flowTable();
+  const pending = new BpfFlowTable(dp.object.map("hf_flows_syn"));
+  const local = flow(41000);
+  const { key } = flowHash(local);
+
+  await t.step("SYN: passed untouched, held in hf_flows_syn naming this node", async () => {
+    const input = frame(local, SYN);
+    const r = run(dp, input);
+    strictEqual(r.retval, XDP.PASS);
+    strictEqual(hex(r.data), hex(input), "the frame is not rewritten");
+    deepStrictEqual(r.moved, ["pass_local_backend+1"]);
+    strictEqual(pending.get(key)?.backend, parseIpv4(LB_SRC));
+    strictEqual(flows.get(key), undefined, "not shared before the client's ACK");
+    deepStrictEqual(await drainEvents(dp), []);
+  });
+
+  await t.step("ACK: passed; the flow is shared with one event naming this node", async () => {
+    const input = frame(local, ACK);
+    const r = run(dp, input);
+    strictEqual(r.retval, XDP.PASS);
+    strictEqual(hex(r.data), hex(input));
+    deepStrictEqual(r.moved, ["flow_shared+1", "pass_local_backend+1"]);
+    strictEqual(flows.get(key)?.backend, parseIpv4(LB_SRC));
+    strictEqual(pending.get(key), undefined);
+    const events = await drainEvents(dp);
+    strictEqual(events.length, 1);
+    strictEqual(events[0]!.backend, parseIpv4(LB_SRC));
+    strictEqual(events[0]!.serviceId, SERVICE_ID);
+  });
+
+  await t.step("later packets (flow map hit): passed, nothing else moves", () => {
+    const input = frame(local, PSH_ACK, new Uint8Array(100).fill(7));
+    const r = run(dp, input);
+    strictEqual(r.retval, XDP.PASS);
+    strictEqual(hex(r.data), hex(input));
+    deepStrictEqual(r.moved, ["pass_local_backend+1"]);
+  });
+
+  await t.step("a flow another node owns (from the store) is encapsulated to it", () => {
+    const moved = flow(41001);
+    const { key: movedKey, hash } = flowHash(moved);
+    flows.put(movedKey, {
+      backend: parseIpv4(OTHER_NODE),
+      flags: FLOW_F_PEER,
+      lastSeenNs: flows.nowNs(),
+    });
+    const input = frame(moved, PSH_ACK, new Uint8Array(10).fill(1));
+    const r = run(dp, input);
+    strictEqual(r.retval, XDP.TX);
+    const want = encapsulated(input, {
+      outerSrc: LB_SRC,
+      backend: OTHER_NODE,
+      sport: encapSourcePort(hash),
+      dport: ENCAP_PORT,
+    });
+    strictEqual(hex(r.data), hex(want));
+    deepStrictEqual(r.moved, ["tx_hit+1"]);
+  });
+
+  await t.step("an ICMP error quoting a local flow is passed, not encapsulated", () => {
+    const reply = tcpFrame(ANYCAST_VIP, CLIENT, { sport: 80, dport: 41000, flags: ACK })
+      .subarray(14);
+    const input = icmpErrorFrame("10.9.0.1", ANYCAST_VIP, { type: 3, code: 1, quote: reply });
+    const r = run(dp, input);
+    strictEqual(r.retval, XDP.PASS);
+    strictEqual(hex(r.data), hex(input));
+    deepStrictEqual(r.moved, ["pass_local_backend+1"]);
+  });
+});

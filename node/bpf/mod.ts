@@ -61,3 +61,5 @@ export * from "./consts.ts";
 export { BpfLBMaps, type LBMapsHandles } from "./lbmaps_bpf.ts";
 export { type DatapathCounters, exportDatapathMetrics } from "./metrics.ts";
 export * from "./structs.ts";
+export * from "./structs6.ts";
+export { addLocalVip6, type Frontend6, Ipv6Maps, removeLocalVip6 } from "./ipv6_maps.ts";

@@ -10,13 +10,7 @@
 
 import { strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
-import { FLOW_F_PEER, RingBufferReader, testRun, XDP } from "../../node/bpf/mod.ts";
-import {
-  decodeFlowEvent6,
-  encodeFlowKey6,
-  encodeFlowValue6,
-  type FlowEvent6,
-} from "../../node/bpf/structs6.ts";
+import { FLOW_F_PEER, type FlowEvent6, Ipv6Maps, testRun, XDP } from "../../node/bpf/mod.ts";
 import { cat, eth, hex, MAC, tcpFrame } from "../../lab/packets.ts";
 import {
   ETH_P_IPV6,
@@ -119,10 +113,11 @@ const FIXTURES: Fixture6[] = [
   {
     description: "flow installed by the agent (peer, IPv6 backend) wins over Maglev",
     before: (dp) =>
-      dp.object.map("hf_flows6").update(
-        encodeFlowKey6(flowOf(syn6(41000))),
-        encodeFlowValue6({ backend: "2001:db8:2::99", flags: FLOW_F_PEER, lastSeenNs: 0 }),
-      ),
+      new Ipv6Maps(dp.object).putFlow(flowOf(syn6(41000)), {
+        backend: "2001:db8:2::99",
+        flags: FLOW_F_PEER,
+        lastSeenNs: 0,
+      }),
     input: syn6(41000),
     verdict: XDP.TX,
     output: expectEncap6(syn6(41000), { backend: "2001:db8:2::99" }),
@@ -131,10 +126,11 @@ const FIXTURES: Fixture6[] = [
   {
     description: "flow installed by the agent with an IPv4 backend: outer IPv4",
     before: (dp) =>
-      dp.object.map("hf_flows6").update(
-        encodeFlowKey6(flowOf(syn6(41001))),
-        encodeFlowValue6({ backend: "10.2.0.99", flags: FLOW_F_PEER, lastSeenNs: 0 }),
-      ),
+      new Ipv6Maps(dp.object).putFlow(flowOf(syn6(41001)), {
+        backend: "10.2.0.99",
+        flags: FLOW_F_PEER,
+        lastSeenNs: 0,
+      }),
     input: syn6(41001),
     verdict: XDP.TX,
     output: expectEncap6(syn6(41001), { backend: "10.2.0.99" }),
@@ -464,10 +460,7 @@ const FIXTURES: Fixture6[] = [
 rootTest("hf_lb IPv6 fixtures through BPF_PROG_TEST_RUN", async (t) => {
   using dp = await openFixtureLb6();
   const events: FlowEvent6[] = [];
-  const reader = new RingBufferReader(
-    dp.object.map("hf_events6"),
-    (rec) => events.push(decodeFlowEvent6(rec)),
-  );
+  const reader = new Ipv6Maps(dp.object).subscribe((e) => events.push(e));
   try {
     for (const f of FIXTURES) await t.step(f.description, () => void runFixture6(dp, f));
 
@@ -501,6 +494,19 @@ rootTest("hf_lb IPv6 fixtures through BPF_PROG_TEST_RUN", async (t) => {
       strictEqual(fe.reduce((s, x) => s + x.newFlows, 0n), r.tx_new);
       const be = [...dp.backendNewFlows().values()].reduce((s, x) => s + x, 0n);
       strictEqual(be, r.tx_new, "every Maglev pick counted on one backend");
+    });
+
+    await t.step("control surface: a deleted backend, flow and frontend take effect", () => {
+      const v6 = new Ipv6Maps(dp.object);
+      v6.deleteBackend(3);
+      v6.deleteBackend(4);
+      strictEqual(testRun(dp.program, syn6(43000, VIP6_ONLY6)).retval, XDP.DROP, "no backend");
+      const key = flowOf(syn6(40000));
+      strictEqual(v6.deleteFlow(key), true, "the flow existed");
+      strictEqual(v6.getFlow(key), undefined);
+      strictEqual(v6.deleteService({ address: VIP6, port: 80, protocol: "TCP" }), true);
+      const r = testRun(dp.program, hit(40000));
+      strictEqual(r.retval, XDP.PASS, "no longer a frontend: passed");
     });
 
     await t.step("an IPv4 SYN through the same program is still the IPv4 path", () => {

@@ -11,22 +11,14 @@
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import {
   Datapath,
-  encodeServiceValue,
+  type FlowKey6,
+  Ipv6Maps,
   type Reason,
   REASONS,
   SVC_F_CLIENT_IP,
   testRun,
   type TestRunResult,
-  u32,
 } from "../../node/bpf/mod.ts";
-import {
-  decodeFlowValue6,
-  encodeBackendValue6,
-  encodeFlowKey6,
-  encodeLbConfig6,
-  encodeServiceKey6,
-  type FlowKey6,
-} from "../../node/bpf/structs6.ts";
 import {
   encapSourcePort,
   flowHash6ClientIp,
@@ -82,7 +74,7 @@ const TABLES: Record<string, Uint32Array> = {
 
 /** Writes the LB node's IPv6 source address (hf_config6); "::" clears it. */
 export function configure6(dp: Datapath, srcAddr: string): void {
-  dp.object.map("hf_config6").update(u32(0), encodeLbConfig6(srcAddr));
+  new Ipv6Maps(dp.object).configure(srcAddr);
 }
 
 /** An LB datapath (not pinned) with the fixtures' settings, backends and IPv6 frontends. */
@@ -91,12 +83,11 @@ export async function openFixtureLb6(): Promise<Datapath> {
   dp.configure({ srcAddr: LB_SRC, encapPort: ENCAP_PORT, seed: SEED });
   configure6(dp, LB_SRC6);
   const lb = dp.lbMaps();
-  const backends6 = dp.object.map("hf_backends6");
+  const v6 = new Ipv6Maps(dp.object);
   for (const [id, address] of Object.entries(BACKENDS)) {
-    if (address.includes(":")) backends6.update(u32(Number(id)), encodeBackendValue6(address, 80));
+    if (address.includes(":")) v6.updateBackend(Number(id), address, 80);
     else await lb.updateBackend(Number(id), { address, port: 80 });
   }
-  const services6 = dp.object.map("hf_services6");
   const svc = async (
     vip: string,
     port: number,
@@ -106,15 +97,12 @@ export async function openFixtureLb6(): Promise<Datapath> {
     o: { clientIp?: boolean; backendCount?: number } = {},
   ) => {
     if (table) await lb.updateMaglev(serviceId, table);
-    services6.update(
-      encodeServiceKey6(vip, port, proto),
-      encodeServiceValue({
-        serviceId,
-        backendCount: o.backendCount ?? 2,
-        flags: o.clientIp ? SVC_F_CLIENT_IP : 0,
-        maglevSize: table?.length ?? 7,
-      }),
-    );
+    v6.updateService({ address: vip, port, protocol: proto === 6 ? "TCP" : "UDP" }, {
+      serviceId,
+      backendCount: o.backendCount ?? 2,
+      flags: o.clientIp ? SVC_F_CLIENT_IP : 0,
+      maglevSize: table?.length ?? 7,
+    });
   };
   await svc(VIP6, 80, 6, 20, MIXED7);
   await svc(VIP6, 53, 17, 21, MIXED7);
@@ -176,13 +164,12 @@ export function expectEncap6(
 
 /** Number of entries in hf_flows6. */
 export function flows6(dp: Datapath): number {
-  return dp.object.map("hf_flows6").keys().length;
+  return [...new Ipv6Maps(dp.object).flows()].length;
 }
 
 /** The backend hf_flows6 holds for `key`, or null. */
 export function flowBackend6(dp: Datapath, key: FlowKey6): string | null {
-  const v = dp.object.map("hf_flows6").lookup(encodeFlowKey6(key));
-  return v === null ? null : decodeFlowValue6(v).backend;
+  return new Ipv6Maps(dp.object).getFlow(key)?.backend ?? null;
 }
 
 /** One fixture: input, verdict, output ("unchanged", null = not checked), the one reason. */

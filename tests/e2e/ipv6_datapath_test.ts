@@ -18,20 +18,14 @@ import { strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { createTopology, type Topology } from "../../lab/mod.ts";
 import {
+  addLocalVip6,
   attachXdp,
   BpfObject,
   Datapath,
   DecapDatapath,
   DEFAULT_OBJECT_DIR,
-  encodeServiceValue,
-  u32,
+  Ipv6Maps,
 } from "../../node/bpf/mod.ts";
-import {
-  encodeBackendValue6,
-  encodeLbConfig6,
-  encodeServiceKey6,
-  encodeVip6Key,
-} from "../../node/bpf/structs6.ts";
 
 const PEER = new URL("../../lab/clients/lb_peer.ts", import.meta.url).pathname;
 const VIP6 = "2001:db8:100::1";
@@ -114,15 +108,18 @@ rootTest(
     using pass = BpfObject.open(`${DEFAULT_OBJECT_DIR}/xdp_pass.o`);
     using dp = await Datapath.open({ pinDir: null });
     dp.configure({ srcAddr: "10.11.1.2", encapPort: 6080, seed: 7 });
-    dp.object.map("hf_config6").update(u32(0), encodeLbConfig6("2001:db8:11::2"));
-    dp.object.map("hf_backends6").update(u32(1), encodeBackendValue6("2001:db8:12::2", 80));
+    const v6 = new Ipv6Maps(dp.object);
+    v6.configure("2001:db8:11::2");
+    v6.updateBackend(1, "2001:db8:12::2", 80);
     await dp.lbMaps().updateBackend(2, { address: "10.12.2.2", port: 81 });
     for (const [port, id] of [[80, 1], [81, 2]]) {
       await dp.lbMaps().updateMaglev(10 + id!, new Uint32Array(251).fill(id!));
-      dp.object.map("hf_services6").update(
-        encodeServiceKey6(VIP6, port!, 6),
-        encodeServiceValue({ serviceId: 10 + id!, backendCount: 1, flags: 0, maglevSize: 251 }),
-      );
+      v6.updateService({ address: VIP6, port: port!, protocol: "TCP" }, {
+        serviceId: 10 + id!,
+        backendCount: 1,
+        flags: 0,
+        maglevSize: 251,
+      });
     }
     dp.attach("eth0", { netns: topo.ns("lb1"), mode: "native" });
     attachXdp(pass.program("hf_xdp_pass"), "l1", { netns: topo.ns("router") });
@@ -132,7 +129,7 @@ rootTest(
         const d = await DecapDatapath.open();
         decaps.push(d);
         d.configure({ encapPort: 6080, mssMax: 1500 - 40 - 28 });
-        d.object.map("hf_local_vips6").update(encodeVip6Key(VIP6), u32(1));
+        addLocalVip6(d.object, VIP6);
         d.attach("eth0", { netns: topo.ns(host) });
         const server = topo.spawnDeno(host, PEER, {
           args: ["server", host, VIP6, String(port)],

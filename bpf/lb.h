@@ -18,6 +18,7 @@
 #include "icmp_too_big.h"
 #include "hostile.h"
 #include "icmp_quote.h"
+#include "flow_share.h"
 
 static __always_inline void hf_count(__u32 reason)
 {
@@ -150,74 +151,14 @@ static __always_inline void hf_count_fe_tx(__u32 service_id, __u16 len, int is_n
 	}
 }
 
-/* The entry of `fk` in hf_flows_syn while its backend is still a backend: held entries keep the
- * backend's ID in flags, and one whose ID no longer maps to that address (the backend left the
- * service, its slot zeroed or reused) is ignored, so its flow is picked again — the agent's purge
- * of a leaving backend's flows walks hf_flows only. NULL when there is no such entry. */
-static __always_inline struct flow_value *hf_held_flow(const struct flow_key *fk)
+/* hf_share_flow (flow_share.h) with its outcome counted; returns 1 when the flow was shared. */
+static __always_inline int hf_share(const struct lb_config *cfg, const struct flow_key *fk,
+				    __be32 backend, __u32 service_id, __u64 now)
 {
-	struct flow_value *fv = bpf_map_lookup_elem(&hf_flows_syn, fk);
-	if (!fv)
-		return NULL;
-	__u32 bid = fv->flags;
-	struct backend_value *be = bpf_map_lookup_elem(&hf_backends, &bid);
-	if (!be || be->addr != fv->backend_addr)
-		return NULL;
-	return fv;
-}
-
-/* True when a packet of a frontend's flow proves the client real (docs/contracts.md "When a flow
- * is shared"): TCP with ACK and neither SYN nor RST — a spoofed source never sees the SYN/ACK it
- * would have to acknowledge, and a RST may be a spoofed victim's answer to that SYN/ACK; any UDP
- * packet (no handshake to wait for: UDP is bounded by the event budget alone). p->l4 holds a TCP
- * header bounds-checked by hf_check_clean. */
-static __always_inline int hf_confirms(const struct hf_pkt *p)
-{
-	if (p->proto != HF_IPPROTO_TCP)
-		return 1;
-	const struct tcphdr *tcp = p->l4;
-	return tcp->ack && !tcp->syn && !tcp->rst;
-}
-
-/* Shares a confirmed flow: puts it in hf_flows and submits its new-flow event, within this CPU's
- * budget of lb_config.event_budget events per second. Returns 1 when shared; 0 when held back
- * (budget spent: flow_unshared; ring buffer full: event_lost), the caller then keeps the flow in
- * hf_flows_syn, forwarded all the same, and a later packet tries again. */
-static __always_inline int hf_share_flow(const struct lb_config *cfg, const struct flow_key *fk,
-					 __be32 backend, __u32 service_id, __u64 now)
-{
-	__u32 zero = 0;
-	struct hf_event_budget *b = bpf_map_lookup_elem(&hf_budget, &zero);
-	if (!b)
-		return 0;
-	__u64 second = now / HF_NSEC_PER_SEC;
-	if (b->second != second) {
-		b->second = second;
-		b->spent = 0;
-	}
-	__u32 limit = cfg->event_budget ? cfg->event_budget : HF_EVENT_BUDGET_DEFAULT;
-	if (b->spent >= limit) {
-		hf_count(HF_R_FLOW_UNSHARED);
-		return 0;
-	}
-	struct flow_event *ev = bpf_ringbuf_reserve(&hf_events, sizeof(*ev), 0);
-	if (!ev) {
-		hf_count(HF_R_EVENT_LOST);
-		return 0;
-	}
-	struct flow_value nv = {.backend_addr = backend, .flags = 0, .last_seen_ns = now};
-	if (bpf_map_update_elem(&hf_flows, fk, &nv, BPF_ANY)) {
-		bpf_ringbuf_discard(ev, 0);
-		return 0;
-	}
-	ev->key = *fk;
-	ev->backend_addr = backend;
-	ev->service_id = service_id;
-	ev->ts_ns = now;
-	bpf_ringbuf_submit(ev, 0);
-	b->spent += 1;
-	hf_count(HF_R_FLOW_SHARED);
-	return 1;
+	int r = hf_share_flow(cfg, fk, backend, service_id, now);
+	if (r >= 0)
+		hf_count(r);
+	return r == HF_R_FLOW_SHARED;
 }
 
 /* An ICMP frame (p->ip valid). An error whose quote names a frontend's flow is encapsulated to
@@ -376,7 +317,7 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 		fv = hf_held_flow(&fk);
 		if (fv) {
 			backend = fv->backend_addr;
-			if (confirms && hf_share_flow(cfg, &fk, backend, service_id, now)) {
+			if (confirms && hf_share(cfg, &fk, backend, service_id, now)) {
 				bpf_map_delete_elem(&hf_flows_syn, &fk);
 				tx = HF_R_TX_CONFIRMED;
 			} else {
@@ -389,7 +330,7 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 			backend = hf_maglev_pick(svc, hash, &reason, 1, &bid);
 			if (!backend)
 				return hf_drop_fe(service_id, reason);
-			if (!confirms || !hf_share_flow(cfg, &fk, backend, service_id, now)) {
+			if (!confirms || !hf_share(cfg, &fk, backend, service_id, now)) {
 				struct flow_value nv = {.backend_addr = backend, .flags = bid, .last_seen_ns = now};
 				bpf_map_update_elem(&hf_flows_syn, &fk, &nv, BPF_ANY);
 			}

@@ -59,9 +59,9 @@ struct {
 
 /* Flows not shared yet (docs/contracts.md "When a flow is shared"): a TCP flow until the
  * client's first ACK without SYN/RST, or a confirmed flow while this CPU's event budget is spent.
- * Key and value as hf_flows, flags = the backend's ID (lb.h hf_held_flow: an entry whose backend
- * left is ignored); a separate LRU, so unconfirmed flows (a spoofed SYN flood) only ever evict each
- * other. Not pinned: an entry lost is picked again by Maglev. */
+ * Key and value as hf_flows, flags = the backend's ID (flow_share.h hf_held_flow: an entry whose
+ * backend left is ignored); a separate LRU, so unconfirmed flows (a spoofed SYN flood) only ever
+ * evict each other. Not pinned: an entry lost is picked again by Maglev. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, HF_MAX_SYN_FLOWS);
@@ -125,8 +125,8 @@ struct hf_event_budget {
 	__u64 spent;
 };
 
-/* Per-CPU new-flow event budget (lb.h hf_share_flow): at most lb_config.event_budget events per
- * second per CPU. Not pinned: a restart only refills it. */
+/* Per-CPU new-flow event budget (flow_share.h hf_share_flow): at most lb_config.event_budget
+ * events per second per CPU. Not pinned: a restart only refills it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);

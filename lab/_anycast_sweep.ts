@@ -6,6 +6,7 @@
  */
 
 import { processAlive, run } from "./command.ts";
+import { unmountUnder } from "./cluster.ts";
 
 /** Temp directories of anycast labs are `/tmp/hf-anycast-<pid>-…`. */
 export const ANYCAST_DIR_PREFIX = "hf-anycast-";
@@ -37,6 +38,7 @@ export async function sweepStaleAnycastDirs(): Promise<string[]> {
     const m = new RegExp(`^${ANYCAST_DIR_PREFIX}(\\d+)-`).exec(entry.name);
     if (!m || await processAlive(Number(m[1]))) continue;
     await killBirdsOf(`${tmp}/${entry.name}`);
+    await unmountUnder(`${tmp}/${entry.name}`); // flow redirection's bpffs mounts
     await Deno.remove(`${tmp}/${entry.name}`, { recursive: true }).catch(() => {});
     removed.push(entry.name);
   }

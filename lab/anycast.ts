@@ -26,6 +26,7 @@ import { type Relay, relayIntoNamespace } from "./_anycast_kube.ts";
 import { type BfdSettings, DEFAULT_BFD } from "../node/bgp/mod.ts";
 import type { AnycastService, LocalPod } from "../node/anycast/model.ts";
 import { routeGateways, ROUTER_ASN, routerBirdConfig, RouteWatch } from "./_anycast_router.ts";
+import { RedirectParts } from "./_anycast_redirect.ts";
 
 export { RouteWatch };
 
@@ -52,6 +53,12 @@ export interface AnycastLabOptions {
    * services file): they announce the file's LB IPs once ready and withdraw first on SIGTERM.
    */
   readonly stateful?: { readonly servicesFile: string };
+  /**
+   * Flow redirection (`main.ts anycast --redirect`): Redis in the router namespace, each node's
+   * hf_lb and decap on its eth0 (lab/_anycast_redirect.ts). TX checksum offload is off on the
+   * node links and the client's (shared FINDINGS: XDP_TX over veth).
+   */
+  readonly redirect?: boolean;
 }
 
 /** One node of the lab. */
@@ -72,6 +79,7 @@ export class AnycastLab implements AsyncDisposable {
   readonly #podProcs = new Map<string, HostProcess>();
   readonly #relays: Relay[] = [];
   #monitor?: HostProcess;
+  #redirect?: RedirectParts;
 
   private constructor(
     readonly topo: Topology,
@@ -106,15 +114,16 @@ export class AnycastLab implements AsyncDisposable {
       }];
     await sweepStaleAnycastDirs();
     const names = Array.from({ length: count }, (_, i) => `n${i + 1}`);
+    const csumOff = options.redirect ? { txChecksumOff: true } : {};
     const links: LinkSpec[] = [{
       a: { host: "router", ifname: "r-c", address: "10.8.0.1/24" },
-      b: { host: "client", ifname: "eth0", address: "10.8.0.2/24" },
+      b: { host: "client", ifname: "eth0", address: "10.8.0.2/24", ...csumOff },
     }];
     const routes: RouteSpec[] = [{ host: "client", to: "default", via: "10.8.0.1" }];
     names.forEach((n, i) => {
       links.push({
-        a: { host: "router", ifname: `r-${n}`, address: `10.9.${i + 1}.1/24` },
-        b: { host: n, ifname: "eth0", address: `10.9.${i + 1}.2/24` },
+        a: { host: "router", ifname: `r-${n}`, address: `10.9.${i + 1}.1/24`, ...csumOff },
+        b: { host: n, ifname: "eth0", address: `10.9.${i + 1}.2/24`, ...csumOff },
       });
       routes.push({ host: n, to: "default", via: `10.9.${i + 1}.1` });
     });
@@ -155,6 +164,10 @@ export class AnycastLab implements AsyncDisposable {
         `${dir}/router.pid`,
       ], { stdout: "null" });
       void routerBird;
+      if (options.redirect) {
+        const nodes = names.map((name, i) => ({ name, address: `10.9.${i + 1}.2` }));
+        lab.#redirect = await RedirectParts.start(topo, dir, nodes);
+      }
       for (const [i, name] of names.entries()) {
         await Deno.writeTextFile(
           `${dir}/${name}.bgp.json`,
@@ -167,13 +180,19 @@ export class AnycastLab implements AsyncDisposable {
         );
         const birdDir = `${dir}/${name}.bird`;
         if (options.kube) lab.#relays.push(relayIntoNamespace(topo.ns(name), options.kube.port));
-        const agent = topo.spawnDeno(name, MAIN, agentCommand(lab, name, birdDir, options));
+        const command = agentCommand(lab, name, birdDir, options);
+        if (lab.#redirect) {
+          command.args.push(...lab.#redirect.agentArgs(name));
+          const perms = command.permissions.filter((p) => !p.startsWith("--allow-net"));
+          command.permissions = [...perms, ...lab.#redirect.permissions];
+        }
+        const agent = topo.spawnDeno(name, MAIN, command);
         lab.nodes.set(name, { name, address: `10.9.${i + 1}.2`, agent, birdDir });
       }
       for (const node of lab.nodes.values()) {
         const ready = options.stateful ? '"msg":"ready"' : '"msg":"anycast agent ready"';
         await node.agent.waitForLine((l) => l.includes(ready), {
-          timeoutMs: 20_000,
+          timeoutMs: options.redirect ? 40_000 : 20_000,
         });
       }
       await lab.waitEstablished();
@@ -307,6 +326,7 @@ export class AnycastLab implements AsyncDisposable {
       if (pids.length) await run(["kill", "-KILL", ...pids], { check: false });
     }
     await this.topo.destroy();
+    await this.#redirect?.stop();
     for (const relay of this.#relays.splice(0)) relay.close();
     await Deno.remove(this.dir, { recursive: true }).catch(() => {});
   }

@@ -32,8 +32,23 @@ export interface NodeDatapath {
   close(): void;
 }
 
+/** The agent arguments the datapath is opened from (`main.ts anycast --redirect` builds these). */
+export type DatapathArgs = Pick<
+  AgentArgs,
+  | "datapath"
+  | "attach"
+  | "pinDir"
+  | "objectDir"
+  | "maxFlows"
+  | "maxServices"
+  | "maxBackends"
+  | "model"
+  | "encapPortFlag"
+  | "configure"
+>;
+
 /** Opens the datapath `a` asks for (`--datapath`), configured and ready to attach. */
-export async function openDatapath(a: AgentArgs): Promise<NodeDatapath> {
+export async function openDatapath(a: DatapathArgs): Promise<NodeDatapath> {
   if (a.datapath === "memory") {
     return {
       kind: "memory",

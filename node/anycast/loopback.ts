@@ -22,7 +22,10 @@ export class LoopbackError extends Error {
   override name = "LoopbackError";
 }
 
-async function ip(args: string[]): Promise<{ ok: boolean; out: string; err: string }> {
+/** Runs `ip ARGS` (killed after 5 s); never throws for a failed command. */
+export async function runIp(
+  args: string[],
+): Promise<{ ok: boolean; out: string; err: string }> {
   const child = new Deno.Command("ip", { args, stdin: "null", stdout: "piped", stderr: "piped" })
     .spawn();
   const timer = setTimeout(() => {
@@ -39,12 +42,18 @@ async function ip(args: string[]): Promise<{ ok: boolean; out: string; err: stri
   }
 }
 
-/** `lo` through the `ip` command, in the caller's network namespace. */
+/**
+ * `lo` (or another device, e.g. flow redirection's dummy `hf-anycast`) through the `ip` command,
+ * in the caller's network namespace.
+ */
 export class IpLoopback implements Loopback {
-  /** Lists /32 IPv4 addresses on `lo` (`ip -j -4 addr show dev lo`). */
+  /** Acts on `device` (default `lo`). */
+  constructor(readonly device = "lo") {}
+
+  /** Lists /32 IPv4 addresses on the device (`ip -j -4 addr show dev DEVICE`). */
   async list(): Promise<Set<string>> {
-    const r = await ip(["-j", "-4", "addr", "show", "dev", "lo"]);
-    if (!r.ok) throw new LoopbackError(`Cannot list addresses on "lo": ${r.err}`);
+    const r = await runIp(["-j", "-4", "addr", "show", "dev", this.device]);
+    if (!r.ok) throw new LoopbackError(`Cannot list addresses on "${this.device}": ${r.err}`);
     const links = JSON.parse(r.out || "[]") as {
       addr_info?: { local: string; prefixlen: number }[];
     }[];
@@ -53,17 +62,19 @@ export class IpLoopback implements Loopback {
     );
   }
 
-  /** `ip addr replace A/32 dev lo` (idempotent). */
+  /** `ip addr replace A/32 dev DEVICE` (idempotent). */
   async add(address: string): Promise<void> {
-    const r = await ip(["addr", "replace", `${address}/32`, "dev", "lo"]);
-    if (!r.ok) throw new LoopbackError(`Cannot add "${address}/32" to "lo": ${r.err}`);
+    const r = await runIp(["addr", "replace", `${address}/32`, "dev", this.device]);
+    if (!r.ok) {
+      throw new LoopbackError(`Cannot add "${address}/32" to "${this.device}": ${r.err}`);
+    }
   }
 
-  /** `ip addr del A/32 dev lo`; an absent address is not an error. */
+  /** `ip addr del A/32 dev DEVICE`; an absent address is not an error. */
   async remove(address: string): Promise<void> {
-    const r = await ip(["addr", "del", `${address}/32`, "dev", "lo"]);
+    const r = await runIp(["addr", "del", `${address}/32`, "dev", this.device]);
     if (!r.ok && !/Cannot assign requested address/.test(r.err)) {
-      throw new LoopbackError(`Cannot remove "${address}/32" from "lo": ${r.err}`);
+      throw new LoopbackError(`Cannot remove "${address}/32" from "${this.device}": ${r.err}`);
     }
   }
 }

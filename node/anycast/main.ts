@@ -6,15 +6,28 @@
  * (node/bgp). On SIGTERM/SIGINT it forfeits every address first, waits `--withdraw-wait-ms`
  * for the routers to drop this node, then stops bird.
  *
+ * With `--redirect` the node also runs flow redirection (node/anycast/redirect.ts): a packet of
+ * an established flow that ECMP moved here is encapsulated to the node that owns it; every
+ * stored flow is restored before the first address goes on `lo` (announced).
+ *
  * ```
  * main.ts anycast --node NAME (--state FILE | --kube [--kubeconfig FILE]) [--bgp-config FILE] [--bird-dir DIR]
  *                 [--ops-port N] [--poll-ms N] [--withdraw-wait-ms N]
+ *                 [--redirect --redis URL --attach IFACE --src-addr IP --owners IP,IP… [--pin-dir DIR]]
  * ```
  *
  * @module
  */
 
-import { intOption, readCommandLine, stringOption, UsageError } from "../../lib/args.ts";
+import {
+  type CommandLine,
+  intOption,
+  listOption,
+  readCommandLine,
+  stringOption,
+  UsageError,
+} from "../../lib/args.ts";
+import { isIpv4 } from "../../lib/ipv4.ts";
 import { log as rootLog } from "../../lib/log.ts";
 import { sleep } from "../../lib/backoff.ts";
 import { serveOps } from "../../lib/ops_http.ts";
@@ -24,6 +37,7 @@ import { IpLoopback } from "./loopback.ts";
 import { type AnycastState, parseAnycastState } from "./state_file.ts";
 import { followKubernetes } from "./kube_source.ts";
 import { watchFile } from "./watch_file.ts";
+import { FlowRedirect } from "./redirect.ts";
 
 const USAGE = `usage: main.ts anycast --node NAME (--state FILE | --kube) [OPTIONS]
 
@@ -39,7 +53,17 @@ runs on this node; with --bgp-config, runs bird to announce those addresses (doc
   --ops-port N             serve /metrics /healthz /readyz on 127.0.0.1:N (default off)
   --poll-ms N              file poll interval besides inotify (default 1000)
   --withdraw-wait-ms N     on SIGTERM, wait after forfeiting before stopping bird (default 500)
-  --resync-ms N            repair lo against the current state this often (default 10000)`;
+  --resync-ms N            repair lo against the current state this often (default 10000)
+
+Flow redirection (off by default; needs root, BPF and a shared Redis; docs/anycast.md):
+  --redirect               run the flow-aware datapath: moved flows go to the node owning them
+  --redis URL              the flow store shared by the anycast nodes (redis://host:port)
+  --attach IFACE           the uplink (XDP and tc attach here)
+  --src-addr IP            this node's address on it (outer source; owner of its own flows)
+  --owners IP[,IP...]      every anycast node's --src-addr: flows owned elsewhere are refused
+  --encap-port N           encapsulation UDP port, the same on every node (default 6080)
+  --seed N                 flow hash seed, the same on every node (default 0)
+  --pin-dir DIR            bpffs directory of the maps (default /sys/fs/bpf/holdfast)`;
 
 /** Runs the anycast agent until SIGTERM/SIGINT; returns the exit code. */
 export async function main(args: string[]): Promise<number> {
@@ -57,6 +81,14 @@ export async function main(args: string[]): Promise<number> {
       "poll-ms": { type: "string" },
       "withdraw-wait-ms": { type: "string" },
       "resync-ms": { type: "string" },
+      redirect: { type: "boolean" },
+      redis: { type: "string" },
+      attach: { type: "string" },
+      "src-addr": { type: "string" },
+      owners: { type: "string", multiple: true },
+      "encap-port": { type: "string" },
+      seed: { type: "string" },
+      "pin-dir": { type: "string" },
     },
   }, ({ values }) => {
     const node = stringOption(values, "node", { required: true });
@@ -72,6 +104,7 @@ export async function main(args: string[]): Promise<number> {
       node,
       state,
       kube,
+      redirect: redirectOptions(values),
       kubeconfig: stringOption(values, "kubeconfig"),
       bgpConfig: stringOption(values, "bgp-config"),
       birdDir: stringOption(values, "bird-dir") ?? `/run/holdfast/bird-${node}`,
@@ -98,6 +131,13 @@ export async function main(args: string[]): Promise<number> {
       log: log.with({ component: "bgp" }),
     });
   }
+  const redirect = o.redirect
+    ? await FlowRedirect.open({
+      node: o.node,
+      ...o.redirect,
+      log: log.with({ component: "anycast-redirect" }),
+    })
+    : undefined;
   const agent = new AnycastAgent(o.node, new IpLoopback(), { prefixes, log });
   let loaded = false;
   const ops = o.opsPort > 0
@@ -107,6 +147,8 @@ export async function main(args: string[]): Promise<number> {
     log.error(`cannot follow ${what}; the previous one stays`, { error });
   try {
     const apply = async (state: AnycastState) => {
+      // Frontends programmed and (the first time) every stored flow restored before lo changes.
+      await redirect?.update(state.services, { signal: stop.signal });
       await agent.update(state);
       loaded = true;
       log.info("anycast state applied", {
@@ -142,6 +184,7 @@ export async function main(args: string[]): Promise<number> {
     log.info("anycast agent ready", {
       source: o.state ?? "kubernetes",
       bgp: o.bgpConfig ?? null,
+      redirect: o.redirect !== undefined,
     });
     const signalled = await new Promise<string>((resolve) => {
       for (const sig of ["SIGTERM", "SIGINT"] as const) {
@@ -156,7 +199,37 @@ export async function main(args: string[]): Promise<number> {
       await sleep(o.withdrawWaitMs);
       await bird.stop();
     }
+    await redirect?.close();
     await ops?.shutdown();
   }
   return 0;
+}
+
+/** The `--redirect` options, or undefined without it; its flags without it are a usage error. */
+function redirectOptions(values: CommandLine["values"]) {
+  const flags = ["redis", "attach", "src-addr", "owners", "encap-port", "seed", "pin-dir"];
+  if (values.redirect !== true) {
+    const stray = flags.find((f) => values[f] !== undefined);
+    if (stray) throw new UsageError(`--${stray} goes with --redirect`);
+    return undefined;
+  }
+  const url = stringOption(values, "redis", { required: true });
+  if (!/^rediss?:\/\//.test(url)) {
+    throw new UsageError(`Cannot use --redis "${url}": expected redis:// or rediss://`);
+  }
+  const srcAddr = stringOption(values, "src-addr", { required: true });
+  const owners = listOption(values, "owners");
+  for (const [flag, ip] of [["src-addr", srcAddr], ...owners.map((a) => ["owners", a])]) {
+    if (!isIpv4(ip!)) throw new UsageError(`Cannot use --${flag} "${ip}": not an IPv4 address`);
+  }
+  const pinDir = stringOption(values, "pin-dir");
+  return {
+    redis: { url },
+    attach: stringOption(values, "attach", { required: true }),
+    srcAddr,
+    owners,
+    encapPort: intOption(values, "encap-port", { default: 6080, min: 1, max: 65535 }),
+    seed: intOption(values, "seed", { default: 0, max: 0xffffffff }),
+    ...(pinDir ? { pinDir } : {}),
+  };
 }

@@ -1,0 +1,153 @@
+/**
+ * What flow redirection (node/anycast/redirect.ts) programs, from the anycast services: a pure
+ * translation, so it is unit tested without a datapath.
+ *
+ * - The **datapath config** (the file source's format, controller/sources/file_source.ts): one LB
+ *   service per anycast service, a frontend per LB address and port, and this node as the only
+ *   backend. Maglev then picks this node for every new flow — hf_lb passes such flows to the
+ *   kernel (`pass_local_backend`) — while a flow found in the flow map, learned from the node that
+ *   owns it, is encapsulated to that node.
+ * - The **trust view** for flows read from the shared store (node/flows/frontends.ts): the same
+ *   frontends served by every anycast node (`owners`), so a flow owned by another node is
+ *   installed and one naming any other address is refused.
+ *
+ * @module
+ */
+
+import type { ServicesView } from "../flows/frontends.ts";
+import { isIpv4 } from "../../lib/ipv4.ts";
+import type { AnycastService } from "./model.ts";
+
+/** One port of a service: `80/TCP` → `{ port: 80, protocol: "TCP" }`. */
+export interface ServicePort {
+  readonly port: number;
+  readonly protocol: "TCP" | "UDP";
+}
+
+/**
+ * Parses `80/TCP`, `53/UDP` or `80` (TCP).
+ *
+ * @throws {TypeError} naming the value when it is not a port 1..65535 with TCP or UDP.
+ */
+export function parseServicePort(text: string): ServicePort {
+  const m = /^(\d{1,5})(?:\/(TCP|UDP))?$/i.exec(text.trim());
+  const port = m ? Number(m[1]) : NaN;
+  if (!m || port < 1 || port > 65535) {
+    throw new TypeError(
+      `Cannot redirect port ${JSON.stringify(text)}: expected PORT or PORT/TCP|UDP (1..65535)`,
+    );
+  }
+  return { port, protocol: (m[2]?.toUpperCase() ?? "TCP") as "TCP" | "UDP" };
+}
+
+/** A service name the file source accepts (`namespace/name`; anycast names may lack the namespace). */
+function lbName(name: string): string {
+  return name.includes("/") ? name : `default/${name}`;
+}
+
+interface Entry {
+  readonly name: string;
+  readonly frontends: { address: string; portName: string }[];
+  readonly ports: ServicePort[];
+}
+
+/** The services redirection covers: IPv4 addresses and at least one TCP or UDP port. */
+function entries(services: readonly AnycastService[]): { list: Entry[]; skipped: string[] } {
+  const list: Entry[] = [];
+  const skipped: string[] = [];
+  for (const s of services) {
+    const ports: ServicePort[] = [];
+    for (const text of s.ports ?? []) {
+      try {
+        ports.push(parseServicePort(text));
+      } catch {
+        skipped.push(`${s.name} port ${text}`); // e.g. SCTP: the datapath has TCP and UDP
+      }
+    }
+    const addresses = s.addresses.filter(isIpv4);
+    if (ports.length === 0 || addresses.length === 0) {
+      skipped.push(s.name);
+      continue;
+    }
+    const frontends = addresses.flatMap((a) =>
+      ports.map((p) => ({
+        address: `${a}:${p.port}/${p.protocol}`,
+        portName: `${p.port}-${p.protocol.toLowerCase()}`,
+      }))
+    );
+    list.push({ name: lbName(s.name), frontends, ports });
+  }
+  return { list, skipped };
+}
+
+function backendsOf(addresses: readonly string[], ports: readonly ServicePort[]) {
+  return addresses.flatMap((a) =>
+    ports.map((p) => ({
+      address: `${a}:${p.port}/${p.protocol}`,
+      portName: `${p.port}-${p.protocol.toLowerCase()}`,
+    }))
+  );
+}
+
+/** The datapath config and the trust view of flow redirection, and the services left out. */
+export interface RedirectConfig {
+  /** The file source's JSON (controller/sources/file_source.ts): this node is every backend. */
+  readonly datapath: {
+    readonly services: {
+      name: string;
+      flowKeyMode: "five-tuple";
+      frontends: { address: string; portName: string }[];
+      backends: { address: string; portName: string }[];
+    }[];
+  };
+  /** Frontends served by every owner: flows from the store are checked against it. */
+  readonly trust: ServicesView;
+  /** The LB addresses to follow in the flow store (sorted, unique). */
+  readonly vips: readonly string[];
+  /** Services without a port or an IPv4 address, and ports not TCP or UDP: not redirected. */
+  readonly skipped: readonly string[];
+}
+
+/**
+ * Translates the anycast services for a node at `self` among the anycast nodes `owners`.
+ *
+ * @example
+ * ```ts
+ * import { redirectConfig } from "./redirect_config.ts";
+ * const c = redirectConfig([
+ *   { name: "default/web", addresses: ["10.0.100.10"], ports: ["80/TCP"], selector: { app: "web" } },
+ * ], "10.9.1.2", ["10.9.1.2", "10.9.2.2"]);
+ * const svc = c.datapath.services[0]!;
+ * if (svc.frontends[0]!.address !== "10.0.100.10:80/TCP") throw new Error();
+ * if (svc.backends.map((b) => b.address).join() !== "10.9.1.2:80/TCP") throw new Error();
+ * if (c.trust.services[0]!.backends.length !== 2) throw new Error();
+ * ```
+ */
+export function redirectConfig(
+  services: readonly AnycastService[],
+  self: string,
+  owners: readonly string[],
+): RedirectConfig {
+  const { list, skipped } = entries(services);
+  const everyOwner = [...new Set([self, ...owners])].sort();
+  return {
+    datapath: {
+      services: list.map((e) => ({
+        name: e.name,
+        flowKeyMode: "five-tuple",
+        frontends: e.frontends,
+        backends: backendsOf([self], e.ports),
+      })),
+    },
+    trust: {
+      services: list.map((e) => ({
+        name: e.name,
+        frontends: e.frontends,
+        backends: backendsOf(everyOwner, e.ports),
+      })),
+    },
+    vips: [...new Set(list.flatMap((e) => e.frontends.map((f) => f.address.split(":")[0]!)))]
+      .sort(),
+    skipped,
+  };
+}

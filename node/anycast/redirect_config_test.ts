@@ -1,0 +1,106 @@
+import { deepStrictEqual, strictEqual, throws } from "node:assert/strict";
+import { parseConfig } from "../../controller/sources/file_source.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
+import { ServingBackends } from "../flows/frontends.ts";
+import { parseServicePort, redirectConfig } from "./redirect_config.ts";
+import { main } from "./main.ts";
+
+const WEB = {
+  name: "default/web",
+  addresses: ["10.0.100.10"],
+  ports: ["80/TCP", "53/udp"],
+  selector: { app: "web" },
+};
+
+Deno.test("redirect config: this node is every frontend's only backend; the file source takes it", () => {
+  const c = redirectConfig([WEB], "10.9.1.2", ["10.9.2.2", "10.9.1.2"]);
+  const cfg = parseConfig(JSON.stringify(c.datapath), { format: "json" });
+  strictEqual(cfg.services.length, 1);
+  deepStrictEqual(cfg.services[0]!.frontends.map((f) => f.address), [
+    "10.0.100.10:80/TCP",
+    "10.0.100.10:53/UDP",
+  ]);
+  deepStrictEqual(cfg.services[0]!.backends.map((b) => b.address), [
+    "10.9.1.2:80/TCP",
+    "10.9.1.2:53/UDP",
+  ]);
+  deepStrictEqual(c.vips, ["10.0.100.10"]);
+  deepStrictEqual(c.skipped, []);
+});
+
+Deno.test("redirect trust view: flows owned by any anycast node are accepted, others refused", () => {
+  const c = redirectConfig([WEB], "10.9.1.2", ["10.9.2.2", "10.9.3.2"]);
+  const serving = new ServingBackends(c.trust);
+  const key = {
+    saddr: parseIpv4("10.8.0.2"),
+    daddr: parseIpv4("10.0.100.10"),
+    sport: 40000,
+    dport: 80,
+    proto: 6,
+  };
+  for (const owner of ["10.9.1.2", "10.9.2.2", "10.9.3.2"]) {
+    strictEqual(serving.check(key, parseIpv4(owner)), null, owner);
+  }
+  strictEqual(serving.check(key, parseIpv4("10.9.9.9")), "backend_not_serving");
+  strictEqual(serving.check({ ...key, dport: 81 }, parseIpv4("10.9.2.2")), "unknown_frontend");
+});
+
+Deno.test("redirect config: services without ports, and SCTP ports, are named and left out", () => {
+  const c = redirectConfig(
+    [
+      { name: "default/noports", addresses: ["10.0.100.11"], selector: { app: "a" } },
+      { ...WEB, ports: ["80/TCP", "9/SCTP"] },
+    ],
+    "10.9.1.2",
+    [],
+  );
+  deepStrictEqual(c.skipped, ["default/noports", "default/web port 9/SCTP"]);
+  deepStrictEqual(c.datapath.services.map((s) => s.name), ["default/web"]);
+  deepStrictEqual(c.datapath.services[0]!.frontends.map((f) => f.address), [
+    "10.0.100.10:80/TCP",
+  ]);
+});
+
+Deno.test("service ports: PORT, PORT/TCP, PORT/UDP; others refused with the value quoted", () => {
+  deepStrictEqual(parseServicePort("8080"), { port: 8080, protocol: "TCP" });
+  deepStrictEqual(parseServicePort("53/UDP"), { port: 53, protocol: "UDP" });
+  throws(() => parseServicePort("0/TCP"), /"0\/TCP"/);
+  throws(() => parseServicePort("http"), /"http"/);
+});
+
+Deno.test("main.ts anycast: redirect flags are checked before anything starts", async () => {
+  const errors: string[] = [];
+  const orig = console.error;
+  console.error = (...a: unknown[]) => errors.push(a.join(" "));
+  try {
+    strictEqual(await main(["--node", "n1", "--state", "s.yaml", "--redis", "redis://x:1"]), 2);
+    strictEqual(
+      await main(["--node", "n1", "--state", "s.yaml", "--redirect", "--attach", "eth0"]),
+      2,
+    );
+    strictEqual(
+      await main([
+        "--node",
+        "n1",
+        "--state",
+        "s.yaml",
+        "--redirect",
+        "--redis",
+        "redis://10.8.0.1:6379",
+        "--attach",
+        "eth0",
+        "--src-addr",
+        "10.9.1.2",
+        "--owners",
+        "10.9.2.x",
+      ]),
+      2,
+    );
+  } finally {
+    console.error = orig;
+  }
+  strictEqual(errors.length, 3, errors.join("\n"));
+  strictEqual(errors[0]!.includes("--redis goes with --redirect"), true, errors[0]);
+  strictEqual(errors[1]!.includes("redis"), true, errors[1]);
+  strictEqual(errors[2]!.includes('"10.9.2.x"'), true, errors[2]);
+});

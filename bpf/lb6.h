@@ -131,6 +131,88 @@ static __always_inline struct lb_config *hf_config_v6(struct lb_config6 **cfg6)
 	return cfg;
 }
 
+/* The hf_flows_syn6 entry of `fk` while its backend ID (flags) still names the backend it holds;
+ * NULL otherwise (then the flow is picked again), as hf_held_flow for IPv4. */
+static __always_inline struct flow_value6 *hf_held_flow6(const struct flow_key6 *fk)
+{
+	struct flow_value6 *fv = bpf_map_lookup_elem(&hf_flows_syn6, fk);
+	if (!fv)
+		return NULL;
+	struct flow_value6 cur HF_ALIGNED = {};
+	if (hf_backend_by_id(fv->flags, &cur) || cur.backend_family != fv->backend_family ||
+	    !hf_addr6_eq((const __u32 *)cur.backend_addr, (const __u32 *)fv->backend_addr))
+		return NULL;
+	return fv;
+}
+
+/* True when a packet proves its client real, as hf_confirms: TCP ACK without SYN or RST; any
+ * UDP packet. */
+static __always_inline int hf_confirms6(void *l4, __u8 proto, void *data_end)
+{
+	if (proto != HF_IPPROTO_TCP)
+		return 1;
+	const struct tcphdr *tcp = l4;
+	if ((void *)(tcp + 1) > data_end)
+		return 0;
+	return tcp->ack && !tcp->syn && !tcp->rst;
+}
+
+/* Shares a confirmed IPv6 flow, as hf_share_flow: within this CPU's event budget (hf_budget,
+ * shared with IPv4), puts it in hf_flows6 and submits its hf_events6 record. Returns 1 when
+ * shared, 0 when held back (flow_unshared or event_lost counted). */
+static __always_inline int hf_share_flow6(const struct lb_config *cfg, const struct flow_key6 *fk,
+					  const struct flow_value6 *be, __u32 service_id, __u64 now)
+{
+	__u32 zero = 0;
+	struct hf_event_budget *b = bpf_map_lookup_elem(&hf_budget, &zero);
+	if (!b)
+		return 0;
+	__u64 second = now / HF_NSEC_PER_SEC;
+	if (b->second != second) {
+		b->second = second;
+		b->spent = 0;
+	}
+	__u32 limit = cfg->event_budget ? cfg->event_budget : HF_EVENT_BUDGET_DEFAULT;
+	if (b->spent >= limit) {
+		hf_count(HF_R_FLOW_UNSHARED);
+		return 0;
+	}
+	struct flow_event6 *ev = bpf_ringbuf_reserve(&hf_events6, sizeof(*ev), 0);
+	if (!ev) {
+		hf_count(HF_R_EVENT_LOST);
+		return 0;
+	}
+	struct flow_value6 nv HF_ALIGNED = *be;
+	nv.flags = 0;
+	nv.last_seen_ns = now;
+	if (bpf_map_update_elem(&hf_flows6, fk, &nv, BPF_ANY)) {
+		bpf_ringbuf_discard(ev, 0);
+		return 0;
+	}
+	ev->key = *fk;
+	__builtin_memcpy(ev->backend_addr, be->backend_addr, 16);
+	ev->backend_family = be->backend_family;
+	ev->pad[0] = 0;
+	ev->pad[1] = 0;
+	ev->pad[2] = 0;
+	ev->service_id = service_id;
+	ev->ts_ns = now;
+	bpf_ringbuf_submit(ev, 0);
+	b->spent += 1;
+	hf_count(HF_R_FLOW_SHARED);
+	return 1;
+}
+
+/* True when `be` is this node itself (an anycast node's own pod: docs/anycast.md "Flow
+ * redirection"): its packets go up to the kernel instead of being encapsulated to itself. */
+static __always_inline int hf_is_local6(const struct lb_config *cfg, const struct lb_config6 *cfg6,
+					const struct flow_value6 *be)
+{
+	if (be->backend_family == HF_AF_INET)
+		return *(const __be32 *)be->backend_addr == cfg->src_addr;
+	return hf_addr6_eq((const __u32 *)be->backend_addr, (const __u32 *)cfg6->src_addr);
+}
+
 /* An ICMPv6 frame: an error quoting a v6 frontend's flow is encapsulated to the backend owning
  * it (flow map, else Maglev; no flow made), like hf_lb_icmp; the rest passes (ND, echo, ...).
  * Returns the XDP verdict. */
@@ -170,12 +252,18 @@ static __always_inline int hf_lb6_icmp(struct xdp_md *ctx, struct hf_pkt6 *p, vo
 	__u8 tc = hf_ip6_tclass(p->ip6);
 	struct flow_value6 be HF_ALIGNED = {};
 	struct flow_value6 *fv = bpf_map_lookup_elem(&hf_flows6, &fk);
+	if (!fv)
+		fv = hf_held_flow6(&fk);
 	if (fv) {
 		be = *fv;
 	} else {
 		__u32 reason = 0;
 		if (!hf_maglev_pick6(svc, hash, &be, &reason))
 			return hf_drop_fe(service_id, reason);
+	}
+	if (hf_is_local6(cfg, cfg6, &be)) {
+		hf_count(HF_R_PASS_LOCAL_BACKEND); /* this node's own flow: the kernel delivers it */
+		return XDP_PASS;
 	}
 	const void *src = hf_outer_src(cfg, cfg6, be.backend_family);
 	if (!src)
@@ -247,27 +335,34 @@ static __always_inline int hf_lb6_main(struct xdp_md *ctx)
 	__builtin_memcpy(fk.daddr, &p.ip6->daddr, 16);
 	__u32 hash = hf_key_hash6(svc, cfg, &fk);
 
-	/* The backend first (flow map, else Maglev), as its family sets the overhead the MTU check
-	 * needs; the flow is recorded only once the packet is known to be sent. */
+	/* The backend first (hf_flows6, hf_flows_syn6, else Maglev), as its family sets the overhead
+	 * the MTU check needs; nothing is recorded before the packet is known to be sent. */
 	__u64 now = hf_now();
 	struct flow_value6 be HF_ALIGNED = {};
 	__u32 bid = 0;
+	struct flow_value6 *held = NULL;
 	struct flow_value6 *fv = bpf_map_lookup_elem(&hf_flows6, &fk);
 	if (fv) {
 		be = *fv;
 	} else {
-		__u32 reason = 0;
-		bid = hf_maglev_pick6(svc, hash, &be, &reason);
-		if (!bid)
-			return hf_drop_fe(service_id, reason);
+		held = hf_held_flow6(&fk);
+		if (held) {
+			be = *held;
+		} else {
+			__u32 reason = 0;
+			bid = hf_maglev_pick6(svc, hash, &be, &reason);
+			if (!bid)
+				return hf_drop_fe(service_id, reason);
+		}
 	}
+	int local = hf_is_local6(cfg, cfg6, &be);
 	const void *src = hf_outer_src(cfg, cfg6, be.backend_family);
-	if (!src)
+	if (!src && !local)
 		return hf_drop_fe(service_id, HF_R_DROP_NO_CONFIG);
 
 	/* IPv6 is never fragmented on the path: every packet too big once encapsulated is answered
 	 * with Packet Too Big carrying the MTU left for it (docs/mtu.md). */
-	{
+	if (!local) {
 		__s32 overhead = hf_overhead(be.backend_family);
 		__u32 mtu_len = len;
 		if (bpf_check_mtu(ctx, 0, &mtu_len, overhead, 0) != BPF_MTU_CHK_RET_SUCCESS) {
@@ -282,36 +377,45 @@ static __always_inline int hf_lb6_main(struct xdp_md *ctx)
 		}
 	}
 
+	/* Shared only once the client proves real (docs/contracts.md "When a flow is shared"), as
+	 * for IPv4: until then the flow lives in hf_flows_syn6. */
 	int is_new = 0;
+	__u32 tx = HF_R_TX_HIT;
 	if (fv) {
 		if (fv->last_seen_ns < now)
 			fv->last_seen_ns = now;
 	} else {
-		hf_count_be_new(bid);
-		be.flags = 0;
-		be.last_seen_ns = now;
-		bpf_map_update_elem(&hf_flows6, &fk, &be, BPF_ANY);
-		struct flow_event6 *ev = bpf_ringbuf_reserve(&hf_events6, sizeof(*ev), 0);
-		if (ev) {
-			ev->key = fk;
-			__builtin_memcpy(ev->backend_addr, be.backend_addr, 16);
-			ev->backend_family = be.backend_family;
-			ev->pad[0] = 0;
-			ev->pad[1] = 0;
-			ev->pad[2] = 0;
-			ev->service_id = service_id;
-			ev->ts_ns = now;
-			bpf_ringbuf_submit(ev, 0);
+		int confirms = hf_confirms6(p.l4, p.proto, data_end);
+		if (held) {
+			if (confirms && hf_share_flow6(cfg, &fk, &be, service_id, now)) {
+				bpf_map_delete_elem(&hf_flows_syn6, &fk);
+				tx = HF_R_TX_CONFIRMED;
+			} else {
+				if (held->last_seen_ns < now)
+					held->last_seen_ns = now;
+				tx = HF_R_TX_UNCONFIRMED;
+			}
 		} else {
-			hf_count(HF_R_EVENT_LOST);
+			hf_count_be_new(bid);
+			if (!confirms || !hf_share_flow6(cfg, &fk, &be, service_id, now)) {
+				be.flags = bid;
+				be.last_seen_ns = now;
+				bpf_map_update_elem(&hf_flows_syn6, &fk, &be, BPF_ANY);
+			}
+			is_new = 1;
+			tx = HF_R_TX_NEW;
 		}
-		is_new = 1;
 	}
 
+	if (local) {
+		hf_count_fe_tx(service_id, len, is_new);
+		hf_count(HF_R_PASS_LOCAL_BACKEND);
+		return XDP_PASS;
+	}
 	if (hf_encap_to(ctx, cfg, src, &be, hash, len, tc))
 		return hf_drop_fe(service_id, HF_R_DROP_ENCAP);
 	hf_count_fe_tx(service_id, len, is_new);
-	hf_count(is_new ? HF_R_TX_NEW : HF_R_TX_HIT);
+	hf_count(tx);
 	return XDP_TX;
 }
 

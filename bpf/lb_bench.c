@@ -148,6 +148,7 @@ static __always_inline int hf_bench6_new_flow(struct xdp_md *ctx, int next_key)
 		__builtin_memcpy(fk.saddr, &p.ip6->saddr, 16);
 		__builtin_memcpy(fk.daddr, &p.ip6->daddr, 16);
 		bpf_map_delete_elem(&hf_flows6, &fk);
+		bpf_map_delete_elem(&hf_flows_syn6, &fk); /* a SYN's flow waits there unshared */
 	}
 	return rc;
 }

@@ -37,6 +37,15 @@ struct {
 	__type(value, struct flow_value6);
 } hf_flows6 SEC(".maps");
 
+/* IPv6 flows not shared yet (docs/contracts.md "When a flow is shared"), as hf_flows_syn for
+ * IPv4: flags hold the backend ID the flow was picked with. Not pinned. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, HF_MAX_SYN_FLOWS);
+	__type(key, struct flow_key6);
+	__type(value, struct flow_value6);
+} hf_flows_syn6 SEC(".maps");
+
 /* This node's IPv6 source address for encapsulation to IPv6 backends. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

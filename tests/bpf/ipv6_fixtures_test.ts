@@ -22,16 +22,19 @@ import {
   udpFrame6,
 } from "../../lab/packets6.ts";
 import {
+  BACKENDS,
   CLIENT6,
   configure6,
   expectEncap6,
   type Fixture6,
   flowBackend6,
   flowOf,
+  LB_SRC,
   LB_SRC6,
   maglevBackend,
   openFixtureLb6,
   runFixture6,
+  SEED,
   VIP6,
   VIP6_CLIENT_IP,
   VIP6_NO_BACKENDS,
@@ -74,11 +77,33 @@ const hit = (sport: number, dst = VIP6) =>
 
 const FIXTURES: Fixture6[] = [
   {
-    description: "TCP SYN to a v6 frontend, new flow: Maglev pick, encapsulated, XDP_TX",
+    description: "TCP SYN to a v6 frontend, new flow: Maglev pick, encapsulated, held unshared",
     input: syn6(40000),
     verdict: XDP.TX,
     output: expectEncap6(syn6(40000)),
     reason: "tx_new",
+  },
+  {
+    description: "the SYN again (retransmit): the held flow, still not shared",
+    input: syn6(40000),
+    verdict: XDP.TX,
+    output: expectEncap6(syn6(40000)),
+    reason: "tx_unconfirmed",
+  },
+  {
+    description: "RST+ACK does not confirm: still held",
+    input: syn6(40000, VIP6, { flags: 0x14 }),
+    verdict: XDP.TX,
+    output: expectEncap6(syn6(40000, VIP6, { flags: 0x14 })),
+    reason: "tx_unconfirmed",
+  },
+  {
+    description: "the client's ACK confirms: shared (hf_flows6 + hf_events6), same backend",
+    input: hit(40000),
+    verdict: XDP.TX,
+    output: expectEncap6(hit(40000)),
+    reason: "tx_confirmed",
+    also: ["flow_shared"],
   },
   {
     description: "same 5-tuple again: flow map hit, same backend, outer port and label",
@@ -86,6 +111,15 @@ const FIXTURES: Fixture6[] = [
     verdict: XDP.TX,
     output: expectEncap6(hit(40000)),
     reason: "tx_hit",
+  },
+  {
+    description:
+      "a first packet that is an ACK (mid-stream, another LB node's flow): shared at once",
+    input: hit(40100),
+    verdict: XDP.TX,
+    output: expectEncap6(hit(40100)),
+    reason: "tx_new",
+    also: ["flow_shared"],
   },
   ...[40001, 40002, 40003, 40004, 40005, 40006, 40007, 40008].map((sport): Fixture6 => ({
     description: `new flow sport ${sport}: backend = table[hash6 % 7] (${
@@ -136,12 +170,26 @@ const FIXTURES: Fixture6[] = [
     output: expectEncap6(syn6(41001), { backend: "10.2.0.99" }),
     reason: "tx_hit",
   },
+  ...[[41002, LB_SRC6, "IPv6"], [41003, LB_SRC, "IPv4"]].map(([sport, be, fam]): Fixture6 => ({
+    description: `flow whose backend is this node (its ${fam} address): passed to its kernel`,
+    before: (dp) =>
+      new Ipv6Maps(dp.object).putFlow(flowOf(hit(sport as number)), {
+        backend: be as string,
+        flags: FLOW_F_PEER,
+        lastSeenNs: 0,
+      }),
+    input: hit(sport as number),
+    verdict: XDP.PASS,
+    output: "unchanged",
+    reason: "pass_local_backend",
+  })),
   {
-    description: "UDP to a v6 frontend: encapsulated",
+    description: "UDP to a v6 frontend: encapsulated, shared at once (no handshake)",
     input: udpFrame6(CLIENT6, VIP6, 5353, 53, payload),
     verdict: XDP.TX,
     output: expectEncap6(udpFrame6(CLIENT6, VIP6, 5353, 53, payload)),
     reason: "tx_new",
+    also: ["flow_shared"],
   },
   {
     description: "client-ip service: new client",
@@ -151,11 +199,11 @@ const FIXTURES: Fixture6[] = [
     reason: "tx_new",
   },
   {
-    description: "client-ip service: another source port of the same client hits (sport 0 key)",
+    description: "client-ip service: another source port of the same client, the same held flow",
     input: syn6(42001, VIP6_CLIENT_IP),
     verdict: XDP.TX,
     output: expectEncap6(syn6(42001, VIP6_CLIENT_IP), { clientIp: true }),
-    reason: "tx_hit",
+    reason: "tx_unconfirmed",
   },
   {
     description: "traffic class of the inner packet is copied to the outer header (both families)",
@@ -448,12 +496,12 @@ const FIXTURES: Fixture6[] = [
   },
   {
     description: "no IPv4 source configured, IPv4 backend: dropped",
-    before: (dp) => dp.configure({ srcAddr: "0.0.0.0", encapPort: 6080, seed: 0x1234 }),
+    before: (dp) => dp.configure({ srcAddr: "0.0.0.0", encapPort: 6080, seed: SEED }),
     input: syn6(40045, VIP6_ONLY4),
     verdict: XDP.DROP,
     output: null,
     reason: "drop_no_config",
-    after: (dp) => dp.configure({ srcAddr: "10.1.1.2", encapPort: 6080, seed: 0x1234 }),
+    after: (dp) => dp.configure({ srcAddr: LB_SRC, encapPort: 6080, seed: SEED }),
   },
 ];
 
@@ -473,9 +521,54 @@ rootTest("hf_lb IPv6 fixtures through BPF_PROG_TEST_RUN", async (t) => {
       strictEqual(picked.size, 2, "fixtures cover outer IPv4 and outer IPv6");
     });
 
-    await t.step("one hf_events6 record per new flow, with its key and backend", () => {
+    await t.step("a held flow whose backend left the service is picked again", () => {
+      const v6 = new Ipv6Maps(dp.object);
+      const frame = syn6(44000, VIP6_ONLY6);
+      const key = flowOf(frame);
+      const before = maglevBackend(key);
+      const id = Number(Object.entries(BACKENDS).find(([, a]) => a === before)![0]);
+      strictEqual(testRun(dp.program, frame).retval, XDP.TX, "SYN held");
+      v6.updateBackend(id, "2001:db8:2::77", 80); // the slot's ID now names another address
+      try {
+        runFixture6(dp, {
+          description: "ACK after the backend changed",
+          input: hit(44000, VIP6_ONLY6),
+          verdict: XDP.TX,
+          output: expectEncap6(hit(44000, VIP6_ONLY6), { backend: "2001:db8:2::77" }),
+          reason: "tx_new",
+          also: ["flow_shared"],
+        });
+      } finally {
+        v6.updateBackend(id, before, 80);
+      }
+    });
+
+    await t.step("event budget spent: a confirmed flow stays held, counted flow_unshared", () => {
+      dp.configure({ srcAddr: LB_SRC, encapPort: 6080, seed: SEED, eventBudget: 1 });
+      try {
+        const v6 = new Ipv6Maps(dp.object);
+        let unshared = 0;
+        for (let sport = 45000; sport < 45005; sport++) {
+          const before = dp.reasons().flow_unshared;
+          strictEqual(testRun(dp.program, hit(sport)).retval, XDP.TX, "forwarded all the same");
+          if (dp.reasons().flow_unshared === before + 1n) {
+            unshared++;
+            strictEqual(v6.getFlow(flowOf(hit(sport))), undefined, "not in hf_flows6");
+          }
+        }
+        strictEqual(
+          unshared >= 3,
+          true,
+          `at most one flow shared per second: ${unshared} of 5 held`,
+        );
+      } finally {
+        dp.configure({ srcAddr: LB_SRC, encapPort: 6080, seed: SEED });
+      }
+    });
+
+    await t.step("one hf_events6 record per shared flow, with its key and backend", () => {
       reader.consume();
-      strictEqual(BigInt(events.length), dp.reasons().tx_new, "one event per new flow");
+      strictEqual(BigInt(events.length), dp.reasons().flow_shared, "one event per shared flow");
       const first = events.find((e) => e.key.sport === 40000 && e.key.daddr === VIP6);
       strictEqual(first?.backend, maglevBackend(flowOf(syn6(40000))));
       strictEqual(first?.serviceId, 20);
@@ -490,7 +583,10 @@ rootTest("hf_lb IPv6 fixtures through BPF_PROG_TEST_RUN", async (t) => {
     await t.step("counters per frontend: every v6 packet sent or dropped is counted", () => {
       const r = dp.reasons();
       const fe = [...dp.frontendStats().values()];
-      strictEqual(fe.reduce((s, x) => s + x.packets, 0n), r.tx_hit + r.tx_new);
+      strictEqual(
+        fe.reduce((s, x) => s + x.packets, 0n),
+        r.tx_hit + r.tx_new + r.tx_confirmed + r.tx_unconfirmed + r.pass_local_backend,
+      );
       strictEqual(fe.reduce((s, x) => s + x.newFlows, 0n), r.tx_new);
       const be = [...dp.backendNewFlows().values()].reduce((s, x) => s + x, 0n);
       strictEqual(be, r.tx_new, "every Maglev pick counted on one backend");

@@ -69,11 +69,26 @@ const bigQuote = ptb(
 
 const FIXTURES: Fixture6[] = [
   {
-    description: "setup: the client's SYN makes the flow (tx_new)",
+    description: "setup: the client's SYN makes a held flow (tx_new)",
     input: tcpFrame6(CLIENT6, VIP6, { sport: 40000, dport: 80 }),
     verdict: XDP.TX,
     output: null,
     reason: "tx_new",
+  },
+  {
+    description: "an error about the held (unconfirmed) flow: to its backend",
+    input: ptb(reply(40000)),
+    verdict: XDP.TX,
+    output: expectEncap6(ptb(reply(40000)), { key: forward(40000) }),
+    reason: "tx_icmp_to_backend",
+  },
+  {
+    description: "setup: the client's ACK shares the flow (tx_confirmed)",
+    input: tcpFrame6(CLIENT6, VIP6, { sport: 40000, dport: 80, flags: 0x10 }),
+    verdict: XDP.TX,
+    output: null,
+    reason: "tx_confirmed",
+    also: ["flow_shared"],
   },
   {
     description: "packet too big about that flow: encapsulated to the flow map's backend",
@@ -299,6 +314,7 @@ rootTest(
         verdict: XDP.TX,
         output: expectEncap6(sized(1452, VIP6_ONLY6)),
         reason: "tx_new",
+        also: ["flow_shared"],
       },
       {
         description: "1473 bytes to IPv4 backends: PTB with MTU 1472 (1500 − 28)",
@@ -313,6 +329,7 @@ rootTest(
         verdict: XDP.TX,
         output: expectEncap6(sized(1472, VIP6_ONLY4)),
         reason: "tx_new",
+        also: ["flow_shared"],
       },
       {
         description: "oversize UDP gets PTB too (IPv6 has no DF: never fragmented on the path)",

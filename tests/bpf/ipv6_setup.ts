@@ -179,7 +179,9 @@ export interface Fixture6 {
   readonly verdict: number;
   readonly output: Uint8Array | "unchanged" | null | (() => Uint8Array);
   readonly reason: Reason;
-  /** Flow entries the run may add (default: 0 unless the reason is tx_new). */
+  /** Counters moved besides the packet's reason, e.g. flow_shared when the flow is shared. */
+  readonly also?: readonly Reason[];
+  /** hf_flows6 entries the run adds (default: 1 with flow_shared in `also`, else 0). */
   readonly newFlows?: number;
   readonly before?: (dp: Datapath) => void;
   readonly after?: (dp: Datapath) => void;
@@ -204,11 +206,16 @@ export function runFixture6(
   const moved = REASONS.filter((n) => after[n] !== before[n]).map((n) =>
     `${n}+${after[n] - before[n]}`
   );
-  deepStrictEqual(moved, [`${f.reason}+1`], "exactly one reason counter moves by one");
+  const expected = [f.reason, ...(f.also ?? [])];
+  deepStrictEqual(
+    moved,
+    REASONS.filter((n) => expected.includes(n)).map((n) => `${n}+1`),
+    "the packet's reason counter (and those of `also`) move by one, no other",
+  );
   strictEqual(
     flows6(dp) - flowsBefore,
-    f.newFlows ?? (f.reason === "tx_new" ? 1 : 0),
-    "flow entries made",
+    f.newFlows ?? (f.also?.includes("flow_shared") ? 1 : 0),
+    "hf_flows6 entries made",
   );
   f.after?.(dp);
   return r;

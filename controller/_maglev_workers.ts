@@ -51,8 +51,9 @@ self.onmessage = async ({ data }) => {
     ready.catch(() => {});
     return;
   }
-  // data.input: per job [n, m, n records of 3 u32, n IDs]; data.seqs: the jobs' sequence numbers.
-  const { seqs, input, maxPages, budgetMs } = data;
+  // data.input: per job [n, m, n records of 3 u32, n IDs]; data.seqs: the jobs' sequence numbers;
+  // data.claims[data.indexes[k]]: 0 until a thread takes job k (1: a worker, 2: the reconciler).
+  const { seqs, indexes, claims, input, maxPages, budgetMs } = data;
   let total = 0;
   for (let at = 0; at < input.length; at += 2 + 4 * input[at]) total += input[at + 1];
   const out = new Uint32Array(total), digests = [], errors = [];
@@ -63,6 +64,11 @@ self.onmessage = async ({ data }) => {
     at += 2 + 4 * n;
     const table = out.subarray(o, o + m);
     o += m;
+    if (Atomics.compareExchange(claims, indexes[k], 0, 1) !== 0) {
+      digests.push(0);
+      errors.push("taken by the reconciler");
+      continue;
+    }
     try {
       const e = await ready;
       const ptr = e.maglev_input_ptr(n, m) >>> 0;
@@ -93,6 +99,8 @@ self.onmessage = async ({ data }) => {
 
 interface Pending {
   readonly job: AheadJob;
+  /** Its place in the pass: its claim's index. */
+  readonly index: number;
   readonly seq: number;
   readonly module: string;
   /** Set once sent to a worker. */
@@ -115,6 +123,8 @@ export class MaglevWorkers {
   /** Sequence number → M of a job with a worker. */
   readonly #sizes = new Map<number, number>();
   #fill: MaglevFillModule | null = null;
+  /** Per job of the pass, who builds it: 0 nobody yet, 1 a worker, 2 the reconciler's thread. */
+  #claims = new Int32Array(new SharedArrayBuffer(4));
 
   /** `size` workers (at least 1). */
   constructor(size: number) {
@@ -130,14 +140,22 @@ export class MaglevWorkers {
       this.#module = module.digest;
     }
     this.#fill = module;
-    this.#queue = jobs.map((job) => ({ job, seq: this.#seq++, module: module.digest }));
+    this.#claims = new Int32Array(new SharedArrayBuffer(4 * Math.max(1, jobs.length)));
+    this.#queue = jobs.map((job, index) => ({
+      job,
+      index,
+      seq: this.#seq++,
+      module: module.digest,
+    }));
     this.#pump();
   }
 
   /**
-   * The table built ahead for `address`, if it was queued with these keys, IDs and M and
-   * `module` still serves (resolves null when its build failed); null when there is none. Jobs
-   * queued before it are dropped (the reconciler skipped them).
+   * The table built ahead for `address`, if it was queued with these keys, IDs and M, `module`
+   * still serves and a worker has started it (resolves null when its build failed); null when
+   * there is none: the caller builds it (a job no worker has started is claimed for the caller,
+   * so a busy machine never waits on a worker that is not running). Jobs queued before it are
+   * dropped (the reconciler skipped them).
    */
   take(
     address: string,
@@ -148,12 +166,16 @@ export class MaglevWorkers {
   ): Promise<AheadTable | null> | null {
     const at = this.#queue.findIndex((p) => p.job.address === address);
     if (at < 0) return null;
-    const [p] = this.#queue.splice(0, at + 1).slice(-1);
+    const taken = this.#queue.splice(0, at + 1), p = taken[at]!;
     this.#sent = Math.max(0, this.#sent - (at + 1));
-    if (p!.result === undefined) this.#send([p!]);
+    let mine = 0; // jobs this call claims for the reconciler's thread: no worker builds them
+    for (const q of taken) {
+      if (Atomics.compareExchange(this.#claims, q.index, 0, 2) === 0 && q === p) mine++;
+    }
     this.#pump();
-    if (p!.module !== module || !sameInput(p!.job, keys, ids, m)) return null;
-    return p!.result!;
+    if (mine > 0 || p.result === undefined) return null;
+    if (p.module !== module || !sameInput(p.job, keys, ids, m)) return null;
+    return p.result;
   }
 
   /** Drops every job not taken (results still to come are discarded). */
@@ -214,7 +236,7 @@ export class MaglevWorkers {
 
   /** Sends `batch` to the next worker; each job's `result` resolves when its table is back. */
   #send(batch: Pending[]): void {
-    const seqs: number[] = [], inputs: Uint32Array[] = [];
+    const seqs: number[] = [], indexes: number[] = [], inputs: Uint32Array[] = [];
     let length = 0;
     for (const p of batch) {
       const { keys, ids, m } = p.job;
@@ -236,6 +258,7 @@ export class MaglevWorkers {
       input.set(records, 2);
       input.set(ids, 2 + records.length);
       seqs.push(p.seq);
+      indexes.push(p.index);
       inputs.push(input);
       length += input.length;
     }
@@ -246,7 +269,15 @@ export class MaglevWorkers {
     }
     const { maxMemoryPages, buildBudgetMs } = this.#fill!.limits;
     const w = this.#workers[this.#next++ % this.#workers.length]!;
-    const message = { seqs, input, maxPages: maxMemoryPages, budgetMs: buildBudgetMs };
+    const claims = this.#claims;
+    const message = {
+      seqs,
+      indexes,
+      claims,
+      input,
+      maxPages: maxMemoryPages,
+      budgetMs: buildBudgetMs,
+    };
     w.postMessage(message, [input.buffer]);
   }
 }

@@ -7,13 +7,15 @@
  *    (what a pod watch would deliver) to the `ip monitor route` line on the router.
  * 2. the floor, side by side: the same change made by `ip addr add/del` on the node's `lo`
  *    directly (bird alone, no agent).
- * 3. what plain anycast costs long-lived connections: CONNECTIONS (100; `--quick` 40) TCP
- *    connections from the client held open while a third node gains a ready pod and then
- *    drains (2 → 3 → 2 nexthops); the ones reset because ECMP moved them are counted. This is
- *    the "without flow redirection" half of issue 12's side-by-side (the "with" is not built).
+ * 3. long-lived connections across a membership change, with and without flow redirection
+ *    (lab/_anycast_scale.ts): CONNECTIONS (100; `--quick` 40) TCP connections from the client
+ *    held open while a third node gains a ready pod and then drains (2 → 3 → 2 nexthops); the
+ *    ones reset because ECMP moved them are counted — plain anycast, then the same run with
+ *    `main.ts anycast --redirect` on every node (issue 12's side-by-side).
  *
- * Last stdout line: one JSON object with announce_ms_p50/max, withdraw_ms_p50/max and the
- * floor's. Goal (issue 12): each p50 ≤ 50 ms, max ≤ 200 ms.
+ * Last stdout line: one JSON object with announce_ms_p50/max, withdraw_ms_p50/max, the floor's,
+ * and plain_lost / redirect_lost (of longlived_connections). Goal (issue 12): each p50 ≤ 50 ms,
+ * max ≤ 200 ms; redirect_lost 0.
  *
  * @module
  */
@@ -21,16 +23,14 @@
 import { readCommandLineOrExit } from "../lib/args.ts";
 import { AnycastLab } from "../lab/anycast.ts";
 import { median } from "./_stats.ts";
-import { clientSummary } from "../lab/clients/summary.ts";
-
-const ECHO = new URL("../lab/clients/tcp_echo.ts", import.meta.url).pathname;
-const HOLD = new URL("../lab/clients/hold_client.ts", import.meta.url).pathname;
+import { ECHO_SERVICES, holdAcrossScale } from "../lab/_anycast_scale.ts";
 
 const OPTIONS = {
   command: "bench:anycast",
   usage: `usage: deno task bench:anycast [--quick]
   Anycast latency in network namespaces (root): pod ready → route on the router, terminating →
-  route withdrawn. --quick: 3 rounds instead of 20.`,
+  route withdrawn; long-lived connections lost across 2 → 3 → 2 nodes with and without flow
+  redirection. --quick: 3 rounds instead of 20, 40 connections instead of 100.`,
   options: { quick: { type: "boolean" } },
 } as const;
 const args = readCommandLineOrExit(Deno.args, OPTIONS, ({ values }) => ({
@@ -90,36 +90,15 @@ async function latency() {
   return out;
 }
 
-/** Part 3: long-lived connections across 2 → 3 → 2 nodes (echo pods on port 9000). */
-async function longLived() {
-  await using lab = await AnycastLab.create({ nodes: 3 });
-  const route = await lab.watchRoute();
-  for (const n of ["n1", "n2", "n3"]) {
-    const echo = lab.topo.spawnDeno(n, ECHO, {
-      args: ["server", "0.0.0.0", "9000"],
-      permissions: ["--allow-net"],
-    });
-    await echo.waitForLine((l) => l.includes("listening"));
-  }
-  await lab.startPod("n1", "default/web-1", { port: 0 });
-  await lab.startPod("n2", "default/web-2", { port: 0 });
-  await lab.startPod("n3", "default/web-3", { port: 0, ready: false });
-  await route.until((g) => g.join() === "10.9.1.2,10.9.2.2", 5_000);
-  const hold = lab.topo.spawnDeno("client", HOLD, {
-    args: [lab.vip, "9000", String(CONNECTIONS), "3000", "50"],
-    permissions: ["--allow-net"],
-  });
-  await hold.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 30_000 });
-  await lab.updatePod("default/web-3", { ready: true });
-  await route.until((g) => g.length === 3, 5_000);
-  await new Promise((r) => setTimeout(r, 1_000));
-  await lab.updatePod("default/web-3", { terminating: true });
-  await route.until((g) => g.length === 2, 5_000);
-  return await clientSummary(hold, 20_000);
+/** Part 3: long-lived connections across 2 → 3 → 2 nodes, plain anycast or with redirection. */
+async function longLived(redirect: boolean) {
+  await using lab = await AnycastLab.create({ nodes: 3, services: ECHO_SERVICES, redirect });
+  return await holdAcrossScale(lab, CONNECTIONS);
 }
 
 const { announce, withdraw, floorAdd, floorDel } = await latency();
-const held = await longLived();
+const plain = await longLived(false);
+const redirected = await longLived(true);
 
 const a = stats(announce), w = stats(withdraw), fa = stats(floorAdd), fd = stats(floorDel);
 console.log(JSON.stringify({
@@ -133,7 +112,10 @@ console.log(JSON.stringify({
   floor_ip_addr_add_ms_max: fa.max,
   floor_ip_addr_del_ms_p50: fd.p50,
   floor_ip_addr_del_ms_max: fd.max,
-  longlived_connections: held.connections,
-  longlived_lost_2_3_2_nodes: held.connections - held.survived,
+  longlived_connections: plain.connections,
+  plain_lost: plain.connections - plain.survived,
+  redirect_lost: redirected.connections - redirected.survived,
+  plain_max_stall_ms: plain.max_stall_ms,
+  redirect_max_stall_ms: redirected.max_stall_ms,
   goal_met: a.p50 <= 50 && w.p50 <= 50 && a.max <= 200 && w.max <= 200,
 }));

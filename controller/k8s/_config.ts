@@ -70,7 +70,10 @@ export function readConfig(
     problems.push(`spec.encapPort: ${JSON.stringify(port)} is not a port in 1..65535`);
   }
   if (spec.mode === "Anycast") {
-    problems.push(`spec.mode: Anycast is not supported yet; the LB nodes run Stateful`);
+    problems.push(
+      `spec.mode: Anycast is followed by the node agents only (main.ts anycast --kube, ` +
+        `docs/anycast.md); the controller and the LB nodes still treat the Services as Stateful`,
+    );
   } else if (spec.mode !== undefined && spec.mode !== "Stateful") {
     problems.push(`spec.mode: "${spec.mode}" is not Stateful or Anycast`);
   }

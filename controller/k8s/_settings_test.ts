@@ -50,12 +50,13 @@ Deno.test("settings derivation: no config, no selector, a bad selector or one th
   assertEquals(deriveSettings(config({ encapPort: 0 }), NODES).settings, {}, "bad port left out");
 });
 
-Deno.test("config Ready: Anycast says it is not supported yet; a selector that selects no node is reported", () => {
+Deno.test("config Ready: Anycast says only the node agents follow it; a selector that selects no node is reported", () => {
   const anycast = readConfig([config({ mode: "Anycast" })]).ready!;
   assertEquals([anycast.status, anycast.reason], ["False", "InvalidSpec"]);
   assertEquals(
     anycast.message,
-    "spec.mode: Anycast is not supported yet; the LB nodes run Stateful. Defaults are used for these fields",
+    "spec.mode: Anycast is followed by the node agents only (main.ts anycast --kube, docs/anycast.md); " +
+      "the controller and the LB nodes still treat the Services as Stateful. Defaults are used for these fields",
   );
   const sel = { lbNodeSelector: { matchLabels: { "holdfast.io/lb": "true" } } };
   assertEquals(readConfig([config(sel)], NODES).ready!.status, "True");

@@ -11,6 +11,7 @@ import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { createTopology } from "../../lab/netns.ts";
 import {
   Datapath,
+  type FlowEvent,
   type FlowKey,
   inNetns,
   makeFlowKey,
@@ -166,4 +167,25 @@ export async function mtuDevice(dp: Datapath, mtu: number) {
     return inNetns(topo.ns("mtu"), () => testRun(dp.program, frame, { ctxIn: ctx }));
   };
   return { run, [Symbol.asyncDispose]: () => topo[Symbol.asyncDispose]() };
+}
+
+/** Runs `input` through hf_lb and returns the result with the reason counters that moved
+ * (`name+n`, in enum order). */
+export function runCounted(dp: Datapath, input: Uint8Array): TestRunResult & { moved: string[] } {
+  const before = dp.reasons();
+  const r = testRun(dp.program, input);
+  const after = dp.reasons();
+  const moved = REASONS.filter((n) => after[n] !== before[n]).map((n) =>
+    `${n}+${after[n] - before[n]}`
+  );
+  return { ...r, moved };
+}
+
+/** New-flow events waiting in `dp`'s ring buffer, read at once. */
+export async function drainEvents(dp: Datapath): Promise<FlowEvent[]> {
+  const events: FlowEvent[] = [];
+  const reader = dp.subscribe((e) => events.push(e));
+  reader.consume();
+  await reader.close();
+  return events;
 }

@@ -12,17 +12,18 @@ import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
 import { encapsulated, hex, icmpErrorFrame, tcpFrame } from "../../lab/packets.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-import {
-  BpfFlowTable,
-  type Datapath,
-  FLOW_F_PEER,
-  type FlowEvent,
-  REASONS,
-  testRun,
-  XDP,
-} from "../../node/bpf/mod.ts";
+import { BpfFlowTable, type Datapath, FLOW_F_PEER, XDP } from "../../node/bpf/mod.ts";
 import { encapSourcePort } from "../../policy-as/host/flow_hash.ts";
-import { CLIENT, ENCAP_PORT, type Flow, flowHash, LB_SRC, openFixtureLb } from "./hostile_setup.ts";
+import {
+  CLIENT,
+  drainEvents,
+  ENCAP_PORT,
+  type Flow,
+  flowHash,
+  LB_SRC,
+  openFixtureLb,
+  runCounted as run,
+} from "./hostile_setup.ts";
 
 /** An anycast LB IP whose one backend is this node. */
 const ANYCAST_VIP = "10.0.100.20";
@@ -55,25 +56,6 @@ async function openAnycastLb(): Promise<Datapath> {
     maglevSize: 7,
   });
   return dp;
-}
-
-/** Runs `input` and returns its result with the reason counters that moved (`name+n`). */
-function run(dp: Datapath, input: Uint8Array) {
-  const before = dp.reasons();
-  const r = testRun(dp.program, input);
-  const after = dp.reasons();
-  const moved = REASONS.filter((n) => after[n] !== before[n]).map((n) =>
-    `${n}+${after[n] - before[n]}`
-  );
-  return { ...r, moved };
-}
-
-async function drainEvents(dp: Datapath): Promise<FlowEvent[]> {
-  const events: FlowEvent[] = [];
-  const reader = dp.subscribe((e) => events.push(e));
-  reader.consume();
-  await reader.close();
-  return events;
 }
 
 rootTest("hf_lb: a flow whose backend is this node is passed to the kernel", async (t) => {

@@ -28,16 +28,22 @@ export function flow_hash_client_ip(saddr: u32, seed: u32): u32 {
 // IPv6 (docs/contracts.md "Flow hash", IPv6): Linux jhash2 over u32 words with initval = seed.
 // An address is 4 words, each the big-endian value of 4 of its bytes.
 
+// jhash2's state between mixes.
+let ja: u32 = 0;
+let jb: u32 = 0;
+let jc: u32 = 0;
+
+// Linux __jhash_mix(a, b, c) after adding the next three words.
 @inline
-function jhash_mix_final4(a: u32, b: u32, c: u32, k3: u32): u32 {
-  // one __jhash_mix of (a, b, c), then a += k3 and __jhash_final
+function jhash_mix(k0: u32, k1: u32, k2: u32): void {
+  let a = ja + k0, b = jb + k1, c = jc + k2;
   a -= c; a ^= rotl<u32>(c, 4);  c += b;
   b -= a; b ^= rotl<u32>(a, 6);  a += c;
   c -= b; c ^= rotl<u32>(b, 8);  b += a;
   a -= c; a ^= rotl<u32>(c, 16); c += b;
   b -= a; b ^= rotl<u32>(a, 19); a += c;
   c -= b; c ^= rotl<u32>(b, 4);  b += a;
-  return jhash_final(a + k3, b, c);
+  ja = a; jb = b; jc = c;
 }
 
 // jhash2([s0..s3, d0..d3, (sport << 16) | dport, proto], 10, seed)
@@ -45,27 +51,16 @@ export function flow_hash6_5tuple(
   s0: u32, s1: u32, s2: u32, s3: u32, d0: u32, d1: u32, d2: u32, d3: u32,
   sport: u32, dport: u32, proto: u32, seed: u32,
 ): u32 {
-  const iv: u32 = JHASH_INITVAL + (10 << 2) + seed;
-  let a: u32 = iv + s0, b: u32 = iv + s1, c: u32 = iv + s2;
-  // the first two of jhash2's three mixes; the third is jhash_mix_final4's
-  a -= c; a ^= rotl<u32>(c, 4);  c += b;
-  b -= a; b ^= rotl<u32>(a, 6);  a += c;
-  c -= b; c ^= rotl<u32>(b, 8);  b += a;
-  a -= c; a ^= rotl<u32>(c, 16); c += b;
-  b -= a; b ^= rotl<u32>(a, 19); a += c;
-  c -= b; c ^= rotl<u32>(b, 4);  b += a;
-  a += s3; b += d0; c += d1;
-  a -= c; a ^= rotl<u32>(c, 4);  c += b;
-  b -= a; b ^= rotl<u32>(a, 6);  a += c;
-  c -= b; c ^= rotl<u32>(b, 8);  b += a;
-  a -= c; a ^= rotl<u32>(c, 16); c += b;
-  b -= a; b ^= rotl<u32>(a, 19); a += c;
-  c -= b; c ^= rotl<u32>(b, 4);  b += a;
-  return jhash_mix_final4(a + d2, b + d3, c + ((((sport & 0xffff) << 16) | (dport & 0xffff))), proto);
+  ja = jb = jc = JHASH_INITVAL + (10 << 2) + seed;
+  jhash_mix(s0, s1, s2);
+  jhash_mix(s3, d0, d1);
+  jhash_mix(d2, d3, ((sport & 0xffff) << 16) | (dport & 0xffff));
+  return jhash_final(ja + proto, jb, jc);
 }
 
 // jhash2([s0..s3], 4, seed)
 export function flow_hash6_client_ip(s0: u32, s1: u32, s2: u32, s3: u32, seed: u32): u32 {
-  const iv: u32 = JHASH_INITVAL + (4 << 2) + seed;
-  return jhash_mix_final4(iv + s0, iv + s1, iv + s2, s3);
+  ja = jb = jc = JHASH_INITVAL + (4 << 2) + seed;
+  jhash_mix(s0, s1, s2);
+  return jhash_final(ja + s3, jb, jc);
 }

@@ -21,6 +21,8 @@ export const MIN_AHEAD = 32;
 export interface BuiltTable {
   readonly table: Uint32Array;
   readonly reused: boolean;
+  /** Built on a worker (`buildAhead`). */
+  readonly ahead: boolean;
   /** `tableDigest(table)`. */
   readonly digest: number;
 }
@@ -34,8 +36,6 @@ export class MaglevTables {
   readonly #workerCount: number;
   #workers: MaglevWorkers | null = null;
   #lastDigest = 0;
-  /** Tables taken from workers (built ahead) so far. */
-  builtAhead = 0;
   /** The last table built, with its keys, IDs and M. One entry only: retained memory stays one table. */
   #lastKeys: readonly MaglevBackend[] = [];
   #lastIds: readonly number[] = [];
@@ -45,9 +45,9 @@ export class MaglevTables {
   #spare: Uint32Array | null = null;
 
   /** `workers`: how many build ahead (0: never; default 2, at most the CPUs). */
-  constructor(builder: MaglevBuilder, options: { workers?: number } = {}) {
+  constructor(builder: MaglevBuilder, workers?: number) {
     this.#builder = builder;
-    this.#workerCount = options.workers ?? Math.min(2, navigator.hardwareConcurrency || 1);
+    this.#workerCount = workers ?? Math.min(2, navigator.hardwareConcurrency || 1);
   }
 
   /**
@@ -80,17 +80,16 @@ export class MaglevTables {
     const ahead = this.#workers?.take(address, keys, ids, m, this.#builder.fillModule?.()?.digest);
     const got = ahead ? await ahead : null;
     if (got !== null) {
-      this.builtAhead++;
       this.#lastTable = got.table;
       this.#lastKeys = keys;
       this.#lastIds = ids;
       this.#lastM = m;
       this.#lastDigest = got.digest;
-      return { table: got.table, reused: false, digest: got.digest };
+      return { table: got.table, reused: false, ahead: true, digest: got.digest };
     }
     const built = this.table(keys, ids, m);
     if (!built.reused) this.#lastDigest = tableDigest(built.table);
-    return { ...built, digest: this.#lastDigest };
+    return { ...built, ahead: false, digest: this.#lastDigest };
   }
 
   /** Forgets the last table (a new builder module: the next table must be built again). */

@@ -15,6 +15,8 @@ export interface BPFMetrics {
   holdfast_lbmaps_maglev_reused_total: number;
   /** Maglev tables rebuilt equal to the installed one (same digest and M): not written again. */
   holdfast_lbmaps_maglev_unchanged_total: number;
+  /** Maglev tables built ahead on a worker (a large rebuild, `_maglev_workers.ts`). */
+  holdfast_lbmaps_maglev_built_ahead_total: number;
   holdfast_lbmaps_service_writes_total: number;
   holdfast_lbmaps_service_deletes_total: number;
   holdfast_lbmaps_pruned_total: number;

@@ -69,6 +69,7 @@ export class LBMapsOps implements Operations<Frontend> {
     holdfast_lbmaps_maglev_writes_total: 0,
     holdfast_lbmaps_maglev_reused_total: 0,
     holdfast_lbmaps_maglev_unchanged_total: 0,
+    holdfast_lbmaps_maglev_built_ahead_total: 0,
     holdfast_lbmaps_service_writes_total: 0,
     holdfast_lbmaps_service_deletes_total: 0,
     holdfast_lbmaps_pruned_total: 0,
@@ -77,9 +78,7 @@ export class LBMapsOps implements Operations<Frontend> {
   constructor(tables: LBTables, maps: LBMaps, options: LBMapsOpsOptions = {}) {
     this.#tables = tables;
     this.#maps = maps;
-    this.#maglev = new MaglevTables(options.maglev ?? new TsMaglevBuilder(), {
-      workers: options.maglevWorkers,
-    });
+    this.#maglev = new MaglevTables(options.maglev ?? new TsMaglevBuilder(), options.maglevWorkers);
     this.#defaultM = options.maglevSize ?? MAGLEV_M_DEFAULT;
     checkMaglevSize(this.#defaultM);
     const install = (st: StagedInstall) => {
@@ -260,6 +259,7 @@ export class LBMapsOps implements Operations<Frontend> {
       );
     }
     if (built.reused) this.metrics.holdfast_lbmaps_maglev_reused_total++;
+    if (built.ahead) this.metrics.holdfast_lbmaps_maglev_built_ahead_total++;
     const key = { address: addr.ip, port: addr.port, protocol: addr.protocol };
     const entry = {
       serviceId,

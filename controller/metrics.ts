@@ -38,6 +38,10 @@ const LBMAPS_COUNTERS = [
     "holdfast_lbmaps_maglev_unchanged_total",
     "Maglev tables rebuilt equal to the installed one (same digest), so not written again.",
   ],
+  [
+    "holdfast_lbmaps_maglev_built_ahead_total",
+    "Maglev tables built ahead on a worker thread (a rebuild of many, e.g. a policy swap).",
+  ],
   ["holdfast_lbmaps_service_writes_total", "Service entries written."],
   ["holdfast_lbmaps_service_deletes_total", "Service entries deleted."],
   ["holdfast_lbmaps_pruned_total", "Entries removed by prune."],

@@ -14,6 +14,7 @@ import { type AgentArgs, interfaceHolding } from "./agent_args.ts";
 import { Datapath, exportDatapathMetrics, HF_MAX, inNetns } from "./bpf/mod.ts";
 import type { FlowEvent } from "./bpf/flow.ts";
 import { type FlowTable, MemoryFlowTable } from "./flows/table.ts";
+import { LEARN_COALESCE_MS } from "./flows/agent.ts";
 
 /** What the rest of the agent needs from a datapath, real or in memory. */
 export interface NodeDatapath {
@@ -92,7 +93,7 @@ export async function openDatapath(a: DatapathArgs): Promise<NodeDatapath> {
     lbMaps: dp.lbMaps(),
     flows: dp.flowTable(),
     subscribe(onEvent) {
-      const reader = dp.subscribe(onEvent);
+      const reader = dp.subscribe(onEvent, { coalesceMs: LEARN_COALESCE_MS });
       return () => reader.close();
     },
     attach() {

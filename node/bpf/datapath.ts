@@ -18,7 +18,7 @@ import {
 import { BpfMap } from "./map.ts";
 import { BpfError, ERRNO } from "./errors.ts";
 import { BpfObject, type BpfProgram } from "./object.ts";
-import { RingBufferReader } from "./ringbuf.ts";
+import { type RingBufferOptions, RingBufferReader } from "./ringbuf.ts";
 import {
   type DecapConfig,
   encodeDecapConfig,
@@ -302,7 +302,7 @@ export class Datapath implements Disposable {
   /** Subscribes to new-flow events; the reader runs until closed. */
   subscribe(
     onEvent: (event: FlowEvent) => void,
-    options: { pollMs?: number } = {},
+    options: RingBufferOptions = {},
   ): RingBufferReader {
     const reader = new RingBufferReader(
       this.maps.events,

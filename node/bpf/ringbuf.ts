@@ -15,6 +15,13 @@ import { log } from "../../lib/log.ts";
 export interface RingBufferOptions {
   /** Longest single wait, so close() returns within it (default 100 ms). */
   readonly pollMs?: number;
+  /**
+   * After a wake-up that delivered records, take the next ones this much later (default 0), and
+   * so on while records keep coming: they gather in the ring and arrive in bursts, one wake-up
+   * per burst instead of one per record (interrupt coalescing; delays a record by at most this).
+   * The ring must hold what arrives meanwhile.
+   */
+  readonly coalesceMs?: number;
 }
 
 /** Reads records from a BPF_MAP_TYPE_RINGBUF map and hands each to `onRecord`. */
@@ -25,6 +32,7 @@ export class RingBufferReader implements AsyncDisposable {
   >;
   readonly #epfd: number;
   readonly #pollMs: number;
+  readonly #coalesceMs: number;
   readonly #events = new Uint8Array(12 * 4);
   #loop: Promise<void> | undefined;
   #closing = false;
@@ -39,6 +47,7 @@ export class RingBufferReader implements AsyncDisposable {
     options: RingBufferOptions = {},
   ) {
     this.#pollMs = options.pollMs ?? 100;
+    this.#coalesceMs = options.coalesceMs ?? 0;
     this.#callback = new Deno.UnsafeCallback(
       { parameters: ["pointer", "pointer", "usize"], result: "i32" } as const,
       (_ctx, data, size) => {
@@ -96,7 +105,13 @@ export class RingBufferReader implements AsyncDisposable {
           continue;
         }
         failures = 0;
-        this.consume();
+        // Coalescing: while records keep coming, take them every coalesceMs straight from the
+        // ring (consume reads the shared pages, no syscall), without the epoll thread hop;
+        // back to waiting once a turn finds none.
+        for (let n = this.consume(); n > 0 && this.#coalesceMs > 0 && !this.#closing;) {
+          await new Promise((r) => setTimeout(r, this.#coalesceMs));
+          if (!this.#closing) n = this.consume();
+        }
       }
     })();
   }

@@ -10,6 +10,7 @@ import type { FollowedVips } from "./_followed.ts";
 import type { FlowGate } from "./_gate.ts";
 import type { AgentMetrics } from "./_metrics.ts";
 import type { AgentStateMachine } from "./_state.ts";
+import type { FlowTally } from "./_tally.ts";
 import type { FlowStore } from "./store.ts";
 import type { FlowTable } from "./table.ts";
 
@@ -24,6 +25,8 @@ export interface AgentContext {
   readonly state: AgentStateMachine;
   readonly followed: FollowedVips;
   readonly gate: FlowGate;
+  /** Learned and installed flows, logged as periodic summary lines. */
+  readonly tally: FlowTally;
   /** Stream position per followed LB IP: set by restores, advanced by the follower. */
   readonly positions: Map<string, string>;
   /** A flow with no packet for this long expires everywhere, ms. */

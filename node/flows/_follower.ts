@@ -95,9 +95,14 @@ export class Follower {
     if (entries.length === 0) return;
     table.putBatch(entries);
     metrics.installed.inc({ vip: change.vip }, entries.length);
-    for (const e of log.enabled("info") ? entries : []) {
-      log.info(
-        change.node === node ? "flow replaced by later learn" : "flow installed from peer",
+    // Routine installs: a summary line now and then (and each at debug); a flow of ours replaced
+    // by a peer's later learn is rare and worth its own line.
+    const own = change.node === node;
+    if (!own) this.#ctx.tally.installed(change.vip, change.node, entries.length);
+    if (!own && !log.enabled("debug")) return;
+    for (const e of entries) {
+      log[own ? "info" : "debug"](
+        own ? "flow replaced by later learn" : "flow installed from peer",
         {
           vip: change.vip,
           flow: describeFlow(e.key),
@@ -113,16 +118,25 @@ export class Follower {
     const addr = parseIpv4(change.vip);
     const reason = change.reason ?? "idle";
     let removed = 0;
+    const logEach = log.enabled("debug");
     for (const f of change.flows) {
       const key = parseFlowField(f.field, addr);
       if (!table.delete(key)) continue;
       removed++;
-      log.info(reason === "purge" ? "flow purged" : "flow expired", {
+      if (!logEach) continue;
+      log.debug(reason === "purge" ? "flow purged" : "flow expired", {
         vip: change.vip,
         flow: describeFlow(key),
         by: change.node,
       });
     }
-    if (removed > 0) metrics.removed.inc({ vip: change.vip, reason }, removed);
+    if (removed === 0) return;
+    metrics.removed.inc({ vip: change.vip, reason }, removed);
+    // One line per stream entry (a batch), each flow at debug.
+    log.info(reason === "purge" ? "flows purged" : "flows expired", {
+      vip: change.vip,
+      flows: removed,
+      by: change.node,
+    });
   }
 }

@@ -137,11 +137,12 @@ export class Learner {
           idleTimeoutMs: this.#ctx.idleMs,
         });
         metrics.learned.inc({ vip }, list.length);
-        const logEach = log.enabled("info");
+        this.#ctx.tally.learned(vip, list.length);
+        const logEach = log.enabled("debug");
         for (const p of list) {
           if (p.queuedAt < oldest) oldest = p.queuedAt;
           if (!logEach) continue;
-          log.info("flow learned", {
+          log.debug("flow learned", {
             vip,
             flow: describeFlow(p.key),
             backend: formatIpv4(p.backend),

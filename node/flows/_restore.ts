@@ -84,7 +84,7 @@ export class Restorer {
         for (const e of missing) {
           if ((e.value.flags & FLOW_F_PEER) === 0 || !table.delete(e.key)) continue;
           removed++;
-          log.info("flow removed, no longer stored", { vip, flow: describeFlow(e.key) });
+          log.debug("flow removed, no longer stored", { vip, flow: describeFlow(e.key) });
         }
         if (removed > 0) metrics.removed.inc({ vip, reason: "stale" }, removed);
       }

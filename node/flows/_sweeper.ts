@@ -103,11 +103,16 @@ export class Sweeper {
 
   #idleOutRetired(keys: readonly FlowKey[]): void {
     const { table, metrics, log, node } = this.#ctx;
+    const byVip = new Map<string, number>();
     for (const key of keys) {
       if (!table.delete(key)) continue;
       const vip = formatIpv4(key.daddr);
-      metrics.removed.inc({ vip, reason: "unfollowed" });
-      log.info("flow expired", { vip, flow: describeFlow(key), by: node, followed: false });
+      byVip.set(vip, (byVip.get(vip) ?? 0) + 1);
+      log.debug("flow expired", { vip, flow: describeFlow(key), by: node, followed: false });
+    }
+    for (const [vip, flows] of byVip) {
+      metrics.removed.inc({ vip, reason: "unfollowed" }, flows);
+      log.info("flows expired", { vip, flows, by: node, followed: false });
     }
   }
 
@@ -119,8 +124,10 @@ export class Sweeper {
     keys.forEach((key, i) => {
       if (stored[i] || !table.delete(key)) return;
       removed++;
-      log.info("flow expired", { vip, flow: describeFlow(key), by: node, stored: false });
+      log.debug("flow expired", { vip, flow: describeFlow(key), by: node, stored: false });
     });
-    if (removed > 0) metrics.removed.inc({ vip, reason: "orphan" }, removed);
+    if (removed === 0) return;
+    metrics.removed.inc({ vip, reason: "orphan" }, removed);
+    log.info("flows expired", { vip, flows: removed, by: node, stored: false });
   }
 }

@@ -27,6 +27,7 @@ import type { AgentContext } from "./_context.ts";
 import { Follower } from "./_follower.ts";
 import { FollowedVips } from "./_followed.ts";
 import { FlowGate } from "./_gate.ts";
+import { FlowTally } from "./_tally.ts";
 import { agentJobs } from "./_jobs.ts";
 import { Learner } from "./_learner.ts";
 import { agentMetrics } from "./_metrics.ts";
@@ -39,6 +40,14 @@ import type { FlowStore } from "./store.ts";
 import type { FlowTable } from "./table.ts";
 
 export type { FlowAgentState } from "./_state.ts";
+
+/**
+ * How long the datapath's new-flow events gather in the ring buffer before the agent takes them
+ * (the reader's `coalesceMs`), ms: one wake-up, one store write, one stream entry and one read
+ * on each peer per burst instead of per flow — each costs an agent ~100–400 µs of CPU, far more
+ * than the flow itself (bench:agent-cost). Peers get a flow up to this much later.
+ */
+export const LEARN_COALESCE_MS = 20;
 
 /** Options of {@link FlowSyncAgent}. */
 export interface FlowSyncAgentOptions {
@@ -105,6 +114,7 @@ export class FlowSyncAgent {
       state: new AgentStateMachine(log, metrics),
       followed: new FollowedVips(options.vips),
       gate: new FlowGate(options.services ?? null, log, metrics),
+      tally: new FlowTally(log),
       positions: new Map(),
       idleMs,
       batchSize: options.batchSize ?? 1000,
@@ -213,6 +223,7 @@ export class FlowSyncAgent {
         this.#learner.stop(),
         this.#restorer.exclusive(() => Promise.resolve()),
       ]);
+      this.#ctx.tally.flush();
       state.move("stopped", "stopped");
     })().finally(() => this.#stopping = null);
     return this.#stopping;
@@ -259,10 +270,18 @@ export class FlowSyncAgent {
       removed++;
       const vip = formatIpv4(e.key.daddr);
       metrics.removed.inc({ vip, reason: "purge" });
-      log.info("flow purged", {
+      log.debug("flow purged", {
         vip,
         flow: describeFlow(e.key),
         backend: formatIpv4(e.value.backend),
+        by: node,
+        why: "backend no longer serves the frontend",
+      });
+    }
+    if (removed > 0) {
+      log.info("flows purged", {
+        flows: removed,
+        backends: [...left].map(formatIpv4),
         by: node,
         why: "backend no longer serves the frontend",
       });

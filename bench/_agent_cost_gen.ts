@@ -1,9 +1,10 @@
 /**
  * The traffic of `bench/agent_cost.ts`: packets run through the learning node's real XDP program
  * (BPF_PROG_TEST_RUN over the maps that node pinned), so the program itself creates each flow
- * and emits its new-flow event into the ring buffer the agent reads, as in production. New flows
- * are SYNs from distinct client addresses at a fixed rate; established flows get ACKs (the hit
- * path: no event, no user-space work).
+ * and emits its new-flow event into the ring buffer the agent reads, as in production. A new flow
+ * is a SYN and the client's first ACK from a distinct client address (the datapath shares a flow
+ * once the ACK confirms it), at a fixed rate; established flows get ACKs (the hit path: no
+ * event, no user-space work).
  *
  * @module
  */
@@ -72,13 +73,17 @@ export class FlowGenerator {
     if (r.retval !== XDP.TX) throw new Error(`Cannot send ${what}: hf_lb returned ${r.retval}`);
   }
 
-  /** Opens `n` established flows (their SYNs); later runs keep them active. */
+  /** A new flow from `saddr`: its SYN, then the ACK that confirms it. Returns the ACK. */
+  #open(saddr: number): Uint8Array {
+    this.#send(patch(this.#syn, saddr), "a new flow's SYN");
+    const ack = patch(this.#ack, saddr);
+    this.#send(ack, "a new flow's first ACK");
+    return ack;
+  }
+
+  /** Opens `n` established flows; later runs keep them active. */
   establish(n: number): void {
-    for (let i = 0; i < n; i++) {
-      const saddr = (ESTABLISHED_BASE + i) >>> 0;
-      this.#send(patch(this.#syn, saddr), "an established flow's SYN");
-      this.#established.push(patch(this.#ack, saddr));
-    }
+    for (let i = 0; i < n; i++) this.#established.push(this.#open((ESTABLISHED_BASE + i) >>> 0));
   }
 
   /**
@@ -97,7 +102,7 @@ export class FlowGenerator {
       // Catch up to the schedule, at most 0.1 s worth per tick (the machine may fall behind).
       const wantNew = Math.min(Math.floor(rate * elapsed) - sentNew, rate / 10);
       for (let i = 0; i < wantNew; i++, sentNew++) {
-        this.#send(patch(this.#syn, (NEW_BASE + this.#nextNew++) >>> 0), "a new flow's SYN");
+        this.#open((NEW_BASE + this.#nextNew++) >>> 0);
       }
       const wantAck = this.#established.length === 0
         ? 0

@@ -17,6 +17,16 @@ export { tableDigest };
 /** Fewest tables a pass must rebuild for them to be built ahead on workers. */
 export const MIN_AHEAD = 32;
 
+/**
+ * Workers for a large rebuild by default: one per CPU beyond the reconciler's, at least 1, at most
+ * 2. On 2 CPUs, 1: measured under load from other processes (load 5, 2 CPUs), a swap that refills
+ * 1,000 tables took a median 523 ms with 1 worker, 670 ms with 2 (the reconciler's thread, which
+ * installs the tables, waited longer to run); with tables unchanged, 521 and 531 ms.
+ */
+export function defaultMaglevWorkers(): number {
+  return Math.max(1, Math.min(2, (navigator.hardwareConcurrency || 1) - 1));
+}
+
 /** A table for a frontend: its slots (backend IDs), whether it is the previous one, its digest. */
 export interface BuiltTable {
   readonly table: Uint32Array;
@@ -44,10 +54,10 @@ export class MaglevTables {
   /** A table buffer nothing holds, handed to the builder as `out` (two buffers alternate). */
   #spare: Uint32Array | null = null;
 
-  /** `workers`: how many build ahead (0: never; default 2, at most the CPUs). */
+  /** `workers`: how many build ahead (0: never; default {@linkcode defaultMaglevWorkers}). */
   constructor(builder: MaglevBuilder, workers?: number) {
     this.#builder = builder;
-    this.#workerCount = workers ?? Math.min(2, navigator.hardwareConcurrency || 1);
+    this.#workerCount = workers ?? defaultMaglevWorkers();
   }
 
   /**

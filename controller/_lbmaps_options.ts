@@ -32,7 +32,7 @@ export interface LBMapsOpsOptions {
   maxStaged?: number;
   /**
    * Workers that build Maglev tables ahead when a full pass rebuilds many with a WASM module (a
-   * policy swap; `_maglev_workers.ts`). Default 2 (at most the CPUs); 0: all on this thread.
+   * policy swap; `_maglev_workers.ts`). Default: one per CPU beyond the first, 1..2; 0: none.
    */
   maglevWorkers?: number;
 }

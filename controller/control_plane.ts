@@ -54,7 +54,7 @@ export interface ControlPlaneOptions {
   batchSize?: number;
   /** Maglev tables staged before a batch installs them early (default 1,024; `LBMapsOps`). */
   maxStaged?: number;
-  /** Workers that build Maglev tables ahead in a large rebuild (default 2; 0: none; `LBMapsOps`). */
+  /** Workers building Maglev tables ahead in a big rebuild (default 1..2, 0: none). */
   maglevWorkers?: number;
   /** Retry schedule of failed map writes (default 10 ms .. 30 s with jitter). */
   retry?: BackoffOptions;

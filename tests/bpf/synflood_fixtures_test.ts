@@ -14,21 +14,21 @@ import { parseIpv4 } from "../../lib/ipv4.ts";
 import {
   BpfFlowTable,
   type Datapath,
-  type FlowEvent,
   monotonicNs,
   type Reason,
-  REASONS,
   testRun,
 } from "../../node/bpf/mod.ts";
 import {
   BACKENDS,
   CLIENT,
+  drainEvents,
   ENCAP_PORT,
   expectEncap,
   type Flow,
   flowHash,
   LB_SRC,
   openFixtureLb,
+  runCounted as run,
   SEED,
   TABLE7,
   VIP,
@@ -49,26 +49,6 @@ const frame = (f: Flow, flags: number) =>
 
 /** The unconfirmed-flow map of `dp`. */
 const unconfirmed = (dp: Datapath) => new BpfFlowTable(dp.object.map("hf_flows_syn"));
-
-/** Runs `input` and returns its result with the reason counters that moved (`name+n`). */
-function run(dp: Datapath, input: Uint8Array) {
-  const before = dp.reasons();
-  const r = testRun(dp.program, input);
-  const after = dp.reasons();
-  const moved = REASONS.filter((n) => after[n] !== before[n]).map((n) =>
-    `${n}+${after[n] - before[n]}`
-  );
-  return { ...r, moved };
-}
-
-/** New-flow events waiting in the ring buffer, read synchronously. */
-async function drainEvents(dp: Datapath): Promise<FlowEvent[]> {
-  const events: FlowEvent[] = [];
-  const reader = dp.subscribe((e) => events.push(e));
-  reader.consume();
-  await reader.close();
-  return events;
-}
 
 /** Pins the calling thread to CPU `cpu` (null: every CPU again): the event budget is per CPU,
  * and BPF_PROG_TEST_RUN runs on the caller's CPU. */

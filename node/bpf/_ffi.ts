@@ -73,6 +73,13 @@ export const LIBBPF_SYMBOLS = {
     parameters: ["u32", "buffer", "u32", "u32", "u32", "buffer"],
     result: "i32",
   },
+  // bpf_map_create on a blocking-pool thread (BpfMap.createAsync: tables created ahead of use)
+  bpf_map_create_nonblocking: {
+    name: "bpf_map_create",
+    parameters: ["u32", "buffer", "u32", "u32", "u32", "buffer"],
+    result: "i32",
+    nonblocking: true,
+  },
   // int bpf_map_get_fd_by_id(__u32 id)
   bpf_map_get_fd_by_id: { parameters: ["u32"], result: "i32" },
   // int bpf_obj_get_info_by_fd(int bpf_fd, void *info, __u32 *info_len)

@@ -101,3 +101,18 @@ export function ipv6Words(address: string | Uint8Array): [number, number, number
   const v = new DataView(b.buffer, b.byteOffset, 16);
   return [v.getUint32(0), v.getUint32(4), v.getUint32(8), v.getUint32(12)];
 }
+
+/**
+ * Whether IPv6 `address` (text or 16 bytes) is a unicast address of global scope as Linux scopes
+ * them: not `::`, `::1`, link-local `fe80::/10`, multicast `ff00::/8` nor IPv4-mapped
+ * `::ffff:0:0/96` (unique-local `fc00::/7` is global scope). What a node can use as its own
+ * IPv6 address, or an LB IP read from `lo`.
+ */
+export function isGlobalUnicastIpv6(address: string | Uint8Array): boolean {
+  const b = typeof address === "string" ? ipv6Bytes(address) : address;
+  const zeroTo = (n: number) => b.subarray(0, n).every((x) => x === 0);
+  if (zeroTo(15) && b[15]! <= 1) return false; // :: and ::1
+  if (b[0] === 0xff) return false;
+  if (b[0] === 0xfe && (b[1]! & 0xc0) === 0x80) return false;
+  return !(zeroTo(10) && b[10] === 0xff && b[11] === 0xff);
+}

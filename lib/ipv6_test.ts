@@ -1,5 +1,5 @@
 import { deepStrictEqual, strictEqual, throws } from "node:assert/strict";
-import { formatIpv6, ipv6Bytes, ipv6Words, isIpv6 } from "./ipv6.ts";
+import { formatIpv6, ipv6Bytes, ipv6Words, isGlobalUnicastIpv6, isIpv6 } from "./ipv6.ts";
 
 Deno.test("IPv6 text round-trips in RFC 5952 form", () => {
   const cases: Array<[string, string]> = [
@@ -44,5 +44,14 @@ Deno.test("bad IPv6 text is refused with the text quoted", () => {
   ) {
     throws(() => ipv6Bytes(bad), (e: Error) => e.message.includes(`"${bad}"`), bad);
     strictEqual(isIpv6(bad), false, bad);
+  }
+});
+
+Deno.test("global unicast IPv6: a node's own address, never ::, ::1, link-local, multicast, mapped", () => {
+  for (const a of ["2001:db8::1", "fd00::5", "2606:4700::1111"]) {
+    strictEqual(isGlobalUnicastIpv6(a), true, a);
+  }
+  for (const a of ["::", "::1", "fe80::1", "febf::1", "ff02::1", "::ffff:10.0.0.1"]) {
+    strictEqual(isGlobalUnicastIpv6(a), false, a);
   }
 });

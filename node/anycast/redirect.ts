@@ -29,7 +29,7 @@ import { type ControlPlane, createControlPlane } from "../../controller/control_
 import { FileSource } from "../../controller/sources/file_source.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import type { RedisStoreOptions } from "../../lib/redis_connection.ts";
-import { DecapDatapath } from "../bpf/datapath.ts";
+import { DecapDatapath } from "../bpf/decap_datapath.ts";
 import { type NodeDatapath, openDatapath } from "../_node_datapath.ts";
 import { FlowSyncAgent } from "../flows/agent.ts";
 import { connectRedisStore } from "../flows/redis_store.ts";

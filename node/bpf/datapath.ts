@@ -2,26 +2,18 @@
  * The LB node's datapath as the agent drives it: load bpf/build/lb_xdp.o with its maps pinned in
  * bpffs (reused after a restart, so no flow or table is lost) and sized at load, attach XDP,
  * configure, hand out the flow map ({@linkcode BpfFlowTable}) and the control plane's maps
- * ({@linkcode BpfLBMaps}), subscribe to new-flow events, read counters. And the backend side
- * ({@linkcode DecapDatapath}): decap on tc ingress, MSS clamp on tc egress.
+ * ({@linkcode BpfLBMaps}), subscribe to new-flow events, read counters. The backend side is
+ * `decap_datapath.ts`.
  *
  * @module
  */
 
-import {
-  attachTc,
-  attachXdp,
-  type TcAttachment,
-  type XdpAttachment,
-  type XdpMode,
-} from "./attach.ts";
+import { attachXdp, type XdpAttachment, type XdpMode } from "./attach.ts";
 import { BpfMap } from "./map.ts";
 import { BpfError, ERRNO } from "./errors.ts";
 import { BpfObject, type BpfProgram } from "./object.ts";
 import { type RingBufferOptions, RingBufferReader } from "./ringbuf.ts";
 import {
-  type DecapConfig,
-  encodeDecapConfig,
   encodeLbConfig,
   type LbConfig,
   type LbStats,
@@ -30,13 +22,12 @@ import {
   sumU64,
   u32,
 } from "./structs.ts";
-import { DECAP_REASONS, type DecapReason, HF_MAX, type Reason, REASONS } from "./consts.ts";
+import { HF_MAX, type Reason, REASONS } from "./consts.ts";
 import { type FlowEvent, readFlowEvent } from "./flow.ts";
 import { BpfFlowTable } from "./flow_table.ts";
 import { BpfLBMaps } from "./lbmaps_bpf.ts";
 import { MAGLEV_TABLES_DIR, MaglevTableStore } from "./_maglev_tables.ts";
 import { isBpffs, mkdirP, rmdirPath, unlinkPath } from "./_ffi.ts";
-import { ipv4Bytes } from "../../lib/ipv4.ts";
 
 /** Default bpffs directory for the LB node's pinned maps. */
 export const DEFAULT_PIN_DIR = "/sys/fs/bpf/holdfast";
@@ -91,7 +82,10 @@ const SIZED_MAPS = {
 } as const;
 
 /** A per-CPU u64 array's entries summed over CPUs, by name: entry i is `names[i]`. */
-function countersByName<N extends string>(map: BpfMap, names: readonly N[]): Record<N, bigint> {
+export function countersByName<N extends string>(
+  map: BpfMap,
+  names: readonly N[],
+): Record<N, bigint> {
   const out = {} as Record<N, bigint>;
   names.forEach((name, i) => {
     const v = map.lookup(u32(i));
@@ -332,75 +326,6 @@ export class Datapath implements Disposable {
   /** Closes this process's handles; pinned maps and attachments remain. */
   [Symbol.dispose](): void {
     this.#lbMaps?.[Symbol.dispose]();
-    this.object[Symbol.dispose]();
-  }
-}
-
-/** Options for {@linkcode DecapDatapath.open}. */
-export interface DecapOptions {
-  readonly objectDir?: string;
-  /** bpffs directory for this pod's maps; default none (maps live while attached). */
-  readonly pinDir?: string | null;
-}
-
-/** The backend side: decap on tc ingress, MSS clamp on tc egress, in the pod's namespace. */
-export class DecapDatapath implements Disposable {
-  readonly object: BpfObject;
-  readonly decap: BpfProgram;
-  readonly mssClamp: BpfProgram;
-  readonly maps: { readonly config: BpfMap; readonly localVips: BpfMap; readonly stats: BpfMap };
-
-  private constructor(object: BpfObject) {
-    this.object = object;
-    this.decap = object.program("hf_decap");
-    this.mssClamp = object.program("hf_mss_clamp");
-    this.maps = {
-      config: object.map("hf_decap_cfg"),
-      localVips: object.map("hf_local_vips"),
-      stats: object.map("hf_decap_stat"),
-    };
-  }
-
-  /** Loads bpf/build/decap_tc.o. */
-  static async open(options: DecapOptions = {}): Promise<DecapDatapath> {
-    const pinDir = options.pinDir ?? null;
-    if (pinDir !== null) await ensureBpffs(pinDir);
-    const object = BpfObject.open(`${options.objectDir ?? DEFAULT_OBJECT_DIR}/decap_tc.o`, {
-      pinDir: pinDir ?? undefined,
-    });
-    return new DecapDatapath(object);
-  }
-
-  /** Sets the encap port and MSS clamp (default 6080 and 1432). */
-  configure(cfg: DecapConfig = {}): void {
-    this.maps.config.update(u32(0), encodeDecapConfig(cfg));
-  }
-
-  /** Declares an LB IP present on this namespace's lo. */
-  addLocalVip(address: string): void {
-    this.maps.localVips.update(ipv4Bytes(address), u32(1));
-  }
-
-  /** Removes an LB IP. */
-  removeLocalVip(address: string): boolean {
-    return this.maps.localVips.delete(ipv4Bytes(address));
-  }
-
-  /** Attaches decap to ingress and the MSS clamp to egress of `ifname`. */
-  attach(ifname: string, options: { netns?: string } = {}): [TcAttachment, TcAttachment] {
-    return [
-      attachTc(this.decap, ifname, { ...options, direction: "ingress" }),
-      attachTc(this.mssClamp, ifname, { ...options, direction: "egress", createQdisc: false }),
-    ];
-  }
-
-  /** Decap/MSS counters summed over CPUs. */
-  stats(): Record<DecapReason, bigint> {
-    return countersByName(this.maps.stats, DECAP_REASONS);
-  }
-
-  /** Closes handles; attached programs keep running. */
-  [Symbol.dispose](): void {
     this.object[Symbol.dispose]();
   }
 }

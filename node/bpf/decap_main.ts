@@ -11,7 +11,7 @@
  */
 
 import { ATTACH_OPTIONS, attachAndReport } from "./_attach_main.ts";
-import { DecapDatapath } from "./datapath.ts";
+import { DecapDatapath } from "./decap_datapath.ts";
 import { inNetns } from "./netns.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 import { intOption, listOption, readCommandLine, stringOption } from "../../lib/args.ts";

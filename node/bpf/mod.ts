@@ -48,13 +48,12 @@ export { libbpfPath, monotonicNs } from "./_ffi.ts";
 export {
   Datapath,
   type DatapathOptions,
-  DecapDatapath,
-  type DecapOptions,
   DEFAULT_OBJECT_DIR,
   DEFAULT_PIN_DIR,
   ensureBpffs,
   loadSizes,
 } from "./datapath.ts";
+export { DecapDatapath, type DecapOptions } from "./decap_datapath.ts";
 export * from "./flow.ts";
 export { BpfFlowTable, type FlowTable } from "./flow_table.ts";
 export * from "./consts.ts";

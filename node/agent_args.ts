@@ -16,6 +16,11 @@
  * `--node-address IP` attaches XDP to the interface holding IP (looked up at start, in `--netns`
  * if given: {@link interfaceHolding}) and is the default `--src-addr`; with `--attach` too,
  * `--attach` names the interface and the address is only the source address.
+ * `--src-addr6 IP|auto` is this node's IPv6 address (the outer source to IPv6 backends, written
+ * to `hf_config6`; docs/contracts.md "IPv6"): `auto` takes the one global-scope IPv6 address of
+ * the attach interface (`--attach` or the one holding `--node-address`: {@link globalIpv6Of}).
+ * `--node-address` stays IPv4: the IPv4 source address and the encap port/seed in `hf_config`
+ * serve both families, so `--src-addr6` needs `--src-addr` or `--node-address`.
  *
  * @module
  */
@@ -23,6 +28,7 @@
 import type { RedisStoreOptions } from "./flows/redis_store.ts";
 import type { LogLevel } from "../lib/log.ts";
 import { parseIpv4 } from "../lib/ipv4.ts";
+import { isGlobalUnicastIpv6 } from "../lib/ipv6.ts";
 import {
   choiceOption,
   type CommandLine,
@@ -62,6 +68,12 @@ export interface AgentArgs {
   attach?: { ifname: string; netns?: string } | { address: string; netns?: string };
   /** Datapath node settings — optional, written when given. */
   configure?: { srcAddr: string; encapPort: number; seed: number; eventBudget?: number };
+  /**
+   * This node's IPv6 address for `hf_config6` (`--src-addr6`), or `auto`: the attach interface's
+   * one global IPv6 address, looked up at start. Absent: `hf_config6` is not written (IPv6
+   * backends stay unreachable: `drop_no_config`).
+   */
+  srcAddr6?: string;
   /** `--encap-port` when given: it wins over the model's `encapPort` (`node/_lb_node_role.ts`). */
   encapPortFlag?: number;
   /** Default Maglev table size (prime). */
@@ -101,6 +113,8 @@ export const USAGE =
   [--node-address IP (attach XDP to the interface holding IP; default --src-addr)]
   [--attach IFACE (wins over --node-address for the interface)] [--netns NS]
   [--src-addr IP --encap-port PORT --seed N]
+  [--src-addr6 IPV6|auto (this node's IPv6 address, outer source to IPv6 backends; auto = the
+    attach interface's one global IPv6 address; needs --src-addr or --node-address)]
   [(--encap-port, if given, wins over the model's encapPort; default: the model's, else 6080)]
   [--event-budget N (flows shared per second per CPU; default 20000; docs/contracts.md)]
   [--idle-timeout-ms MS] [--sweep-interval-ms MS] [--queue-capacity N]
@@ -143,6 +157,7 @@ export const AGENT_COMMAND = {
     "node-address": string,
     netns: string,
     "src-addr": string,
+    "src-addr6": string,
     "encap-port": string,
     seed: string,
     "event-budget": string,
@@ -236,6 +251,8 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
   const nodeAddress = str("node-address");
   if (nodeAddress) ipv4("node-address", nodeAddress);
   const srcAddr = str("src-addr") ?? nodeAddress;
+  const srcAddr6 = str("src-addr6");
+  if (srcAddr6) checkSrcAddr6(srcAddr6, { srcAddr, attach: attach ?? nodeAddress });
   const where = netns ? { netns } : {};
   const out: AgentArgs = {
     config,
@@ -275,6 +292,7 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
           : { eventBudget: intOption(values, "event-budget", { min: 1, max: 0xffffffff }) }),
       }
       : undefined,
+    srcAddr6,
     encapPortFlag: values["encap-port"] === undefined
       ? undefined
       : intOption(values, "encap-port", { max: 65535 }),
@@ -287,6 +305,50 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
     if (out[key] === undefined) delete out[key];
   }
   return out;
+}
+
+/** `--src-addr6`: a global unicast IPv6 address, or `auto` with an attach interface to read. */
+function checkSrcAddr6(text: string, has: { srcAddr?: string; attach?: string }): void {
+  const bad = (why: string, cause?: unknown): never => {
+    throw new UsageError(`Cannot use --src-addr6 "${text}": ${why}`, USAGE, { cause });
+  };
+  if (!has.srcAddr) {
+    bad("it needs --src-addr or --node-address (the encap port and seed are IPv4's hf_config)");
+  }
+  if (text === "auto") {
+    if (!has.attach) bad("auto reads the attach interface: give --attach or --node-address");
+    return;
+  }
+  try {
+    if (!isGlobalUnicastIpv6(text)) bad("not a global unicast IPv6 address");
+  } catch (err) {
+    if (err instanceof UsageError) throw err;
+    bad((err as Error).message, err);
+  }
+}
+
+/**
+ * The one global-scope IPv6 address ({@link isGlobalUnicastIpv6}) of interface `ifname` among
+ * `interfaces` (`Deno.networkInterfaces()`, in `--netns` if given): `--src-addr6 auto`. Throws
+ * naming the interface and what it holds when it has none, or several (name one then).
+ */
+export function globalIpv6Of(
+  ifname: string,
+  interfaces: readonly Deno.NetworkInterfaceInfo[],
+  netns?: string,
+): string {
+  const found = interfaces.filter((i) =>
+    i.name === ifname && i.family === "IPv6" && isGlobalUnicastIpv6(i.address)
+  ).map((i) => i.address);
+  if (found.length === 1) return found[0]!;
+  const held = interfaces.filter((i) => i.name === ifname).map((i) => i.address);
+  throw new Error(
+    `Cannot pick --src-addr6 auto on "${ifname}"${netns ? ` in netns "${netns}"` : ""}: ${
+      found.length === 0
+        ? `it has no global IPv6 address (holds: ${held.join(", ") || "none"})`
+        : `it has ${found.length} global IPv6 addresses (${found.join(", ")}); name one`
+    }`,
+  );
 }
 
 /**

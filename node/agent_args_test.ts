@@ -1,4 +1,10 @@
-import { AGENT_COMMAND, interfaceHolding, parseAgentArgs, readAgentArgs } from "./agent_args.ts";
+import {
+  AGENT_COMMAND,
+  globalIpv6Of,
+  interfaceHolding,
+  parseAgentArgs,
+  readAgentArgs,
+} from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
 import { throws } from "node:assert/strict";
 
@@ -209,4 +215,48 @@ Deno.test("agent --event-budget reaches the LB node settings; absent = the datap
   });
   assertEquals("eventBudget" in (parseAgentArgs(base).configure ?? {}), false);
   throws(() => parseAgentArgs([...base, "--event-budget", "0"]), /event-budget/);
+});
+
+Deno.test("agent --src-addr6: an address or auto; absent = hf_config6 untouched", () => {
+  const base = ["--config=s.yaml", "--node-name=lb1", "--no-flow-sync"];
+  assertEquals("srcAddr6" in parseAgentArgs([...base, "--src-addr=10.2.1.2"]), false);
+  const a = parseAgentArgs([...base, "--src-addr=10.2.1.2", "--src-addr6", "2001:db8:11::2"]);
+  assertEquals([a.srcAddr6, a.configure?.srcAddr], ["2001:db8:11::2", "10.2.1.2"]);
+  const b = parseAgentArgs([...base, "--node-address=10.2.1.2", "--src-addr6=auto"]);
+  assertEquals([b.srcAddr6, b.attach], ["auto", { address: "10.2.1.2" }]);
+  const cases: [string[], string][] = [
+    [["--src-addr6=2001:db8::1"], "needs --src-addr or --node-address"],
+    [["--src-addr=10.2.1.2", "--src-addr6=auto"], "give --attach or --node-address"],
+    [["--src-addr=10.2.1.2", "--src-addr6=fe80::1"], "not a global unicast IPv6 address"],
+    [["--src-addr=10.2.1.2", "--src-addr6=10.2.1.2"], 'Cannot use --src-addr6 "10.2.1.2"'],
+  ];
+  for (const [args, want] of cases) {
+    throws(() => parseAgentArgs([...base, ...args]), (e: Error) => e.message.includes(want));
+  }
+});
+
+Deno.test("agent --src-addr6 auto: the attach interface's one global IPv6 address", () => {
+  const ifaces = [
+    { name: "eth0", family: "IPv4", address: "10.2.1.2" },
+    { name: "eth0", family: "IPv6", address: "fe80::1" },
+    { name: "eth0", family: "IPv6", address: "2001:db8:11::2" },
+    { name: "eth1", family: "IPv6", address: "2001:db8:12::2" },
+    { name: "eth1", family: "IPv6", address: "fd00::2" },
+  ] as Deno.NetworkInterfaceInfo[];
+  assertEquals(globalIpv6Of("eth0", ifaces), "2001:db8:11::2");
+  throws(() => globalIpv6Of("eth1", ifaces, "hf-1-lb1"), {
+    message: 'Cannot pick --src-addr6 auto on "eth1" in netns "hf-1-lb1": it has 2 global IPv6 ' +
+      "addresses (2001:db8:12::2, fd00::2); name one",
+  });
+  throws(
+    () =>
+      globalIpv6Of("eth2", [
+        ...ifaces,
+        { name: "eth2", family: "IPv6", address: "fe80::2" } as Deno.NetworkInterfaceInfo,
+      ]),
+    {
+      message:
+        'Cannot pick --src-addr6 auto on "eth2": it has no global IPv6 address (holds: fe80::2)',
+    },
+  );
 });

@@ -10,8 +10,8 @@ import type { LBMaps } from "../controller/lbmaps.ts";
 import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
 import { registry } from "../lib/metrics.ts";
 import { pinnedEncapPort } from "./_lb_node_role.ts";
-import { type AgentArgs, interfaceHolding } from "./agent_args.ts";
-import { Datapath, exportDatapathMetrics, HF_MAX, inNetns } from "./bpf/mod.ts";
+import { type AgentArgs, globalIpv6Of, interfaceHolding } from "./agent_args.ts";
+import { Datapath, exportDatapathMetrics, HF_MAX, inNetns, Ipv6Maps } from "./bpf/mod.ts";
 import type { FlowEvent } from "./bpf/flow.ts";
 import { type FlowTable, MemoryFlowTable } from "./flows/table.ts";
 import { LEARN_COALESCE_MS } from "./flows/agent.ts";
@@ -30,6 +30,8 @@ export interface NodeDatapath {
   /** The encap port written at start, and how to write another (absent: no --src-addr). */
   readonly encapPort?: number;
   configureEncap?: (port: number) => void;
+  /** This node's IPv6 address written to `hf_config6` (`--src-addr6`), when given. */
+  readonly srcAddr6?: string;
   close(): void;
 }
 
@@ -46,6 +48,7 @@ export type DatapathArgs = Pick<
   | "model"
   | "encapPortFlag"
   | "configure"
+  | "srcAddr6"
 >;
 
 /** Opens the datapath `a` asks for (`--datapath`), configured and ready to attach. */
@@ -77,6 +80,13 @@ export async function openDatapath(a: DatapathArgs): Promise<NodeDatapath> {
       ),
     }
     : a.attach;
+  // `--src-addr6 auto`: the attach interface's global IPv6 address, read before anything loads.
+  let srcAddr6 = a.srcAddr6;
+  if (srcAddr6 === "auto") {
+    if (!attach) throw new Error(`Cannot use --src-addr6 auto: no attach interface to read`);
+    const seen = inNetns(attach.netns, () => Deno.networkInterfaces());
+    srcAddr6 = globalIpv6Of(attach.ifname, seen, attach.netns);
+  }
   const dp = await Datapath.open({
     ...(a.pinDir ? { pinDir: a.pinDir } : {}),
     ...(a.objectDir ? { objectDir: a.objectDir } : {}),
@@ -87,6 +97,7 @@ export async function openDatapath(a: DatapathArgs): Promise<NodeDatapath> {
   const kept = a.model === "redis" && a.encapPortFlag === undefined ? pinnedEncapPort(dp) : null;
   const configure = a.configure && { ...a.configure, encapPort: kept ?? a.configure.encapPort };
   if (configure) dp.configure(configure);
+  if (srcAddr6) new Ipv6Maps(dp.object).configure(srcAddr6);
   exportDatapathMetrics(dp, registry);
   return {
     kind: "bpf",
@@ -106,6 +117,7 @@ export async function openDatapath(a: DatapathArgs): Promise<NodeDatapath> {
         configureEncap: (p) => dp.configure({ ...configure, encapPort: p }),
       }
       : {}),
+    ...(srcAddr6 ? { srcAddr6 } : {}),
     close: () => dp[Symbol.dispose](),
   };
 }

@@ -294,6 +294,7 @@ export async function main(
       datapath: dp.kind,
       flow_sync: a.flowSync,
       attached: dp.attachTo,
+      src_addr6: dp.srcAddr6 ?? null,
       policy_ok: swap.ok,
       policy: policy.ready ? policy.current.digest : null,
     });

@@ -2,10 +2,11 @@
  * `main.ts decap --iface IF [--netns NS] [--vip IP[,IP…]] [--encap-port 6080] [--mss 1432]
  * [--object-dir DIR]`: sets up the backend side in the current (or given) network namespace —
  * decap on tc ingress and MSS clamp on tc egress of IF — and exits. The programs keep running
- * (tc holds them and their maps). LB IPs default to the IPv4 addresses on `lo` other than
- * 127.0.0.0/8, read with `Deno.networkInterfaces()` (the `sys` permission; no `ip` process, so
- * the `agent` permission set is enough). Re-run to change them; it replaces the programs
- * atomically.
+ * (tc holds them and their maps). LB IPs default to the addresses on `lo`: IPv4 other than
+ * 127.0.0.0/8 (`hf_local_vips`) and global-scope IPv6 (not `::1`, not link-local:
+ * `hf_local_vips6`, docs/contracts.md "IPv6"), read with `Deno.networkInterfaces()` (the `sys`
+ * permission; no `ip` process, so the `agent` permission set is enough). `--vip` takes either
+ * family. Re-run to change them; it replaces the programs atomically.
  *
  * @module
  */
@@ -13,13 +14,22 @@
 import { ATTACH_OPTIONS, attachAndReport } from "./_attach_main.ts";
 import { DecapDatapath } from "./decap_datapath.ts";
 import { inNetns } from "./netns.ts";
-import { parseIpv4 } from "../../lib/ipv4.ts";
-import { intOption, listOption, readCommandLine, stringOption } from "../../lib/args.ts";
+import { addLocalVip6 } from "./ipv6_maps.ts";
+import { isIpv4 } from "../../lib/ipv4.ts";
+import { isGlobalUnicastIpv6, isIpv6 } from "../../lib/ipv6.ts";
+import {
+  intOption,
+  listOption,
+  readCommandLine,
+  stringOption,
+  UsageError,
+} from "../../lib/args.ts";
 
 const USAGE = `usage: main.ts decap --iface IF [--netns NS] [--vip IP[,IP...]] [--encap-port PORT]
                      [--mss N (0 = off)] [--object-dir DIR]
   Attaches decapsulation (tc ingress) and MSS clamping (tc egress) to IF and exits.
-  LB IPs: --vip, else the IPv4 addresses on lo outside 127.0.0.0/8.`;
+  LB IPs (IPv4 or IPv6): --vip, else the addresses on lo: IPv4 outside 127.0.0.0/8 and
+  global-scope IPv6 (not ::1, not link-local). Re-run to change them.`;
 
 const SPEC = {
   command: "decap",
@@ -32,18 +42,32 @@ const SPEC = {
   },
 } as const;
 
-/** The IPv4 addresses on `lo` outside 127.0.0.0/8, in namespace `netns` (or the current one). */
+/**
+ * The LB IPs on `lo` in namespace `netns` (or the current one): IPv4 outside 127.0.0.0/8 and
+ * global-scope IPv6 ({@link isGlobalUnicastIpv6}), each family in the order listed.
+ */
 export function loopbackVips(netns: string | undefined): string[] {
-  return inNetns(netns, () => Deno.networkInterfaces())
-    .filter((i) => i.name === "lo" && i.family === "IPv4" && !i.address.startsWith("127."))
-    .map((i) => i.address);
+  const lo = inNetns(netns, () => Deno.networkInterfaces()).filter((i) => i.name === "lo");
+  return [
+    ...lo.filter((i) => i.family === "IPv4" && !i.address.startsWith("127.")),
+    ...lo.filter((i) => i.family === "IPv6" && isGlobalUnicastIpv6(i.address)),
+  ].map((i) => i.address);
+}
+
+/** `--vip` values: IPv4, or IPv6 of global scope; a usage error names the bad one. */
+function checkVip(text: string): string {
+  if (isIpv4(text)) return text;
+  if (isIpv6(text) && isGlobalUnicastIpv6(text)) return text;
+  throw new UsageError(
+    `Cannot use --vip "${text}": not an IPv4 address nor a global unicast IPv6 address`,
+    USAGE,
+  );
 }
 
 /** Entry point of the `decap` subcommand; returns the exit code. */
 export async function main(args: string[]): Promise<number> {
   const read = readCommandLine(args, SPEC, ({ values }) => {
-    const vips = listOption(values, "vip");
-    for (const vip of vips) parseIpv4(vip);
+    const vips = listOption(values, "vip").map(checkVip);
     return {
       iface: stringOption(values, "iface", { required: true }),
       netns: stringOption(values, "netns"),
@@ -56,12 +80,14 @@ export async function main(args: string[]): Promise<number> {
   if ("exit" in read) return read.exit;
   const { iface, netns, encapPort, mssMax, objectDir } = read.options;
   return await attachAndReport("decap", { iface, netns, encapPort, mssMax }, async () => {
-    const vips = read.options.vips.length > 0 ? read.options.vips : loopbackVips(netns);
+    const all = read.options.vips.length > 0 ? read.options.vips : loopbackVips(netns);
+    const vips = all.filter(isIpv4), vips6 = all.filter((a) => !isIpv4(a));
     using dp = await DecapDatapath.open({ objectDir });
     dp.configure({ encapPort, mssMax });
     for (const vip of vips) dp.addLocalVip(vip);
+    for (const vip of vips6) addLocalVip6(dp.object, vip);
     dp.attach(iface, { netns });
-    return { vips };
+    return { vips, vips6 };
   });
 }
 

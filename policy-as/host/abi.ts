@@ -32,8 +32,37 @@ export const REQUIRED_EXPORTS = {
   health_step: "function",
 } as const;
 
+/**
+ * Exports a module may provide, both or neither: the IPv6 flow hash (docs/contracts.md "IPv6"),
+ * checked against `flow_hash6.json` when present (`flow_hash6_checks.ts`); modules built before
+ * IPv6 stay valid without them.
+ */
+export const OPTIONAL_EXPORTS = {
+  flow_hash6_5tuple: "function",
+  flow_hash6_client_ip: "function",
+} as const;
+
+/** The optional IPv6 flow-hash exports: addresses as four host-order u32 words each. */
+export interface FlowHash6Exports {
+  flow_hash6_5tuple(
+    s0: number,
+    s1: number,
+    s2: number,
+    s3: number,
+    d0: number,
+    d1: number,
+    d2: number,
+    d3: number,
+    sport: number,
+    dport: number,
+    proto: number,
+    seed: number,
+  ): number;
+  flow_hash6_client_ip(s0: number, s1: number, s2: number, s3: number, seed: number): number;
+}
+
 /** The instance exports as the host calls them (numbers only). */
-export interface PolicyExports {
+export interface PolicyExports extends Partial<FlowHash6Exports> {
   memory: WebAssembly.Memory;
   abi_version(): number;
   flow_hash_5tuple(

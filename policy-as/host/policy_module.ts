@@ -16,7 +16,13 @@ import {
   type PolicyExports,
   REQUIRED_EXPORTS,
 } from "./abi.ts";
-import type { FlowTuple } from "./flow_hash.ts";
+import {
+  flowHash6ClientIp,
+  flowHash6FiveTuple,
+  type FlowTuple,
+  type FlowTuple6,
+} from "./flow_hash.ts";
+import { flowHash6ExportsProblem } from "./flow_hash6_checks.ts";
 import { MaglevInputError } from "./maglev_input.ts";
 
 /** Why a module was rejected; the `reason` label of the rejection metric. */
@@ -124,7 +130,7 @@ export class PolicyModule {
    * Compiles and instantiates `bytes` after the structural checks, then checks the ABI version.
    *
    * @throws {PolicyRejectedError} reason `compile` (not WASM), `imports` (any import),
-   *   `exports` (missing or wrong kind), `memory` (over the page cap), `trap` (start trapped),
+   *   `exports` (missing or wrong kind; one IPv6 flow-hash export without the other), `memory` (over the page cap), `trap` (start trapped),
    *   `abi` (version differs from {@link ABI_VERSION}).
    */
   static async load(bytes: Uint8Array, limits: Partial<PolicyLimits> = {}): Promise<PolicyModule> {
@@ -159,6 +165,8 @@ export class PolicyModule {
         );
       }
     }
+    const v6 = flowHash6ExportsProblem(exports);
+    if (v6) throw new PolicyRejectedError("exports", `Policy module rejected: ${v6}`);
     let instance: WebAssembly.Instance;
     try {
       instance = await WebAssembly.instantiate(module, {});
@@ -229,6 +237,28 @@ export class PolicyModule {
   /** Client-IP flow hash (docs/contracts.md). @throws {PolicyRejectedError} on a trap. */
   flowHashClientIp(saddr: number, seed: number): number {
     return this.#call("flow_hash_client_ip", () => this.#e.flow_hash_client_ip(saddr, seed) >>> 0);
+  }
+
+  /** Whether the module exports the IPv6 flow hash (else its methods answer with the reference). */
+  get hasFlowHash6(): boolean {
+    return this.#e.flow_hash6_5tuple !== undefined;
+  }
+
+  /** IPv6 five-tuple flow hash (docs/contracts.md "IPv6"); the TypeScript reference without it. */
+  flowHash6FiveTuple(t: FlowTuple6, seed: number): number {
+    const f = this.#e.flow_hash6_5tuple;
+    if (f === undefined) return flowHash6FiveTuple(t, seed);
+    return this.#call(
+      "flow_hash6_5tuple",
+      () => f(...t.saddr, ...t.daddr, t.sport, t.dport, t.proto, seed) >>> 0,
+    );
+  }
+
+  /** IPv6 client-IP flow hash of `saddr`'s four words; the TypeScript reference without it. */
+  flowHash6ClientIp(saddr: FlowTuple6["saddr"], seed: number): number {
+    const f = this.#e.flow_hash6_client_ip;
+    if (f === undefined) return flowHash6ClientIp(saddr, seed);
+    return this.#call("flow_hash6_client_ip", () => f(...saddr, seed) >>> 0);
   }
 
   /**

@@ -277,6 +277,8 @@ function slotsMoved(m: number): number {
 if (import.meta.main) {
   setLogLevel("warn");
   const took = opts.only === "swap" ? [] : await detection(opts.rounds);
+  // The swap is CPU-bound (2 CPUs here, shared): the load it ran under goes with its figures.
+  const loadBefore = Deno.loadavg()[0]!;
   const swaps = opts.only === "detection" ? null : {
     s: await swap(opts.services, opts.maglev, "bpf"),
     mem: await swap(opts.services, opts.maglev, "memory"),
@@ -304,6 +306,7 @@ if (import.meta.main) {
     packets_during_swap: s?.sent ?? null,
     packets_lost_during_swap: s?.lost ?? null,
     maglev_slots_moved_pct: Number(slotsMoved(opts.maglev).toFixed(2)),
+    load_1m: [loadBefore, Deno.loadavg()[0]!].map((l) => Number(l.toFixed(2))),
     goals: { detect_max_ms: 400, swap_1000_ms: 500, lost: 0 },
   };
   if (took.length) {

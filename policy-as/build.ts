@@ -16,11 +16,13 @@ export const TARGETS = ["debug", "release"] as const;
 
 /**
  * Variants of the module → `build/fixtures/<name>.wasm`: broken ones the validation must reject
- * (wrong_hash, slow_build, trap_build, always_active, ignore_weights) and valid alternatives a swap
- * may install (strict_health: twice the rise; rotated_fill: another table fill).
+ * (wrong_hash, wrong_hash6, slow_build, trap_build, always_active, ignore_weights) and valid
+ * alternatives a swap may install (strict_health: twice the rise; rotated_fill: another table
+ * fill).
  */
 export const FIXTURES = [
   "wrong_hash",
+  "wrong_hash6",
   "slow_build",
   "trap_build",
   "always_active",

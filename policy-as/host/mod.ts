@@ -36,9 +36,12 @@ export { followActivePolicy } from "./active_file.ts";
 export { DEFAULT_ACTIVE_PATH, main } from "./cli.ts";
 export {
   encapSourcePort,
+  flowHash6ClientIp,
+  flowHash6FiveTuple,
   flowHashClientIp,
   flowHashFiveTuple,
   type FlowTuple,
+  type FlowTuple6,
 } from "./flow_hash.ts";
 export { healthStepTs } from "./health_ts.ts";
 export {

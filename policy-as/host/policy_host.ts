@@ -110,6 +110,8 @@ export class PolicyHost {
         bytes: report.size,
         max_build_ms: Number(report.maxBuildMs.toFixed(3)),
         memory_pages: report.memoryPages,
+        // IPv6 flow hash: the module's (held to flow_hash6.json) or the TypeScript reference's
+        flow_hash6: report.flowHash6Vectors > 0 ? "module" : "reference",
       });
       return { ok: true, digest: module.digest, previous, report };
     } catch (e) {

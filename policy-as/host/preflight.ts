@@ -13,6 +13,11 @@
 export interface PreflightPlan {
   /** `flow_hash_5tuple` argument lists, each also run through `flow_hash_client_ip(a[0], a[5])`. */
   flowHash: number[][];
+  /**
+   * `flow_hash6_5tuple` argument lists (12: s0..s3, d0..d3, sport, dport, proto, seed), each also
+   * run through `flow_hash6_client_ip(a[0..3], a[11])`; only for a module with those exports.
+   */
+  flowHash6?: number[][];
   /** Health sequences: `health_step` argument lists, record zeroed at each sequence start. */
   health: number[][][];
   /** Maglev builds in order: records (`3 * n` u32) and M (the validation's repeats included). */
@@ -29,6 +34,10 @@ self.onmessage = async (event) => {
     for (const a of plan.flowHash) {
       e.flow_hash_5tuple(a[0], a[1], a[2], a[3], a[4], a[5]);
       e.flow_hash_client_ip(a[0], a[5]);
+    }
+    for (const a of plan.flowHash6 ?? []) {
+      e.flow_hash6_5tuple(...a);
+      e.flow_hash6_client_ip(a[0], a[1], a[2], a[3], a[11]);
     }
     for (const seq of plan.health) {
       const ptr = e.health_record_ptr() >>> 0;

@@ -6,6 +6,8 @@
  *   ({@link PolicyModule.load}); the memory cap after every call; the Maglev build time budget.
  * - **Flow hash: pinned.** The BPF program computes it, not the module; every golden vector must
  *   match exactly (both modes), or user space and the datapath would disagree about flows.
+ *   The same for the IPv6 hash when the module exports it (`flow_hash6_checks.ts`, the vectors
+ *   of `flow_hash6.json`); a module without it is valid and the TypeScript reference serves.
  * - **Maglev fill: properties** (`maglev_checks.ts`) on every golden vector's input: slots name
  *   given backends, weight 0 owns nothing, shares follow the weights, two builds are identical
  *   and the input order does not matter. Whether the tables equal the reference's (the vectors'
@@ -32,7 +34,14 @@ import {
 } from "./policy_module.ts";
 import { preflight, type PreflightPlan } from "./preflight.ts";
 import { tableDigest } from "./table_digest.ts";
-import type { HealthVector, MaglevVector, PolicyVectors } from "./vectors.ts";
+import { flowHash6PreflightArgs, flowHash6Violation } from "./flow_hash6_checks.ts";
+import {
+  type FlowHash6Vector,
+  type HealthVector,
+  loadFlowHash6Vectors,
+  type MaglevVector,
+  type PolicyVectors,
+} from "./vectors.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
 /** What a successful validation measured. */
@@ -40,6 +49,8 @@ export interface ValidationReport {
   digest: string;
   size: number;
   flowHashVectors: number;
+  /** IPv6 flow-hash vectors matched; 0: the module has no IPv6 hash (the reference serves). */
+  flowHash6Vectors: number;
   maglevVectors: number;
   /** Health sequences checked (the golden ones and the generated ones) and their probes. */
   healthSequences: number;
@@ -70,6 +81,11 @@ export interface ValidateOptions {
   preflight?: boolean;
   /** Deadline of the pre-flight (default: 2 s plus twice the build budget per Maglev build). */
   preflightDeadlineMs?: number;
+  /**
+   * The IPv6 flow-hash vectors, for a module with the `flow_hash6_*` exports (default: read from
+   * `policy-as/vectors/flow_hash6.json`, only then).
+   */
+  flowHash6Vectors?: readonly FlowHash6Vector[];
 }
 
 /** One golden Maglev input: built twice in order, once reversed. */
@@ -104,6 +120,9 @@ export async function validatePolicyModule(
   options: ValidateOptions = {},
 ): Promise<{ module: PolicyModule; report: ValidationReport }> {
   const policy = await PolicyModule.load(bytes, options.limits);
+  const vectors6 = policy.hasFlowHash6
+    ? options.flowHash6Vectors ?? await loadFlowHash6Vectors()
+    : [];
   const sequences = healthPropertySequences(vectors.health);
   const cases: MaglevCase[] = vectors.maglev.map((vector) => ({
     vector,
@@ -120,6 +139,7 @@ export async function validatePolicyModule(
         v.proto,
         v.seed,
       ]),
+      flowHash6: flowHash6PreflightArgs(vectors6),
       health: sequences.map(({ params: p, probes }) =>
         probes.map((s) => [s.ok ? 1 : 0, s.nowMs, p.rise, p.fall, p.backoffBaseMs, p.backoffMaxMs])
       ),
@@ -138,6 +158,8 @@ export async function validatePolicyModule(
     }
   }
   checkFlowHash(policy, vectors);
+  const bad6 = checked("IPv6 flow hash", () => flowHash6Violation(policy, vectors6));
+  if (bad6 !== null) reject("vectors", bad6);
   const health = checkHealth(policy, vectors.health, sequences);
   const maglev = await checkMaglev(policy, cases);
   return {
@@ -146,6 +168,7 @@ export async function validatePolicyModule(
       digest: policy.digest,
       size: policy.size,
       flowHashVectors: vectors.flowHash.length,
+      flowHash6Vectors: vectors6.length,
       maglevVectors: vectors.maglev.length,
       healthSequences: sequences.length,
       healthSteps: health.steps,

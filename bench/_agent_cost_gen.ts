@@ -50,6 +50,9 @@ export interface GeneratorRun {
 /** Sends new and established flows' packets through one node's XDP program. */
 export class FlowGenerator {
   readonly #dp: Datapath;
+  /** Where new flows go, round robin (default only the learning node). */
+  #learners: Datapath[];
+  #nextLearner = 0;
   // A flow is shared on the client's first ACK, not its SYN (docs/contracts.md "When a flow is
   // shared"): a new flow's first packet here is that ACK (as when another node saw the SYN).
   readonly #syn = tcpFrame("10.128.0.0", VIP, { sport: 40000, dport: PORT, flags: 0x10 });
@@ -61,6 +64,7 @@ export class FlowGenerator {
   /** `dp`: the learning node's datapath, opened over its pinned maps. */
   constructor(dp: Datapath) {
     this.#dp = dp;
+    this.#learners = [dp];
   }
 
   /** New flows sent so far. */
@@ -68,16 +72,21 @@ export class FlowGenerator {
     return this.#nextNew;
   }
 
-  #send(frame: Uint8Array, what: string): void {
-    const r = testRun(this.#dp.program, frame);
+  /** Spreads the next runs' new flows over these nodes (ECMP-like); established stay. */
+  spread(learners: Datapath[]): void {
+    this.#learners = learners;
+  }
+
+  #send(frame: Uint8Array, what: string, dp = this.#dp): void {
+    const r = testRun(dp.program, frame);
     if (r.retval !== XDP.TX) throw new Error(`Cannot send ${what}: hf_lb returned ${r.retval}`);
   }
 
   /** A new flow from `saddr`: its SYN, then the ACK that confirms it. Returns the ACK. */
-  #open(saddr: number): Uint8Array {
-    this.#send(patch(this.#syn, saddr), "a new flow's SYN");
+  #open(saddr: number, dp = this.#dp): Uint8Array {
+    this.#send(patch(this.#syn, saddr), "a new flow's SYN", dp);
     const ack = patch(this.#ack, saddr);
-    this.#send(ack, "a new flow's first ACK");
+    this.#send(ack, "a new flow's first ACK", dp);
     return ack;
   }
 
@@ -102,7 +111,8 @@ export class FlowGenerator {
       // Catch up to the schedule, at most 0.1 s worth per tick (the machine may fall behind).
       const wantNew = Math.min(Math.floor(rate * elapsed) - sentNew, rate / 10);
       for (let i = 0; i < wantNew; i++, sentNew++) {
-        this.#open((NEW_BASE + this.#nextNew++) >>> 0);
+        const dp = this.#learners[this.#nextLearner++ % this.#learners.length]!;
+        this.#open((NEW_BASE + this.#nextNew++) >>> 0, dp);
       }
       const wantAck = this.#established.length === 0
         ? 0

@@ -19,7 +19,9 @@
  *   holds every flow (at least 1 s after the last SYN), divided by the new flows; `*_marginal_*`
  *   first subtracts the idle CPU of that window. Redis's CPU (`INFO cpu`) likewise. The learning
  *   node's event budget is raised above the top rate (the datapath's default would hold flows
- *   back unshared). Then the same with `--no-flow-sync` (baseline).
+ *   back unshared). Last, "all learn" (`--all-learn-rate`, 10k/s): new flows spread over the four
+ *   nodes as ECMP would, so each agent learns a quarter and installs the rest (the load of issue
+ *   15's measurement). Then all of it with `--no-flow-sync` (baseline).
  * - `--profile`: the 10k/s phase (or the middle rate) is sampled by V8's profiler on node 0 and
  *   node 1, saved to `/tmp/hf-agent-cost-*.cpuprofile` and summarized on stderr (sampling adds
  *   overhead: take figures from a run without it).
@@ -27,16 +29,19 @@
  * `--quick` (the bench group's smoke run): 1k, 5k, 10k flows/s for 1 s each.
  * Last stdout line: one JSON object with `learn_us_per_flow`, `peer_us_per_flow` (at 10k/s; peers
  * averaged), their `*_marginal_*` forms, `ratio_50k_to_1k` (learner, top rate over bottom rate;
- * `peer_*`, `marginal_*` likewise), `idle_ms_per_s`, `baseline_*`, and per-rate details.
+ * `peer_*`, `marginal_*` likewise), `sum_us_per_flow` (all four agents), `all_learn_us_per_flow`
+ * (all four agents, new flows spread over every node), `idle_ms_per_s`, `baseline_*`, and
+ * per-rate details.
  *
  * @module
  */
 
-import { BpfMap, Datapath } from "../node/bpf/mod.ts";
+import { Datapath } from "../node/bpf/mod.ts";
 import { intOption, listOption, readCommandLineOrExit } from "../lib/args.ts";
 import { startRedis } from "../lab/redis_server.ts";
-import { FlowGenerator, PORT, VIP } from "./_agent_cost_gen.ts";
-import { type CpuProfile, summarize } from "./_agent_cost_profile.ts";
+import { FlowGenerator, VIP } from "./_agent_cost_gen.ts";
+import { summarize } from "./_agent_cost_profile.ts";
+import { type Node, startNodes } from "./_agent_cost_nodes.ts";
 
 const OPTS = readCommandLineOrExit(Deno.args, {
   command: "bench:agent-cost",
@@ -49,6 +54,7 @@ const OPTS = readCommandLineOrExit(Deno.args, {
     rates: { type: "string" },
     seconds: { type: "string" },
     established: { type: "string" },
+    "all-learn-rate": { type: "string" },
     profile: { type: "boolean" },
     modes: { type: "string" },
   },
@@ -60,6 +66,7 @@ const OPTS = readCommandLineOrExit(Deno.args, {
     rates: rates.length > 0 ? rates : quick ? [1000, 5000, 10_000] : [1000, 10_000, 50_000],
     seconds: intOption(values, "seconds", { default: quick ? 1 : 10, min: 1 }),
     established: intOption(values, "established", { default: quick ? 1000 : 10_000, min: 0 }),
+    allLearnRate: intOption(values, "all-learn-rate", { default: quick ? 5000 : 10_000, min: 0 }),
     profile: values.profile === true,
     modes: listOption(values, "modes").length > 0
       ? listOption(values, "modes")
@@ -68,147 +75,6 @@ const OPTS = readCommandLineOrExit(Deno.args, {
 });
 const NODES = 4;
 const SETTLE_MS = OPTS.quick ? 300 : 1000;
-const MAIN = new URL("./_agent_cost_node.ts", import.meta.url).pathname;
-
-/** One LB node's agent process. */
-class Node {
-  lines = 0;
-  #buffer = "";
-  #shown = 0;
-  /** User-mode part of the last {@link cpuUs} reading. */
-  userUs = 0;
-  #waiters: { pred: (l: string) => boolean; resolve: (l: string) => void }[] = [];
-  readonly #stdin: WritableStreamDefaultWriter<Uint8Array>;
-  readonly #pump: Promise<void>;
-
-  constructor(readonly name: string, readonly pinDir: string, readonly child: Deno.ChildProcess) {
-    this.#stdin = child.stdin.getWriter();
-    this.#pump = this.#read();
-  }
-
-  async #read(): Promise<void> {
-    for await (const chunk of this.child.stdout.pipeThrough(new TextDecoderStream())) {
-      this.#buffer += chunk;
-      for (let nl = this.#buffer.indexOf("\n"); nl >= 0; nl = this.#buffer.indexOf("\n")) {
-        const line = this.#buffer.slice(0, nl);
-        this.#buffer = this.#buffer.slice(nl + 1);
-        this.lines++;
-        // What an operator would look at: warnings, errors, state changes (bounded).
-        if (this.#shown < 50 && /"level":"(warn|error)"|"flow agent state"/.test(line)) {
-          this.#shown++;
-          console.error(`${this.name}: ${line.slice(0, 400)}`);
-        }
-        for (const w of [...this.#waiters]) {
-          if (!w.pred(line)) continue;
-          this.#waiters.splice(this.#waiters.indexOf(w), 1);
-          w.resolve(line);
-        }
-      }
-    }
-  }
-
-  /** The next stdout line matching `pred` (within `timeoutMs`). */
-  waitLine(pred: (l: string) => boolean, timeoutMs: number): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`${this.name}: no matching line within ${timeoutMs} ms`)),
-        timeoutMs,
-      );
-      this.#waiters.push({ pred, resolve: (l) => (clearTimeout(timer), resolve(l)) });
-    });
-  }
-
-  async #send(line: string): Promise<void> {
-    await this.#stdin.write(new TextEncoder().encode(line + "\n"));
-  }
-
-  /** CPU µs (user + system, whole process) since it started. */
-  async cpuUs(): Promise<number> {
-    const reply = this.waitLine((l) => l.startsWith('{"bench_cpu_us"'), 5000);
-    await this.#send("cpu");
-    const r = JSON.parse(await reply);
-    this.userUs = r.user_us;
-    return r.bench_cpu_us;
-  }
-
-  /** Starts sampling this agent's CPU (V8 profiler). */
-  profileStart(): Promise<void> {
-    return this.#send("profile-start");
-  }
-
-  /** Stops sampling; returns the profile (also written to `path`). */
-  async profileStop(path: string): Promise<CpuProfile> {
-    const done = this.waitLine((l) => l.startsWith('{"bench_profile"'), 30_000);
-    await this.#send(`profile-stop ${path}`);
-    await done;
-    return JSON.parse(await Deno.readTextFile(path));
-  }
-
-  /** Flows in this node's map. */
-  flowCount(): number {
-    using map = BpfMap.fromPinned(`${this.pinDir}/hf_flows`);
-    return map.lookupBatch().count;
-  }
-
-  async stop(): Promise<void> {
-    await this.#send("stop").catch(() => {});
-    const timer = setTimeout(() => this.child.kill("SIGKILL"), 10_000);
-    await this.child.status;
-    clearTimeout(timer);
-    await this.#pump.catch(() => {});
-    try {
-      Datapath.unpin(this.pinDir);
-    } catch (err) {
-      console.error(`${this.name}: cannot unpin "${this.pinDir}": ${err}`);
-    }
-  }
-}
-
-async function startNodes(mode: string, dir: string, redisUrl: string): Promise<Node[]> {
-  const config = `${dir}/services.json`;
-  await Deno.writeTextFile(
-    config,
-    JSON.stringify({
-      services: [{
-        name: "bench/web",
-        flowKeyMode: "five-tuple",
-        frontends: [{ address: `${VIP}:${PORT}/TCP` }],
-        backends: Array.from({ length: 10 }, (_, i) => ({ address: `10.2.0.${i + 1}:80/TCP` })),
-      }],
-    }),
-  );
-  const nodes = Array.from({ length: NODES }, (_, i) => {
-    const name = `cost-${mode}-${i}`;
-    const pinDir = `/sys/fs/bpf/hf-bench-cost-${Deno.pid}-${mode}-${i}`;
-    const child = new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "-P=agent",
-        "--quiet",
-        MAIN,
-        ...["--node-name", name, "--config", config, "--redis", redisUrl],
-        ...["--pin-dir", pinDir, "--src-addr", `10.1.1.${i + 2}`, "--listen", "none"],
-        ...["--max-flows", String(1 << 20), "--health", "off"],
-        // A small Maglev table: its build stays within the policy's time budget on a busy machine.
-        ...["--maglev-size", "16381"],
-        // A sweep every 5 s (default: idle timeout / 4, at most 30 s): each phase pays for some.
-        ...["--sweep-interval-ms", OPTS.quick ? "500" : "5000"],
-        ...(mode === "baseline" ? ["--no-flow-sync"] : []),
-      ],
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
-    return new Node(name, pinDir, child);
-  });
-  try {
-    await Promise.all(nodes.map((n) => n.waitLine((l) => l.includes('"msg":"ready"'), 60_000)));
-  } catch (err) {
-    for (const n of nodes) await n.stop();
-    throw err;
-  }
-  return nodes;
-}
 
 async function redisCpuUs(redis: { cli(...a: string[]): Promise<string> }): Promise<number> {
   const info = await redis.cli("INFO", "cpu");
@@ -234,6 +100,10 @@ async function settle(nodes: Node[], want: number, sharing: boolean): Promise<nu
 
 interface Phase {
   rate: number;
+  /** New flows spread over all nodes (each learns a quarter, installs the rest). */
+  all_learn: boolean;
+  /** All four agents' CPU per new flow (learning node + peers). */
+  sum_us_per_flow: number;
   achieved_rate: number;
   new_flows: number;
   window_s: number;
@@ -262,18 +132,32 @@ async function runMode(mode: string, redis: Awaited<ReturnType<typeof startRedis
   const sharing = mode === "sharing";
   await redis.cli("FLUSHALL");
   const dir = await Deno.makeTempDir({ prefix: "hf-bench-cost-" });
-  const nodes = await startNodes(mode, dir, redis.url).catch(async (err) => {
+  const nodes = await startNodes(mode, dir, {
+    redisUrl: redis.url,
+    count: NODES,
+    quick: OPTS.quick,
+  }).catch(async (err) => {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
     throw err;
   });
   const phases: Phase[] = [];
   let idleUsPerS: number[] = [];
+  const disposers: Disposable[] = [];
   try {
     using dp = await Datapath.open({ pinDir: nodes[0]!.pinDir });
     // The node's settings (as its agent wrote them) with an event budget above the top rate:
     // the default (20,000 events/s per CPU) would hold flows back unshared at 50k/s.
     dp.configure({ srcAddr: "10.1.1.2", encapPort: 6080, seed: 0, eventBudget: 1_000_000 });
     const gen = new FlowGenerator(dp);
+    // The "all learn" phase spreads new flows over every node, as ECMP does.
+    const all = [dp, ...nodes.slice(1).map((n) => Datapath.open({ pinDir: n.pinDir }))];
+    const learners = [dp, ...await Promise.all(all.slice(1))];
+    for (const [i, l] of learners.entries()) {
+      if (i > 0) {
+        l.configure({ srcAddr: `10.1.1.${i + 2}`, encapPort: 6080, seed: 0, eventBudget: 1e6 });
+      }
+    }
+    disposers.push(...learners.slice(1));
     gen.establish(OPTS.established);
     await settle(nodes, OPTS.established, sharing);
     // Idle: established flows kept active, no new flow. What an agent spends per second anyway.
@@ -284,7 +168,10 @@ async function runMode(mode: string, redis: Awaited<ReturnType<typeof startRedis
     const idleS = (performance.now() - tIdle) / 1000;
     idleUsPerS = idle1.map((c, i) => (c - idle0[i]!) / idleS);
     console.error(`${mode} idle: ${idleUsPerS.map((u) => (u / 1000).toFixed(2))} ms CPU/s`);
-    for (const rate of OPTS.rates) {
+    const phasesToRun = [...OPTS.rates.map((rate) => ({ rate, spread: false }))];
+    if (OPTS.allLearnRate > 0) phasesToRun.push({ rate: OPTS.allLearnRate, spread: true });
+    for (const { rate, spread } of phasesToRun) {
+      gen.spread(spread ? learners : [dp]);
       const profiled = OPTS.profile && sharing && rate === profileRate() ? nodes.slice(0, 2) : [];
       for (const n of profiled) await n.profileStart();
       const reasons0 = dp.reasons();
@@ -304,6 +191,8 @@ async function runMode(mode: string, redis: Awaited<ReturnType<typeof startRedis
       const user = nodes.map((n, i) => n.userUs - user0[i]!);
       phases.push({
         rate,
+        all_learn: spread,
+        sum_us_per_flow: per(d.reduce((a, b) => a + b, 0)),
         achieved_rate: Math.round(run.newFlows / run.seconds),
         new_flows: run.newFlows,
         window_s: Math.round(window * 100) / 100,
@@ -320,10 +209,13 @@ async function runMode(mode: string, redis: Awaited<ReturnType<typeof startRedis
         flows_stored: Number(await redis.cli("HLEN", `hf:{${VIP}}:flows`)),
         reasons: reasonDeltas(reasons0, dp.reasons()),
       });
-      console.error(`${mode} ${rate}/s: ${JSON.stringify(phases.at(-1))}`);
+      console.error(
+        `${mode} ${rate}/s${spread ? " all learn" : ""}: ${JSON.stringify(phases.at(-1))}`,
+      );
       for (const n of profiled) await saveProfile(n, rate);
     }
   } finally {
+    for (const d of disposers) d[Symbol.dispose]();
     for (const n of nodes) await n.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
@@ -348,7 +240,8 @@ const mean = (xs: number[]) => Math.round(10 * xs.reduce((a, b) => a + b, 0) / x
 await using redis = await startRedis();
 const results: Record<string, Awaited<ReturnType<typeof runMode>>> = {};
 for (const mode of OPTS.modes) results[mode] = await runMode(mode, redis);
-const at = (mode: string, rate: number) => results[mode]?.phases.find((p) => p.rate === rate);
+const at = (mode: string, rate: number, allLearn = false) =>
+  results[mode]?.phases.find((p) => p.rate === rate && p.all_learn === allLearn);
 const mid = profileRate();
 const top = OPTS.rates[OPTS.rates.length - 1]!;
 const bottom = OPTS.rates[0]!;
@@ -375,6 +268,10 @@ console.log(JSON.stringify({
   peer_ratio_50k_to_1k: ratio(peers),
   marginal_ratio_50k_to_1k: ratio((p) => p.learn_marginal_us_per_flow),
   peer_marginal_ratio_50k_to_1k: ratio(peersMarginal),
+  sum_us_per_flow: s?.sum_us_per_flow ?? null,
+  all_learn_rate: OPTS.allLearnRate,
+  all_learn_us_per_flow: at("sharing", OPTS.allLearnRate, true)?.sum_us_per_flow ?? null,
+  baseline_all_learn_us_per_flow: at("baseline", OPTS.allLearnRate, true)?.sum_us_per_flow ?? null,
   idle_ms_per_s: results.sharing?.idle_ms_per_s ?? null,
   baseline_learn_us_per_flow: b?.learn_us_per_flow ?? null,
   baseline_peer_us_per_flow: b ? peers(b) : null,

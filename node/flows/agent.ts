@@ -81,6 +81,11 @@ export interface FlowSyncAgentOptions {
   queueCapacity?: number;
   /** Longest blocking stream read, ms (default 1000; stop() may wait this long). */
   readBlockMs?: number;
+  /**
+   * Pause after a stream read that returned entries, ms (default {@link LEARN_COALESCE_MS}):
+   * the learning nodes' batches gather into one read.
+   */
+  readGatherMs?: number;
   /** Metrics registry (default the process-wide one). */
   registry?: Registry;
   /** Logger (default the process-wide one). */
@@ -129,7 +134,10 @@ export class FlowSyncAgent {
     });
     this.#restorer = new Restorer(ctx);
     this.#outage = new Outage(ctx, this.#restorer, this.#learner);
-    this.#follower = new Follower(ctx, { readBlockMs: options.readBlockMs ?? 1000 });
+    this.#follower = new Follower(ctx, {
+      readBlockMs: options.readBlockMs ?? 1000,
+      gatherMs: options.readGatherMs ?? LEARN_COALESCE_MS,
+    });
     this.#sweeper = new Sweeper(ctx, {
       intervalMs: options.sweepIntervalMs ?? Math.min(30_000, Math.max(10, idleMs / 4)),
     });

@@ -8,6 +8,7 @@
  * @module
  */
 
+import { log } from "../lib/log.ts";
 import type { MaglevBackend, MaglevBuilder } from "../policy-as/host/maglev_input.ts";
 import { tableDigest } from "./_lbmaps_digest.ts";
 import { type AheadJob, MaglevWorkers } from "./_maglev_workers.ts";
@@ -45,6 +46,8 @@ export class MaglevTables {
   readonly #builder: MaglevBuilder;
   readonly #workerCount: number;
   #workers: MaglevWorkers | null = null;
+  /** The pass building ahead now: its tables, how many came from workers, when it started. */
+  #pass: { tables: number; ahead: number; started: number } | null = null;
   #lastDigest = 0;
   /** The last table built, with its keys, IDs and M. One entry only: retained memory stays one table. */
   #lastKeys: readonly MaglevBackend[] = [];
@@ -68,13 +71,36 @@ export class MaglevTables {
   buildAhead(jobs: readonly AheadJob[]): boolean {
     const module = this.#builder.fillModule?.();
     if (module === undefined || this.#workerCount === 0 || jobs.length < MIN_AHEAD) return false;
-    (this.#workers ??= new MaglevWorkers(this.#workerCount)).start(module, jobs);
-    return true;
+    const workers = this.#workers ??= new MaglevWorkers(this.#workerCount);
+    try {
+      workers.start(module, jobs);
+      this.#pass = { tables: jobs.length, ahead: 0, started: performance.now() };
+      return true;
+    } catch (err) {
+      // No worker (none may start here, or the module cannot be posted): all on this thread.
+      workers.close();
+      log.warn("Maglev tables not built on workers", {
+        component: "bpf",
+        tables: jobs.length,
+        err,
+      });
+      return false;
+    }
   }
 
   /** Ends a pass: what was built ahead and not taken is dropped, the workers stop. */
   endAhead(): void {
     this.#workers?.close();
+    const pass = this.#pass;
+    if (pass === null) return;
+    this.#pass = null;
+    log.info("Maglev tables of a rebuild built ahead", {
+      component: "bpf",
+      tables: pass.tables,
+      built_on_workers: pass.ahead,
+      workers: this.#workerCount,
+      ms: Math.round(performance.now() - pass.started),
+    });
   }
 
   /**
@@ -90,6 +116,7 @@ export class MaglevTables {
     const ahead = this.#workers?.take(address, keys, ids, m, this.#builder.fillModule?.()?.digest);
     const got = ahead ? await ahead : null;
     if (got !== null) {
+      if (this.#pass !== null) this.#pass.ahead++;
       this.#lastTable = got.table;
       this.#lastKeys = keys;
       this.#lastIds = ids;

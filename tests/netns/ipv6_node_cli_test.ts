@@ -2,8 +2,9 @@
  * The IPv6 side of the node subcommands (docs/contracts.md "IPv6"), as an operator runs them:
  *
  * - `main.ts decap` in a backend namespace takes the global IPv6 addresses on `lo` as LB IPs
- *   (`hf_local_vips6`, read back with bpftool from the attached program's maps) beside the IPv4
- *   ones, never `::1`; `--vip` takes IPv6 too and refuses a link-local one with a usage line.
+ *   (`hf_local_vips6`, read back from the attached program's map: tests/harness/tc_maps.ts)
+ *   beside the IPv4 ones, never `::1`; `--vip` takes IPv6 too and refuses a link-local one with a
+ *   usage line.
  * - `main.ts agent --node-address IP --src-addr6 auto` writes the attach interface's global IPv6
  *   address to the pinned `hf_config6` and names it in its ready line; an interface without one
  *   is an error naming it, and nothing is attached.
@@ -13,6 +14,7 @@
 import { ok as assert, strictEqual } from "node:assert/strict";
 import { createTopology, HostProcess, run, type Topology } from "../../lab/mod.ts";
 import { rootTest } from "../harness/mod.ts";
+import { openTcMap } from "../harness/tc_maps.ts";
 import { formatIpv6 } from "../../lib/ipv6.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -22,30 +24,10 @@ const DENO_RUN = [
   `${ROOT}main.ts`,
 ];
 
-/** bpftool's JSON output of `args`, run in `host`. */
-async function bpftool<T>(topo: Topology, host: string, args: string[]): Promise<T> {
-  return JSON.parse((await topo.exec(host, ["bpftool", "-j", ...args])).stdout) as T;
-}
-
-/** The 16-byte keys of `map` of the tc ingress program on `dev` in `host`, as IPv6 text. */
-async function ingressMapKeys6(topo: Topology, host: string, dev: string, map: string) {
-  const [net] = await bpftool<{ tc: { kind: string; id: number }[] }[]>(topo, host, [
-    ...["net", "show", "dev", dev],
-  ]);
-  const prog = net!.tc.find((p) => p.kind.endsWith("ingress"));
-  assert(prog, `a tc ingress program on ${dev}: ${JSON.stringify(net)}`);
-  const { map_ids } = await bpftool<{ map_ids: number[] }>(topo, host, [
-    ...["prog", "show", "id", String(prog.id)],
-  ]);
-  for (const id of map_ids) {
-    const info = await bpftool<{ name: string }>(topo, host, ["map", "show", "id", String(id)]);
-    if (info.name !== map) continue;
-    const entries = await bpftool<{ key: string[] }[]>(topo, host, [
-      ...["map", "dump", "id", String(id)],
-    ]);
-    return entries.map((e) => formatIpv6(Uint8Array.from(e.key, (x) => parseInt(x, 16)))).sort();
-  }
-  throw new Error(`no map "${map}" among ${JSON.stringify(map_ids)}`);
+/** The IPv6 LB IPs (`hf_local_vips6` keys) of the decap program on `host`'s eth0, sorted. */
+async function localVips6(topo: Topology, host: string): Promise<string[]> {
+  using map = await openTcMap(topo, host, "eth0", "hf_local_vips6");
+  return map.entries().map(([key]) => formatIpv6(key)).sort();
 }
 
 rootTest("decap takes the global IPv6 addresses on lo as LB IPs, --vip takes IPv6", async () => {
@@ -71,14 +53,14 @@ rootTest("decap takes the global IPv6 addresses on lo as LB IPs, --vip takes IPv
     "IPv6 from lo, not ::1",
   );
   strictEqual(
-    (await ingressMapKeys6(topo, "be", "eth0", "hf_local_vips6")).join(","),
+    (await localVips6(topo, "be")).join(","),
     "2001:db8:100::1,2001:db8:100::2",
   );
 
   const named = await decap(["--vip", "10.0.100.1,2001:db8:100::7"]);
   strictEqual(named.code, 0, named.stderr);
   strictEqual(
-    (await ingressMapKeys6(topo, "be", "eth0", "hf_local_vips6")).join(","),
+    (await localVips6(topo, "be")).join(","),
     "2001:db8:100::7",
     "re-run with --vip: the new program holds exactly the named IPv6 LB IP",
   );
@@ -129,6 +111,8 @@ rootTest(
         bad.stdout.includes('Cannot pick --src-addr6 auto on \\"hfn1\\"'),
         `the error names the interface: ${bad.stdout} ${bad.stderr}`,
       );
+      const link = await topo.exec("lb", ["ip", "-d", "link", "show", "hfn1"]);
+      strictEqual(link.stdout.includes("prog/xdp"), false, "nothing attached after the error");
       const [cmd, ...args] = agent("10.9.7.2");
       const child = new Deno.Command(cmd!, { args, stdout: "piped", stderr: "inherit" }).spawn();
       good = new HostProcess("test", [cmd!, ...args], child, true);

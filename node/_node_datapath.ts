@@ -8,6 +8,7 @@
  */
 import type { LBMaps } from "../controller/lbmaps.ts";
 import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
+import { log } from "../lib/log.ts";
 import { registry } from "../lib/metrics.ts";
 import { pinnedEncapPort } from "./_lb_node_role.ts";
 import { type AgentArgs, globalIpv6Of, interfaceHolding } from "./agent_args.ts";
@@ -86,6 +87,11 @@ export async function openDatapath(a: DatapathArgs): Promise<NodeDatapath> {
     if (!attach) throw new Error(`Cannot use --src-addr6 auto: no attach interface to read`);
     const seen = inNetns(attach.netns, () => Deno.networkInterfaces());
     srcAddr6 = globalIpv6Of(attach.ifname, seen, attach.netns);
+    log.info("node IPv6 address from the attach interface", {
+      component: "agent",
+      iface: attach.ifname,
+      src_addr6: srcAddr6,
+    });
   }
   const dp = await Datapath.open({
     ...(a.pinDir ? { pinDir: a.pinDir } : {}),

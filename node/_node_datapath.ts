@@ -15,7 +15,7 @@ import { type AgentArgs, globalIpv6Of, interfaceHolding } from "./agent_args.ts"
 import { Datapath, exportDatapathMetrics, HF_MAX, inNetns, Ipv6Maps } from "./bpf/mod.ts";
 import type { FlowEvent } from "./bpf/flow.ts";
 import { type FlowTable, MemoryFlowTable } from "./flows/table.ts";
-import { LEARN_COALESCE_MS } from "./flows/agent.ts";
+import { FLOW_EVENT_READER } from "./flows/agent.ts";
 
 /** What the rest of the agent needs from a datapath, real or in memory. */
 export interface NodeDatapath {
@@ -110,7 +110,7 @@ export async function openDatapath(a: DatapathArgs): Promise<NodeDatapath> {
     lbMaps: dp.lbMaps(),
     flows: dp.flowTable(),
     subscribe(onEvent) {
-      const reader = dp.subscribe(onEvent, { coalesceMs: LEARN_COALESCE_MS });
+      const reader = dp.subscribe(onEvent, FLOW_EVENT_READER);
       return () => reader.close();
     },
     attach() {

@@ -8,6 +8,7 @@
 
 import type { BfdSettings } from "../node/bgp/mod.ts";
 import type { HostProcess } from "./host_process.ts";
+import type { Topology } from "./netns.ts";
 
 /** The router's AS number. */
 export const ROUTER_ASN = 65000;
@@ -17,6 +18,23 @@ export interface RouterPeer {
   readonly name: string;
   readonly address: string;
   readonly asn: number;
+}
+
+/**
+ * The `--bgp-config` (node/bgp/settings.ts) of a node peering with the router at
+ * `routerAddress`: router id = its address, its own AS, the router as its one peer with BFD.
+ */
+export function nodeBgpSettings(
+  node: Omit<RouterPeer, "name">,
+  routerAddress: string,
+  options: { bfd: BfdSettings; prefix: string },
+) {
+  return {
+    routerId: node.address,
+    localAsn: node.asn,
+    prefixes: [options.prefix],
+    peers: [{ address: routerAddress, asn: ROUTER_ASN, bfd: options.bfd }],
+  };
 }
 
 /** bird.conf of the router. */
@@ -130,6 +148,97 @@ export class RouteWatch {
     throw new Error(
       `Router route to ${this.prefix} did not reach the wanted nexthops in ${timeoutMs} ms; ` +
         `it has ${JSON.stringify(this.#gateways)}`,
+    );
+  }
+}
+
+/** Options of {@linkcode RouterBird.start}. */
+export interface RouterBirdOptions {
+  /** The router's BGP router id (one of its addresses). */
+  readonly routerId: string;
+  /** BFD timers on every session. */
+  readonly bfd: BfdSettings;
+  /** Peers configured at start (more with {@linkcode RouterBird.setPeers}). */
+  readonly peers?: readonly RouterPeer[];
+}
+
+/**
+ * A router namespace's bird2 ({@linkcode routerBirdConfig}): started in `host` with its config,
+ * control socket, pid file and log in `dir`; peers changed with `birdc configure` (sessions of
+ * unchanged peers stay up). Stopped with the topology (it is one of its processes).
+ */
+export class RouterBird {
+  #peers: RouterPeer[];
+
+  private constructor(
+    readonly topo: Topology,
+    readonly host: string,
+    readonly dir: string,
+    readonly options: RouterBirdOptions,
+  ) {
+    this.#peers = [...(options.peers ?? [])];
+  }
+
+  /** Writes the config, starts bird and waits until its control socket answers (≤ 5 s). */
+  static async start(
+    topo: Topology,
+    host: string,
+    dir: string,
+    options: RouterBirdOptions,
+  ): Promise<RouterBird> {
+    const bird = new RouterBird(topo, host, dir, options);
+    await bird.#write();
+    topo.spawn(
+      host,
+      ["bird", "-f", "-c", bird.#conf, "-s", bird.socket, "-P", `${dir}/router.pid`],
+      {
+        stdout: "null",
+      },
+    );
+    const deadline = Date.now() + 5_000;
+    for (let i = 0; i < 500 && Date.now() < deadline; i++) {
+      if ((await bird.birdc("show", "status")).stdout.includes("Daemon is up")) return bird;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error(`Router bird in "${host}" did not answer on "${bird.socket}" within 5 s`);
+  }
+
+  /** The control socket. */
+  get socket(): string {
+    return `${this.dir}/router.ctl`;
+  }
+
+  get #conf(): string {
+    return `${this.dir}/router.conf`;
+  }
+
+  /** The peers configured now. */
+  get peers(): readonly RouterPeer[] {
+    return this.#peers;
+  }
+
+  /** Makes `peers` the configured ones (`birdc configure`; other sessions stay up). */
+  async setPeers(peers: readonly RouterPeer[]): Promise<void> {
+    this.#peers = [...peers];
+    await this.#write();
+    const out = (await this.birdc("configure")).stdout;
+    if (!/Reconfigured|Reconfiguration in progress/.test(out)) {
+      throw new Error(`Router bird refused its new config "${this.#conf}": ${out.trim()}`);
+    }
+  }
+
+  /** `birdc -s SOCKET ARGS…` in the router's namespace (never throws for birdc's exit code). */
+  birdc(...args: string[]): Promise<{ stdout: string }> {
+    return this.topo.exec(this.host, ["birdc", "-s", this.socket, ...args], { check: false });
+  }
+
+  async #write(): Promise<void> {
+    await Deno.writeTextFile(
+      this.#conf,
+      routerBirdConfig(this.options.routerId, this.#peers, {
+        bfd: this.options.bfd,
+        logFile: `${this.dir}/router.log`,
+      }),
     );
   }
 }

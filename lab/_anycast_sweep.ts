@@ -6,10 +6,22 @@
  */
 
 import { processAlive, run } from "./command.ts";
-import { unmountUnder } from "./cluster.ts";
 
 /** Temp directories of anycast labs are `/tmp/hf-anycast-<pid>-…`. */
 export const ANYCAST_DIR_PREFIX = "hf-anycast-";
+
+/**
+ * Kills the bird whose pid is in `pidFile` if that pid still runs a bird whose command line
+ * names `dir` (a reused pid is left alone). Returns whether one was killed.
+ */
+export async function killBird(pidFile: string, dir: string): Promise<boolean> {
+  const pid = (await Deno.readTextFile(pidFile).catch(() => "")).trim();
+  if (!/^\d+$/.test(pid)) return false;
+  const { stdout } = await run(["ps", "-o", "args=", "-p", pid], { check: false });
+  if (!stdout.includes("bird") || !stdout.includes(dir)) return false;
+  await run(["kill", "-KILL", pid], { check: false });
+  return true;
+}
 
 /** Kills the bird daemons whose pid files are in `dir`, if that pid still runs a bird of `dir`. */
 async function killBirdsOf(dir: string): Promise<void> {
@@ -17,14 +29,7 @@ async function killBirdsOf(dir: string): Promise<void> {
   for (const e of Deno.readDirSync(dir)) {
     if (e.name.endsWith(".bird")) pidFiles.push(`${dir}/${e.name}/bird.pid`);
   }
-  for (const file of pidFiles) {
-    const pid = (await Deno.readTextFile(file).catch(() => "")).trim();
-    if (!/^\d+$/.test(pid)) continue;
-    const { stdout } = await run(["ps", "-o", "args=", "-p", pid], { check: false });
-    if (stdout.includes("bird") && stdout.includes(dir)) {
-      await run(["kill", "-KILL", pid], { check: false });
-    }
-  }
+  for (const file of pidFiles) await killBird(file, dir);
 }
 
 /**
@@ -43,4 +48,11 @@ export async function sweepStaleAnycastDirs(): Promise<string[]> {
     removed.push(entry.name);
   }
   return removed;
+}
+
+/** Unmounts every mount below `dir` (LB nodes' and anycast nodes' bpffs), deepest first. */
+export async function unmountUnder(dir: string): Promise<void> {
+  const { stdout } = await run(["findmnt", "-rn", "-o", "TARGET"], { check: false });
+  const targets = stdout.split("\n").filter((t) => t.startsWith(`${dir}/`)).sort().reverse();
+  for (const t of targets) await run(["umount", t], { check: false });
 }

@@ -12,9 +12,11 @@
  * ```
  *
  * LB node i: router side `l{i}` 10.2.i.1/24, node side `eth0` 10.2.i.2/24. Backend j: router side
- * `b{j}` 10.3.j.1/24, backend `eth0` 10.3.j.2/24. The router's route to the VIP is an ECMP route
- * over the live LB nodes (what BGP would install); `fib_multipath_hash_policy=1` spreads by
- * 5-tuple. Services and backends reach every agent through one JSON file (the file data source),
+ * `b{j}` 10.3.j.1/24, backend `eth0` 10.3.j.2/24. The router's route to the VIP is the ECMP route
+ * its bird2 installs (`merge paths yes`, lab/_anycast_router.ts) from what the LB nodes announce:
+ * each agent runs with `--bgp-config` (eBGP with BFD to 10.2.i.1, AS 65100+i), announcing its LB
+ * IPs only once ready and withdrawing them first on SIGTERM (node/bgp/lb_announcer.ts);
+ * `fib_multipath_hash_policy=1` spreads by 5-tuple. Services and backends reach every agent through one JSON file (the file data source),
  * rewritten when backends change; with `model: "redis"` agents follow the model a controller
  * publishes in the cluster's Redis instead (the test runs the API server and controller in `ctl`).
  *
@@ -25,6 +27,12 @@ import type { HostProcess } from "./host_process.ts";
 import { createTopology, routerSpoke, type Topology } from "./netns.ts";
 import { type RedisServer, startRedis } from "./redis_server.ts";
 import { attachXdp, BpfObject, DecapDatapath, DEFAULT_OBJECT_DIR } from "../node/bpf/mod.ts";
+import { DEFAULT_BFD } from "../node/bgp/mod.ts";
+import { nodeBgpSettings, RouterBird } from "./_anycast_router.ts";
+import { killBird, unmountUnder } from "./_anycast_sweep.ts";
+
+export { unmountUnder };
+import { waitRouteVias } from "./cluster_probe.ts";
 
 const ENCAP_PORT = 6080;
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
@@ -101,6 +109,7 @@ export class Cluster implements AsyncDisposable {
   readonly #agentArgs: readonly string[];
   readonly #handles: Disposable[] = [];
   #pass: BpfObject | null = null;
+  #router: RouterBird | null = null;
 
   private constructor(
     readonly topo: Topology,
@@ -144,6 +153,10 @@ export class Cluster implements AsyncDisposable {
     try {
       redis = await startRedis({ netns: topo.ns("ctl"), bind: "10.9.0.2", port: 6379 });
       const cluster = new Cluster(topo, redis, `${dir}/services.json`, dir, options);
+      cluster.#router = await RouterBird.start(topo, "router", dir, {
+        routerId: "10.9.0.1",
+        bfd: DEFAULT_BFD,
+      });
       for (let j = 1; j <= (options.backends ?? 3); j++) {
         await cluster.addBackend(j, { publish: false });
       }
@@ -234,8 +247,8 @@ export class Cluster implements AsyncDisposable {
   }
 
   /**
-   * Starts LB node i — creating its namespace and link the first time, bringing a killed one back
-   * — and puts it in the ECMP route once its agent is ready.
+   * Starts LB node i — creating its namespace, link and BGP peering the first time, bringing a
+   * killed one back — and waits until the router routes to it (its agent announces once ready).
    */
   async addLbNode(i: number): Promise<void> {
     const host = `lb${i}`;
@@ -254,6 +267,11 @@ export class Cluster implements AsyncDisposable {
       await Deno.mkdir(bpffs, { recursive: true });
       await runRoot(["mount", "-t", "bpf", "bpf", bpffs]);
       this.lbNodes.set(i, { index: i, host, agent: null, inRoute: false });
+      // eBGP, one AS per node (their paths merge), BFD; LB IPs anywhere in 10/8 may be announced.
+      const peer = { name: host, address: lbAddress(i), asn: 65100 + i };
+      const bgp = nodeBgpSettings(peer, `10.2.${i}.1`, { bfd: DEFAULT_BFD, prefix: "10.0.0.0/8" });
+      await Deno.writeTextFile(this.#bgpConfig(i), JSON.stringify(bgp));
+      await this.#router!.setPeers([...this.#router!.peers, peer]);
     }
     const node = this.lbNodes.get(i)!;
     await this.topo.setLink(host, "eth0", true);
@@ -262,7 +280,17 @@ export class Cluster implements AsyncDisposable {
     await this.topo.addRoute(spoke.route);
     await this.startAgent(i);
     node.inRoute = true;
-    await this.updateRoute();
+    await this.waitRoute();
+  }
+
+  #bgpConfig(i: number): string {
+    return `${this.dir}/lb${i}.bgp.json`;
+  }
+
+  /** LB node i's bird directory (bird.conf, bird.ctl, bird.pid, bird.log; not the agent's child:
+   * a killed agent leaves it running). */
+  birdDir(i: number): string {
+    return `${this.dir}/lb${i}.bird`;
   }
 
   /** The bpffs mount where LB node i's agent pins its maps. */
@@ -270,10 +298,13 @@ export class Cluster implements AsyncDisposable {
     return `${this.dir}/bpffs-lb${i}`;
   }
 
-  /** Starts (or restarts) the agent of LB node i and waits for it to report ready. */
+  /** Starts (or restarts) the agent of LB node i; waits for it to report ready (and announce). */
   async startAgent(i: number): Promise<void> {
     const node = this.lbNodes.get(i);
     if (!node) throw new Error(`No LB node ${i}`);
+    // A killed agent's bird still announces (the datapath kept forwarding): the new agent
+    // starts its own, announcing once ready.
+    await killBird(`${this.birdDir(i)}/bird.pid`, this.birdDir(i));
     const args = [
       "agent",
       "--node-name",
@@ -289,6 +320,10 @@ export class Cluster implements AsyncDisposable {
       this.bpffs(i),
       "--redis",
       this.redis.url,
+      "--bgp-config",
+      this.#bgpConfig(i),
+      "--bgp-dir",
+      this.birdDir(i),
       // No --vip: the agent follows its config's frontends (this.vip among them).
       ...(this.flowSync ? [] : ["--no-flow-sync"]),
       ...this.#agentArgs,
@@ -305,33 +340,40 @@ export class Cluster implements AsyncDisposable {
     });
     if (this.#verbose) node.agent.tailToStderr();
     await node.agent.waitForLine((l) => l.includes('"msg":"ready"'), { timeoutMs: 30_000 });
+    if (node.inRoute) await this.waitRoute(); // a restarted agent: announced again
   }
 
-  /** Kills the agent of LB node i without touching its datapath (XDP and pinned maps stay). */
+  /**
+   * Kills the agent of LB node i without touching its datapath (XDP and pinned maps stay) or its
+   * bird, which keeps announcing: traffic continues, as after an agent crash.
+   */
   async killAgent(i: number): Promise<void> {
     const node = this.lbNodes.get(i);
     await node?.agent?.stop("SIGKILL");
     if (node) node.agent = null;
   }
 
-  /** LB node i dies: its link goes down, its agent is killed, the router withdraws it. */
+  /**
+   * LB node i dies: its link goes down, its agent and bird are killed; resolves once the
+   * router's bird has withdrawn it (link down and BFD: milliseconds).
+   */
   async killLbNode(i: number): Promise<void> {
     const node = this.lbNodes.get(i);
     if (!node) throw new Error(`No LB node ${i}`);
     await this.topo.setLink(node.host, "eth0", false);
     await this.killAgent(i);
+    await killBird(`${this.birdDir(i)}/bird.pid`, this.birdDir(i));
     node.inRoute = false;
-    await this.updateRoute();
+    await this.waitRoute();
   }
 
-  /** Rewrites the router's route to the VIP over the LB nodes that are in service. */
-  async updateRoute(): Promise<void> {
-    const vias = [...this.lbNodes.values()].filter((n) => n.inRoute).map((n) => lbAddress(n.index));
-    if (vias.length === 0) {
-      await this.topo.exec("router", ["ip", "route", "del", `${this.vip}/32`], { check: false });
-    } else {
-      await this.topo.addRoute({ host: "router", to: `${this.vip}/32`, via: vias });
-    }
+  /**
+   * Waits (≤ `timeoutMs`) until the router's route to the VIP goes exactly through the LB nodes
+   * in service (those added and not killed), as their announcements and BGP make it.
+   */
+  async waitRoute(timeoutMs = 15_000): Promise<void> {
+    const want = [...this.lbNodes.values()].filter((n) => n.inRoute).map((n) => lbAddress(n.index));
+    await waitRouteVias(this, want, timeoutMs);
   }
 
   /** Starts the long-lived client: `count` connections for `durationMs`. */
@@ -353,11 +395,4 @@ export class Cluster implements AsyncDisposable {
     await this.redis[Symbol.asyncDispose]();
     await Deno.remove(this.dir, { recursive: true }).catch(() => {});
   }
-}
-
-/** Unmounts every mount below `dir` (the LB nodes' bpffs), deepest first. */
-export async function unmountUnder(dir: string): Promise<void> {
-  const { stdout } = await runRoot(["findmnt", "-rn", "-o", "TARGET"], { check: false });
-  const targets = stdout.split("\n").filter((t) => t.startsWith(`${dir}/`)).sort().reverse();
-  for (const t of targets) await runRoot(["umount", t], { check: false });
 }

@@ -191,6 +191,29 @@ export async function routeVias(cluster: Cluster): Promise<string[]> {
     .filter((g) => g !== "").sort();
 }
 
+/**
+ * Waits (≤ `timeoutMs`) until the router's next hops for the VIP are exactly `want` (what BGP
+ * installs from the LB nodes' announcements); throws naming what it saw and the router's log.
+ */
+export async function waitRouteVias(
+  cluster: Cluster,
+  want: readonly string[],
+  timeoutMs: number,
+): Promise<void> {
+  const wanted = [...want].sort().join();
+  const deadline = Date.now() + timeoutMs;
+  let seen: string[] = [];
+  for (let k = 0; k < 10_000 && Date.now() < deadline; k++) {
+    seen = await routeVias(cluster);
+    if (seen.join() === wanted) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(
+    `The router's route to ${cluster.vip} goes through ${JSON.stringify(seen)} after ` +
+      `${timeoutMs} ms, not [${wanted}] (router bird log: ${cluster.dir}/router.log)`,
+  );
+}
+
 function lbIndex(cluster: Cluster, i: number): number {
   if (!cluster.lbNodes.has(i)) throw new Error(`No LB node ${i} in the cluster`);
   return i;

@@ -1,6 +1,7 @@
 /**
- * `./hf demo`: a virtual cluster in network namespaces — a client, an ECMP router, three LB
- * nodes running Holdfast's XDP load balancer and agent, three backends, Redis — and 40 long-lived
+ * `./hf demo`: a virtual cluster in network namespaces — a client, a router running bird2 (ECMP
+ * over what the LB nodes announce through BGP), three LB nodes running Holdfast's XDP load
+ * balancer and agent (announcing the LB IP once ready), three backends, Redis — and 40 long-lived
  * TCP connections exchanging data every 100 ms. While they run, two backends are added and LB
  * node 1 is killed, then LB node 4 joins. Holdfast keeps every connection. Then the same story
  * with flow sharing off (Maglev only, what a stateless ECMP load balancer does) for comparison.
@@ -37,7 +38,7 @@ async function story(flowSync: boolean, connections: number, verbose: boolean) {
     vip: "10.0.100.1:8080",
   });
   await using cluster = await Cluster.create({ lbNodes: 3, backends: 3, flowSync, verbose });
-  say("cluster ready: router ECMPs 10.0.100.1 over lb1, lb2, lb3", {
+  say("cluster ready: lb1, lb2, lb3 announce 10.0.100.1 through BGP; the router ECMPs over them", {
     namespaces: cluster.topo.hosts.map((h) => cluster.topo.ns(h)),
   });
   const client = await cluster.startClient(connections, 10_000);
@@ -51,7 +52,7 @@ async function story(flowSync: boolean, connections: number, verbose: boolean) {
   say("killing LB node lb1: link down, agent killed, router withdraws it");
   await disturb.killLbNode(1);
   await sleep(1_000);
-  say("LB node lb4 joins the ECMP group");
+  say("LB node lb4 joins: it restores flows, then announces the LB IP through BGP");
   await disturb.addLbNode(4);
   const line = await client.waitForLine((l) => l.includes('"msg":"summary"'), {
     timeoutMs: 40_000,

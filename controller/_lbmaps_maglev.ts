@@ -19,13 +19,14 @@ export { tableDigest };
 export const MIN_AHEAD = 32;
 
 /**
- * Workers for a large rebuild by default: one per CPU beyond the reconciler's, at least 1, at most
- * 2. On 2 CPUs, 1: measured under load from other processes (load 5, 2 CPUs), a swap that refills
- * 1,000 tables took a median 523 ms with 1 worker, 670 ms with 2 (the reconciler's thread, which
- * installs the tables, waited longer to run); with tables unchanged, 521 and 531 ms.
+ * Workers for a large rebuild by default: one per CPU, at least 1, at most 2. Measured here (2
+ * CPUs shared with other work, swaps of 1,000 tables, runs alternated): at load 1.6–2, tables
+ * unchanged 333–365 ms with 2 workers against 431–561 with 1, every table refilled 527–631 ms
+ * against 508–764; at load ~5 (other processes hold the CPUs) the reconciler's thread, which
+ * installs the tables, waits longer to run beside 2 workers: refilled median 670 ms against 523.
  */
 export function defaultMaglevWorkers(): number {
-  return Math.max(1, Math.min(2, (navigator.hardwareConcurrency || 1) - 1));
+  return Math.max(1, Math.min(2, navigator.hardwareConcurrency || 1));
 }
 
 /** A table for a frontend: its slots (backend IDs), whether it is the previous one, its digest. */

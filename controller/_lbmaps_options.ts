@@ -32,7 +32,7 @@ export interface LBMapsOpsOptions {
   maxStaged?: number;
   /**
    * Workers that build Maglev tables ahead when a full pass rebuilds many with a WASM module (a
-   * policy swap; `_maglev_workers.ts`). Default: one per CPU beyond the first, 1..2; 0: none.
+   * policy swap; `_maglev_workers.ts`). Default: one per CPU, 1..2; 0: none.
    */
   maglevWorkers?: number;
 }

@@ -80,6 +80,7 @@ export class AnycastLab implements AsyncDisposable {
   readonly #relays: Relay[] = [];
   #monitor?: HostProcess;
   #redirect?: RedirectParts;
+  #options: AnycastLabOptions = {};
 
   private constructor(
     readonly topo: Topology,
@@ -146,6 +147,7 @@ export class AnycastLab implements AsyncDisposable {
     });
     const dir = await Deno.makeTempDir({ prefix: `${ANYCAST_DIR_PREFIX}${Deno.pid}-` });
     const lab = new AnycastLab(topo, dir, services);
+    lab.#options = options;
     try {
       await lab.#writeState();
       const peers = names.map((name, i) => ({ name, address: `10.9.${i + 1}.2`, asn: 65101 + i }));
@@ -297,6 +299,26 @@ export class AnycastLab implements AsyncDisposable {
     });
   }
 
+  /**
+   * Kills a node's agent with SIGKILL (its bird keeps announcing, as after a crash) and starts a
+   * new one, which adopts that bird; resolves once the new agent is ready.
+   */
+  async restartAgent(name: string): Promise<HostProcess> {
+    const node = this.nodes.get(name);
+    if (!node) throw new Error(`No node "${name}"`);
+    if (this.#redirect) throw new Error("restartAgent does not pass --redirect's arguments yet");
+    await node.agent.stop("SIGKILL");
+    const agent = this.topo.spawnDeno(
+      name,
+      MAIN,
+      agentCommand(this, name, node.birdDir, this.#options),
+    );
+    this.nodes.set(name, { ...node, agent });
+    const ready = this.#options.stateful ? '"msg":"ready"' : '"msg":"anycast agent ready"';
+    await agent.waitForLine((l) => l.includes(ready), { timeoutMs: 20_000 });
+    return agent;
+  }
+
   /** Sends `signal` (`KILL`, `STOP`, `CONT`…) to a node's bird with `kill` (no --allow-run=all). */
   async signalBird(node: string, signal: string): Promise<void> {
     await run(["kill", `-${signal}`, String(await this.birdPid(node))]);
@@ -344,6 +366,7 @@ function agentCommand(
     "--allow-read",
     `--allow-write=${lab.dir}`,
     "--allow-run=ip,bird,birdc",
+    "--allow-ffi", // node/bgp reads /proc/PID of a bird a killed agent left (adopts it)
     "--allow-env",
     "--allow-net=127.0.0.1",
   ];

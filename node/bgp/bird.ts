@@ -4,6 +4,12 @@
  * `birdc configure` (sessions whose options did not change stay up), stopped on dispose.
  * Its config, control socket, pid file and log live in one directory the caller owns.
  *
+ * A bird outlives a killed agent (it keeps announcing while the datapath keeps forwarding). The
+ * next start **adopts** it instead of starting a second one: when the directory's pid file names a
+ * live bird of this directory's control socket in this network namespace (`/proc/PID`), the new
+ * config is written and applied with `birdc configure` (no session flap, no withdrawal) and that
+ * process is watched by polling its pid. A stale pid file, a dead or unrelated pid: a fresh start.
+ *
  * @module
  */
 
@@ -11,6 +17,7 @@ import { log as rootLog, type Logger } from "../../lib/log.ts";
 import { registry } from "../../lib/metrics.ts";
 import { sleep } from "../../lib/backoff.ts";
 import { renderBirdConfig } from "./bird_config.ts";
+import { adoptedBird, type BirdProcess, childBird, notOurBird } from "./_proc.ts";
 import type { BgpProblem, BgpSettings } from "./settings.ts";
 
 const metrics = {
@@ -23,6 +30,10 @@ const metrics = {
     "Peers left out of the BGP configuration because their settings are bad.",
   ),
   peers: registry.gauge("holdfast_bgp_peers_configured", "Peers in the running BGP configuration."),
+  adopted: registry.counter(
+    "holdfast_bgp_daemon_adopted_total",
+    "Times a starting agent adopted the bird a previous agent left running instead of starting one.",
+  ),
 };
 
 /** Raised when bird or birdc fails; the message carries bird's own words. */
@@ -88,20 +99,22 @@ const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
 /** A running bird daemon. Dispose (`await using`) or {@linkcode BirdDaemon.stop} to end it. */
 export class BirdDaemon implements AsyncDisposable {
-  readonly #child: Deno.ChildProcess;
+  readonly #proc: BirdProcess;
   readonly #log: Logger;
   #settings: BgpSettings;
   #announced: readonly string[];
   #stopped = false;
 
   private constructor(
-    child: Deno.ChildProcess,
+    proc: BirdProcess,
     readonly dir: string,
     settings: BgpSettings,
     log: Logger,
     announced: readonly string[],
+    /** Whether a previous agent started this bird (adopted, not our child). */
+    readonly adopted = false,
   ) {
-    this.#child = child;
+    this.#proc = proc;
     this.#settings = settings;
     this.#announced = announced;
     this.#log = log;
@@ -117,14 +130,14 @@ export class BirdDaemon implements AsyncDisposable {
     return `${this.dir}/bird.conf`;
   }
 
-  /** bird's pid (our child). */
+  /** bird's pid (our child, or the adopted one). */
   get pid(): number {
-    return this.#child.pid;
+    return this.#proc.pid;
   }
 
-  /** Resolves when bird exits, whoever stopped it. */
+  /** Resolves when bird exits, whoever stopped it (an adopted one: within its poll period). */
   get exited(): Promise<Deno.CommandStatus> {
-    return this.#child.status;
+    return this.#proc.status;
   }
 
   /** Whether {@linkcode BirdDaemon.stop} was called (an exit before that is a crash). */
@@ -138,7 +151,8 @@ export class BirdDaemon implements AsyncDisposable {
   }
 
   /**
-   * Writes the config and starts `bird -f -c CONF -s SOCK -P PID` in the caller's namespace;
+   * Adopts the bird a previous agent left running in `options.dir` (see the module doc) or
+   * writes the config and starts `bird -f -c CONF -s SOCK -P PID` in the caller's namespace;
    * resolves once the control socket answers.
    *
    * @throws {BirdError} when bird refuses the config or does not come up in time.
@@ -148,6 +162,8 @@ export class BirdDaemon implements AsyncDisposable {
     await Deno.mkdir(options.dir, { recursive: true });
     const conf = `${options.dir}/bird.conf`;
     const announced = options.announced ?? [];
+    const adopted = await BirdDaemon.#adopt(settings, options, log);
+    if (adopted) return adopted;
     await Deno.writeTextFile(
       conf,
       renderBirdConfig(settings, { logFile: `${options.dir}/bird.log`, announced }),
@@ -159,7 +175,7 @@ export class BirdDaemon implements AsyncDisposable {
       stdout: "null",
       stderr: "piped",
     }).spawn();
-    const daemon = new BirdDaemon(child, options.dir, settings, log, announced);
+    const daemon = new BirdDaemon(childBird(child), options.dir, settings, log, announced);
     const deadline = Date.now() + (options.readyTimeoutMs ?? 5_000);
     let last = "";
     for (let i = 0; i < 500 && Date.now() < deadline; i++) {
@@ -187,6 +203,65 @@ export class BirdDaemon implements AsyncDisposable {
     }
     await daemon.stop();
     throw new BirdError(`bird did not answer on "${daemon.socket}" in time: ${last}`);
+  }
+
+  /**
+   * The bird named by `DIR/bird.pid` when it is ours to adopt: configured with `settings`
+   * (`birdc configure`) and watched; null (logged) when there is none to adopt.
+   */
+  static async #adopt(
+    settings: BgpSettings,
+    options: BirdStartOptions,
+    log: Logger,
+  ): Promise<BirdDaemon | null> {
+    const pidText = (await Deno.readTextFile(`${options.dir}/bird.pid`).catch(() => "")).trim();
+    if (!/^\d+$/.test(pidText)) return null;
+    const pid = Number(pidText);
+    if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") {
+      log.warn("cannot check the bird pid file without --allow-ffi; starting a new bird", { pid });
+      return null;
+    }
+    const why = notOurBird(pid, `${options.dir}/bird.ctl`);
+    if (why !== null) {
+      log.info("stale bird pid file; starting a new bird", { pid, why });
+      return null;
+    }
+    const daemon = new BirdDaemon(
+      adoptedBird(pid),
+      options.dir,
+      settings,
+      log,
+      options.announced ?? [],
+      true,
+    );
+    const status = await daemon.birdc("show", "status").catch((e) => e as Error);
+    if (status instanceof Error || !status.includes("Daemon is up")) {
+      // Hung or half-dead: it cannot be configured, so it is replaced.
+      log.warn("the bird left running does not answer; killing it, starting a new one", {
+        pid,
+        why: status instanceof Error ? status.message : status.trim(),
+      });
+      daemon.#proc.kill("SIGKILL");
+      await Promise.race([daemon.#proc.status, sleep(2_000)]);
+      await daemon.#proc.release();
+      return null;
+    }
+    reportBgpProblems(options.problems ?? [], log);
+    try {
+      await daemon.#configure(settings, options.announced ?? []);
+    } catch (e) {
+      await daemon.#proc.release();
+      throw e;
+    }
+    metrics.up.set(undefined, 1);
+    metrics.adopted.inc();
+    log.info("adopted bird", {
+      pid,
+      dir: options.dir,
+      peers: settings.peers.map((p) => p.address),
+      prefixes: settings.prefixes,
+    });
+    return daemon;
   }
 
   /** Runs `birdc -s SOCK ARGS…` and returns its stdout. */
@@ -254,19 +329,13 @@ export class BirdDaemon implements AsyncDisposable {
   async stop(graceMs = 2_000): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
-    try {
-      this.#child.kill("SIGTERM");
-    } catch { /* exited */ }
-    const timer = setTimeout(() => {
-      try {
-        this.#child.kill("SIGKILL");
-      } catch { /* exited */ }
-    }, graceMs);
-    await this.#child.status;
+    this.#proc.kill("SIGTERM");
+    const timer = setTimeout(() => this.#proc.kill("SIGKILL"), graceMs);
+    await this.#proc.status;
     clearTimeout(timer);
-    await this.#child.stderr.cancel().catch(() => {});
+    await this.#proc.release();
     metrics.up.set(undefined, 0);
-    this.#log.info("bird stopped", { pid: this.#child.pid });
+    this.#log.info("bird stopped", { pid: this.#proc.pid, adopted: this.adopted });
   }
 
   /** Stops bird. */

@@ -10,6 +10,7 @@
 
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import { sleep } from "../../lib/backoff.ts";
+import { isIpv4 } from "../../lib/ipv4.ts";
 import { parseBgpSettingsText } from "./settings.ts";
 import { BirdSupervisor } from "./supervisor.ts";
 
@@ -46,8 +47,9 @@ export class LbAnnouncer {
   }
 
   /**
-   * Reads the BGP settings file (announce mode forced to `lb`), starts bird announcing nothing,
-   * then follows `wanted`.
+   * Reads the BGP settings file (announce mode forced to `lb`), starts bird announcing what
+   * `wanted()` says now (a bird a killed agent left is adopted with it: what it announced stays
+   * announced when it is still wanted), then follows `wanted`.
    */
   static async start(
     settingsFile: string,
@@ -60,7 +62,11 @@ export class LbAnnouncer {
       dir: options.dir,
       problems,
       log,
+      announced: [...new Set(wanted().filter(isIpv4))].sort(), // others: #sync logs them
     });
+    if (bird.daemon.announced.length > 0) {
+      log.info("announcing LB addresses", { addresses: bird.daemon.announced });
+    }
     const announcer = new LbAnnouncer(bird, wanted, options, log);
     await announcer.#sync();
     announcer.#loop = announcer.#follow();

@@ -25,6 +25,8 @@ export interface BirdSupervisorOptions {
   readonly log?: Logger;
   /** Restarts allowed before giving up (default 1,000). */
   readonly maxRestarts?: number;
+  /** Announce mode `lb`: the addresses to announce from the start (default none). */
+  readonly announced?: readonly string[];
 }
 
 /** A bird daemon kept running until {@linkcode BirdSupervisor.stop}. */
@@ -32,7 +34,7 @@ export class BirdSupervisor implements AsyncDisposable {
   #daemon: BirdDaemon;
   #settings: BgpSettings;
   #problems: readonly BgpProblem[];
-  #announced: readonly string[] = [];
+  #announced: readonly string[];
   #stopped = false;
   readonly #watch: Promise<void>;
 
@@ -40,10 +42,14 @@ export class BirdSupervisor implements AsyncDisposable {
     this.#daemon = daemon;
     this.#settings = daemon.settings;
     this.#problems = options.problems ?? [];
+    this.#announced = daemon.announced;
     this.#watch = this.#supervise();
   }
 
-  /** Starts bird (see {@linkcode BirdDaemon.start}) and watches it. */
+  /**
+   * Starts bird, or adopts the one a previous agent left in `options.dir` (see
+   * {@linkcode BirdDaemon.start}), and watches it.
+   */
   static async start(
     settings: BgpSettings,
     options: BirdSupervisorOptions,

@@ -287,8 +287,8 @@ export class Cluster implements AsyncDisposable {
     return `${this.dir}/lb${i}.bgp.json`;
   }
 
-  /** LB node i's bird directory (bird.conf, bird.ctl, bird.pid, bird.log; not the agent's child:
-   * a killed agent leaves it running). */
+  /** LB node i's bird directory (bird.conf, bird.ctl, bird.pid, bird.log; a killed agent leaves
+   * its bird running and the next agent adopts it: node/bgp/bird.ts). */
   birdDir(i: number): string {
     return `${this.dir}/lb${i}.bird`;
   }
@@ -303,8 +303,7 @@ export class Cluster implements AsyncDisposable {
     const node = this.lbNodes.get(i);
     if (!node) throw new Error(`No LB node ${i}`);
     // A killed agent's bird still announces (the datapath kept forwarding): the new agent
-    // starts its own, announcing once ready.
-    await killBird(`${this.birdDir(i)}/bird.pid`, this.birdDir(i));
+    // adopts it (no session flap) and announces what it serves once ready.
     const args = [
       "agent",
       "--node-name",

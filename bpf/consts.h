@@ -35,9 +35,13 @@
 
 /* flow_value.flags */
 #define HF_FLOW_F_PEER (1u << 0) /* learned from a peer, installed by the agent */
+/* In hf_flows without its new-flow event (the ring buffer was full): a later packet of the flow
+ * submits it within the event budget and clears the bit (flow_share.h hf_reshare_flow). */
+#define HF_FLOW_F_UNSHARED (1u << 1)
 
-/* Flow sharing (docs/contracts.md "When a flow is shared"): new-flow events (hence Redis writes)
- * per second per CPU when lb_config.event_budget is 0. */
+/* Flow sharing (docs/contracts.md "When a flow is shared"): confirmed flows taken into hf_flows
+ * plus new-flow events retried (hence Redis writes) per second per CPU when
+ * lb_config.event_budget is 0. */
 #define HF_EVENT_BUDGET_DEFAULT 20000
 #define HF_NSEC_PER_SEC 1000000000ull
 
@@ -76,7 +80,7 @@ enum hf_reason {
 	HF_R_DROP_TOO_BIG = 13,     /* packet + 28 bytes exceeds the MTU (see docs/mtu.md) */
 	HF_R_TX_HIT = 14,           /* encapsulated, flow map hit */
 	HF_R_TX_NEW = 15,           /* encapsulated, new flow (Maglev) */
-	HF_R_EVENT_LOST = 16,       /* ring buffer full: no event, flow kept unshared in hf_flows_syn */
+	HF_R_EVENT_LOST = 16,       /* ring buffer full: flow in hf_flows without its event (flagged) */
 	HF_R_PASS_ICMP = 17,        /* ICMP not about a frontend's flow (echo, ...): passed */
 	HF_R_TX_ICMP_TOO_BIG = 18,  /* oversize DF packet answered with ICMP frag-needed (docs/mtu.md) */
 	/* Hostile input to a frontend (docs/contracts.md "Hostile input"): dropped, no flow made. */
@@ -94,7 +98,7 @@ enum hf_reason {
 	HF_R_TX_UNCONFIRMED = 27,   /* encapsulated, flow in hf_flows_syn and still not shared */
 	HF_R_TX_CONFIRMED = 28,     /* encapsulated, the packet confirmed a flow of hf_flows_syn: shared */
 	/* Besides the packet's own reason (like event_lost): */
-	HF_R_FLOW_SHARED = 29,      /* flow put in hf_flows and its new-flow event submitted */
+	HF_R_FLOW_SHARED = 29,      /* a flow's new-flow event submitted (on entering hf_flows or later) */
 	HF_R_FLOW_UNSHARED = 30,    /* confirmed flow held in hf_flows_syn: this CPU's budget is spent */
 	/* IPv6 (docs/contracts.md "IPv6"); every other reason applies to IPv6 as to IPv4. */
 	HF_R_PASS_IPV6_EXT = 31,    /* IPv6 with an extension header (incl. fragments): passed */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* When the LB program shares a flow (docs/contracts.md "When a flow is shared"): the flows held
- * unshared in hf_flows_syn, the packets that prove a client real, and sharing within the per-CPU
- * event budget. Used by hf_lb_main in lb.h. */
+ * unshared in hf_flows_syn, the packets that prove a client real, sharing within the per-CPU
+ * event budget, and the event retried for a flow that entered hf_flows while the ring buffer was
+ * full. Used by hf_lb_main in lb.h (and the budget by flows6.h). */
 #ifndef HF_FLOW_SHARE_H
 #define HF_FLOW_SHARE_H
 
@@ -43,41 +44,90 @@ static __always_inline int hf_confirms(const struct hf_pkt *p)
 	return tcp->ack && !tcp->syn && !tcp->rst;
 }
 
-/* Shares a confirmed flow: puts it in hf_flows and submits its new-flow event, within this CPU's
- * budget of lb_config.event_budget events per second. Returns the reason to count: flow_shared;
- * or, held back, flow_unshared (budget spent) or event_lost (ring buffer full); -1 when hf_flows
- * refused the entry. A flow held back is kept by the caller in hf_flows_syn, forwarded all the
- * same, and a later packet tries again. */
-static __always_inline int hf_share_flow(const struct lb_config *cfg, const struct flow_key *fk,
-					 __be32 backend, __u32 service_id, __u64 now)
+/* This CPU's event budget when it has a flow left to share this second of the datapath clock
+ * (lb_config.event_budget per CPU: flows taken into hf_flows, and events a later packet
+ * submits), else NULL. Shared by both families. */
+static __always_inline struct hf_event_budget *hf_budget_left(const struct lb_config *cfg,
+								__u64 now)
 {
 	__u32 zero = 0;
 	struct hf_event_budget *b = bpf_map_lookup_elem(&hf_budget, &zero);
 	if (!b)
-		return -1;
+		return NULL;
 	__u64 second = now / HF_NSEC_PER_SEC;
 	if (b->second != second) {
 		b->second = second;
 		b->spent = 0;
 	}
 	__u32 limit = cfg->event_budget ? cfg->event_budget : HF_EVENT_BUDGET_DEFAULT;
-	if (b->spent >= limit)
-		return HF_R_FLOW_UNSHARED;
-	struct flow_event *ev = bpf_ringbuf_reserve(&hf_events, sizeof(*ev), 0);
-	if (!ev)
-		return HF_R_EVENT_LOST;
-	struct flow_value nv = {.backend_addr = backend, .flags = 0, .last_seen_ns = now};
-	if (bpf_map_update_elem(&hf_flows, fk, &nv, BPF_ANY)) {
-		bpf_ringbuf_discard(ev, 0);
-		return -1;
-	}
+	return b->spent < limit ? b : NULL;
+}
+
+/* True when `ring` has no room for a record of `bytes` (plus its 8-byte header): read without the
+ * ring's lock, which bpf_ringbuf_reserve takes even to fail — a flow retrying its event on every
+ * packet while no one reads the ring must not contend for it. */
+static __always_inline int hf_ring_full(void *ring, __u64 bytes)
+{
+	return bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) + bytes + 8 >
+	       bpf_ringbuf_query(ring, BPF_RB_RING_SIZE);
+}
+
+static __always_inline void hf_fill_event(struct flow_event *ev, const struct flow_key *fk,
+					  __be32 backend, __u32 service_id, __u64 now)
+{
 	ev->key = *fk;
 	ev->backend_addr = backend;
 	ev->service_id = service_id;
 	ev->ts_ns = now;
+}
+
+/* Shares a confirmed flow within this CPU's budget: puts it in hf_flows and submits its new-flow
+ * event. With the ring buffer full the flow goes to hf_flows all the same, flagged
+ * HF_FLOW_F_UNSHARED, and a later packet submits the event (hf_reshare_flow). Returns the reason
+ * to count: flow_shared, event_lost (in hf_flows, flagged), flow_unshared (budget spent: not in
+ * hf_flows, the caller holds the flow in hf_flows_syn and a later packet tries again); -1 when
+ * hf_flows refused the entry (held likewise). */
+static __always_inline int hf_share_flow(const struct lb_config *cfg, const struct flow_key *fk,
+					 __be32 backend, __u32 service_id, __u64 now)
+{
+	struct hf_event_budget *b = hf_budget_left(cfg, now);
+	if (!b)
+		return HF_R_FLOW_UNSHARED;
+	struct flow_event *ev = bpf_ringbuf_reserve(&hf_events, sizeof(*ev), 0);
+	struct flow_value nv = {
+		.backend_addr = backend,
+		.flags = ev ? 0 : HF_FLOW_F_UNSHARED,
+		.last_seen_ns = now,
+	};
+	if (bpf_map_update_elem(&hf_flows, fk, &nv, BPF_ANY)) {
+		if (ev)
+			bpf_ringbuf_discard(ev, 0);
+		return -1;
+	}
+	b->spent += 1;
+	if (!ev)
+		return HF_R_EVENT_LOST;
+	hf_fill_event(ev, fk, backend, service_id, now);
+	bpf_ringbuf_submit(ev, 0);
+	return HF_R_FLOW_SHARED;
+}
+
+/* A packet of `fv`, an hf_flows entry flagged HF_FLOW_F_UNSHARED: submits the flow's event when
+ * the budget and the ring buffer allow, and clears the flag. Returns 1 when submitted. */
+static __always_inline int hf_reshare_flow(const struct lb_config *cfg, const struct flow_key *fk,
+					   struct flow_value *fv, __u32 service_id, __u64 now)
+{
+	struct hf_event_budget *b = hf_budget_left(cfg, now);
+	if (!b || hf_ring_full(&hf_events, sizeof(struct flow_event)))
+		return 0;
+	struct flow_event *ev = bpf_ringbuf_reserve(&hf_events, sizeof(*ev), 0);
+	if (!ev)
+		return 0;
+	hf_fill_event(ev, fk, fv->backend_addr, service_id, now);
 	bpf_ringbuf_submit(ev, 0);
 	b->spent += 1;
-	return HF_R_FLOW_SHARED;
+	fv->flags &= ~HF_FLOW_F_UNSHARED;
+	return 1;
 }
 
 #endif

@@ -2,7 +2,8 @@
 /* The flows of lb6.h's IPv6 path (docs/contracts.md "IPv6"): a backend ID resolved in either
  * family's backend map, the Maglev pick, the IPv6 flow hash of a key, and flow sharing as for
  * IPv4 (docs/contracts.md "When a flow is shared": hf_flows_syn6 until the client proves real,
- * then hf_flows6 and an hf_events6 record within the per-CPU event budget). */
+ * then hf_flows6 and an hf_events6 record within the per-CPU event budget; a flow that entered
+ * hf_flows6 while the ring was full retries its record on a later packet). */
 #ifndef HF_FLOWS6_H
 #define HF_FLOWS6_H
 
@@ -113,38 +114,9 @@ static __always_inline int hf_confirms6(void *l4, __u8 proto, void *data_end)
 	return tcp->ack && !tcp->syn && !tcp->rst;
 }
 
-/* Shares a confirmed IPv6 flow, as hf_share_flow: within this CPU's event budget (hf_budget,
- * shared with IPv4), puts it in hf_flows6 and submits its hf_events6 record. Returns 1 when
- * shared, 0 when held back (flow_unshared or event_lost counted). */
-static __always_inline int hf_share_flow6(const struct lb_config *cfg, const struct flow_key6 *fk,
-					  const struct flow_value6 *be, __u32 service_id, __u64 now)
+static __always_inline void hf_fill_event6(struct flow_event6 *ev, const struct flow_key6 *fk,
+					   const struct flow_value6 *be, __u32 service_id, __u64 now)
 {
-	__u32 zero = 0;
-	struct hf_event_budget *b = bpf_map_lookup_elem(&hf_budget, &zero);
-	if (!b)
-		return 0;
-	__u64 second = now / HF_NSEC_PER_SEC;
-	if (b->second != second) {
-		b->second = second;
-		b->spent = 0;
-	}
-	__u32 limit = cfg->event_budget ? cfg->event_budget : HF_EVENT_BUDGET_DEFAULT;
-	if (b->spent >= limit) {
-		hf_count(HF_R_FLOW_UNSHARED);
-		return 0;
-	}
-	struct flow_event6 *ev = bpf_ringbuf_reserve(&hf_events6, sizeof(*ev), 0);
-	if (!ev) {
-		hf_count(HF_R_EVENT_LOST);
-		return 0;
-	}
-	struct flow_value6 nv HF_ALIGNED = *be;
-	nv.flags = 0;
-	nv.last_seen_ns = now;
-	if (bpf_map_update_elem(&hf_flows6, fk, &nv, BPF_ANY)) {
-		bpf_ringbuf_discard(ev, 0);
-		return 0;
-	}
 	ev->key = *fk;
 	__builtin_memcpy(ev->backend_addr, be->backend_addr, 16);
 	ev->backend_family = be->backend_family;
@@ -153,10 +125,57 @@ static __always_inline int hf_share_flow6(const struct lb_config *cfg, const str
 	ev->pad[2] = 0;
 	ev->service_id = service_id;
 	ev->ts_ns = now;
-	bpf_ringbuf_submit(ev, 0);
+}
+
+/* Shares a confirmed IPv6 flow, as hf_share_flow: within this CPU's budget (hf_budget, shared
+ * with IPv4) puts it in hf_flows6 with its hf_events6 record, or flagged HF_FLOW_F_UNSHARED when
+ * the ring buffer is full. Counts the outcome (flow_shared, event_lost, flow_unshared); returns 1
+ * when the flow is in hf_flows6, 0 when the caller holds it in hf_flows_syn6 (budget spent). */
+static __always_inline int hf_share_flow6(const struct lb_config *cfg, const struct flow_key6 *fk,
+					  const struct flow_value6 *be, __u32 service_id, __u64 now)
+{
+	struct hf_event_budget *b = hf_budget_left(cfg, now);
+	if (!b) {
+		hf_count(HF_R_FLOW_UNSHARED);
+		return 0;
+	}
+	struct flow_event6 *ev = bpf_ringbuf_reserve(&hf_events6, sizeof(*ev), 0);
+	struct flow_value6 nv HF_ALIGNED = *be;
+	nv.flags = ev ? 0 : HF_FLOW_F_UNSHARED;
+	nv.last_seen_ns = now;
+	if (bpf_map_update_elem(&hf_flows6, fk, &nv, BPF_ANY)) {
+		if (ev)
+			bpf_ringbuf_discard(ev, 0);
+		return 0;
+	}
 	b->spent += 1;
+	if (!ev) {
+		hf_count(HF_R_EVENT_LOST);
+		return 1;
+	}
+	hf_fill_event6(ev, fk, be, service_id, now);
+	bpf_ringbuf_submit(ev, 0);
 	hf_count(HF_R_FLOW_SHARED);
 	return 1;
+}
+
+/* A packet of `fv`, an hf_flows6 entry flagged HF_FLOW_F_UNSHARED, as hf_reshare_flow: submits
+ * its hf_events6 record when the budget and the ring allow and clears the flag (flow_shared). */
+static __always_inline void hf_reshare_flow6(const struct lb_config *cfg,
+					     const struct flow_key6 *fk, struct flow_value6 *fv,
+					     __u32 service_id, __u64 now)
+{
+	struct hf_event_budget *b = hf_budget_left(cfg, now);
+	if (!b || hf_ring_full(&hf_events6, sizeof(struct flow_event6)))
+		return;
+	struct flow_event6 *ev = bpf_ringbuf_reserve(&hf_events6, sizeof(*ev), 0);
+	if (!ev)
+		return;
+	hf_fill_event6(ev, fk, fv, service_id, now);
+	bpf_ringbuf_submit(ev, 0);
+	b->spent += 1;
+	fv->flags &= ~HF_FLOW_F_UNSHARED;
+	hf_count(HF_R_FLOW_SHARED);
 }
 
 #endif

@@ -151,14 +151,15 @@ static __always_inline void hf_count_fe_tx(__u32 service_id, __u16 len, int is_n
 	}
 }
 
-/* hf_share_flow (flow_share.h) with its outcome counted; returns 1 when the flow was shared. */
+/* hf_share_flow (flow_share.h) with its outcome counted; returns 1 when the flow is in hf_flows
+ * (with its event, or flagged HF_FLOW_F_UNSHARED when the ring buffer was full). */
 static __always_inline int hf_share(const struct lb_config *cfg, const struct flow_key *fk,
 				    __be32 backend, __u32 service_id, __u64 now)
 {
 	int r = hf_share_flow(cfg, fk, backend, service_id, now);
 	if (r >= 0)
 		hf_count(r);
-	return r == HF_R_FLOW_SHARED;
+	return r == HF_R_FLOW_SHARED || r == HF_R_EVENT_LOST;
 }
 
 /* An ICMP frame (p->ip valid). An error whose quote names a frontend's flow is encapsulated to
@@ -309,6 +310,11 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 		backend = fv->backend_addr;
 		if (fv->last_seen_ns < now)
 			fv->last_seen_ns = now;
+		/* Entered hf_flows while the ring buffer was full: this packet retries its event. */
+		if (fv->flags & HF_FLOW_F_UNSHARED) {
+			if (hf_reshare_flow(cfg, &fk, fv, service_id, now))
+				hf_count(HF_R_FLOW_SHARED);
+		}
 	} else {
 		/* Not shared yet: a flow goes to hf_flows (and Redis) only on a packet that proves the
 		 * client real, until then it lives in hf_flows_syn (docs/contracts.md "When a flow is

@@ -238,6 +238,9 @@ static __always_inline int hf_lb6_main(struct xdp_md *ctx)
 	if (fv) {
 		if (fv->last_seen_ns < now)
 			fv->last_seen_ns = now;
+		/* Entered hf_flows6 while the ring buffer was full: this packet retries its record. */
+		if (fv->flags & HF_FLOW_F_UNSHARED)
+			hf_reshare_flow6(cfg, &fk, fv, service_id, now);
 	} else {
 		int confirms = hf_confirms6(p.l4, p.proto, data_end);
 		if (held) {

@@ -21,7 +21,7 @@ struct flow_key {
 /* hf_flows value, 16 bytes. The backend address (not an ID) keeps entries valid on every node. */
 struct flow_value {
 	__be32 backend_addr;
-	__u32 flags;         /* HF_FLOW_F_* */
+	__u32 flags;         /* HF_FLOW_F_*; hf_flows_syn: the backend's ID */
 	__u64 last_seen_ns;  /* bpf_ktime_get_coarse_ns() of the last packet (CLOCK_MONOTONIC) */
 };
 
@@ -62,7 +62,7 @@ struct lb_config {
 	__u16 encap_port_host;
 	__u16 pad;
 	__u32 seed;          /* flow hash seed, same on every LB node */
-	__u32 event_budget;  /* new-flow events per second per CPU; 0 = HF_EVENT_BUDGET_DEFAULT */
+	__u32 event_budget;  /* flows shared per second per CPU; 0 = HF_EVENT_BUDGET_DEFAULT */
 };
 
 /* hf_decap_cfg[0], 8 bytes: backend side settings. */

@@ -14,6 +14,13 @@ export type KeyMode = "five-tuple" | "client-ip";
 /** `flow_value.flags` bit 0: learned from a peer (installed by the agent). */
 export const FLOW_F_PEER = 1;
 
+/**
+ * `flow_value.flags` bit 1: the datapath put this flow in the flow map while its ring buffer was
+ * full, so no new-flow event was sent yet; a later packet of the flow sends it and clears the bit
+ * (docs/contracts.md "When a flow is shared"). A local flow (not `FLOW_F_PEER`).
+ */
+export const FLOW_F_UNSHARED = 2;
+
 /** A flow map key; addresses are host-order u32 (`10.0.0.1` is `0x0a000001`). */
 export interface FlowKey {
   readonly saddr: number;

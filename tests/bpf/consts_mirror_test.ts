@@ -1,5 +1,5 @@
 /**
- * The TypeScript mirrors of bpf/consts.h (node/bpf/consts.ts, FLOW_F_PEER in node/bpf/flow.ts)
+ * The TypeScript mirrors of bpf/consts.h (node/bpf/consts.ts, FLOW_F_* in node/bpf/flow.ts)
  * hold the same numbers and name the same counters at the same indices as the C; every
  * `HF_MAX_*` of the C has a mirror, so a new map size cannot be missed by user space.
  */
@@ -8,6 +8,7 @@ import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import {
   DECAP_REASONS,
   FLOW_F_PEER,
+  FLOW_F_UNSHARED,
   HF_ENCAP_OVERHEAD,
   HF_ENCAP_PORT_DEFAULT,
   HF_EVENT_BUDGET_DEFAULT,
@@ -62,6 +63,7 @@ Deno.test("numbers of bpf/consts.h that user space uses are mirrored exactly", (
     HF_IPPROTO_UDP: PROTO.UDP,
     HF_SVC_F_CLIENT_IP: SVC_F_CLIENT_IP,
     HF_FLOW_F_PEER: FLOW_F_PEER,
+    HF_FLOW_F_UNSHARED: FLOW_F_UNSHARED,
     HF_ENCAP_OVERHEAD: HF_ENCAP_OVERHEAD,
     HF_ENCAP_PORT_DEFAULT: HF_ENCAP_PORT_DEFAULT,
     HF_MAGLEV_TEMPLATE_SIZE: HF_MAGLEV_TEMPLATE_SIZE,

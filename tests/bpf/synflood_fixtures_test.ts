@@ -4,7 +4,9 @@
  * event, so no Redis write); retransmitted SYNs go to the same backend; the client's ACK moves the
  * flow to hf_flows with exactly one event; a spoofed SYN flood leaves hf_flows and its established
  * flows alone and emits nothing; over the node's event budget a confirmed flow is still forwarded,
- * counted as not shared, and shared by a later packet once the budget refills.
+ * counted as not shared, and shared by a later packet once the budget refills; with the ring
+ * buffer full (no reader) confirmed flows still enter hf_flows, flagged FLOW_F_UNSHARED, and a
+ * later packet sends the event once the ring has room and the budget allows.
  */
 
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
@@ -14,6 +16,7 @@ import { parseIpv4 } from "../../lib/ipv4.ts";
 import {
   BpfFlowTable,
   type Datapath,
+  FLOW_F_UNSHARED,
   monotonicNs,
   type Reason,
   testRun,
@@ -252,6 +255,111 @@ async function overBudget(): Promise<void> {
   await nextSecond();
   const later = run(dp, frame(acks[2]!, PSH_ACK));
   deepStrictEqual(later.moved, ["tx_confirmed+1", "flow_shared+1"], "shared once refilled");
-  strictEqual(flows.get(c!) !== undefined, true);
+  strictEqual(flows.get(c!)?.flags, 0, "in hf_flows, with its event");
+  strictEqual(pending.get(c!), undefined, "no longer held");
   strictEqual((await drainEvents(dp)).length, 1);
+}
+
+rootTest(
+  "ring buffer full (no reader): flows still enter hf_flows; a later packet shares",
+  async (t) => {
+    pinToCpu(0);
+    try {
+      await ringFull(t);
+    } finally {
+      pinToCpu(null);
+    }
+  },
+);
+
+/** hf_events holds 1 MiB of 40-byte records (32 + the ring's 8-byte header): 26,214. */
+const RING_RECORDS = Math.floor((1 << 20) / 40);
+
+async function ringFull(t: Deno.TestContext): Promise<void> {
+  using dp = await openFixtureLb({ maxFlows: 32768 });
+  dp.configure({ srcAddr: LB_SRC, encapPort: ENCAP_PORT, seed: SEED, eventBudget: 1_000_000 });
+  const flows = dp.flowTable();
+  const pending = unconfirmed(dp);
+  const n = RING_RECORDS + 500;
+  const src = (i: number) => `10.201.${i >> 8}.${i & 255}`;
+  const fl = (i: number) => flow(40000, src(i));
+  const unsharedKeys = () =>
+    [...flows.entries()].filter((e) => (e.value.flags & FLOW_F_UNSHARED) !== 0).map((e) => e.key);
+
+  await t.step(`${n} confirmed flows, no reader: every one in hf_flows, the last flagged`, () => {
+    const before = dp.reasons();
+    for (let i = 0; i < n; i++) {
+      const r = testRun(dp.program, frame(fl(i), ACK));
+      if (r.retval !== XDP.TX) throw new Error(`ACK ${i}: verdict ${r.retval}`);
+    }
+    const after = dp.reasons();
+    const delta = (name: Reason) => after[name] - before[name];
+    deepStrictEqual(
+      [delta("tx_new"), delta("flow_shared"), delta("event_lost"), delta("flow_unshared")],
+      [BigInt(n), BigInt(RING_RECORDS), 500n, 0n],
+    );
+    strictEqual([...flows.entries()].length, n, "hf_flows kept growing");
+    strictEqual([...pending.entries()].length, 0, "nothing held in hf_flows_syn");
+    deepStrictEqual(
+      unsharedKeys().map((k) => JSON.stringify(k)).sort(),
+      Array.from({ length: 500 }, (_, i) => JSON.stringify(flowHash(fl(RING_RECORDS + i)).key))
+        .sort(),
+      "the flows past the ring's room carry FLOW_F_UNSHARED",
+    );
+  });
+
+  const last = fl(n - 1);
+  const lastKey = flowHash(last).key;
+  await t.step("a packet of a flagged flow while the ring is still full: a hit, no event", () => {
+    const r = run(dp, frame(last, PSH_ACK));
+    strictEqual(hex(r.data), hex(expectEncap(frame(last, PSH_ACK), last)));
+    deepStrictEqual(r.moved, ["tx_hit+1"]);
+    strictEqual(flows.get(lastKey)?.flags, FLOW_F_UNSHARED, "still flagged");
+  });
+
+  await t.step(
+    "once read, the next packet sends exactly one event and clears the flag",
+    async () => {
+      strictEqual((await drainEvents(dp)).length, RING_RECORDS, "the ring held what it could");
+      const r = run(dp, frame(last, PSH_ACK));
+      strictEqual(hex(r.data), hex(expectEncap(frame(last, PSH_ACK), last)));
+      deepStrictEqual(r.moved, ["tx_hit+1", "flow_shared+1"]);
+      strictEqual(flows.get(lastKey)?.flags, 0, "flag cleared");
+      const backend = BACKENDS[TABLE7[flowHash(last).hash % TABLE7.length]!]!;
+      deepStrictEqual((await drainEvents(dp)).map((e) => [e.key, e.backend, e.serviceId]), [[
+        lastKey,
+        parseIpv4(backend),
+        10,
+      ]]);
+      deepStrictEqual(run(dp, frame(last, PSH_ACK)).moved, ["tx_hit+1"], "then a plain hit");
+      deepStrictEqual(await drainEvents(dp), [], "and no second event");
+    },
+  );
+
+  await t.step(
+    "budget spent: a flagged flow's packet waits; after the refill it shares",
+    async () => {
+      const flagged = fl(n - 2);
+      const key = flowHash(flagged).key;
+      dp.configure({ srcAddr: LB_SRC, encapPort: ENCAP_PORT, seed: SEED, eventBudget: 1 });
+      // Spends this second's one event on a new flow, then tries the flagged one. Retried when the
+      // two straddled a second boundary.
+      let moved: string[][] = [];
+      for (let attempt = 0; attempt < 3; attempt++) {
+        await nextSecond();
+        moved = [
+          run(dp, frame(flow(40100 + attempt), ACK)).moved,
+          run(dp, frame(flagged, ACK)).moved,
+        ];
+        if (moved[1]!.length === 1) break;
+      }
+      deepStrictEqual(moved, [["tx_new+1", "flow_shared+1"], ["tx_hit+1"]]);
+      strictEqual(flows.get(key)?.flags, FLOW_F_UNSHARED, "still flagged");
+      strictEqual((await drainEvents(dp)).length, 1, "only the new flow's event");
+      await nextSecond();
+      deepStrictEqual(run(dp, frame(flagged, ACK)).moved, ["tx_hit+1", "flow_shared+1"]);
+      strictEqual(flows.get(key)?.flags, 0);
+      strictEqual((await drainEvents(dp)).length, 1);
+    },
+  );
 }

@@ -5,12 +5,24 @@
  * independently), new-flow events on hf_events6, what passes untouched (not a frontend, neighbor
  * discovery, extension headers) and what is dropped and counted (bad lengths, hostile input,
  * service states). IPv4 frames through the same program keep their behaviour
- * (lb_fixtures_test.ts is unchanged).
+ * (lb_fixtures_test.ts is unchanged). Flow sharing as for IPv4 (synflood_fixtures_test.ts): a
+ * SYN's flow is held in hf_flows_syn6, over the event budget a confirmed flow too; with
+ * hf_events6 full (no reader) confirmed flows still enter hf_flows6, flagged FLOW_F_UNSHARED,
+ * and a later packet sends the record.
  */
 
-import { strictEqual } from "node:assert/strict";
+import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
-import { FLOW_F_PEER, type FlowEvent6, Ipv6Maps, testRun, XDP } from "../../node/bpf/mod.ts";
+import {
+  type Datapath,
+  FLOW_F_PEER,
+  FLOW_F_UNSHARED,
+  type FlowEvent6,
+  Ipv6Maps,
+  type Reason,
+  testRun,
+  XDP,
+} from "../../node/bpf/mod.ts";
 import { cat, eth, hex, MAC, tcpFrame } from "../../lab/packets.ts";
 import {
   ETH_P_IPV6,
@@ -613,4 +625,75 @@ rootTest("hf_lb IPv6 fixtures through BPF_PROG_TEST_RUN", async (t) => {
   } finally {
     await reader.close();
   }
+});
+
+/** hf_events6 holds 1 MiB of 80-byte records (72 + the ring's 8-byte header): 13,107. */
+const RING6_RECORDS = Math.floor((1 << 20) / 80);
+
+/** The hf_events6 records waiting, read at once. */
+async function drainEvents6(dp: Datapath): Promise<FlowEvent6[]> {
+  const events: FlowEvent6[] = [];
+  const reader = new Ipv6Maps(dp.object).subscribe((e) => events.push(e));
+  reader.consume();
+  await reader.close();
+  return events;
+}
+
+rootTest("hf_events6 full (no reader): v6 flows still enter hf_flows6, shared later", async (t) => {
+  using dp = await openFixtureLb6();
+  dp.configure({ srcAddr: LB_SRC, encapPort: 6080, seed: SEED, eventBudget: 1_000_000 });
+  const v6 = new Ipv6Maps(dp.object);
+  const n = RING6_RECORDS + 200;
+  const sport = (i: number) => 1024 + i;
+  const flagged = () =>
+    [...v6.flows()].filter((f) => (f.value.flags & FLOW_F_UNSHARED) !== 0).map((f) => f.key.sport);
+
+  await t.step(`${n} confirmed flows, no reader: all in hf_flows6, the last 200 flagged`, () => {
+    const before = dp.reasons();
+    for (let i = 0; i < n; i++) {
+      const r = testRun(dp.program, hit(sport(i)));
+      if (r.retval !== XDP.TX) throw new Error(`ACK ${i}: verdict ${r.retval}`);
+    }
+    const after = dp.reasons();
+    const delta = (name: Reason) => after[name] - before[name];
+    deepStrictEqual(
+      [delta("tx_new"), delta("flow_shared"), delta("event_lost"), delta("flow_unshared")],
+      [BigInt(n), BigInt(RING6_RECORDS), 200n, 0n],
+    );
+    strictEqual([...v6.flows()].length, n, "hf_flows6 kept growing");
+    deepStrictEqual(
+      flagged().sort((a, b) => a - b),
+      Array.from({ length: 200 }, (_, i) => sport(RING6_RECORDS + i)),
+      "the flows past the ring's room carry FLOW_F_UNSHARED",
+    );
+  });
+
+  const last = sport(n - 1);
+  await t.step(
+    "a flagged flow's packet: a hit; once read, exactly one record, flag cleared",
+    async () => {
+      const full = testRun(dp.program, hit(last));
+      strictEqual(hex(full.data), hex(expectEncap6(hit(last))), "forwarded to its backend");
+      strictEqual(v6.getFlow(flowOf(hit(last)))?.flags, FLOW_F_UNSHARED, "ring still full");
+      strictEqual((await drainEvents6(dp)).length, RING6_RECORDS);
+      const before = dp.reasons();
+      runFixture6(dp, {
+        description: "retry",
+        input: hit(last),
+        verdict: XDP.TX,
+        output: expectEncap6(hit(last)),
+        reason: "tx_hit",
+        also: ["flow_shared"],
+        newFlows: 0,
+      });
+      strictEqual(dp.reasons().flow_shared - before.flow_shared, 1n);
+      strictEqual(v6.getFlow(flowOf(hit(last)))?.flags, 0, "flag cleared");
+      const events = await drainEvents6(dp);
+      strictEqual(events.length, 1);
+      strictEqual(events[0]?.key.sport, last);
+      strictEqual(events[0]?.backend, maglevBackend(flowOf(hit(last))));
+      testRun(dp.program, hit(last));
+      strictEqual((await drainEvents6(dp)).length, 0, "no second record");
+    },
+  );
 });

@@ -9,6 +9,7 @@ import { checkMaglevSize } from "../../policy-as/host/maglev_input.ts";
 import { type ClaimOptions, DEFAULT_LOAD_BALANCER_CLASS, type IpamCondition } from "../ipam/mod.ts";
 import type { KubeObject } from "./objects.ts";
 import { deriveSettings } from "./_settings.ts";
+import { checkClusterBgp } from "../model/bgp_cluster.ts";
 
 /** The name of the LoadBalancerConfig the controller reads. */
 export const CONFIG_NAME = "default";
@@ -20,6 +21,8 @@ export interface ConfigView {
   readonly defaults: ServiceDefaults;
   /** Undefined when there is no config object (defaults apply, nothing to report). */
   readonly ready?: IpamCondition;
+  /** `PeersAccepted` when the config has `spec.bgp`: False names the peers left out. */
+  readonly peers?: IpamCondition;
 }
 
 /** Defaults a Service's own annotations (`holdfast.io/flow-key`, `holdfast.io/maglev-size`) override. */
@@ -88,9 +91,43 @@ export function readConfig(
       reason: "InvalidSpec",
       message: `${problems.join("; ")}. Defaults are used for these fields`,
     };
+  const peers = peersCondition(spec.bgp);
+  const withGen = (c: IpamCondition) => gen !== undefined ? { ...c, observedGeneration: gen } : c;
   return {
     claim,
     defaults,
-    ready: gen !== undefined ? { ...ready, observedGeneration: gen } : ready,
+    ready: withGen(ready),
+    ...(peers ? { peers: withGen(peers) } : {}),
+  };
+}
+
+/**
+ * `PeersAccepted` for `spec.bgp` (controller/model/bgp_cluster.ts): False naming each refused
+ * peer (the agents leave it out and the others keep announcing), or the cluster-wide field that
+ * refuses the whole section; undefined without a `bgp` section.
+ */
+export function peersCondition(bgp: unknown): IpamCondition | undefined {
+  if (bgp === undefined || bgp === null) return undefined;
+  const { error, peers } = checkClusterBgp(bgp);
+  if (error !== undefined) {
+    return {
+      type: "PeersAccepted",
+      status: "False",
+      reason: "BgpInvalid",
+      message: `${error}; agents keep the BGP settings they run`,
+    };
+  }
+  const total = Array.isArray((bgp as { peers?: unknown }).peers)
+    ? (bgp as { peers: unknown[] }).peers.length
+    : 0;
+  if (peers.length === 0) {
+    return { type: "PeersAccepted", status: "True", reason: "Valid", message: `${total} peers` };
+  }
+  return {
+    type: "PeersAccepted",
+    status: "False",
+    reason: "PeersRefused",
+    message: `${peers.map((p) => `${p.message} (${p.path})`).join("; ")}. Left out; the other ` +
+      `${total - peers.length} peers keep announcing`,
   };
 }

@@ -163,18 +163,31 @@ export function planStatusWrites(
   const ready = cfg.ready;
   if (config && ready) {
     const cur = config.status ?? {}, gen = config.metadata?.generation;
-    if (cur.observedGeneration !== gen || !sameConditions(cur.conditions, [ready])) {
+    const conditions = cfg.peers ? [ready, cfg.peers] : [ready];
+    if (cur.observedGeneration !== gen || !sameConditions(cur.conditions, conditions)) {
       const t = target("LoadBalancerConfig", config);
       const status = {
         ...(gen !== undefined ? { observedGeneration: gen } : {}),
-        conditions: mergeConditions(cur.conditions, [ready], now),
+        conditions: mergeConditions(cur.conditions, conditions, now),
       };
+      const peersBefore = (cur.conditions as IpamCondition[] | undefined)
+        ?.find((c) => c.type === "PeersAccepted");
       out.push({
         kind: "LoadBalancerConfig",
         key: `config:${t.name}`,
         resourceVersion: t.resourceVersion,
         apply: async (w) => {
           await w.patchObjectStatus(t, status);
+          const peers = cfg.peers;
+          if (peers?.status === "False" && peersBefore?.message !== peers.message) {
+            await w.emitEvent({
+              regarding: t,
+              type: "Warning",
+              reason: peers.reason,
+              note: peers.message,
+              action: "Validate",
+            });
+          }
           if (ready.status !== "False") return;
           await w.emitEvent({
             regarding: t,

@@ -11,6 +11,13 @@
  * controller allocated), their selector `spec.selector`. A pod serves when its `Ready`
  * condition is True; it is terminating once `metadata.deletionTimestamp` is set.
  *
+ * BGP from the cluster ({@linkcode KubeBgp}, when the agent has no `--bgp-config`): the config's
+ * `spec.bgp` (controller/model/bgp_cluster.ts) with this node's InternalIP as router id and its
+ * Node's labels for the peers' `nodeSelector` (the Node is read once at start). The first
+ * section starts bird (or adopts the one a killed agent left); a change reconfigures it; a
+ * refused peer is one log line and the others announce; a section refused whole keeps the
+ * running settings.
+ *
  * @module
  */
 
@@ -20,6 +27,8 @@ import { isClaimed } from "../../controller/ipam/mod.ts";
 import type { KubeObject } from "../../controller/k8s/objects.ts";
 import type { AnycastService, LocalPod } from "./model.ts";
 import type { AnycastState } from "./state_file.ts";
+import { type BgpProblem, type BgpSettings, BgpSettingsError, BirdSupervisor } from "../bgp/mod.ts";
+import { nodeBgpSettings } from "../../controller/model/bgp_cluster.ts";
 
 /** Per-Service announce mode: `anycast` or `stateful` (overrides the LoadBalancerConfig). */
 export const ANNOUNCE_ANNOTATION = "holdfast.io/announce";
@@ -99,10 +108,111 @@ export function anycastStateFrom(objects: AnycastObjects): AnycastState {
   };
 }
 
+/**
+ * This node's BGP settings from the LoadBalancerConfig `default`'s `spec.bgp`, or null when it
+ * has none. Router id: the Node's first IPv4 InternalIP; labels: the Node's.
+ *
+ * @throws {BgpSettingsError} for a section refused whole, or a Node without an IPv4 InternalIP.
+ *
+ * @example
+ * ```ts
+ * import { kubeBgpSettings } from "./kube_source.ts";
+ * const r = kubeBgpSettings(
+ *   [{ metadata: { name: "default" }, spec: { bgp: {
+ *     localAsn: 65100, prefixes: ["10.0.100.0/24"],
+ *     peers: [{ address: "10.9.1.1", asn: 65000 }, { address: "10.9.1.1", asn: 65001 }],
+ *   } } }],
+ *   { metadata: { name: "n1" }, status: { addresses: [{ type: "InternalIP", address: "10.9.1.2" }] } },
+ * );
+ * if (r?.settings.routerId !== "10.9.1.2" || r.problems.length !== 1) throw new Error();
+ * ```
+ */
+export function kubeBgpSettings(
+  configs: readonly KubeObject[],
+  node: KubeObject | undefined,
+): { settings: BgpSettings; problems: BgpProblem[] } | null {
+  const bgp = configs.find((c) => c.metadata?.name === "default")?.spec?.bgp;
+  if (bgp === undefined || bgp === null) return null;
+  const addresses = (node?.status?.addresses ?? []) as { type?: string; address?: string }[];
+  const routerId = addresses.find((a) => a.type === "InternalIP" && isIpv4(a.address ?? ""))
+    ?.address;
+  if (routerId === undefined) {
+    throw new BgpSettingsError(
+      `Node ${JSON.stringify(node?.metadata?.name ?? null)} has no IPv4 InternalIP for a router id`,
+    );
+  }
+  return nodeBgpSettings(bgp, { routerId, labels: node?.metadata?.labels ?? {} });
+}
+
+/** The node's bird as the cluster's `spec.bgp` configures it (see the module doc). */
+export class KubeBgp {
+  #bird: BirdSupervisor | undefined;
+  #key = "";
+  readonly #log: Logger;
+
+  constructor(readonly options: { readonly dir: string; readonly log?: Logger }) {
+    this.#log = options.log ?? rootLog.with({ component: "bgp" });
+  }
+
+  /** Whether bird runs (a section was applied). */
+  get running(): boolean {
+    return this.#bird !== undefined;
+  }
+
+  /** Applies the settings `configs` and `node` give (errors are logged; bird keeps running). */
+  async apply(configs: readonly KubeObject[], node: KubeObject | undefined): Promise<void> {
+    let got;
+    try {
+      got = kubeBgpSettings(configs, node);
+    } catch (error) {
+      if (!(error instanceof BgpSettingsError)) throw error;
+      this.#log.error(
+        "cannot follow BGP settings of the LoadBalancerConfig; the previous ones stay",
+        {
+          error,
+        },
+      );
+      return;
+    }
+    if (got === null) {
+      if (this.#key !== "none") {
+        this.#log.info("no spec.bgp in the LoadBalancerConfig; bird keeps what it runs", {
+          running: this.running,
+        });
+      }
+      this.#key = "none";
+      return;
+    }
+    const key = JSON.stringify(got);
+    if (key === this.#key) return;
+    try {
+      if (this.#bird) await this.#bird.reload(got.settings, got.problems);
+      else {
+        this.#bird = await BirdSupervisor.start(got.settings, {
+          dir: this.options.dir,
+          problems: got.problems,
+          log: this.#log,
+        });
+      }
+      this.#key = key;
+    } catch (error) {
+      // The addresses on lo still follow the pods; the next batch tries again.
+      this.#log.error("cannot apply the BGP settings of the LoadBalancerConfig", { error });
+    }
+  }
+
+  /** Stops bird (after the caller forfeited its addresses). */
+  async stop(): Promise<void> {
+    await this.#bird?.stop();
+  }
+}
+
 /** Options of {@linkcode followKubernetes}. */
 export interface KubeSourceOptions {
   readonly signal: AbortSignal;
   readonly log?: Logger;
+  /** BGP from the LoadBalancerConfig's `spec.bgp` (needs `get` on this node's Node). */
+  readonly bgp?: KubeBgp;
 }
 
 /**
@@ -120,7 +230,9 @@ export async function followKubernetes(
   const { Informers } = await import("../../controller/k8s/informers.ts");
   const log = options.log ?? rootLog.with({ component: "anycast-kube", node });
   let chain = Promise.resolve();
-  const informers = new Informers(loadKubeConfig(kubeconfigFile), {
+  const kc = loadKubeConfig(kubeconfigFile);
+  const nodeObject = options.bgp ? await readNode(kc, node, log) : undefined;
+  const informers = new Informers(kc, {
     resources: ["loadbalancerconfigs", "services", "localpods"],
     localPodsOf: node,
     debounceMs: 1,
@@ -131,13 +243,39 @@ export async function followKubernetes(
         services: informers.list("services"),
         pods: informers.list("localpods"),
       });
-      chain = chain.then(() => onState(state)).catch((error) =>
-        log.error("cannot apply the cluster's anycast state", { error })
-      );
+      const configs = informers.list("loadbalancerconfigs");
+      chain = chain.then(async () => {
+        // Before the first address goes on lo, so a first bird announces it at once.
+        await options.bgp?.apply(configs, nodeObject);
+        await onState(state);
+      }).catch((error) => log.error("cannot apply the cluster's anycast state", { error }));
     },
   });
   options.signal.addEventListener("abort", () => void informers.stop(), { once: true });
   informers.start();
   await informers.synced;
   await chain;
+}
+
+/** This node's Node object (its InternalIP and labels), retried for ≤ 30 s; undefined if unread. */
+async function readNode(
+  kc: import("@kubernetes/client-node").KubeConfig,
+  name: string,
+  log: Logger,
+): Promise<KubeObject | undefined> {
+  const k8s = await import("@kubernetes/client-node");
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const deadline = Date.now() + 30_000;
+  for (let attempt = 0; attempt < 60 && Date.now() < deadline; attempt++) {
+    try {
+      return await core.readNode({ name }) as KubeObject;
+    } catch (error) {
+      log.warn("cannot read this node's Node (router id, labels); retrying", { error, attempt });
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+  log.error("no Node object: BGP settings from the LoadBalancerConfig cannot apply", {
+    node: name,
+  });
+  return undefined;
 }

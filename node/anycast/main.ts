@@ -35,7 +35,7 @@ import { BirdSupervisor, parseBgpSettingsText } from "../bgp/mod.ts";
 import { AnycastAgent } from "./agent.ts";
 import { IpLoopback } from "./loopback.ts";
 import { type AnycastState, parseAnycastState } from "./state_file.ts";
-import { followKubernetes } from "./kube_source.ts";
+import { followKubernetes, KubeBgp } from "./kube_source.ts";
 import { watchFile } from "./watch_file.ts";
 import { FlowRedirect } from "./redirect.ts";
 
@@ -48,7 +48,8 @@ runs on this node; with --bgp-config, runs bird to announce those addresses (doc
   --state FILE             services and pods, YAML or JSON, followed live
   --kube                   services and this node's pods from the Kubernetes API instead
   --kubeconfig FILE        with --kube (default: in-cluster, else $KUBECONFIG, ~/.kube/config)
-  --bgp-config FILE        BGP settings (node/bgp/settings.ts), followed live (birdc configure)
+  --bgp-config FILE        BGP settings (node/bgp/settings.ts), followed live (birdc configure);
+                           with --kube and no file: the LoadBalancerConfig's spec.bgp
   --bird-dir DIR           bird's config, socket and log (default /run/holdfast/bird-NODE)
   --ops-port N             serve /metrics /healthz /readyz on 127.0.0.1:N (default off)
   --poll-ms N              file poll interval besides inotify (default 1000)
@@ -139,6 +140,10 @@ export async function main(args: string[]): Promise<number> {
     })
     : undefined;
   const agent = new AnycastAgent(o.node, new IpLoopback(), { prefixes, log });
+  // --kube without --bgp-config: BGP settings from the LoadBalancerConfig's spec.bgp.
+  const kubeBgp = o.kube && !o.bgpConfig
+    ? new KubeBgp({ dir: o.birdDir, log: log.with({ component: "bgp" }) })
+    : undefined;
   let loaded = false;
   const ops = o.opsPort > 0
     ? serveOps({ hostname: "127.0.0.1", port: o.opsPort }, () => loaded, { logger: log })
@@ -163,7 +168,13 @@ export async function main(args: string[]): Promise<number> {
         pollMs: o.pollMs,
         onError: onError(`state file "${o.state}"`),
       });
-    } else await followKubernetes(o.kubeconfig, o.node, apply, { signal: stop.signal, log });
+    } else {
+      await followKubernetes(o.kubeconfig, o.node, apply, {
+        signal: stop.signal,
+        log,
+        bgp: kubeBgp,
+      });
+    }
     if (o.bgpConfig && bird) {
       const daemon = bird;
       await watchFile(o.bgpConfig, async (text) => {
@@ -195,9 +206,10 @@ export async function main(args: string[]): Promise<number> {
   } finally {
     stop.abort();
     await agent.forfeitAll("agent stopping");
-    if (bird) {
+    if (bird || kubeBgp?.running) {
       await sleep(o.withdrawWaitMs);
-      await bird.stop();
+      await bird?.stop();
+      await kubeBgp?.stop();
     }
     await redirect?.close();
     await ops?.shutdown();

@@ -125,8 +125,9 @@ struct hf_event_budget {
 	__u64 spent;
 };
 
-/* Per-CPU new-flow event budget (flow_share.h hf_share_flow): at most lb_config.event_budget
- * events per second per CPU. Not pinned: a restart only refills it. */
+/* Per-CPU flow-sharing budget (flow_share.h hf_budget_left): at most lb_config.event_budget flows
+ * taken into hf_flows, plus events retried for flagged ones, per second per CPU. Not pinned: a
+ * restart only refills it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -134,7 +135,8 @@ struct {
 	__type(value, struct hf_event_budget);
 } hf_budget SEC(".maps");
 
-/* New-flow events (struct flow_event) for the agent, which writes them to Redis. */
+/* New-flow events (struct flow_event) for the agent, which writes them to Redis. Full: flows
+ * still enter hf_flows, flagged HF_FLOW_F_UNSHARED until a later packet sends their event. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, HF_RINGBUF_BYTES);

@@ -26,8 +26,10 @@ import { log as rootLog } from "../lib/log.ts";
 import { readCommandLineOrExit, stringOption } from "../lib/args.ts";
 
 /** Debian packages of the image: libbpf and conntrack/mnl for the datapath's FFI, ip, TLS roots,
- * redis-server for the Redis Deployment (k8s/redis.yaml). */
+ * redis-server for the Redis Deployment (k8s/redis.yaml), bird2 for the anycast agents
+ * (k8s/anycast.yaml) and LB nodes announcing with BGP. */
 export const IMAGE_PACKAGES = [
+  "bird2",
   "ca-certificates",
   "iproute2",
   "libbpf1",

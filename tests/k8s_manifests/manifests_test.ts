@@ -151,7 +151,7 @@ Deno.test("k8s/crds: IPv4 and CIDR patterns accept addresses and refuse near mis
 
 Deno.test("k8s/: no container is privileged; each drops ALL and has a read-only root filesystem", () => {
   const found = containers(all);
-  assertEquals(found.length, 3, "controller, agent, redis");
+  assertEquals(found.length, 4, "controller, agent, anycast agent, redis");
   for (const { workload, container } of found) {
     const where = `${workload.kind}/${workload.metadata.name} container ${container.name}`;
     const sc = container.securityContext ?? {};
@@ -196,13 +196,37 @@ Deno.test("k8s/agent.yaml: host network on LB nodes, the measured capabilities",
     c.env.find((e: Obj) => e.name === "HOST_IP")?.valueFrom?.fieldRef?.fieldPath,
     "status.hostIP",
   );
-  // Only the agent is on the host network or adds capabilities.
+  // Only the agents are on the host network or add capabilities.
+  const anycast = one(all, "DaemonSet", "holdfast-anycast");
   for (const { workload, container } of containers(all)) {
-    if (workload === agent) continue;
+    if (workload === agent || workload === anycast) continue;
     assert(podSpec(workload).hostNetwork !== true, `${workload.metadata.name}: hostNetwork`);
     assertEquals(container.securityContext.capabilities.add, undefined, workload.metadata.name);
     assertEquals(podSpec(workload).securityContext.runAsNonRoot, true, workload.metadata.name);
   }
+});
+
+Deno.test("k8s/anycast.yaml: every node, host network, NET_ADMIN and NET_BIND_SERVICE, --kube", () => {
+  const anycast = one(all, "DaemonSet", "holdfast-anycast");
+  const pod = podSpec(anycast);
+  assertEquals(pod.nodeSelector, undefined);
+  assertEquals(pod.hostNetwork, true);
+  const [c] = pod.containers;
+  assertEquals(c.command.join(" "), "deno run -P=anycast --no-prompt");
+  assertEquals([...c.securityContext.capabilities.add].sort(), ["NET_ADMIN", "NET_BIND_SERVICE"]);
+  const args = c.args.join(" ");
+  for (const part of ["main.ts anycast", "--node $(NODE_NAME)", "--kube", "--bird-dir /run/"]) {
+    assert(args.includes(part), `anycast args carry "${part}": ${args}`);
+  }
+  assert(!args.includes("--redirect"), "flow redirection needs BPF capabilities: off here");
+  // bird's directory is writable (the root filesystem is not).
+  assert(c.volumeMounts.some((m: Obj) => m.mountPath === "/run/holdfast"), "/run/holdfast");
+  assertEquals(c.readinessProbe.httpGet.host, "127.0.0.1");
+  const role = one(all, "ClusterRole", "holdfast-anycast");
+  assertEquals(
+    role.rules.map((r: Obj) => `${r.resources.join(",")}:${r.verbs.join(",")}`),
+    ["nodes:get", "pods:list,watch", "services:list,watch", "loadbalancerconfigs:list,watch"],
+  );
 });
 
 Deno.test("k8s/controller.yaml: two replicas, leader Lease, probes and metrics port", () => {
@@ -229,7 +253,12 @@ Deno.test("k8s/rbac: no wildcards; per-component ServiceAccounts; namespace righ
     }
   }
   const accounts = ofKind(all, "ServiceAccount").map((s) => s.metadata.name).sort();
-  assertEquals(accounts, ["holdfast-agent", "holdfast-controller", "holdfast-redis"]);
+  assertEquals(accounts, [
+    "holdfast-agent",
+    "holdfast-anycast",
+    "holdfast-controller",
+    "holdfast-redis",
+  ]);
   for (const workload of [...ofKind(all, "Deployment"), ...ofKind(all, "DaemonSet")]) {
     assertEquals(podSpec(workload).serviceAccountName, workload.metadata.name);
   }

@@ -47,7 +47,12 @@ export interface AnycastLabOptions {
    * Follow the Kubernetes API (lab/kube/ server on this namespace's loopback at `port`) instead
    * of the state file: each node reaches it through a relay (lab/_anycast_kube.ts).
    */
-  readonly kube?: { readonly port: number; readonly kubeconfig: string };
+  readonly kube?: {
+    readonly port: number;
+    readonly kubeconfig: string;
+    /** No `--bgp-config`: BGP from the LoadBalancerConfig's `spec.bgp` (the test writes it). */
+    readonly bgpFromConfig?: boolean;
+  };
   /**
    * Run stateful LB agents instead (`main.ts agent --datapath memory --bgp-config`, with this
    * services file): they announce the file's LB IPs once ready and withdraw first on SIGTERM.
@@ -400,8 +405,7 @@ function agentCommand(
       "--node",
       name,
       ...source,
-      "--bgp-config",
-      bgp,
+      ...(options.kube?.bgpFromConfig ? [] : ["--bgp-config", bgp]),
       "--bird-dir",
       birdDir,
       "--withdraw-wait-ms",

@@ -27,6 +27,7 @@ import { type BfdSettings, DEFAULT_BFD } from "../node/bgp/mod.ts";
 import type { AnycastService, LocalPod } from "../node/anycast/model.ts";
 import { routeGateways, ROUTER_ASN, routerBirdConfig, RouteWatch } from "./_anycast_router.ts";
 import { RedirectParts } from "./_anycast_redirect.ts";
+import { agentCommand } from "./_anycast_agent.ts";
 
 export { RouteWatch };
 
@@ -357,60 +358,4 @@ export class AnycastLab implements AsyncDisposable {
     for (const relay of this.#relays.splice(0)) relay.close();
     await Deno.remove(this.dir, { recursive: true }).catch(() => {});
   }
-}
-
-/** `main.ts anycast` (state file or Kubernetes) or `main.ts agent` of a lab node. */
-function agentCommand(
-  lab: AnycastLab,
-  name: string,
-  birdDir: string,
-  options: AnycastLabOptions,
-): { args: string[]; permissions: string[] } {
-  const bgp = `${lab.dir}/${name}.bgp.json`;
-  const permissions = [
-    "--allow-read",
-    `--allow-write=${lab.dir}`,
-    "--allow-run=ip,bird,birdc",
-    "--allow-ffi", // node/bgp reads /proc/PID of a bird a killed agent left (adopts it)
-    "--allow-env",
-    "--allow-net=127.0.0.1",
-  ];
-  if (options.stateful) {
-    return {
-      args: [
-        "agent",
-        "--node-name",
-        name,
-        "--config",
-        options.stateful.servicesFile,
-        "--datapath",
-        "memory",
-        "--no-flow-sync",
-        "--health",
-        "off",
-        "--bgp-config",
-        bgp,
-        "--bgp-dir",
-        birdDir,
-      ],
-      permissions: [...permissions, "--allow-sys", "--allow-ffi"],
-    };
-  }
-  const source = options.kube
-    ? ["--kube", "--kubeconfig", options.kube.kubeconfig]
-    : ["--state", lab.statePath];
-  return {
-    args: [
-      "anycast",
-      "--node",
-      name,
-      ...source,
-      ...(options.kube?.bgpFromConfig ? [] : ["--bgp-config", bgp]),
-      "--bird-dir",
-      birdDir,
-      "--withdraw-wait-ms",
-      "300",
-    ],
-    permissions: options.kube ? [...permissions, "--allow-sys"] : permissions,
-  };
 }

@@ -152,32 +152,6 @@ export class RedisConnection {
     }
   }
 
-  /** Runs `commands` in one MULTI/EXEC on the command connection. */
-  async multi(commands: string[][]): Promise<unknown[]> {
-    if (this.#fatal) throw this.#fatal;
-    await this.#awaitFirstConnect(this.#cmd);
-    if (!this.#cmd.isReady) {
-      throw new StoreUnavailableError(
-        `Cannot write to Redis at "${redact(this.options.url)}": not connected`,
-      );
-    }
-    const multi = this.#cmd.multi();
-    for (const c of commands) multi.addCommand(c);
-    try {
-      return await multi.exec();
-    } catch (err) {
-      if (err instanceof ErrorReply) {
-        throw new Error(`Redis rejected a ${commands[0]?.[0]} transaction: ${err.message}`, {
-          cause: err,
-        });
-      }
-      throw new StoreUnavailableError(
-        `Cannot write to Redis at "${redact(this.options.url)}": ${(err as Error).message}`,
-        { cause: err },
-      );
-    }
-  }
-
   /** Runs a Lua script (EVALSHA, falling back to EVAL) on the command connection. */
   async eval(script: string, keys: string[], args: string[]): Promise<unknown> {
     let sha = this.#shas.get(script);

@@ -22,6 +22,28 @@ export interface RingBufferOptions {
    * The ring must hold what arrives meanwhile.
    */
   readonly coalesceMs?: number;
+  /**
+   * Adaptive coalescing: the wait grows from `coalesceMs` up to this (default `coalesceMs`: a
+   * fixed wait) while fewer than {@link coalesceRecords} records arrive per wait, so a slow
+   * trickle still comes in bursts of about that many; it shrinks back as the rate rises.
+   */
+  readonly coalesceMaxMs?: number;
+  /** Records per burst the adaptive wait aims at (default 100). */
+  readonly coalesceRecords?: number;
+}
+
+/**
+ * The next coalescing wait, ms: what `records` per burst take at the rate just seen (`got`
+ * records in `waitedMs`), within [`minMs`, `maxMs`]. Also the flow agent's stream-read gather.
+ */
+export function adaptiveWaitMs(
+  got: number,
+  waitedMs: number,
+  o: { minMs: number; maxMs: number; records: number },
+): number {
+  if (o.maxMs <= o.minMs) return o.minMs;
+  const wanted = got > 0 ? o.records * Math.max(1, waitedMs) / got : o.maxMs;
+  return Math.min(o.maxMs, Math.max(o.minMs, Math.round(wanted)));
 }
 
 /** Reads records from a BPF_MAP_TYPE_RINGBUF map and hands each to `onRecord`. */
@@ -33,6 +55,8 @@ export class RingBufferReader implements AsyncDisposable {
   readonly #epfd: number;
   readonly #pollMs: number;
   readonly #coalesceMs: number;
+  readonly #coalesceMaxMs: number;
+  readonly #coalesceRecords: number;
   readonly #events = new Uint8Array(12 * 4);
   #loop: Promise<void> | undefined;
   #closing = false;
@@ -48,6 +72,8 @@ export class RingBufferReader implements AsyncDisposable {
   ) {
     this.#pollMs = options.pollMs ?? 100;
     this.#coalesceMs = options.coalesceMs ?? 0;
+    this.#coalesceMaxMs = Math.max(this.#coalesceMs, options.coalesceMaxMs ?? 0);
+    this.#coalesceRecords = options.coalesceRecords ?? 100;
     this.#callback = new Deno.UnsafeCallback(
       { parameters: ["pointer", "pointer", "usize"], result: "i32" } as const,
       (_ctx, data, size) => {
@@ -108,9 +134,18 @@ export class RingBufferReader implements AsyncDisposable {
         // Coalescing: while records keep coming, take them every coalesceMs straight from the
         // ring (consume reads the shared pages, no syscall), without the epoll thread hop;
         // back to waiting once a turn finds none.
+        // The wait adapts to the rate (coalesceMaxMs): one timer per burst either way.
+        const o = {
+          minMs: this.#coalesceMs,
+          maxMs: this.#coalesceMaxMs,
+          records: this.#coalesceRecords,
+        };
+        let waitMs = this.#coalesceMs;
         for (let n = this.consume(); n > 0 && this.#coalesceMs > 0 && !this.#closing;) {
-          await new Promise((r) => setTimeout(r, this.#coalesceMs));
-          if (!this.#closing) n = this.consume();
+          await new Promise((r) => setTimeout(r, waitMs));
+          if (this.#closing) break;
+          n = this.consume();
+          waitMs = adaptiveWaitMs(n, waitMs, o);
         }
       }
     })();

@@ -8,6 +8,7 @@
 
 import { describeFlow, FLOW_F_PEER, type FlowEntry } from "../bpf/flow.ts";
 import { Backoff, sleep } from "../../lib/backoff.ts";
+import { adaptiveWaitMs } from "../bpf/ringbuf.ts";
 import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
 import type { AgentContext } from "./_context.ts";
 import { flowId, parseFlowField } from "./field.ts";
@@ -24,29 +25,41 @@ export function compareStreamIds(a: string, b: string): number {
 /** Stream entries per read (each a batch of flows). */
 const READ_COUNT = 100;
 
+/** Peers' flows per read the adaptive gather aims at (as the learner's ring bursts). */
+const GATHER_FLOWS = 100;
+
 /** Follows the stores' streams into the flow map. */
 export class Follower {
   readonly #ctx: AgentContext;
   readonly #readBlockMs: number;
   readonly #gatherMs: number;
+  readonly #gatherMaxMs: number;
   /** Flows learned here that a peer's addition replaced before ours was seen on the stream. */
   readonly #contested = new Set<string>();
 
   /**
    * `readBlockMs`: longest blocking read. `gatherMs`: pause after a read that returned entries
    * (unless it was full), so entries of several learning nodes arrive in one read: a round trip
-   * costs far more CPU than the flows it carries.
+   * costs far more CPU than the flows it carries. `gatherMaxMs`: the pause grows up to this
+   * while reads carry fewer than {@link GATHER_FLOWS} peers' flows (a slow trickle still comes
+   * in few reads), and shrinks back to `gatherMs` as the rate rises.
    */
-  constructor(ctx: AgentContext, options: { readBlockMs: number; gatherMs: number }) {
+  constructor(
+    ctx: AgentContext,
+    options: { readBlockMs: number; gatherMs: number; gatherMaxMs?: number },
+  ) {
     this.#ctx = ctx;
     this.#readBlockMs = options.readBlockMs;
     this.#gatherMs = options.gatherMs;
+    this.#gatherMaxMs = Math.max(options.gatherMs, options.gatherMaxMs ?? options.gatherMs);
   }
 
   /** Reads and applies stream entries until `signal` aborts; waits out outages. */
   async run(signal: AbortSignal): Promise<void> {
     const { state, store } = this.#ctx;
     const backoff = new Backoff({ minMs: 50, maxMs: 1000 });
+    const gather = { minMs: this.#gatherMs, maxMs: this.#gatherMaxMs, records: GATHER_FLOWS };
+    let lastRead = performance.now();
     while (!signal.aborted) {
       if (!state.inSync) {
         await state.changed(signal); // recovery restores the positions
@@ -59,9 +72,13 @@ export class Follower {
         });
         backoff.reset();
         if (signal.aborted) return;
-        for (const c of changes) this.apply(c);
+        let peerFlows = 0;
+        for (const c of changes) peerFlows += this.apply(c);
+        const now = performance.now();
+        const waited = now - lastRead;
+        lastRead = now;
         if (changes.length > 0 && changes.length < READ_COUNT && this.#gatherMs > 0) {
-          await sleep(this.#gatherMs, signal).catch(() => {});
+          await sleep(adaptiveWaitMs(peerFlows, waited, gather), signal).catch(() => {});
         }
       } catch (err) {
         if (signal.aborted) return;
@@ -71,16 +88,18 @@ export class Follower {
     }
   }
 
-  /** Applies one stream entry to the flow map. */
-  apply(change: FlowChange): void {
+  /** Applies one stream entry to the flow map; returns the number of a peer's flows in it. */
+  apply(change: FlowChange): number {
     const { positions } = this.#ctx;
     // A read started before the LB IP was unfollowed (or unfollowed and followed again, then
     // restored to a later position) may return entries no longer wanted: skip them.
     const pos = positions.get(change.vip);
-    if (pos === undefined || compareStreamIds(change.id, pos) <= 0) return;
+    if (pos === undefined || compareStreamIds(change.id, pos) <= 0) return 0;
     positions.set(change.vip, change.id);
     if (change.op === "add") this.#add(change);
     else this.#remove(change);
+    // Own additions are not parsed (skipped unless contested): they count for nothing.
+    return change.node === this.#ctx.node ? 0 : change.flows.length;
   }
 
   #add(change: FlowChange): void {

@@ -50,11 +50,25 @@ export type { FlowAgentState } from "./_state.ts";
 export const LEARN_COALESCE_MS = 20;
 
 /**
+ * Longest gathering wait, ms: below ~5k new flows/s the ring wait (and each peer's pause after a
+ * stream read) grows from {@link LEARN_COALESCE_MS} up to this so a burst still carries about
+ * 100 flows — the fixed cost per burst dominates at low rates. The trade: a peer gets a flow up
+ * to ~2× this later, and a node that dies loses up to this much of unshared flows (its peers
+ * pick them again by Maglev).
+ */
+export const LEARN_COALESCE_MAX_MS = 100;
+
+/**
  * How the agent reads the datapath's new-flow ring buffer (`RingBufferReader` options): bursts
  * every {@link LEARN_COALESCE_MS}; while idle, one wait of up to a second (the stream read waits
  * as long), instead of ten 100 ms waits, each a thread hand-off.
  */
-export const FLOW_EVENT_READER = { coalesceMs: LEARN_COALESCE_MS, pollMs: 1000 } as const;
+export const FLOW_EVENT_READER = {
+  coalesceMs: LEARN_COALESCE_MS,
+  coalesceMaxMs: LEARN_COALESCE_MAX_MS,
+  coalesceRecords: 100,
+  pollMs: 1000,
+} as const;
 
 /** Options of {@link FlowSyncAgent}. */
 export interface FlowSyncAgentOptions {
@@ -93,6 +107,11 @@ export interface FlowSyncAgentOptions {
    * the learning nodes' batches gather into one read.
    */
   readGatherMs?: number;
+  /**
+   * Longest such pause, ms (default {@link LEARN_COALESCE_MAX_MS}): it grows up to this while
+   * reads carry few peers' flows (at most `readGatherMs` when that is 0).
+   */
+  readGatherMaxMs?: number;
   /** Metrics registry (default the process-wide one). */
   registry?: Registry;
   /** Logger (default the process-wide one). */
@@ -144,6 +163,7 @@ export class FlowSyncAgent {
     this.#follower = new Follower(ctx, {
       readBlockMs: options.readBlockMs ?? 1000,
       gatherMs: options.readGatherMs ?? LEARN_COALESCE_MS,
+      gatherMaxMs: options.readGatherMaxMs ?? LEARN_COALESCE_MAX_MS,
     });
     this.#sweeper = new Sweeper(ctx, {
       intervalMs: options.sweepIntervalMs ?? Math.min(30_000, Math.max(10, idleMs / 4)),

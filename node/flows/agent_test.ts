@@ -67,6 +67,8 @@ function agent(
     node: name,
     vips: [VIP],
     readBlockMs: 20,
+    // Timings here are tight (idle timeouts of 100 ms): no adaptive gather beyond the default.
+    readGatherMaxMs: 20,
     flushIntervalMs: 1,
     registry,
     services: services(),

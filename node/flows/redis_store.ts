@@ -10,6 +10,7 @@ import {
   decodeFlowValue,
   EXPIRE_SCRIPT,
   KEY_TTL_FACTOR,
+  LEARN_SCRIPT,
   PURGE_SCRIPT,
   STREAM_MAXLEN,
   vipKeys,
@@ -80,37 +81,17 @@ export class RedisFlowStore implements FlowStore {
   ): Promise<void> {
     if (flows.length === 0) return;
     const k = vipKeys(vip, this.#prefix);
-    const hset = ["HSET", k.flows];
-    const announced: string[] = [];
+    const ttl = String(Math.max(1000, options.idleTimeoutMs * KEY_TTL_FACTOR));
+    const args = [options.node, ttl, String(STREAM_MAXLEN)];
     const suffix = `:${Math.round(options.nowMs)}`;
     // Few distinct backends per batch: build each value string once.
     const values = new Map<number, string>();
     for (const f of flows) {
       let value = values.get(f.backend);
       if (value === undefined) values.set(f.backend, value = `${hex8(f.backend)}${suffix}`);
-      hset.push(f.field, value);
-      announced.push(`${f.field}=${value}`);
+      args.push(f.field, value);
     }
-    const ttl = String(Math.max(1000, options.idleTimeoutMs * KEY_TTL_FACTOR));
-    await this.#redis.multi([
-      hset,
-      [
-        "XADD",
-        k.events,
-        "MAXLEN",
-        "~",
-        String(STREAM_MAXLEN),
-        "*",
-        "node",
-        options.node,
-        "op",
-        "add",
-        "flows",
-        announced.join(","),
-      ],
-      ["PEXPIRE", k.flows, ttl],
-      ["PEXPIRE", k.events, ttl],
-    ]);
+    await this.#redis.eval(LEARN_SCRIPT, [k.flows, k.events], args);
   }
 
   async touch(

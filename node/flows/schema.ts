@@ -83,6 +83,26 @@ export function decodeFlowValue(text: string): { backend: number; learnedMs: num
 }
 
 /**
+ * Store and announce learned flows, atomically, in one command (a script needs no MULTI, which
+ * the least-privilege ACL user lacks, and is one command to encode instead of six): KEYS flows,
+ * events; ARGV node, key TTL ms, maxlen, then field, value pairs. Sets the fields, adds one
+ * stream entry `node <node> op add flows <field>=<value>,…` (pairs in order), refreshes both keys'
+ * TTL.
+ */
+export const LEARN_SCRIPT = `
+local ann = {}
+for i = 4, #ARGV - 1, 2 do ann[#ann + 1] = ARGV[i] .. '=' .. ARGV[i + 1] end
+for i = 4, #ARGV, 1000 do
+  redis.call('HSET', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'node', ARGV[1], 'op', 'add',
+  'flows', table.concat(ann, ','))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return #ann
+`;
+
+/**
  * One expiry step over the hash: KEYS flows, seen, events; ARGV node, cutoff_ms, cursor, count,
  * maxlen. Removes flows whose learn time and last activity are both at or before the cutoff,
  * announces them, and after the last step drops stale activity entries. Returns

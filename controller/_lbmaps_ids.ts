@@ -33,6 +33,11 @@ export class IdPool {
     );
   }
 
+  /** Every ID taken (or restored from the maps) so far is below this. */
+  get limit(): number {
+    return this.#next;
+  }
+
   /** Gives back an ID nothing holds any more. */
   give(id: number): void {
     this.#free.push(id);
@@ -85,6 +90,11 @@ export class BackendRefs {
   /** The IDs of every known backend. */
   knownIds(): Set<number> {
     return new Set(this.#ids.values());
+  }
+
+  /** Every backend ID allocated, written or restored so far is below this. */
+  get idLimit(): number {
+    return this.#pool.limit;
   }
 
   /** One more than the highest ID slot in use (the size of a scratch array indexed by ID). */

@@ -22,6 +22,21 @@ export interface BPFMetrics {
   holdfast_lbmaps_pruned_total: number;
 }
 
+/** Every counter at zero. */
+export function bpfMetrics(): BPFMetrics {
+  return {
+    holdfast_lbmaps_backend_writes_total: 0,
+    holdfast_lbmaps_backend_deletes_total: 0,
+    holdfast_lbmaps_maglev_writes_total: 0,
+    holdfast_lbmaps_maglev_reused_total: 0,
+    holdfast_lbmaps_maglev_unchanged_total: 0,
+    holdfast_lbmaps_maglev_built_ahead_total: 0,
+    holdfast_lbmaps_service_writes_total: 0,
+    holdfast_lbmaps_service_deletes_total: 0,
+    holdfast_lbmaps_pruned_total: 0,
+  };
+}
+
 /** Options of {@linkcode LBMapsOps}. */
 export interface LBMapsOpsOptions {
   /** Maglev builder (default: the TypeScript reference; the policy WASM plugs in here). */

@@ -22,7 +22,7 @@ import type { LBTables } from "./lb/tables.ts";
 import { BackendRefs, IdPool } from "./_lbmaps_ids.ts";
 import { MaglevTables } from "./_lbmaps_maglev.ts";
 import { aheadJobs, maglevSelection } from "./_lbmaps_select.ts";
-import type { BPFMetrics, LBMapsOpsOptions } from "./_lbmaps_options.ts";
+import { type BPFMetrics, bpfMetrics, type LBMapsOpsOptions } from "./_lbmaps_options.ts";
 import { type StagedInstall, StagedInstalls } from "./_lbmaps_staged.ts";
 import { frontendDiffers } from "./_lbmaps_verify.ts";
 import type { LBMaps, LBMapsContents, ServiceEntry, ServiceKey } from "./lbmaps.ts";
@@ -63,17 +63,7 @@ export class LBMapsOps implements Operations<Frontend> {
   readonly #staged: StagedInstalls;
   /** The dump of the prune that just ran, if it changed nothing (verify's, unless it needs slots). */
   #pruneDump: LBMapsContents | null = null;
-  readonly metrics: BPFMetrics = {
-    holdfast_lbmaps_backend_writes_total: 0,
-    holdfast_lbmaps_backend_deletes_total: 0,
-    holdfast_lbmaps_maglev_writes_total: 0,
-    holdfast_lbmaps_maglev_reused_total: 0,
-    holdfast_lbmaps_maglev_unchanged_total: 0,
-    holdfast_lbmaps_maglev_built_ahead_total: 0,
-    holdfast_lbmaps_service_writes_total: 0,
-    holdfast_lbmaps_service_deletes_total: 0,
-    holdfast_lbmaps_pruned_total: 0,
-  };
+  readonly metrics: BPFMetrics = bpfMetrics();
 
   constructor(tables: LBTables, maps: LBMaps, options: LBMapsOpsOptions = {}) {
     this.#tables = tables;
@@ -316,7 +306,11 @@ export class LBMapsOps implements Operations<Frontend> {
         this.metrics.holdfast_lbmaps_pruned_total++;
       }
     }
-    const dump = await this.#maps.dump({ tables: false }); // which tables exist, not their slots
+    // Which tables exist, not their slots. Inside a swap (every table rebuilt) only the backend
+    // IDs ever allocated are read: a stray entry above them names nothing and waits for the next
+    // periodic full pass, which reads every ID (`--full-reconcile-interval-ms`).
+    const below = this.#rebuild.size > 0 ? this.#backends.idLimit : undefined;
+    const dump = await this.#maps.dump({ tables: false, backendIdsBelow: below });
     const pruned = this.metrics.holdfast_lbmaps_pruned_total;
     const liveServiceIds = new Set([...this.#frontends.values()].map((f) => f.serviceId));
     for (const [k, e] of dump.services) {

@@ -58,6 +58,12 @@ export interface LBMapsContents {
 export interface DumpOptions {
   /** Read the Maglev tables' slots (default true); false lists only which tables exist. */
   readonly tables?: boolean;
+  /**
+   * Read only backend IDs below this (default: all of them). The reconciler's cheap dump inside a
+   * policy swap: it knows every ID it allocated is below it; a stray entry above is left to the
+   * next periodic full pass. A target may still return them all.
+   */
+  readonly backendIdsBelow?: number;
 }
 
 /**

@@ -258,9 +258,15 @@ export class MaglevTableStore implements Disposable {
     this.#handles.delete(serviceId);
   }
 
-  /** The service IDs hf_maglev holds a table for, ascending (nothing else is read). */
+  /**
+   * The service IDs hf_maglev holds a table for, ascending (nothing else is read): one batch
+   * read (empty slots are skipped by the kernel), not a lookup per slot (~5 ms for 4,096).
+   */
   serviceIds(): number[] {
-    return this.#outer.entries().map(([k]) => readU32(k)); // an array: keys come in order
+    const { keys, count } = this.#outer.lookupBatch(Math.min(this.#outer.maxEntries, 8192));
+    const ids = new Array<number>(count);
+    for (let i = 0; i < count; i++) ids[i] = readU32(keys, i * 4); // an array: keys in order
+    return ids;
   }
 
   /** Every table hf_maglev holds, read through its pin (see the module doc for the fallbacks). */

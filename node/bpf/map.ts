@@ -237,10 +237,14 @@ export class BpfMap implements Disposable {
   }
 
   /**
-   * All entries with BPF_MAP_LOOKUP_BATCH, `chunk` at a time (hash, LRU and array maps).
-   * Returns keys and values concatenated in two buffers plus the count.
+   * All entries with BPF_MAP_LOOKUP_BATCH, `chunk` at a time (hash, LRU and array maps), or
+   * the first `limit` or more (the chunk that reaches it is the last read; an array's are keys
+   * 0..limit-1 when `chunk` ≥ `limit`). Returns keys and values concatenated plus the count.
    */
-  lookupBatch(chunk = 4096): { keys: Uint8Array; values: Uint8Array; count: number } {
+  lookupBatch(
+    chunk = 4096,
+    limit = Infinity,
+  ): { keys: Uint8Array; values: Uint8Array; count: number } {
     const ks = this.keySize, vs = this.userValueSize;
     const keyParts: Uint8Array[] = [];
     const valueParts: Uint8Array[] = [];
@@ -267,7 +271,7 @@ export class BpfMap implements Disposable {
       keyParts.push(keys.subarray(0, n * ks));
       valueParts.push(values.subarray(0, n * vs));
       total += n;
-      if (r === -ERRNO.ENOENT) break;
+      if (r === -ERRNO.ENOENT || total >= limit) break;
       inBatch.set(outBatch);
       first = false;
     }

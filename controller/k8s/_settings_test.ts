@@ -64,3 +64,46 @@ Deno.test("config Ready: Anycast says only the node agents follow it; a selector
   assertEquals(none.status, "False");
   assertEquals(none.message.includes("selects none of the 1 nodes"), true, none.message);
 });
+
+const BGP = {
+  localAsn: 65100,
+  prefixes: ["10.0.100.0/24"],
+  communities: ["65000:100"],
+  peers: [
+    { address: "10.9.1.1", asn: 65000, bfd: { intervalMs: 100, multiplier: 3 } },
+    { address: "10.9.1.300", asn: 65000 },
+    {
+      address: "10.9.2.1",
+      asn: 65000,
+      nodeSelector: { matchLabels: { "holdfast.io/lb": "true" } },
+    },
+    { address: "10.9.3.1", asn: 65000, nodeSelector: { matchLabels: { rack: "none" } } },
+    {
+      address: "10.9.4.1",
+      asn: 65000,
+      nodeSelector: { matchExpressions: [{ key: "x", operator: "Near" }] },
+    },
+  ],
+};
+
+Deno.test("settings derivation: spec.bgp reaches the model with refused peers left out and each nodeSelector resolved to node names", () => {
+  assertEquals(deriveSettings(config({ bgp: BGP }), NODES).settings, {
+    bgp: {
+      localAsn: 65100,
+      prefixes: ["10.0.100.0/24"],
+      communities: ["65000:100"],
+      peers: [
+        { address: "10.9.1.1", asn: 65000, bfd: { intervalMs: 100, multiplier: 3 } },
+        { address: "10.9.2.1", asn: 65000, nodes: ["n1", "n3"] },
+        { address: "10.9.3.1", asn: 65000, nodes: [] },
+      ],
+    },
+  });
+  assertEquals(deriveSettings(config({}), NODES).settings, {}, "no spec.bgp: no bgp (no bird)");
+  const bad = deriveSettings(config({ bgp: { ...BGP, localAsn: 23456 } }), NODES).settings.bgp;
+  assertEquals(
+    bad !== undefined && "refused" in bad && bad.refused.includes("spec.bgp.localAsn"),
+    true,
+    JSON.stringify(bad),
+  );
+});

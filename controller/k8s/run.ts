@@ -27,7 +27,7 @@ import { DB } from "../statedb/mod.ts";
 import type { RedisConnection } from "../../lib/redis_connection.ts";
 import type { ModelSettings } from "../model/settings.ts";
 import { CONFIG_NAME } from "./_config.ts";
-import { type DerivedSettings, deriveSettings } from "./_settings.ts";
+import { type DerivedSettings, deriveSettings, settingsForLog } from "./_settings.ts";
 import { LbController } from "./controller.ts";
 import { EgressReconciler } from "./egress.ts";
 import { Informers } from "./informers.ts";
@@ -149,7 +149,7 @@ export function startController(
     derivedKey = key;
     logger.info("model settings", {
       component: "k8s-controller",
-      ...next.settings,
+      ...settingsForLog(next.settings),
       ...(next.problem ? { problem: next.problem } : {}),
     });
     for (const fn of settingsListeners) fn(next.settings);

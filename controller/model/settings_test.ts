@@ -4,7 +4,13 @@ import { assertEquals } from "../_testing.ts";
 import { MemoryModelStore } from "./_memory_model_store.ts";
 import { MODEL_YAML, startTestAgent, startTestController, waitUntil } from "./_testing.ts";
 import { ModelPublisher } from "./publisher.ts";
-import { encodeSettings, type ModelSettings, parseSettings, selectsNode } from "./settings.ts";
+import {
+  encodeSettings,
+  lbNodeBgpSettings,
+  type ModelSettings,
+  parseSettings,
+  selectsNode,
+} from "./settings.ts";
 
 Deno.test("model settings: canonical JSON; a bad field is dropped and named; absent or empty lbNodes select every node", () => {
   assertEquals(encodeSettings({}), "{}");
@@ -102,4 +108,40 @@ Deno.test("model settings: an agent left out of lbNodes withdraws its frontends 
   await waitUntil(() => seen.at(-1)?.[1].encapPort === undefined, "settings without a port");
   assertEquals([lb1.maps.services.size, lb2.maps.services.size], [3, 3]);
   assertEquals([lb1.source.serving, lb2.source.serving], [true, true]);
+});
+
+Deno.test("model settings: an LB node's BGP settings: its address as router id, mode lb, the peers that list it or every node", () => {
+  const bgp = {
+    localAsn: 65100,
+    prefixes: ["10.0.100.0/24"],
+    communities: [],
+    peers: [
+      { address: "10.9.1.1", asn: 65000 },
+      { address: "10.9.2.1", asn: 65000, nodes: ["n1"] },
+      { address: "10.9.3.1", asn: 65000, nodes: [] },
+      { address: "10.9.1.2", asn: 65000 }, // n2's own address: refused there
+    ],
+  };
+  const text = encodeSettings({ bgp });
+  assertEquals(parseSettings(text).settings, { bgp });
+  const n1 = lbNodeBgpSettings(bgp, "n1", "10.9.1.5");
+  assertEquals(n1.settings, {
+    routerId: "10.9.1.5",
+    localAsn: 65100,
+    prefixes: ["10.0.100.0/24"],
+    communities: [],
+    announce: "lb",
+    peers: [
+      { address: "10.9.1.1", asn: 65000 },
+      { address: "10.9.2.1", asn: 65000 },
+      { address: "10.9.1.2", asn: 65000 },
+    ],
+  });
+  const n2 = lbNodeBgpSettings(bgp, "n2", "10.9.1.2");
+  assertEquals(n2.settings.peers.map((p) => p.address), ["10.9.1.1"]);
+  assertEquals(n2.problems.map((p) => p.peer), ["10.9.1.2"]);
+  assertEquals(parseSettings('{"bgp":{"refused":"bad"}}').settings, { bgp: { refused: "bad" } });
+  const bad = parseSettings('{"encapPort":7000,"bgp":3}');
+  assertEquals(bad.settings, { encapPort: 7000 });
+  assertEquals(bad.problems, ["bgp 3 is not a BGP section"]);
 });

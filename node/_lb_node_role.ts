@@ -10,6 +10,8 @@
  *   the change is logged (`not an LB node: lbNodeSelector does not select node X`), counted in
  *   `holdfast_agent_lb_node` and reflected in {@linkcode LbNodeRole.serving}, which `/readyz`
  *   reads (a node that serves nothing is not ready: the router should not send it traffic).
+ * - **BGP**: the model's `bgp` section goes to `LbModelBgp` (node/bgp/lb_announcer.ts), which
+ *   runs bird once the agent is ready (`--bgp-config` wins over it).
  *
  * @module
  */

@@ -20,7 +20,8 @@
  *    validated and swapped in, and every table rebuilt with it; a rejected one changes nothing
  *    (`node/policy_swap.ts`). The model's settings apply too: its encap port (unless `--encap-port`)
  *    and its lbNodeSelector — a node left out withdraws its frontends and is not ready
- *    (`node/_lb_node_role.ts`).
+ *    (`node/_lb_node_role.ts`). Its BGP section (spec.bgp) runs bird once ready, as
+ *    `--bgp-config` does (which wins over it): announce while ready, withdraw first on stop.
  * 3. Flow sync (unless `--no-flow-sync`): new-flow events from the ring buffer go to Redis;
  *    peers' flows are installed into the flow map — only those whose backend serves their
  *    frontend in the loaded config; every stored flow is restored before ready.
@@ -55,7 +56,7 @@ import { AGENT_COMMAND, readAgentArgs } from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
 import { followedVips } from "./flows/config_vips.ts";
-import { LbAnnouncer } from "./bgp/lb_announcer.ts";
+import { LbAnnouncer, LbModelBgp } from "./bgp/lb_announcer.ts";
 import { backendsLeaving } from "./flows/frontends.ts";
 import { purgeRemovedBackends } from "./flows/purge.ts";
 import { connectRedisStore, redact } from "./flows/redis_store.ts";
@@ -162,10 +163,24 @@ export async function main(
       const at = { encapPort: dp.encapPort, configureEncap: dp.configureEncap };
       role = new LbNodeRole({ nodeName, encapPortFlag, ...at, logger: agentLog });
     }
+    // The model's BGP section (spec.bgp): bird once ready, unless --bgp-config (it wins).
+    const modelBgp = modelStore
+      ? new LbModelBgp({
+        nodeName: a.nodeName,
+        routerId: a.configure?.srcAddr,
+        fileWins: a.bgpConfig !== undefined,
+        wanted: () => isReady() ? followedVips(current, a.vips) : [],
+        dir: a.bgpDir ?? `/run/holdfast/bird-${a.nodeName}`,
+        log: agentLog,
+      })
+      : null;
     const model = modelStore
       ? new RedisModelSource(cp.writer, modelStore, {
         nodeName: a.nodeName,
-        onSettings: (settings, serving) => role?.apply(settings, serving),
+        onSettings: (settings, serving) => {
+          role?.apply(settings, serving);
+          modelBgp?.set(settings.bgp);
+        },
         onApplied: async (prev, next) => {
           current = next;
           await onReload?.(prev, next);
@@ -306,6 +321,10 @@ export async function main(
         { dir: a.bgpDir ?? `/run/holdfast/bird-${a.nodeName}`, log: agentLog },
       );
       cleanup.push(() => bgp.withdrawAndStop());
+    }
+    if (modelBgp) {
+      modelBgp.arm(); // as with --bgp-config: announced while ready, withdrawn first on stop
+      cleanup.push(() => modelBgp.stop());
     }
     await new Promise<void>((resolve) => {
       if (stop.signal.aborted) resolve();

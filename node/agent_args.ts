@@ -87,9 +87,12 @@ export interface AgentArgs {
   policyFollow?: string;
   /** How often the services file is checked for changes (default 200 ms). */
   configPollMs: number;
-  /** BGP settings (node/bgp): announce the LB IPs through bird while ready (docs/anycast.md). */
+  /**
+   * BGP settings (node/bgp): announce the LB IPs through bird while ready (docs/anycast.md). With
+   * `--model redis` the model's `bgp` section (spec.bgp) does the same; this file wins over it.
+   */
   bgpConfig?: string;
-  /** bird's directory with `bgpConfig` (default /run/holdfast/bird-NODE). */
+  /** bird's directory, with `bgpConfig` or the model's BGP (default /run/holdfast/bird-NODE). */
   bgpDir?: string;
   /** How often the BPF maps are compared with the tables and repaired (default 30 000 ms; 0 = never). */
   fullReconcileIntervalMs: number;
@@ -120,7 +123,8 @@ export const USAGE =
   [--idle-timeout-ms MS] [--sweep-interval-ms MS] [--queue-capacity N]
   [--full-reconcile-interval-ms MS (default 30000; 0 = never)]
   [--health on|off (default on: probe the backends of services with a healthCheck)]
-  [--bgp-config FILE [--bgp-dir DIR] (announce the LB IPs via bird while ready; docs/anycast.md)]
+  [--bgp-config FILE (announce the LB IPs via bird while ready; wins over the model's spec.bgp)]
+  [--bgp-dir DIR (bird's directory, with --bgp-config or the model's spec.bgp; docs/anycast.md)]
   [--log-level debug|info|warn|error]`;
 
 const string = { type: "string" } as const;

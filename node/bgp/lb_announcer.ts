@@ -1,5 +1,6 @@
 /**
- * BGP for stateful LB nodes (`main.ts agent --bgp-config FILE`): the node announces its LB
+ * BGP for stateful LB nodes (`main.ts agent --bgp-config FILE`, or with `--model redis` the
+ * model's `bgp` section, {@linkcode LbModelBgp}): the node announces its LB
  * addresses only while it is ready (`/readyz`: datapath attached, flows restored, selected as an
  * LB node) and, on shutdown, withdraws them first, waits for the routers to drop it, and only
  * then lets the agent stop. The addresses are bird static routes (announce mode `lb`,
@@ -11,8 +12,9 @@
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import { sleep } from "../../lib/backoff.ts";
 import { isIpv4 } from "../../lib/ipv4.ts";
-import { parseBgpSettingsText } from "./settings.ts";
+import { type BgpProblem, type BgpSettings, parseBgpSettingsText } from "./settings.ts";
 import { BirdSupervisor } from "./supervisor.ts";
+import { lbNodeBgpSettings, type ModelBgp } from "../../controller/model/settings.ts";
 
 /** Options of {@linkcode LbAnnouncer.start}. */
 export interface LbAnnouncerOptions {
@@ -47,17 +49,30 @@ export class LbAnnouncer {
   }
 
   /**
-   * Reads the BGP settings file (announce mode forced to `lb`), starts bird announcing what
-   * `wanted()` says now (a bird a killed agent left is adopted with it: what it announced stays
-   * announced when it is still wanted), then follows `wanted`.
+   * Reads the BGP settings file (announce mode forced to `lb`) and starts as
+   * {@linkcode LbAnnouncer.startWith}.
    */
   static async start(
     settingsFile: string,
     wanted: () => readonly string[],
     options: LbAnnouncerOptions,
   ): Promise<LbAnnouncer> {
-    const log = options.log ?? rootLog.with({ component: "bgp" });
     const { settings, problems } = parseBgpSettingsText(await Deno.readTextFile(settingsFile));
+    return await LbAnnouncer.startWith(settings, problems, wanted, options);
+  }
+
+  /**
+   * Starts bird with `settings` (announce mode forced to `lb`) announcing what `wanted()` says
+   * now (a bird a killed agent left is adopted with it: what it announced stays announced when
+   * it is still wanted), then follows `wanted`. `problems`: refused peers, reported.
+   */
+  static async startWith(
+    settings: BgpSettings,
+    problems: readonly BgpProblem[],
+    wanted: () => readonly string[],
+    options: LbAnnouncerOptions,
+  ): Promise<LbAnnouncer> {
+    const log = options.log ?? rootLog.with({ component: "bgp" });
     const bird = await BirdSupervisor.start({ ...settings, announce: "lb" }, {
       dir: options.dir,
       problems,
@@ -71,6 +86,14 @@ export class LbAnnouncer {
     await announcer.#sync();
     announcer.#loop = announcer.#follow();
     return announcer;
+  }
+
+  /**
+   * New settings (peers, ASN, timers, communities) for the running bird: `birdc configure`, no
+   * restart; only the sessions whose options changed restart, the others stay up.
+   */
+  async reload(settings: BgpSettings, problems: readonly BgpProblem[] = []): Promise<void> {
+    await this.#bird.reload({ ...settings, announce: "lb" }, problems);
   }
 
   /** The addresses announced now. */
@@ -111,5 +134,137 @@ export class LbAnnouncer {
     });
     await sleep(waitMs);
     await this.#bird.stop();
+  }
+}
+
+/** Options of {@linkcode LbModelBgp}. */
+export interface LbModelBgpOptions extends LbAnnouncerOptions {
+  readonly nodeName: string;
+  /** The node's address (`--node-address`/`--src-addr`): the router id. None: no BGP (logged). */
+  readonly routerId: string | undefined;
+  /** `--bgp-config` was given: it wins, the model's section is ignored (logged once). */
+  readonly fileWins?: boolean;
+  /** The LB addresses to announce (empty while not ready). */
+  readonly wanted: () => readonly string[];
+}
+
+/**
+ * The model's BGP section (`controller/model/settings.ts`) for `main.ts agent --model redis`:
+ * once {@linkcode arm}ed (the agent is ready), a section starts bird through
+ * {@linkcode LbAnnouncer}; a changed one reloads it (`birdc configure`: peers added or removed,
+ * the others' sessions stay up); a removed one withdraws and stops bird; one the controller
+ * refused (or that fails validation here) keeps the running settings. Changes apply one at a time.
+ */
+export class LbModelBgp {
+  readonly #o: LbModelBgpOptions;
+  readonly #log: Logger;
+  #latest: ModelBgp | undefined;
+  #armed = false;
+  #stopped = false;
+  #chain: Promise<void> = Promise.resolve();
+  #announcer: LbAnnouncer | null = null;
+  #applied = "";
+  #said = "";
+
+  constructor(options: LbModelBgpOptions) {
+    this.#o = options;
+    this.#log = options.log ?? rootLog.with({ component: "bgp" });
+  }
+
+  /** The running announcer (null: no bird). */
+  get announcer(): LbAnnouncer | null {
+    return this.#announcer;
+  }
+
+  /** The model's section changed (`undefined`: none). Applied once armed. */
+  set(bgp: ModelBgp | undefined): void {
+    this.#latest = bgp;
+    if (this.#armed) this.#schedule();
+  }
+
+  /** The agent is ready: applies the latest section from now on. */
+  arm(): void {
+    this.#armed = true;
+    this.#schedule();
+  }
+
+  /** Resolves once every change handed over so far is applied (or refused). */
+  settled(): Promise<void> {
+    return this.#chain;
+  }
+
+  #schedule(): void {
+    this.#chain = this.#chain.then(() => this.#apply()).catch((error) =>
+      this.#log.error("cannot apply the BGP settings of the model; the running ones stay", {
+        error,
+      })
+    );
+  }
+
+  /** Logs `msg` once while it stays the latest thing said. */
+  #sayOnce(level: "warn" | "error", msg: string, fields: Record<string, unknown> = {}): void {
+    if (this.#said === msg) return;
+    this.#said = msg;
+    this.#log[level](msg, fields);
+  }
+
+  async #apply(): Promise<void> {
+    const bgp = this.#latest;
+    if (this.#stopped) return;
+    if (this.#o.fileWins) {
+      if (bgp !== undefined) {
+        this.#sayOnce("warn", "BGP settings of the model ignored: --bgp-config wins");
+      }
+      return;
+    }
+    if (bgp === undefined) {
+      if (this.#announcer === null) return;
+      this.#log.info("the model has no BGP section any more: withdrawing and stopping bird");
+      const a = this.#announcer;
+      this.#announcer = null;
+      this.#applied = "";
+      return await a.withdrawAndStop();
+    }
+    if ("refused" in bgp) {
+      return this.#sayOnce(
+        "warn",
+        "BGP section refused by the controller; the running settings stay",
+        {
+          why: bgp.refused,
+        },
+      );
+    }
+    const routerId = this.#o.routerId;
+    if (routerId === undefined) {
+      return this.#sayOnce(
+        "error",
+        "cannot announce through BGP: no node address for the router id",
+        {
+          why: "no --node-address or --src-addr",
+        },
+      );
+    }
+    const { settings, problems } = lbNodeBgpSettings(bgp, this.#o.nodeName, routerId);
+    const key = JSON.stringify(settings);
+    if (key === this.#applied) return;
+    if (this.#announcer === null) {
+      this.#announcer = await LbAnnouncer.startWith(settings, problems, this.#o.wanted, this.#o);
+      this.#log.info("BGP from the model: bird started", {
+        routerId,
+        peers: settings.peers.map((p) => p.address),
+      });
+    } else {
+      await this.#announcer.reload(settings, problems);
+    }
+    this.#applied = key;
+    this.#said = "";
+  }
+
+  /** Stops following; withdraws, waits for the routers and stops bird if it runs. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await this.#chain;
+    await this.#announcer?.withdrawAndStop();
+    this.#announcer = null;
   }
 }

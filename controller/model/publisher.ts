@@ -140,7 +140,9 @@ export class ModelPublisher {
       this.#revGauge.set(undefined, rev);
     }
     this.#publishes.inc({ op: "settings" });
-    this.#log.info("model published", { op: "settings", settings: json, rev });
+    // BGP peers' passwords (validated: no quotes or backslashes) stay out of the log.
+    const logged = json.replace(/"password":"[^"]*"/g, '"password":"<redacted>"');
+    this.#log.info("model published", { op: "settings", settings: logged, rev });
     return true;
   }
 

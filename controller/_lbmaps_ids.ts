@@ -7,7 +7,31 @@
  */
 
 import { hostPort } from "./lb/address.ts";
-import type { BackendEntry } from "./lbmaps.ts";
+import type { BackendEntry, LBMapsContents, ServiceKey } from "./lbmaps.ts";
+
+/** `IP:PORT/PROTO` of a services-map key: the frontend address rows use. */
+export function frontendAddress(key: ServiceKey): string {
+  return `${key.address}:${key.port}/${key.protocol}`;
+}
+
+/**
+ * The frontends a `dump()` holds, each with its service ID and the distinct backend IDs its Maglev
+ * table names that the backends map holds (ascending): what `LBMapsOps.restore` starts from.
+ */
+export function restoredFrontends(
+  dump: LBMapsContents,
+): Array<RestoredFrontend & { address: string; serviceId: number }> {
+  const present = new Set(dump.backends.map(([id]) => id));
+  const tables = new Map(dump.maglev);
+  return dump.services.map(([key, entry]) => ({
+    address: frontendAddress(key),
+    protocol: key.protocol,
+    serviceId: entry.serviceId,
+    backendIds: [...new Set(tables.get(entry.serviceId) ?? [])]
+      .filter((id) => id !== 0 && present.has(id))
+      .sort((a, b) => a - b),
+  }));
+}
 
 /** IDs 1..capacity-1 of one kind, lowest released ID reused first. */
 export class IdPool {

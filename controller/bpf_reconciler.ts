@@ -19,13 +19,13 @@ import type { Frontend } from "./lb/frontend.ts";
 import { selectBackends } from "./lb/select.ts";
 import { serviceByName } from "./lb/service.ts";
 import type { LBTables } from "./lb/tables.ts";
-import { BackendRefs, IdPool } from "./_lbmaps_ids.ts";
+import { BackendRefs, frontendAddress, IdPool, restoredFrontends } from "./_lbmaps_ids.ts";
 import { MaglevTables } from "./_lbmaps_maglev.ts";
 import { aheadJobs, maglevSelection } from "./_lbmaps_select.ts";
 import { type BPFMetrics, bpfMetrics, type LBMapsOpsOptions } from "./_lbmaps_options.ts";
 import { type StagedInstall, StagedInstalls } from "./_lbmaps_staged.ts";
 import { frontendDiffers } from "./_lbmaps_verify.ts";
-import type { LBMaps, LBMapsContents, ServiceEntry, ServiceKey } from "./lbmaps.ts";
+import type { LBMaps, LBMapsContents, ServiceEntry } from "./lbmaps.ts";
 import { MAGLEV_M_DEFAULT } from "../policy-as/host/abi.ts";
 import { checkMaglevSize, type MaglevBackend } from "../policy-as/host/maglev_input.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
@@ -42,11 +42,6 @@ interface FrontendState {
 }
 
 export type { BPFMetrics, LBMapsOpsOptions } from "./_lbmaps_options.ts";
-
-/** `IP:PORT/PROTO` of a services-map key: the frontend address rows use. */
-function frontendAddress(key: ServiceKey): string {
-  return `${key.address}:${key.port}/${key.protocol}`;
-}
 
 /** Reconciler operations for frontends against the BPF maps. */
 export class LBMapsOps implements Operations<Frontend> {
@@ -127,16 +122,7 @@ export class LBMapsOps implements Operations<Frontend> {
    */
   async restore(): Promise<{ services: number; backends: number }> {
     const dump = await this.#maps.dump();
-    const present = new Set(dump.backends.map(([id]) => id));
-    const tables = new Map(dump.maglev);
-    const restored = dump.services.map(([key, entry]) => ({
-      address: frontendAddress(key),
-      protocol: key.protocol,
-      serviceId: entry.serviceId,
-      backendIds: [...new Set(tables.get(entry.serviceId) ?? [])]
-        .filter((id) => id !== 0 && present.has(id))
-        .sort((a, b) => a - b),
-    }));
+    const restored = restoredFrontends(dump);
     this.#backends.restore(dump.backends, restored);
     for (const { address, serviceId, backendIds } of restored) {
       this.#frontends.set(address, { serviceId, backendIds, digest: null });
@@ -289,7 +275,17 @@ export class LBMapsOps implements Operations<Frontend> {
   }
 
   /** Removes from the maps every service, table and backend that no frontend accounts for. */
-  async prune(_txn: ReadTxn, rows: readonly Frontend[]): Promise<void> {
+  prune(txn: ReadTxn, rows: readonly Frontend[]): Promise<void> {
+    // A swap's workers start now, while the maps are read (`endBatch` stops them; so does a throw).
+    if (this.#rebuild.size > 0) this.#maglev.warmUp(this.#rebuild.size);
+    return this.#stopWorkersOnError(this.#prune(txn, rows));
+  }
+
+  #stopWorkersOnError<T>(p: Promise<T>): Promise<T> {
+    return p.catch((e) => (this.#maglev.endAhead(), Promise.reject(e)));
+  }
+
+  async #prune(_txn: ReadTxn, rows: readonly Frontend[]): Promise<void> {
     await this.#staged.commit(); // what it reads back must include the staged tables
     await this.#flushOrphans();
     const wanted = new Set(rows.map((r) => r.address));
@@ -345,7 +341,11 @@ export class LBMapsOps implements Operations<Frontend> {
    * `update` that follows writes them again (see `_lbmaps_verify.ts` for what is compared).
    * Reads nothing when no row is done yet, and no table when every row's is rebuilt anyway.
    */
-  async verify(txn: ReadTxn, rows: readonly Frontend[]): Promise<Repair<Frontend>[]> {
+  verify(txn: ReadTxn, rows: readonly Frontend[]): Promise<Repair<Frontend>[]> {
+    return this.#stopWorkersOnError(this.#verify(txn, rows));
+  }
+
+  async #verify(txn: ReadTxn, rows: readonly Frontend[]): Promise<Repair<Frontend>[]> {
     const rebuild = this.#rebuild, pruned = this.#pruneDump;
     this.#rebuild = new Set();
     this.#pruneDump = null;

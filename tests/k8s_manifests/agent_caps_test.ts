@@ -1,13 +1,14 @@
 /**
- * The agent runs with exactly the capabilities `k8s/agent.yaml` grants (BPF, NET_ADMIN, PERFMON),
- * and needs each of them: as uid 0 limited by `setpriv --bounding-set` to that list (what a
+ * The agent runs with exactly the capabilities `k8s/agent.yaml` grants (BPF, NET_ADMIN, PERFMON
+ * for the datapath; NET_BIND_SERVICE for BGP only, proven in agent_bgp_caps_test.ts), and needs
+ * each datapath one: as uid 0 limited by `setpriv --bounding-set` to that list (what a
  * container runtime does with `drop: [ALL]` plus `add`), in a test network namespace, it loads
  * the datapath, pins its maps and Maglev tables in bpffs, attaches XDP, turns ready and repairs
  * without error; stopped and started again over the maps it pinned (a DaemonSet rollout), it turns
  * ready again. Over maps pinned by a version that did not pin the Maglev tables (reachable only by
  * ID, which needs SYS_ADMIN) it comes up too: it rewrites those tables and says so. Its tables
  * are memory-mapped; over a hf_maglev pinned before that (a template without BPF_F_MMAPABLE) it
- * comes up too, writing them the old way. Without any one of the three it does not start.
+ * comes up too, writing them the old way. Without any one of the datapath's three it does not start.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
@@ -16,6 +17,8 @@ import { one, readManifests } from "./_manifests.ts";
 const ROOT = new URL("../../", import.meta.url).pathname;
 const agent = one(await readManifests(), "DaemonSet", "holdfast-agent");
 const CAPS: string[] = agent.spec.template.spec.containers[0].securityContext.capabilities.add;
+/** What the datapath needs; NET_BIND_SERVICE (bird's TCP 179) is agent_bgp_caps_test.ts's. */
+const DATAPATH_CAPS = CAPS.filter((c) => c !== "NET_BIND_SERVICE");
 
 const SERVICES = `services:
   - name: default/web
@@ -106,7 +109,7 @@ async function startAgent(netns: string, pinDir: string, config: string, caps: s
 rootTest(
   "k8s/agent.yaml capabilities: enough to start, repair and restart, none to spare",
   async () => {
-    assertEquals([...CAPS].sort(), ["BPF", "NET_ADMIN", "PERFMON"]);
+    assertEquals([...CAPS].sort(), ["BPF", "NET_ADMIN", "NET_BIND_SERVICE", "PERFMON"]);
     const netns = `hf-${Deno.pid}-k8scaps`; // hf-PID-: a sweep by another run leaves it alone
     const pinDir = `/sys/fs/bpf/${netns}`;
     const dir = await Deno.makeTempDir({ prefix: "hf-k8scaps-" });
@@ -175,8 +178,8 @@ rootTest(
       assert(unmapped.text.includes("hf_maglev takes no memory-mapped tables"), unmapped.text);
       assertEquals(JSON.parse(await oldMaglev("tables", pinDir)), { "1": false }, "not mmapable");
 
-      // Each of the three is needed: without any one the agent does not even start.
-      for (const left of CAPS) {
+      // Each of the datapath's three is needed: without any one the agent does not even start.
+      for (const left of DATAPATH_CAPS) {
         const without = await startAndRestart(CAPS.filter((c) => c !== left));
         assert(!without.ok, `the agent also works without ${left}`);
         assert(!without.first.ready, `without ${left} it must not even start`);

@@ -167,6 +167,8 @@ Deno.test("k8s/: no container is privileged; each drops ALL and has a read-only 
   }
 });
 
+const args0 = (c: Obj): string => c.args.join(" ");
+
 Deno.test("k8s/agent.yaml: host network on LB nodes, the measured capabilities", () => {
   const agent = one(all, "DaemonSet", "holdfast-agent");
   const pod = podSpec(agent);
@@ -174,9 +176,18 @@ Deno.test("k8s/agent.yaml: host network on LB nodes, the measured capabilities",
   assertEquals(pod.hostNetwork, true);
   assertEquals(pod.serviceAccountName, "holdfast-agent");
   const [c] = pod.containers;
-  // The measured list (agent_caps_test.ts runs the agent with it, and without each one); no
-  // SYS_ADMIN (Maglev tables are pinned and opened by path), no privileged: true.
-  assertEquals([...c.securityContext.capabilities.add].sort(), ["BPF", "NET_ADMIN", "PERFMON"]);
+  // The measured list (agent_caps_test.ts runs the agent with it, and without each datapath
+  // one; agent_bgp_caps_test.ts without NET_BIND_SERVICE, bird's TCP 179); no SYS_ADMIN (Maglev
+  // tables are pinned and opened by path), no privileged: true.
+  assertEquals([...c.securityContext.capabilities.add].sort(), [
+    "BPF",
+    "NET_ADMIN",
+    "NET_BIND_SERVICE",
+    "PERFMON",
+  ]);
+  // bird's directory (spec.bgp through the model): writable under the read-only root.
+  assert(args0(c).includes("--bgp-dir /run/holdfast/bird"), args0(c));
+  assert(c.volumeMounts.some((m: Obj) => m.mountPath === "/run/holdfast"), "bird dir mounted");
   assertEquals(c.securityContext.privileged ?? false, false);
   assertEquals(c.readinessProbe.httpGet.path, "/readyz");
   const bpffs = pod.volumes.find((v: Obj) => v.hostPath?.path === "/sys/fs/bpf");

@@ -128,6 +128,7 @@ rootTest(
       assert(ready >= 0 && started > ready, "bird started before the agent was ready");
       assert(agent.lines[started]!.includes('"routerId":"10.9.1.2"'), agent.lines[started]!);
       assert((await route(topo, "r2")) === "", "r2 routes the VIP though its peer selects n2 only");
+      assert(!(await session(r2)).includes("Established"), "n1 peers with r2, which selects n2");
       const before = await session(r1);
       assert(before.includes("Established"), `r1's session: ${before}`);
 

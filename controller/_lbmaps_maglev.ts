@@ -65,21 +65,6 @@ export class MaglevTables {
   }
 
   /**
-   * Before a pass that will rebuild `tables` (a swap's, while it reads the maps): starts the
-   * workers `buildAhead` would use, so their start overlaps that work. `endAhead` stops them.
-   */
-  warmUp(tables: number): void {
-    const module = this.#builder.fillModule?.();
-    if (module === undefined || this.#workerCount === 0 || tables < MIN_AHEAD) return;
-    const workers = this.#workers ??= new MaglevWorkers(this.#workerCount);
-    try {
-      workers.warm(module);
-    } catch {
-      workers.close(); // buildAhead tries again and logs why
-    }
-  }
-
-  /**
    * Starts building `jobs` ahead, in the order `tableFor` will ask for them, when they are at
    * least {@linkcode MIN_AHEAD}, workers are allowed, and the builder fills with a WASM module
    * (`MaglevBuilder.fillModule`). Returns whether it did.

@@ -131,22 +131,14 @@ export class MaglevWorkers {
     this.#size = Math.max(1, Math.floor(size));
   }
 
-  /**
-   * Starts the workers if they are not running and has them instantiate `module` (~15 ms here
-   * before a new worker answers), so a `start` that follows finds them ready.
-   */
-  warm(module: MaglevFillModule): void {
+  /** Starts building `jobs` with `module`, in this order; replaces jobs queued before. */
+  start(module: MaglevFillModule, jobs: readonly AheadJob[]): void {
+    this.clear();
     if (this.#workers.length === 0) this.#spawn();
     if (this.#module !== module.digest) {
       for (const w of this.#workers) w.postMessage({ kind: "module", compiled: module.compiled });
       this.#module = module.digest;
     }
-  }
-
-  /** Starts building `jobs` with `module`, in this order; replaces jobs queued before. */
-  start(module: MaglevFillModule, jobs: readonly AheadJob[]): void {
-    this.clear();
-    this.warm(module);
     this.#fill = module;
     this.#claims = new Int32Array(new SharedArrayBuffer(4 * Math.max(1, jobs.length)));
     this.#queue = jobs.map((job, index) => ({

@@ -275,17 +275,7 @@ export class LBMapsOps implements Operations<Frontend> {
   }
 
   /** Removes from the maps every service, table and backend that no frontend accounts for. */
-  prune(txn: ReadTxn, rows: readonly Frontend[]): Promise<void> {
-    // A swap's workers start now, while the maps are read (`endBatch` stops them; so does a throw).
-    if (this.#rebuild.size > 0) this.#maglev.warmUp(this.#rebuild.size);
-    return this.#stopWorkersOnError(this.#prune(txn, rows));
-  }
-
-  #stopWorkersOnError<T>(p: Promise<T>): Promise<T> {
-    return p.catch((e) => (this.#maglev.endAhead(), Promise.reject(e)));
-  }
-
-  async #prune(_txn: ReadTxn, rows: readonly Frontend[]): Promise<void> {
+  async prune(_txn: ReadTxn, rows: readonly Frontend[]): Promise<void> {
     await this.#staged.commit(); // what it reads back must include the staged tables
     await this.#flushOrphans();
     const wanted = new Set(rows.map((r) => r.address));
@@ -341,11 +331,7 @@ export class LBMapsOps implements Operations<Frontend> {
    * `update` that follows writes them again (see `_lbmaps_verify.ts` for what is compared).
    * Reads nothing when no row is done yet, and no table when every row's is rebuilt anyway.
    */
-  verify(txn: ReadTxn, rows: readonly Frontend[]): Promise<Repair<Frontend>[]> {
-    return this.#stopWorkersOnError(this.#verify(txn, rows));
-  }
-
-  async #verify(txn: ReadTxn, rows: readonly Frontend[]): Promise<Repair<Frontend>[]> {
+  async verify(txn: ReadTxn, rows: readonly Frontend[]): Promise<Repair<Frontend>[]> {
     const rebuild = this.#rebuild, pruned = this.#pruneDump;
     this.#rebuild = new Set();
     this.#pruneDump = null;

@@ -45,7 +45,8 @@ export type { FlowAgentState } from "./_state.ts";
  * How long the datapath's new-flow events gather in the ring buffer before the agent takes them
  * (the reader's `coalesceMs`), ms: one wake-up, one store write, one stream entry and one read
  * on each peer per burst instead of per flow — each costs an agent ~100–400 µs of CPU, far more
- * than the flow itself (bench:agent-cost). Peers get a flow up to this much later.
+ * than the flow itself (bench:agent-cost). The shortest wait, at high rates; lower rates wait
+ * longer, up to {@link LEARN_COALESCE_MAX_MS}.
  */
 export const LEARN_COALESCE_MS = 20;
 
@@ -60,7 +61,7 @@ export const LEARN_COALESCE_MAX_MS = 100;
 
 /**
  * How the agent reads the datapath's new-flow ring buffer (`RingBufferReader` options): bursts
- * every {@link LEARN_COALESCE_MS}; while idle, one wait of up to a second (the stream read waits
+ * every {@link LEARN_COALESCE_MS} to {@link LEARN_COALESCE_MAX_MS}; while idle, one wait of up to a second (the stream read waits
  * as long), instead of ten 100 ms waits, each a thread hand-off.
  */
 export const FLOW_EVENT_READER = {

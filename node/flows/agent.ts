@@ -61,8 +61,9 @@ export const LEARN_COALESCE_MAX_MS = 100;
 
 /**
  * How the agent reads the datapath's new-flow ring buffer (`RingBufferReader` options): bursts
- * every {@link LEARN_COALESCE_MS} to {@link LEARN_COALESCE_MAX_MS}; while idle, one wait of up to a second (the stream read waits
- * as long), instead of ten 100 ms waits, each a thread hand-off.
+ * every {@link LEARN_COALESCE_MS} to {@link LEARN_COALESCE_MAX_MS}; while idle, one wait of up
+ * to a second (the stream read waits as long), instead of ten 100 ms waits, each a thread
+ * hand-off.
  */
 export const FLOW_EVENT_READER = {
   coalesceMs: LEARN_COALESCE_MS,

@@ -16,8 +16,8 @@
  * Values written before the epoch was dropped (`<backend hex8>:<epoch>:<learned ms>`) are still
  * read: the backend is the first 8 hex digits and the learn time follows the last colon.
  *
- * Learning is one script call per batch (LEARN_SCRIPT): variadic HSET + one stream entry. Hash and stream change
- * in the same order, and every node applies every addition whose backend differs from its own
+ * Learning is one script call per batch (LEARN_SCRIPT): variadic HSET + one stream entry. Hash
+ * and stream change in the same order, and every node applies every addition whose backend differs from its own
  * entry (its own additions are no-ops), so all nodes converge on the stored value even when two
  * nodes learn the same flow at once (last writer wins).
  *

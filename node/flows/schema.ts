@@ -17,9 +17,9 @@
  * read: the backend is the first 8 hex digits and the learn time follows the last colon.
  *
  * Learning is one script call per batch (LEARN_SCRIPT): variadic HSET + one stream entry. Hash
- * and stream change in the same order, and every node applies every addition whose backend differs from its own
- * entry (its own additions are no-ops), so all nodes converge on the stored value even when two
- * nodes learn the same flow at once (last writer wins).
+ * and stream change in the same order, and every node applies every addition whose backend
+ * differs from its own entry (its own additions are no-ops), so all nodes converge on the stored
+ * value even when two nodes learn the same flow at once (last writer wins).
  *
  * Activity: a flow's last activity is its learn time, raised by the agents' periodic activity
  * report into `seen`. Expiry: one node per round (the `sweeper` lock) walks the hash and removes

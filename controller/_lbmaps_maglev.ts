@@ -19,6 +19,13 @@ export { tableDigest };
 export const MIN_AHEAD = 32;
 
 /**
+ * How long workers stay up after a pass that used them, for the next large rebuild: starting two
+ * costs the reconciler's thread ~17 ms (`new Worker` blocks), so consecutive swaps start them once.
+ * A live Worker keeps the process running: `close()` (the control plane's `stop`) ends them now.
+ */
+export const WORKERS_IDLE_MS = 30_000;
+
+/**
  * Workers for a large rebuild by default: one per CPU, at least 1, at most 2. Measured here (2
  * CPUs shared with other work, swaps of 1,000 tables, runs alternated): at load 1.6–2, tables
  * unchanged 333–365 ms with 2 workers against 431–561 with 1, every table refilled 527–631 ms
@@ -47,6 +54,8 @@ export class MaglevTables {
   readonly #builder: MaglevBuilder;
   readonly #workerCount: number;
   #workers: MaglevWorkers | null = null;
+  /** Stops idle workers ({@linkcode WORKERS_IDLE_MS} after the last pass that used them). */
+  #idle: ReturnType<typeof setTimeout> | undefined;
   /** The pass building ahead now: its tables, how many came from workers, when it started. */
   #pass: { tables: number; ahead: number; started: number } | null = null;
   #lastDigest = 0;
@@ -72,6 +81,7 @@ export class MaglevTables {
   buildAhead(jobs: readonly AheadJob[]): boolean {
     const module = this.#builder.fillModule?.();
     if (module === undefined || this.#workerCount === 0 || jobs.length < MIN_AHEAD) return false;
+    clearTimeout(this.#idle);
     const workers = this.#workers ??= new MaglevWorkers(this.#workerCount);
     try {
       workers.start(module, jobs);
@@ -89,12 +99,17 @@ export class MaglevTables {
     }
   }
 
-  /** Ends a pass: what was built ahead and not taken is dropped, the workers stop. */
+  /**
+   * Ends a pass: what was built ahead and not taken is dropped; the workers stop once idle for
+   * {@linkcode WORKERS_IDLE_MS}.
+   */
   endAhead(): void {
-    this.#workers?.close();
+    this.#workers?.clear();
     const pass = this.#pass;
     if (pass === null) return;
     this.#pass = null;
+    clearTimeout(this.#idle);
+    this.#idle = setTimeout(() => this.close(), WORKERS_IDLE_MS);
     log.info("Maglev tables of a rebuild built ahead", {
       component: "bpf",
       tables: pass.tables,
@@ -102,6 +117,13 @@ export class MaglevTables {
       workers: this.#workerCount,
       ms: Math.round(performance.now() - pass.started),
     });
+  }
+
+  /** Stops the workers now (they start again with the next `buildAhead`). */
+  close(): void {
+    clearTimeout(this.#idle);
+    this.#idle = undefined;
+    this.#workers?.close();
   }
 
   /**

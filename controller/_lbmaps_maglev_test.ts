@@ -60,9 +60,10 @@ Deno.test("MaglevTables: tables built ahead on workers equal, slot for slot and 
       assert(a.table.every((v, s) => v === b.table[s]), `slots of ${job.address}`);
       assertEquals(a.digest, tableDigest(a.table));
     }
-    ahead.endAhead();
+    ahead.endAhead(); // the workers stay up for the next pass (M = 16,381 reuses them)
     assert(built > 0 && built <= jobs.length - 2, `${built} built ahead`);
   }
+  ahead.close();
 });
 
 Deno.test("MaglevTables: a small pass, or a builder without a WASM module, stays on this thread", async () => {
@@ -107,6 +108,7 @@ Deno.test("MaglevTables: a build that traps on a worker is built on this thread 
       assert(got.table.every((v, s) => v === want[s]));
     }
     tables.endAhead();
+    tables.close();
     assert(logs.records.some((r) => r.msg === "maglev build failed in policy module"));
   }
 });

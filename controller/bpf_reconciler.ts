@@ -95,6 +95,11 @@ export class LBMapsOps implements Operations<Frontend> {
     this.metrics.holdfast_lbmaps_service_writes_total++;
   }
 
+  /** Stops the Maglev workers kept between large rebuilds (`_lbmaps_maglev.ts`); idempotent. */
+  close(): void {
+    this.#maglev.close();
+  }
+
   /** The service ID of a frontend address, if allocated. */
   serviceId(frontendAddress: string): number | undefined {
     return this.#frontends.get(frontendAddress)?.serviceId;

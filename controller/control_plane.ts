@@ -125,6 +125,6 @@ export async function createControlPlane(
     reconciler,
     waitFrontend: (address, o = {}) =>
       waitReconciled(db, tables.frontends, address, { getStatus: frontendStatus.get, ...o }),
-    stop: () => reconciler.stop(),
+    stop: () => reconciler.stop().finally(() => ops.close()),
   };
 }

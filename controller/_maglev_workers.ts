@@ -12,7 +12,8 @@
  * when it is taken; anything else (an error, a trap, a build over the time budget or memory cap,
  * another module) gives null and the caller builds on its own thread as before, with that path's
  * errors, metrics and fallback. Workers run a script from a blob URL (no file permissions), start
- * with a pass that builds ahead and stop when it ends (a live Worker keeps a process running).
+ * with a pass that builds ahead and stay up for the next one until idle 30 s or the control plane
+ * stops (`_lbmaps_maglev.ts` `WORKERS_IDLE_MS`; a live Worker keeps a process running).
  *
  * @module
  */

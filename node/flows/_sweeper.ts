@@ -1,8 +1,22 @@
 /**
- * The flow agent's activity/expiry job: every sweep interval it pushes last seen of flows active
- * since the previous pass to the store, expires idle flows in the store (one node per round;
- * the removals come back on the stream and leave every map), removes local flows that are idle
- * and no longer stored, and idles out entries of LB IPs no longer followed.
+ * The flow agent's activity/expiry job. Every sweep interval it expires idle flows in the store
+ * (one node per round; the removals come back on the stream and leave every map). Every report
+ * interval it reads the flow map once: pushes last seen of flows active since the previous read to
+ * the store, removes local flows that are idle and no longer stored, and idles out entries of LB
+ * IPs no longer followed.
+ *
+ * The report interval is `every` = max(1, floor(idle timeout / 4 / sweep interval)) sweeps, so
+ * R = every × sweep interval ≤ max(sweep interval, idle timeout / 4). Reading a large flow map is
+ * the costly part of a pass (the kernel walks every bucket of the LRU hash, ~1 ms per 256k
+ * buckets, and each entry is decoded), and a steadily active flow need not be written more often.
+ *
+ * Expiry bound: a packet's last seen reaches the store within D = R + LAST_SEEN_LAG_NS (+ the read
+ * and write of that pass). The store expires a flow only when its learn time and its reported
+ * last seen are both older than the idle timeout, so a flow with a packet in
+ * [now − idle + 20 ms, now − D] is never expired: a flow whose packets come less than idle − D
+ * apart never is. Defaults (idle 300 s, sweep 30 s): every 2 sweeps, D ≈ 60 s, gaps up to 240 s
+ * (one sweep per report: 270 s); D < idle always holds since R ≤ max(sweep, idle / 4) and the
+ * sweep interval defaults to at most idle / 4.
  *
  * @module
  */
@@ -24,16 +38,26 @@ export class Sweeper {
   readonly #intervalMs: number;
   #timer: ReturnType<typeof setInterval> | undefined;
   #sweeping: Promise<void> | null = null;
-  #lastSweepNs = 0;
+  /** CLOCK_MONOTONIC ns at the start of the last map read whose activity reached the store. */
+  #lastReadNs = 0;
+  /** The flow map is read on every this many timer sweeps (the report interval). */
+  readonly #readEvery: number;
+  /** Timer sweeps since the last successful map read. */
+  #sinceRead = 0;
 
   constructor(ctx: AgentContext, options: { intervalMs: number }) {
     this.#ctx = ctx;
     this.#intervalMs = options.intervalMs;
+    this.#readEvery = Math.max(1, Math.floor(ctx.idleMs / 4 / Math.max(1, options.intervalMs)));
+    this.#sinceRead = this.#readEvery; // the first timer sweep reads
   }
 
-  /** Sweeps every interval until {@link stop}. */
+  /** Sweeps every interval until {@link stop}; reads the flow map every report interval. */
   start(): void {
-    this.#timer ??= setInterval(() => void this.sweep(), this.#intervalMs);
+    this.#timer ??= setInterval(
+      () => void this.#run(this.#sinceRead + 1 >= this.#readEvery),
+      this.#intervalMs,
+    );
   }
 
   /** Stops the timer and waits for a pass in progress. */
@@ -43,24 +67,44 @@ export class Sweeper {
     await this.#sweeping;
   }
 
-  /** One pass now (while in sync), or the pass in progress. */
+  /** One full pass now, map read included (while in sync), or the pass in progress. */
   sweep(): Promise<void> {
+    return this.#run(true);
+  }
+
+  #run(read: boolean): Promise<void> {
     if (this.#sweeping || !this.#ctx.state.inSync) return this.#sweeping ?? Promise.resolve();
-    this.#sweeping = this.#pass()
+    this.#sweeping = this.#pass(read)
       .catch((err) => this.#ctx.storeFailed(err, "sweep"))
       .finally(() => this.#sweeping = null);
     return this.#sweeping;
   }
 
-  async #pass(): Promise<void> {
-    const { table, store, followed, idleMs, node } = this.#ctx;
-    const nowNs = table.nowNs();
+  async #pass(read: boolean): Promise<void> {
+    const { store, followed, idleMs, node } = this.#ctx;
     const nowMs = Date.now();
+    // Counted before the read: a failed read is retried on the next sweep.
+    this.#sinceRead++;
+    const idle = read ? await this.#readMap(nowMs) : new Map<string, FlowKey[]>();
+    for (const vip of followed.list()) {
+      // One node per round walks the LB IP's flows; the removals come back on the stream.
+      await store.expire(vip, nowMs - idleMs, { node, lockMs: this.#intervalMs * 0.9 });
+    }
+    for (const [vip, keys] of idle) await this.#removeOrphans(vip, keys);
+  }
+
+  /**
+   * Reads the flow map: reports activity since the previous read to the store, idles out
+   * entries of LB IPs no longer followed. Returns the local idle flows per LB IP.
+   */
+  async #readMap(nowMs: number): Promise<Map<string, FlowKey[]>> {
+    const { table, store, followed, idleMs } = this.#ctx;
+    const nowNs = table.nowNs();
     const idleNs = idleMs * 1e6;
     // The datapath stamps last_seen from a per-tick cached clock (up to ~2 jiffies behind
-    // CLOCK_MONOTONIC), so a packet just after the previous pass can carry a stamp just before
+    // CLOCK_MONOTONIC), so a packet just after the previous read can carry a stamp just before
     // it: look back a margin. Reporting a flow active twice is harmless; missing it is not.
-    const since = this.#lastSweepNs - LAST_SEEN_LAG_NS;
+    const since = this.#lastReadNs - LAST_SEEN_LAG_NS;
     const active = new Map<string, { field: string; lastSeenMs: number }[]>();
     const idle = new Map<string, FlowKey[]>();
     const retiredIdle: FlowKey[] = [];
@@ -88,17 +132,15 @@ export class Sweeper {
         if (list.length < MAX_PER_PASS) list.push(e.key);
       }
     }
-    this.#lastSweepNs = nowNs;
     this.#idleOutRetired(retiredIdle);
     followed.pruneRetired(nowNs, idleNs, retiredLive);
     for (const [vip, seen] of active) {
       await store.touch(vip, seen, { idleTimeoutMs: idleMs });
     }
-    for (const vip of followed.list()) {
-      // One node per round walks the LB IP's flows; the removals come back on the stream.
-      await store.expire(vip, nowMs - idleMs, { node, lockMs: this.#intervalMs * 0.9 });
-    }
-    for (const [vip, keys] of idle) await this.#removeOrphans(vip, keys);
+    // Only once reported: a failed write reports the same activity again on the next read.
+    this.#lastReadNs = nowNs;
+    this.#sinceRead = 0;
+    return idle;
   }
 
   #idleOutRetired(keys: readonly FlowKey[]): void {

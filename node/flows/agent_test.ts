@@ -250,6 +250,39 @@ Deno.test("idle flows expire in the store and in every map; active ones are refr
   }
 });
 
+Deno.test("activity reported every idle/4 (several sweeps) still keeps an active flow", async () => {
+  using _logs = captureLogs();
+  const store = new MemoryFlowStore();
+  // Sweeps every 20 ms; the map is read (activity reported) every 5 sweeps = 100 ms = idle / 4.
+  const opts = { idleTimeoutMs: 400, sweepIntervalMs: 20 };
+  const a = agent("lb-a", store, opts);
+  const b = agent("lb-b", store, opts);
+  await a.agent.start();
+  await b.agent.start();
+  try {
+    const idle = event("10.0.0.1", 1, "10.0.1.2");
+    const live = event("10.0.0.2", 2, "10.0.1.2");
+    for (const ev of [idle, live]) {
+      a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
+      a.agent.learn(ev);
+    }
+    await flush(a.agent);
+    await until("b has both", () => b.table.size === 2);
+    const t0 = Date.now();
+    // b (not a) may be the node that expires: it only knows what a reported.
+    while (Date.now() - t0 < 1_000) {
+      await new Promise((r) => setTimeout(r, 50));
+      a.table.touch(live.key);
+      assert(b.table.get(live.key), `live flow kept (${Date.now() - t0} ms)`);
+    }
+    await until("idle flow gone everywhere", () => a.table.size === 1 && b.table.size === 1);
+    assert(a.table.get(live.key) && b.table.get(live.key), "live flow stays");
+  } finally {
+    await a.agent.stop();
+    await b.agent.stop();
+  }
+});
+
 Deno.test("store outage: forwarding state untouched, flows queue bounded, flush on return", async () => {
   using logs = captureLogs();
   const store = new MemoryFlowStore();

@@ -6,12 +6,12 @@
  * @module
  */
 
-import { hostPort } from "./lb/address.ts";
+import { hostPort, joinHostPort } from "./lb/address.ts";
 import type { BackendEntry, LBMapsContents, ServiceKey } from "./lbmaps.ts";
 
 /** `IP:PORT/PROTO` of a services-map key: the frontend address rows use. */
 export function frontendAddress(key: ServiceKey): string {
-  return `${key.address}:${key.port}/${key.protocol}`;
+  return `${joinHostPort(key.address, key.port)}/${key.protocol}`;
 }
 
 /**
@@ -234,7 +234,7 @@ export class BackendRefs {
     for (const [key, id] of this.#ids) {
       if (this.#written[id] === 0) continue;
       const b = found.get(id);
-      if (b === undefined || `${b.address}:${b.port}` !== hostPort(key)) {
+      if (b === undefined || joinHostPort(b.address, b.port) !== hostPort(key)) {
         this.#written[id] = 0;
         lost.add(id);
       }
@@ -255,7 +255,7 @@ export class BackendRefs {
     const name = (id: number, protocol: string) => {
       if (this.#keyById[id] !== undefined) return;
       const b = byId.get(id)!;
-      this.#keyById[id] = `${b.address}:${b.port}/${protocol}`;
+      this.#keyById[id] = `${joinHostPort(b.address, b.port)}/${protocol}`;
       this.#ids.set(this.#keyById[id]!, id);
     };
     for (const [id] of entries) {

@@ -14,7 +14,7 @@
  * @module
  */
 
-import { parseAddr } from "./lb/address.ts";
+import { isIp6, parseAddr, splitHostPort } from "./lb/address.ts";
 import type { Frontend } from "./lb/frontend.ts";
 import { selectBackends } from "./lb/select.ts";
 import { serviceByName } from "./lb/service.ts";
@@ -156,8 +156,16 @@ export class LBMapsOps implements Operations<Frontend> {
    * The backend IDs and Maglev keys of `fe`'s selection (IDs allocated as needed; on failure
    * the ones just allocated are given back).
    */
-  #selection(txn: ReadTxn, fe: Frontend): { ids: number[]; keys: MaglevBackend[] } {
+  #selection(txn: ReadTxn, fe: Frontend, v6: boolean): { ids: number[]; keys: MaglevBackend[] } {
     const { keys, addresses } = maglevSelection(selectBackends(txn, this.#tables, fe));
+    // An IPv4 client's flow holds a 4-byte backend (docs/contracts.md "IPv6"): refused whole.
+    const v6Backend = v6 ? undefined : addresses.find((a) => a.startsWith("["));
+    if (v6Backend !== undefined) {
+      throw new Error(
+        `Cannot reconcile IPv4 frontend "${fe.address}": backend "${v6Backend}" is IPv6 ` +
+          `(an IPv4 frontend needs IPv4 backends; give the service an IPv6 frontend for them)`,
+      );
+    }
     const capacity = this.#maps.capacity.backends;
     const ids = new Array<number>(addresses.length);
     let n = 0;
@@ -177,13 +185,8 @@ export class LBMapsOps implements Operations<Frontend> {
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i]!;
       if (this.#backends.isWritten(id)) continue;
-      const key = keys[i]!.key, colon = key.lastIndexOf(":");
-      (writes ??= []).push(
-        this.#maps.updateBackend(id, {
-          address: key.slice(0, colon),
-          port: Number(key.slice(colon + 1)),
-        }),
-      );
+      const { ip, port } = splitHostPort(keys[i]!.key);
+      (writes ??= []).push(this.#maps.updateBackend(id, { address: ip, port }));
       (writeIds ??= []).push(id);
     }
     if (writes === null) return;
@@ -217,7 +220,7 @@ export class LBMapsOps implements Operations<Frontend> {
     const m = svc.maglevSize || this.#defaultM;
     const prev = this.#serviceState(fe.address);
     const serviceId = prev.serviceId;
-    const { ids, keys } = this.#selection(txn, fe);
+    const { ids, keys } = this.#selection(txn, fe, isIp6(addr.ip));
     // References first: from here until the update succeeds this frontend holds old ∪ new, so
     // nothing it wrote or may still name is deleted under it, whatever step fails. The Maglev
     // table is live as soon as it is written (the service entry only names its ID; staged in a

@@ -4,7 +4,10 @@
  * The reconciler in `controller/` writes through it; `node/bpf/lbmaps_bpf.ts` implements it over
  * the real pinned maps and `controller/lbmaps_memory.ts` in memory for unit tests. Shapes mirror
  * `bpf/structs.h`: a service is found by (VIP, port, protocol); it names a Maglev table of
- * backend IDs; a backend ID resolves to the address the packet is encapsulated to.
+ * backend IDs; a backend ID resolves to the address the packet is encapsulated to. Addresses are
+ * IPv4 (dotted quad) or IPv6 (RFC 5952 text): a target keeps each family in its own maps
+ * (`hf_services6`, `hf_backends6`) but one service-ID and one backend-ID space, so a Maglev table
+ * (backend IDs only) serves either family (docs/contracts.md "IPv6").
  *
  * Contract, per frontend: backends first, then the Maglev table, then the service entry — so the
  * datapath never sees a service whose table points at a backend that is not there yet. Deletion
@@ -14,12 +17,12 @@
  * @module
  */
 
-/** L4 protocol numbers as they appear in the IPv4 header. */
+/** L4 protocols as they appear in the IPv4 and IPv6 headers. */
 export type L4Protocol = "TCP" | "UDP";
 
 /** Key of the services map: the frontend as packets address it. */
 export interface ServiceKey {
-  /** Dotted-quad IPv4 frontend (LB) address, e.g. `10.0.100.1`. */
+  /** Frontend (LB) address: dotted-quad IPv4 (`10.0.100.1`) or RFC 5952 IPv6 (`2001:db8::1`). */
   readonly address: string;
   readonly port: number;
   readonly protocol: L4Protocol;
@@ -41,7 +44,7 @@ export interface ServiceEntry {
 
 /** Value of the backends map: where packets of a flow are encapsulated to. */
 export interface BackendEntry {
-  /** Dotted-quad IPv4 address of the backend (pod) that decapsulates. */
+  /** Address of the backend (pod) that decapsulates: IPv4 or RFC 5952 IPv6, as in ServiceKey. */
   readonly address: string;
   readonly port: number;
 }

@@ -24,6 +24,8 @@ const UNBOUNDED: LBMapsCapacity = { services: 1 << 24, backends: 1 << 24 };
 
 function keyString(k: ServiceKey): string {
   // join: one flat string (a template literal would be a rope, re-flattened on every hash).
+  // An IPv6 address in brackets: the frontend rows' form (`[2001:db8::1]:80/TCP`).
+  if (k.address.includes(":")) return ["[", k.address, "]:", k.port, "/", k.protocol].join("");
   return [k.address, ":", k.port, "/", k.protocol].join("");
 }
 

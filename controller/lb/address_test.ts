@@ -1,5 +1,5 @@
 import { assertEquals, assertRejects } from "../_testing.ts";
-import { formatAddr, hostPort, isAddr, parseAddr } from "./address.ts";
+import { formatAddr, hostPort, isAddr, joinHostPort, parseAddr, splitHostPort } from "./address.ts";
 
 Deno.test("address: the fast validator agrees with the parser", async () => {
   const cases = [
@@ -37,4 +37,27 @@ Deno.test("address: the fast validator agrees with the parser", async () => {
     () => parseAddr("10.0.0.300:80/TCP"),
     'Cannot parse address "10.0.0.300:80/TCP"',
   );
+});
+
+Deno.test("address: IPv6 in brackets, RFC 5952 text only, one key per address", async () => {
+  assertEquals(parseAddr("[2001:db8::1]:80/TCP"), { ip: "2001:db8::1", port: 80, protocol: "TCP" });
+  assertEquals(formatAddr("2001:db8::1", 80, "udp"), "[2001:db8::1]:80/UDP");
+  assertEquals(hostPort("[2001:db8::1]:80/TCP"), "[2001:db8::1]:80");
+  assertEquals(joinHostPort("2001:db8::1", 80), "[2001:db8::1]:80");
+  assertEquals(joinHostPort("10.0.0.1", 80), "10.0.0.1:80");
+  assertEquals(splitHostPort("[2001:db8::1]:8080"), { ip: "2001:db8::1", port: 8080 });
+  assertEquals(splitHostPort("10.0.0.1:8080"), { ip: "10.0.0.1", port: 8080 });
+  for (
+    const [bad, why] of [
+      ["[2001:DB8::1]:80/TCP", 'not in RFC 5952 form, write "2001:db8::1"'],
+      ["[2001:db8:0::1]:80/TCP", 'write "2001:db8::1"'],
+      ["[2001:db8::g]:80/TCP", 'group "g" is not 1..4 hex digits'],
+      ["[2001:db8::1]:0/TCP", "port 0 out of 1..65535"],
+      ["2001:db8::1:80/TCP", "expected IPv4:PORT/TCP|UDP or [IPv6]:PORT/TCP|UDP"],
+      ["[2001:db8::1]/TCP", "expected [IPv6]:PORT/TCP|UDP"],
+    ]
+  ) {
+    assertEquals(isAddr(bad!), false, bad);
+    await assertRejects(() => parseAddr(bad!), why!);
+  }
 });

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { joinHostPort } from "../lb/address.ts";
 import type { LBMaps } from "../lbmaps.ts";
 import type { MemoryLBMaps } from "../lbmaps_memory.ts";
 
@@ -15,13 +16,15 @@ export async function dumpMaps(maps: LBMaps): Promise<string> {
   const out: string[] = ["services:"];
   for (const [k, e] of [...d.services].sort((a, b) => a[1].serviceId - b[1].serviceId)) {
     out.push(
-      `  ${k.address}:${k.port}/${k.protocol} id=${e.serviceId} backends=${e.backendCount} ` +
+      `  ${
+        joinHostPort(k.address, k.port)
+      }/${k.protocol} id=${e.serviceId} backends=${e.backendCount} ` +
         `mode=${e.flowKeyMode} M=${e.maglevSize}`,
     );
   }
   out.push("backends:");
   for (const [id, b] of [...d.backends].sort((a, b) => a[0] - b[0])) {
-    out.push(`  ${id} ${b.address}:${b.port}`);
+    out.push(`  ${id} ${joinHostPort(b.address, b.port)}`);
   }
   out.push("maglev:");
   for (const [id, t] of [...d.maglev].sort((a, b) => a[0] - b[0])) {
@@ -40,7 +43,7 @@ export async function dumpMaps(maps: LBMaps): Promise<string> {
 /** `maps/summary`: services → backend addresses and their Maglev slot counts (ID-independent). */
 export async function summarizeMaps(maps: LBMaps): Promise<string> {
   const d = await maps.dump();
-  const backends = new Map(d.backends.map(([id, b]) => [id, `${b.address}:${b.port}`]));
+  const backends = new Map(d.backends.map(([id, b]) => [id, joinHostPort(b.address, b.port)]));
   const tables = new Map(d.maglev);
   const out: string[] = [];
   for (
@@ -56,7 +59,9 @@ export async function summarizeMaps(maps: LBMaps): Promise<string> {
     }
     const slots = [...counts].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([n, c]) => `${n}=${c}`)
       .join(" ");
-    out.push(`${k.address}:${k.port}/${k.protocol} backends=${e.backendCount} ${slots}`);
+    out.push(
+      `${joinHostPort(k.address, k.port)}/${k.protocol} backends=${e.backendCount} ${slots}`,
+    );
   }
   out.push(`backend entries: ${d.backends.length}, maglev tables: ${d.maglev.length}`);
   return out.join("\n") + "\n";
@@ -72,7 +77,7 @@ export function tamperMaps(maps: MemoryLBMaps, op: "delete" | "set", args: reado
   const [kind, key, value] = args;
   const id = Number(key);
   if (op === "set") {
-    const m = kind === "backend" ? /^(.+):(\d+)$/.exec(value ?? "") : null;
+    const m = kind === "backend" ? /^\[?(.+?)\]?:(\d+)$/.exec(value ?? "") : null;
     if (m === null || !maps.backends.has(id)) {
       throw new Error(`maps/set: expected "backend ID IP:PORT" of an existing backend`);
     }

@@ -285,7 +285,11 @@ export class Datapath implements Disposable {
   /** The control plane's maps target over these maps (one per datapath; tables pinned in it). */
   lbMaps(): BpfLBMaps {
     const tablesDir = this.pinDir === null ? null : `${this.pinDir}/${MAGLEV_TABLES_DIR}`;
-    return this.#lbMaps ??= new BpfLBMaps(this.maps, tablesDir);
+    const v6 = {
+      services6: this.object.map("hf_services6"),
+      backends6: this.object.map("hf_backends6"),
+    };
+    return this.#lbMaps ??= new BpfLBMaps({ ...this.maps, ...v6 }, tablesDir);
   }
 
   /** The flow map as the flow-sync agent's {@linkcode FlowTable}. */

@@ -9,6 +9,11 @@
  * instead of one per table (~11 ms each here). `dump()` reads everything back so a restarted agent
  * renumbers nothing (or, `backendIdsBelow`, only the backend IDs the reconciler can have written).
  *
+ * IPv6 (docs/contracts.md "IPv6"): a key or backend whose address is IPv6 text goes to
+ * hf_services6 / hf_backends6. Backend IDs are one space: an ID names an IPv4 entry (the datapath
+ * reads it first) or an IPv6 one, so writing one family's entry clears the other's, and `dump`
+ * returns both families' backends in one list.
+ *
  * @module
  */
 
@@ -34,6 +39,13 @@ import {
   readU32,
   u32,
 } from "./structs.ts";
+import {
+  decodeBackendValue6,
+  decodeServiceKey6,
+  encodeBackendValue6,
+  encodeServiceKey6,
+  SIZES6,
+} from "./structs6.ts";
 import { PROTO, SVC_F_CLIENT_IP } from "./consts.ts";
 
 /** The maps this target writes. */
@@ -41,6 +53,15 @@ export interface LBMapsHandles {
   readonly services: BpfMap;
   readonly backends: BpfMap;
   readonly maglev: BpfMap;
+  /** hf_services6 and hf_backends6; absent: IPv6 keys and backends are refused. */
+  readonly services6?: BpfMap;
+  readonly backends6?: BpfMap;
+}
+
+const ZERO4 = new Uint8Array(8), ZERO6 = new Uint8Array(SIZES6.backend_value6);
+
+function isV6(address: string): boolean {
+  return address.includes(":");
 }
 
 /** IDs index arrays in the datapath (bpf/consts.h): 1 ≤ id < capacity. */
@@ -87,21 +108,39 @@ export class BpfLBMaps implements LBMaps, Disposable {
     };
   }
 
+  #v6(name: "services6" | "backends6", what: string): BpfMap {
+    const m = this.#m[name];
+    if (m === undefined) {
+      throw new Error(`Cannot write IPv6 ${what}: this target has no hf_${name} map`);
+    }
+    return m;
+  }
+
   updateBackend(id: number, backend: BackendEntry): Promise<void> {
     checkId("backend", id, this.#m.backends.maxEntries);
-    if (backend.address === "0.0.0.0") {
+    if (backend.address === "0.0.0.0" || /^[:0]*$/.test(backend.address)) {
       throw new RangeError(
-        `Cannot store backend ${id} with address "0.0.0.0": 0 means "no backend"`,
+        `Cannot store backend ${id} with address "${backend.address}": 0 means "no backend"`,
       );
     }
-    this.#m.backends.update(u32(id), encodeBackendValue(backend.address, backend.port));
+    const key = u32(id);
+    if (isV6(backend.address)) {
+      const m6 = this.#v6("backends6", `backend ${id} "${backend.address}"`);
+      // The IPv4 entry is read first: cleared before the IPv6 one is named.
+      this.#m.backends.update(key, ZERO4);
+      m6.update(key, encodeBackendValue6(backend.address, backend.port));
+    } else {
+      this.#m.backends.update(key, encodeBackendValue(backend.address, backend.port));
+      this.#m.backends6?.update(key, ZERO6);
+    }
     return Promise.resolve();
   }
 
   deleteBackend(id: number): Promise<void> {
     checkId("backend", id, this.#m.backends.maxEntries);
     // an array entry cannot be deleted: address 0 is "no such backend"
-    this.#m.backends.update(u32(id), new Uint8Array(8));
+    this.#m.backends.update(u32(id), ZERO4);
+    this.#m.backends6?.update(u32(id), ZERO6);
     return Promise.resolve();
   }
 
@@ -134,10 +173,20 @@ export class BpfLBMaps implements LBMaps, Disposable {
     return Promise.resolve();
   }
 
+  #serviceKey(key: ServiceKey): [BpfMap, Uint8Array] {
+    const proto = protoNumber(key.protocol);
+    if (!isV6(key.address)) {
+      return [this.#m.services, encodeServiceKey(key.address, key.port, proto)];
+    }
+    const m6 = this.#v6("services6", `frontend "${key.address}"`);
+    return [m6, encodeServiceKey6(key.address, key.port, proto)];
+  }
+
   updateService(key: ServiceKey, entry: ServiceEntry): Promise<void> {
     checkId("service", entry.serviceId, this.#m.maglev.maxEntries);
-    this.#m.services.update(
-      encodeServiceKey(key.address, key.port, protoNumber(key.protocol)),
+    const [map, k] = this.#serviceKey(key);
+    map.update(
+      k,
       encodeServiceValue({
         serviceId: entry.serviceId,
         backendCount: entry.backendCount,
@@ -149,35 +198,41 @@ export class BpfLBMaps implements LBMaps, Disposable {
   }
 
   deleteService(key: ServiceKey): Promise<void> {
-    this.#m.services.delete(encodeServiceKey(key.address, key.port, protoNumber(key.protocol)));
+    if (isV6(key.address) && this.#m.services6 === undefined) return Promise.resolve();
+    const [map, k] = this.#serviceKey(key);
+    map.delete(k);
     return Promise.resolve();
   }
 
   dump(options: DumpOptions = {}): Promise<LBMapsContents> {
     const services: Array<readonly [ServiceKey, ServiceEntry]> = [];
-    const svc = this.#m.services, ks = svc.keySize, vs = svc.valueSize;
-    const read = svc.lookupBatch(4096); // a hash map: one batch read instead of 2 syscalls each
-    for (let i = 0; i < read.count; i++) {
-      const sk = decodeServiceKey(read.keys.subarray(i * ks, (i + 1) * ks));
-      const sv = decodeServiceValue(read.values.subarray(i * vs, (i + 1) * vs));
-      services.push([
-        { address: sk.address, port: sk.port, protocol: protoName(sk.proto) },
-        {
-          serviceId: sv.serviceId,
-          backendCount: sv.backendCount,
-          flowKeyMode: sv.flags & SVC_F_CLIENT_IP ? "client-ip" : "five-tuple",
-          maglevSize: sv.maglevSize,
-        },
-      ]);
-    }
+    const readServices = (svc: BpfMap, decodeKey: typeof decodeServiceKey) => {
+      const ks = svc.keySize, vs = svc.valueSize;
+      const read = svc.lookupBatch(4096); // a hash map: one batch read instead of 2 syscalls each
+      for (let i = 0; i < read.count; i++) {
+        const sk = decodeKey(read.keys.subarray(i * ks, (i + 1) * ks));
+        const sv = decodeServiceValue(read.values.subarray(i * vs, (i + 1) * vs));
+        services.push([
+          { address: sk.address, port: sk.port, protocol: protoName(sk.proto) },
+          {
+            serviceId: sv.serviceId,
+            backendCount: sv.backendCount,
+            flowKeyMode: sv.flags & SVC_F_CLIENT_IP ? "client-ip" : "five-tuple",
+            maglevSize: sv.maglevSize,
+          },
+        ]);
+      }
+    };
+    readServices(this.#m.services, decodeServiceKey);
+    if (this.#m.services6) readServices(this.#m.services6, decodeServiceKey6);
     const backends: Array<readonly [number, BackendEntry]> = [];
+    const below = Math.max(
+      1,
+      Math.min(options.backendIdsBelow ?? Infinity, this.#m.backends.maxEntries),
+    );
     {
       // An array: batch reads of IDs 0..below-1; entries with address 0 are unset IDs, skipped
       // before decoding (the kernel's copy of each slot is most of what remains: ~0.1 µs each).
-      const below = Math.max(
-        1,
-        Math.min(options.backendIdsBelow ?? Infinity, this.#m.backends.maxEntries),
-      );
       const { keys, values, count } = this.#m.backends.lookupBatch(Math.min(16384, below), below);
       for (let i = 0, o = 0; i < count; i++, o += 8) {
         if ((values[o]! | values[o + 1]! | values[o + 2]! | values[o + 3]!) === 0) continue;
@@ -185,6 +240,7 @@ export class BpfLBMaps implements LBMaps, Disposable {
         if (id < below) backends.push([id, decodeBackendValue(values.subarray(o, o + 8))]);
       }
     }
+    if (this.#m.backends6) this.#dumpBackends6(this.#m.backends6, below, backends);
     // ascending by service ID; unreadable tables are left out: the reconciler writes them again
     const maglev = options.tables ?? true
       ? this.#tables.readAll().tables
@@ -192,6 +248,20 @@ export class BpfLBMaps implements LBMaps, Disposable {
     services.sort((a, b) => a[1].serviceId - b[1].serviceId);
     backends.sort((a, b) => a[0] - b[0]);
     return Promise.resolve({ services, backends, maglev });
+  }
+
+  /** Adds the IPv6 backends below `below` whose ID holds no IPv4 entry (read first). */
+  #dumpBackends6(m: BpfMap, below: number, out: Array<readonly [number, BackendEntry]>): void {
+    const v4 = new Set(out.map(([id]) => id));
+    const vs = SIZES6.backend_value6;
+    const { keys, values, count } = m.lookupBatch(Math.min(16384, below), below);
+    for (let i = 0, o = 0; i < count; i++, o += vs) {
+      let any = 0;
+      for (let j = 0; j < 16; j++) any |= values[o + j]!;
+      const id = readU32(keys, i * 4);
+      if (any === 0 || id >= below || v4.has(id)) continue;
+      out.push([id, decodeBackendValue6(values, o)]);
+    }
   }
 
   /** Closes the table descriptors held without a pin directory. */

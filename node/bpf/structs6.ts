@@ -163,3 +163,18 @@ export function encodeLbConfig6(srcAddr: string): Uint8Array {
 export function encodeVip6Key(address: string): Uint8Array {
   return ipv6Bytes(address);
 }
+
+/** `struct service_key6` → VIP (RFC 5952 text), port, protocol number. */
+export function decodeServiceKey6(
+  b: Uint8Array,
+  offset = 0,
+): { address: string; port: number; proto: number } {
+  const v = new DataView(b.buffer, b.byteOffset + offset, SIZES6.service_key6);
+  return { address: formatIpv6(b, offset), port: v.getUint16(16), proto: b[offset + 18]! };
+}
+
+/** `struct backend_value6` → address (RFC 5952 text; "::" = none) and port. */
+export function decodeBackendValue6(b: Uint8Array, offset = 0): { address: string; port: number } {
+  const v = new DataView(b.buffer, b.byteOffset + offset, SIZES6.backend_value6);
+  return { address: formatIpv6(b, offset), port: v.getUint16(16) };
+}

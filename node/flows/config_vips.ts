@@ -41,7 +41,10 @@ export function followedVips(config: FrontendsView | null, extra: readonly strin
   };
   for (const v of extra) add(v, `"--vip ${v}"`);
   for (const s of config?.services ?? []) {
-    for (const f of s.frontends) add(f.address.split(":")[0]!, `frontend "${f.address}"`);
+    for (const f of s.frontends) {
+      if (f.address.startsWith("[")) continue; // IPv6 frontends: their flows stay local
+      add(f.address.split(":")[0]!, `frontend "${f.address}"`);
+    }
   }
   return [...byAddr].sort((a, b) => a[0] - b[0]).map(([, ip]) => ip);
 }

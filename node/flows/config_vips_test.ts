@@ -33,3 +33,12 @@ Deno.test("followed LB IPs: a non-IPv4 address is named in the error", () => {
   }
   if (!msg.includes('"fd00::1:80/TCP"')) throw new Error(`unexpected: "${msg}"`);
 });
+
+Deno.test("followed LB IPs: IPv6 frontends are left out (their flows stay local)", () => {
+  const config = {
+    services: [{
+      frontends: [{ address: "[2001:db8:100::1]:80/TCP" }, { address: "10.0.100.1:80/TCP" }],
+    }],
+  };
+  assertEquals(followedVips(config, []), ["10.0.100.1"], "IPv4 only");
+});

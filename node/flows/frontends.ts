@@ -71,7 +71,9 @@ export class ServingBackends {
     const backendsByName = new Map<string, Set<number>>();
     for (const s of view.services) {
       const set = backendsByName.get(s.name) ?? new Set<number>();
-      for (const b of s.backends) set.add(parseIpv4(parseAddr(b.address).ip));
+      for (const b of s.backends) {
+        if (!b.address.startsWith("[")) set.add(parseIpv4(parseAddr(b.address).ip));
+      }
       backendsByName.set(s.name, set);
     }
     const targets = new Map<string, string>();
@@ -81,6 +83,7 @@ export class ServingBackends {
       const target = targets.get(s.name);
       const redirected = target === undefined ? undefined : backendsByName.get(target);
       for (const f of s.frontends) {
+        if (f.address.startsWith("[")) continue; // IPv6 flows are not shared: no check
         const a = parseAddr(f.address);
         const vip = parseIpv4(a.ip);
         let ports = this.#byVip.get(vip);

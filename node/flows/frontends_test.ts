@@ -64,3 +64,15 @@ Deno.test("purge scope: removing a backend from one frontend keeps other fronten
   assert(store.stored(VIP, flowField(key(9000))) !== undefined, "port 9000 flow kept");
   assert(store.stored(VIP, flowField(key(8000))) === undefined, "port 8000 flow purged");
 });
+
+Deno.test("serving backends: IPv6 frontends and backends are skipped, IPv4 ones still checked", () => {
+  const serving = new ServingBackends({
+    services: [{
+      name: "a/dual",
+      frontends: [{ address: "[2001:db8:100::1]:80/TCP" }, { address: `${VIP}:80/TCP` }],
+      backends: [{ address: "[2001:db8:2::3]:8080/TCP" }, { address: "10.0.1.2:8080/TCP" }],
+    }],
+  });
+  assert(serving.check(key(80), parseIpv4("10.0.1.2")) === null, "IPv4 backend of the service");
+  assert(serving.check(key(80), parseIpv4("10.0.1.9")) === "backend_not_serving", "not one");
+});

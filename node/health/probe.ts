@@ -7,6 +7,7 @@
  * @module
  */
 import type { HealthCheck } from "../../controller/sources/health_check.ts";
+import { joinHostPort } from "../../controller/lb/address.ts";
 
 /** What one probe found. */
 export interface ProbeResult {
@@ -77,7 +78,7 @@ async function httpStatus(
   };
   abort.addEventListener("abort", onAbort, { once: true });
   try {
-    const host = `${target.ip}:${target.port}`;
+    const host = joinHostPort(target.ip, target.port); // an IPv6 host in brackets (RFC 7230)
     await conn.write(
       enc.encode(`GET ${check.path} HTTP/1.0\r\nHost: ${host}\r\nConnection: close\r\n\r\n`),
     );

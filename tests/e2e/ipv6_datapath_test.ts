@@ -13,25 +13,22 @@
  * VIP6 port 80 → be1 (outer IPv6), port 81 → be2 (outer IPv4, decap switches the frame to IPv6).
  * The backends' side is set up as an operator does: `main.ts decap --iface eth0` in each backend
  * namespace, which takes VIP6 from `lo` (its counters are read from the map of the program it left
- * attached). The LB's IPv6 frontends, backends and node address are written by hand through
- * `Ipv6Maps`: the control plane has no IPv6 services yet. Addresses are added with `nodad` (no
- * duplicate-address-detection wait).
+ * attached). The LB is `main.ts agent` as an operator runs it: a services file with the IPv6
+ * frontends (`[VIP6]:80` → an IPv6 backend, `[VIP6]:81` → an IPv4 one) and `--src-addr6`; its
+ * control plane writes hf_services6 / hf_backends6 / hf_backends and the Maglev tables, read
+ * back here from the pinned maps. Addresses are added with `nodad` (no duplicate-address-detection
+ * wait).
  */
 
 import { strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { openTcMap } from "../harness/tc_maps.ts";
-import { createTopology, type Topology } from "../../lab/mod.ts";
-import {
-  attachXdp,
-  type BpfMap,
-  BpfObject,
-  Datapath,
-  DEFAULT_OBJECT_DIR,
-  Ipv6Maps,
-} from "../../node/bpf/mod.ts";
+import { createTopology, HostProcess, startRedis, type Topology } from "../../lab/mod.ts";
+import { attachXdp, BpfMap, BpfObject, DEFAULT_OBJECT_DIR } from "../../node/bpf/mod.ts";
 import { countersByName } from "../../node/bpf/datapath.ts";
-import { DECAP_REASONS } from "../../node/bpf/consts.ts";
+import { DECAP_REASONS, REASONS } from "../../node/bpf/consts.ts";
+import { decodeServiceKey6 } from "../../node/bpf/structs6.ts";
+import { formatIpv6 } from "../../lib/ipv6.ts";
 
 const PEER = new URL("../../lab/clients/lb_peer.ts", import.meta.url).pathname;
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -43,6 +40,39 @@ const DECAP = [
   ...["--mss", String(1500 - 40 - 28)],
 ];
 const VIP6 = "2001:db8:100::1";
+/** The LB's services file: one service per port, each over one backend of one family. */
+const SERVICES = `services:
+  - name: default/web6
+    frontends: ["[${VIP6}]:80/TCP"]
+    backends: ["[2001:db8:12::2]:80/TCP"]
+  - name: default/web4
+    frontends: ["[${VIP6}]:81/TCP"]
+    backends: ["10.12.2.2:81/TCP"]
+`;
+
+/**
+ * `main.ts agent` on lb1 (`--netns`: bpffs stays this mount namespace's), file-driven, flow
+ * sharing on (IPv6 flows are not shared: they stay local, and nothing else changes).
+ */
+function agentArgv(netns: string, pinDir: string, config: string, redis: string): string[] {
+  return [
+    Deno.execPath(),
+    ...["run", "-P=agent", "--no-prompt", "--quiet", "--config", `${ROOT}deno.json`],
+    ...[`${ROOT}main.ts`, "agent", "--node-name", "lb1", "--config", config],
+    ...["--redis", redis, "--listen", "none", "--pin-dir", pinDir, "--netns", netns],
+    ...["--attach", "eth0", "--src-addr", "10.11.1.2", "--encap-port", "6080", "--seed", "7"],
+    ...["--src-addr6", "2001:db8:11::2"],
+  ];
+}
+
+/** The IPv6 frontends in the pinned hf_services6, as `[VIP]:PORT`, sorted. */
+function services6(pinDir: string): string[] {
+  using m = BpfMap.fromPinned(`${pinDir}/hf_services6`);
+  return m.entries().map(([k]) => {
+    const key = decodeServiceKey6(k);
+    return `[${key.address}]:${key.port}`;
+  }).sort();
+}
 const CONNECTIONS = 200;
 const BULK_BYTES = 1 << 20;
 
@@ -120,26 +150,34 @@ rootTest(
     });
     await setUp(topo);
     using pass = BpfObject.open(`${DEFAULT_OBJECT_DIR}/xdp_pass.o`);
-    using dp = await Datapath.open({ pinDir: null });
-    dp.configure({ srcAddr: "10.11.1.2", encapPort: 6080, seed: 7 });
-    const v6 = new Ipv6Maps(dp.object);
-    v6.configure("2001:db8:11::2");
-    v6.updateBackend(1, "2001:db8:12::2", 80);
-    await dp.lbMaps().updateBackend(2, { address: "10.12.2.2", port: 81 });
-    for (const [port, id] of [[80, 1], [81, 2]]) {
-      await dp.lbMaps().updateMaglev(10 + id!, new Uint32Array(251).fill(id!));
-      v6.updateService({ address: VIP6, port: port!, protocol: "TCP" }, {
-        serviceId: 10 + id!,
-        backendCount: 1,
-        flags: 0,
-        maglevSize: 251,
-      });
-    }
-    dp.attach("eth0", { netns: topo.ns("lb1"), mode: "native" });
+    const pinDir = `/sys/fs/bpf/${topo.ns("lb1")}`;
+    const dir = await Deno.makeTempDir({ prefix: "hf-ipv6-e2e-" });
+    await Deno.writeTextFile(`${dir}/services.yaml`, SERVICES);
+    await using redis = await startRedis();
+    const [cmd, ...args] = agentArgv(topo.ns("lb1"), pinDir, `${dir}/services.yaml`, redis.url);
+    const child = new Deno.Command(cmd!, { args, stdout: "piped", stderr: "inherit" }).spawn();
+    const agent = new HostProcess("lb1-agent", [cmd!, ...args], child, true);
     attachXdp(pass.program("hf_xdp_pass"), "l1", { netns: topo.ns("router") });
     const decaps: BpfMap[] = []; // each backend's hf_decap_stat
     const stats = (i: number) => countersByName(decaps[i]!, DECAP_REASONS);
     try {
+      const ready = await agent.waitForLine((l) => l.includes('"msg":"ready"'), {
+        timeoutMs: 30_000,
+      });
+      strictEqual(JSON.parse(ready).src_addr6, "2001:db8:11::2", ready);
+      await t.step(
+        "the agent's control plane writes both IPv6 frontends and their backends",
+        async () => {
+          const want = `[${VIP6}]:80,[${VIP6}]:81`;
+          for (let i = 0; i < 100 && services6(pinDir).join() !== want; i++) {
+            await new Promise((r) => setTimeout(r, 100));
+          }
+          strictEqual(services6(pinDir).join(), want, "hf_services6 holds the file's frontends");
+          using b6 = BpfMap.fromPinned(`${pinDir}/hf_backends6`);
+          const v6 = b6.entries().filter(([, v]) => v.subarray(0, 16).some((x) => x !== 0));
+          strictEqual(v6.map(([, v]) => formatIpv6(v)).join(), "2001:db8:12::2");
+        },
+      );
       for (const [host, port] of [["be1", 80], ["be2", 81]] as const) {
         const decap = await topo.exec(host, DECAP);
         const attached = lastJson<{ vips6: string[] }>(decap.stdout);
@@ -190,15 +228,20 @@ rootTest(
       await t.step(
         "counters: new flows and hits on the LB, decap on both backends, ND passed",
         () => {
-          const r = dp.reasons();
+          using reasons = BpfMap.fromPinned(`${pinDir}/hf_reasons`);
+          const r = countersByName(reasons, REASONS);
           strictEqual(r.tx_new >= BigInt(2 * CONNECTIONS), true, `tx_new ${r.tx_new}`);
           strictEqual(r.tx_hit > 0n, true);
           strictEqual(r.pass_icmp > 0n, true, "neighbor discovery reached lb1's kernel");
           for (const i of decaps.keys()) strictEqual(stats(i).decap > 0n, true);
         },
       );
+      strictEqual((await agent.stop()).code, 0, "SIGTERM stops the agent with exit 0");
     } finally {
       for (const m of decaps) m[Symbol.dispose]();
+      await agent.stop();
+      await Deno.remove(pinDir, { recursive: true }).catch(() => {});
+      await Deno.remove(dir, { recursive: true });
     }
   },
 );

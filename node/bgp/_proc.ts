@@ -7,23 +7,7 @@
  * @module
  */
 
-import { cstr } from "../bpf/_ffi.ts";
-
-// The few libc calls this needs, opened here: node/bpf/_ffi.ts's LIBC_SYMBOLS lacks read, kill
-// and readlink.
-const SYMBOLS = {
-  open: { parameters: ["buffer", "i32"], result: "i32" },
-  close: { parameters: ["i32"], result: "i32" },
-  read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
-  kill: { parameters: ["i32", "i32"], result: "i32" },
-  readlink: { parameters: ["buffer", "buffer", "usize"], result: "isize" },
-} as const satisfies Deno.ForeignLibraryInterface;
-
-let opened: Deno.DynamicLibrary<typeof SYMBOLS>["symbols"] | undefined;
-function libc(): Deno.DynamicLibrary<typeof SYMBOLS>["symbols"] {
-  opened ??= Deno.dlopen("libc.so.6", SYMBOLS).symbols;
-  return opened;
-}
+import { c as libc, cstr } from "../bpf/_ffi.ts";
 
 const O_RDONLY = 0;
 const SIGNALS = { SIGTERM: 15, SIGKILL: 9 } as const;

@@ -1,9 +1,12 @@
 /**
- * Raw FFI bindings: one symbols table for libbpf.so.1 and one for the few libc calls the layer
- * needs (errno, fds, mmap, setns, if_nametoindex, epoll_wait). C parameter names are in the comments.
- * The library path can be overridden with `HOLDFAST_LIBBPF` (e.g. a libbpf built from source).
+ * Raw FFI bindings: one symbols table for libbpf.so.1 and one for libc, the single place node/
+ * opens each library (the BPF layer, the conntrack netlink socket, gratuitous ARP and the bird
+ * process checks all call through {@linkcode c}). C parameter names are in the comments.
+ * The library paths can be overridden with `HOLDFAST_LIBBPF` (e.g. a libbpf built from source)
+ * and `HOLDFAST_LIBC`.
  *
- * Private to node/bpf: use the typed wrappers in the sibling files.
+ * Private to node/: the BPF layer's typed wrappers are in the sibling files; node/conntrack,
+ * node/egress and node/bgp use the libc half directly.
  *
  * @module
  */
@@ -115,14 +118,23 @@ export const LIBBPF_SYMBOLS = {
   libbpf_num_possible_cpus: { parameters: [], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
-/** libc symbols: errno, fds, mmap, namespaces, interfaces, epoll. */
+/**
+ * libc symbols: errno, fds, files, mmap, namespaces, interfaces, epoll, sockets, processes: the
+ * union of what node/ needs, opened once.
+ */
 export const LIBC_SYMBOLS = {
   // int *__errno_location(void)
   __errno_location: { parameters: [], result: "pointer" },
+  // char *strerror(int errnum)
+  strerror: { parameters: ["i32"], result: "pointer" },
   // int open(const char *pathname, int flags)
   open: { parameters: ["buffer", "i32"], result: "i32" },
+  // ssize_t read(int fd, void *buf, size_t count)
+  read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   // int close(int fd)
   close: { parameters: ["i32"], result: "i32" },
+  // ssize_t readlink(const char *pathname, char *buf, size_t bufsiz)
+  readlink: { parameters: ["buffer", "buffer", "usize"], result: "isize" },
   // int setns(int fd, int nstype)
   setns: { parameters: ["i32", "i32"], result: "i32" },
   // int mkdir(const char *pathname, mode_t mode)
@@ -141,9 +153,32 @@ export const LIBC_SYMBOLS = {
   munmap: { parameters: ["pointer", "usize"], result: "i32" },
   // unsigned int if_nametoindex(const char *ifname)
   if_nametoindex: { parameters: ["buffer"], result: "u32" },
+  // int ioctl(int fd, unsigned long request, void *argp)
+  ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
   // int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
   // nonblocking: runs on a worker thread so waiting never blocks the event loop
   epoll_wait: { parameters: ["i32", "buffer", "i32", "i32"], result: "i32", nonblocking: true },
+  // int socket(int domain, int type, int protocol)
+  socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  // int bind(int sockfd, const struct sockaddr *addr, socklen_t addrlen)
+  bind: { parameters: ["i32", "buffer", "u32"], result: "i32" },
+  // int setsockopt(int sockfd, int level, int optname, const void *optval, socklen_t optlen)
+  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
+  // ssize_t sendto(int sockfd, const void *buf, size_t len, int flags,
+  //                const struct sockaddr *dest_addr, socklen_t addrlen)
+  sendto: { parameters: ["i32", "buffer", "usize", "i32", "buffer", "u32"], result: "isize" },
+  // sendto on a worker thread: the kernel processes a netlink request inside sendto, so the
+  // caller's thread can prepare the next batch meanwhile
+  sendtoAsync: {
+    name: "sendto",
+    parameters: ["i32", "buffer", "usize", "i32", "buffer", "u32"],
+    result: "isize",
+    nonblocking: true,
+  },
+  // ssize_t recv(int sockfd, void *buf, size_t len, int flags)
+  recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
+  // int kill(pid_t pid, int sig)
+  kill: { parameters: ["i32", "i32"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 type Libbpf = Deno.DynamicLibrary<typeof LIBBPF_SYMBOLS>["symbols"];
@@ -168,15 +203,32 @@ export function bpf(): Libbpf {
         `Cannot open libbpf "${path}": ${
           (e as Error).message
         } (install libbpf1 or set HOLDFAST_LIBBPF)`,
+        { cause: e },
       );
     }
   }
   return libbpf;
 }
 
-/** The libc symbols, opening libc on first use. */
+/**
+ * Path of libc: `HOLDFAST_LIBC` or the soname `libc.so.6`. Read only when the process may read
+ * it, so an FFI user without `--allow-env` still gets libc (and no prompt).
+ */
+export function libcPath(): string {
+  const env = Deno.permissions.querySync({ name: "env", variable: "HOLDFAST_LIBC" });
+  return (env.state === "granted" && Deno.env.get("HOLDFAST_LIBC")) || "libc.so.6";
+}
+
+/** The libc symbols, opening libc on first use (once per process). */
 export function c(): Libc {
-  if (!libc) libc = Deno.dlopen("libc.so.6", LIBC_SYMBOLS).symbols;
+  if (!libc) {
+    const path = libcPath();
+    try {
+      libc = Deno.dlopen(path, LIBC_SYMBOLS).symbols;
+    } catch (e) {
+      throw new Error(`Cannot open libc "${path}": ${(e as Error).message}`, { cause: e });
+    }
+  }
   return libc;
 }
 
@@ -184,6 +236,11 @@ export function c(): Libc {
 export function errno(): number {
   const p = c().__errno_location();
   return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
+}
+
+/** libc's text for a positive errno, e.g. "No such file or directory" (`errno N` if it has none). */
+export function errnoText(code: number): string {
+  return readCstr(c().strerror(code)) || `errno ${code}`;
 }
 
 /** NUL-terminated UTF-8 bytes for a C string argument. */
@@ -194,7 +251,7 @@ export function cstr(text: string): Uint8Array<ArrayBuffer> {
   return out;
 }
 
-/** Reads a C string returned by libbpf (empty for NULL). */
+/** Reads a C string returned by libbpf or libc (empty for NULL). */
 export function readCstr(p: Deno.PointerValue): string {
   return p === null ? "" : new Deno.UnsafePointerView(p).getCString();
 }

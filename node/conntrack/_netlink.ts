@@ -8,43 +8,10 @@
  * @module
  */
 
-import { errno, readCstr } from "../bpf/_ffi.ts";
+import { c as libc, errno, errnoText } from "../bpf/_ffi.ts";
 import { inNetns } from "../bpf/netns.ts";
 
-/** libc socket calls (C parameter names in comments). */
-const NET_SYMBOLS = {
-  // int socket(int domain, int type, int protocol)
-  socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
-  // int bind(int sockfd, const struct sockaddr *addr, socklen_t addrlen)
-  bind: { parameters: ["i32", "buffer", "u32"], result: "i32" },
-  // int setsockopt(int sockfd, int level, int optname, const void *optval, socklen_t optlen)
-  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
-  // ssize_t sendto(int sockfd, const void *buf, size_t len, int flags,
-  //                const struct sockaddr *dest_addr, socklen_t addrlen)
-  sendto: { parameters: ["i32", "buffer", "usize", "i32", "buffer", "u32"], result: "isize" },
-  // the same, run on a worker thread: the kernel processes a request inside sendto, so the
-  // caller's thread can prepare the next batch meanwhile
-  sendtoAsync: {
-    name: "sendto",
-    parameters: ["i32", "buffer", "usize", "i32", "buffer", "u32"],
-    result: "isize",
-    nonblocking: true,
-  },
-  // ssize_t recv(int sockfd, void *buf, size_t len, int flags)
-  recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
-  // int close(int fd)
-  close: { parameters: ["i32"], result: "i32" },
-  // char *strerror(int errnum)
-  strerror: { parameters: ["i32"], result: "pointer" },
-} as const satisfies Deno.ForeignLibraryInterface;
-
-type Net = Deno.DynamicLibrary<typeof NET_SYMBOLS>["symbols"];
-let net: Net | undefined;
-
-function libc(): Net {
-  if (!net) net = Deno.dlopen("libc.so.6", NET_SYMBOLS).symbols;
-  return net;
-}
+export { errnoText };
 
 const AF_NETLINK = 16;
 const SOCK_RAW = 3;
@@ -75,11 +42,6 @@ export const E = {
   EOPNOTSUPP: 95,
   ENOBUFS: 105,
 } as const;
-
-/** libc's text for an errno, e.g. "No such file or directory". */
-export function errnoText(code: number): string {
-  return readCstr(libc().strerror(code)) || `errno ${code}`;
-}
 
 /** A failed netlink call or request; `errno` is positive. */
 export class NetlinkError extends Error {

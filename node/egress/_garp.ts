@@ -12,48 +12,18 @@
  * @module
  */
 
+import { c as libc, cstr, errno, errnoText } from "../bpf/_ffi.ts";
+
 const AF_PACKET = 17;
 const SOCK_RAW = 3;
 const ETH_P_ARP = 0x0806;
 const SIOCGIFHWADDR = 0x8927;
 
-const SYMBOLS = {
-  // int socket(int domain, int type, int protocol)
-  socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
-  // ssize_t sendto(int sockfd, const void *buf, size_t len, int flags,
-  //                const struct sockaddr *dest_addr, socklen_t addrlen)
-  sendto: { parameters: ["i32", "buffer", "usize", "i32", "buffer", "u32"], result: "isize" },
-  // int ioctl(int fd, unsigned long request, void *argp)
-  ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
-  // unsigned int if_nametoindex(const char *ifname)
-  if_nametoindex: { parameters: ["buffer"], result: "u32" },
-  // int close(int fd)
-  close: { parameters: ["i32"], result: "i32" },
-  // int *__errno_location(void)
-  __errno_location: { parameters: [], result: "pointer" },
-} as const satisfies Deno.ForeignLibraryInterface;
-
-let lib: Deno.DynamicLibrary<typeof SYMBOLS> | undefined;
-
-function libc(): Deno.DynamicLibrary<typeof SYMBOLS>["symbols"] {
-  lib ??= Deno.dlopen(Deno.env.get("HOLDFAST_LIBC") ?? "libc.so.6", SYMBOLS);
-  return lib.symbols;
-}
-
-function errno(): number {
-  const p = libc().__errno_location();
-  return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
-}
-
-function cstr(s: string): Uint8Array {
-  return new TextEncoder().encode(`${s}\0`);
-}
-
 /** Sending a gratuitous ARP failed; `errno` is the libc error number. */
 export class GarpError extends Error {
   /** `errno` of the failed call. */
   constructor(message: string, readonly errno: number) {
-    super(`${message} (errno ${errno})`);
+    super(`${message}: ${errnoText(errno)} (errno ${errno})`);
     this.name = "GarpError";
   }
 }

@@ -1,7 +1,9 @@
 /**
  * The anycast lab's router: bird2 peering with every node (eBGP, one AS per node so their paths
  * merge), BFD on every session, and a kernel protocol with `merge paths yes` so the router's
- * kernel gets one multipath route per anycast /32 (shared FINDINGS: BGP with bird2).
+ * kernel gets one multipath route per anycast /32 (shared FINDINGS: BGP with bird2). A peer at
+ * an IPv6 address is an IPv6 session (the `ipv6` channel; node/bgp/bird_config.ts says why a
+ * session per family): its /128s go to the kernel's IPv6 table, multipath the same way.
  *
  * @module
  */
@@ -49,18 +51,23 @@ export function routerBirdConfig(
     `router id ${routerId};`,
     `protocol device { scan time 10; }`,
     `protocol kernel hf_kernel { ipv4 { import none; export all; }; merge paths yes limit 16; }`,
+    `protocol kernel hf_kernel6 { ipv6 { import none; export all; }; merge paths yes limit 16; }`,
     `protocol bfd hf_bfd { }`,
   ];
   for (const p of peers) {
+    const v6 = p.address.includes(":");
     lines.push(
-      `protocol bgp hf_${p.name.replaceAll("-", "_")} {`,
+      `protocol bgp hf_${p.name.replaceAll("-", "_")}${v6 ? "_v6" : ""} {`,
       `  local as ${ROUTER_ASN};`,
       `  neighbor ${p.address} as ${p.asn};`,
       `  connect delay time 1;`,
       `  error wait time 1, 10;`,
       `  bfd { min rx interval ${intervalMs} ms; min tx interval ${intervalMs} ms;` +
         ` multiplier ${multiplier}; };`,
-      `  ipv4 { import all; export none; };`,
+      // IPv6: the node's global address as next hop (not its link-local one), like IPv4's.
+      v6
+        ? `  ipv6 { import all; export none; next hop prefer global; };`
+        : `  ipv4 { import all; export none; };`,
       `}`,
     );
   }

@@ -56,7 +56,7 @@ import { AGENT_COMMAND, readAgentArgs } from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
 import { FlowSyncAgent } from "./flows/agent.ts";
 import { followedVips } from "./flows/config_vips.ts";
-import { LbAnnouncer, LbModelBgp } from "./bgp/lb_announcer.ts";
+import { announcedLbIps, LbAnnouncer, LbModelBgp } from "./bgp/lb_announcer.ts";
 import { backendsLeaving } from "./flows/frontends.ts";
 import { purgeRemovedBackends } from "./flows/purge.ts";
 import { connectRedisStore, redact } from "./flows/redis_store.ts";
@@ -169,7 +169,7 @@ export async function main(
         nodeName: a.nodeName,
         routerId: a.configure?.srcAddr,
         fileWins: a.bgpConfig !== undefined,
-        wanted: () => isReady() ? followedVips(current, a.vips) : [],
+        wanted: () => isReady() ? announcedLbIps(current, a.vips) : [],
         dir: a.bgpDir ?? `/run/holdfast/bird-${a.nodeName}`,
         log: agentLog,
       })
@@ -317,7 +317,7 @@ export async function main(
       // Announced only while ready; on stop this cleanup runs first: withdraw, wait, stop bird.
       const bgp = await LbAnnouncer.start(
         a.bgpConfig,
-        () => isReady() ? followedVips(current, a.vips) : [],
+        () => isReady() ? announcedLbIps(current, a.vips) : [], // both families
         { dir: a.bgpDir ?? `/run/holdfast/bird-${a.nodeName}`, log: agentLog },
       );
       cleanup.push(() => bgp.withdrawAndStop());

@@ -12,9 +12,43 @@
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import { sleep } from "../../lib/backoff.ts";
 import { isIpv4 } from "../../lib/ipv4.ts";
+import { isIpv6 } from "../../lib/ipv6.ts";
+import { splitHostPort } from "../../controller/lb/address.ts";
 import { type BgpProblem, type BgpSettings, parseBgpSettingsText } from "./settings.ts";
 import { BirdSupervisor } from "./supervisor.ts";
 import { lbNodeBgpSettings, type ModelBgp } from "../../controller/model/settings.ts";
+
+/** The part of a services config the announced LB IPs come from (e.g. a `FileConfig`). */
+export interface AnnouncedFrontends {
+  readonly services: readonly { readonly frontends: readonly { readonly address: string }[] }[];
+}
+
+/**
+ * The LB IPs an LB node announces: every frontend's IP of both families in `config`
+ * (`IP:PORT/PROTO`, `[IPv6]:PORT/PROTO`), united with `extra` (`--vip`), sorted, unique. Unlike
+ * the LB IPs whose flows are shared, IPv6 ones are announced whether or not their flows are shared:
+ * the datapath serves them either way.
+ *
+ * @example
+ * ```ts
+ * import { announcedLbIps } from "./lb_announcer.ts";
+ * const config = {
+ *   services: [{ frontends: [{ address: "10.0.100.1:80/TCP" }, { address: "[2001:db8:100::1]:80/TCP" }] }],
+ * };
+ * const ips = announcedLbIps(config, ["10.0.100.9"]);
+ * if (ips.join() !== "10.0.100.1,10.0.100.9,2001:db8:100::1") throw new Error(ips.join());
+ * ```
+ */
+export function announcedLbIps(
+  config: AnnouncedFrontends | null,
+  extra: readonly string[],
+): string[] {
+  const ips = new Set(extra);
+  for (const s of config?.services ?? []) {
+    for (const f of s.frontends) ips.add(splitHostPort(f.address.split("/")[0]!).ip);
+  }
+  return [...ips].filter((ip) => isIpv4(ip) || isIpv6(ip)).sort();
+}
 
 /** Options of {@linkcode LbAnnouncer.start}. */
 export interface LbAnnouncerOptions {
@@ -77,7 +111,8 @@ export class LbAnnouncer {
       dir: options.dir,
       problems,
       log,
-      announced: [...new Set(wanted().filter(isIpv4))].sort(), // others: #sync logs them
+      // Others: #sync logs them.
+      announced: [...new Set(wanted().filter((a) => isIpv4(a) || isIpv6(a)))].sort(),
     });
     if (bird.daemon.announced.length > 0) {
       log.info("announcing LB addresses", { addresses: bird.daemon.announced });

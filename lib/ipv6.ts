@@ -116,3 +116,68 @@ export function isGlobalUnicastIpv6(address: string | Uint8Array): boolean {
   if (b[0] === 0xfe && (b[1]! & 0xc0) === 0x80) return false;
   return !(zeroTo(10) && b[10] === 0xff && b[11] === 0xff);
 }
+
+/** IPv6 text → the address as an unsigned 128-bit integer (for ranges and arithmetic). */
+export function ipv6BigInt(text: string): bigint {
+  let n = 0n;
+  for (const b of ipv6Bytes(text)) n = (n << 8n) | BigInt(b);
+  return n;
+}
+
+/** An unsigned 128-bit integer → RFC 5952 text (the inverse of {@linkcode ipv6BigInt}). */
+export function formatIpv6BigInt(n: bigint): string {
+  if (n < 0n || n >> 128n !== 0n) {
+    throw new RangeError(`Cannot format IPv6 address: ${n} is not in 0..2^128-1`);
+  }
+  const b = new Uint8Array(16);
+  for (let i = 15; i >= 0; i--, n >>= 8n) b[i] = Number(n & 0xffn);
+  return formatIpv6(b);
+}
+
+/** An IPv6 CIDR block as an inclusive range of 128-bit integers. */
+export interface Ipv6Cidr {
+  /** The network address (host bits zero). */
+  readonly first: bigint;
+  /** The last address of the block (all host bits one). */
+  readonly last: bigint;
+  /** Prefix length 0..128. */
+  readonly prefixLength: number;
+}
+
+/**
+ * Parses `ADDRESS/N` (N in 0..128). Host bits must be zero, as with `parseIpv4Cidr`:
+ * `2001:db8::5/64` is rejected and the message names the network.
+ *
+ * @example
+ * ```ts
+ * import { formatIpv6BigInt, parseIpv6Cidr } from "./ipv6.ts";
+ * const c = parseIpv6Cidr("2001:db8:100::/120");
+ * if (formatIpv6BigInt(c.last) !== "2001:db8:100::ff") throw new Error("cidr");
+ * ```
+ *
+ * @throws {TypeError} when the text is not an IPv6 CIDR or has host bits set.
+ */
+export function parseIpv6Cidr(text: string): Ipv6Cidr {
+  const slash = text.indexOf("/");
+  const lenText = slash < 0 ? "" : text.slice(slash + 1);
+  if (!/^\d{1,3}$/.test(lenText) || Number(lenText) > 128) {
+    throw new TypeError(
+      `Cannot parse IPv6 CIDR "${text}": expected ADDRESS/PREFIX with prefix 0..128`,
+    );
+  }
+  let first: bigint;
+  try {
+    first = ipv6BigInt(text.slice(0, slash));
+  } catch (e) {
+    throw new TypeError(`Cannot parse IPv6 CIDR "${text}": ${(e as Error).message}`, { cause: e });
+  }
+  const prefixLength = Number(lenText);
+  const size = 1n << BigInt(128 - prefixLength);
+  if (first % size !== 0n) {
+    const network = formatIpv6BigInt(first - (first % size));
+    throw new TypeError(
+      `Cannot parse IPv6 CIDR "${text}": host bits are set (the network is ${network}/${prefixLength})`,
+    );
+  }
+  return { first, last: first + size - 1n, prefixLength };
+}

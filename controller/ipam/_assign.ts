@@ -6,14 +6,25 @@
  *    shows), oldest first (creationTimestamp, then namespace/name), keep them while still valid.
  *    A status address another Service already holds is a double claim: the later one fails.
  * 2. Requests: addresses asked for by annotation or `spec.loadBalancerIP`.
- * 3. The rest: an address of their sharing group, else the lowest free address of the first
- *    eligible pool by name.
+ * 3. The rest: per family the Service wants (`spec.ipFamilies`), an address of their sharing
+ *    group, else the lowest free address of the first eligible pool by name that has blocks of
+ *    that family. A dual-stack Service that kept or requested one family gets the other here.
+ *    The lowest free IPv6 address is found without enumerating a range: the scan steps over
+ *    held addresses only, so it is bounded by how many are held.
  *
  * @module
  */
 
-import { formatIpv4, isIpv4, parseIpv4 } from "../../lib/ipv4.ts";
-import { isBuggyIp, type Pool, poolContains } from "./pool.ts";
+import {
+  type Addr,
+  compareAddr,
+  type Family,
+  familyOf,
+  formatAddress,
+  nextAddr,
+  parseAddress,
+} from "./_addr.ts";
+import { inRange, isBuggyIp, type Pool, poolContains, poolHasFamily } from "./pool.ts";
 import {
   ADDRESS_POOL_ANNOTATION,
   ALLOW_SHARED_IP_ANNOTATION,
@@ -26,17 +37,23 @@ export type AllocationReason =
   | "PoolExhausted"
   | "RequestedAddressUnavailable"
   | "NoMatchingPool"
-  | "SharingConflict";
+  | "SharingConflict"
+  | "IPFamilyUnavailable";
 
-/** What a pass decided for one Service. */
+/**
+ * What a pass decided for one Service. A failure holds no addresses, except
+ * `IPFamilyUnavailable`: a RequireDualStack Service keeps the family it got.
+ */
 export interface Outcome {
-  /** Addresses held, ascending (empty on failure). */
-  readonly addresses: readonly number[];
+  /** Addresses held, ascending, IPv4 first (empty on failure). */
+  readonly addresses: readonly Addr[];
   /** The pool each address counts against (same order). */
   readonly pools: readonly string[];
   readonly reason: AllocationReason;
   /** Why it failed (empty when Allocated). */
   readonly message: string;
+  /** Allocated without a family a PreferDualStack Service wanted: which and why. */
+  readonly note?: string;
   /** It failed because another Service holds an address its status shows (a double claim). */
   readonly refusedStatus?: boolean;
 }
@@ -55,8 +72,19 @@ function commonPort(a: readonly string[], b: readonly string[]): string | undefi
   return undefined;
 }
 
-function sameSet(a: readonly number[], b: readonly number[]): boolean {
+function sameSet(a: readonly Addr[], b: readonly Addr[]): boolean {
   return a.length === b.length && a.every((x) => b.includes(x));
+}
+
+/** `addresses` and `pools` sorted together by address. */
+function sortedPairs(
+  addresses: readonly Addr[],
+  pools: readonly string[],
+): { addresses: Addr[]; pools: string[] } {
+  const order = addresses.map((_, i) => i).sort((i, j) =>
+    compareAddr(addresses[i]!, addresses[j]!)
+  );
+  return { addresses: order.map((i) => addresses[i]!), pools: order.map((i) => pools[i]!) };
 }
 
 function failed(reason: AllocationReason, message: string): Outcome {
@@ -68,9 +96,11 @@ export class AssignPass {
   /** Outcome per Service key. */
   readonly outcomes: Map<string, Outcome> = new Map();
   /** Holders per address (several only when shared). */
-  readonly held: Map<number, ServiceIntent[]> = new Map();
-  readonly #groups = new Map<string, Set<number>>();
-  readonly #cursors = new Map<string, { range: number; ip: number }>();
+  readonly held: Map<Addr, ServiceIntent[]> = new Map();
+  readonly #groups = new Map<string, Set<Addr>>();
+  readonly #cursors = new Map<string, { range: number; ip: Addr | undefined }>();
+  /** Services that kept or requested fewer families than they want (filled in phase 3). */
+  readonly #incomplete = new Set<string>();
 
   constructor(readonly pools: readonly Pool[]) {}
 
@@ -81,7 +111,7 @@ export class AssignPass {
    */
   run(
     services: readonly ServiceIntent[],
-    memory: ReadonlyMap<string, readonly number[]>,
+    memory: ReadonlyMap<string, readonly Addr[]>,
     refused: ReadonlySet<string> = new Set(),
   ): void {
     for (const svc of services) {
@@ -99,16 +129,23 @@ export class AssignPass {
     }
     for (const svc of services) {
       if (!this.outcomes.has(svc.key)) this.#settle(svc, this.#dynamic(svc));
+      else if (this.#incomplete.has(svc.key)) this.#settle(svc, this.#fill(svc));
     }
   }
 
   #settle(svc: ServiceIntent, v: Verdict): void {
     if (v === "skip") return;
     this.outcomes.set(svc.key, v);
+    const families = new Set(v.addresses.map(familyOf));
+    if (
+      v.addresses.length > 0 && svc.policy !== "SingleStack" &&
+      svc.families.some((f) => !families.has(f))
+    ) this.#incomplete.add(svc.key);
+    else this.#incomplete.delete(svc.key);
     for (const ip of v.addresses) {
       const holders = this.held.get(ip);
-      if (holders) holders.push(svc);
-      else this.held.set(ip, [svc]);
+      if (holders === undefined) this.held.set(ip, [svc]);
+      else if (!holders.includes(svc)) holders.push(svc);
       if (svc.sharingKey !== undefined) {
         const g = `${svc.namespace}\0${svc.sharingKey}`;
         let set = this.#groups.get(g);
@@ -119,11 +156,12 @@ export class AssignPass {
   }
 
   /** Why `svc` cannot hold `ip` beside its current holders (undefined: it can). */
-  #shareProblem(ip: number, svc: ServiceIntent): Problem | undefined {
+  #shareProblem(ip: Addr, svc: ServiceIntent): Problem | undefined {
     const holders = this.held.get(ip);
     if (holders === undefined) return undefined;
-    const text = formatIpv4(ip);
+    const text = formatAddress(ip);
     for (const h of holders) {
+      if (h === svc) continue;
       if (
         svc.sharingKey === undefined || h.sharingKey !== svc.sharingKey ||
         h.namespace !== svc.namespace
@@ -146,7 +184,7 @@ export class AssignPass {
   }
 
   /** The pool (by name, Ready ones first) that lets `svc` keep `ip`, if any. */
-  #keepingPool(svc: ServiceIntent, ip: number): Pool | undefined {
+  #keepingPool(svc: ServiceIntent, ip: Addr): Pool | undefined {
     let fallback: Pool | undefined;
     for (const p of this.pools) {
       if (svc.poolName !== undefined && p.name !== svc.poolName) continue;
@@ -157,10 +195,17 @@ export class AssignPass {
     return fallback;
   }
 
-  #keep(svc: ServiceIntent, ips: readonly number[], fromStatus: boolean): Verdict {
+  #keep(svc: ServiceIntent, held: readonly Addr[], fromStatus: boolean): Verdict {
+    // A Service whose spec.ipFamilies no longer lists a family lets that family's address go.
+    const ips = svc.familiesSet ? held.filter((ip) => svc.families.includes(familyOf(ip))) : held;
+    if (ips.length === 0) return "skip";
     if (svc.requested.length > 0) {
-      if (svc.requestProblem || !svc.requested.every(isIpv4)) return "skip";
-      if (!sameSet(svc.requested.map(parseIpv4), ips)) return "skip";
+      const requested = svc.requested.map(parseAddress);
+      if (svc.requestProblem || requested.some((ip) => ip === undefined)) return "skip";
+      // The requested families must hold exactly what was asked; others were filled in.
+      const asked = new Set((requested as Addr[]).map(familyOf));
+      const mine = ips.filter((ip) => asked.has(familyOf(ip)));
+      if (!sameSet(requested as Addr[], mine)) return "skip";
     }
     const pools: string[] = [];
     for (const ip of ips) {
@@ -176,7 +221,7 @@ export class AssignPass {
         ...failed(
           "SharingConflict",
           `Cannot keep address ${
-            formatIpv4(ip)
+            formatAddress(ip)
           } shown in this Service's status: ${problem.message}. ` +
             "Two Services never hold one address unless they may share it; the Service that held it first keeps it, " +
             "and this one is allocated anew once its status no longer shows the address",
@@ -184,20 +229,28 @@ export class AssignPass {
         refusedStatus: true,
       };
     }
-    return { addresses: [...ips].sort((a, b) => a - b), pools, reason: "Allocated", message: "" };
+    return { ...sortedPairs(ips, pools), reason: "Allocated", message: "" };
   }
 
   #request(svc: ServiceIntent): Outcome {
     if (svc.requestProblem) return failed("RequestedAddressUnavailable", svc.requestProblem);
-    const ips: number[] = [], pools: string[] = [];
+    const ips: Addr[] = [], pools: string[] = [];
     for (const text of svc.requested) {
-      if (!isIpv4(text)) {
+      const ip = parseAddress(text);
+      if (ip === undefined) {
         return failed(
           "RequestedAddressUnavailable",
-          `Requested address "${text}" is not an IPv4 address`,
+          `Requested address "${text}" is not an IPv4 or IPv6 address`,
         );
       }
-      const ip = parseIpv4(text);
+      if (svc.familiesSet && !svc.families.includes(familyOf(ip))) {
+        return failed(
+          "RequestedAddressUnavailable",
+          `Requested address ${text} is ${familyOf(ip)}, but the Service's spec.ipFamilies is [${
+            svc.families.join(", ")
+          }] (ipFamilyPolicy ${svc.policy})`,
+        );
+      }
       const pool = this.#requestPool(svc, ip);
       if (typeof pool === "string") return failed("RequestedAddressUnavailable", pool);
       const problem = this.#shareProblem(ip, svc);
@@ -210,16 +263,16 @@ export class AssignPass {
       ips.push(ip);
       pools.push(pool.name);
     }
-    return { addresses: ips, pools, reason: "Allocated", message: "" };
+    return { ...sortedPairs(ips, pools), reason: "Allocated", message: "" };
   }
 
   /** The pool a requested address comes from, or why there is none. */
-  #requestPool(svc: ServiceIntent, ip: number): Pool | string {
-    const text = formatIpv4(ip);
-    const inRange = this.pools.filter((p) => p.ranges.some((r) => ip >= r.first && ip <= r.last));
-    if (inRange.length === 0) return `Requested address ${text} is in no AddressPool`;
+  #requestPool(svc: ServiceIntent, ip: Addr): Pool | string {
+    const text = formatAddress(ip);
+    const holding = this.pools.filter((p) => p.ranges.some((r) => inRange(r, ip)));
+    if (holding.length === 0) return `Requested address ${text} is in no AddressPool`;
     let why = "";
-    for (const p of inRange) {
+    for (const p of holding) {
       if (svc.poolName !== undefined && p.name !== svc.poolName) {
         why ||=
           `Requested address ${text} is in pool "${p.name}", not in pool "${svc.poolName}" that annotation ${ADDRESS_POOL_ANNOTATION} names`;
@@ -245,35 +298,91 @@ export class AssignPass {
   }
 
   #dynamic(svc: ServiceIntent): Outcome {
+    return this.#allocateFamilies(svc, svc.families, { addresses: [], pools: [] });
+  }
+
+  /** The families a kept or requested dual-stack Service lacks, allocated beside what it has. */
+  #fill(svc: ServiceIntent): Outcome {
+    const have = this.outcomes.get(svc.key)!;
+    const families = new Set(have.addresses.map(familyOf));
+    return this.#allocateFamilies(svc, svc.families.filter((f) => !families.has(f)), have);
+  }
+
+  /**
+   * One address per family in `families` beside `have`. With one family missing a
+   * PreferDualStack Service is Allocated (noted); a RequireDualStack one keeps what it got and
+   * fails with `IPFamilyUnavailable`.
+   */
+  #allocateFamilies(
+    svc: ServiceIntent,
+    families: readonly Family[],
+    have: { readonly addresses: readonly Addr[]; readonly pools: readonly string[] },
+  ): Outcome {
     const eligible = this.#eligible(svc);
-    if (eligible.length === 0) return failed("NoMatchingPool", this.#noPoolMessage(svc));
-    if (svc.sharingKey !== undefined) {
-      const group = this.#groups.get(`${svc.namespace}\0${svc.sharingKey}`);
-      if (group !== undefined && group.size > 0) return this.#joinGroup(svc, eligible, group);
+    const addresses = [...have.addresses], pools = [...have.pools];
+    const misses: [Family, Outcome][] = [];
+    for (const family of families) {
+      const o = eligible.length === 0
+        ? failed("NoMatchingPool", this.#noPoolMessage(svc))
+        : this.#dynamicFamily(svc, eligible, family);
+      if (o.reason === "Allocated") {
+        addresses.push(...o.addresses);
+        pools.push(...o.pools);
+      } else misses.push([family, o]);
     }
-    for (const pool of eligible) {
-      const ip = this.#lowestFree(pool);
+    if (addresses.length === 0) return misses[0]![1];
+    const got = sortedPairs(addresses, pools);
+    if (misses.length === 0) return { ...got, reason: "Allocated", message: "" };
+    const [family, miss] = misses[0]!;
+    const why = `no ${family} address: ${miss.message}`;
+    if (svc.policy !== "RequireDualStack") {
+      return { ...got, reason: "Allocated", message: "", note: `${why} (${svc.policy})` };
+    }
+    return {
+      ...got,
+      reason: "IPFamilyUnavailable",
+      message:
+        `${why}. spec.ipFamilyPolicy is RequireDualStack: the Service keeps its other address and gets the ${family} one once a pool that selects it has a free ${family} address`,
+    };
+  }
+
+  /** One address of `family` for `svc` out of `eligible` pools. */
+  #dynamicFamily(svc: ServiceIntent, eligible: readonly Pool[], family: Family): Outcome {
+    const pools = eligible.filter((p) => poolHasFamily(p, family));
+    if (pools.length === 0) {
+      const names = eligible.slice(0, MAX_POOLS_LISTED).map((p) => `"${p.name}"`).join(", ");
+      return failed(
+        "NoMatchingPool",
+        `No AddressPool this Service may use (${names}) has ${family} blocks; add one`,
+      );
+    }
+    if (svc.sharingKey !== undefined) {
+      const group = [...this.#groups.get(`${svc.namespace}\0${svc.sharingKey}`) ?? []]
+        .filter((ip) => familyOf(ip) === family);
+      if (group.length > 0) return this.#joinGroup(svc, pools, group);
+    }
+    for (const pool of pools) {
+      const ip = this.#lowestFree(pool, family);
       if (ip !== undefined) {
         return { addresses: [ip], pools: [pool.name], reason: "Allocated", message: "" };
       }
     }
-    const names = eligible.map((p) => `"${p.name}"`).join(", ");
+    const names = pools.map((p) => `"${p.name}"`).join(", ");
+    const kind = eligible.every((p) => poolHasFamily(p, family)) ? "" : `${family} `;
     return failed(
       "PoolExhausted",
-      `No free address in ${
-        eligible.length === 1 ? "pool" : "pools"
-      } ${names}: every address is in use; ` +
-        "add a block to a pool or delete a Service that holds one",
+      `No free ${kind}address in ${pools.length === 1 ? "pool" : "pools"} ${names}: ` +
+        "every address is in use; add a block to a pool or delete a Service that holds one",
     );
   }
 
-  #joinGroup(svc: ServiceIntent, eligible: readonly Pool[], group: ReadonlySet<number>): Outcome {
+  #joinGroup(svc: ServiceIntent, eligible: readonly Pool[], group: readonly Addr[]): Outcome {
     let why = "";
-    for (const ip of [...group].sort((a, b) => a - b)) {
+    for (const ip of [...group].sort(compareAddr)) {
       const pool = eligible.find((p) => poolContains(p, ip));
       if (pool === undefined) {
         why ||= `address ${
-          formatIpv4(ip)
+          formatAddress(ip)
         } shared under key "${svc.sharingKey}" is in no pool this Service may use`;
         continue;
       }
@@ -289,15 +398,18 @@ export class AssignPass {
     );
   }
 
-  #lowestFree(pool: Pool): number | undefined {
-    let c = this.#cursors.get(pool.name);
-    if (c === undefined) this.#cursors.set(pool.name, c = { range: 0, ip: -1 });
+  #lowestFree(pool: Pool, family: Family): Addr | undefined {
+    const key = `${pool.name}\0${family}`;
+    let c = this.#cursors.get(key);
+    if (c === undefined) this.#cursors.set(key, c = { range: 0, ip: undefined });
     // Within the dynamic phase addresses are only taken, never freed, so the lowest free
-    // address only moves up: one cursor per pool makes the pass linear in addresses used.
-    for (; c.range < pool.ranges.length; c.range++) {
+    // address only moves up: one cursor per pool and family makes the pass linear in addresses
+    // used. Each step passes a held address, so a /64 is never walked.
+    for (; c.range < pool.ranges.length; c.range++, c.ip = undefined) {
       const r = pool.ranges[c.range]!;
-      if (c.ip < r.first) c.ip = r.first;
-      for (; c.ip <= r.last; c.ip++) {
+      if (familyOf(r.first) !== family) continue;
+      if (c.ip === undefined || c.ip < r.first) c.ip = r.first;
+      for (; c.ip <= r.last; c.ip = nextAddr(c.ip)) {
         if (!this.held.has(c.ip) && !(pool.avoidBuggyIPs && isBuggyIp(c.ip))) return c.ip;
       }
     }

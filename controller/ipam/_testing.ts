@@ -9,7 +9,7 @@ import type { IpamResult } from "./allocator.ts";
 import type { K8sAddressPool } from "./pool.ts";
 import type { IpamService } from "./service.ts";
 
-/** An AddressPool; blocks as `A.B.C.D/N` or `START-STOP`. */
+/** An AddressPool; blocks as a CIDR (`A.B.C.D/N`, `2001:db8::/64`) or `START-STOP`. */
 export function pool(
   name: string,
   blocks: string[],
@@ -41,6 +41,10 @@ export interface ServiceOptions {
   status?: string[];
   loadBalancerClass?: string | null;
   type?: string;
+  /** `spec.ipFamilies` (absent: not set, as before dual stack). */
+  ipFamilies?: string[];
+  /** `spec.ipFamilyPolicy`. */
+  ipFamilyPolicy?: string;
 }
 
 /** A LoadBalancer Service of Holdfast's class. */
@@ -57,6 +61,8 @@ export function service(name: string, o: ServiceOptions = {}): IpamService {
       type: o.type ?? "LoadBalancer",
       loadBalancerClass: o.loadBalancerClass === undefined ? "holdfast.io/lb" : o.loadBalancerClass,
       loadBalancerIP: o.loadBalancerIP,
+      ...(o.ipFamilies ? { ipFamilies: o.ipFamilies } : {}),
+      ...(o.ipFamilyPolicy ? { ipFamilyPolicy: o.ipFamilyPolicy } : {}),
       ports: (o.ports ?? ["80"]).map((p) => {
         const [port, protocol] = p.split("/");
         return { port: Number(port), protocol: protocol ?? "TCP" };

@@ -26,9 +26,18 @@
  * @module
  */
 
-import { formatIpv4 } from "../../lib/ipv4.ts";
+import { type Addr, formatAddress } from "./_addr.ts";
 import { AssignPass, type Outcome } from "./_assign.ts";
-import { type K8sAddressPool, type Pool, poolContains, readPools, timeMs } from "./pool.ts";
+import {
+  type K8sAddressPool,
+  type Pool,
+  poolContains,
+  poolHasFamily,
+  poolTotal,
+  readPools,
+  safeCount,
+  timeMs,
+} from "./pool.ts";
 import {
   ADDRESS_ALLOCATED_CONDITION,
   type ClaimOptions,
@@ -59,7 +68,11 @@ export interface IpamEvent {
 export interface ServiceAllocation {
   namespace: string;
   name: string;
-  /** Addresses, ascending; empty when allocation failed. */
+  /**
+   * Addresses, ascending, IPv4 first (one per family for a dual-stack Service); empty when
+   * allocation failed, except a RequireDualStack Service missing one family
+   * (`IPFamilyUnavailable`) keeps the other.
+   */
   addresses: string[];
   /** The pool of each address. */
   pools: string[];
@@ -67,7 +80,10 @@ export interface ServiceAllocation {
   condition: IpamCondition;
 }
 
-/** A pool's status: counts and the `Ready` and `Exhausted` conditions. */
+/**
+ * A pool's status: counts (both families; saturated at `Number.MAX_SAFE_INTEGER`, since an IPv6
+ * /64 holds 2^64) and the `Ready` and `Exhausted` conditions.
+ */
 export interface PoolStatus {
   name: string;
   total: number;
@@ -99,19 +115,19 @@ function sameCondition(a: Remembered | undefined, b: Remembered): boolean {
     a.message === b.message;
 }
 
-function sameAddresses(a: readonly number[], b: readonly number[]): boolean {
+function sameAddresses(a: readonly Addr[], b: readonly Addr[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
-function list(ips: readonly number[]): string {
-  return ips.map(formatIpv4).join(", ");
+function list(ips: readonly Addr[]): string {
+  return ips.map(formatAddress).join(", ");
 }
 
 function allocatedMessage(svc: ServiceIntent, o: Outcome): string {
   const pools = [...new Set(o.pools)];
   const from = pools.length === 1
     ? `${list(o.addresses)} from pool "${pools[0]}"`
-    : o.addresses.map((ip, i) => `${formatIpv4(ip)} from pool "${o.pools[i]}"`).join(", ");
+    : o.addresses.map((ip, i) => `${formatAddress(ip)} from pool "${o.pools[i]}"`).join(", ");
   const shared = svc.sharingKey !== undefined ? ` (sharing key "${svc.sharingKey}")` : "";
   return `${o.addresses.length === 1 ? "Address" : "Addresses"} ${from}${shared}`;
 }
@@ -120,7 +136,7 @@ function allocatedMessage(svc: ServiceIntent, o: Outcome): string {
 export class AddressAllocator {
   readonly #claim: ClaimOptions;
   /** Addresses per Service key as last decided ([] for a Service that got none). */
-  #memory = new Map<string, readonly number[]>();
+  #memory = new Map<string, readonly Addr[]>();
   #conditions = new Map<string, Remembered>();
   /** Services whose status claim lost to another Service's (see AssignPass.run). */
   #refused = new Set<string>();
@@ -144,7 +160,7 @@ export class AddressAllocator {
 
   /** Addresses a Service (`namespace/name`) holds, as last decided. */
   addressesOf(key: string): string[] {
-    return (this.#memory.get(key) ?? []).map(formatIpv4);
+    return (this.#memory.get(key) ?? []).map(formatAddress);
   }
 
   /** Decides addresses for every claimed Service given every pool. */
@@ -170,7 +186,7 @@ export class AddressAllocator {
 
     const events: IpamEvent[] = [];
     const released: ObjectRef[] = [];
-    const memory = new Map<string, readonly number[]>();
+    const memory = new Map<string, readonly Addr[]>();
     const conditions = new Map<string, Remembered>();
     const refused = new Set<string>();
     for (const [key, before] of this.#memory) {
@@ -196,19 +212,24 @@ export class AddressAllocator {
     for (const svc of claimed) {
       const o = pass.outcomes.get(svc.key)!;
       const ok = o.reason === "Allocated";
+      const got = o.addresses.length > 0 ? allocatedMessage(svc, o) : "";
       const cond: Remembered = {
         status: ok ? "True" : "False",
         reason: o.reason,
-        message: ok ? allocatedMessage(svc, o) : o.message,
+        message: ok
+          ? (o.note ? `${got}; ${o.note}` : got)
+          : got
+          ? `${got}; ${o.message}`
+          : o.message,
       };
-      this.#serviceEvents(svc, o, cond, events);
+      this.#serviceEvents(svc, o, got, cond, events);
       memory.set(svc.key, o.addresses);
       if (o.refusedStatus) refused.add(svc.key);
       conditions.set(svc.key, cond);
       allocations.push([svc.key, {
         namespace: svc.namespace,
         name: svc.name,
-        addresses: o.addresses.map(formatIpv4),
+        addresses: o.addresses.map(formatAddress),
         pools: [...o.pools],
         condition: {
           type: ADDRESS_ALLOCATED_CONDITION,
@@ -229,16 +250,27 @@ export class AddressAllocator {
     };
   }
 
-  #serviceEvents(svc: ServiceIntent, o: Outcome, cond: Remembered, events: IpamEvent[]): void {
+  #serviceEvents(
+    svc: ServiceIntent,
+    o: Outcome,
+    got: string,
+    cond: Remembered,
+    events: IpamEvent[],
+  ): void {
     const object: ObjectRef = { kind: "Service", namespace: svc.namespace, name: svc.name };
     const before = this.#memory.get(svc.key) ?? svc.statusIps;
+    const dropped = before.filter((ip) => !o.addresses.includes(ip));
     if (o.addresses.length > 0 && !sameAddresses(before, o.addresses)) {
       events.push({
         object,
         type: "Normal",
         reason: "AddressAllocated",
-        message: `Allocated ${cond.message.replace(/^Address(es)? /, "")}${
-          before.length > 0 ? `, replacing ${list(before)}` : ""
+        message: `Allocated ${got.replace(/^Address(es)? /, "")}${
+          dropped.length > 0
+            ? `, replacing ${list(dropped)}`
+            : before.length > 0
+            ? ` (${list(before)} kept)`
+            : ""
         }`,
       });
     }
@@ -257,20 +289,28 @@ export class AddressAllocator {
   }
 
   #poolStatuses(pools: readonly Pool[], pass: AssignPass, events: IpamEvent[]): PoolStatus[] {
-    const used = new Map<string, number>();
+    const used = new Map<string, { IPv4: number; IPv6: number }>();
     for (const ip of pass.held.keys()) {
-      for (const p of pools) if (poolContains(p, ip)) used.set(p.name, (used.get(p.name) ?? 0) + 1);
+      const family = typeof ip === "number" ? "IPv4" : "IPv6";
+      for (const p of pools) {
+        if (!poolContains(p, ip)) continue;
+        let u = used.get(p.name);
+        if (u === undefined) used.set(p.name, u = { IPv4: 0, IPv6: 0 });
+        u[family]++;
+      }
     }
     const poolReady = new Map<string, Remembered>();
     const out = pools.map((p): PoolStatus => {
-      const n = used.get(p.name) ?? 0, available = Math.max(0, p.total - n);
+      const u = used.get(p.name) ?? { IPv4: 0, IPv6: 0 }, n = u.IPv4 + u.IPv6;
+      const total = poolTotal(p), available = total - BigInt(n);
+      const dual = poolHasFamily(p, "IPv4") && poolHasFamily(p, "IPv6");
       const ready: Remembered = p.ready
         ? {
           status: "True",
           reason: "Valid",
-          message: `${p.total} addresses in ${p.ranges.length} ${
-            p.ranges.length === 1 ? "block" : "blocks"
-          }`,
+          message: `${
+            dual ? `${p.totals.IPv4} IPv4 and ${p.totals.IPv6} IPv6` : `${total}`
+          } addresses in ${p.ranges.length} ${p.ranges.length === 1 ? "block" : "blocks"}`,
         }
         : {
           status: "False",
@@ -288,19 +328,31 @@ export class AddressAllocator {
         });
       }
       poolReady.set(p.name, ready);
-      const exhausted: Remembered = available === 0
+      // A dual-stack pool out of one family is exhausted for the Services that want it.
+      const outOf = dual
+        ? (["IPv4", "IPv6"] as const).find((f) => p.totals[f] - BigInt(u[f]) <= 0n)
+        : undefined;
+      const exhausted: Remembered = available <= 0n
         ? {
           status: "True",
           reason: "NoAddressesLeft",
-          message: `All ${p.total} addresses are in use; add a block or free addresses`,
+          message: `All ${total} addresses are in use; add a block or free addresses`,
+        }
+        : outOf !== undefined
+        ? {
+          status: "True",
+          reason: "NoAddressesLeft",
+          message: `All ${
+            p.totals[outOf]
+          } ${outOf} addresses are in use (other addresses remain); add a ${outOf} block or free addresses`,
         }
         : { status: "False", reason: "AddressesAvailable", message: "Addresses are available" };
       const gen = p.generation !== undefined ? { observedGeneration: p.generation } : {};
       return {
         name: p.name,
-        total: p.total,
+        total: safeCount(total),
         used: n,
-        available,
+        available: safeCount(available > 0n ? available : 0n),
         conditions: [{ type: "Ready", ...ready, ...gen }, {
           type: "Exhausted",
           ...exhausted,

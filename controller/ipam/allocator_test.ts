@@ -179,7 +179,7 @@ Deno.test("ipam: a requested address that is unavailable says why, and nothing i
   const want: Record<string, string> = {
     taken: `Requested address 10.0.0.7 is held by service "default/holder" (to share it, give both`,
     nowhere: "Requested address 192.0.2.1 is in no AddressPool",
-    text: `Requested address "ten" is not an IPv4 address`,
+    text: `Requested address "ten" is not an IPv4 or IPv6 address`,
     buggy: `Requested address 10.0.0.255 ends in .0 or .255, which pool "p" does not hand out`,
     unselected: `Requested address 10.0.1.4 is in pool "blue", whose serviceSelector (team=blue)`,
     wrongpool: `Requested address 10.0.0.9 is in pool "p", not in pool "blue" that annotation`,

@@ -2,6 +2,7 @@
  * AddressPool objects (`holdfast.io/v1alpha1`, docs/ipam.md) read and validated into
  * {@linkcode Pool}s the allocator hands addresses out of.
  *
+ * A pool may hold IPv4 and IPv6 blocks side by side (one pool, both families, as MetalLB's).
  * A pool with a bad block (not a CIDR, `start` > `stop`, blocks overlapping each other) or a
  * bad `serviceSelector` is not Ready; a pool overlapping an older pool (creationTimestamp, then
  * name) is not Ready either, and the older one keeps working. A pool that is not Ready hands out
@@ -11,7 +12,15 @@
  * @module
  */
 
-import { parseIpv4, parseIpv4Cidr } from "../../lib/ipv4.ts";
+import {
+  type Addr,
+  compareAddr,
+  FAMILIES,
+  type Family,
+  familyOf,
+  parseBlockAddress,
+  parseCidr,
+} from "./_addr.ts";
 import {
   compileLabelSelector,
   formatLabelSelector,
@@ -42,14 +51,17 @@ export interface K8sAddressPool {
 /** Pool condition reasons (`Ready`: Valid | InvalidBlock | InvalidSelector | OverlappingPool). */
 export type PoolReason = "Valid" | "InvalidBlock" | "InvalidSelector" | "OverlappingPool";
 
-/** An inclusive range of host-order u32 addresses and the block text it came from. */
+/** An inclusive range of addresses of one family and the block text it came from. */
 export interface AddressRange {
-  readonly first: number;
-  readonly last: number;
+  readonly first: Addr;
+  readonly last: Addr;
   readonly block: string;
 }
 
-/** A validated pool. `ranges` are its readable blocks, sorted, even when it is not Ready. */
+/**
+ * A validated pool. `ranges` are its readable blocks, sorted (IPv4 before IPv6), even when it is
+ * not Ready.
+ */
 export interface Pool {
   readonly name: string;
   readonly createdMs: number;
@@ -64,7 +76,12 @@ export interface Pool {
   readonly reason: PoolReason;
   /** Why the pool is not Ready (empty when it is). */
   readonly problem: string;
-  /** Addresses it can hand out (blocks' union, less .0/.255 with avoidBuggyIPs). */
+  /**
+   * Addresses it can hand out (blocks' union, less IPv4 .0/.255 with avoidBuggyIPs), per family
+   * (0n for a family without blocks). A /64 counts 2^64: never enumerated.
+   */
+  readonly totals: Readonly<Record<Family, bigint>>;
+  /** Both families' totals summed, saturated at `Number.MAX_SAFE_INTEGER`. */
   readonly total: number;
   /** The `Ready` condition the object showed before (to emit PoolInvalid only on change). */
   readonly previousReady?: IpamCondition;
@@ -89,21 +106,29 @@ function parseBlock(b: K8sAddressBlock): AddressRange {
     if (b.start !== undefined || b.stop !== undefined) {
       throw new TypeError(`block "${text}" sets both cidr and start/stop; use one`);
     }
-    const c = parseIpv4Cidr(b.cidr);
+    const c = parseCidr(b.cidr);
     return { first: c.first, last: c.last, block: text };
   }
   if (b.start === undefined || b.stop === undefined) {
     throw new TypeError(`block "${text}" needs either cidr or both start and stop`);
   }
-  const first = parseIpv4(b.start), last = parseIpv4(b.stop);
+  const first = parseBlockAddress(b.start), last = parseBlockAddress(b.stop);
+  if (familyOf(first) !== familyOf(last)) {
+    throw new TypeError(
+      `block "${text}": start ${b.start} is ${familyOf(first)} and stop ${b.stop} is ${
+        familyOf(last)
+      }; a range is of one family`,
+    );
+  }
   if (first > last) {
     throw new TypeError(`block "${text}": start ${b.start} is after stop ${b.stop}`);
   }
   return { first, last, block: text };
 }
 
-/** Whether `ip` is .0 or .255 (what avoidBuggyIPs skips). */
-export function isBuggyIp(ip: number): boolean {
+/** Whether `ip` is IPv4 .0 or .255 (what avoidBuggyIPs skips; it never applies to IPv6). */
+export function isBuggyIp(ip: Addr): boolean {
+  if (typeof ip !== "number") return false;
   const low = ip & 255;
   return low === 0 || low === 255;
 }
@@ -118,11 +143,31 @@ function buggyCount(first: number, last: number): number {
   return count(0) + count(255);
 }
 
+/** Whether `ip` lies in range `r` (false across families). */
+export function inRange(r: AddressRange, ip: Addr): boolean {
+  return typeof ip === typeof r.first && ip >= r.first && ip <= r.last;
+}
+
 /** Whether a pool may hand out (or keep) `ip`: inside a range and not skipped as buggy. */
-export function poolContains(pool: Pool, ip: number): boolean {
+export function poolContains(pool: Pool, ip: Addr): boolean {
   if (pool.avoidBuggyIPs && isBuggyIp(ip)) return false;
-  for (const r of pool.ranges) if (ip >= r.first && ip <= r.last) return true;
+  for (const r of pool.ranges) if (inRange(r, ip)) return true;
   return false;
+}
+
+/** Whether a pool has blocks of `family`. */
+export function poolHasFamily(pool: Pool, family: Family): boolean {
+  return pool.totals[family] > 0n;
+}
+
+/** Addresses of `family` a pool can hand out, saturated to a safe integer (for status fields). */
+export function safeCount(n: bigint): number {
+  return n > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(n);
+}
+
+/** The sum of a pool's families' totals. */
+export function poolTotal(pool: Pool): bigint {
+  return pool.totals.IPv4 + pool.totals.IPv6;
 }
 
 function overlap(
@@ -132,8 +177,8 @@ function overlap(
   let i = 0, j = 0;
   while (i < a.length && j < b.length) {
     const x = a[i]!, y = b[j]!;
-    if (x.first <= y.last && y.first <= x.last) return [x, y];
-    if (x.last < y.last) i++;
+    if (compareAddr(x.first, y.last) <= 0 && compareAddr(y.first, x.last) <= 0) return [x, y];
+    if (compareAddr(x.last, y.last) < 0) i++;
     else j++;
   }
   return undefined;
@@ -158,10 +203,10 @@ function readPool(obj: K8sAddressPool, index: number): Pool {
     reason = "InvalidBlock";
     problems.push("spec.blocks is empty");
   }
-  ranges.sort((x, y) => x.first - y.first || x.last - y.last);
+  ranges.sort((x, y) => compareAddr(x.first, y.first) || compareAddr(x.last, y.last));
   for (let i = 1; i < ranges.length; i++) {
     const prev = ranges[i - 1]!, r = ranges[i]!;
-    if (r.first <= prev.last) {
+    if (compareAddr(r.first, prev.last) <= 0) {
       reason = "InvalidBlock";
       problems.push(`block "${r.block}" overlaps block "${prev.block}" of the same pool`);
     }
@@ -173,13 +218,21 @@ function readPool(obj: K8sAddressPool, index: number): Pool {
     if (reason === "Valid") reason = "InvalidSelector";
     problems.push(`spec.serviceSelector: ${(e as Error).message}`);
   }
-  let total = 0, end = -1;
-  for (const r of ranges) {
-    // Union size: overlapping blocks (already a problem) must not count twice.
-    const first = Math.max(r.first, end + 1);
-    if (first > r.last) continue;
-    total += r.last - first + 1 - (spec.avoidBuggyIPs ? buggyCount(first, r.last) : 0);
-    end = r.last;
+  const totals: Record<Family, bigint> = { IPv4: 0n, IPv6: 0n };
+  for (const family of FAMILIES) {
+    let end = -1n;
+    for (const r of ranges) {
+      if (familyOf(r.first) !== family) continue;
+      // Union size: overlapping blocks (already a problem) must not count twice.
+      const last = BigInt(r.last);
+      const first = BigInt(r.first) > end + 1n ? BigInt(r.first) : end + 1n;
+      if (first > last) continue;
+      const buggy = spec.avoidBuggyIPs && family === "IPv4"
+        ? buggyCount(Number(first), Number(last))
+        : 0;
+      totals[family] += last - first + 1n - BigInt(buggy);
+      end = last;
+    }
   }
   return {
     name,
@@ -193,7 +246,8 @@ function readPool(obj: K8sAddressPool, index: number): Pool {
     ready: problems.length === 0,
     reason,
     problem: problems.join("; "),
-    total,
+    totals,
+    total: safeCount(totals.IPv4 + totals.IPv6),
     previousReady: obj.status?.conditions?.find((c) => c.type === "Ready"),
   };
 }

@@ -1,6 +1,7 @@
 /**
- * What the allocator reads from a Service: whether Holdfast claims it, the addresses it asks
- * for, the pool it names, its sharing key and ports, and what its status already shows.
+ * What the allocator reads from a Service: whether Holdfast claims it, the families it wants
+ * (`spec.ipFamilies`, `spec.ipFamilyPolicy`), the addresses it asks for, the pool it names, its
+ * sharing key and ports, and what its status already shows.
  *
  * The types are the structural subset of `@kubernetes/client-node`'s V1Service read here (as in
  * `sources/k8s_convert.ts`), so watched objects are passed as they are.
@@ -8,7 +9,7 @@
  * @module
  */
 
-import { isIpv4, parseIpv4 } from "../../lib/ipv4.ts";
+import { type Addr, compareAddr, FAMILIES, type Family, parseAddress } from "./_addr.ts";
 import { flat, type K8sMeta, objectName } from "../sources/k8s_convert.ts";
 
 /** A timestamp as client-node gives it (`Date`) or as YAML/JSON carries it (RFC 3339). */
@@ -43,6 +44,10 @@ export interface IpamService {
     loadBalancerClass?: string | null;
     loadBalancerIP?: string | null;
     ports?: { port: number; protocol?: string }[];
+    /** `IPv4` / `IPv6`, primary first (the API server defaults it). */
+    ipFamilies?: string[] | null;
+    /** `SingleStack` (default), `PreferDualStack` or `RequireDualStack`. */
+    ipFamilyPolicy?: string | null;
   };
   status?: {
     loadBalancer?: { ingress?: { ip?: string }[] };
@@ -69,6 +74,9 @@ export function isClaimed(svc: IpamService, options: ClaimOptions = {}): boolean
   return cls === (options.loadBalancerClass ?? DEFAULT_LOAD_BALANCER_CLASS);
 }
 
+/** `spec.ipFamilyPolicy` values. */
+export type IpFamilyPolicy = "SingleStack" | "PreferDualStack" | "RequireDualStack";
+
 /** A claimed Service as the allocator sees it. */
 export interface ServiceIntent {
   /** `namespace/name`. */
@@ -78,6 +86,16 @@ export interface ServiceIntent {
   readonly createdMs: number;
   readonly generation?: number;
   readonly labels: Readonly<Record<string, string>>;
+  /**
+   * Families to allocate, primary first: `spec.ipFamilies` as the API server set it (its first
+   * with SingleStack; a single-stack cluster lists one family even for PreferDualStack, and its
+   * pods have no addresses of the other). Without `spec.ipFamilies` (objects not from an API
+   * server): IPv4, or both families with a dual-stack policy.
+   */
+  readonly families: readonly Family[];
+  /** Whether `spec.ipFamilies` was set (then addresses of other families are not kept). */
+  readonly familiesSet: boolean;
+  readonly policy: IpFamilyPolicy;
   /** Requested addresses as written (validated by the allocator, which reports bad ones). */
   readonly requested: readonly string[];
   /** Set when the annotation and `spec.loadBalancerIP` ask for different addresses. */
@@ -86,8 +104,8 @@ export interface ServiceIntent {
   readonly sharingKey?: string;
   /** `PORT/PROTOCOL`, sorted, unique. */
   readonly ports: readonly string[];
-  /** IPv4 addresses its `status.loadBalancer.ingress` shows, ascending. */
-  readonly statusIps: readonly number[];
+  /** Addresses its `status.loadBalancer.ingress` shows, ascending (IPv4 first). */
+  readonly statusIps: readonly Addr[];
   /** Its `holdfast.io/AddressAllocated` condition as the status shows it. */
   readonly statusCondition?: IpamCondition;
 }
@@ -115,14 +133,13 @@ export function readService(svc: IpamService, createdMs: number): ServiceIntent 
   requested = [...new Set(requested)];
   const ports = new Set<string>();
   for (const p of svc.spec?.ports ?? []) ports.add(flat([p.port, "/", p.protocol ?? "TCP"]));
-  const statusIps: number[] = [];
+  const statusIps: Addr[] = [];
   for (const i of svc.status?.loadBalancer?.ingress ?? []) {
-    if (i.ip !== undefined && isIpv4(i.ip)) {
-      const ip = parseIpv4(i.ip);
-      if (!statusIps.includes(ip)) statusIps.push(ip);
-    }
+    const ip = i.ip === undefined ? undefined : parseAddress(i.ip);
+    if (ip !== undefined && !statusIps.includes(ip)) statusIps.push(ip);
   }
-  statusIps.sort((a, b) => a - b);
+  statusIps.sort(compareAddr);
+  const { families, familiesSet, policy } = readFamilies(svc.spec ?? {});
   const poolName = ann[ADDRESS_POOL_ANNOTATION]?.trim() || undefined;
   const sharingKey = ann[ALLOW_SHARED_IP_ANNOTATION]?.trim() || undefined;
   const slash = key.indexOf("/");
@@ -133,6 +150,9 @@ export function readService(svc: IpamService, createdMs: number): ServiceIntent 
     createdMs,
     generation: meta.generation,
     labels: meta.labels ?? {},
+    families,
+    familiesSet,
+    policy,
     requested,
     requestProblem,
     poolName,
@@ -141,4 +161,22 @@ export function readService(svc: IpamService, createdMs: number): ServiceIntent 
     statusIps,
     statusCondition: svc.status?.conditions?.find((c) => c.type === ADDRESS_ALLOCATED_CONDITION),
   };
+}
+
+/** The families a Service wants from `spec.ipFamilies` and `spec.ipFamilyPolicy`. */
+export function readFamilies(
+  spec: NonNullable<IpamService["spec"]>,
+): { families: Family[]; familiesSet: boolean; policy: IpFamilyPolicy } {
+  const p = spec.ipFamilyPolicy;
+  const policy: IpFamilyPolicy = p === "PreferDualStack" || p === "RequireDualStack"
+    ? p
+    : "SingleStack";
+  const listed = (spec.ipFamilies ?? []).filter((f): f is Family => f === "IPv4" || f === "IPv6");
+  const families: Family[] = [...new Set(listed)];
+  const familiesSet = families.length > 0;
+  if (families.length === 0) {
+    families.push(...(policy === "SingleStack" ? ["IPv4" as const] : FAMILIES));
+  }
+  if (policy === "SingleStack") families.length = 1;
+  return { families, familiesSet, policy };
 }

@@ -7,33 +7,12 @@
  */
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
-import { startKubeServer } from "../../lab/kube/mod.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
-
-const CRDS = new URL("../../k8s/crds", import.meta.url).pathname;
-const W = { manager: "test" };
-
-async function since(lab: AnycastLab): Promise<string> {
-  const out = (await lab.birdc("show", "protocols")).stdout;
-  const row = out.split("\n").find((l) => l.startsWith("hf_n1 "));
-  assert(row && row.includes("Established"), `session with n1 not Established:\n${out}`);
-  return row.trim().split(/\s+/).slice(4, 6).join(" ");
-}
+import { assert, sessionSince, startAnycastKube } from "./_anycast_kube_rig.ts";
 
 rootTest(
   "anycast --kube: BGP peers from the LoadBalancerConfig's spec.bgp; a bad peer is named",
   async () => {
-    await using kube = await startKubeServer({ crdDirs: [CRDS] });
-    const kubeconfig = await kube.writeKubeconfig();
-    const type = (group: string, version: string, plural: string) =>
-      kube.registry.find(group, version, plural)!;
-    const configs = type("holdfast.io", "v1alpha1", "loadbalancerconfigs");
-    const services = type("", "v1", "services");
-    const pods = type("", "v1", "pods");
-    const nodes = type("", "v1", "nodes");
+    await using kube = await startAnycastKube();
     const bgp = {
       localAsn: 65101, // the lab's router expects node i in AS 65100+i: one node here
       prefixes: ["10.0.100.0/24"],
@@ -42,32 +21,13 @@ rootTest(
         { address: "10.9.1.300", asn: 65000 },
       ],
     };
-    kube.rest.create(
-      configs,
-      "",
-      { metadata: { name: "default" }, spec: { mode: "Anycast", bgp } },
-      W,
-    );
-    kube.rest.create(nodes, "", { metadata: { name: "n1", labels: { rack: "r1" } } }, W);
-    kube.rest.patch(nodes, "", "n1", "merge", {
-      status: { addresses: [{ type: "InternalIP", address: "10.9.1.2" }] },
-    }, { ...W, subresource: "status" });
-    kube.rest.create(services, "default", {
-      metadata: { name: "web" },
-      spec: {
-        type: "LoadBalancer",
-        loadBalancerClass: "holdfast.io/lb",
-        selector: { app: "web" },
-        ports: [{ port: 80 }],
-      },
-    }, W);
-    kube.rest.patch(services, "default", "web", "merge", {
-      status: { loadBalancer: { ingress: [{ ip: "10.0.100.10" }] } },
-    }, { ...W, subresource: "status" });
+    kube.createConfig({ bgp });
+    kube.createNode("n1", "10.9.1.2", { rack: "r1" });
+    kube.createService("web", "10.0.100.10");
 
     await using lab = await AnycastLab.create({
       nodes: 1,
-      kube: { port: kube.port, kubeconfig, bgpFromConfig: true },
+      kube: { ...kube.lab, bgpFromConfig: true },
     });
     const agent = lab.nodes.get("n1")!.agent;
     await agent.waitForLine((l) =>
@@ -75,21 +35,14 @@ rootTest(
       l.includes("spec.bgp.peers[1].address")
     );
     const route = await lab.watchRoute();
-    kube.rest.create(pods, "default", {
-      metadata: { name: "web-1", labels: { app: "web" } },
-      spec: { nodeName: "n1", containers: [{ name: "c", image: "x" }] },
-    }, W);
-    kube.rest.patch(pods, "default", "web-1", "merge", {
-      status: { conditions: [{ type: "Ready", status: "True" }] },
-    }, { ...W, subresource: "status" });
+    kube.createPod("web-1", { node: "n1" });
+    kube.setPodReady("web-1", true);
     await route.until((g) => g.join() === "10.9.1.2");
-    const before = await since(lab);
+    const before = await sessionSince(lab);
 
     // A community added in the config: reconfigured in place, no flap, the route stays.
     const from = agent.lineCount;
-    kube.rest.patch(configs, "", "default", "merge", {
-      spec: { bgp: { ...bgp, communities: ["65000:100"] } },
-    }, W);
+    kube.patchConfig({ bgp: { ...bgp, communities: ["65000:100"] } });
     await agent.waitForLine((l) => l.includes('"msg":"bird reconfigured"'), { fromLine: from });
     const deadline = Date.now() + 5_000;
     let routes = "";
@@ -99,7 +52,10 @@ rootTest(
       await new Promise((r) => setTimeout(r, 50));
     }
     assert(routes.includes("(65000,100)"), `the community was not announced:\n${routes}`);
-    assert(await since(lab) === before, "the router's session with n1 restarted on reconfigure");
+    assert(
+      await sessionSince(lab) === before,
+      "the router's session with n1 restarted on reconfigure",
+    );
     assert(
       !route.monitor.lines.some((l) => l.startsWith("Deleted 10.0.100.10")),
       "the route was withdrawn during the reconfigure",

@@ -10,16 +10,18 @@
  * routerId: 10.9.1.2          # IPv4, unique per node
  * localAsn: 65101             # 1..4294967294, not 23456 (AS_TRANS)
  * announce: anycast           # anycast (pods) or lb (stateful LB nodes)
- * prefixes: [10.0.100.0/24]   # only /32s on lo inside these are announced
+ * prefixes: [10.0.100.0/24, 2001:db8:100::/48]   # only /32s (/128s) inside these are announced
  * communities: ["65000:100", "65000:1:2"]   # standard (16:16) or large (32:32:32)
  * peers:
  *   - { address: 10.9.1.1, asn: 65000, bfd: { intervalMs: 100, multiplier: 3 }, password: s3cret }
+ *   - { address: "2001:db8:9:1::1", asn: 65000 }   # an IPv6 session carries the IPv6 routes
  * ```
  *
  * @module
  */
 
 import { isIpv4, parseIpv4Cidr } from "../../lib/ipv4.ts";
+import { formatIpv6, ipv6Bytes, isIpv6, parseIpv6Cidr } from "../../lib/ipv6.ts";
 
 /** BFD timers of one peer: sessions down after `intervalMs × multiplier` of silence. */
 export interface BfdSettings {
@@ -31,7 +33,7 @@ export interface BfdSettings {
 
 /** One BGP neighbour. */
 export interface PeerSettings {
-  /** The neighbour's IPv4 address. */
+  /** The neighbour's IPv4 or IPv6 address; the session carries the routes of its family. */
   readonly address: string;
   /** Its AS number. */
   readonly asn: number;
@@ -56,7 +58,7 @@ export interface BgpSettings {
   readonly communities: readonly string[];
   /** `anycast`: addresses of services with a local ready pod; `lb`: a stateful LB node's. */
   readonly announce: AnnounceMode;
-  /** Prefixes whose /32s on `lo` are announced; nothing outside them ever is. */
+  /** Prefixes (IPv4 or IPv6) whose /32s (/128s) are announced; nothing outside them ever is. */
   readonly prefixes: readonly string[];
 }
 
@@ -110,8 +112,8 @@ function peerProblem(raw: unknown, path: string): BgpProblem | PeerSettings {
     peer: address,
   });
   if (typeof raw !== "object" || raw === null) return bad("", "expected an object");
-  if (typeof o.address !== "string" || !isIpv4(o.address)) {
-    return bad("address", `address ${JSON.stringify(o.address)} is not an IPv4 address`);
+  if (typeof o.address !== "string" || !(isIpv4(o.address) || isIpv6(o.address))) {
+    return bad("address", `address ${JSON.stringify(o.address)} is not an IPv4 or IPv6 address`);
   }
   const asn = asnProblem(o.asn);
   if (asn) return bad("asn", asn);
@@ -146,7 +148,8 @@ function peerProblem(raw: unknown, path: string): BgpProblem | PeerSettings {
     }
   }
   return {
-    address: o.address,
+    // IPv6 in RFC 5952 form, so one peer written two ways is still "listed twice".
+    address: isIpv6(o.address) ? formatIpv6(ipv6Bytes(o.address)) : o.address,
     asn: o.asn as number,
     ...(bfd ? { bfd } : {}),
     ...(typeof o.password === "string" ? { password: o.password } : {}),
@@ -189,7 +192,8 @@ export function parseBgpSettings(raw: unknown): { settings: BgpSettings; problem
     v === undefined ? [] : Array.isArray(v) ? v : fail(path, "expected a list");
   const prefixes = list(o.prefixes, "$.prefixes").map((p, i) => {
     try {
-      parseIpv4Cidr(String(p));
+      if (String(p).includes(":")) parseIpv6Cidr(String(p));
+      else parseIpv4Cidr(String(p));
     } catch (e) {
       fail(`$.prefixes[${i}]`, (e as Error).message);
     }

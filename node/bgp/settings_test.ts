@@ -1,5 +1,6 @@
 import { captureLogs, log } from "../../lib/log.ts";
 import { registry } from "../../lib/metrics.ts";
+import { assertEquals } from "../../controller/_testing.ts";
 import {
   BgpSettingsError,
   parseBgpSettings,
@@ -135,4 +136,76 @@ Deno.test("bgp: refused peers are logged by name and counted in holdfast_bgp_pee
   const line = logs.records.find((r) => r.msg.startsWith("BGP peer refused"));
   assert(line?.peer === "bad" && line.path === "$.peers[1].address", JSON.stringify(line));
   assert(registry.expose().includes("holdfast_bgp_peers_refused 1"), registry.expose());
+});
+
+Deno.test("bgp settings: IPv6 peers and prefixes are accepted (RFC 5952 form), bad ones named", () => {
+  const { settings, problems } = parseBgpSettings({
+    ...BASE,
+    prefixes: ["10.0.100.0/24", "2001:db8:100::/48"],
+    peers: [
+      { address: "2001:DB8:9:1:0::1", asn: 65000 },
+      { address: "2001:db8:9:1::1", asn: 65001 },
+      { address: "2001:db8::g", asn: 65000 },
+    ],
+  });
+  assertEquals(settings.peers.map((p) => p.address), ["2001:db8:9:1::1"]);
+  assertEquals(problems.map((p) => p.path), ["$.peers[1].address", "$.peers[2].address"]);
+  assert(problems[0]!.message.includes("listed twice"), problems[0]!.message);
+  assertThrows(
+    () => parseBgpSettings({ ...BASE, prefixes: ["2001:db8:100::1/48"] }),
+    "$.prefixes[0]",
+  );
+});
+
+Deno.test("bird config, dual stack: an IPv6 session per IPv6 peer, /128s gated by hf_export6", () => {
+  const { settings } = parseBgpSettings({
+    ...BASE,
+    announce: "lb",
+    prefixes: ["10.0.100.0/24", "2001:db8:100::/48"],
+    communities: ["65000:100"],
+    peers: [
+      { address: "10.9.1.1", asn: 65000, bfd: true },
+      { address: "2001:db8:9:1::1", asn: 65000, bfd: true },
+    ],
+  });
+  const conf = renderBirdConfig(settings, { announced: ["10.0.100.1", "2001:db8:100::1"] });
+  for (
+    const want of [
+      "protocol static hf_lb {\n  ipv4;\n  route 10.0.100.1/32 blackhole;\n}",
+      "protocol static hf_lb6 {\n  ipv6;\n  route 2001:db8:100::1/128 blackhole;\n}",
+      "filter hf_export {\n  if net ~ [ 10.0.100.0/24{32,32} ] then {",
+      "filter hf_export6 {\n  if net ~ [ 2001:db8:100::/48{128,128} ] then {\n" +
+      "    bgp_community.add((65000, 100));",
+      "protocol bgp hf_peer_2001_db8_9_1__1 {",
+      "neighbor 2001:db8:9:1::1 as 65000;",
+      "ipv6 { import none; export filter hf_export6; };",
+    ]
+  ) assert(conf.includes(want), `config lacks ${JSON.stringify(want)}:\n${conf}`);
+  const v4peer = conf.slice(conf.indexOf("protocol bgp hf_peer_10_9_1_1"));
+  assert(v4peer.slice(0, v4peer.indexOf("}\n")).includes("ipv4 { import none;"), v4peer);
+  assert(!v4peer.slice(0, v4peer.indexOf("\n}\n")).includes("ipv6"), "no MP-BGP on the v4 one");
+  // IPv6 peers only, no IPv6 prefix: the v6 filter rejects everything (nothing leaks).
+  const noV6 = renderBirdConfig(
+    parseBgpSettings({ ...BASE, peers: [{ address: "2001:db8:9:1::1", asn: 65000 }] }).settings,
+  );
+  assert(noV6.includes("filter hf_export6 {\n  reject;\n}"), noV6);
+  assert(noV6.includes('protocol direct hf_lo6 { ipv6; interface "lo"; }'), noV6);
+  // IPv6 prefixes only: the v4 filter rejects everything.
+  const only6 = renderBirdConfig(
+    parseBgpSettings({ ...BASE, prefixes: ["2001:db8::/32"] }).settings,
+  );
+  assert(only6.includes("filter hf_export {\n  reject;\n}"), only6);
+});
+
+Deno.test("bird config: an IPv4-only config has no IPv6 part; a bad announced address throws", () => {
+  const { settings } = parseBgpSettings({ ...BASE, announce: "lb", peers: [] });
+  const conf = renderBirdConfig(settings, { announced: ["10.0.100.1"] });
+  assert(!conf.includes("ipv6") && !conf.includes("hf_export6"), conf);
+  let threw = "";
+  try {
+    renderBirdConfig(settings, { announced: ["2001:db8::x"] });
+  } catch (e) {
+    threw = (e as Error).message;
+  }
+  assert(threw.includes('"2001:db8::x"') && threw.includes("IPv4 or IPv6"), threw);
 });

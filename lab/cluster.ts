@@ -17,8 +17,18 @@
  * each agent runs with `--bgp-config` (eBGP with BFD to 10.2.i.1, AS 65100+i), announcing its LB
  * IPs only once ready and withdrawing them first on SIGTERM (node/bgp/lb_announcer.ts);
  * `fib_multipath_hash_policy=1` spreads by 5-tuple. Services and backends reach every agent through one JSON file (the file data source),
- * rewritten when backends change; with `model: "redis"` agents follow the model a controller
- * publishes in the cluster's Redis instead (the test runs the API server and controller in `ctl`).
+ * rewritten when backends change.
+ *
+ * Dual stack by default (`ipv6: false` for IPv4 only; the Redis model's cluster is IPv4 only unless
+ * asked): every link also has IPv6 (lab/_cluster6.ts: plan, DAD off), a second service
+ * `default/web6` on the IPv6 LB IP 2001:db8:100::1 over the backends' IPv6 addresses, the LB IP
+ * on each backend's `lo` beside the IPv4 one with decap for both, `--src-addr6` on every agent
+ * (outer IPv6 to IPv6 backends), and a second BGP session per LB node over IPv6 announcing the
+ * /128, which the router's bird installs as an IPv6 ECMP route. The echo servers listen on both
+ * LB IPs; {@linkcode Cluster.startClient} takes the family.
+ *
+ * With `model: "redis"` agents follow the model a controller publishes in the cluster's Redis
+ * instead of the services file (the test runs the API server and controller in `ctl`).
  *
  * @module
  */
@@ -28,59 +38,41 @@ import { createTopology, routerSpoke, type Topology } from "./netns.ts";
 import { type RedisServer, startRedis } from "./redis_server.ts";
 import { attachXdp, BpfObject, DecapDatapath, DEFAULT_OBJECT_DIR } from "../node/bpf/mod.ts";
 import { DEFAULT_BFD } from "../node/bgp/mod.ts";
-import { nodeBgpSettings, RouterBird } from "./_anycast_router.ts";
+import { RouterBird } from "./_anycast_router.ts";
 import { killBird, unmountUnder } from "./_anycast_sweep.ts";
 
 export { unmountUnder };
 import { waitRouteVias } from "./cluster_probe.ts";
+import {
+  addSpoke6,
+  BACKEND_HEALTH_PORT,
+  backendAddress,
+  type ClusterOptions,
+  clusterServices,
+  DEFAULT_VIP6,
+  ENCAP_PORT,
+  HOST_SYSCTLS6,
+  lbAddress,
+  lbAddress6,
+  lbAgentArgs,
+  lbNodeBgp,
+  ROUTER_SYSCTLS,
+} from "./_cluster_plan.ts";
+import { addLocalVip6 } from "../node/bpf/mod.ts";
 
-const ENCAP_PORT = 6080;
+export {
+  BACKEND_HEALTH_PORT,
+  backendAddress,
+  backendAddress6,
+  CLIENT_ADDRESS6,
+  type ClusterOptions,
+  lbAddress,
+  lbAddress6,
+} from "./_cluster_plan.ts";
+
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 const ECHO = new URL("./clients/tcp_echo.ts", import.meta.url).pathname;
 const HOLD = new URL("./clients/hold_client.ts", import.meta.url).pathname;
-
-/** LB node i's address on its link to the router: the router's next hop for it. */
-export function lbAddress(i: number): string {
-  return `10.2.${i}.2`;
-}
-
-/** Backend j's address (its echo server listens on the VIP; packets are encapsulated to this). */
-export function backendAddress(j: number): string {
-  return `10.3.${j}.2`;
-}
-
-/** Port of the backends' HTTP health endpoint (`GET /healthz`) when the cluster has a health check. */
-export const BACKEND_HEALTH_PORT = 8081;
-
-/** Options of a virtual cluster. */
-export interface ClusterOptions {
-  /** LB nodes started at creation (default 2). */
-  readonly lbNodes?: number;
-  /** Backends started at creation (default 3). */
-  readonly backends?: number;
-  /** The service's LB IP (default 10.0.100.1). */
-  readonly vip?: string;
-  /** The service's port (default 8080). */
-  readonly port?: number;
-  /** Share flows through Redis (default true); false = Maglev only, the baseline. */
-  readonly flowSync?: boolean;
-  /** Log agents' lines to this process's stderr (default false). */
-  readonly verbose?: boolean;
-  /**
-   * Where agents read the LB model: `"file"` (default) the services file this class writes;
-   * `"redis"` the model in the cluster's Redis (`agent --model redis`), which someone else
-   * publishes (a controller); the services file is then not written.
-   */
-  readonly model?: "file" | "redis";
-  /**
-   * The service's `healthCheck` in the services file (controller/sources/health_check.ts), e.g.
-   * `{ kind: "http", port: BACKEND_HEALTH_PORT, path: "/healthz", intervalMs: 100 }`; backends
-   * then serve `GET /healthz` on {@linkcode BACKEND_HEALTH_PORT}. Default none (no probing).
-   */
-  readonly healthCheck?: Readonly<Record<string, unknown>>;
-  /** More `main.ts agent` arguments for every agent, e.g. `["--policy-follow", PATH]`. */
-  readonly agentArgs?: readonly string[];
-}
 
 /** One LB node's live parts. */
 interface LbNode {
@@ -96,6 +88,8 @@ export class Cluster implements AsyncDisposable {
   readonly vip: string;
   /** The service's port. */
   readonly port: number;
+  /** The IPv6 service's LB IP; null: the cluster is IPv4 only. */
+  readonly vip6: string | null;
   /** Whether agents share flows through Redis (false: the baseline). */
   readonly flowSync: boolean;
   /** Where agents read the LB model (see {@linkcode ClusterOptions.model}). */
@@ -122,6 +116,7 @@ export class Cluster implements AsyncDisposable {
     this.port = options.port ?? 8080;
     this.flowSync = options.flowSync ?? true;
     this.model = options.model ?? "file";
+    this.vip6 = (options.ipv6 ?? this.model === "file") ? options.vip6 ?? DEFAULT_VIP6 : null;
     this.#verbose = options.verbose ?? false;
     this.#healthCheck = options.healthCheck;
     this.#agentArgs = options.agentArgs ?? [];
@@ -133,15 +128,10 @@ export class Cluster implements AsyncDisposable {
     const ctl = routerSpoke("ctl", "r0", "10.9.0");
     const topo = await createTopology({
       hosts: [
-        { name: "client" },
+        { name: "client", sysctls: HOST_SYSCTLS6 },
         {
           name: "router",
-          sysctls: {
-            "net.ipv4.ip_forward": 1,
-            "net.ipv4.fib_multipath_hash_policy": 1,
-            "net.ipv4.conf.all.rp_filter": 2,
-            "net.ipv4.conf.all.ignore_routes_with_linkdown": 1,
-          },
+          sysctls: ROUTER_SYSCTLS,
         },
         { name: "ctl" },
       ],
@@ -153,6 +143,7 @@ export class Cluster implements AsyncDisposable {
     try {
       redis = await startRedis({ netns: topo.ns("ctl"), bind: "10.9.0.2", port: 6379 });
       const cluster = new Cluster(topo, redis, `${dir}/services.json`, dir, options);
+      if (cluster.vip6 !== null) await addSpoke6(topo, "client", "c0", "2001:db8:1");
       cluster.#router = await RouterBird.start(topo, "router", dir, {
         routerId: "10.9.0.1",
         bfd: DEFAULT_BFD,
@@ -175,19 +166,10 @@ export class Cluster implements AsyncDisposable {
   /** The services file every agent follows: one frontend, the current backends. */
   async writeConfig(): Promise<void> {
     if (this.model === "redis") return; // the model's publisher owns services and backends
-    // The file data source's format (controller/sources/file_source.ts).
-    const config = {
-      services: [{
-        name: "default/web",
-        flowKeyMode: "five-tuple",
-        frontends: [{ address: `${this.vip}:${this.port}/TCP`, portName: "http" }],
-        backends: [...this.backends.keys()].sort((a, b) => a - b).map((j) => ({
-          address: `${backendAddress(j)}:${this.port}/TCP`,
-          portName: "http",
-        })),
-        ...(this.#healthCheck ? { healthCheck: this.#healthCheck } : {}),
-      }],
-    };
+    const config = clusterServices(this, [...this.backends.keys()], {
+      backendAddress,
+      healthCheck: this.#healthCheck,
+    });
     const tmp = `${this.configPath}.tmp`;
     await Deno.writeTextFile(tmp, JSON.stringify(config, null, 2));
     await Deno.rename(tmp, this.configPath); // atomic: agents never read half a file
@@ -198,18 +180,22 @@ export class Cluster implements AsyncDisposable {
     const host = `be${j}`;
     await this.topo.addHost({
       name: host,
-      loopback: [`${this.vip}/32`],
-      sysctls: { "net.ipv4.conf.all.rp_filter": 0 },
+      loopback: [`${this.vip}/32`, ...(this.vip6 === null ? [] : [`${this.vip6}/128`])],
+      sysctls: { "net.ipv4.conf.all.rp_filter": 0, ...HOST_SYSCTLS6 },
     });
     const spoke = routerSpoke(host, `b${j}`, `10.3.${j}`); // eth0 at backendAddress(j)
     await this.topo.addLink(spoke.link);
     await this.topo.addRoute(spoke.route);
+    if (this.vip6 !== null) {
+      await addSpoke6(this.topo, host, `b${j}`, `2001:db8:3:${j.toString(16)}`);
+    }
     // The backend side of the datapath: strip the outer headers of packets for a local VIP,
     // clamp the MSS of SYN/ACKs leaving from the VIP so encapsulated segments fit the MTU.
     const decap = await DecapDatapath.open();
     this.#handles.push(decap);
     decap.configure({ encapPort: ENCAP_PORT, mssMax: 1500 - 40 - 28 });
     decap.addLocalVip(this.vip);
+    if (this.vip6 !== null) addLocalVip6(decap.object, this.vip6);
     decap.attach("eth0", { netns: this.topo.ns(host) });
     await this.startBackendServer(j);
     if (options.publish ?? true) await this.writeConfig();
@@ -224,7 +210,7 @@ export class Cluster implements AsyncDisposable {
     const server = this.topo.spawnDeno(host, ECHO, {
       args: [
         "server",
-        this.vip,
+        this.vip6 === null ? this.vip : `${this.vip},${this.vip6}`,
         String(this.port),
         ...(this.#healthCheck ? [String(BACKEND_HEALTH_PORT)] : []),
       ],
@@ -255,8 +241,9 @@ export class Cluster implements AsyncDisposable {
     // eth0 at lbAddress(i); TX checksum offload off where TCP enters the XDP veth (FINDINGS:
     // XDP_TX drops partial sums).
     const spoke = routerSpoke(host, `l${i}`, `10.2.${i}`, { routerTxChecksumOff: true });
+    const net6 = `2001:db8:2:${i.toString(16)}`;
     if (!this.lbNodes.has(i)) {
-      await this.topo.addHost({ name: host });
+      await this.topo.addHost({ name: host, sysctls: HOST_SYSCTLS6 });
       await this.topo.addLink(spoke.link);
       // XDP_TX on a veth delivers only if the peer has a native XDP program (FINDINGS).
       this.#pass ??= BpfObject.open(`${DEFAULT_OBJECT_DIR}/xdp_pass.o`);
@@ -267,17 +254,16 @@ export class Cluster implements AsyncDisposable {
       await Deno.mkdir(bpffs, { recursive: true });
       await runRoot(["mount", "-t", "bpf", "bpf", bpffs]);
       this.lbNodes.set(i, { index: i, host, agent: null, inRoute: false });
-      // eBGP, one AS per node (their paths merge), BFD; LB IPs anywhere in 10/8 may be announced.
-      const peer = { name: host, address: lbAddress(i), asn: 65100 + i };
-      const bgp = nodeBgpSettings(peer, `10.2.${i}.1`, { bfd: DEFAULT_BFD, prefix: "10.0.0.0/8" });
-      await Deno.writeTextFile(this.#bgpConfig(i), JSON.stringify(bgp));
-      await this.#router!.setPeers([...this.#router!.peers, peer]);
+      const { settings, routerPeers } = lbNodeBgp(i, this.vip6 !== null);
+      await Deno.writeTextFile(this.#bgpConfig(i), JSON.stringify(settings));
+      await this.#router!.setPeers([...this.#router!.peers, ...routerPeers]);
     }
     const node = this.lbNodes.get(i)!;
     await this.topo.setLink(host, "eth0", true);
     // Setting the link down (killLbNode) deleted the routes through it: without the default
     // route a returning node's agent cannot reach Redis and never becomes ready.
     await this.topo.addRoute(spoke.route);
+    if (this.vip6 !== null) await addSpoke6(this.topo, host, `l${i}`, net6);
     await this.startAgent(i);
     node.inRoute = true;
     await this.waitRoute();
@@ -304,29 +290,16 @@ export class Cluster implements AsyncDisposable {
     if (!node) throw new Error(`No LB node ${i}`);
     // A killed agent's bird still announces (the datapath kept forwarding): the new agent
     // adopts it (no session flap) and announces what it serves once ready.
-    const args = [
-      "agent",
-      "--node-name",
-      node.host,
-      "--attach",
-      "eth0",
-      "--src-addr",
-      lbAddress(i),
-      "--encap-port",
-      String(ENCAP_PORT),
-      ...(this.model === "redis" ? ["--model", "redis"] : ["--config", this.configPath]),
-      "--pin-dir",
-      this.bpffs(i),
-      "--redis",
-      this.redis.url,
-      "--bgp-config",
-      this.#bgpConfig(i),
-      "--bgp-dir",
-      this.birdDir(i),
-      // No --vip: the agent follows its config's frontends (this.vip among them).
-      ...(this.flowSync ? [] : ["--no-flow-sync"]),
-      ...this.#agentArgs,
-    ];
+    const args = lbAgentArgs(i, {
+      dualStack: this.vip6 !== null,
+      configPath: this.model === "redis" ? null : this.configPath,
+      pinDir: this.bpffs(i),
+      redisUrl: this.redis.url,
+      bgpConfig: this.#bgpConfig(i),
+      birdDir: this.birdDir(i),
+      flowSync: this.flowSync,
+      extra: this.#agentArgs,
+    });
     node.agent = this.topo.spawn(node.host, [
       Deno.execPath(),
       "run",
@@ -367,18 +340,29 @@ export class Cluster implements AsyncDisposable {
   }
 
   /**
-   * Waits (≤ `timeoutMs`) until the router's route to the VIP goes exactly through the LB nodes
-   * in service (those added and not killed), as their announcements and BGP make it.
+   * Waits (≤ `timeoutMs`) until the router's routes to the LB IPs (both, dual stack) go exactly
+   * through the LB nodes in service (those added and not killed), as their announcements and BGP
+   * make them.
    */
   async waitRoute(timeoutMs = 15_000): Promise<void> {
-    const want = [...this.lbNodes.values()].filter((n) => n.inRoute).map((n) => lbAddress(n.index));
-    await waitRouteVias(this, want, timeoutMs);
+    const serving = [...this.lbNodes.values()].filter((n) => n.inRoute).map((n) => n.index);
+    await waitRouteVias(this, serving.map(lbAddress), timeoutMs);
+    if (this.vip6 !== null) await waitRouteVias(this, serving.map(lbAddress6), timeoutMs, 6);
   }
 
-  /** Starts the long-lived client: `count` connections for `durationMs`. */
-  async startClient(count: number, durationMs: number): Promise<HostProcess> {
+  /**
+   * Starts the long-lived client: `count` connections for `durationMs` to the IPv4 LB IP, or
+   * with `family: 6` to the IPv6 one (a dual-stack cluster).
+   */
+  async startClient(
+    count: number,
+    durationMs: number,
+    options: { family?: 4 | 6 } = {},
+  ): Promise<HostProcess> {
+    const vip = options.family === 6 ? this.vip6 : this.vip;
+    if (vip === null) throw new Error("Cannot start an IPv6 client: the cluster is IPv4 only");
     const client = this.topo.spawnDeno("client", HOLD, {
-      args: [this.vip, String(this.port), String(count), String(durationMs)],
+      args: [vip, String(this.port), String(count), String(durationMs)],
       permissions: ["--allow-net"],
     });
     await client.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 30_000 });

@@ -181,9 +181,21 @@ export async function configuredBackends(cluster: Cluster): Promise<string[]> {
   return config.services.flatMap((s) => s.backends.map((b) => b.address.split(":")[0]!)).sort();
 }
 
-/** The router's next hops for the VIP (the LB nodes ECMP sends to), e.g. `["10.2.1.2"]`. */
-export async function routeVias(cluster: Cluster): Promise<string[]> {
-  const { stdout } = await cluster.topo.exec("router", ["ip", "-j", "route", "show", cluster.vip]);
+/**
+ * The router's next hops for the VIP (the LB nodes ECMP sends to), e.g. `["10.2.1.2"]`; with
+ * `family` 6 for the IPv6 LB IP, e.g. `["2001:db8:2:1::2"]` (none when the cluster has none).
+ */
+export async function routeVias(cluster: Cluster, family: 4 | 6 = 4): Promise<string[]> {
+  const vip = family === 6 ? cluster.vip6 : cluster.vip;
+  if (vip === null) return [];
+  const { stdout } = await cluster.topo.exec("router", [
+    "ip",
+    `-${family}`,
+    "-j",
+    "route",
+    "show",
+    vip,
+  ]);
   const routes = JSON.parse(stdout || "[]") as Array<
     { gateway?: string; nexthops?: Array<{ gateway?: string }> }
   >;
@@ -192,24 +204,28 @@ export async function routeVias(cluster: Cluster): Promise<string[]> {
 }
 
 /**
- * Waits (≤ `timeoutMs`) until the router's next hops for the VIP are exactly `want` (what BGP
- * installs from the LB nodes' announcements); throws naming what it saw and the router's log.
+ * Waits (≤ `timeoutMs`) until the router's next hops for the VIP (`family` 6: the IPv6 one) are
+ * exactly `want` (what BGP installs from the LB nodes' announcements); throws naming what it saw
+ * and the router's log.
  */
 export async function waitRouteVias(
   cluster: Cluster,
   want: readonly string[],
   timeoutMs: number,
+  family: 4 | 6 = 4,
 ): Promise<void> {
   const wanted = [...want].sort().join();
   const deadline = Date.now() + timeoutMs;
   let seen: string[] = [];
   for (let k = 0; k < 10_000 && Date.now() < deadline; k++) {
-    seen = await routeVias(cluster);
+    seen = await routeVias(cluster, family);
     if (seen.join() === wanted) return;
     await new Promise((r) => setTimeout(r, 25));
   }
   throw new Error(
-    `The router's route to ${cluster.vip} goes through ${JSON.stringify(seen)} after ` +
+    `The router's route to ${family === 6 ? cluster.vip6 : cluster.vip} goes through ${
+      JSON.stringify(seen)
+    } after ` +
       `${timeoutMs} ms, not [${wanted}] (router bird log: ${cluster.dir}/router.log)`,
   );
 }

@@ -61,66 +61,44 @@ export class MemoryModelStore implements ModelStore {
   }
 
   write(epoch: string, w: ModelWrite): Promise<number> {
-    this.#check();
-    if (epoch !== this.epochToken) {
-      throw new ModelEpochError(
-        `Cannot write service "${w.service}": epoch is "${this.epochToken}"`,
-      );
-    }
+    this.#checkEpoch(epoch, `service "${w.service}"`);
     if (w.op === "upsert") this.entries.set(w.service, w.entry);
     else this.entries.delete(w.service);
-    this.rev++;
-    this.writes++;
-    this.stream.push({
-      id: `${++this.#seq}-0`,
-      rev: this.rev,
+    return this.#append({
       epoch,
       op: w.op,
       service: w.service,
       ...(w.op === "upsert" ? { entry: w.entry } : {}),
     });
-    for (const wake of this.#waiters) wake();
-    return Promise.resolve(this.rev);
   }
 
   writePolicy(epoch: string, policy: ModelPolicy): Promise<number> {
-    this.#check();
-    if (epoch !== this.epochToken) {
-      throw new ModelEpochError(`Cannot write the policy module: epoch is "${this.epochToken}"`);
-    }
+    this.#checkEpoch(epoch, "the policy module");
     if (this.policy?.sha256 === policy.sha256) return Promise.resolve(0);
     this.policy = { sha256: policy.sha256, wasm: policy.wasm.slice() };
-    this.rev++;
-    this.writes++;
-    this.stream.push({
-      id: `${++this.#seq}-0`,
-      rev: this.rev,
-      epoch,
-      op: "policy",
-      service: "",
-      sha256: policy.sha256,
-    });
-    for (const wake of this.#waiters) wake();
-    return Promise.resolve(this.rev);
+    return this.#append({ epoch, op: "policy", service: "", sha256: policy.sha256 });
   }
 
   writeSettings(epoch: string, json: string): Promise<number> {
-    this.#check();
-    if (epoch !== this.epochToken) {
-      throw new ModelEpochError(`Cannot write the settings: epoch is "${this.epochToken}"`);
-    }
+    this.#checkEpoch(epoch, "the settings");
     if (this.settings === json) return Promise.resolve(0);
     this.settings = json;
+    return this.#append({ epoch, op: "settings", service: "", settings: json });
+  }
+
+  /** Throws unless the store is up and `epoch` is the stored one; `what` names the write. */
+  #checkEpoch(epoch: string, what: string): void {
+    this.#check();
+    if (epoch !== this.epochToken) {
+      throw new ModelEpochError(`Cannot write ${what}: epoch is "${this.epochToken}"`);
+    }
+  }
+
+  /** Records one change at the next revision and wakes blocked readers; the revision. */
+  #append(change: Omit<ModelChange, "id" | "rev">): Promise<number> {
     this.rev++;
     this.writes++;
-    this.stream.push({
-      id: `${++this.#seq}-0`,
-      rev: this.rev,
-      epoch,
-      op: "settings",
-      service: "",
-      settings: json,
-    });
+    this.stream.push({ id: `${++this.#seq}-0`, rev: this.rev, ...change });
     for (const wake of this.#waiters) wake();
     return Promise.resolve(this.rev);
   }

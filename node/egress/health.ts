@@ -80,6 +80,11 @@ interface PeerState {
   timer?: ReturnType<typeof setTimeout>;
 }
 
+/** A peer not heard from yet: down until its first heartbeat. */
+function unheardPeer(address: PeerAddress): PeerState {
+  return { address, up: false, boot: "", seq: -1, draining: false, lastHeardAt: 0, changedAt: 0 };
+}
+
 /** UDP heartbeats to and from the peers; see the module doc. */
 export class PeerHealth implements HealthView {
   readonly self: string;
@@ -113,15 +118,7 @@ export class PeerHealth implements HealthView {
       if (this.#peers.has(p.name)) {
         throw new Error(`Cannot check peer health: peer "${p.name}" is listed twice`);
       }
-      this.#peers.set(p.name, {
-        address: p,
-        up: false,
-        boot: "",
-        seq: -1,
-        draining: false,
-        lastHeardAt: 0,
-        changedAt: 0,
-      });
+      this.#peers.set(p.name, unheardPeer(p));
     }
     this.#log = (o.log ?? rootLog).with({ component: "egress-health", self: o.self });
     const reg = o.registry ?? rootRegistry;
@@ -233,15 +230,7 @@ export class PeerHealth implements HealthView {
         state.address = address;
         continue;
       }
-      this.#peers.set(name, {
-        address,
-        up: false,
-        boot: "",
-        seq: -1,
-        draining: false,
-        lastHeardAt: 0,
-        changedAt: 0,
-      });
+      this.#peers.set(name, unheardPeer(address));
       this.#m.up.set({ peer: name }, 0);
     }
     this.#log.info("peers set", { peers: [...this.#peers.keys()] });

@@ -25,17 +25,11 @@ export interface FlowHashVector {
   client_ip: number;
 }
 
-/** One IPv6 flow-hash vector (docs/contracts.md, IPv6): `policy-as/vectors/flow_hash6.json`. */
-export interface FlowHash6Vector {
-  saddr: string;
-  daddr: string;
-  sport: number;
-  dport: number;
-  proto: number;
-  seed: number;
-  five_tuple: number;
-  client_ip: number;
-}
+/**
+ * One IPv6 flow-hash vector (docs/contracts.md, IPv6): `policy-as/vectors/flow_hash6.json`. The
+ * same fields as {@linkcode FlowHashVector}, the addresses in IPv6 text.
+ */
+export type FlowHash6Vector = FlowHashVector;
 
 /** One Maglev vector: inputs, the table's SHA-256 and a few slots. */
 export interface MaglevVector {

@@ -16,6 +16,7 @@ import {
   DEFAULT_WEIGHT,
 } from "./backend.ts";
 import { type Frontend, frontendsByService } from "./frontend.ts";
+import { isDualStack } from "./select.ts";
 import { redirectByService } from "./redirect.ts";
 import type { Service } from "./service.ts";
 import { sameHealthCheck } from "../sources/health_check.ts";
@@ -88,6 +89,9 @@ export class SourceWriter {
     }
     const redirect = redirects.get(txn, redirectByService(svc.name));
     const redirectTo = redirect?.target ?? null;
+    // Becoming (or ceasing to be) dual stack changes what every frontend selects (select.ts).
+    const stackChanged = isDualStack(frontends.list(txn, frontendsByService(svc.name))) !==
+      isDualStack(input.frontends);
     const wanted = new Set<string>();
     for (const fi of input.frontends) {
       if (!isAddr(fi.address)) parseAddr(fi.address);
@@ -107,7 +111,7 @@ export class SourceWriter {
         }
       }
       if (
-        cur !== undefined && !svcChanged && cur.serviceName === svc.name &&
+        cur !== undefined && !svcChanged && !stackChanged && cur.serviceName === svc.name &&
         cur.portName === portName &&
         cur.redirectTo === redirectTo
       ) continue;

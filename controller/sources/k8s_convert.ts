@@ -3,16 +3,19 @@
  * No API access here: the live watch (Kubernetes issue) feeds objects to {@linkcode K8sSource}.
  *
  * Rules:
- * - Frontends: every IPv4 LoadBalancer ingress IP and `spec.externalIPs` entry × every TCP/UDP
- *   port (port name kept to match backends); `spec.clusterIP` too with `includeClusterIP`.
+ * - Frontends: every LoadBalancer ingress IP and `spec.externalIPs` entry, IPv4 or IPv6 (as
+ *   `[IPv6]:PORT/PROTO`, RFC 5952), × every TCP/UDP port (port name kept to match backends);
+ *   `spec.clusterIP` too with `includeClusterIP`.
  * - Flow keying: `spec.sessionAffinity: ClientIP` or annotation `holdfast.io/flow-key: client-ip`
  *   → per client address; otherwise per connection. `holdfast.io/maglev-size` sets M (a prime
  *   in 251..131071; default 16381, docs/maglev.md).
  * - Health check: `holdfast.io/health-check: tcp|http` and `holdfast.io/health-check-*`
  *   settings (`controller/sources/health_check.ts`) → `healthCheck`, probed by the LB nodes.
- * - Backends: IPv4 EndpointSlices (label `kubernetes.io/service-name`), every endpoint address ×
- *   every port. Ready and not terminating → active; terminating and serving → terminating;
- *   otherwise skipped. Zone from the endpoint.
+ * - Backends: IPv4 and IPv6 EndpointSlices (label `kubernetes.io/service-name`; FQDN slices
+ *   skipped), every endpoint address × every port. Ready and not terminating → active;
+ *   terminating and serving → terminating; otherwise skipped. Zone from the endpoint. Which
+ *   frontend takes which family's backends is `controller/lb/select.ts`'s rule: a service with
+ *   frontends of both families (dual stack) pairs each frontend with its own family's slices.
  *
  * The types below are the structural subset of `@kubernetes/client-node`'s V1Service and
  * V1EndpointSlice that the conversion reads, so real objects can be passed as they are.
@@ -22,6 +25,7 @@
 
 import type { FlowKeyMode } from "../lbmaps.ts";
 import { scanIPv4 } from "../lb/address.ts";
+import { formatIpv6, ipv6Bytes } from "../../lib/ipv6.ts";
 import type { BackendInput, FrontendInput, ServiceInput } from "../lb/writer.ts";
 import { checkMaglevSize } from "../../policy-as/host/maglev_input.ts";
 import { type HealthCheck, HealthCheckError, healthCheckFromAnnotations } from "./health_check.ts";
@@ -71,6 +75,18 @@ export const MAGLEV_SIZE_ANNOTATION = "holdfast.io/maglev-size";
 
 function isIPv4(s: string | undefined): s is string {
   return s !== undefined && scanIPv4(s) === s.length;
+}
+
+/** An IPv4 or IPv6 address as the host part of a model address (IPv6 in RFC 5952 brackets). */
+function hostOf(s: string | undefined): string | undefined {
+  if (s === undefined) return undefined;
+  if (scanIPv4(s) === s.length) return s;
+  if (!s.includes(":")) return undefined;
+  try {
+    return flat(["[", formatIpv6(ipv6Bytes(s)), "]"]);
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -139,8 +155,9 @@ export function convertService(
     throw new ConversionError(`Cannot convert service "${name}": ${e.message}`, { cause: e });
   }
   const ips: string[] = [];
-  const add = (ip: string | undefined) => {
-    if (isIPv4(ip) && !ips.includes(ip)) ips.push(ip);
+  const add = (text: string | undefined) => {
+    const ip = hostOf(text);
+    if (ip !== undefined && !ips.includes(ip)) ips.push(ip);
   };
   if (spec.type === "LoadBalancer") {
     for (const i of svc.status?.loadBalancer?.ingress ?? []) add(i.ip);
@@ -170,7 +187,8 @@ export function convertEndpointSlice(
   slice: K8sEndpointSlice,
   out: BackendInput[] = [],
 ): BackendInput[] {
-  if ((slice.addressType ?? "IPv4") !== "IPv4") return out;
+  const addressType = slice.addressType ?? "IPv4";
+  if (addressType !== "IPv4" && addressType !== "IPv6") return out;
   // Per port, once per slice: the `:PORT/PROTO` suffix and the port name (null: skipped).
   const ports: { suffix: string; name: string }[] = [];
   for (const p of slice.ports ?? []) {
@@ -188,8 +206,9 @@ export function convertEndpointSlice(
       state = "terminating";
     } else if (c.ready === false) continue;
     else state = "active";
-    for (const ip of ep.addresses) {
-      if (!isIPv4(ip)) continue;
+    for (const text of ep.addresses) {
+      const ip = addressType === "IPv4" ? (isIPv4(text) ? text : undefined) : hostOf(text);
+      if (ip === undefined || (addressType === "IPv6") !== ip.startsWith("[")) continue;
       for (const p of ports) {
         out.push({ address: flat([ip, p.suffix]), portName: p.name, state, zone: ep.zone });
       }

@@ -1,7 +1,7 @@
 import { assertEquals, assertRejects } from "../_testing.ts";
 import { convertEndpointSlice, convertService, sliceServiceName } from "./k8s_convert.ts";
 
-Deno.test("k8s convert: LoadBalancer service → frontends per ingress IP × port", () => {
+Deno.test("k8s convert: LoadBalancer service → frontends per ingress IP (IPv4 and IPv6) × port", () => {
   const s = convertService({
     metadata: { name: "web", namespace: "shop", annotations: { "holdfast.io/maglev-size": "257" } },
     spec: {
@@ -15,7 +15,11 @@ Deno.test("k8s convert: LoadBalancer service → frontends per ingress IP × por
         protocol: "SCTP",
       }],
     },
-    status: { loadBalancer: { ingress: [{ ip: "10.0.100.1" }, { ip: "10.0.100.1" }] } },
+    status: {
+      loadBalancer: {
+        ingress: [{ ip: "10.0.100.1" }, { ip: "10.0.100.1" }, { ip: "2001:DB8:100:0::1" }],
+      },
+    },
   });
   assertEquals(s, {
     name: "shop/web",
@@ -24,8 +28,12 @@ Deno.test("k8s convert: LoadBalancer service → frontends per ingress IP × por
     frontends: [
       { address: "10.0.100.1:80/TCP", portName: "http" },
       { address: "10.0.100.1:53/UDP", portName: "dns" },
+      { address: "[2001:db8:100::1]:80/TCP", portName: "http" },
+      { address: "[2001:db8:100::1]:53/UDP", portName: "dns" },
       { address: "192.0.2.7:80/TCP", portName: "http" },
       { address: "192.0.2.7:53/UDP", portName: "dns" },
+      { address: "[2001:db8::1]:80/TCP", portName: "http" },
+      { address: "[2001:db8::1]:53/UDP", portName: "dns" },
     ],
   });
   const c = convertService({
@@ -90,7 +98,19 @@ Deno.test("k8s convert: EndpointSlice conditions → active / terminating / skip
     { address: "10.1.0.3:8080/TCP", portName: "http", state: "terminating", zone: undefined },
     { address: "10.1.0.5:8080/TCP", portName: "http", state: "active", zone: undefined },
   ]);
+  // An IPv6 slice's addresses become IPv6 backends (RFC 5952, bracketed); FQDN slices are skipped.
   assertEquals(convertEndpointSlice({ ...slice, addressType: "IPv6" }), []);
+  assertEquals(
+    convertEndpointSlice({
+      ...slice,
+      addressType: "IPv6",
+      endpoints: [{ addresses: ["2001:DB8:2:0::3"], conditions: { ready: true } }, {
+        addresses: ["10.1.0.9"],
+      }],
+    }),
+    [{ address: "[2001:db8:2::3]:8080/TCP", portName: "http", state: "active", zone: undefined }],
+  );
+  assertEquals(convertEndpointSlice({ ...slice, addressType: "FQDN" }), []);
   assertEquals(sliceServiceName({ metadata: { name: "orphan" } }), undefined);
 });
 

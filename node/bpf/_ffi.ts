@@ -119,8 +119,8 @@ export const LIBBPF_SYMBOLS = {
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /**
- * libc symbols: errno, fds, files, mmap, namespaces, interfaces, epoll, sockets, processes: the
- * union of what node/ needs, opened once.
+ * libc symbols: errno, fds, files, mmap, namespaces, interfaces, epoll, sockets, processes, CPU
+ * affinity — the union of what node/ and its tests need, opened once.
  */
 export const LIBC_SYMBOLS = {
   // int *__errno_location(void)
@@ -179,6 +179,8 @@ export const LIBC_SYMBOLS = {
   recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
   // int kill(pid_t pid, int sig)
   kill: { parameters: ["i32", "i32"], result: "i32" },
+  // int sched_setaffinity(pid_t pid, size_t cpusetsize, const cpu_set_t *mask)
+  sched_setaffinity: { parameters: ["i32", "usize", "buffer"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 type Libbpf = Deno.DynamicLibrary<typeof LIBBPF_SYMBOLS>["symbols"];

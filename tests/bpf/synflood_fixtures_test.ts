@@ -21,6 +21,7 @@ import {
   type Reason,
   testRun,
 } from "../../node/bpf/mod.ts";
+import { c, errno, errnoText } from "../../node/bpf/_ffi.ts";
 import {
   BACKENDS,
   CLIENT,
@@ -56,18 +57,12 @@ const unconfirmed = (dp: Datapath) => new BpfFlowTable(dp.object.map("hf_flows_s
 /** Pins the calling thread to CPU `cpu` (null: every CPU again): the event budget is per CPU,
  * and BPF_PROG_TEST_RUN runs on the caller's CPU. */
 function pinToCpu(cpu: number | null): void {
-  const libc = Deno.dlopen(
-    "libc.so.6",
-    {
-      sched_setaffinity: { parameters: ["i32", "usize", "buffer"], result: "i32" },
-    } as const,
-  );
   const mask = new Uint8Array(128);
   if (cpu === null) mask.fill(0xff);
   else mask[cpu >> 3] = 1 << (cpu & 7);
-  const rc = libc.symbols.sched_setaffinity(0, BigInt(mask.length), mask);
-  libc.close();
-  if (rc !== 0) throw new Error(`Cannot pin the test thread to CPU ${cpu}: rc ${rc}`);
+  if (c().sched_setaffinity(0, BigInt(mask.length), mask) !== 0) {
+    throw new Error(`Cannot pin the test thread to CPU ${cpu}: ${errnoText(errno())}`);
+  }
 }
 
 /** Sleeps until just after the datapath clock (CLOCK_MONOTONIC) starts a new second. */

@@ -13,7 +13,8 @@ import { registry } from "../lib/metrics.ts";
 import { pinnedEncapPort } from "./_lb_node_role.ts";
 import { type AgentArgs, globalIpv6Of, interfaceHolding } from "./agent_args.ts";
 import { Datapath, exportDatapathMetrics, HF_MAX, inNetns, Ipv6Maps } from "./bpf/mod.ts";
-import type { FlowEvent } from "./bpf/flow.ts";
+import type { AnyFlowEvent } from "./bpf/flow.ts";
+import { DualFlowTable } from "./bpf/flow_table.ts";
 import { type FlowTable, MemoryFlowTable } from "./flows/table.ts";
 import { FLOW_EVENT_READER } from "./flows/agent.ts";
 
@@ -21,9 +22,10 @@ import { FLOW_EVENT_READER } from "./flows/agent.ts";
 export interface NodeDatapath {
   readonly kind: "bpf" | "memory";
   readonly lbMaps: LBMaps;
+  /** The flow maps, IPv4 and IPv6 (`hf_flows`, `hf_flows6`) as one table. */
   readonly flows: FlowTable;
-  /** Starts delivering new-flow events; returns a stop function. */
-  subscribe(onEvent: (event: FlowEvent) => void): () => Promise<void>;
+  /** Starts delivering new-flow events of both families; returns a stop function. */
+  subscribe(onEvent: (event: AnyFlowEvent) => void): () => Promise<void>;
   /** Attaches the LB program (no-op in memory). */
   attach(): void;
   /** The interface `attach()` attaches to, or null. */
@@ -103,15 +105,19 @@ export async function openDatapath(a: DatapathArgs): Promise<NodeDatapath> {
   const kept = a.model === "redis" && a.encapPortFlag === undefined ? pinnedEncapPort(dp) : null;
   const configure = a.configure && { ...a.configure, encapPort: kept ?? a.configure.encapPort };
   if (configure) dp.configure(configure);
-  if (srcAddr6) new Ipv6Maps(dp.object).configure(srcAddr6);
+  const v6 = new Ipv6Maps(dp.object);
+  if (srcAddr6) v6.configure(srcAddr6);
   exportDatapathMetrics(dp, registry);
   return {
     kind: "bpf",
     lbMaps: dp.lbMaps(),
-    flows: dp.flowTable(),
+    flows: new DualFlowTable(dp.flowTable(), v6.flowTable()),
     subscribe(onEvent) {
-      const reader = dp.subscribe(onEvent, FLOW_EVENT_READER);
-      return () => reader.close();
+      const readers = [
+        dp.subscribe(onEvent, FLOW_EVENT_READER),
+        v6.subscribeAgent(onEvent, FLOW_EVENT_READER),
+      ];
+      return async () => void await Promise.all(readers.map((r) => r.close()));
     },
     attach() {
       if (attach) dp.attach(attach.ifname, attach.netns ? { netns: attach.netns } : {});

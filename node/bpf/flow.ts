@@ -3,10 +3,19 @@
  * event (docs/contracts.md), as host-order numbers, with their byte layouts. The one TypeScript
  * home of these structs; the Redis field forms are in node/flows/field.ts.
  *
+ * Both families: the flow agent works on {@link AnyFlowKey} — an IPv4 {@link FlowKey} (u32
+ * addresses, the hot path, unchanged) or an IPv6 {@link FlowKey6} (RFC 5952 text, structs6.ts).
+ * The family is the type of the addresses ({@link isFlowKey6}), so an IPv4 key carries no tag and
+ * keeps its shape. A backend ({@link FlowBackend}) is a u32 for IPv4 — whichever the frontend's
+ * family — and text for IPv6.
+ *
  * @module
  */
 
 import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
+import type { FlowKey6 } from "./structs6.ts";
+
+export type { FlowKey6 } from "./structs6.ts";
 
 /** Flow-key mode of a service (docs/contracts.md): the full 5-tuple, or the client address. */
 export type KeyMode = "five-tuple" | "client-ip";
@@ -55,6 +64,48 @@ export interface FlowEvent {
   readonly tsNs: number;
 }
 
+/** A flow's backend: an IPv4 backend as a host-order u32, an IPv6 one as RFC 5952 text. */
+export type FlowBackend = number | string;
+
+/** A flow key of either family: IPv4 (u32 addresses) or IPv6 (text addresses). */
+export type AnyFlowKey = FlowKey | FlowKey6;
+
+/** A flow map value of either family's map (an IPv6 frontend's flow may have an IPv4 backend). */
+export interface AnyFlowValue {
+  readonly backend: FlowBackend;
+  /** `FLOW_F_*` bits. */
+  readonly flags: number;
+  /** Datapath clock (CLOCK_MONOTONIC ns) of the last packet; 0 = never seen on this node. */
+  readonly lastSeenNs: number;
+}
+
+/** One flow map entry of either family. */
+export interface AnyFlowEntry {
+  readonly key: AnyFlowKey;
+  readonly value: AnyFlowValue;
+}
+
+/** A new-flow event of either family's ring buffer (hf_events, hf_events6). */
+export interface AnyFlowEvent {
+  readonly key: AnyFlowKey;
+  readonly backend: FlowBackend;
+  readonly serviceId: number;
+  readonly tsNs: number;
+}
+
+/** True for an IPv6 flow key (its addresses are text). */
+export function isFlowKey6(key: AnyFlowKey): key is FlowKey6 {
+  return typeof key.saddr === "string";
+}
+
+/**
+ * A flow's address — a backend, or an LB IP as a key's `daddr` — as text: dotted IPv4 or IPv6
+ * text (the Redis key names' and the logs' form).
+ */
+export function formatFlowAddress(address: number | string): string {
+  return typeof address === "number" ? formatIpv4(address) : address;
+}
+
 /** Size of `struct flow_key` and of `struct flow_value`. */
 export const FLOW_KEY_SIZE = 16;
 /** Size of `struct flow_value`. */
@@ -83,8 +134,14 @@ export function makeFlowKey(
   };
 }
 
-/** A readable form for logs: `10.0.0.1:40000->10.0.100.1:80/6`. */
-export function describeFlow(key: FlowKey): string {
+/**
+ * A readable form for logs: `10.0.0.1:40000->10.0.100.1:80/6`, and for IPv6
+ * `[2001:db8::5]:40000->[2001:db8:100::1]:80/6`.
+ */
+export function describeFlow(key: AnyFlowKey): string {
+  if (isFlowKey6(key)) {
+    return `[${key.saddr}]:${key.sport}->[${key.daddr}]:${key.dport}/${key.proto}`;
+  }
   return `${formatIpv4(key.saddr)}:${key.sport}->${
     formatIpv4(key.daddr)
   }:${key.dport}/${key.proto}`;

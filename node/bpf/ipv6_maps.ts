@@ -1,7 +1,8 @@
 /**
  * The IPv6 maps of a loaded LB or decap object (bpf/maps6.h, docs/contracts.md "IPv6") behind a
  * typed surface: the node's IPv6 source address, IPv6 frontends and backends, the IPv6 flow map
- * and its new-flow events; on the backend side, IPv6 LB IPs. What the control plane and the flow
+ * and its new-flow events (also in the flow agent's forms: `flowTable`, `subscribeAgent`); on the
+ * backend side, IPv6 LB IPs. What the control plane and the flow
  * agent build the IPv6 side on; the byte layouts are structs6.ts's.
  *
  * @example
@@ -34,9 +35,12 @@ import {
   type FlowEvent6,
   type FlowKey6,
   type FlowValue6,
+  readFlowEvent6,
   SIZES6,
 } from "./structs6.ts";
 import { PROTO } from "./consts.ts";
+import type { AnyFlowEvent } from "./flow.ts";
+import { BpfFlowTable6 } from "./flow_table.ts";
 
 /** An IPv6 frontend as packets address it. */
 export interface Frontend6 {
@@ -108,6 +112,31 @@ export class Ipv6Maps {
     for (const [k, v] of this.#o.map("hf_flows6").entries()) {
       yield { key: decodeFlowKey6(k), value: decodeFlowValue6(v) };
     }
+  }
+
+  /**
+   * The IPv6 flow map as a flow table of the flow agent (an IPv4 backend as a u32); pair it with
+   * the IPv4 one in a `DualFlowTable`.
+   */
+  flowTable(): BpfFlowTable6 {
+    return new BpfFlowTable6(this.#o.map("hf_flows6"));
+  }
+
+  /**
+   * Subscribes to IPv6 new-flow events (hf_events6) as the flow agent takes them (`AnyFlowEvent`:
+   * an IPv4 backend as a u32); the reader runs until closed.
+   */
+  subscribeAgent(
+    onEvent: (event: AnyFlowEvent) => void,
+    options: RingBufferOptions = {},
+  ): RingBufferReader {
+    const reader = new RingBufferReader(
+      this.#o.map("hf_events6"),
+      (rec) => onEvent(readFlowEvent6(rec)),
+      options,
+    );
+    reader.start();
+    return reader;
   }
 
   /** Subscribes to IPv6 new-flow events (hf_events6); the reader runs until closed. */

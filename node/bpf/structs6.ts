@@ -8,7 +8,7 @@
  */
 
 import { formatIpv6, ipv6Bytes } from "../../lib/ipv6.ts";
-import { ipv4Bytes, ipv4Text, isIpv4 } from "../../lib/ipv4.ts";
+import { formatIpv4, ipv4Bytes, isIpv4 } from "../../lib/ipv4.ts";
 
 /** Sizes of the IPv6 structs (tests/bpf/ipv6_structs_test.ts checks them against the maps). */
 export const SIZES6 = {
@@ -59,13 +59,20 @@ export interface FlowEvent6 {
 /** `struct flow_key6` → 40 bytes. */
 export function encodeFlowKey6(k: FlowKey6): Uint8Array {
   const b = new Uint8Array(SIZES6.flow_key6);
-  const v = new DataView(b.buffer);
-  b.set(ipv6Bytes(k.saddr), 0);
-  b.set(ipv6Bytes(k.daddr), 16);
+  writeFlowKey6(b, 0, k);
+  return b;
+}
+
+/** Writes `struct flow_key6` (40 bytes) into `b` at `offset` (padding zeroed). */
+export function writeFlowKey6(b: Uint8Array, offset: number, k: FlowKey6): void {
+  const v = new DataView(b.buffer, b.byteOffset + offset, SIZES6.flow_key6);
+  b.set(ipv6Bytes(k.saddr), offset);
+  b.set(ipv6Bytes(k.daddr), offset + 16);
   v.setUint16(32, k.sport);
   v.setUint16(34, k.dport);
-  b[36] = k.proto;
-  return b;
+  v.setUint8(36, k.proto);
+  v.setUint8(37, 0);
+  v.setUint16(38, 0);
 }
 
 /** 40 bytes (at `offset`) → `struct flow_key6`. */
@@ -80,9 +87,16 @@ export function decodeFlowKey6(b: Uint8Array, offset = 0): FlowKey6 {
   };
 }
 
-/** Writes a backend address as (16 bytes, family) at `offset`/`offset + 16`. */
-function writeBackend(b: Uint8Array, offset: number, address: string): void {
-  if (isIpv4(address)) {
+/**
+ * Writes a backend address as (16 bytes, family) at `offset`/`offset + 16`; an IPv4 backend as
+ * dotted text or a host-order u32.
+ */
+function writeBackend(b: Uint8Array, offset: number, address: string | number): void {
+  b.fill(0, offset, offset + 20);
+  if (typeof address === "number") {
+    new DataView(b.buffer, b.byteOffset + offset, 4).setUint32(0, address >>> 0);
+    b[offset + 16] = AF.INET;
+  } else if (isIpv4(address)) {
     b.set(ipv4Bytes(address), offset);
     b[offset + 16] = AF.INET;
   } else {
@@ -91,22 +105,53 @@ function writeBackend(b: Uint8Array, offset: number, address: string): void {
   }
 }
 
-/** Reads a backend address written by {@link writeBackend} (or the datapath). */
-function readBackend(b: Uint8Array, offset: number): string {
+/** Reads a backend address written by {@link writeBackend} (or the datapath): IPv4 as a u32. */
+function readBackendAny(b: Uint8Array, offset: number): number | string {
   const family = b[offset + 16];
-  if (family === AF.INET) return ipv4Text(b, offset);
+  if (family === AF.INET) return new DataView(b.buffer, b.byteOffset + offset, 4).getUint32(0);
   if (family === AF.INET6) return formatIpv6(b, offset);
   throw new RangeError(`Cannot read IPv6 flow backend: family ${family} is neither 4 nor 6`);
+}
+
+/** Reads a backend address as text (dotted IPv4 or IPv6). */
+function readBackend(b: Uint8Array, offset: number): string {
+  const a = readBackendAny(b, offset);
+  return typeof a === "number" ? formatIpv4(a) : a;
 }
 
 /** `struct flow_value6` → 32 bytes. */
 export function encodeFlowValue6(value: FlowValue6): Uint8Array {
   const b = new Uint8Array(SIZES6.flow_value6);
-  const v = new DataView(b.buffer);
-  writeBackend(b, 0, value.backend);
+  writeFlowValue6(b, 0, value);
+  return b;
+}
+
+/**
+ * A flow value as the flow agent holds it (node/bpf/flow.ts `AnyFlowValue`): an IPv4 backend as
+ * a host-order u32, an IPv6 one as text.
+ */
+export interface FlowValue6Agent {
+  readonly backend: number | string;
+  readonly flags: number;
+  readonly lastSeenNs: number;
+}
+
+/** Writes `struct flow_value6` (32 bytes) into `b` at `offset`; the backend text or u32. */
+export function writeFlowValue6(b: Uint8Array, offset: number, value: FlowValue6Agent): void {
+  const v = new DataView(b.buffer, b.byteOffset + offset, SIZES6.flow_value6);
+  writeBackend(b, offset, value.backend);
   v.setUint32(20, value.flags, true);
   v.setBigUint64(24, BigInt(Math.max(0, Math.trunc(value.lastSeenNs))), true);
-  return b;
+}
+
+/** Reads `struct flow_value6` at `offset` with an IPv4 backend as a host-order u32. */
+export function readFlowValue6(b: Uint8Array, offset = 0): FlowValue6Agent {
+  const v = new DataView(b.buffer, b.byteOffset + offset, SIZES6.flow_value6);
+  return {
+    backend: readBackendAny(b, offset),
+    flags: v.getUint32(20, true),
+    lastSeenNs: Number(v.getBigUint64(24, true)),
+  };
 }
 
 /** 32 bytes → `struct flow_value6`. */
@@ -121,6 +166,18 @@ export function decodeFlowValue6(b: Uint8Array, offset = 0): FlowValue6 {
 
 /** 72 bytes of an hf_events6 record → `struct flow_event6`. */
 export function decodeFlowEvent6(b: Uint8Array): FlowEvent6 {
+  const e = readFlowEvent6(b);
+  const backend = e.backend;
+  return { ...e, backend: typeof backend === "number" ? formatIpv4(backend) : backend };
+}
+
+/**
+ * 72 bytes of an hf_events6 record → the event as the flow agent takes it (node/bpf/flow.ts
+ * `AnyFlowEvent`): an IPv4 backend as a host-order u32.
+ */
+export function readFlowEvent6(
+  b: Uint8Array,
+): { key: FlowKey6; backend: number | string; serviceId: number; tsNs: number } {
   if (b.length < SIZES6.flow_event6) {
     throw new RangeError(
       `Cannot read IPv6 flow event: ${b.length} bytes, need ${SIZES6.flow_event6}`,
@@ -129,7 +186,7 @@ export function decodeFlowEvent6(b: Uint8Array): FlowEvent6 {
   const v = new DataView(b.buffer, b.byteOffset, SIZES6.flow_event6);
   return {
     key: decodeFlowKey6(b, 0),
-    backend: readBackend(b, 40),
+    backend: readBackendAny(b, 40),
     serviceId: v.getUint32(60, true),
     tsNs: Number(v.getBigUint64(64, true)),
   };

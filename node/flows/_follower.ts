@@ -6,12 +6,11 @@
  * @module
  */
 
-import { describeFlow, FLOW_F_PEER, type FlowEntry } from "../bpf/flow.ts";
+import { type AnyFlowEntry, describeFlow, FLOW_F_PEER, formatFlowAddress } from "../bpf/flow.ts";
 import { Backoff, sleep } from "../../lib/backoff.ts";
 import { adaptiveWaitMs } from "../bpf/ringbuf.ts";
-import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
 import type { AgentContext } from "./_context.ts";
-import { flowId, parseFlowField } from "./field.ts";
+import { flowAddress, flowId, parseFlowField } from "./field.ts";
 import type { FlowChange } from "./store.ts";
 
 /** Orders stream entry IDs (`<ms>-<seq>`): negative when `a` is older than `b`. */
@@ -107,8 +106,8 @@ export class Follower {
     // Own additions match the map already, except for a flow a peer learned at the same time
     // ("contested"): then the later stream entry wins on every node (last writer wins).
     if (change.node === node && this.#contested.size === 0) return;
-    const addr = parseIpv4(change.vip);
-    const entries: FlowEntry[] = [];
+    const addr = flowAddress(change.vip);
+    const entries: AnyFlowEntry[] = [];
     for (const f of change.flows) {
       const key = parseFlowField(f.field, addr);
       const id = flowId(key);
@@ -138,7 +137,7 @@ export class Follower {
         {
           vip: change.vip,
           flow: describeFlow(e.key),
-          backend: formatIpv4(e.value.backend),
+          backend: formatFlowAddress(e.value.backend),
           peer: change.node,
         },
       );
@@ -147,7 +146,7 @@ export class Follower {
 
   #remove(change: FlowChange): void {
     const { table, metrics, log } = this.#ctx;
-    const addr = parseIpv4(change.vip);
+    const addr = flowAddress(change.vip);
     const reason = change.reason ?? "idle";
     let removed = 0;
     const logEach = log.enabled("debug");

@@ -7,9 +7,8 @@
  * @module
  */
 
-import { describeFlow, type FlowKey } from "../bpf/flow.ts";
+import { type AnyFlowKey, describeFlow, type FlowBackend, formatFlowAddress } from "../bpf/flow.ts";
 import type { Logger } from "../../lib/log.ts";
-import { formatIpv4 } from "../../lib/ipv4.ts";
 import type { AgentMetrics } from "./_metrics.ts";
 import {
   backendsLeaving,
@@ -45,7 +44,7 @@ export class FlowGate {
    * Replaces the services config flows are checked against. Returns the backends that served
    * some frontend before and no longer serve it now (empty when nothing left, e.g. only adds).
    */
-  set(view: ServicesView | null): Set<number> {
+  set(view: ServicesView | null): Set<FlowBackend> {
     const before = this.#serving;
     this.#serving = new ServingBackends(view);
     return backendsLeaving(before, this.#serving);
@@ -55,12 +54,12 @@ export class FlowGate {
    * False when the flow's frontend is configured and `backend` no longer serves it (a backend that
    * left its service); unknown frontends are not judged here. Neither counts nor logs.
    */
-  stillServes(key: FlowKey, backend: number): boolean {
+  stillServes(key: AnyFlowKey, backend: FlowBackend): boolean {
     return this.#serving.check(key, backend) !== "backend_not_serving";
   }
 
   /** True if the flow may be installed; else counts and logs it (`vip` dotted, for labels). */
-  admit(vip: string, key: FlowKey, backend: number, from: string): boolean {
+  admit(vip: string, key: AnyFlowKey, backend: FlowBackend, from: string): boolean {
     const reason = this.#serving.check(key, backend);
     if (reason === null) return true;
     this.#m.rejected.inc({ vip, reason });
@@ -77,7 +76,7 @@ export class FlowGate {
     this.#log.warn(MESSAGES[reason], {
       vip,
       flow: describeFlow(key),
-      backend: formatIpv4(backend),
+      backend: formatFlowAddress(backend),
       frontend: formatFrontend({ vip: key.daddr, port: key.dport, proto: key.proto }),
       from,
       ...(this.#suppressed > 0 ? { suppressed_before: this.#suppressed } : {}),

@@ -7,18 +7,23 @@
  */
 
 import { setImmediate } from "node:timers";
-import { describeFlow, type FlowEvent, type FlowKey } from "../bpf/flow.ts";
-import { formatIpv4 } from "../../lib/ipv4.ts";
+import {
+  type AnyFlowEvent,
+  type AnyFlowKey,
+  describeFlow,
+  type FlowBackend,
+  formatFlowAddress,
+} from "../bpf/flow.ts";
 import type { AgentContext } from "./_context.ts";
 import { flowField } from "./field.ts";
 import { BoundedQueue } from "./queue.ts";
 
 interface Pending {
   vip: string;
-  key: FlowKey;
+  key: AnyFlowKey;
   /** Filled in when written (kept off the new-flow path). */
   field: string;
-  backend: number;
+  backend: FlowBackend;
   queuedAt: number;
 }
 
@@ -50,7 +55,7 @@ export class Learner {
   }
 
   /** Queues the flow of `event` for LB IP `vip`; never waits. */
-  push(vip: string, event: FlowEvent): void {
+  push(vip: string, event: AnyFlowEvent): void {
     const dropped = this.queue.push({
       vip,
       key: event.key,
@@ -145,7 +150,7 @@ export class Learner {
           log.debug("flow learned", {
             vip,
             flow: describeFlow(p.key),
-            backend: formatIpv4(p.backend),
+            backend: formatFlowAddress(p.backend),
           });
         }
         byVip.delete(vip);

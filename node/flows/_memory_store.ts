@@ -6,7 +6,8 @@
  */
 
 import { decodeFlowValue, encodeFlowValue } from "./schema.ts";
-import { parseFlowField } from "./field.ts";
+import { fieldFrontend } from "./field.ts";
+import type { FlowBackend } from "../bpf/flow.ts";
 import {
   type FlowChange,
   type FlowStore,
@@ -149,14 +150,18 @@ export class MemoryFlowStore implements FlowStore {
     }
   }
 
-  purgeBackend(scope: PurgeScope, backend: number, options: { node: string }): Promise<string[]> {
+  purgeBackend(
+    scope: PurgeScope,
+    backend: FlowBackend,
+    options: { node: string },
+  ): Promise<string[]> {
     this.#check();
     const vip = scope.vip;
     const v = this.#vip(vip);
     const gone: string[] = [];
     for (const [field, value] of v.flows) {
-      const key = parseFlowField(field, 0);
-      if (key.dport !== scope.port || key.proto !== scope.proto) continue;
+      const frontend = fieldFrontend(field);
+      if (frontend.port !== scope.port || frontend.proto !== scope.proto) continue;
       if (decodeFlowValue(value).backend === backend) gone.push(field);
     }
     for (const f of gone) {

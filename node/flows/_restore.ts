@@ -7,8 +7,9 @@
  * @module
  */
 
-import { describeFlow, FLOW_F_PEER, type FlowEntry } from "../bpf/flow.ts";
+import { type AnyFlowEntry, describeFlow, FLOW_F_PEER } from "../bpf/flow.ts";
 import type { AgentContext } from "./_context.ts";
+import type { VipAddress } from "./_followed.ts";
 import { flowField, flowId, parseFlowField } from "./field.ts";
 
 /** Restores and publishes flows; serializes what must not interleave with a restore. */
@@ -34,12 +35,14 @@ export class Restorer {
    * meanwhile) — unless the store has nothing for that LB IP (it lost its data): then all are
    * written back.
    */
-  async restore(vips: ReadonlyMap<number, string> = this.#ctx.followed.snapshot()): Promise<void> {
+  async restore(
+    vips: ReadonlyMap<VipAddress, string> = this.#ctx.followed.snapshot(),
+  ): Promise<void> {
     const { table, store, metrics, log, gate } = this.#ctx;
     const t0 = performance.now();
     // Entries already in the map (pinned across an agent restart), by identity; those the store
     // also has are struck off while scanning, what remains is unknown to the store.
-    const local = new Map<string, FlowEntry>();
+    const local = new Map<string, AnyFlowEntry>();
     for (const e of table.entries()) {
       if (vips.has(e.key.daddr)) local.set(flowId(e.key), e);
     }
@@ -49,7 +52,7 @@ export class Restorer {
       let stored = 0;
       let rejected = 0;
       for await (const page of store.scan(vip)) {
-        const entries: FlowEntry[] = [];
+        const entries: AnyFlowEntry[] = [];
         for (const f of page) {
           const key = parseFlowField(f.field, addr);
           stored++;
@@ -103,7 +106,7 @@ export class Restorer {
   }
 
   /** Writes map entries to the store in batches (not through the queue: may be large). */
-  async publish(vip: string, entries: readonly FlowEntry[]): Promise<void> {
+  async publish(vip: string, entries: readonly AnyFlowEntry[]): Promise<void> {
     const { batchSize } = this.#ctx;
     for (let i = 0; i < entries.length; i += batchSize) {
       const flows = entries.slice(i, i + batchSize).map((e) => ({
@@ -120,7 +123,7 @@ export class Restorer {
 
   /** Writes every local flow of the followed LB IPs to the store (it lost its data). */
   async reseed(): Promise<void> {
-    const byVip = new Map<string, FlowEntry[]>();
+    const byVip = new Map<string, AnyFlowEntry[]>();
     for (const e of this.#ctx.table.entries()) {
       const vip = this.#ctx.followed.vipOf(e.key.daddr);
       if (vip === undefined) continue;

@@ -21,9 +21,9 @@
  * @module
  */
 
-import { describeFlow, type FlowKey } from "../bpf/flow.ts";
-import { formatIpv4 } from "../../lib/ipv4.ts";
+import { type AnyFlowKey, describeFlow, formatFlowAddress } from "../bpf/flow.ts";
 import type { AgentContext } from "./_context.ts";
+import type { VipAddress } from "./_followed.ts";
 import { flowField } from "./field.ts";
 
 /** How far the datapath's last_seen may trail CLOCK_MONOTONIC (bpf/lb.h: per-tick clock). */
@@ -85,7 +85,7 @@ export class Sweeper {
     const nowMs = Date.now();
     // Counted before the read: a failed read is retried on the next sweep.
     this.#sinceRead++;
-    const idle = read ? await this.#readMap(nowMs) : new Map<string, FlowKey[]>();
+    const idle = read ? await this.#readMap(nowMs) : new Map<string, AnyFlowKey[]>();
     for (const vip of followed.list()) {
       // One node per round walks the LB IP's flows; the removals come back on the stream.
       await store.expire(vip, nowMs - idleMs, { node, lockMs: this.#intervalMs * 0.9 });
@@ -97,7 +97,7 @@ export class Sweeper {
    * Reads the flow map: reports activity since the previous read to the store, idles out
    * entries of LB IPs no longer followed. Returns the local idle flows per LB IP.
    */
-  async #readMap(nowMs: number): Promise<Map<string, FlowKey[]>> {
+  async #readMap(nowMs: number): Promise<Map<string, AnyFlowKey[]>> {
     const { table, store, followed, idleMs } = this.#ctx;
     const nowNs = table.nowNs();
     const idleNs = idleMs * 1e6;
@@ -106,9 +106,9 @@ export class Sweeper {
     // it: look back a margin. Reporting a flow active twice is harmless; missing it is not.
     const since = this.#lastReadNs - LAST_SEEN_LAG_NS;
     const active = new Map<string, { field: string; lastSeenMs: number }[]>();
-    const idle = new Map<string, FlowKey[]>();
-    const retiredIdle: FlowKey[] = [];
-    const retiredLive = new Set<number>();
+    const idle = new Map<string, AnyFlowKey[]>();
+    const retiredIdle: AnyFlowKey[] = [];
+    const retiredLive = new Set<VipAddress>();
     for (const e of table.entries()) {
       const vip = followed.vipOf(e.key.daddr);
       if (vip === undefined) {
@@ -143,12 +143,12 @@ export class Sweeper {
     return idle;
   }
 
-  #idleOutRetired(keys: readonly FlowKey[]): void {
+  #idleOutRetired(keys: readonly AnyFlowKey[]): void {
     const { table, metrics, log, node } = this.#ctx;
     const byVip = new Map<string, number>();
     for (const key of keys) {
       if (!table.delete(key)) continue;
-      const vip = formatIpv4(key.daddr);
+      const vip = formatFlowAddress(key.daddr);
       byVip.set(vip, (byVip.get(vip) ?? 0) + 1);
       log.debug("flow expired", { vip, flow: describeFlow(key), by: node, followed: false });
     }
@@ -159,7 +159,7 @@ export class Sweeper {
   }
 
   /** Removes local idle flows of `vip` the store no longer has. */
-  async #removeOrphans(vip: string, keys: readonly FlowKey[]): Promise<void> {
+  async #removeOrphans(vip: string, keys: readonly AnyFlowKey[]): Promise<void> {
     const { table, store, metrics, log, node } = this.#ctx;
     const stored = await store.exists(vip, keys.map(flowField));
     let removed = 0;

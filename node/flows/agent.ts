@@ -18,8 +18,7 @@
  * @module
  */
 
-import { describeFlow, type FlowEvent } from "../bpf/flow.ts";
-import { formatIpv4 } from "../../lib/ipv4.ts";
+import { type AnyFlowEvent, describeFlow, formatFlowAddress } from "../bpf/flow.ts";
 import { Backoff, sleep } from "../../lib/backoff.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import { type Registry, registry as rootRegistry } from "../../lib/metrics.ts";
@@ -77,7 +76,7 @@ export interface FlowSyncAgentOptions {
   /** This LB node's name, written with every change (to skip own additions). */
   node: string;
   /**
-   * LB IPs (dotted) this node follows at start; events for others are ignored (counted in
+   * LB IPs (dotted IPv4, IPv6 text) this node follows at start; events for others are ignored (counted in
    * `holdfast_flow_events_ignored_total`). Changed while running with
    * {@link FlowSyncAgent.setVips}.
    */
@@ -270,7 +269,7 @@ export class FlowSyncAgent {
    * Takes one new-flow event from the datapath. Never waits: the flow is queued and written in
    * the next batch.
    */
-  learn(event: FlowEvent): void {
+  learn(event: AnyFlowEvent): void {
     const vip = this.#ctx.followed.vipOf(event.key.daddr);
     if (vip === undefined) {
       this.#ctx.metrics.ignored.inc();
@@ -305,12 +304,12 @@ export class FlowSyncAgent {
     for (const e of gone) {
       if (!table.delete(e.key)) continue;
       removed++;
-      const vip = formatIpv4(e.key.daddr);
+      const vip = formatFlowAddress(e.key.daddr);
       metrics.removed.inc({ vip, reason: "purge" });
       log.debug("flow purged", {
         vip,
         flow: describeFlow(e.key),
-        backend: formatIpv4(e.value.backend),
+        backend: formatFlowAddress(e.value.backend),
         by: node,
         why: "backend no longer serves the frontend",
       });
@@ -318,7 +317,7 @@ export class FlowSyncAgent {
     if (removed > 0) {
       log.info("flows purged", {
         flows: removed,
-        backends: [...left].map(formatIpv4),
+        backends: [...left].map(formatFlowAddress),
         by: node,
         why: "backend no longer serves the frontend",
       });

@@ -24,7 +24,7 @@ Deno.test("followed LB IPs: config frontends united with --vip flags, unique and
   assertEquals(followedVips({ services: [] }, []), [], "nothing");
 });
 
-Deno.test("followed LB IPs: a non-IPv4 address is named in the error", () => {
+Deno.test("followed LB IPs: an address of neither family is named in the error", () => {
   let msg = "";
   try {
     followedVips({ services: [{ frontends: [{ address: "fd00::1:80/TCP" }] }] }, []);
@@ -34,11 +34,15 @@ Deno.test("followed LB IPs: a non-IPv4 address is named in the error", () => {
   if (!msg.includes('"fd00::1:80/TCP"')) throw new Error(`unexpected: "${msg}"`);
 });
 
-Deno.test("followed LB IPs: IPv6 frontends are left out (their flows stay local)", () => {
+Deno.test("followed LB IPs: IPv6 frontends are followed too, in RFC 5952 form, after IPv4", () => {
   const config = {
     services: [{
       frontends: [{ address: "[2001:db8:100::1]:80/TCP" }, { address: "10.0.100.1:80/TCP" }],
     }],
   };
-  assertEquals(followedVips(config, []), ["10.0.100.1"], "IPv4 only");
+  assertEquals(
+    followedVips(config, ["2001:DB8:0:0::9"]),
+    ["10.0.100.1", "2001:db8:100::1", "2001:db8::9"],
+    "both families",
+  );
 });

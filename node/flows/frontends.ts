@@ -7,8 +7,8 @@
  */
 
 import { parseAddr } from "../../controller/lb/address.ts";
-import type { FlowKey } from "../bpf/flow.ts";
-import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
+import { type AnyFlowKey, type FlowBackend, formatFlowAddress } from "../bpf/flow.ts";
+import { flowAddress } from "./field.ts";
 
 /** The part of a services config (controller/sources/file_source.ts `FileConfig`) flows need. */
 export interface ServicesView {
@@ -21,19 +21,23 @@ export interface ServicesView {
   readonly redirects?: readonly { readonly service: string; readonly target: string }[];
 }
 
-/** A frontend as flows see it: LB IP (host-order u32), port, IP protocol number. */
+/**
+ * A frontend as flows see it: LB IP (host-order u32 for IPv4, RFC 5952 text for IPv6), port, IP
+ * protocol number.
+ */
 export interface Frontend {
-  readonly vip: number;
+  readonly vip: number | string;
   readonly port: number;
   readonly proto: number;
 }
 
 const PROTO_NUMBER = { TCP: 6, UDP: 17 } as const;
 
-/** `10.0.100.1:80/TCP` for logs. */
+/** `10.0.100.1:80/TCP` (or `[2001:db8:100::1]:80/TCP`) for logs. */
 export function formatFrontend(f: Frontend): string {
   const proto = f.proto === 6 ? "TCP" : f.proto === 17 ? "UDP" : String(f.proto);
-  return `${formatIpv4(f.vip)}:${f.port}/${proto}`;
+  const ip = formatFlowAddress(f.vip);
+  return `${typeof f.vip === "string" ? `[${ip}]` : ip}:${f.port}/${proto}`;
 }
 
 /** Why a flow is refused: its frontend is unknown here, or its backend does not serve it. */
@@ -41,7 +45,8 @@ export type Rejection = "unknown_frontend" | "backend_not_serving";
 
 /**
  * Frontend → serving backend addresses (by IP: the flow map stores the backend IP only), built
- * from a {@link ServicesView}. Every listed backend serves, whatever its state (active,
+ * from a {@link ServicesView}, IPv4 and IPv6 frontends and backends alike (an IPv6 frontend may
+ * be served by IPv4 backends). Every listed backend serves, whatever its state (active,
  * terminating, quarantined): existing connections may still go to a draining backend. Service
  * entries of one name are united (an entry may carry only backends), and a redirected
  * service's frontends are served by the target's backends as well.
@@ -52,28 +57,28 @@ export type Rejection = "unknown_frontend" | "backend_not_serving";
  * const serving = new ServingBackends({
  *   services: [{
  *     name: "default/web",
- *     frontends: [{ address: "10.0.100.1:80/TCP" }],
+ *     frontends: [{ address: "10.0.100.1:80/TCP" }, { address: "[2001:db8:100::1]:80/TCP" }],
  *     backends: [{ address: "10.0.1.2:8080/TCP" }],
  *   }],
  * });
  * const key = { saddr: 0x0a000001, daddr: 0x0a006401, sport: 4000, dport: 80, proto: 6 };
  * if (serving.check(key, 0x0a000102) !== null) throw new Error("a serving backend is refused");
  * if (serving.check(key, 0x0a000909) !== "backend_not_serving") throw new Error("accepted");
+ * const key6 = { saddr: "2001:db8::5", daddr: "2001:db8:100::1", sport: 4000, dport: 80, proto: 6 };
+ * if (serving.check(key6, 0x0a000102) !== null) throw new Error("IPv4 backend of v6 refused");
  * ```
  */
 export class ServingBackends {
   /** LB IP → (port << 8 | proto) → backend IPs. */
-  readonly #byVip = new Map<number, Map<number, Set<number>>>();
+  readonly #byVip = new Map<number | string, Map<number, Set<FlowBackend>>>();
 
   /** An index of `view` (null: no config, every frontend unknown). */
   constructor(view: ServicesView | null) {
     if (view === null) return;
-    const backendsByName = new Map<string, Set<number>>();
+    const backendsByName = new Map<string, Set<FlowBackend>>();
     for (const s of view.services) {
-      const set = backendsByName.get(s.name) ?? new Set<number>();
-      for (const b of s.backends) {
-        if (!b.address.startsWith("[")) set.add(parseIpv4(parseAddr(b.address).ip));
-      }
+      const set = backendsByName.get(s.name) ?? new Set<FlowBackend>();
+      for (const b of s.backends) set.add(flowAddress(parseAddr(b.address).ip));
       backendsByName.set(s.name, set);
     }
     const targets = new Map<string, string>();
@@ -83,9 +88,8 @@ export class ServingBackends {
       const target = targets.get(s.name);
       const redirected = target === undefined ? undefined : backendsByName.get(target);
       for (const f of s.frontends) {
-        if (f.address.startsWith("[")) continue; // IPv6 flows are not shared: no check
         const a = parseAddr(f.address);
-        const vip = parseIpv4(a.ip);
+        const vip = flowAddress(a.ip);
         let ports = this.#byVip.get(vip);
         if (!ports) this.#byVip.set(vip, ports = new Map());
         const slot = (a.port << 8) | PROTO_NUMBER[a.protocol];
@@ -98,19 +102,19 @@ export class ServingBackends {
   }
 
   /** Backends serving `vip:port/proto`, or undefined when no such frontend is configured. */
-  backendsOf(f: Frontend): ReadonlySet<number> | undefined {
+  backendsOf(f: Frontend): ReadonlySet<FlowBackend> | undefined {
     return this.#byVip.get(f.vip)?.get((f.port << 8) | f.proto);
   }
 
   /** Null when `backend` serves the flow's frontend, else why not. */
-  check(key: FlowKey, backend: number): Rejection | null {
+  check(key: AnyFlowKey, backend: FlowBackend): Rejection | null {
     const set = this.#byVip.get(key.daddr)?.get((key.dport << 8) | key.proto);
     if (set === undefined) return "unknown_frontend";
     return set.has(backend) ? null : "backend_not_serving";
   }
 
   /** Every frontend with its serving backends. */
-  *frontends(): Iterable<[Frontend, ReadonlySet<number>]> {
+  *frontends(): Iterable<[Frontend, ReadonlySet<FlowBackend>]> {
     for (const [vip, ports] of this.#byVip) {
       for (const [slot, set] of ports) yield [{ vip, port: slot >>> 8, proto: slot & 255 }, set];
     }
@@ -124,10 +128,10 @@ export class ServingBackends {
 export function backendsLeaving(
   before: ServingBackends | ServicesView | null,
   after: ServingBackends | ServicesView | null,
-): Set<number> {
+): Set<FlowBackend> {
   const b = before instanceof ServingBackends ? before : new ServingBackends(before);
   const a = after instanceof ServingBackends ? after : new ServingBackends(after);
-  const left = new Set<number>();
+  const left = new Set<FlowBackend>();
   for (const [frontend, backends] of b.frontends()) {
     const still = a.backendsOf(frontend);
     for (const x of backends) if (!still?.has(x)) left.add(x);

@@ -65,7 +65,7 @@ Deno.test("purge scope: removing a backend from one frontend keeps other fronten
   assert(store.stored(VIP, flowField(key(8000))) === undefined, "port 8000 flow purged");
 });
 
-Deno.test("serving backends: IPv6 frontends and backends are skipped, IPv4 ones still checked", () => {
+Deno.test("serving backends: IPv6 frontends checked like IPv4 ones, backends of either family", () => {
   const serving = new ServingBackends({
     services: [{
       name: "a/dual",
@@ -75,4 +75,9 @@ Deno.test("serving backends: IPv6 frontends and backends are skipped, IPv4 ones 
   });
   assert(serving.check(key(80), parseIpv4("10.0.1.2")) === null, "IPv4 backend of the service");
   assert(serving.check(key(80), parseIpv4("10.0.1.9")) === "backend_not_serving", "not one");
+  const key6 = { saddr: "2001:db8::5", daddr: "2001:db8:100::1", sport: 4000, dport: 80, proto: 6 };
+  assert(serving.check(key6, "2001:db8:2::3") === null, "IPv6 backend of the IPv6 frontend");
+  assert(serving.check(key6, parseIpv4("10.0.1.2")) === null, "IPv4 backend of the IPv6 frontend");
+  assert(serving.check(key6, "2001:db8:2::9") === "backend_not_serving", "not one");
+  assert(serving.check({ ...key6, dport: 81 }, "2001:db8:2::3") === "unknown_frontend", "port 81");
 });

@@ -4,7 +4,9 @@
  *
  * - {@link FlowSyncAgent} — one per LB node: new flows → Redis, peers' flows → the flow map,
  *   restore before ready, activity refresh and idle expiry, bounded outage queue.
- * - {@link FlowTable} ({@link MemoryFlowTable}, {@link BpfFlowTable}) — the node's flow map.
+ * - {@link FlowTable} ({@link MemoryFlowTable}, {@link DualFlowTable} over {@link BpfFlowTable}
+ *   and {@link BpfFlowTable6}) — the node's flow maps, IPv4 and IPv6 flows alike
+ *   ({@link AnyFlowKey}: the family is the type of the addresses).
  * - {@link FlowStore} ({@link RedisFlowStore}) — the shared store (unit tests use
  *   `_memory_store.ts` directly).
  * - {@link ServingBackends} — which backends serve which frontend: flows from the store whose
@@ -19,19 +21,27 @@
 
 export { type FlowAgentState, FlowSyncAgent, type FlowSyncAgentOptions } from "./agent.ts";
 export {
+  type AnyFlowEntry,
+  type AnyFlowEvent,
+  type AnyFlowKey,
+  type AnyFlowValue,
   describeFlow,
   FLOW_F_PEER,
+  type FlowBackend,
   type FlowEntry,
   type FlowEvent,
   type FlowKey,
+  type FlowKey6,
   type FlowValue,
+  formatFlowAddress,
+  isFlowKey6,
   type KeyMode,
   makeFlowKey,
   readFlowEvent,
 } from "../bpf/flow.ts";
-export { flowField, parseFlowField } from "./field.ts";
+export { flowAddress, flowField, parseFlowField } from "./field.ts";
 export { type FlowTable, MemoryFlowTable } from "./table.ts";
-export { BpfFlowTable } from "../bpf/flow_table.ts";
+export { BpfFlowTable, BpfFlowTable6, DualFlowTable } from "../bpf/flow_table.ts";
 export * from "./store.ts";
 export { connectRedisStore, RedisFlowStore, type RedisStoreOptions } from "./redis_store.ts";
 export { purgeBackendFlows, purgeRemovedBackends } from "./purge.ts";

@@ -9,13 +9,14 @@ import { parseAddr } from "../../controller/lb/address.ts";
 import type { FlowStore, PurgeScope } from "./store.ts";
 import { formatFrontend, type ServicesView, ServingBackends } from "./frontends.ts";
 import { log } from "../../lib/log.ts";
-import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
+import { type FlowBackend, formatFlowAddress } from "../bpf/flow.ts";
+import { flowAddress } from "./field.ts";
 
 export type { ServicesView } from "./frontends.ts";
 
 /**
- * Removes every flow of frontend `frontend` (`IP:PORT/PROTO`) that goes to `backendAddr`
- * (dotted) and announces the removals on the LB IP's stream, so every agent deletes them from
+ * Removes every flow of frontend `frontend` (`IP:PORT/PROTO` or `[IPv6]:PORT/PROTO`) that goes to
+ * `backendAddr` (dotted IPv4 or IPv6 text) and announces the removals on the LB IP's stream, so every agent deletes them from
  * its flow map and those clients get a fresh Maglev choice; other flows stay — those of other
  * frontends on the same LB IP too. Returns how many flows were removed.
  *
@@ -38,13 +39,14 @@ export async function purgeBackendFlows(
   options: { store: FlowStore; node?: string },
 ): Promise<number> {
   const a = parseAddr(frontend);
+  // The LB IP as flows name it (RFC 5952 for IPv6: parseAddr insists on it).
   const scope = { vip: a.ip, port: a.port, proto: a.protocol === "TCP" ? 6 : 17 };
-  return await purge(scope, parseIpv4(backendAddr), options);
+  return await purge(scope, flowAddress(backendAddr), options);
 }
 
 async function purge(
   scope: PurgeScope,
-  backend: number,
+  backend: FlowBackend,
   options: { store: FlowStore; node?: string },
 ): Promise<number> {
   const gone = await options.store.purgeBackend(scope, backend, {
@@ -53,8 +55,12 @@ async function purge(
   log.info("flows purged", {
     component: "flows",
     vip: scope.vip,
-    frontend: formatFrontend({ vip: parseIpv4(scope.vip), port: scope.port, proto: scope.proto }),
-    backend: formatIpv4(backend),
+    frontend: formatFrontend({
+      vip: flowAddress(scope.vip),
+      port: scope.port,
+      proto: scope.proto,
+    }),
+    backend: formatFlowAddress(backend),
     flows: gone.length,
   });
   return gone.length;
@@ -93,7 +99,11 @@ export async function purgeRemovedBackends(
   let removed = 0;
   for (const [frontend, backends] of before.frontends()) {
     const still = after.backendsOf(frontend);
-    const scope = { vip: formatIpv4(frontend.vip), port: frontend.port, proto: frontend.proto };
+    const scope = {
+      vip: formatFlowAddress(frontend.vip),
+      port: frontend.port,
+      proto: frontend.proto,
+    };
     for (const backend of backends) {
       if (!still?.has(backend)) removed += await purge(scope, backend, options);
     }

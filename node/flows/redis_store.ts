@@ -7,6 +7,7 @@
  */
 
 import {
+  decodeBackend,
   decodeFlowValue,
   EXPIRE_SCRIPT,
   KEY_TTL_FACTOR,
@@ -16,14 +17,11 @@ import {
   vipKeys,
 } from "./schema.ts";
 import type { FlowChange, FlowStore, PurgeScope, StoredFlow } from "./store.ts";
-import { hexAt } from "./field.ts";
+import { backendHex } from "./field.ts";
+import type { FlowBackend } from "../bpf/flow.ts";
 import { RedisConnection, type RedisStoreOptions } from "../../lib/redis_connection.ts";
 
 export { redact, type RedisStoreOptions } from "../../lib/redis_connection.ts";
-
-function hex8(n: number): string {
-  return (n >>> 0).toString(16).padStart(8, "0");
-}
 
 function hex16(n: number): string {
   return (n & 0xffff).toString(16).padStart(4, "0");
@@ -85,10 +83,10 @@ export class RedisFlowStore implements FlowStore {
     const args = [options.node, ttl, String(STREAM_MAXLEN)];
     const suffix = `:${Math.round(options.nowMs)}`;
     // Few distinct backends per batch: build each value string once.
-    const values = new Map<number, string>();
+    const values = new Map<FlowBackend, string>();
     for (const f of flows) {
       let value = values.get(f.backend);
-      if (value === undefined) values.set(f.backend, value = `${hex8(f.backend)}${suffix}`);
+      if (value === undefined) values.set(f.backend, value = `${backendHex(f.backend)}${suffix}`);
       args.push(f.field, value);
     }
     await this.#redis.eval(LEARN_SCRIPT, [k.flows, k.events], args);
@@ -173,8 +171,8 @@ export class RedisFlowStore implements FlowStore {
       pending = next === "0" ? null : hscan(next);
       const page: StoredFlow[] = new Array(items.length >> 1);
       for (let i = 0, j = 0; i + 1 < items.length; i += 2, j++) {
-        // "<backend hex8>:<learned ms>" (or the older "<hex8>:<epoch>:<learned ms>").
-        page[j] = { field: items[i]!, backend: hexAt(items[i + 1]!, 0, 8) };
+        // "<backend hex8 or hex32>:<learned ms>" (or the older "<hex8>:<epoch>:<learned ms>").
+        page[j] = { field: items[i]!, backend: decodeBackend(items[i + 1]!) ?? -1 };
       }
       if (page.length > 0) yield page;
     }
@@ -182,11 +180,12 @@ export class RedisFlowStore implements FlowStore {
 
   async purgeBackend(
     scope: PurgeScope,
-    backend: number,
+    backend: FlowBackend,
     options: { node: string },
   ): Promise<string[]> {
     const vip = scope.vip;
-    const want = hex8(backend);
+    const want = backendHex(backend);
+    const prefix = `${want}:`;
     // The field ends in dport (4 hex) and proto (2 hex): only this frontend's flows.
     const frontend = hex16(scope.port) + (scope.proto & 255).toString(16).padStart(2, "0");
     const candidates: string[] = [];
@@ -203,7 +202,7 @@ export class RedisFlowStore implements FlowStore {
       cursor = next;
       for (let i = 0; i + 1 < items.length; i += 2) {
         const field = items[i]!;
-        if (items[i + 1]!.startsWith(want) && field.endsWith(frontend)) candidates.push(field);
+        if (items[i + 1]!.startsWith(prefix) && field.endsWith(frontend)) candidates.push(field);
       }
     } while (cursor !== "0");
     const gone: string[] = [];

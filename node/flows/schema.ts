@@ -4,17 +4,24 @@
  *
  * | key                        | type       | content                                             |
  * |----------------------------|------------|-----------------------------------------------------|
- * | `hf:{10.0.100.1}:flows`    | hash       | flow field → `<backend hex8>:<learned ms>`          |
+ * | `hf:{10.0.100.1}:flows`    | hash       | flow field → `<backend hex>:<learned ms>`           |
  * | `hf:{10.0.100.1}:seen`     | sorted set | flow field, score = last activity (Unix ms)         |
  * | `hf:{10.0.100.1}:events`   | stream     | `node`, `op`, `reason`, `flows` (batched)           |
  * | `hf:{10.0.100.1}:instance` | string     | random token; missing after Redis lost its data     |
  * | `hf:{10.0.100.1}:sweeper`  | string     | node holding this round of expiry (PX lock)         |
  *
- * A flow field is {@link flowField}: 18 hex digits of saddr, sport, dport, proto (sport 0 in
- * client-ip mode, which makes one field per client address and port).
+ * An IPv6 LB IP's keys name it in RFC 5952 text: `hf:{2001:db8:100::1}:flows`.
  *
- * Values written before the epoch was dropped (`<backend hex8>:<epoch>:<learned ms>`) are still
- * read: the backend is the first 8 hex digits and the learn time follows the last colon.
+ * A flow field is {@link flowField}: hex digits of saddr, sport (4), dport (4), proto (2) —
+ * 18 for an IPv4 LB IP (saddr 8), 42 for an IPv6 one (saddr 32: its 16 bytes). Sport is 0 in
+ * client-ip mode, which makes one field per client address and port. Either form ends in the
+ * frontend's dport and proto (what a purge selects on).
+ *
+ * The backend is hex of its address in network order: 8 digits for an IPv4 backend (whatever
+ * the LB IP's family: an IPv6 frontend may have IPv4 backends), 32 for an IPv6 one. The IPv4 form
+ * is the one every earlier version wrote. Values written before the epoch was dropped
+ * (`<backend hex8>:<epoch>:<learned ms>`) are still read: the backend is the hex before the first
+ * colon and the learn time follows the last colon.
  *
  * Learning is one script call per batch (LEARN_SCRIPT): variadic HSET + one stream entry. Hash
  * and stream change in the same order, and every node applies every addition whose backend
@@ -35,7 +42,8 @@
  * @module
  */
 
-import { hexAt } from "./field.ts";
+import type { FlowBackend } from "../bpf/flow.ts";
+import { backendHex, hexAt, ipv6FromHex } from "./field.ts";
 
 /** Keys of one LB IP. */
 export interface VipKeys {
@@ -46,7 +54,10 @@ export interface VipKeys {
   readonly events: string;
 }
 
-/** Redis key names for LB IP `vip` (dotted), with an optional deployment prefix. */
+/**
+ * Redis key names for LB IP `vip` (dotted IPv4 or RFC 5952 IPv6 text), with an optional
+ * deployment prefix.
+ */
 export function vipKeys(vip: string, prefix = "hf"): VipKeys {
   const tag = `${prefix}:{${vip}}`;
   return {
@@ -64,20 +75,35 @@ export const STREAM_MAXLEN = 100_000;
 /** Whole-key TTL in idle timeouts: keys of an LB IP nobody writes to vanish after this long. */
 export const KEY_TTL_FACTOR = 4;
 
-/** The stored value of a flow: backend (host-order u32) and learn time (Unix ms). */
-export function encodeFlowValue(backend: number, learnedMs: number): string {
-  return `${(backend >>> 0).toString(16).padStart(8, "0")}:${Math.round(learnedMs)}`;
+/** The stored value of a flow: backend (u32 IPv4 or IPv6 text) and learn time (Unix ms). */
+export function encodeFlowValue(backend: FlowBackend, learnedMs: number): string {
+  return `${backendHex(backend)}:${Math.round(learnedMs)}`;
+}
+
+/**
+ * The backend of a stored value: 8 hex digits then a colon → IPv4 (u32), 32 → IPv6 (text);
+ * undefined when neither.
+ */
+export function decodeBackend(text: string): FlowBackend | undefined {
+  if (text.charCodeAt(8) === 58) {
+    const n = hexAt(text, 0, 8);
+    return n < 0 ? undefined : n;
+  }
+  return text.charCodeAt(32) === 58 ? ipv6FromHex(text, 0) : undefined;
 }
 
 /**
  * Inverse of {@link encodeFlowValue}. Also reads the older `<hex8>:<epoch>:<learned ms>` form
  * (the epoch, always 0, was dropped): the learn time is what follows the last colon.
  */
-export function decodeFlowValue(text: string): { backend: number; learnedMs: number } {
-  const backend = hexAt(text, 0, 8);
-  const learnedMs = Number(text.slice(text.lastIndexOf(":") + 1));
-  if (text[8] !== ":" || backend < 0 || text.length < 10 || !Number.isFinite(learnedMs)) {
-    throw new TypeError(`Cannot decode flow value "${text}": expected "<hex8>:<learned ms>"`);
+export function decodeFlowValue(text: string): { backend: FlowBackend; learnedMs: number } {
+  const backend = decodeBackend(text);
+  const colon = text.lastIndexOf(":");
+  const learnedMs = Number(text.slice(colon + 1));
+  if (backend === undefined || colon === text.length - 1 || !Number.isFinite(learnedMs)) {
+    throw new TypeError(
+      `Cannot decode flow value "${text}": expected "<hex8 or hex32>:<learned ms>"`,
+    );
   }
   return { backend, learnedMs };
 }
@@ -133,16 +159,18 @@ return {r[1], gone}
 `;
 
 /**
- * Remove flows of a backend: KEYS flows, seen, events; ARGV node, backend hex8, maxlen, then
- * candidate fields (the caller picked those of one frontend: field ends in its dport and proto).
- * Deletes those still stored with that backend (a flow re-learned meanwhile with another backend
- * stays) and announces them. Returns the deleted fields.
+ * Remove flows of a backend: KEYS flows, seen, events; ARGV node, backend hex (8 or 32 digits),
+ * maxlen, then candidate fields (the caller picked those of one frontend: field ends in its dport
+ * and proto). Deletes those still stored with that backend — the value starts with its hex and a
+ * colon — (a flow re-learned meanwhile with another backend stays) and announces them. Returns
+ * the deleted fields.
  */
 export const PURGE_SCRIPT = `
 local gone = {}
+local want = ARGV[2] .. ':'
 for i = 4, #ARGV do
   local cur = redis.call('HGET', KEYS[1], ARGV[i])
-  if cur and string.sub(cur, 1, 8) == ARGV[2] then
+  if cur and string.sub(cur, 1, #want) == want then
     redis.call('HDEL', KEYS[1], ARGV[i])
     redis.call('ZREM', KEYS[2], ARGV[i])
     gone[#gone + 1] = ARGV[i]

@@ -2,18 +2,21 @@
  * The shared flow store as the sync agent needs it, behind a narrow interface: the real one is
  * Redis (`redis_store.ts`); `_memory_store.ts` stands in for unit tests.
  *
- * Flows are addressed per LB IP (`vip`, dotted) by their field (`flowField` in `field.ts`).
+ * Flows are addressed per LB IP (`vip`: dotted IPv4 or RFC 5952 IPv6 text) by their field
+ * (`flowField` in `field.ts`).
  *
  * @module
  */
 
-/** A flow as stored: field within its LB IP, backend (host-order u32). */
+import type { FlowBackend } from "../bpf/flow.ts";
+
+/** A flow as stored: field within its LB IP, backend (IPv4 host-order u32, or IPv6 text). */
 export interface StoredFlow {
   readonly field: string;
-  readonly backend: number;
+  readonly backend: FlowBackend;
 }
 
-/** A frontend whose flows a purge removes: LB IP (dotted), port, IP protocol number. */
+/** A frontend whose flows a purge removes: LB IP (text), port, IP protocol number. */
 export interface PurgeScope {
   readonly vip: string;
   readonly port: number;
@@ -76,7 +79,11 @@ export interface FlowStore {
    * `backend` — not those of other frontends on the same LB IP — announces and returns their
    * fields.
    */
-  purgeBackend(scope: PurgeScope, backend: number, options: { node: string }): Promise<string[]>;
+  purgeBackend(
+    scope: PurgeScope,
+    backend: FlowBackend,
+    options: { node: string },
+  ): Promise<string[]>;
   /** ID of the newest stream entry of `vip` ("0-0" if none): follow from here after a scan. */
   streamTail(vip: string): Promise<string>;
   /**

@@ -7,15 +7,18 @@
  * @module
  */
 
-import { type FlowEntry, type FlowKey, type FlowValue } from "../bpf/flow.ts";
+import type { AnyFlowEntry, AnyFlowKey, AnyFlowValue } from "../bpf/flow.ts";
 import type { FlowTable } from "../bpf/flow_table.ts";
 import { flowId } from "./field.ts";
 
 export type { FlowTable };
 
-/** An in-memory {@link FlowTable}; the clock is `performance.now()` unless one is given. */
+/**
+ * An in-memory {@link FlowTable} of either family's keys; the clock is `performance.now()` unless
+ * one is given.
+ */
 export class MemoryFlowTable implements FlowTable {
-  #map = new Map<string, FlowEntry>();
+  #map = new Map<string, AnyFlowEntry>();
   #clock: () => number;
 
   constructor(options: { clockNs?: () => number } = {}) {
@@ -27,23 +30,23 @@ export class MemoryFlowTable implements FlowTable {
     return this.#map.size;
   }
 
-  get(key: FlowKey): FlowValue | undefined {
+  get(key: AnyFlowKey): AnyFlowValue | undefined {
     return this.#map.get(flowId(key))?.value;
   }
 
-  put(key: FlowKey, value: FlowValue): void {
+  put(key: AnyFlowKey, value: AnyFlowValue): void {
     this.#map.set(flowId(key), { key, value });
   }
 
-  putBatch(entries: readonly FlowEntry[]): void {
+  putBatch(entries: readonly AnyFlowEntry[]): void {
     for (const e of entries) this.#map.set(flowId(e.key), e);
   }
 
-  delete(key: FlowKey): boolean {
+  delete(key: AnyFlowKey): boolean {
     return this.#map.delete(flowId(key));
   }
 
-  *entries(): Iterable<FlowEntry> {
+  *entries(): Iterable<AnyFlowEntry> {
     yield* [...this.#map.values()];
   }
 
@@ -52,7 +55,7 @@ export class MemoryFlowTable implements FlowTable {
   }
 
   /** Simulates the datapath seeing a packet of `key` now (sets last seen). */
-  touch(key: FlowKey, nowNs = this.nowNs()): void {
+  touch(key: AnyFlowKey, nowNs = this.nowNs()): void {
     const e = this.#map.get(flowId(key));
     if (e) this.#map.set(flowId(key), { key, value: { ...e.value, lastSeenNs: nowNs } });
   }

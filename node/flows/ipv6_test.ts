@@ -1,0 +1,278 @@
+/**
+ * IPv6 flows shared like IPv4 ones, with the in-memory table and store: the field and value
+ * forms, learn → store → peer install, restore before ready, idle expiry, purge (a backend
+ * removed, stored or not), the outage queue, an IPv4 backend behind an IPv6 frontend, and one
+ * agent following IPv4 and IPv6 LB IPs at once.
+ */
+
+import { FlowSyncAgent, type FlowSyncAgentOptions } from "./agent.ts";
+import { type AnyFlowEvent, describeFlow, FLOW_F_PEER, makeFlowKey } from "../bpf/flow.ts";
+import type { FlowKey6 } from "../bpf/structs6.ts";
+import { MemoryFlowStore } from "./_memory_store.ts";
+import { flush, sweep } from "./_testing.ts";
+import { MemoryFlowTable } from "./table.ts";
+import { purgeBackendFlows, purgeRemovedBackends } from "./purge.ts";
+import { captureLogs } from "../../lib/log.ts";
+import { Registry } from "../../lib/metrics.ts";
+import { flowField, parseFlowField } from "./field.ts";
+import { decodeFlowValue, encodeFlowValue, vipKeys } from "./schema.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
+
+const VIP6 = "2001:db8:100::1";
+const VIP4 = "10.0.100.1";
+const BE6 = ["2001:db8:2::3", "2001:db8:2::4"];
+const BE4 = "10.0.1.2";
+
+function assert(cond: unknown, msg: string): asserts cond {
+  if (!cond) throw new Error(msg);
+}
+
+function assertEquals(a: unknown, b: unknown, what = "") {
+  if (JSON.stringify(a) !== JSON.stringify(b)) {
+    throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
+  }
+}
+
+function key6(client: string, sport: number, dport = 80): FlowKey6 {
+  return { saddr: client, daddr: VIP6, sport, dport, proto: 6 };
+}
+
+function event6(client: string, sport: number, backend: string | number): AnyFlowEvent {
+  return { key: key6(client, sport), backend, serviceId: 1, tsNs: 0 };
+}
+
+/** A dual-stack service: `[VIP6]:80` and `VIP4:80`, IPv6 backends and one IPv4 backend. */
+function services(v6 = BE6, v4 = [BE4]) {
+  return {
+    services: [{
+      name: "default/web",
+      frontends: [{ address: `[${VIP6}]:80/TCP` }, { address: `${VIP4}:80/TCP` }],
+      backends: [
+        ...v6.map((b) => ({ address: `[${b}]:8080/TCP` })),
+        ...v4.map((b) => ({ address: `${b}:8080/TCP` })),
+      ],
+    }],
+  };
+}
+
+async function until(what: string, cond: () => boolean, ms = 2000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+function agent(
+  name: string,
+  store: MemoryFlowStore,
+  options: Partial<FlowSyncAgentOptions> = {},
+): { agent: FlowSyncAgent; table: MemoryFlowTable; registry: Registry } {
+  const table = new MemoryFlowTable();
+  const registry = new Registry();
+  const a = new FlowSyncAgent(table, store, {
+    node: name,
+    vips: [VIP6],
+    readBlockMs: 20,
+    readGatherMaxMs: 20,
+    flushIntervalMs: 1,
+    registry,
+    services: services(),
+    ...options,
+  });
+  return { agent: a, table, registry };
+}
+
+/** Puts `ev`'s flow in `table` as the datapath does, and hands its event to `a`. */
+function learnLocal(a: { agent: FlowSyncAgent; table: MemoryFlowTable }, ev: AnyFlowEvent) {
+  a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
+  a.agent.learn(ev);
+}
+
+Deno.test("IPv6 flow field and value forms; the IPv4 forms are unchanged", () => {
+  const k = key6("2001:db8::5", 40000);
+  const field = flowField(k);
+  assertEquals(field, "20010db8000000000000000000000005" + "9c40" + "0050" + "06", "field");
+  assertEquals(parseFlowField(field, VIP6), k, "round trip");
+  assertEquals(describeFlow(k), "[2001:db8::5]:40000->[2001:db8:100::1]:80/6", "log form");
+  assertEquals(encodeFlowValue("2001:db8:2::3", 1000), "20010db8000200000000000000000003:1000", "");
+  assertEquals(decodeFlowValue("20010db8000200000000000000000003:1000").backend, "2001:db8:2::3");
+  assertEquals(encodeFlowValue(parseIpv4(BE4), 1000), "0a000102:1000", "IPv4 backend");
+  assertEquals(decodeFlowValue("0a000102:0:1000"), { backend: 0x0a000102, learnedMs: 1000 }, "old");
+  const k4 = makeFlowKey({ saddr: "10.0.0.1", daddr: VIP4, sport: 40000, dport: 80, proto: 6 });
+  assertEquals(flowField(k4), "0a0000019c40005006", "IPv4 field");
+  assertEquals(vipKeys(VIP6).flows, "hf:{2001:db8:100::1}:flows", "key name");
+  let msg = "";
+  try {
+    parseFlowField("0a0000019c40005006", VIP6);
+  } catch (err) {
+    msg = (err as Error).message;
+  }
+  assert(msg.includes('"0a0000019c40005006"') && msg.includes(VIP6), `error: ${msg}`);
+});
+
+Deno.test("an IPv6 flow (IPv6 or IPv4 backend) learned by one agent is installed by its peer", async () => {
+  using logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const a = agent("lb-a", store);
+  const b = agent("lb-b", store);
+  await a.agent.start();
+  await b.agent.start();
+  try {
+    const to6 = event6("2001:db8::5", 40000, BE6[0]!);
+    const to4 = event6("2001:db8::6", 40001, parseIpv4(BE4));
+    learnLocal(a, to6);
+    learnLocal(a, to4);
+    await until("peer installs", () => b.table.size === 2);
+    assertEquals(b.table.get(to6.key), { backend: BE6[0], flags: FLOW_F_PEER, lastSeenNs: 0 }, "");
+    assertEquals(b.table.get(to4.key)?.backend, parseIpv4(BE4), "IPv4 backend");
+    assertEquals(a.table.get(to6.key)?.flags, 0, "learner keeps its own entry");
+    assertEquals(store.stored(VIP6, flowField(to6.key))?.backend, BE6[0], "stored");
+    const learned = logs.records.find((r) => r.msg === "flow learned" && r.backend === BE6[0]);
+    assertEquals(learned?.flow, "[2001:db8::5]:40000->[2001:db8:100::1]:80/6", "readable");
+    assert(
+      a.registry.expose().includes(`holdfast_flows_learned_total{vip="${VIP6}"} 2`),
+      "learned metric names the IPv6 LB IP",
+    );
+  } finally {
+    await a.agent.stop();
+    await b.agent.stop();
+  }
+});
+
+Deno.test("one agent follows IPv4 and IPv6 LB IPs: each family learned, installed, restored", async () => {
+  using _logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const opts = { vips: [VIP4, VIP6] };
+  const a = agent("lb-a", store, opts);
+  const b = agent("lb-b", store, opts);
+  await a.agent.start();
+  await b.agent.start();
+  try {
+    assertEquals(a.agent.vips, [VIP4, VIP6], "followed");
+    const ev4: AnyFlowEvent = {
+      key: makeFlowKey({ saddr: "10.0.0.1", daddr: VIP4, sport: 1, dport: 80, proto: 6 }),
+      backend: parseIpv4(BE4),
+      serviceId: 1,
+      tsNs: 0,
+    };
+    const ev6 = event6("2001:db8::5", 2, BE6[1]!);
+    learnLocal(a, ev4);
+    learnLocal(a, ev6);
+    await until("peer installs both", () => b.table.size === 2);
+    assertEquals([store.count(VIP4), store.count(VIP6)], [1, 1], "one per LB IP");
+    // A third node joining restores both families before it is ready.
+    const c = agent("lb-c", store, opts);
+    await c.agent.start();
+    try {
+      assertEquals(c.table.get(ev4.key)?.backend, ev4.backend, "IPv4 restored");
+      assertEquals(c.table.get(ev6.key)?.backend, ev6.backend, "IPv6 restored");
+    } finally {
+      await c.agent.stop();
+    }
+  } finally {
+    await a.agent.stop();
+    await b.agent.stop();
+  }
+});
+
+Deno.test("IPv6 restore before ready installs stored flows whose backend serves, rejects others", async () => {
+  using logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const flows = [
+    { field: flowField(key6("2001:db8::5", 1)), backend: BE6[0]! },
+    { field: flowField(key6("2001:db8::6", 2)), backend: parseIpv4(BE4) },
+    { field: flowField(key6("2001:db8::7", 3)), backend: "2001:db8:9::9" },
+  ];
+  await store.learn(VIP6, flows, { node: "lb-x", nowMs: Date.now(), idleTimeoutMs: 60_000 });
+  const a = agent("lb-a", store);
+  await a.agent.start();
+  try {
+    assertEquals(a.table.size, 2, "installed");
+    assertEquals(a.table.get(key6("2001:db8::6", 2))?.backend, parseIpv4(BE4), "IPv4 backend");
+    const restored = logs.records.find((r) => r.msg === "flows restored");
+    assertEquals([restored?.vip, restored?.installed, restored?.rejected], [VIP6, 2, 1], "log");
+  } finally {
+    await a.agent.stop();
+  }
+});
+
+Deno.test("idle IPv6 flows expire in the store and in every map; active ones are refreshed", async () => {
+  using _logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const opts = { idleTimeoutMs: 150, sweepIntervalMs: 40 };
+  const a = agent("lb-a", store, opts);
+  const b = agent("lb-b", store, opts);
+  await a.agent.start();
+  await b.agent.start();
+  try {
+    const idle = event6("2001:db8::5", 1, BE6[0]!);
+    const live = event6("2001:db8::6", 2, BE6[0]!);
+    learnLocal(a, idle);
+    learnLocal(a, live);
+    await flush(a.agent);
+    await until("b has both", () => b.table.size === 2);
+    for (let i = 0; i < 12; i++) {
+      await new Promise((r) => setTimeout(r, 30));
+      a.table.touch(live.key);
+    }
+    await until("idle flow gone everywhere", () => a.table.size === 1 && b.table.size === 1);
+    assert(a.table.get(live.key) && b.table.get(live.key), "live flow stays");
+    assertEquals(store.stored(VIP6, flowField(idle.key)), undefined, "idle gone from store");
+    assert(store.lastSeen(VIP6, flowField(live.key)) !== undefined, "activity reported");
+  } finally {
+    await a.agent.stop();
+    await b.agent.stop();
+  }
+});
+
+Deno.test("purging an IPv6 backend removes its IPv6 flows everywhere; a reload purges locally", async () => {
+  using logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const a = agent("lb-a", store);
+  const b = agent("lb-b", store);
+  await a.agent.start();
+  await b.agent.start();
+  try {
+    const gone = event6("2001:db8::5", 1, BE6[0]!);
+    const stays = event6("2001:db8::6", 2, BE6[1]!);
+    const to4 = event6("2001:db8::7", 3, parseIpv4(BE4));
+    for (const ev of [gone, stays, to4]) learnLocal(a, ev);
+    await flush(a.agent);
+    await until("b has all", () => b.table.size === 3);
+    const n = await purgeBackendFlows(`[${VIP6}]:80/TCP`, BE6[0]!, { store });
+    assertEquals(n, 1, "purged");
+    await until("purge applied", () => a.table.size === 2 && b.table.size === 2);
+    assert(!b.table.get(gone.key) && b.table.get(stays.key), "other flow stays");
+    // A reload dropping the IPv4 backend: purged in the store, and from the map right away.
+    const next = services(BE6, []);
+    assertEquals(a.agent.setServices(next), 1, "removed locally");
+    assertEquals(await purgeRemovedBackends(services(), next, { store }), 1, "purged in store");
+    await until("b applied", () => b.table.size === 1);
+    assert(
+      logs.records.some((r) => r.msg === "flows purged" && r.frontend === `[${VIP6}]:80/TCP`),
+      "log names the IPv6 frontend",
+    );
+  } finally {
+    await a.agent.stop();
+    await b.agent.stop();
+  }
+});
+
+Deno.test("IPv6 flows queue through a store outage and are written on its return", async () => {
+  using _logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const a = agent("lb-a", store, { queueCapacity: 100 });
+  await a.agent.start();
+  try {
+    store.available = false;
+    for (let i = 0; i < 150; i++) a.agent.learn(event6("2001:db8::5", 1000 + i, BE6[0]!));
+    await until("outage noticed", () => !a.agent.storeUp);
+    assertEquals([a.agent.queued, a.agent.dropped], [100, 50], "bounded, overflow counted");
+    store.available = true;
+    await until("flushed", () => store.count(VIP6) === 100 && a.agent.queued === 0);
+    await sweep(a.agent);
+  } finally {
+    await a.agent.stop();
+  }
+});

@@ -8,7 +8,7 @@
  * @module
  */
 import { processAlive } from "./command.ts";
-import { backendAddress, type Cluster, lbAddress } from "./cluster.ts";
+import { backendAddress, backendAddress6, type Cluster, lbAddress, lbAddress6 } from "./cluster.ts";
 import { backendsOf, configuredBackends, forwardedBy, routeVias } from "./cluster_probe.ts";
 
 /** One piece of evidence that a disturbance happened as described. */
@@ -30,20 +30,37 @@ export class Disturbances {
   readonly #later: Array<() => Promise<void>> = [];
   readonly #killedPids = new Map<number, number>();
 
-  /** Disturbs `cluster`. */
-  constructor(readonly cluster: Cluster) {}
+  readonly #ipv6Shared: boolean;
 
-  /** LB node i dies: link down, agent killed; checks the route and the process. */
+  /**
+   * Disturbs `cluster`. `ipv6Shared`: IPv6 flows are shared too, so a joining or restarted agent
+   * must restore those of the IPv6 LB IP as well.
+   */
+  constructor(readonly cluster: Cluster, options: { ipv6Shared?: boolean } = {}) {
+    this.#ipv6Shared = options.ipv6Shared ?? false;
+  }
+
+  /** LB node i dies: link down, agent killed; checks the routes (both families) and the process. */
   async killLbNode(i: number): Promise<void> {
     const pid = this.#agentPid(i);
     await this.cluster.killLbNode(i);
-    const vias = await routeVias(this.cluster);
-    this.#check(
-      `lb${i} withdrawn from the router's route`,
-      !vias.includes(lbAddress(i)),
-      `next hops ${JSON.stringify(vias)}`,
-    );
+    await this.#checkRoutes(i, false);
     await this.#checkDead(i, pid);
+  }
+
+  /** Whether LB node i is (`wanted`) in the router's route to each LB IP. */
+  async #checkRoutes(i: number, wanted: boolean): Promise<void> {
+    const families = this.cluster.vip6 === null ? [4] as const : [4, 6] as const;
+    for (const family of families) {
+      const vias = await routeVias(this.cluster, family);
+      const address = family === 6 ? lbAddress6(i) : lbAddress(i);
+      const route = family === 6 ? "IPv6 route" : "route";
+      this.#check(
+        wanted ? `lb${i} in the router's ${route}` : `lb${i} withdrawn from the router's ${route}`,
+        vias.includes(address) === wanted,
+        `next hops ${JSON.stringify(vias)}`,
+      );
+    }
   }
 
   /**
@@ -55,12 +72,7 @@ export class Disturbances {
     const returning = this.cluster.lbNodes.has(i);
     const oldPid = this.#killedPids.get(i);
     await this.cluster.addLbNode(i);
-    const vias = await routeVias(this.cluster);
-    this.#check(
-      `lb${i} in the router's route`,
-      vias.includes(lbAddress(i)),
-      `next hops ${JSON.stringify(vias)}`,
-    );
+    await this.#checkRoutes(i, true);
     if (returning) this.#checkNewProcess(i, oldPid);
     this.#checkRestoredBeforeReady(i);
     const before = await forwardedBy(this.cluster, i);
@@ -74,14 +86,18 @@ export class Disturbances {
     });
   }
 
-  /** Backend j joins the service: checks the services file and every live agent's backend map. */
+  /**
+   * Backend j joins the service: checks the services file (both families) and every live agent's
+   * backend map.
+   */
   async addBackend(j: number): Promise<void> {
     await this.cluster.addBackend(j);
     const address = backendAddress(j);
     const configured = await configuredBackends(this.cluster);
+    const addresses = [address, ...(this.cluster.vip6 === null ? [] : [backendAddress6(j)])];
     this.#check(
       `be${j} in the services file`,
-      configured.includes(address),
+      addresses.every((a) => configured.includes(a)),
       JSON.stringify(configured),
     );
     for (const [i, node] of this.cluster.lbNodes) {
@@ -182,20 +198,26 @@ export class Disturbances {
     );
   }
 
-  /** With flow sharing, the agent's log has "flows restored" for the VIP before "ready". */
+  /**
+   * With flow sharing, the agent's log has "flows restored" for the VIP (and the IPv6 one when
+   * IPv6 flows are shared) before "ready".
+   */
   #checkRestoredBeforeReady(i: number): void {
     if (!this.cluster.flowSync) return;
     const lines = this.cluster.lbNodes.get(i)?.agent?.lines ?? [];
     const ready = lines.findIndex((l) => l.includes('"msg":"ready"'));
-    const restored = lines.slice(0, Math.max(ready, 0)).find((l) =>
-      l.includes('"msg":"flows restored"') && l.includes(`"vip":"${this.cluster.vip}"`)
-    );
-    const stored = restored ? Number(JSON.parse(restored).stored) : 0;
-    this.#check(
-      `lb${i}'s agent restored stored flows before ready`,
-      ready >= 0 && stored > 0,
-      restored ?? `no "flows restored" line before ready (ready at line ${ready})`,
-    );
+    const vips = [this.cluster.vip, ...(this.#ipv6Shared ? [this.cluster.vip6!] : [])];
+    for (const vip of vips) {
+      const restored = lines.slice(0, Math.max(ready, 0)).find((l) =>
+        l.includes('"msg":"flows restored"') && l.includes(`"vip":"${vip}"`)
+      );
+      const stored = restored ? Number(JSON.parse(restored).stored) : 0;
+      this.#check(
+        `lb${i}'s agent restored stored flows of ${vip} before ready`,
+        ready >= 0 && stored > 0,
+        restored ?? `no "flows restored" line before ready (ready at line ${ready})`,
+      );
+    }
   }
 }
 

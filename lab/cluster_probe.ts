@@ -6,6 +6,7 @@
  * @module
  */
 import type { Cluster } from "./cluster.ts";
+import { splitHostPort } from "../controller/lb/address.ts";
 import {
   BpfError,
   BpfMap,
@@ -173,12 +174,14 @@ export function frontendsOf(cluster: Cluster, i: number): string[] {
   return out.sort();
 }
 
-/** Backend addresses in the services file every agent follows. */
+/** Backend addresses (IPv6 without brackets) in the services file every agent follows. */
 export async function configuredBackends(cluster: Cluster): Promise<string[]> {
   const config = JSON.parse(await Deno.readTextFile(cluster.configPath)) as {
     services: Array<{ backends: Array<{ address: string }> }>;
   };
-  return config.services.flatMap((s) => s.backends.map((b) => b.address.split(":")[0]!)).sort();
+  return config.services.flatMap((s) =>
+    s.backends.map((b) => splitHostPort(b.address.split("/")[0]!).ip)
+  ).sort();
 }
 
 /**

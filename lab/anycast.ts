@@ -224,6 +224,22 @@ export class AnycastLab implements AsyncDisposable {
     throw new Error(`Router BGP sessions not all Established after ${timeoutMs} ms:\n${out}`);
   }
 
+  /**
+   * The `Since` column of the router's session with `node` once it is Established (bounded by
+   * `timeoutMs`). A session that flapped shows a later time: tests compare it across a change.
+   */
+  async sessionSince(node: string, timeoutMs = 5_000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    let out = "";
+    for (let i = 0; i < 1_000 && Date.now() < deadline; i++) {
+      out = (await this.birdc("show", "protocols")).stdout;
+      const row = out.split("\n").find((l) => l.startsWith(`hf_${node} `));
+      if (row?.includes("Established")) return row.trim().split(/\s+/).slice(4, 6).join(" ");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`Router session with "${node}" not Established after ${timeoutMs} ms:\n${out}`);
+  }
+
   /** `birdc` on the router's daemon. */
   birdc(...args: string[]): Promise<{ stdout: string }> {
     return this.topo.exec("router", ["birdc", "-s", `${this.dir}/router.ctl`, ...args], {

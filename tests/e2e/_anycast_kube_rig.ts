@@ -5,7 +5,6 @@
  * LoadBalancer Service with its allocated address, Nodes, pods and their readiness.
  */
 
-import type { AnycastLab } from "../../lab/anycast.ts";
 import { type KubeServer, type ResourceType, startKubeServer } from "../../lab/kube/mod.ts";
 
 const CRDS = new URL("../../k8s/crds", import.meta.url).pathname;
@@ -15,14 +14,6 @@ const STATUS = { ...W, subresource: "status" } as const;
 /** Throws `msg` unless `cond`. */
 export function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(msg);
-}
-
-/** The lab router's `Since` column of its session with `node`; asserts it is Established. */
-export async function sessionSince(lab: AnycastLab, node = "n1"): Promise<string> {
-  const out = (await lab.birdc("show", "protocols")).stdout;
-  const row = out.split("\n").find((l) => l.startsWith(`hf_${node} `));
-  assert(row && row.includes("Established"), `session with ${node} not Established:\n${out}`);
-  return row.trim().split(/\s+/).slice(4, 6).join(" ");
 }
 
 /** Options of {@linkcode AnycastKube.createPod}. */

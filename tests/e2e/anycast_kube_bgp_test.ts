@@ -7,7 +7,7 @@
  */
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
-import { assert, sessionSince, startAnycastKube } from "./_anycast_kube_rig.ts";
+import { assert, startAnycastKube } from "./_anycast_kube_rig.ts";
 
 rootTest(
   "anycast --kube: BGP peers from the LoadBalancerConfig's spec.bgp; a bad peer is named",
@@ -38,7 +38,7 @@ rootTest(
     kube.createPod("web-1", { node: "n1" });
     kube.setPodReady("web-1", true);
     await route.until((g) => g.join() === "10.9.1.2");
-    const before = await sessionSince(lab);
+    const before = await lab.sessionSince("n1");
 
     // A community added in the config: reconfigured in place, no flap, the route stays.
     const from = agent.lineCount;
@@ -53,7 +53,7 @@ rootTest(
     }
     assert(routes.includes("(65000,100)"), `the community was not announced:\n${routes}`);
     assert(
-      await sessionSince(lab) === before,
+      await lab.sessionSince("n1") === before,
       "the router's session with n1 restarted on reconfigure",
     );
     assert(

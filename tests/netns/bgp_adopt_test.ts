@@ -12,14 +12,6 @@ function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(msg);
 }
 
-/** The `Since` column of the router's session with n1. */
-async function since(lab: AnycastLab): Promise<string> {
-  const out = (await lab.birdc("show", "protocols")).stdout;
-  const row = out.split("\n").find((l) => l.startsWith("hf_n1 "));
-  assert(row && row.includes("Established"), `session with n1 not Established:\n${out}`);
-  return row.trim().split(/\s+/).slice(4, 6).join(" ");
-}
-
 /** Pids of bird processes in n1's namespace. */
 async function birdsInN1(lab: AnycastLab): Promise<string[]> {
   const { stdout } = await run(["ip", "netns", "pids", lab.topo.ns("n1")], { check: false });
@@ -34,7 +26,7 @@ async function birdsInN1(lab: AnycastLab): Promise<string[]> {
 async function restartAndCheck(lab: AnycastLab, vip: string, want: string): Promise<void> {
   const route = await lab.watchRoute(vip);
   await route.until((g) => g.join() === want);
-  const before = await since(lab);
+  const before = await lab.sessionSince("n1");
   const pid = String(await lab.birdPid("n1"));
   assert((await birdsInN1(lab)).join() === pid, `not exactly bird ${pid} in n1 before`);
   const agent = await lab.restartAgent("n1");
@@ -42,7 +34,10 @@ async function restartAndCheck(lab: AnycastLab, vip: string, want: string): Prom
   const birds = await birdsInN1(lab);
   assert(birds.join() === pid, `n1 runs birds ${JSON.stringify(birds)}, wanted only ${pid}`);
   await new Promise((r) => setTimeout(r, 1_500)); // a flap would show by now (connect delay 1 s)
-  assert(await since(lab) === before, "the router's session with n1 restarted on adoption");
+  assert(
+    await lab.sessionSince("n1") === before,
+    "the router's session with n1 restarted on adoption",
+  );
   assert(route.gateways.join() === want, `route changed: ${route.gateways}`);
   assert(
     !route.monitor.lines.some((l) => l.startsWith(`Deleted ${vip}`)),

@@ -11,14 +11,6 @@ function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(msg);
 }
 
-/** The `Since` column of the router's session with n1. */
-async function since(lab: AnycastLab): Promise<string> {
-  const out = (await lab.birdc("show", "protocols")).stdout;
-  const row = out.split("\n").find((l) => l.startsWith("hf_n1 "));
-  assert(row && row.includes("Established"), `session with n1 not Established:\n${out}`);
-  return row.trim().split(/\s+/).slice(4, 6).join(" ");
-}
-
 rootTest(
   "bgp: a reload adds peers without a flap; a bad peer is named and the rest announces",
   async () => {
@@ -26,7 +18,7 @@ rootTest(
     const route = await lab.watchRoute();
     await lab.startPod("n1", "default/web-1");
     await route.until((g) => g.join() === "10.9.1.2");
-    const before = await since(lab);
+    const before = await lab.sessionSince("n1");
     const agent = lab.nodes.get("n1")!.agent;
     const from = agent.lineCount;
     const path = `${lab.dir}/n1.bgp.json`;
@@ -66,7 +58,10 @@ rootTest(
       await new Promise((r) => setTimeout(r, 50));
     }
     assert(routes.includes("(65000,100)"), `the community was not announced:\n${routes}`);
-    assert(await since(lab) === before, "the router's session with n1 restarted on reload");
+    assert(
+      await lab.sessionSince("n1") === before,
+      "the router's session with n1 restarted on reload",
+    );
     assert(route.gateways.join() === "10.9.1.2", `route changed: ${route.gateways}`);
     assert(
       !route.monitor.lines.some((l) => l.startsWith("Deleted 10.0.100.10")),
@@ -83,6 +78,6 @@ rootTest(
         fromLine: from2,
       },
     );
-    assert(await since(lab) === before, "the session restarted after a refused config");
+    assert(await lab.sessionSince("n1") === before, "the session restarted after a refused config");
   },
 );

@@ -1,7 +1,8 @@
 /**
  * The house rules of docs/architecture.md ("Who imports whom"), checked on every run so they
  * cannot drift: `lib/` imports nothing of ours; `controller/` and `policy-as/` never import
- * `node/` or `lab/`; nothing outside `tests/` imports `tests/`; no product file past 400 lines.
+ * `node/` or `lab/`; nothing outside `tests/` imports `tests/`; no product file past 400 lines;
+ * C libraries are opened in one place (node/bpf/_ffi.ts).
  */
 
 const ROOT = new URL("../../", import.meta.url);
@@ -80,4 +81,17 @@ Deno.test(`layering: no product file past ${MAX_LINES} lines`, async () => {
     if (lines > MAX_LINES) long.push(`${path}: ${lines} lines`);
   }
   if (long.length) throw new Error(`split these along their jobs:\n${long.join("\n")}`);
+});
+
+Deno.test("layering: C libraries are opened only in node/bpf/_ffi.ts (one symbols table each)", async () => {
+  const files = await productFiles();
+  for await (const path of sources("tests")) {
+    files.set(path, await Deno.readTextFile(new URL(path, ROOT)));
+  }
+  const opens = [...files].filter(([path, text]) =>
+    path !== "node/bpf/_ffi.ts" && /Deno\.dlopen\(/.test(text)
+  ).map(([path]) => path);
+  if (opens.length) {
+    throw new Error(`add the symbols to node/bpf/_ffi.ts instead of opening:\n${opens.join("\n")}`);
+  }
 });

@@ -8,6 +8,7 @@
  */
 
 import { isIpv4 } from "../../lib/ipv4.ts";
+import { isIpv6 } from "../../lib/ipv6.ts";
 import { type IpamCondition, LOAD_BALANCER_IPS_ANNOTATION } from "../ipam/mod.ts";
 import type { KubeObject } from "./objects.ts";
 
@@ -22,10 +23,12 @@ export function annotationProblem(svc: KubeObject, conversionError?: string): st
   if (conversionError !== undefined) return conversionError.replace(/^Cannot convert [^:]*: /, "");
   const ips: string | undefined = svc.metadata?.annotations?.[LOAD_BALANCER_IPS_ANNOTATION];
   if (ips === undefined) return undefined;
-  const bad = ips.split(",").map((s) => s.trim()).find((s) => s !== "" && !isIpv4(s));
+  const bad = ips.split(",").map((s) => s.trim()).find((s) =>
+    s !== "" && !isIpv4(s) && !(s.includes(":") && isIpv6(s))
+  );
   return bad === undefined
     ? undefined
-    : `annotation ${LOAD_BALANCER_IPS_ANNOTATION}="${ips}": "${bad}" is not an IPv4 address`;
+    : `annotation ${LOAD_BALANCER_IPS_ANNOTATION}="${ips}": "${bad}" is not an IPv4 or IPv6 address`;
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
  * The real server's hand-written validation, for the fields Holdfast's controller and agents
- * write: Service ports, type and status (load-balancer ingress, conditions), EndpointSlice
+ * write: Service ports, type, IP families (`ipFamilies`, `ipFamilyPolicy`, `loadBalancerIP`)
+ * and status (load-balancer ingress, conditions), EndpointSlice
  * address types, addresses and ports, events.k8s.io Events' required fields, Lease durations.
  * Messages name the field as the real server does (`spec.ports[0].port: Invalid value: 0: must
  * be between 1 and 65535, inclusive`). Other kinds get only the field checks of
@@ -8,10 +9,13 @@
  *
  * @module
  */
+import { isIpv6 } from "../../lib/ipv6.ts";
 import { isObj, type Obj } from "./resources.ts";
 import type { StatusCause } from "./status.ts";
 
 const IPV4 = /^((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+const isIp6 = (v: unknown) => typeof v === "string" && v.includes(":") && isIpv6(v);
+const isIp = (v: unknown) => IPV4.test(String(v)) || isIp6(v);
 const REASON = /^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/;
 
 class Causes {
@@ -91,16 +95,52 @@ function service(c: Causes, obj: Obj): void {
       c.port(`spec.ports[${i}].targetPort`, p.targetPort, false);
     }
   });
+  families(c, spec);
+  if (
+    spec.loadBalancerIP !== undefined && spec.loadBalancerIP !== "" && !isIp(spec.loadBalancerIP)
+  ) {
+    c.invalid("spec.loadBalancerIP", spec.loadBalancerIP, "must be a valid IP address");
+  }
   const status = (obj.status ?? {}) as Obj;
   list(((status.loadBalancer ?? {}) as Obj).ingress).forEach((ing, i) => {
     const at = `status.loadBalancer.ingress[${i}]`;
-    if (ing.ip !== undefined && !IPV4.test(String(ing.ip))) {
+    if (ing.ip !== undefined && !isIp(ing.ip)) {
       c.invalid(`${at}.ip`, ing.ip, "must be a valid IP address");
     }
     c.oneOf(`${at}.ipMode`, ing.ipMode, ["VIP", "Proxy"]);
     if (ing.ipMode !== undefined && ing.ip === undefined) c.required(`${at}.ip`);
   });
   conditions(c, "status.conditions", status.conditions);
+}
+
+function families(c: Causes, spec: Obj): void {
+  const policies = ["SingleStack", "PreferDualStack", "RequireDualStack"];
+  c.oneOf("spec.ipFamilyPolicy", spec.ipFamilyPolicy, policies);
+  if (!Array.isArray(spec.ipFamilies)) return;
+  const families = spec.ipFamilies as unknown[];
+  families.forEach((f, i) => {
+    c.oneOf(`spec.ipFamilies[${i}]`, f, ["IPv4", "IPv6"]);
+    if (families.indexOf(f) < i) {
+      c.list.push({
+        reason: "FieldValueDuplicate",
+        field: `spec.ipFamilies[${i}]`,
+        message: `Duplicate value: ${JSON.stringify(f)}`,
+      });
+    }
+  });
+  if (families.length > 2) {
+    c.list.push({
+      reason: "FieldValueTooMany",
+      field: "spec.ipFamilies",
+      message: `Too many: ${families.length}: must have at most 2 items`,
+    });
+  } else if (families.length === 2 && spec.ipFamilyPolicy === "SingleStack") {
+    c.invalid(
+      "spec.ipFamilyPolicy",
+      spec.ipFamilyPolicy,
+      "must be 'RequireDualStack' or 'PreferDualStack' when multiple 'ipFamilies' are specified",
+    );
+  }
 }
 
 function endpointSlice(c: Causes, obj: Obj): void {
@@ -119,6 +159,8 @@ function endpointSlice(c: Causes, obj: Obj): void {
     addresses.forEach((a, j) => {
       if (obj.addressType === "IPv4" && !IPV4.test(String(a))) {
         c.invalid(`endpoints[${i}].addresses[${j}]`, a, "must be a valid IPv4 address");
+      } else if (obj.addressType === "IPv6" && !isIp6(a)) {
+        c.invalid(`endpoints[${i}].addresses[${j}]`, a, "must be a valid IPv6 address");
       }
     });
   });

@@ -1,6 +1,9 @@
 /**
  * The few built-in defaults and allocations clients notice: a Service's type, protocol,
- * targetPort, clusterIP and node ports; a Namespace's `kubernetes.io/metadata.name` label and
+ * targetPort, node ports, IP families and cluster IPs (a dual-stack cluster, IPv4 primary:
+ * `ipFamilyPolicy` SingleStack by default, `ipFamilies` the primary family or both with a
+ * dual-stack policy, one cluster IP per family from 10.96.0.0/16 and fd00:10:96::/112); a
+ * Namespace's `kubernetes.io/metadata.name` label and
  * phase; a Pod's Pending phase; a Deployment's replicas; a CRD's Established status. Everything
  * else the real server defaults is left out (see docs/kube_test_server.md).
  *
@@ -11,10 +14,12 @@ import { isObj, type Obj, type ResourceType } from "./resources.ts";
 /** Allocates cluster IPs and node ports for Services. */
 export class ServiceAllocator {
   #nextIp = 1;
+  #nextIp6 = 1;
   #nextPort = 30000;
 
-  /** The next cluster IP in 10.96.0.0/16. */
-  clusterIp(): string {
+  /** The next cluster IP in 10.96.0.0/16 (IPv4) or fd00:10:96::/112 (IPv6). */
+  clusterIp(family: string = "IPv4"): string {
+    if (family === "IPv6") return `fd00:10:96::${(this.#nextIp6++ & 0xffff).toString(16)}`;
     const n = this.#nextIp++;
     return `10.96.${(n >> 8) & 255}.${n & 255}`;
   }
@@ -34,13 +39,7 @@ function defaultService(obj: Obj, previous: Obj | undefined, alloc: ServiceAlloc
   spec.type ??= "ClusterIP";
   spec.sessionAffinity ??= "None";
   spec.internalTrafficPolicy ??= "Cluster";
-  if (spec.type !== "ExternalName") {
-    spec.clusterIP ??= old.clusterIP ?? (spec.clusterIPs as string[] | undefined)?.[0] ??
-      alloc.clusterIp();
-    spec.clusterIPs ??= [spec.clusterIP];
-    spec.ipFamilies ??= ["IPv4"];
-    spec.ipFamilyPolicy ??= "SingleStack";
-  }
+  if (spec.type !== "ExternalName") defaultFamilies(spec, old, alloc);
   const wantsNodePorts = spec.type === "NodePort" ||
     (spec.type === "LoadBalancer" && spec.allocateLoadBalancerNodePorts !== false);
   if (spec.type === "LoadBalancer") spec.allocateLoadBalancerNodePorts ??= true;
@@ -58,6 +57,53 @@ function defaultService(obj: Obj, previous: Obj | undefined, alloc: ServiceAlloc
     }
   }
   if (!previous) obj.status = { loadBalancer: {} };
+}
+
+const FAMILIES = ["IPv4", "IPv6"];
+
+/**
+ * `ipFamilyPolicy`, `ipFamilies`, `clusterIP(s)` as a dual-stack apiserver (IPv4 primary) sets
+ * them. Values it would reject (unknown families, two with SingleStack) are left for validation.
+ */
+function defaultFamilies(spec: Obj, old: Obj, alloc: ServiceAllocator): void {
+  spec.ipFamilyPolicy ??= old.ipFamilyPolicy ?? "SingleStack";
+  const given = Array.isArray(spec.ipFamilies) ? spec.ipFamilies as string[] : undefined;
+  const oldFamilies = Array.isArray(old.ipFamilies) ? old.ipFamilies as string[] : [];
+  let families = given ?? oldFamilies;
+  if (!families.every((f) => FAMILIES.includes(f)) || new Set(families).size < families.length) {
+    return;
+  }
+  const single = spec.ipFamilyPolicy === "SingleStack";
+  // Down to SingleStack: the apiserver drops the secondary family it had added itself.
+  if (single && families.length === 2 && sameList(families, oldFamilies)) {
+    families = families.slice(0, 1);
+  }
+  if (families.length === 0) {
+    const ipFamily = (spec.clusterIP ?? (spec.clusterIPs as string[] | undefined)?.[0]) as
+      | string
+      | undefined;
+    families = [ipFamily?.includes(":") ? "IPv6" : "IPv4"];
+  }
+  if (!single && families.length === 1) {
+    families = [...families, families[0] === "IPv4" ? "IPv6" : "IPv4"];
+  }
+  spec.ipFamilies = families;
+  if (single && families.length > 1) return;
+  const headless = spec.clusterIP === "None";
+  const oldIps = (old.clusterIPs ?? (old.clusterIP ? [old.clusterIP] : [])) as string[];
+  const givenIps = (spec.clusterIPs ??
+    (spec.clusterIP !== undefined ? [spec.clusterIP] : undefined)) as string[] | undefined;
+  const ips = headless ? ["None"] : families.map((f, i) =>
+    givenIps?.[i] ??
+      oldIps.find((ip) => ip !== "None" && (ip.includes(":") ? "IPv6" : "IPv4") === f) ??
+      alloc.clusterIp(f)
+  );
+  spec.clusterIPs = ips;
+  spec.clusterIP = ips[0];
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 /** Applies the built-in defaults of `type` to `obj` (being created when `previous` is absent). */

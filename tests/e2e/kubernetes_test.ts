@@ -20,97 +20,15 @@ import {
   Cluster,
   flowsOf,
   frontendsOf,
-  type HostProcess,
 } from "../../lab/mod.ts";
 import { modelKeys } from "../../controller/model/mod.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
+import { agentsCaughtUp, KubeSide, sleep, waitUntil } from "./_kube_side.ts";
 
 const REPO = new URL("../../", import.meta.url).pathname;
 const ECHO = `${REPO}lab/clients/tcp_echo.ts`;
 const HOLD = `${REPO}lab/clients/hold_client.ts`;
-const API_PORT = 6443; // on the ctl namespace's loopback
 const CLASS = "holdfast.io/lb";
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `check` every 100 ms until it returns true; throws after `timeoutMs`. */
-async function waitUntil(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 20_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (let k = 0; k < 10_000 && Date.now() < deadline; k++) {
-    if (await check()) return;
-    await sleep(100);
-  }
-  throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
-}
-
-/** The Kubernetes side inside the cluster's ctl namespace: API server, kubectl, controller. */
-class KubeSide {
-  readonly kubeconfig: string;
-  constructor(readonly cluster: Cluster) {
-    this.kubeconfig = `${cluster.dir}/kubeconfig`;
-  }
-
-  /** Starts the API test server (with Holdfast's CRDs) on the ctl namespace's loopback. */
-  async startApiServer(): Promise<void> {
-    const server = this.cluster.topo.spawn("ctl", [
-      Deno.execPath(),
-      "run",
-      "-P=kube",
-      `--config=${REPO}deno.json`,
-      "--quiet",
-      "--no-prompt",
-      `${REPO}lab/kube/main.ts`,
-      `--port=${API_PORT}`,
-      `--crds=${REPO}k8s/crds`,
-      `--kubeconfig=${this.kubeconfig}`,
-    ], { stderr: "inherit" });
-    await server.waitForLine((l) => l.includes("kube test server listening"), {
-      timeoutMs: 30_000,
-    });
-  }
-
-  /** `main.ts controller` publishing the model into the cluster's Redis. */
-  async startController(): Promise<HostProcess> {
-    // (`kubectl create namespace` sends protobuf, which the test server does not read.)
-    await this.kubectl(["create", "-f", "-"], {
-      apiVersion: "v1",
-      kind: "Namespace",
-      metadata: { name: "holdfast-system" },
-    });
-    return this.cluster.topo.spawn("ctl", [
-      Deno.execPath(),
-      "run",
-      "-P=controller",
-      `--config=${REPO}deno.json`,
-      "--quiet",
-      "--no-prompt",
-      `${REPO}main.ts`,
-      "controller",
-      `--kubeconfig=${this.kubeconfig}`,
-      "--identity=controller-0",
-      `--redis=${this.cluster.redis.url}`,
-      "--listen=127.0.0.1:9480",
-    ], { stderr: "inherit" });
-  }
-
-  /** Runs kubectl in the ctl namespace; returns stdout, throws on a non-zero exit. */
-  async kubectl(args: readonly string[], stdin?: unknown): Promise<string> {
-    const { stdout } = await this.cluster.topo.exec("ctl", [
-      "kubectl",
-      `--kubeconfig=${this.kubeconfig}`,
-      `--cache-dir=${this.cluster.dir}/kube-cache`,
-      ...args,
-    ], { stdin: stdin === undefined ? undefined : JSON.stringify(stdin), timeoutMs: 30_000 });
-    return stdout;
-  }
-
-  async json<T>(args: readonly string[]): Promise<T> {
-    return JSON.parse(await this.kubectl([...args, "-o", "json"])) as T;
-  }
-}
 
 /** The EndpointSlice of service `web`: backend j → its state. */
 function slice(endpoints: ReadonlyMap<number, "ready" | "terminating">) {
@@ -146,26 +64,6 @@ async function modelBackends(cluster: Cluster): Promise<string[]> {
   if (stdout.trim() === "") return [];
   const entry = JSON.parse(stdout) as { backends: { address: string; state?: string }[] };
   return entry.backends.map((b) => `${b.address} ${b.state ?? "active"}`).sort();
-}
-
-/** Waits until every running agent applied the model's current revision. */
-async function agentsCaughtUp(cluster: Cluster): Promise<void> {
-  const { stdout } = await cluster.topo.exec("ctl", [
-    "redis-cli",
-    "-u",
-    cluster.redis.url,
-    "GET",
-    modelKeys().rev,
-  ]);
-  const rev = Number(stdout.trim());
-  for (const node of cluster.lbNodes.values()) {
-    const agent = node.agent;
-    if (!agent) continue;
-    await agent.waitForLine((l) => {
-      if (!l.includes('"model applied"')) return false;
-      return Number(JSON.parse(l).rev) >= rev;
-    }, { timeoutMs: 15_000 });
-  }
 }
 
 /** Client ports of connections backend j accepted. */

@@ -77,7 +77,7 @@ Deno.test("controller: a Service with a bad Holdfast annotation gets Configured=
     "bad-key": /^annotation holdfast\.io\/flow-key="source-ip" is not five-tuple or client-ip; /,
     "bad-size": /^annotation holdfast\.io\/maglev-size="100": .*prime/,
     "bad-ips":
-      /^annotation holdfast\.io\/load-balancer-ips="10\.0\.7\.300": "10\.0\.7\.300" is not an IPv4 address; /,
+      /^annotation holdfast\.io\/load-balancer-ips="10\.0\.7\.300": "10\.0\.7\.300" is not an IPv4 or IPv6 address; /,
   };
   for (const [name, re] of Object.entries(expected)) {
     const c = await configured(name);

@@ -1,0 +1,138 @@
+/**
+ * Kubernetes dual stack end to end: the API test server (lab/kube/) defaults a PreferDualStack
+ * Service to both families, `main.ts controller` gives it an IPv4 and an IPv6 address out of one
+ * AddressPool holding both, and publishes its frontends of both families with the backends of
+ * the EndpointSlice of each family; an LB node's agent (real XDP, `--model redis`) programs the
+ * IPv4 frontend with the IPv4 backends only and the IPv6 frontend in hf_services6, and clients of
+ * both families get through the router to the backends.
+ *
+ * Topology: lab/cluster.ts dual stack (client — router — LB node 1 — backends 1..2), the API
+ * server, kubectl and the controller in its `ctl` namespace (tests/e2e/_kube_side.ts).
+ */
+import { rootTest } from "../harness/mod.ts";
+import { clientSummary } from "../../lab/clients/summary.ts";
+import {
+  backendAddress,
+  backendAddress6,
+  Cluster,
+  frontendsOf,
+  maglevBackendsOf,
+} from "../../lab/mod.ts";
+import { BpfMap } from "../../node/bpf/mod.ts";
+import { decodeServiceKey6 } from "../../node/bpf/structs6.ts";
+import { agentsCaughtUp, KubeSide, waitUntil } from "./_kube_side.ts";
+
+function assert(cond: unknown, msg: string): asserts cond {
+  if (!cond) throw new Error(msg);
+}
+
+/** The IPv6 frontends in LB node i's pinned hf_services6, as `[VIP]:PORT`, sorted. */
+function frontends6Of(cluster: Cluster, i: number): string[] {
+  using m = BpfMap.fromPinned(`${cluster.bpffs(i)}/hf_services6`);
+  return m.entries().map(([k]) => {
+    const key = decodeServiceKey6(k);
+    return `[${key.address}]:${key.port}`;
+  }).sort();
+}
+
+/** An EndpointSlice of service `web` of one family over backends 1 and 2. */
+function slice(family: "IPv4" | "IPv6") {
+  const address = family === "IPv4" ? backendAddress : backendAddress6;
+  return {
+    apiVersion: "discovery.k8s.io/v1",
+    kind: "EndpointSlice",
+    metadata: {
+      name: `web-${family.toLowerCase()}`,
+      namespace: "default",
+      labels: { "kubernetes.io/service-name": "web" },
+    },
+    addressType: family,
+    ports: [{ name: "http", port: 8080, protocol: "TCP" }],
+    endpoints: [1, 2].map((j) => ({
+      addresses: [address(j)],
+      conditions: { ready: true, serving: true, terminating: false },
+    })),
+  };
+}
+
+type Svc = {
+  spec?: { ipFamilies?: string[]; ipFamilyPolicy?: string; clusterIPs?: string[] };
+  status?: {
+    loadBalancer?: { ingress?: { ip?: string }[] };
+    conditions?: { type: string; status: string; reason: string; message: string }[];
+  };
+};
+
+rootTest(
+  "kubernetes dual stack: a PreferDualStack Service gets an IPv4 and an IPv6 address, both families' frontends are programmed with their own family's backends, clients of both families get through",
+  async () => {
+    await using cluster = await Cluster.create({
+      lbNodes: 0,
+      backends: 2,
+      model: "redis",
+      ipv6: true,
+    });
+    const vip6 = cluster.vip6;
+    assert(vip6 !== null, "the cluster has an IPv6 LB IP");
+    const kube = new KubeSide(cluster);
+    await kube.startApiServer();
+    // One pool, both families: exactly the LB IPs the router sends to the LB nodes.
+    await kube.kubectl(["create", "-f", "-"], {
+      apiVersion: "holdfast.io/v1alpha1",
+      kind: "AddressPool",
+      metadata: { name: "lab" },
+      spec: { blocks: [{ cidr: `${cluster.vip}/32` }, { cidr: `${vip6}/128` }] },
+    });
+    await kube.kubectl(["create", "-f", "-"], {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: "web", namespace: "default" },
+      spec: {
+        type: "LoadBalancer",
+        loadBalancerClass: "holdfast.io/lb",
+        ipFamilyPolicy: "PreferDualStack",
+        ports: [{ name: "http", port: cluster.port, protocol: "TCP" }],
+      },
+    });
+    const created = await kube.json<Svc>(["get", "service", "web", "-n", "default"]);
+    assert(
+      created.spec?.ipFamilies?.join() === "IPv4,IPv6" && created.spec.clusterIPs?.length === 2,
+      `the API server defaults both families: ${JSON.stringify(created.spec)}`,
+    );
+    await kube.kubectl(["create", "-f", "-"], slice("IPv4"));
+    await kube.kubectl(["create", "-f", "-"], slice("IPv6"));
+    await kube.startController();
+
+    let svc: Svc = {};
+    await waitUntil("both addresses in the Service's status", async () => {
+      svc = await kube.json<Svc>(["get", "service", "web", "-n", "default"]);
+      return (svc.status?.loadBalancer?.ingress ?? []).length === 2;
+    }, 30_000);
+    const ips = svc.status!.loadBalancer!.ingress!.map((i) => i.ip).join();
+    assert(ips === `${cluster.vip},${vip6}`, `status shows ${ips}, want ${cluster.vip},${vip6}`);
+    const cond = svc.status?.conditions?.find((c) => c.type === "holdfast.io/AddressAllocated");
+    assert(cond?.status === "True", `AddressAllocated is ${JSON.stringify(cond)}`);
+    const table = await kube.kubectl(["get", "svc", "web", "--no-headers"]);
+    assert(table.includes(`${cluster.vip},${vip6}`), `kubectl get svc shows ${table}`);
+
+    await cluster.addLbNode(1);
+    await agentsCaughtUp(cluster);
+    const want4 = `${cluster.vip}:${cluster.port}/TCP`, want6 = `[${vip6}]:${cluster.port}`;
+    await waitUntil(
+      "both frontends in the LB node's maps",
+      () => frontendsOf(cluster, 1).includes(want4) && frontends6Of(cluster, 1).includes(want6),
+    );
+    // The IPv4 frontend balances over the IPv4 slice only (the IPv6 one holds the others).
+    const table4 = maglevBackendsOf(cluster, 1).join();
+    assert(
+      table4 === [1, 2].map(backendAddress).sort().join(),
+      `the IPv4 frontend's Maglev table holds ${table4}`,
+    );
+
+    const v4 = await cluster.startClient(10, 1_500);
+    const v6 = await cluster.startClient(10, 1_500, { family: 6 });
+    const [s4, s6] = await Promise.all([clientSummary(v4, 30_000), clientSummary(v6, 30_000)]);
+    assert(s4.survived === 10, `IPv4 connections: ${JSON.stringify(s4)}`);
+    assert(s6.survived === 10, `IPv6 connections: ${JSON.stringify(s6)}`);
+  },
+);

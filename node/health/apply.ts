@@ -13,10 +13,10 @@
 import { parseAddr } from "../../controller/lb/address.ts";
 import type { SourceWriter } from "../../controller/lb/source_writer.ts";
 import type { Writer } from "../../controller/lb/writer.ts";
-import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import type { FlowTable } from "../bpf/flow_table.ts";
 import { purgeBackendFlows } from "../flows/purge.ts";
+import { flowAddress } from "../flows/field.ts";
 import type { FlowStore } from "../flows/store.ts";
 import type { HealthChange } from "./checker.ts";
 import type { HealthTarget } from "./targets.ts";
@@ -100,13 +100,12 @@ export class HealthApplier {
   }
 
   async #purge(t: HealthTarget): Promise<void> {
-    // Not for an IPv6 backend: hf_flows6 is not purged yet (its flows age out of the LRU map)
-    // and the flow store holds IPv4 flows only. IPv6 frontends have no IPv4 flows to purge.
-    if (t.ip.includes(":")) return;
-    const backendIp = parseIpv4(t.ip);
-    const scopes = t.frontends.filter((f) => !f.startsWith("[")).map((f) => {
+    // Either family: the flow map holds both (IPv4 and IPv6 frontends), backends as flows carry
+    // them (a u32 for IPv4, text for IPv6).
+    const backendIp = flowAddress(t.ip);
+    const scopes = t.frontends.map((f) => {
       const a = parseAddr(f);
-      return { vip: parseIpv4(a.ip), port: a.port, proto: a.protocol === "TCP" ? 6 : 17 };
+      return { vip: flowAddress(a.ip), port: a.port, proto: a.protocol === "TCP" ? 6 : 17 };
     });
     let local = 0;
     if (this.#o.flows) {
@@ -138,7 +137,7 @@ export class HealthApplier {
     this.#log.info("quarantined backend's flows purged", {
       service: t.service,
       backend: t.backend,
-      ip: formatIpv4(backendIp),
+      ip: t.ip,
       local_flows: local,
       stored_flows: stored,
     });

@@ -5,7 +5,7 @@
  * @module
  */
 import { FlowSyncAgent, type FlowSyncAgentOptions } from "../../node/flows/agent.ts";
-import { type FlowEvent, makeFlowKey } from "../../node/bpf/flow.ts";
+import { type AnyFlowEvent, type FlowEvent, makeFlowKey } from "../../node/bpf/flow.ts";
 import { MemoryFlowTable } from "../../node/flows/table.ts";
 import {
   connectRedisStore,
@@ -70,6 +70,19 @@ export function event(
   };
 }
 
+/**
+ * A new-flow event of an IPv6 LB IP: TCP from `[saddr]:sport` to `[vip]:80`; `backend` IPv6 text
+ * or dotted IPv4.
+ */
+export function event6(saddr: string, sport: number, backend: string, vip: string): AnyFlowEvent {
+  return {
+    key: { saddr, daddr: vip, sport, dport: 80, proto: 6 },
+    backend: backend.includes(":") ? backend : parseIpv4(backend),
+    serviceId: 1,
+    tsNs: 0,
+  };
+}
+
 /** One LB node's flow-sync side. */
 export interface Node {
   agent: FlowSyncAgent;
@@ -118,7 +131,7 @@ export async function node(
 }
 
 /** A flow the datapath created: in the map, and its event to the agent. */
-export function datapathLearns(n: Node, ev: FlowEvent): void {
+export function datapathLearns(n: Node, ev: FlowEvent | AnyFlowEvent): void {
   n.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: n.table.nowNs() });
   n.agent.learn(ev);
 }

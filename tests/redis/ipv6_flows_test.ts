@@ -1,0 +1,123 @@
+/**
+ * IPv6 flow sharing against a real redis-server: agents with in-memory flow tables following an
+ * IPv6 LB IP (and an IPv4 one) share, restore, purge and expire IPv6 flows through one Redis; the
+ * stored forms are checked with redis-cli. Run: `deno test -P=redis tests/redis/`.
+ */
+import { flush } from "../../node/flows/_testing.ts";
+import { purgeBackendFlows } from "../../node/flows/purge.ts";
+import { captureLogs } from "../../lib/log.ts";
+import { startRedis } from "../../lab/redis_server.ts";
+import {
+  datapathLearns,
+  event,
+  event6,
+  node,
+  type NodeOptions,
+  until,
+  VIP,
+} from "./_flow_nodes.ts";
+import { flowField } from "../../node/flows/field.ts";
+import { parseIpv4 } from "../../lib/ipv4.ts";
+
+const VIP6 = "2001:db8:100::1";
+
+function assert(cond: unknown, msg: string): asserts cond {
+  if (!cond) throw new Error(msg);
+}
+
+function assertEquals(a: unknown, b: unknown, what = "") {
+  if (JSON.stringify(a) !== JSON.stringify(b)) {
+    throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
+  }
+}
+
+/** `[VIP6]:80` and `VIP:80`, both served by 2001:db8:2::1–9 and 10.0.1.1–9. */
+const DUAL: NodeOptions = {
+  vips: [VIP, VIP6],
+  services: {
+    services: [{
+      name: "default/dual",
+      frontends: [{ address: `[${VIP6}]:80/TCP` }, { address: `${VIP}:80/TCP` }],
+      backends: Array.from({ length: 9 }, (_, i) => [
+        { address: `[2001:db8:2::${i + 1}]:8080/TCP` },
+        { address: `10.0.1.${i + 1}:8080/TCP` },
+      ]).flat(),
+    }],
+  },
+};
+
+Deno.test("redis: IPv6 flows are shared and restored; stored as 42-digit fields, 32-digit backends", async () => {
+  using _logs = captureLogs();
+  await using redis = await startRedis();
+  await using a = await node("lb-a", redis, DUAL);
+  await using b = await node("lb-b", redis, DUAL);
+  const evs = Array.from(
+    { length: 300 },
+    (_, i) =>
+      event6(
+        `2001:db8::${(i + 1).toString(16)}`,
+        40000,
+        i % 2 ? "2001:db8:2::3" : "10.0.1.3",
+        VIP6,
+      ),
+  );
+  const v4 = event(0x0a010001, 40000, "10.0.1.3");
+  for (const ev of evs) datapathLearns(a, ev);
+  datapathLearns(a, v4);
+  await until("B has all", () => b.table.size === 301);
+  for (const ev of evs) assertEquals(b.table.get(ev.key)?.backend, ev.backend, "backend");
+  const stored = await redis.cli("HGET", `hf:{${VIP6}}:flows`, flowField(evs[1]!.key));
+  assert(/^20010db8000200000000000000000003:\d+$/.test(stored.trim()), `v6 backend: ${stored}`);
+  const to4 = await redis.cli("HGET", `hf:{${VIP6}}:flows`, flowField(evs[0]!.key));
+  assert(/^0a000103:\d+$/.test(to4.trim()), `IPv4 backend of an IPv6 frontend: ${to4}`);
+  assertEquals(flowField(evs[0]!.key).length, 42, "field length");
+  await flush(a.agent);
+  await using c = await node("lb-c", redis, { ...DUAL, start: false });
+  await c.agent.start();
+  assertEquals(c.table.size, 301, "complete at ready, both families");
+});
+
+Deno.test("redis: purging an IPv6 frontend's backend (either family) keeps the IPv4 frontend's flows", async () => {
+  using _logs = captureLogs();
+  await using redis = await startRedis();
+  await using a = await node("lb-a", redis, DUAL);
+  await using b = await node("lb-b", redis, DUAL);
+  for (let i = 0; i < 40; i++) {
+    const backend = ["2001:db8:2::2", "2001:db8:2::3", "10.0.1.2", "10.0.1.3"][i % 4]!;
+    datapathLearns(a, event6(`2001:db8::${i + 1}`, 1, backend, VIP6));
+  }
+  const v4 = event(0x0a010001, 1, "10.0.1.2");
+  datapathLearns(a, v4);
+  await until("B has all", () => b.table.size === 41);
+  assertEquals(
+    await purgeBackendFlows(`[${VIP6}]:80/TCP`, "2001:db8:2::2", { store: a.store }),
+    10,
+  );
+  assertEquals(await purgeBackendFlows(`[${VIP6}]:80/TCP`, "10.0.1.2", { store: a.store }), 10);
+  await until("both maps purged", () => a.table.size === 21 && b.table.size === 21);
+  assertEquals(b.table.get(v4.key)?.backend, parseIpv4("10.0.1.2"), "IPv4 frontend's flow kept");
+  for (const e of b.table.entries()) {
+    assert(e.value.backend !== "2001:db8:2::2", "no flow to the purged IPv6 backend");
+  }
+});
+
+Deno.test("redis: idle IPv6 flows expire in Redis and in both maps; active ones stay", async () => {
+  using _logs = captureLogs();
+  await using redis = await startRedis();
+  const opts = { ...DUAL, idleTimeoutMs: 300, sweepIntervalMs: 100 };
+  await using a = await node("lb-a", redis, opts);
+  await using b = await node("lb-b", redis, opts);
+  const idle = event6("2001:db8::1", 1, "2001:db8:2::3", VIP6);
+  const live = event6("2001:db8::2", 2, "2001:db8:2::3", VIP6);
+  datapathLearns(a, idle);
+  datapathLearns(a, live);
+  await until("B has both", () => b.table.size === 2);
+  for (let i = 0; i < 12; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    a.table.touch(live.key);
+  }
+  await until("idle gone", () => a.table.size === 1 && b.table.size === 1);
+  assert(a.table.get(live.key) && b.table.get(live.key), "live stays");
+  const [stored] = await a.store.exists(VIP6, [flowField(idle.key)]);
+  assertEquals(stored, false, "idle gone from Redis");
+});

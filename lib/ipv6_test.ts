@@ -1,5 +1,14 @@
 import { deepStrictEqual, strictEqual, throws } from "node:assert/strict";
-import { formatIpv6, ipv6Bytes, ipv6Words, isGlobalUnicastIpv6, isIpv6 } from "./ipv6.ts";
+import {
+  formatIpv6,
+  formatIpv6BigInt,
+  ipv6BigInt,
+  ipv6Bytes,
+  ipv6Words,
+  isGlobalUnicastIpv6,
+  isIpv6,
+  parseIpv6Cidr,
+} from "./ipv6.ts";
 
 Deno.test("IPv6 text round-trips in RFC 5952 form", () => {
   const cases: Array<[string, string]> = [
@@ -54,4 +63,22 @@ Deno.test("global unicast IPv6: a node's own address, never ::, ::1, link-local,
   for (const a of ["::", "::1", "fe80::1", "febf::1", "ff02::1", "::ffff:10.0.0.1"]) {
     strictEqual(isGlobalUnicastIpv6(a), false, a);
   }
+});
+
+Deno.test("IPv6 as a 128-bit integer round-trips; CIDRs give their range and refuse host bits", () => {
+  strictEqual(ipv6BigInt("::1"), 1n);
+  strictEqual(ipv6BigInt("2001:db8::"), 0x20010db8n << 96n);
+  strictEqual(formatIpv6BigInt(ipv6BigInt("2001:DB8:0:0::ff")), "2001:db8::ff");
+  strictEqual(formatIpv6BigInt((1n << 128n) - 1n), "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff");
+  throws(() => formatIpv6BigInt(1n << 128n), /not in 0\.\.2\^128-1/);
+  const c = parseIpv6Cidr("2001:db8:100::/64");
+  strictEqual(formatIpv6BigInt(c.last), "2001:db8:100:0:ffff:ffff:ffff:ffff");
+  strictEqual(c.last - c.first + 1n, 1n << 64n);
+  strictEqual(parseIpv6Cidr("::/0").last, (1n << 128n) - 1n);
+  throws(
+    () => parseIpv6Cidr("2001:db8::5/64"),
+    /host bits are set \(the network is 2001:db8::\/64\)/,
+  );
+  throws(() => parseIpv6Cidr("2001:db8::/129"), /prefix 0\.\.128/);
+  throws(() => parseIpv6Cidr("2001:db8::g/64"), /Cannot parse IPv6 CIDR "2001:db8::g\/64"/);
 });

@@ -9,7 +9,7 @@
  *
  * The Redis password may come from `--redis-password-file` or the `HOLDFAST_REDIS_PASSWORD`
  * environment variable instead of the URL, to keep it out of the process list. `--vip` adds LB
- * IPs to follow beyond the config's frontends. `--redis` is required unless `--no-flow-sync`.
+ * IPs (IPv4 or IPv6) to follow beyond the config's frontends. `--redis` is required unless `--no-flow-sync`.
  * The LB model comes from exactly one of `--config FILE` or `--model redis` (the model the
  * controller publishes, read from the same Redis as flows: `--redis` is required then, even with
  * `--no-flow-sync`).
@@ -26,6 +26,8 @@
  */
 
 import type { RedisStoreOptions } from "./flows/redis_store.ts";
+import { flowAddress } from "./flows/field.ts";
+import { formatFlowAddress } from "./bpf/flow.ts";
 import type { LogLevel } from "../lib/log.ts";
 import { parseIpv4 } from "../lib/ipv4.ts";
 import { isGlobalUnicastIpv6 } from "../lib/ipv6.ts";
@@ -190,6 +192,16 @@ export function parseAgentArgs(args: readonly string[], env: AgentArgsEnv = {}):
 export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): AgentArgs {
   const str = (name: string) => stringOption(values, name) || undefined;
   const int = (name: string) => intOption(values, name);
+  // An LB IP to follow: IPv4 or IPv6 (the flow agent's form: RFC 5952 for IPv6).
+  const vipFlag = (text: string) => {
+    try {
+      return formatFlowAddress(flowAddress(text));
+    } catch (err) {
+      throw new UsageError(`Cannot use --vip "${text}": ${(err as Error).message}`, USAGE, {
+        cause: err,
+      });
+    }
+  };
   const ipv4 = (name: string, text: string) => {
     try {
       parseIpv4(text);
@@ -263,7 +275,7 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
     model,
     flowSync,
     redis,
-    vips: listOption(values, "vip").map((v) => ipv4("vip", v)),
+    vips: listOption(values, "vip").map((v) => vipFlag(v)),
     nodeName: stringOption(values, "node-name", { required: true }),
     listen,
     datapath: choiceOption(values, "datapath", ["bpf", "memory"]),

@@ -5,3 +5,4 @@
  * @module
  */
 export * from "./root.ts";
+export * from "./until.ts";

@@ -7,7 +7,7 @@
  * withdrawn before the agent exits. An IPv6 address outside the settings' prefixes is never
  * announced.
  */
-import { rootTest } from "../harness/mod.ts";
+import { rootTest, until } from "../harness/mod.ts";
 import { createTopology } from "../../lab/netns.ts";
 import { RouterBird } from "../../lab/_anycast_router.ts";
 
@@ -41,15 +41,6 @@ async function route(
 ): Promise<string> {
   const r = await router.topo.exec(router.host, ["ip", family, "-o", "route", "show", prefix]);
   return r.stdout.trim();
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000) {
-  const end = Date.now() + timeoutMs;
-  for (let i = 0; i < 10_000 && Date.now() < end; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
 }
 
 rootTest(

@@ -6,7 +6,7 @@
  * while the first session stays up (`birdc configure`, no flap); a peer whose nodeSelector
  * leaves the node out is not configured; the section removed withdraws and stops bird.
  */
-import { rootTest } from "../harness/mod.ts";
+import { rootTest, until } from "../harness/mod.ts";
 import { createTopology } from "../../lab/netns.ts";
 import { RouterBird } from "../../lab/_anycast_router.ts";
 import { relayIntoNamespace } from "../../lab/_anycast_kube.ts";
@@ -39,15 +39,6 @@ async function session(router: RouterBird): Promise<string> {
 /** The router's kernel route to the VIP ("" when none). */
 async function route(topo: { exec: RouterBird["topo"]["exec"] }, host: string): Promise<string> {
   return (await topo.exec(host, ["ip", "-o", "route", "show", `${VIP}/32`])).stdout.trim();
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000) {
-  const end = Date.now() + timeoutMs;
-  for (let i = 0; i < 10_000 && Date.now() < end; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
 }
 
 rootTest(

@@ -11,7 +11,8 @@
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import { registry } from "../../lib/metrics.ts";
 import { Backoff, sleep } from "../../lib/backoff.ts";
-import { parseIpv4, parseIpv4Cidr } from "../../lib/ipv4.ts";
+import { isIpv4, parseIpv4, parseIpv4Cidr } from "../../lib/ipv4.ts";
+import { ipv6BigInt, parseIpv6Cidr } from "../../lib/ipv6.ts";
 import type { Loopback } from "./loopback.ts";
 import { desiredAddresses, type Holding, managedAddresses } from "./model.ts";
 import type { AnycastState } from "./state_file.ts";
@@ -34,23 +35,31 @@ export interface AnycastAgentOptions {
   /** Logger (default the root logger with `component: "anycast"`). */
   readonly log?: Logger;
   /**
-   * Prefixes (CIDR) the agent owns on `lo`: a /32 inside them that no service wants is removed
-   * (left over from a crash). Addresses of known anycast services are always owned.
+   * Prefixes (CIDR, IPv4 or IPv6) the agent owns on `lo`: a /32 (/128) inside them that no
+   * service wants is removed (left over from a crash). Addresses of known anycast services are
+   * always owned.
    */
   readonly prefixes?: readonly string[];
   /** Retries of one failed state before waiting for the next (default 20). */
   readonly maxRetries?: number;
 }
 
-function inPrefixes(address: string, prefixes: readonly { first: number; last: number }[]) {
-  const a = parseIpv4(address);
-  return prefixes.some((p) => a >= p.first && a <= p.last);
+/** A prefix as an inclusive range (IPv4 as `number`, IPv6 as `bigint`: never equal). */
+type Prefix = { first: number | bigint; last: number | bigint };
+
+function parsePrefix(cidr: string): Prefix {
+  return cidr.includes(":") ? parseIpv6Cidr(cidr) : parseIpv4Cidr(cidr);
+}
+
+function inPrefixes(address: string, prefixes: readonly Prefix[]) {
+  const a = isIpv4(address) ? parseIpv4(address) : ipv6BigInt(address);
+  return prefixes.some((p) => typeof p.first === typeof a && a >= p.first && a <= p.last);
 }
 
 /** Makes `lo` hold exactly the addresses the node's ready pods call for. */
 export class AnycastAgent {
   readonly #log: Logger;
-  readonly #prefixes: { first: number; last: number }[];
+  readonly #prefixes: Prefix[];
   readonly #maxRetries: number;
   #state: AnycastState = { services: [], pods: [] };
   #held = new Map<string, Holding>();
@@ -65,7 +74,7 @@ export class AnycastAgent {
     options: AnycastAgentOptions = {},
   ) {
     this.#log = options.log ?? rootLog.with({ component: "anycast", node });
-    this.#prefixes = (options.prefixes ?? []).map(parseIpv4Cidr);
+    this.#prefixes = (options.prefixes ?? []).map(parsePrefix);
     this.#maxRetries = options.maxRetries ?? 20;
   }
 

@@ -132,3 +132,18 @@ Deno.test("anycast agent: resync puts back an address removed behind its back", 
   await agent.resync();
   assertEquals([...lo.addresses], ["10.0.100.10"]);
 });
+
+Deno.test("anycast agent: IPv6 LB IPs are held in RFC 5952 form; a stray /128 in an owned IPv6 prefix goes", async () => {
+  using _logs = captureLogs();
+  const lo = new MemoryLoopback();
+  lo.addresses.add("2001:db8:200::5"); // in an owned prefix, left over from a crash: removed
+  lo.addresses.add("2001:db8:300::5"); // not ours: never touched
+  const s = parseAnycastState(`
+services:
+  - { name: default/web6, addresses: ["2001:DB8:100:0::10", 10.0.100.10], selector: { app: web } }
+pods: [${pod("default/web-1", { app: "web" })}]
+`);
+  const agent = new AnycastAgent("n1", lo, { prefixes: ["2001:db8:200::/64", "10.0.200.0/24"] });
+  await agent.update(s);
+  assertEquals([...lo.addresses].sort(), ["10.0.100.10", "2001:db8:100::10", "2001:db8:300::5"]);
+});

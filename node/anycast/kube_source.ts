@@ -22,6 +22,7 @@
  */
 
 import { isIpv4 } from "../../lib/ipv4.ts";
+import { formatIpv6, ipv6Bytes, isIpv6 } from "../../lib/ipv6.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import { isClaimed } from "../../controller/ipam/mod.ts";
 import type { KubeObject } from "../../controller/k8s/objects.ts";
@@ -58,10 +59,16 @@ function anycastService(svc: KubeObject, config: KubeObject | undefined): Anycas
   const ports = (svc.spec?.ports ?? []) as { port: number; protocol?: string }[];
   return {
     name: nameOf(svc),
-    addresses: ingress.map((i) => i.ip ?? "").filter(isIpv4),
+    addresses: ingress.map((i) => lbAddress(i.ip ?? "")).filter((a) => a !== ""),
     selector: { ...(svc.spec?.selector ?? {}) },
     ports: ports.map((p) => `${p.port}/${p.protocol ?? "TCP"}`),
   };
+}
+
+/** An ingress IP as held on `lo` (IPv4, or IPv6 in RFC 5952 form as `ip` lists it); "" if neither. */
+function lbAddress(ip: string): string {
+  if (isIpv4(ip)) return ip;
+  return ip.includes(":") && isIpv6(ip) ? formatIpv6(ipv6Bytes(ip)) : "";
 }
 
 function localPod(pod: KubeObject): LocalPod {

@@ -1,5 +1,6 @@
 /**
- * The /32s on `lo`: the one side effect of the anycast agent, behind a narrow interface. bird's
+ * The /32s (IPv6: /128s) on `lo`: the one side effect of the anycast agent, behind a narrow
+ * interface. bird's
  * `protocol direct` announces what is here (node/bgp), so adding is assuming and removing is
  * forfeiting. {@linkcode IpLoopback} runs `ip` in the caller's namespace;
  * {@linkcode MemoryLoopback} is the unit tests' stand-in.
@@ -7,14 +8,21 @@
  * @module
  */
 
+import { formatIpv6, ipv6Bytes, isGlobalUnicastIpv6 } from "../../lib/ipv6.ts";
+
 /** Addresses on `lo`. */
 export interface Loopback {
-  /** The /32 addresses on `lo` (without prefix length). */
+  /** The /32 and global /128 addresses on `lo` (without prefix length; IPv6 as RFC 5952). */
   list(): Promise<Set<string>>;
-  /** Puts `address/32` on `lo` (no error if already there). */
+  /** Puts `address/32` (IPv6: `/128`) on `lo` (no error if already there). */
   add(address: string): Promise<void>;
-  /** Removes `address/32` from `lo` (no error if absent). */
+  /** Removes `address/32` (IPv6: `/128`) from `lo` (no error if absent). */
   remove(address: string): Promise<void>;
+}
+
+/** `A/32` for IPv4, `A/128` for IPv6: one address as a host route. */
+export function hostPrefix(address: string): string {
+  return `${address}/${address.includes(":") ? 128 : 32}`;
 }
 
 /** Raised when `ip` fails; carries its stderr. */
@@ -50,31 +58,49 @@ export class IpLoopback implements Loopback {
   /** Acts on `device` (default `lo`). */
   constructor(readonly device = "lo") {}
 
-  /** Lists /32 IPv4 addresses on the device (`ip -j -4 addr show dev DEVICE`). */
+  /**
+   * Lists /32 IPv4 and /128 global IPv6 addresses on the device (`ip -j addr show dev DEVICE`;
+   * `::1` is never one of them).
+   */
   async list(): Promise<Set<string>> {
-    const r = await runIp(["-j", "-4", "addr", "show", "dev", this.device]);
+    const r = await runIp(["-j", "addr", "show", "dev", this.device]);
     if (!r.ok) throw new LoopbackError(`Cannot list addresses on "${this.device}": ${r.err}`);
     const links = JSON.parse(r.out || "[]") as {
-      addr_info?: { local: string; prefixlen: number }[];
+      addr_info?: { family: string; local: string; prefixlen: number }[];
     }[];
+    const held = (a: { family: string; local: string; prefixlen: number }) =>
+      a.family === "inet"
+        ? a.prefixlen === 32
+        : a.family === "inet6" && a.prefixlen === 128 && isGlobalUnicastIpv6(a.local);
     return new Set(
-      links.flatMap((l) => l.addr_info ?? []).filter((a) => a.prefixlen === 32).map((a) => a.local),
+      links.flatMap((l) => l.addr_info ?? []).filter(held).map((a) =>
+        a.family === "inet6" ? formatIpv6(ipv6Bytes(a.local)) : a.local
+      ),
     );
   }
 
-  /** `ip addr replace A/32 dev DEVICE` (idempotent). */
+  /** `ip addr replace A/32 dev DEVICE` (IPv6: `/128`, no DAD) (idempotent). */
   async add(address: string): Promise<void> {
-    const r = await runIp(["addr", "replace", `${address}/32`, "dev", this.device]);
+    const host = hostPrefix(address);
+    const r = await runIp([
+      "addr",
+      "replace",
+      host,
+      "dev",
+      this.device,
+      ...(host.endsWith("/128") ? ["nodad"] : []),
+    ]);
     if (!r.ok) {
-      throw new LoopbackError(`Cannot add "${address}/32" to "${this.device}": ${r.err}`);
+      throw new LoopbackError(`Cannot add "${host}" to "${this.device}": ${r.err}`);
     }
   }
 
-  /** `ip addr del A/32 dev DEVICE`; an absent address is not an error. */
+  /** `ip addr del A/32 dev DEVICE` (IPv6: `/128`); an absent address is not an error. */
   async remove(address: string): Promise<void> {
-    const r = await runIp(["addr", "del", `${address}/32`, "dev", this.device]);
+    const host = hostPrefix(address);
+    const r = await runIp(["addr", "del", host, "dev", this.device]);
     if (!r.ok && !/Cannot assign requested address/.test(r.err)) {
-      throw new LoopbackError(`Cannot remove "${address}/32" from "${this.device}": ${r.err}`);
+      throw new LoopbackError(`Cannot remove "${host}" from "${this.device}": ${r.err}`);
     }
   }
 }

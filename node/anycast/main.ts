@@ -41,8 +41,9 @@ import { FlowRedirect } from "./redirect.ts";
 
 const USAGE = `usage: main.ts anycast --node NAME (--state FILE | --kube) [OPTIONS]
 
-Holds each anycast service's LB /32 on lo while a ready, non-terminating pod of the service
-runs on this node; with --bgp-config, runs bird to announce those addresses (docs/anycast.md).
+Holds each anycast service's LB /32 (IPv6: /128) on lo while a ready, non-terminating pod of the
+service runs on this node; with --bgp-config, runs bird to announce those addresses
+(docs/anycast.md).
 
   --node NAME              this node's name (pods' spec.nodeName)
   --state FILE             services and pods, YAML or JSON, followed live

@@ -22,6 +22,7 @@
 
 import { parse as parseYaml } from "yaml";
 import { isIpv4 } from "../../lib/ipv4.ts";
+import { formatIpv6, ipv6Bytes, isIpv6 } from "../../lib/ipv6.ts";
 import { compileLabelSelector, type LabelSelector } from "../../lib/label_selector.ts";
 import type { AnycastService, LocalPod } from "./model.ts";
 
@@ -70,10 +71,10 @@ function service(raw: unknown, p: string): AnycastService | null {
     fail(`${p}.mode`, `${JSON.stringify(o.mode)} is not anycast or stateful`);
   }
   const addresses = list(o.addresses, `${p}.addresses`).map((a, i) => {
-    if (typeof a !== "string" || !isIpv4(a)) {
-      fail(`${p}.addresses[${i}]`, `${JSON.stringify(a)} is not an IPv4 address`);
-    }
-    return a;
+    if (typeof a === "string" && isIpv4(a)) return a;
+    // IPv6 as `ip` lists it on lo (RFC 5952), so a held address matches its service's.
+    if (typeof a === "string" && a.includes(":") && isIpv6(a)) return formatIpv6(ipv6Bytes(a));
+    fail(`${p}.addresses[${i}]`, `${JSON.stringify(a)} is not an IPv4 or IPv6 address`);
   });
   let podSelector: LabelSelector | undefined;
   if (o.podSelector !== undefined) {

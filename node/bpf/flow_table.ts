@@ -90,20 +90,14 @@ export class BpfFlowTable implements FlowTable<FlowKey, FlowValue> {
 
   /** One `BPF_MAP_UPDATE_BATCH` per 65,536 entries. */
   putBatch(entries: readonly { readonly key: FlowKey; readonly value: FlowValue }[]): void {
-    const chunk = 65_536;
-    for (let start = 0; start < entries.length; start += chunk) {
-      const n = Math.min(chunk, entries.length - start);
-      const keys = new Uint8Array(n * FLOW_KEY_SIZE);
-      const values = new Uint8Array(n * FLOW_VALUE_SIZE);
+    updateInChunks(this.#map, entries, FLOW_KEY_SIZE, FLOW_VALUE_SIZE, (keys, values, at) => {
       const kv = new DataView(keys.buffer);
       const vv = new DataView(values.buffer);
-      for (let i = 0; i < n; i++) {
-        const e = entries[start + i]!;
+      at((e, i) => {
         writeFlowKey(kv, i * FLOW_KEY_SIZE, e.key);
         writeFlowValue(vv, i * FLOW_VALUE_SIZE, e.value);
-      }
-      this.#map.updateBatch(keys, values);
-    }
+      });
+    });
   }
 
   delete(key: FlowKey): boolean {
@@ -158,19 +152,13 @@ export class BpfFlowTable6 implements FlowTable<FlowKey6, AnyFlowValue> {
 
   /** One `BPF_MAP_UPDATE_BATCH` per 65,536 entries. */
   putBatch(entries: readonly { readonly key: FlowKey6; readonly value: AnyFlowValue }[]): void {
-    const chunk = 65_536;
     const ks = SIZES6.flow_key6, vs = SIZES6.flow_value6;
-    for (let start = 0; start < entries.length; start += chunk) {
-      const n = Math.min(chunk, entries.length - start);
-      const keys = new Uint8Array(n * ks);
-      const values = new Uint8Array(n * vs);
-      for (let i = 0; i < n; i++) {
-        const e = entries[start + i]!;
+    updateInChunks(this.#map, entries, ks, vs, (keys, values, at) => {
+      at((e, i) => {
         writeFlowKey6(keys, i * ks, e.key);
         writeFlowValue6(values, i * vs, e.value);
-      }
-      this.#map.updateBatch(keys, values);
-    }
+      });
+    });
   }
 
   delete(key: FlowKey6): boolean {
@@ -192,6 +180,34 @@ export class BpfFlowTable6 implements FlowTable<FlowKey6, AnyFlowValue> {
   /** CLOCK_MONOTONIC in ns, the clock of `bpf_ktime_get_ns()`. */
   nowNs(): number {
     return Number(monotonicNs());
+  }
+}
+
+/**
+ * Writes `entries` with one `BPF_MAP_UPDATE_BATCH` per 65,536: for each chunk, `fill` gets its
+ * key and value buffers and `at`, which calls back with each of the chunk's entries and its index
+ * in the chunk, to encode them.
+ */
+function updateInChunks<E>(
+  map: BpfMap,
+  entries: readonly E[],
+  keySize: number,
+  valueSize: number,
+  fill: (
+    keys: Uint8Array,
+    values: Uint8Array,
+    at: (write: (e: E, i: number) => void) => void,
+  ) => void,
+): void {
+  const chunk = 65_536;
+  for (let start = 0; start < entries.length; start += chunk) {
+    const n = Math.min(chunk, entries.length - start);
+    const keys = new Uint8Array(n * keySize);
+    const values = new Uint8Array(n * valueSize);
+    fill(keys, values, (write) => {
+      for (let i = 0; i < n; i++) write(entries[start + i]!, i);
+    });
+    map.updateBatch(keys, values);
   }
 }
 

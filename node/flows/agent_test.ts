@@ -1,26 +1,15 @@
-import { FlowSyncAgent, type FlowSyncAgentOptions } from "./agent.ts";
-import { type FlowEvent, makeFlowKey } from "../bpf/flow.ts";
+import type { FlowSyncAgentOptions } from "./agent.ts";
+import { type AnyFlowEvent, type FlowEvent, makeFlowKey } from "../bpf/flow.ts";
 import { StoreUnavailableError } from "./store.ts";
 import { MemoryFlowStore } from "./_memory_store.ts";
 import { flush, sweep } from "./_testing.ts";
-import { MemoryFlowTable } from "./table.ts";
 import { purgeBackendFlows } from "./purge.ts";
 import { captureLogs } from "../../lib/log.ts";
-import { Registry } from "../../lib/metrics.ts";
-import { flowField } from "./field.ts";
+import { flowAddress, flowField } from "./field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
+import { assert, assertEquals, type TestAgent, testAgent, until } from "./_test_agents.ts";
 
 const VIP = "10.0.100.1";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
-
-function assertEquals(a: unknown, b: unknown, what = "") {
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
-  }
-}
 
 function event(client: string, sport: number, backend: string, vip = VIP): FlowEvent {
   return {
@@ -31,25 +20,76 @@ function event(client: string, sport: number, backend: string, vip = VIP): FlowE
   };
 }
 
-async function until(what: string, cond: () => boolean, ms = 2000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 const VIP2 = "10.0.100.2";
+const VIP6 = "2001:db8:100::1";
 
-/** The services config the agents check flows from the store against: both LB IPs on 80/TCP. */
+/**
+ * The services config the agents check flows from the store against: both IPv4 LB IPs on
+ * 80/TCP, and `[VIP6]:80/TCP` served by the backends of {@link V6}.
+ */
 function services(backends = range("10.0.1.", 20).concat(range("10.0.2.", 20))) {
   return {
-    services: [VIP, VIP2].map((vip, i) => ({
-      name: `default/web${i}`,
-      frontends: [{ address: `${vip}:80/TCP` }],
-      backends: backends.map((b) => ({ address: `${b}:8080/TCP` })),
-    })),
+    services: [
+      ...[VIP, VIP2].map((vip, i) => ({
+        name: `default/web${i}`,
+        frontends: [{ address: `${vip}:80/TCP` }],
+        backends: backends.map((b) => ({ address: `${b}:8080/TCP` })),
+      })),
+      {
+        name: "default/web6",
+        frontends: [{ address: `[${VIP6}]:80/TCP` }],
+        backends: Array.from(
+          { length: 20 },
+          (_, i) => ({ address: `[${V6.backend(i + 1)}]:8080/TCP` }),
+        ),
+      },
+    ],
   };
+}
+
+/** The addresses of a scenario run for one family (the shared scenarios run for both). */
+interface Family {
+  readonly name: string;
+  /** The followed LB IP. */
+  readonly vip: string;
+  /** An LB IP of this family nobody follows. */
+  readonly other: string;
+  /** Client n's address. */
+  client(n: number): string;
+  /** Backend n's address (1–20 serve the LB IP). */
+  backend(n: number): string;
+}
+
+const V4: Family = {
+  name: "IPv4",
+  vip: VIP,
+  other: "10.0.200.1",
+  client: (n) => `10.0.0.${n}`,
+  backend: (n) => `10.0.1.${n}`,
+};
+
+const V6: Family = {
+  name: "IPv6",
+  vip: VIP6,
+  other: "2001:db8:200::1",
+  client: (n) => `2001:db8::${n.toString(16)}`,
+  backend: (n) => `2001:db8:1::${n.toString(16)}`,
+};
+
+/** The frontend `f`'s LB IP port 80 as a config writes it. */
+function frontend(f: Family): string {
+  return f === V6 ? `[${f.vip}]:80/TCP` : `${f.vip}:80/TCP`;
+}
+
+/** A new-flow event of family `f`: client n → the LB IP (or `vip`) port 80, to backend b. */
+function eventOf(f: Family, client: number, sport: number, backend: number, vip = f.vip) {
+  const key = { saddr: flowAddress(f.client(client)), daddr: flowAddress(vip), sport, dport: 80 };
+  return {
+    key: { ...key, proto: 6 },
+    backend: flowAddress(f.backend(backend)),
+    serviceId: 1,
+    tsNs: 0,
+  } as AnyFlowEvent;
 }
 
 function range(prefix: string, n: number): string[] {
@@ -60,53 +100,43 @@ function agent(
   name: string,
   store: MemoryFlowStore,
   options: Partial<FlowSyncAgentOptions> = {},
-): { agent: FlowSyncAgent; table: MemoryFlowTable; registry: Registry } {
-  const table = new MemoryFlowTable();
-  const registry = new Registry();
-  const a = new FlowSyncAgent(table, store, {
-    node: name,
-    vips: [VIP],
-    readBlockMs: 20,
-    // Timings here are tight (idle timeouts of 100 ms): no adaptive gather beyond the default.
-    readGatherMaxMs: 20,
-    flushIntervalMs: 1,
-    registry,
-    services: services(),
-    ...options,
-  });
-  return { agent: a, table, registry };
+  family = V4,
+): TestAgent {
+  return testAgent(name, store, { vips: [family.vip], services: services(), ...options });
 }
 
-Deno.test("a flow learned by one agent is stored and installed by its peer, not by itself", async () => {
-  using logs = captureLogs();
-  const store = new MemoryFlowStore();
-  const a = agent("lb-a", store);
-  const b = agent("lb-b", store);
-  await a.agent.start();
-  await b.agent.start();
-  try {
-    const ev = event("10.0.0.1", 40000, "10.0.1.2");
-    a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
-    a.agent.learn(ev);
-    a.agent.learn(event("10.9.9.9", 1, "10.0.1.2", "10.0.200.1")); // not ours: ignored
-    await until("peer install", () => b.table.get(ev.key) !== undefined);
-    assertEquals(b.table.get(ev.key), { backend: ev.backend, flags: 1, lastSeenNs: 0 }, "peer");
-    assertEquals(a.table.get(ev.key)?.flags, 0, "learner keeps its own entry");
-    assertEquals(store.stored(VIP, flowField(ev.key))?.backend, ev.backend, "stored");
-    assertEquals(store.count("10.0.200.1"), 0, "other LB IP");
-    const msgs = logs.records.map((r) => `${r.node} ${r.msg}`);
-    assert(msgs.includes("lb-a flow learned"), msgs.join("; "));
-    assert(msgs.includes("lb-b flow installed from peer"), msgs.join("; "));
-    assert(!msgs.includes("lb-a flow installed from peer"), "own addition skipped");
-    assert(
-      a.registry.expose().includes('holdfast_flows_learned_total{vip="10.0.100.1"} 1'),
-      "metric",
-    );
-  } finally {
-    await a.agent.stop();
-    await b.agent.stop();
-  }
-});
+for (const f of [V4, V6]) {
+  Deno.test(`${f.name}: a flow learned by one agent is stored and installed by its peer, not by itself`, async () => {
+    using logs = captureLogs();
+    const store = new MemoryFlowStore();
+    const a = agent("lb-a", store, {}, f);
+    const b = agent("lb-b", store, {}, f);
+    await a.agent.start();
+    await b.agent.start();
+    try {
+      const ev = eventOf(f, 1, 40000, 2);
+      a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
+      a.agent.learn(ev);
+      a.agent.learn(eventOf(f, 9, 1, 2, f.other)); // not ours: ignored
+      await until("peer install", () => b.table.get(ev.key) !== undefined);
+      assertEquals(b.table.get(ev.key), { backend: ev.backend, flags: 1, lastSeenNs: 0 }, "peer");
+      assertEquals(a.table.get(ev.key)?.flags, 0, "learner keeps its own entry");
+      assertEquals(store.stored(f.vip, flowField(ev.key))?.backend, ev.backend, "stored");
+      assertEquals(store.count(f.other), 0, "other LB IP");
+      const msgs = logs.records.map((r) => `${r.node} ${r.msg}`);
+      assert(msgs.includes("lb-a flow learned"), msgs.join("; "));
+      assert(msgs.includes("lb-b flow installed from peer"), msgs.join("; "));
+      assert(!msgs.includes("lb-a flow installed from peer"), "own addition skipped");
+      assert(
+        a.registry.expose().includes(`holdfast_flows_learned_total{vip="${f.vip}"} 1`),
+        "metric",
+      );
+    } finally {
+      await a.agent.stop();
+      await b.agent.stop();
+    }
+  });
+}
 
 Deno.test("start restores every stored flow before ready, waiting while the store is down", async () => {
   using _logs = captureLogs();
@@ -164,32 +194,37 @@ Deno.test("two agents learning one flow at once converge on the stored backend",
   }
 });
 
-Deno.test("purging a backend removes its flows from every map and keeps the others", async () => {
-  using logs = captureLogs();
-  const store = new MemoryFlowStore();
-  const a = agent("lb-a", store);
-  const b = agent("lb-b", store);
-  await a.agent.start();
-  await b.agent.start();
-  try {
-    const gone = event("10.0.0.1", 1, "10.0.1.2");
-    const stays = event("10.0.0.2", 2, "10.0.1.3");
-    for (const ev of [gone, stays]) {
-      a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: 1 });
-      a.agent.learn(ev);
+for (const f of [V4, V6]) {
+  Deno.test(`${f.name}: purging a backend removes its flows from every map and keeps the others`, async () => {
+    using logs = captureLogs();
+    const store = new MemoryFlowStore();
+    const a = agent("lb-a", store, {}, f);
+    const b = agent("lb-b", store, {}, f);
+    await a.agent.start();
+    await b.agent.start();
+    try {
+      const gone = eventOf(f, 1, 1, 2);
+      const stays = eventOf(f, 2, 2, 3);
+      for (const ev of [gone, stays]) {
+        a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: 1 });
+        a.agent.learn(ev);
+      }
+      await flush(a.agent);
+      await until("b has both", () => b.table.size === 2);
+      assertEquals(await purgeBackendFlows(frontend(f), f.backend(2), { store }), 1, "purged");
+      await until("purge applied", () => a.table.size === 1 && b.table.size === 1);
+      assert(a.table.get(stays.key) && b.table.get(stays.key), "other flow stays");
+      assert(logs.records.some((r) => r.msg === "flows purged"), "controller logged");
+      assert(
+        logs.records.some((r) => r.msg === "flow purged" && r.node === "lb-b"),
+        "agent logged",
+      );
+    } finally {
+      await a.agent.stop();
+      await b.agent.stop();
     }
-    await flush(a.agent);
-    await until("b has both", () => b.table.size === 2);
-    assertEquals(await purgeBackendFlows(`${VIP}:80/TCP`, "10.0.1.2", { store }), 1, "purged");
-    await until("purge applied", () => a.table.size === 1 && b.table.size === 1);
-    assert(a.table.get(stays.key) && b.table.get(stays.key), "other flow stays");
-    assert(logs.records.some((r) => r.msg === "flows purged"), "controller logged");
-    assert(logs.records.some((r) => r.msg === "flow purged" && r.node === "lb-b"), "agent logged");
-  } finally {
-    await a.agent.stop();
-    await b.agent.stop();
-  }
-});
+  });
+}
 
 Deno.test("a reload removing a backend drops its flows from this map, stored or not", async () => {
   using logs = captureLogs();
@@ -219,36 +254,38 @@ Deno.test("a reload removing a backend drops its flows from this map, stored or 
   }
 });
 
-Deno.test("idle flows expire in the store and in every map; active ones are refreshed", async () => {
-  using logs = captureLogs();
-  const store = new MemoryFlowStore();
-  const opts = { idleTimeoutMs: 150, sweepIntervalMs: 40 };
-  const a = agent("lb-a", store, opts);
-  const b = agent("lb-b", store, opts);
-  await a.agent.start();
-  await b.agent.start();
-  try {
-    const idle = event("10.0.0.1", 1, "10.0.1.2");
-    const live = event("10.0.0.2", 2, "10.0.1.2");
-    for (const ev of [idle, live]) {
-      a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
-      a.agent.learn(ev);
+for (const f of [V4, V6]) {
+  Deno.test(`${f.name}: idle flows expire in the store and in every map; active ones are refreshed`, async () => {
+    using logs = captureLogs();
+    const store = new MemoryFlowStore();
+    const opts = { idleTimeoutMs: 150, sweepIntervalMs: 40 };
+    const a = agent("lb-a", store, opts, f);
+    const b = agent("lb-b", store, opts, f);
+    await a.agent.start();
+    await b.agent.start();
+    try {
+      const idle = eventOf(f, 1, 1, 2);
+      const live = eventOf(f, 2, 2, 2);
+      for (const ev of [idle, live]) {
+        a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
+        a.agent.learn(ev);
+      }
+      await flush(a.agent);
+      await until("b has both", () => b.table.size === 2);
+      for (let i = 0; i < 12; i++) {
+        await new Promise((r) => setTimeout(r, 30));
+        a.table.touch(live.key); // traffic on the live flow only
+      }
+      await until("idle flow gone everywhere", () => a.table.size === 1 && b.table.size === 1);
+      assert(b.table.get(live.key) && a.table.get(live.key), "live flow stays");
+      assertEquals(store.stored(f.vip, flowField(idle.key)), undefined, "idle gone from store");
+      assert(logs.records.some((r) => r.msg === "flow expired" && r.node === "lb-b"), "logged");
+    } finally {
+      await a.agent.stop();
+      await b.agent.stop();
     }
-    await flush(a.agent);
-    await until("b has both", () => b.table.size === 2);
-    for (let i = 0; i < 12; i++) {
-      await new Promise((r) => setTimeout(r, 30));
-      a.table.touch(live.key); // traffic on the live flow only
-    }
-    await until("idle flow gone everywhere", () => a.table.size === 1 && b.table.size === 1);
-    assert(b.table.get(live.key) && a.table.get(live.key), "live flow stays");
-    assertEquals(store.stored(VIP, flowField(idle.key)), undefined, "idle gone from store");
-    assert(logs.records.some((r) => r.msg === "flow expired" && r.node === "lb-b"), "logged");
-  } finally {
-    await a.agent.stop();
-    await b.agent.stop();
-  }
-});
+  });
+}
 
 Deno.test("activity reported every idle/4 (several sweeps) still keeps an active flow", async () => {
   using _logs = captureLogs();
@@ -283,30 +320,32 @@ Deno.test("activity reported every idle/4 (several sweeps) still keeps an active
   }
 });
 
-Deno.test("store outage: forwarding state untouched, flows queue bounded, flush on return", async () => {
-  using logs = captureLogs();
-  const store = new MemoryFlowStore();
-  const a = agent("lb-a", store, { queueCapacity: 100 });
-  await a.agent.start();
-  try {
-    store.available = false;
-    const events = Array.from({ length: 150 }, (_, i) => event("10.1.0.1", 1000 + i, "10.0.1.2"));
-    const t0 = performance.now();
-    for (const ev of events) a.agent.learn(ev); // never waits
-    assert(performance.now() - t0 < 50, "learn does not wait on the store");
-    await until("outage noticed", () => !a.agent.storeUp);
-    assertEquals([a.agent.queued, a.agent.dropped], [100, 50], "bounded, overflow counted");
-    assert(
-      logs.records.some((r) => r.msg === "flow queue overflow, oldest flows dropped"),
-      "logged",
-    );
-    store.available = true;
-    await until("flushed", () => store.count(VIP) === 100 && a.agent.queued === 0);
-    assert(a.registry.expose().includes("holdfast_flow_queue_dropped_total 50"), "metric");
-  } finally {
-    await a.agent.stop();
-  }
-});
+for (const f of [V4, V6]) {
+  Deno.test(`${f.name}: store outage: forwarding state untouched, flows queue bounded, flush on return`, async () => {
+    using logs = captureLogs();
+    const store = new MemoryFlowStore();
+    const a = agent("lb-a", store, { queueCapacity: 100 }, f);
+    await a.agent.start();
+    try {
+      store.available = false;
+      const events = Array.from({ length: 150 }, (_, i) => eventOf(f, 1, 1000 + i, 2));
+      const t0 = performance.now();
+      for (const ev of events) a.agent.learn(ev); // never waits
+      assert(performance.now() - t0 < 50, "learn does not wait on the store");
+      await until("outage noticed", () => !a.agent.storeUp);
+      assertEquals([a.agent.queued, a.agent.dropped], [100, 50], "bounded, overflow counted");
+      assert(
+        logs.records.some((r) => r.msg === "flow queue overflow, oldest flows dropped"),
+        "logged",
+      );
+      store.available = true;
+      await until("flushed", () => store.count(f.vip) === 100 && a.agent.queued === 0);
+      assert(a.registry.expose().includes("holdfast_flow_queue_dropped_total 50"), "metric");
+    } finally {
+      await a.agent.stop();
+    }
+  });
+}
 
 Deno.test("store restarted empty: agents rewrite their flows and peers stay complete", async () => {
   using logs = captureLogs();
@@ -432,7 +471,7 @@ Deno.test("a node cut off from the store catches up on additions and removals it
   }
 });
 
-function datapath(n: { agent: FlowSyncAgent; table: MemoryFlowTable }, ev: FlowEvent): void {
+function datapath(n: TestAgent, ev: FlowEvent): void {
   n.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: n.table.nowNs() });
   n.agent.learn(ev);
 }

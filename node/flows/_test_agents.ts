@@ -1,0 +1,62 @@
+/**
+ * Unit-test rig of the flow agent (not product API: tests import this file directly): agents over
+ * an in-memory flow table with the tight timings the tests use, a bounded wait, assertions.
+ *
+ * @module
+ */
+
+import { FlowSyncAgent, type FlowSyncAgentOptions } from "./agent.ts";
+import { MemoryFlowTable } from "./table.ts";
+import type { MemoryFlowStore } from "./_memory_store.ts";
+import { Registry } from "../../lib/metrics.ts";
+
+/** Throws `msg` unless `cond`. */
+export function assert(cond: unknown, msg: string): asserts cond {
+  if (!cond) throw new Error(msg);
+}
+
+/** Throws unless `a` and `b` are equal as JSON, naming `what`. */
+export function assertEquals(a: unknown, b: unknown, what = ""): void {
+  if (JSON.stringify(a) !== JSON.stringify(b)) {
+    throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
+  }
+}
+
+/** Polls `cond` every 5 ms; throws naming `what` after `ms`. */
+export async function until(what: string, cond: () => boolean, ms = 2000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** An agent under test, its flow map and its metrics. */
+export interface TestAgent {
+  readonly agent: FlowSyncAgent;
+  readonly table: MemoryFlowTable;
+  readonly registry: Registry;
+}
+
+/**
+ * An agent named `name` sharing `store`, with a fresh in-memory table and registry. Timings are
+ * tight (idle timeouts of 100 ms in tests): short blocking reads, no adaptive gather beyond the
+ * default, writes 1 ms after a flow.
+ */
+export function testAgent(
+  name: string,
+  store: MemoryFlowStore,
+  options: Partial<FlowSyncAgentOptions> & Pick<FlowSyncAgentOptions, "vips">,
+): TestAgent {
+  const table = new MemoryFlowTable();
+  const registry = new Registry();
+  const agent = new FlowSyncAgent(table, store, {
+    node: name,
+    readBlockMs: 20,
+    readGatherMaxMs: 20,
+    flushIntervalMs: 1,
+    registry,
+    ...options,
+  });
+  return { agent, table, registry };
+}

@@ -92,6 +92,33 @@ export class KubeSide {
   async json<T>(args: readonly string[]): Promise<T> {
     return JSON.parse(await this.kubectl([...args, "-o", "json"])) as T;
   }
+
+  /**
+   * Creates AddressPool `lab` of `cidrs` (the LB IPs the router sends to the LB nodes) and the
+   * LoadBalancer Service `default/web` of Holdfast's class on the cluster's port, `spec` added.
+   */
+  async createPoolAndService(
+    cidrs: readonly string[],
+    spec: Record<string, unknown> = {},
+  ): Promise<void> {
+    await this.kubectl(["create", "-f", "-"], {
+      apiVersion: "holdfast.io/v1alpha1",
+      kind: "AddressPool",
+      metadata: { name: "lab" },
+      spec: { blocks: cidrs.map((cidr) => ({ cidr })) },
+    });
+    await this.kubectl(["create", "-f", "-"], {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: "web", namespace: "default" },
+      spec: {
+        type: "LoadBalancer",
+        loadBalancerClass: "holdfast.io/lb",
+        ports: [{ name: "http", port: this.cluster.port, protocol: "TCP" }],
+        ...spec,
+      },
+    });
+  }
 }
 
 /** Waits until every running agent applied the model's current revision. */

@@ -77,22 +77,8 @@ rootTest(
     const kube = new KubeSide(cluster);
     await kube.startApiServer();
     // One pool, both families: exactly the LB IPs the router sends to the LB nodes.
-    await kube.kubectl(["create", "-f", "-"], {
-      apiVersion: "holdfast.io/v1alpha1",
-      kind: "AddressPool",
-      metadata: { name: "lab" },
-      spec: { blocks: [{ cidr: `${cluster.vip}/32` }, { cidr: `${vip6}/128` }] },
-    });
-    await kube.kubectl(["create", "-f", "-"], {
-      apiVersion: "v1",
-      kind: "Service",
-      metadata: { name: "web", namespace: "default" },
-      spec: {
-        type: "LoadBalancer",
-        loadBalancerClass: "holdfast.io/lb",
-        ipFamilyPolicy: "PreferDualStack",
-        ports: [{ name: "http", port: cluster.port, protocol: "TCP" }],
-      },
+    await kube.createPoolAndService([`${cluster.vip}/32`, `${vip6}/128`], {
+      ipFamilyPolicy: "PreferDualStack",
     });
     const created = await kube.json<Svc>(["get", "service", "web", "-n", "default"]);
     assert(

@@ -28,7 +28,6 @@ import { agentsCaughtUp, KubeSide, sleep, waitUntil } from "./_kube_side.ts";
 const REPO = new URL("../../", import.meta.url).pathname;
 const ECHO = `${REPO}lab/clients/tcp_echo.ts`;
 const HOLD = `${REPO}lab/clients/hold_client.ts`;
-const CLASS = "holdfast.io/lb";
 
 /** The EndpointSlice of service `web`: backend j → its state. */
 function slice(endpoints: ReadonlyMap<number, "ready" | "terminating">) {
@@ -77,22 +76,7 @@ rootTest(
     const kube = new KubeSide(cluster);
     await kube.startApiServer();
     // The pool is exactly the address the router sends to the LB nodes.
-    await kube.kubectl(["create", "-f", "-"], {
-      apiVersion: "holdfast.io/v1alpha1",
-      kind: "AddressPool",
-      metadata: { name: "lab" },
-      spec: { blocks: [{ cidr: `${cluster.vip}/32` }] },
-    });
-    await kube.kubectl(["create", "-f", "-"], {
-      apiVersion: "v1",
-      kind: "Service",
-      metadata: { name: "web", namespace: "default" },
-      spec: {
-        type: "LoadBalancer",
-        loadBalancerClass: CLASS,
-        ports: [{ name: "http", port: cluster.port, protocol: "TCP" }],
-      },
-    });
+    await kube.createPoolAndService([`${cluster.vip}/32`]);
     type State = "ready" | "terminating";
     const all = new Map<number, State>([[1, "ready"], [2, "ready"], [3, "ready"]]);
     await kube.kubectl(["create", "-f", "-"], slice(all));

@@ -5,6 +5,7 @@
  * @module
  */
 
+import type { IpamCondition } from "./service.ts";
 import type { IpamResult } from "./allocator.ts";
 import type { K8sAddressPool } from "./pool.ts";
 import type { IpamService } from "./service.ts";
@@ -70,6 +71,13 @@ export function service(name: string, o: ServiceOptions = {}): IpamService {
     },
     status: o.status ? { loadBalancer: { ingress: o.status.map((ip) => ({ ip })) } } : {},
   };
+}
+
+/** The `holdfast.io/AddressAllocated` condition of Service `name` in `result`; throws if absent. */
+export function condition(result: IpamResult, name: string): IpamCondition {
+  const s = result.services.find((s) => s.name === name);
+  if (s === undefined) throw new Error(`no result for Service "${name}"`);
+  return s.condition;
 }
 
 /** The Services with status (ingress and condition) written from `result`, as the controller would. */

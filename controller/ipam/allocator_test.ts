@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../_testing.ts";
-import { pool, service, withStatus } from "./_testing.ts";
+import { condition, pool, service, withStatus } from "./_testing.ts";
 import { AddressAllocator, type IpamResult } from "./allocator.ts";
 
 /** `namespace/name` → addresses (joined) or the failure reason. */
@@ -12,12 +12,6 @@ function summary(r: IpamResult): Record<string, string> {
 
 function events(r: IpamResult): string[] {
   return r.events.map((e) => `${e.reason} ${e.object.namespace ?? ""}/${e.object.name}`);
-}
-
-function condition(r: IpamResult, name: string) {
-  const s = r.services.find((s) => s.name === name);
-  assert(s, `no result for ${name}`);
-  return s.condition;
 }
 
 Deno.test("ipam: lowest free address of the first pool by name; idempotent, no events the second time", () => {

@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../_testing.ts";
-import { pool, service, withStatus } from "./_testing.ts";
+import { condition, pool, service, withStatus } from "./_testing.ts";
 import { AddressAllocator, type IpamResult } from "./allocator.ts";
 import type { IpamService } from "./service.ts";
 
@@ -13,12 +13,6 @@ function addresses(r: IpamResult): Record<string, string> {
 
 function events(r: IpamResult): string[] {
   return r.events.map((e) => `${e.type} ${e.reason} ${e.object.name}: ${e.message}`);
-}
-
-function condition(r: IpamResult, name: string) {
-  const s = r.services.find((s) => s.name === name);
-  assert(s, `no result for ${name}`);
-  return s.condition;
 }
 
 Deno.test("ipam dual stack: one pool of both families gives a dual-stack Service one address of each; IPv6 in RFC 5952 form", () => {

@@ -24,12 +24,15 @@ import {
   nextAddr,
   parseAddress,
 } from "./_addr.ts";
-import { inRange, isBuggyIp, type Pool, poolContains, poolHasFamily } from "./pool.ts";
+import { isBuggyIp, type Pool, poolContains, poolHasFamily } from "./pool.ts";
 import {
-  ADDRESS_POOL_ANNOTATION,
-  ALLOW_SHARED_IP_ANNOTATION,
-  type ServiceIntent,
-} from "./service.ts";
+  eligiblePools,
+  keepingPool,
+  MAX_POOLS_LISTED,
+  noPoolMessage,
+  requestPool,
+} from "./_pool_choice.ts";
+import { ALLOW_SHARED_IP_ANNOTATION, type ServiceIntent } from "./service.ts";
 
 /** Service condition reasons. */
 export type AllocationReason =
@@ -64,8 +67,6 @@ interface Problem {
 }
 
 type Verdict = Outcome | "skip";
-
-const MAX_POOLS_LISTED = 5;
 
 function commonPort(a: readonly string[], b: readonly string[]): string | undefined {
   for (const p of a) if (b.includes(p)) return p;
@@ -183,18 +184,6 @@ export class AssignPass {
     return undefined;
   }
 
-  /** The pool (by name, Ready ones first) that lets `svc` keep `ip`, if any. */
-  #keepingPool(svc: ServiceIntent, ip: Addr): Pool | undefined {
-    let fallback: Pool | undefined;
-    for (const p of this.pools) {
-      if (svc.poolName !== undefined && p.name !== svc.poolName) continue;
-      if (!poolContains(p, ip) || !p.selects(svc.labels)) continue;
-      if (p.ready) return p;
-      fallback ??= p;
-    }
-    return fallback;
-  }
-
   #keep(svc: ServiceIntent, held: readonly Addr[], fromStatus: boolean): Verdict {
     // A Service whose spec.ipFamilies no longer lists a family lets that family's address go.
     const ips = svc.familiesSet ? held.filter((ip) => svc.families.includes(familyOf(ip))) : held;
@@ -209,7 +198,7 @@ export class AssignPass {
     }
     const pools: string[] = [];
     for (const ip of ips) {
-      const p = this.#keepingPool(svc, ip);
+      const p = keepingPool(this.pools, svc, ip);
       if (p === undefined) return "skip";
       pools.push(p.name);
     }
@@ -251,7 +240,7 @@ export class AssignPass {
           }] (ipFamilyPolicy ${svc.policy})`,
         );
       }
-      const pool = this.#requestPool(svc, ip);
+      const pool = requestPool(this.pools, svc, ip);
       if (typeof pool === "string") return failed("RequestedAddressUnavailable", pool);
       const problem = this.#shareProblem(ip, svc);
       if (problem !== undefined) {
@@ -264,37 +253,6 @@ export class AssignPass {
       pools.push(pool.name);
     }
     return { ...sortedPairs(ips, pools), reason: "Allocated", message: "" };
-  }
-
-  /** The pool a requested address comes from, or why there is none. */
-  #requestPool(svc: ServiceIntent, ip: Addr): Pool | string {
-    const text = formatAddress(ip);
-    const holding = this.pools.filter((p) => p.ranges.some((r) => inRange(r, ip)));
-    if (holding.length === 0) return `Requested address ${text} is in no AddressPool`;
-    let why = "";
-    for (const p of holding) {
-      if (svc.poolName !== undefined && p.name !== svc.poolName) {
-        why ||=
-          `Requested address ${text} is in pool "${p.name}", not in pool "${svc.poolName}" that annotation ${ADDRESS_POOL_ANNOTATION} names`;
-      } else if (!p.ready) {
-        why ||=
-          `Requested address ${text} is in pool "${p.name}", which is not Ready: ${p.problem}`;
-      } else if (!p.selects(svc.labels)) {
-        why ||=
-          `Requested address ${text} is in pool "${p.name}", whose serviceSelector (${p.selector}) does not select this Service`;
-      } else if (p.avoidBuggyIPs && isBuggyIp(ip)) {
-        why ||=
-          `Requested address ${text} ends in .0 or .255, which pool "${p.name}" does not hand out (avoidBuggyIPs)`;
-      } else return p;
-    }
-    return why;
-  }
-
-  #eligible(svc: ServiceIntent): Pool[] {
-    return this.pools.filter((p) =>
-      p.ready && p.selects(svc.labels) &&
-      (svc.poolName !== undefined ? p.name === svc.poolName : p.autoAssign)
-    );
   }
 
   #dynamic(svc: ServiceIntent): Outcome {
@@ -318,12 +276,12 @@ export class AssignPass {
     families: readonly Family[],
     have: { readonly addresses: readonly Addr[]; readonly pools: readonly string[] },
   ): Outcome {
-    const eligible = this.#eligible(svc);
+    const eligible = eligiblePools(this.pools, svc);
     const addresses = [...have.addresses], pools = [...have.pools];
     const misses: [Family, Outcome][] = [];
     for (const family of families) {
       const o = eligible.length === 0
-        ? failed("NoMatchingPool", this.#noPoolMessage(svc))
+        ? failed("NoMatchingPool", noPoolMessage(this.pools, svc))
         : this.#dynamicFamily(svc, eligible, family);
       if (o.reason === "Allocated") {
         addresses.push(...o.addresses);
@@ -414,29 +372,5 @@ export class AssignPass {
       }
     }
     return undefined;
-  }
-
-  #noPoolMessage(svc: ServiceIntent): string {
-    if (svc.poolName !== undefined) {
-      const p = this.pools.find((p) => p.name === svc.poolName);
-      const named = `pool "${svc.poolName}" named by annotation ${ADDRESS_POOL_ANNOTATION}`;
-      if (p === undefined) return `No AddressPool: ${named} does not exist`;
-      if (!p.ready) return `No AddressPool: ${named} is not Ready (${p.reason}): ${p.problem}`;
-      return `No AddressPool: ${named} does not select this Service (serviceSelector: ${p.selector})`;
-    }
-    if (this.pools.length === 0) return "No AddressPool exists; create one (docs/ipam.md)";
-    const why = this.pools.slice(0, MAX_POOLS_LISTED).map((p) =>
-      `"${p.name}": ${
-        !p.ready
-          ? "not Ready"
-          : !p.autoAssign
-          ? "autoAssign is false (name it with annotation " + ADDRESS_POOL_ANNOTATION + ")"
-          : `serviceSelector ${p.selector} does not match`
-      }`
-    );
-    if (this.pools.length > MAX_POOLS_LISTED) {
-      why.push(`${this.pools.length - MAX_POOLS_LISTED} more`);
-    }
-    return `No AddressPool hands out addresses to this Service (${why.join("; ")})`;
   }
 }

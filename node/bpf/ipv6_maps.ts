@@ -130,13 +130,7 @@ export class Ipv6Maps {
     onEvent: (event: AnyFlowEvent) => void,
     options: RingBufferOptions = {},
   ): RingBufferReader {
-    const reader = new RingBufferReader(
-      this.#o.map("hf_events6"),
-      (rec) => onEvent(readFlowEvent6(rec)),
-      options,
-    );
-    reader.start();
-    return reader;
+    return this.#read((rec) => onEvent(readFlowEvent6(rec)), options);
   }
 
   /** Subscribes to IPv6 new-flow events (hf_events6); the reader runs until closed. */
@@ -144,11 +138,11 @@ export class Ipv6Maps {
     onEvent: (event: FlowEvent6) => void,
     options: RingBufferOptions = {},
   ): RingBufferReader {
-    const reader = new RingBufferReader(
-      this.#o.map("hf_events6"),
-      (rec) => onEvent(decodeFlowEvent6(rec)),
-      options,
-    );
+    return this.#read((rec) => onEvent(decodeFlowEvent6(rec)), options);
+  }
+
+  #read(onRecord: (rec: Uint8Array) => void, options: RingBufferOptions): RingBufferReader {
+    const reader = new RingBufferReader(this.#o.map("hf_events6"), onRecord, options);
     reader.start();
     return reader;
   }

@@ -113,9 +113,8 @@ function readBackendAny(b: Uint8Array, offset: number): number | string {
   throw new RangeError(`Cannot read IPv6 flow backend: family ${family} is neither 4 nor 6`);
 }
 
-/** Reads a backend address as text (dotted IPv4 or IPv6). */
-function readBackend(b: Uint8Array, offset: number): string {
-  const a = readBackendAny(b, offset);
+/** A backend as text: dotted IPv4 (from a u32) or IPv6. */
+function backendText(a: number | string): string {
   return typeof a === "number" ? formatIpv4(a) : a;
 }
 
@@ -156,19 +155,14 @@ export function readFlowValue6(b: Uint8Array, offset = 0): FlowValue6Agent {
 
 /** 32 bytes → `struct flow_value6`. */
 export function decodeFlowValue6(b: Uint8Array, offset = 0): FlowValue6 {
-  const v = new DataView(b.buffer, b.byteOffset + offset, SIZES6.flow_value6);
-  return {
-    backend: readBackend(b, offset),
-    flags: v.getUint32(20, true),
-    lastSeenNs: Number(v.getBigUint64(24, true)),
-  };
+  const value = readFlowValue6(b, offset);
+  return { ...value, backend: backendText(value.backend) };
 }
 
 /** 72 bytes of an hf_events6 record → `struct flow_event6`. */
 export function decodeFlowEvent6(b: Uint8Array): FlowEvent6 {
   const e = readFlowEvent6(b);
-  const backend = e.backend;
-  return { ...e, backend: typeof backend === "number" ? formatIpv4(backend) : backend };
+  return { ...e, backend: backendText(e.backend) };
 }
 
 /**

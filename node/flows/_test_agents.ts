@@ -60,3 +60,22 @@ export function testAgent(
   });
   return { agent, table, registry };
 }
+
+/**
+ * Starts `agents` in order; disposing the result stops them (`await using running = await
+ * started(a, b)`). If one fails to start, those already started are stopped.
+ */
+export async function started(...agents: TestAgent[]): Promise<AsyncDisposable> {
+  const stopAll = async (list: TestAgent[]) => {
+    for (const a of list) await a.agent.stop();
+  };
+  for (const [i, a] of agents.entries()) {
+    try {
+      await a.agent.start();
+    } catch (err) {
+      await stopAll(agents.slice(0, i));
+      throw err;
+    }
+  }
+  return { [Symbol.asyncDispose]: () => stopAll(agents) };
+}

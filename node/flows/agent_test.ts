@@ -7,7 +7,7 @@ import { purgeBackendFlows } from "./purge.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { flowAddress, flowField } from "./field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-import { assert, assertEquals, type TestAgent, testAgent, until } from "./_test_agents.ts";
+import { assert, assertEquals, started, type TestAgent, testAgent, until } from "./_test_agents.ts";
 
 const VIP = "10.0.100.1";
 
@@ -111,30 +111,24 @@ for (const f of [V4, V6]) {
     const store = new MemoryFlowStore();
     const a = agent("lb-a", store, {}, f);
     const b = agent("lb-b", store, {}, f);
-    await a.agent.start();
-    await b.agent.start();
-    try {
-      const ev = eventOf(f, 1, 40000, 2);
-      a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
-      a.agent.learn(ev);
-      a.agent.learn(eventOf(f, 9, 1, 2, f.other)); // not ours: ignored
-      await until("peer install", () => b.table.get(ev.key) !== undefined);
-      assertEquals(b.table.get(ev.key), { backend: ev.backend, flags: 1, lastSeenNs: 0 }, "peer");
-      assertEquals(a.table.get(ev.key)?.flags, 0, "learner keeps its own entry");
-      assertEquals(store.stored(f.vip, flowField(ev.key))?.backend, ev.backend, "stored");
-      assertEquals(store.count(f.other), 0, "other LB IP");
-      const msgs = logs.records.map((r) => `${r.node} ${r.msg}`);
-      assert(msgs.includes("lb-a flow learned"), msgs.join("; "));
-      assert(msgs.includes("lb-b flow installed from peer"), msgs.join("; "));
-      assert(!msgs.includes("lb-a flow installed from peer"), "own addition skipped");
-      assert(
-        a.registry.expose().includes(`holdfast_flows_learned_total{vip="${f.vip}"} 1`),
-        "metric",
-      );
-    } finally {
-      await a.agent.stop();
-      await b.agent.stop();
-    }
+    await using _running = await started(a, b);
+    const ev = eventOf(f, 1, 40000, 2);
+    a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
+    a.agent.learn(ev);
+    a.agent.learn(eventOf(f, 9, 1, 2, f.other)); // not ours: ignored
+    await until("peer install", () => b.table.get(ev.key) !== undefined);
+    assertEquals(b.table.get(ev.key), { backend: ev.backend, flags: 1, lastSeenNs: 0 }, "peer");
+    assertEquals(a.table.get(ev.key)?.flags, 0, "learner keeps its own entry");
+    assertEquals(store.stored(f.vip, flowField(ev.key))?.backend, ev.backend, "stored");
+    assertEquals(store.count(f.other), 0, "other LB IP");
+    const msgs = logs.records.map((r) => `${r.node} ${r.msg}`);
+    assert(msgs.includes("lb-a flow learned"), msgs.join("; "));
+    assert(msgs.includes("lb-b flow installed from peer"), msgs.join("; "));
+    assert(!msgs.includes("lb-a flow installed from peer"), "own addition skipped");
+    assert(
+      a.registry.expose().includes(`holdfast_flows_learned_total{vip="${f.vip}"} 1`),
+      "metric",
+    );
   });
 }
 
@@ -200,29 +194,23 @@ for (const f of [V4, V6]) {
     const store = new MemoryFlowStore();
     const a = agent("lb-a", store, {}, f);
     const b = agent("lb-b", store, {}, f);
-    await a.agent.start();
-    await b.agent.start();
-    try {
-      const gone = eventOf(f, 1, 1, 2);
-      const stays = eventOf(f, 2, 2, 3);
-      for (const ev of [gone, stays]) {
-        a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: 1 });
-        a.agent.learn(ev);
-      }
-      await flush(a.agent);
-      await until("b has both", () => b.table.size === 2);
-      assertEquals(await purgeBackendFlows(frontend(f), f.backend(2), { store }), 1, "purged");
-      await until("purge applied", () => a.table.size === 1 && b.table.size === 1);
-      assert(a.table.get(stays.key) && b.table.get(stays.key), "other flow stays");
-      assert(logs.records.some((r) => r.msg === "flows purged"), "controller logged");
-      assert(
-        logs.records.some((r) => r.msg === "flow purged" && r.node === "lb-b"),
-        "agent logged",
-      );
-    } finally {
-      await a.agent.stop();
-      await b.agent.stop();
+    await using _running = await started(a, b);
+    const gone = eventOf(f, 1, 1, 2);
+    const stays = eventOf(f, 2, 2, 3);
+    for (const ev of [gone, stays]) {
+      a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: 1 });
+      a.agent.learn(ev);
     }
+    await flush(a.agent);
+    await until("b has both", () => b.table.size === 2);
+    assertEquals(await purgeBackendFlows(frontend(f), f.backend(2), { store }), 1, "purged");
+    await until("purge applied", () => a.table.size === 1 && b.table.size === 1);
+    assert(a.table.get(stays.key) && b.table.get(stays.key), "other flow stays");
+    assert(logs.records.some((r) => r.msg === "flows purged"), "controller logged");
+    assert(
+      logs.records.some((r) => r.msg === "flow purged" && r.node === "lb-b"),
+      "agent logged",
+    );
   });
 }
 
@@ -261,29 +249,23 @@ for (const f of [V4, V6]) {
     const opts = { idleTimeoutMs: 150, sweepIntervalMs: 40 };
     const a = agent("lb-a", store, opts, f);
     const b = agent("lb-b", store, opts, f);
-    await a.agent.start();
-    await b.agent.start();
-    try {
-      const idle = eventOf(f, 1, 1, 2);
-      const live = eventOf(f, 2, 2, 2);
-      for (const ev of [idle, live]) {
-        a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
-        a.agent.learn(ev);
-      }
-      await flush(a.agent);
-      await until("b has both", () => b.table.size === 2);
-      for (let i = 0; i < 12; i++) {
-        await new Promise((r) => setTimeout(r, 30));
-        a.table.touch(live.key); // traffic on the live flow only
-      }
-      await until("idle flow gone everywhere", () => a.table.size === 1 && b.table.size === 1);
-      assert(b.table.get(live.key) && a.table.get(live.key), "live flow stays");
-      assertEquals(store.stored(f.vip, flowField(idle.key)), undefined, "idle gone from store");
-      assert(logs.records.some((r) => r.msg === "flow expired" && r.node === "lb-b"), "logged");
-    } finally {
-      await a.agent.stop();
-      await b.agent.stop();
+    await using _running = await started(a, b);
+    const idle = eventOf(f, 1, 1, 2);
+    const live = eventOf(f, 2, 2, 2);
+    for (const ev of [idle, live]) {
+      a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
+      a.agent.learn(ev);
     }
+    await flush(a.agent);
+    await until("b has both", () => b.table.size === 2);
+    for (let i = 0; i < 12; i++) {
+      await new Promise((r) => setTimeout(r, 30));
+      a.table.touch(live.key); // traffic on the live flow only
+    }
+    await until("idle flow gone everywhere", () => a.table.size === 1 && b.table.size === 1);
+    assert(b.table.get(live.key) && a.table.get(live.key), "live flow stays");
+    assertEquals(store.stored(f.vip, flowField(idle.key)), undefined, "idle gone from store");
+    assert(logs.records.some((r) => r.msg === "flow expired" && r.node === "lb-b"), "logged");
   });
 }
 
@@ -325,25 +307,21 @@ for (const f of [V4, V6]) {
     using logs = captureLogs();
     const store = new MemoryFlowStore();
     const a = agent("lb-a", store, { queueCapacity: 100 }, f);
-    await a.agent.start();
-    try {
-      store.available = false;
-      const events = Array.from({ length: 150 }, (_, i) => eventOf(f, 1, 1000 + i, 2));
-      const t0 = performance.now();
-      for (const ev of events) a.agent.learn(ev); // never waits
-      assert(performance.now() - t0 < 50, "learn does not wait on the store");
-      await until("outage noticed", () => !a.agent.storeUp);
-      assertEquals([a.agent.queued, a.agent.dropped], [100, 50], "bounded, overflow counted");
-      assert(
-        logs.records.some((r) => r.msg === "flow queue overflow, oldest flows dropped"),
-        "logged",
-      );
-      store.available = true;
-      await until("flushed", () => store.count(f.vip) === 100 && a.agent.queued === 0);
-      assert(a.registry.expose().includes("holdfast_flow_queue_dropped_total 50"), "metric");
-    } finally {
-      await a.agent.stop();
-    }
+    await using _running = await started(a);
+    store.available = false;
+    const events = Array.from({ length: 150 }, (_, i) => eventOf(f, 1, 1000 + i, 2));
+    const t0 = performance.now();
+    for (const ev of events) a.agent.learn(ev); // never waits
+    assert(performance.now() - t0 < 50, "learn does not wait on the store");
+    await until("outage noticed", () => !a.agent.storeUp);
+    assertEquals([a.agent.queued, a.agent.dropped], [100, 50], "bounded, overflow counted");
+    assert(
+      logs.records.some((r) => r.msg === "flow queue overflow, oldest flows dropped"),
+      "logged",
+    );
+    store.available = true;
+    await until("flushed", () => store.count(f.vip) === 100 && a.agent.queued === 0);
+    assert(a.registry.expose().includes("holdfast_flow_queue_dropped_total 50"), "metric");
   });
 }
 

@@ -15,7 +15,7 @@ import { captureLogs } from "../../lib/log.ts";
 import { flowField, parseFlowField } from "./field.ts";
 import { decodeFlowValue, encodeFlowValue, vipKeys } from "./schema.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-import { assert, assertEquals, type TestAgent, testAgent, until } from "./_test_agents.ts";
+import { assert, assertEquals, started, type TestAgent, testAgent, until } from "./_test_agents.ts";
 
 const VIP6 = "2001:db8:100::1";
 const VIP4 = "10.0.100.1";
@@ -85,25 +85,19 @@ Deno.test("an IPv6 frontend's flow to an IPv4 backend is shared with its IPv4 ba
   const store = new MemoryFlowStore();
   const a = agent("lb-a", store);
   const b = agent("lb-b", store);
-  await a.agent.start();
-  await b.agent.start();
-  try {
-    const to4 = event6("2001:db8::6", 40001, parseIpv4(BE4));
-    learnLocal(a, to4);
-    await until("peer installs", () => b.table.size === 1);
-    assertEquals(b.table.get(to4.key), {
-      backend: parseIpv4(BE4),
-      flags: FLOW_F_PEER,
-      lastSeenNs: 0,
-    });
-    assertEquals(store.stored(VIP6, flowField(to4.key))?.backend, parseIpv4(BE4), "stored");
-    const learned = logs.records.find((r) => r.msg === "flow learned");
-    assertEquals(learned?.flow, "[2001:db8::6]:40001->[2001:db8:100::1]:80/6", "readable");
-    assertEquals(learned?.backend, BE4, "backend named");
-  } finally {
-    await a.agent.stop();
-    await b.agent.stop();
-  }
+  await using _running = await started(a, b);
+  const to4 = event6("2001:db8::6", 40001, parseIpv4(BE4));
+  learnLocal(a, to4);
+  await until("peer installs", () => b.table.size === 1);
+  assertEquals(b.table.get(to4.key), {
+    backend: parseIpv4(BE4),
+    flags: FLOW_F_PEER,
+    lastSeenNs: 0,
+  });
+  assertEquals(store.stored(VIP6, flowField(to4.key))?.backend, parseIpv4(BE4), "stored");
+  const learned = logs.records.find((r) => r.msg === "flow learned");
+  assertEquals(learned?.flow, "[2001:db8::6]:40001->[2001:db8:100::1]:80/6", "readable");
+  assertEquals(learned?.backend, BE4, "backend named");
 });
 
 Deno.test("one agent follows IPv4 and IPv6 LB IPs: each family learned, installed, restored", async () => {
@@ -112,33 +106,27 @@ Deno.test("one agent follows IPv4 and IPv6 LB IPs: each family learned, installe
   const opts = { vips: [VIP4, VIP6] };
   const a = agent("lb-a", store, opts);
   const b = agent("lb-b", store, opts);
-  await a.agent.start();
-  await b.agent.start();
+  await using _running = await started(a, b);
+  assertEquals(a.agent.vips, [VIP4, VIP6], "followed");
+  const ev4: AnyFlowEvent = {
+    key: makeFlowKey({ saddr: "10.0.0.1", daddr: VIP4, sport: 1, dport: 80, proto: 6 }),
+    backend: parseIpv4(BE4),
+    serviceId: 1,
+    tsNs: 0,
+  };
+  const ev6 = event6("2001:db8::5", 2, BE6[1]!);
+  learnLocal(a, ev4);
+  learnLocal(a, ev6);
+  await until("peer installs both", () => b.table.size === 2);
+  assertEquals([store.count(VIP4), store.count(VIP6)], [1, 1], "one per LB IP");
+  // A third node joining restores both families before it is ready.
+  const c = agent("lb-c", store, opts);
+  await c.agent.start();
   try {
-    assertEquals(a.agent.vips, [VIP4, VIP6], "followed");
-    const ev4: AnyFlowEvent = {
-      key: makeFlowKey({ saddr: "10.0.0.1", daddr: VIP4, sport: 1, dport: 80, proto: 6 }),
-      backend: parseIpv4(BE4),
-      serviceId: 1,
-      tsNs: 0,
-    };
-    const ev6 = event6("2001:db8::5", 2, BE6[1]!);
-    learnLocal(a, ev4);
-    learnLocal(a, ev6);
-    await until("peer installs both", () => b.table.size === 2);
-    assertEquals([store.count(VIP4), store.count(VIP6)], [1, 1], "one per LB IP");
-    // A third node joining restores both families before it is ready.
-    const c = agent("lb-c", store, opts);
-    await c.agent.start();
-    try {
-      assertEquals(c.table.get(ev4.key)?.backend, ev4.backend, "IPv4 restored");
-      assertEquals(c.table.get(ev6.key)?.backend, ev6.backend, "IPv6 restored");
-    } finally {
-      await c.agent.stop();
-    }
+    assertEquals(c.table.get(ev4.key)?.backend, ev4.backend, "IPv4 restored");
+    assertEquals(c.table.get(ev6.key)?.backend, ev6.backend, "IPv6 restored");
   } finally {
-    await a.agent.stop();
-    await b.agent.stop();
+    await c.agent.stop();
   }
 });
 
@@ -152,15 +140,11 @@ Deno.test("IPv6 restore before ready installs stored flows whose backend serves,
   ];
   await store.learn(VIP6, flows, { node: "lb-x", nowMs: Date.now(), idleTimeoutMs: 60_000 });
   const a = agent("lb-a", store);
-  await a.agent.start();
-  try {
-    assertEquals(a.table.size, 2, "installed");
-    assertEquals(a.table.get(key6("2001:db8::6", 2))?.backend, parseIpv4(BE4), "IPv4 backend");
-    const restored = logs.records.find((r) => r.msg === "flows restored");
-    assertEquals([restored?.vip, restored?.installed, restored?.rejected], [VIP6, 2, 1], "log");
-  } finally {
-    await a.agent.stop();
-  }
+  await using _running = await started(a);
+  assertEquals(a.table.size, 2, "installed");
+  assertEquals(a.table.get(key6("2001:db8::6", 2))?.backend, parseIpv4(BE4), "IPv4 backend");
+  const restored = logs.records.find((r) => r.msg === "flows restored");
+  assertEquals([restored?.vip, restored?.installed, restored?.rejected], [VIP6, 2, 1], "log");
 });
 
 Deno.test("purging an IPv6 backend removes its IPv6 flows everywhere; a reload purges locally", async () => {
@@ -168,30 +152,24 @@ Deno.test("purging an IPv6 backend removes its IPv6 flows everywhere; a reload p
   const store = new MemoryFlowStore();
   const a = agent("lb-a", store);
   const b = agent("lb-b", store);
-  await a.agent.start();
-  await b.agent.start();
-  try {
-    const gone = event6("2001:db8::5", 1, BE6[0]!);
-    const stays = event6("2001:db8::6", 2, BE6[1]!);
-    const to4 = event6("2001:db8::7", 3, parseIpv4(BE4));
-    for (const ev of [gone, stays, to4]) learnLocal(a, ev);
-    await flush(a.agent);
-    await until("b has all", () => b.table.size === 3);
-    const n = await purgeBackendFlows(`[${VIP6}]:80/TCP`, BE6[0]!, { store });
-    assertEquals(n, 1, "purged");
-    await until("purge applied", () => a.table.size === 2 && b.table.size === 2);
-    assert(!b.table.get(gone.key) && b.table.get(stays.key), "other flow stays");
-    // A reload dropping the IPv4 backend: purged in the store, and from the map right away.
-    const next = services(BE6, []);
-    assertEquals(a.agent.setServices(next), 1, "removed locally");
-    assertEquals(await purgeRemovedBackends(services(), next, { store }), 1, "purged in store");
-    await until("b applied", () => b.table.size === 1);
-    assert(
-      logs.records.some((r) => r.msg === "flows purged" && r.frontend === `[${VIP6}]:80/TCP`),
-      "log names the IPv6 frontend",
-    );
-  } finally {
-    await a.agent.stop();
-    await b.agent.stop();
-  }
+  await using _running = await started(a, b);
+  const gone = event6("2001:db8::5", 1, BE6[0]!);
+  const stays = event6("2001:db8::6", 2, BE6[1]!);
+  const to4 = event6("2001:db8::7", 3, parseIpv4(BE4));
+  for (const ev of [gone, stays, to4]) learnLocal(a, ev);
+  await flush(a.agent);
+  await until("b has all", () => b.table.size === 3);
+  const n = await purgeBackendFlows(`[${VIP6}]:80/TCP`, BE6[0]!, { store });
+  assertEquals(n, 1, "purged");
+  await until("purge applied", () => a.table.size === 2 && b.table.size === 2);
+  assert(!b.table.get(gone.key) && b.table.get(stays.key), "other flow stays");
+  // A reload dropping the IPv4 backend: purged in the store, and from the map right away.
+  const next = services(BE6, []);
+  assertEquals(a.agent.setServices(next), 1, "removed locally");
+  assertEquals(await purgeRemovedBackends(services(), next, { store }), 1, "purged in store");
+  await until("b applied", () => b.table.size === 1);
+  assert(
+    logs.records.some((r) => r.msg === "flows purged" && r.frontend === `[${VIP6}]:80/TCP`),
+    "log names the IPv6 frontend",
+  );
 });

@@ -52,7 +52,7 @@ const SERVICES = `services:
 
 /**
  * `main.ts agent` on lb1 (`--netns`: bpffs stays this mount namespace's), file-driven, flow
- * sharing on (IPv6 flows are not shared: they stay local, and nothing else changes).
+ * sharing on (one LB node here; sharing IPv6 flows between nodes: ipv6_flow_sharing_test.ts).
  */
 function agentArgv(netns: string, pinDir: string, config: string, redis: string): string[] {
   return [

@@ -140,6 +140,8 @@ Deno.test("health: a quarantine leaves the Maglev table, purges only that backen
   const file = new FileSource(cp.writer);
   cp.start();
   const cfg = view();
+  // An IPv6 frontend of the same service over the same (IPv4) backends: its flows go too.
+  cfg.services[0]!.frontends.push({ address: "[2001:db8:100::1]:80/TCP" });
   file.load(JSON.stringify({ services: cfg.services }), { format: "json" });
   await cp.reconciler.waitIdle();
   const inTable = () => {
@@ -158,6 +160,14 @@ Deno.test("health: a quarantine leaves the Maglev table, purges only that backen
   flow(40000, 0x0a010003); // to the backend that dies
   flow(40001, 0x0a010002); // to a live one
   flow(40002, 0x0a010003, 81); // another frontend on the same LB IP
+  const flow6 = {
+    saddr: "2001:db8::2",
+    daddr: "2001:db8:100::1",
+    sport: 40003,
+    dport: 80,
+    proto: 6,
+  };
+  flows.put(flow6, { backend: 0x0a010003, flags: 0, lastSeenNs: 1 }); // IPv6 frontend, dying backend
   const store = new MemoryFlowStore();
   const down = new Set<string>();
   const health = startHealth({

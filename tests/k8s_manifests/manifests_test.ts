@@ -120,7 +120,7 @@ for (const want of CRDS) {
   });
 }
 
-Deno.test("k8s/crds: IPv4 and CIDR patterns accept addresses and refuse near misses", () => {
+Deno.test("k8s/crds: address and CIDR patterns (IPv4, and IPv6 for pools) accept addresses and refuse near misses", () => {
   const pools = one(all, "CustomResourceDefinition", "addresspools.holdfast.io");
   const block = pools.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.blocks;
   const cidr = new RegExp(block.items.properties.cidr.pattern);
@@ -137,8 +137,14 @@ Deno.test("k8s/crds: IPv4 and CIDR patterns accept addresses and refuse near mis
   }
   const egress = one(all, "CustomResourceDefinition", "egressnats.holdfast.io");
   const spec = egress.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties;
-  assertEquals(spec.destinations.items.pattern, block.items.properties.cidr.pattern);
-  assertEquals(spec.addresses.items.pattern, block.items.properties.start.pattern);
+  // Pools take IPv6 blocks too (the controller validates the rest); EgressNAT stays IPv4.
+  for (const ok of ["2001:db8:100::/64", "::/0", "2001:db8::1/128"]) assert(cidr.test(ok), ok);
+  for (const bad of ["2001:db8::/129", "2001:db8::", "2001:db8::/"]) assert(!cidr.test(bad), bad);
+  assert(ip.test("2001:db8:100::10") && !ip.test("2001:db8::/64"), "IPv6 start and stop");
+  const egressCidr = new RegExp(spec.destinations.items.pattern);
+  const egressIp = new RegExp(spec.addresses.items.pattern);
+  assert(egressCidr.test("10.0.0.0/8") && !egressCidr.test("2001:db8::/64"), "IPv4 destinations");
+  assert(egressIp.test("10.0.0.1") && !egressIp.test("2001:db8::1"), "IPv4 addresses");
   assertEquals([spec.destinations.minItems, spec.addresses.minItems], [1, 1]);
   const hc = spec.healthCheck.properties;
   assertEquals([hc.intervalMs.minimum, hc.intervalMs.maximum, hc.intervalMs.default], [

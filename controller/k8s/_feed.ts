@@ -4,6 +4,11 @@
  * decided applied to their status, so frontends do not wait for the status round-trip) and their
  * EndpointSlices with what was fed last time, and applies only the difference in one batch.
  *
+ * A family's frontend takes its family's slices: an EndpointSlice of a family the Service has no
+ * address of (a PreferDualStack Service that got only its IPv4 address, while Kubernetes keeps an
+ * IPv6 slice for it) is not fed, so its IPv4 frontend is not handed IPv6 backends; it is fed once
+ * the Service has an address of that family. A Service with no address yet gets every slice.
+ *
  * @module
  */
 
@@ -85,11 +90,15 @@ export class SourceFeed {
   ): number {
     const events: K8sEvent[] = [];
     const claimed = new Set<string>();
+    /** Families of each claimed Service's frontends (IPv6 frontends are `[IPv6]:PORT/PROTO`). */
+    const families = new Map<string, Set<string>>();
     for (const { object, addresses } of services) {
       const svc = prepared(object, addresses, defaults);
       const key = keyOf(svc);
       try {
-        convertService(svc); // a Service that cannot be converted is left out, and said so
+        // A Service that cannot be converted is left out, and said so.
+        const { frontends } = convertService(svc);
+        families.set(key, new Set(frontends.map((f) => f.address[0] === "[" ? "IPv6" : "IPv4")));
         this.problems.delete(key);
       } catch (err) {
         this.problems.set(key, (err as Error).message);
@@ -123,9 +132,10 @@ export class SourceFeed {
     const seen = new Set<string>();
     for (const slice of slices) {
       const svcName = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
-      if (!svcName || !claimed.has(`${slice.metadata?.namespace ?? "default"}/${svcName}`)) {
-        continue;
-      }
+      const svcKey = `${slice.metadata?.namespace ?? "default"}/${svcName}`;
+      if (!svcName || !claimed.has(svcKey)) continue;
+      const fams = families.get(svcKey);
+      if (fams && fams.size > 0 && !fams.has(slice.addressType ?? "IPv4")) continue;
       const key = keyOf(slice), rv = slice.metadata?.resourceVersion ?? "";
       seen.add(key);
       const before = this.#slices.get(key);

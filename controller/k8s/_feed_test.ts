@@ -1,4 +1,7 @@
-/** The feed applies the LoadBalancerConfig's per-Service defaults; a Service's own annotations win. */
+/**
+ * The feed applies the LoadBalancerConfig's per-Service defaults (a Service's own annotations
+ * win) and feeds a Service only the EndpointSlices of the families it has addresses of.
+ */
 import { captureLogs, log } from "../../lib/log.ts";
 import { assertEquals } from "../_testing.ts";
 import { convertService, type K8sService } from "../sources/k8s_convert.ts";
@@ -49,4 +52,36 @@ Deno.test("config defaults: flowKey and maglevTableSize apply unless the Service
   const bad = readConfig([{ metadata: { name: "default" }, spec: { maglevTableSize: 1000 } }]);
   assertEquals(bad.ready?.status, "False");
   assertEquals(bad.defaults.maglevSize, undefined);
+});
+
+Deno.test("feed: a family's frontend takes its family's slices; an IPv6 slice waits for the IPv6 address", () => {
+  using _logs = captureLogs();
+  const events: K8sEvent[] = [];
+  const feed = new SourceFeed({ apply: (e) => events.push(...e) }, log);
+  const slice = (family: string, ip: string): KubeObject => ({
+    metadata: {
+      name: `web-${family}`,
+      namespace: "shop",
+      resourceVersion: "1",
+      labels: { "kubernetes.io/service-name": "web" },
+    },
+    addressType: family,
+    ports: [{ port: 8080 }],
+    endpoints: [{ addresses: [ip] }],
+  });
+  const slices = [slice("IPv4", "10.1.0.1"), slice("IPv6", "2001:db8:2::1")];
+  const fed = () =>
+    events.splice(0).map((e) => `${e.type} ${(e.object as KubeObject).metadata?.name}`);
+  // PreferDualStack with only its IPv4 address: the IPv6 slice is held back.
+  feed.sync([{ object: svc("web"), addresses: ["10.0.100.1"] }], slices);
+  assertEquals(fed(), ["add web", "add web-IPv4"]);
+  feed.sync([{ object: svc("web"), addresses: ["10.0.100.1", "2001:db8:100::1"] }], slices);
+  assertEquals(fed(), ["update web", "add web-IPv6"]);
+  // Back to IPv4 only: the IPv6 slice's backends go with the IPv6 frontend.
+  feed.sync([{ object: svc("web"), addresses: ["10.0.100.1"] }], slices);
+  assertEquals(fed(), ["update web", "delete web-IPv6"]);
+  // No address yet: every slice is fed (backends may come before frontends).
+  const fresh = new SourceFeed({ apply: (e) => events.push(...e) }, log);
+  fresh.sync([{ object: svc("web"), addresses: [] }], slices);
+  assertEquals(fed(), ["add web", "add web-IPv4", "add web-IPv6"]);
 });

@@ -2,7 +2,8 @@
  * Kubernetes dual stack end to end: the API test server (lab/kube/) defaults a PreferDualStack
  * Service to both families, `main.ts controller` gives it an IPv4 and an IPv6 address out of one
  * AddressPool holding both, and publishes its frontends of both families with the backends of
- * the EndpointSlice of each family; an LB node's agent (real XDP, `--model redis`) programs the
+ * the EndpointSlice of each family (before the IPv6 address exists, the IPv4 frontend alone with
+ * the IPv4 slice); an LB node's agent (real XDP, `--model redis`) programs the
  * IPv4 frontend with the IPv4 backends only and the IPv6 frontend in hf_services6, and clients of
  * both families get through the router to the backends.
  *
@@ -20,6 +21,7 @@ import {
 } from "../../lab/mod.ts";
 import { BpfMap } from "../../node/bpf/mod.ts";
 import { decodeServiceKey6 } from "../../node/bpf/structs6.ts";
+import { modelKeys } from "../../controller/model/mod.ts";
 import { agentsCaughtUp, KubeSide, waitUntil } from "./_kube_side.ts";
 
 function assert(cond: unknown, msg: string): asserts cond {
@@ -55,6 +57,27 @@ function slice(family: "IPv4" | "IPv6") {
   };
 }
 
+/** `default/web`'s frontends and backends in the model the controller published to Redis. */
+async function modelEntry(cluster: Cluster): Promise<{ frontends: string[]; backends: string[] }> {
+  const { stdout } = await cluster.topo.exec("ctl", [
+    "redis-cli",
+    "-u",
+    cluster.redis.url,
+    "HGET",
+    modelKeys().services,
+    "default/web",
+  ]);
+  if (stdout.trim() === "") return { frontends: [], backends: [] };
+  const entry = JSON.parse(stdout) as {
+    service: { frontends: { address: string }[] };
+    backends: { address: string }[];
+  };
+  return {
+    frontends: entry.service.frontends.map((f) => f.address).sort(),
+    backends: entry.backends.map((b) => b.address).sort(),
+  };
+}
+
 type Svc = {
   spec?: { ipFamilies?: string[]; ipFamilyPolicy?: string; clusterIPs?: string[] };
   status?: {
@@ -76,10 +99,9 @@ rootTest(
     assert(vip6 !== null, "the cluster has an IPv6 LB IP");
     const kube = new KubeSide(cluster);
     await kube.startApiServer();
-    // One pool, both families: exactly the LB IPs the router sends to the LB nodes.
-    await kube.createPoolAndService([`${cluster.vip}/32`, `${vip6}/128`], {
-      ipFamilyPolicy: "PreferDualStack",
-    });
+    // The pool starts with the IPv4 LB IP only: the PreferDualStack Service gets that one, and its
+    // IPv4 frontend is served with the IPv4 slice (the IPv6 slice waits for an IPv6 address).
+    await kube.createPoolAndService([`${cluster.vip}/32`], { ipFamilyPolicy: "PreferDualStack" });
     const created = await kube.json<Svc>(["get", "service", "web", "-n", "default"]);
     assert(
       created.spec?.ipFamilies?.join() === "IPv4,IPv6" && created.spec.clusterIPs?.length === 2,
@@ -88,22 +110,45 @@ rootTest(
     await kube.kubectl(["create", "-f", "-"], slice("IPv4"));
     await kube.kubectl(["create", "-f", "-"], slice("IPv6"));
     await kube.startController();
+    const status = async (n: number) => {
+      let svc: Svc = {};
+      await waitUntil(`${n} address(es) in the Service's status`, async () => {
+        svc = await kube.json<Svc>(["get", "service", "web", "-n", "default"]);
+        return (svc.status?.loadBalancer?.ingress ?? []).length === n;
+      }, 30_000);
+      const cond = svc.status?.conditions?.find((c) => c.type === "holdfast.io/AddressAllocated");
+      assert(cond?.status === "True", `AddressAllocated is ${JSON.stringify(cond)}`);
+      return { ips: svc.status!.loadBalancer!.ingress!.map((i) => i.ip).join(), cond };
+    };
+    const first = await status(1);
+    assert(first.ips === cluster.vip, `status shows ${first.ips}, want ${cluster.vip}`);
+    assert(first.cond.message.includes("no IPv6 address"), first.cond.message);
 
-    let svc: Svc = {};
-    await waitUntil("both addresses in the Service's status", async () => {
-      svc = await kube.json<Svc>(["get", "service", "web", "-n", "default"]);
-      return (svc.status?.loadBalancer?.ingress ?? []).length === 2;
-    }, 30_000);
-    const ips = svc.status!.loadBalancer!.ingress!.map((i) => i.ip).join();
-    assert(ips === `${cluster.vip},${vip6}`, `status shows ${ips}, want ${cluster.vip},${vip6}`);
-    const cond = svc.status?.conditions?.find((c) => c.type === "holdfast.io/AddressAllocated");
-    assert(cond?.status === "True", `AddressAllocated is ${JSON.stringify(cond)}`);
+    // The model the controller publishes pairs the IPv4 frontend with the IPv4 slice only (an
+    // IPv6 backend would make the agents refuse the IPv4 frontend).
+    await waitUntil("the IPv4-only entry in the model", async () => {
+      const entry = await modelEntry(cluster);
+      return entry.frontends.join() === `${cluster.vip}:${cluster.port}/TCP` &&
+        entry.backends.join() === [1, 2].map((j) => `${backendAddress(j)}:8080/TCP`).join();
+    });
+
+    // The IPv6 block arrives: the Service gets its IPv6 address beside the IPv4 one.
+    const blocks = [{ cidr: `${cluster.vip}/32` }, { cidr: `${vip6}/128` }];
+    await kube.kubectl([
+      "patch",
+      "hfpool",
+      "lab",
+      "--type=merge",
+      "-p",
+      JSON.stringify({ spec: { blocks } }),
+    ]);
+    const both = await status(2);
+    await cluster.addLbNode(1); // it announces both LB IPs once ready: the router routes both
+    const want4 = `${cluster.vip}:${cluster.port}/TCP`, want6 = `[${vip6}]:${cluster.port}`;
+    assert(both.ips === `${cluster.vip},${vip6}`, `status shows ${both.ips}`);
     const table = await kube.kubectl(["get", "svc", "web", "--no-headers"]);
     assert(table.includes(`${cluster.vip},${vip6}`), `kubectl get svc shows ${table}`);
-
-    await cluster.addLbNode(1);
     await agentsCaughtUp(cluster);
-    const want4 = `${cluster.vip}:${cluster.port}/TCP`, want6 = `[${vip6}]:${cluster.port}`;
     await waitUntil(
       "both frontends in the LB node's maps",
       () => frontendsOf(cluster, 1).includes(want4) && frontends6Of(cluster, 1).includes(want6),

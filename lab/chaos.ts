@@ -6,7 +6,8 @@
  * really happened (`chaos_steps.ts`), so a scenario that disturbed nothing cannot pass.
  *
  * The cluster is dual stack: the same number of connections is held to the IPv4 LB IP and to the
- * IPv6 one (backends' IPv6 addresses, outer IPv6), and every result counts each family apart.
+ * IPv6 one (backends' IPv6 addresses, outer IPv6), and short connections (one line echoed) open
+ * to both every 50 ms throughout; every result counts each family apart.
  *
  * `deno task chaos [SCENARIO…]` prints one JSON line per run (with any failed check) and, last,
  * one JSON object with the totals; it exits 1 when Holdfast lost a connection or a check failed.
@@ -31,6 +32,15 @@ export interface FamilyResult {
   readonly deaths: ReadonlyArray<{ port: number; reason: string }>;
 }
 
+/** The short connections to one LB IP during a run (lab/clients/connect_loop.ts). */
+export interface ShortResult {
+  readonly attempts: number;
+  readonly ok: number;
+  readonly failed: number;
+  /** The first failures: when (ms after the loop started) and why. */
+  readonly failures: ReadonlyArray<{ at_ms: number; reason: string }>;
+}
+
 /** What one run of a scenario measured. */
 export interface RunResult {
   /** Scenario name. */
@@ -49,6 +59,8 @@ export interface RunResult {
   readonly ipv4: FamilyResult;
   /** The connections to the IPv6 LB IP (null: an IPv4-only cluster). */
   readonly ipv6: FamilyResult | null;
+  /** Short connections during the run, per family (`ipv6` null: an IPv4-only cluster). */
+  readonly short: { readonly ipv4: ShortResult; readonly ipv6: ShortResult | null };
   /** Whether Redis held IPv6 flows before the first disturbance (IPv6 flows are shared). */
   readonly ipv6_shared: boolean;
   /** Evidence that each disturbance happened; every `ok` must be true. */
@@ -173,9 +185,14 @@ export async function runScenario(
     verbose: options.verbose,
   });
   const [count, durationMs] = [options.connections ?? 40, options.durationMs ?? 8_000];
+  const dual = cluster.vip6 !== null;
   const clients = await Promise.all([
     cluster.startClient(count, durationMs),
-    cluster.vip6 === null ? null : cluster.startClient(count, durationMs, { family: 6 }),
+    dual ? cluster.startClient(count, durationMs, { family: 6 }) : null,
+  ]);
+  const loops = await Promise.all([
+    cluster.startConnectLoop(durationMs, SHORT_INTERVAL_MS),
+    dual ? cluster.startConnectLoop(durationMs, SHORT_INTERVAL_MS, { family: 6 }) : null,
   ]);
   await sleep(1_500); // flows learned and shared before anything changes
   const ipv6Shared = mode === "holdfast" && cluster.vip6 !== null &&
@@ -184,6 +201,9 @@ export async function runScenario(
   await runSteps(scenario.steps, disturb);
   const [ipv4, ipv6] = await Promise.all(
     clients.map((c) => c === null ? null : clientSummary(c, durationMs + 20_000).then(family)),
+  );
+  const [short4, short6] = await Promise.all(
+    loops.map((l) => l === null ? null : clientSummary<ShortResult>(l, durationMs + 20_000)),
   );
   await disturb.settle();
   const both = [ipv4!, ...(ipv6 ? [ipv6] : [])];
@@ -196,9 +216,17 @@ export async function runScenario(
     deaths: both.flatMap((f) => f.deaths),
     ipv4: ipv4!,
     ipv6: ipv6 ?? null,
+    short: { ipv4: shortOf(short4!), ipv6: short6 ? shortOf(short6) : null },
     ipv6_shared: ipv6Shared,
     checks: disturb.checks,
   };
+}
+
+/** Every how many ms the short-connection clients open one. */
+const SHORT_INTERVAL_MS = 50;
+
+function shortOf(s: ShortResult): ShortResult {
+  return { attempts: s.attempts, ok: s.ok, failed: s.failed, failures: s.failures.slice(0, 5) };
 }
 
 function family(s: HoldSummary): FamilyResult {
@@ -244,6 +272,15 @@ export function holdfastProblems(scenario: Scenario, r: RunResult): string[] {
       }`,
     );
   }
+  const shorts = [["IPv4", r.short.ipv4], ["IPv6", excused ? null : r.short.ipv6]] as const;
+  for (const [name, s] of shorts) {
+    if (s === null || s.failed === 0) continue;
+    problems.push(
+      `${s.failed} of ${s.attempts} short ${name} connections failed: ${
+        JSON.stringify(s.failures)
+      }`,
+    );
+  }
   return problems;
 }
 
@@ -272,12 +309,13 @@ export async function main(args: string[]): Promise<number> {
       results.push(r);
       const failed = r.checks.filter((c) => !c.ok);
       // The clients list at most 20 deaths: counts instead.
-      const { deaths: _, ipv4, ipv6, checks: __, ...rest } = r;
+      const { deaths: _, ipv4, ipv6, checks: __, short, ...rest } = r;
       console.log(JSON.stringify({
         ...rest,
         lost: r.connections - r.survived,
         ipv4: counts(ipv4),
         ipv6: counts(ipv6),
+        short_failed: { ipv4: short.ipv4.failed, ipv6: short.ipv6?.failed ?? null },
         checks: r.checks.length,
         failed,
       }));
@@ -296,6 +334,11 @@ export async function main(args: string[]): Promise<number> {
     ipv6_connections: sumOf(ours, "ipv6", "connections"),
     ipv6_survived: sumOf(ours, "ipv6", "survived"),
     ipv6_shared: ours.every((r) => r.ipv6_shared),
+    short_attempts: ours.reduce(
+      (a, r) => a + r.short.ipv4.attempts + (r.short.ipv6?.attempts ?? 0),
+      0,
+    ),
+    short_failed: ours.reduce((a, r) => a + r.short.ipv4.failed + (r.short.ipv6?.failed ?? 0), 0),
     max_stall_ms: Math.max(0, ...ours.map((r) => r.max_stall_ms)),
     baseline_connections: sum(base, "connections"),
     baseline_survived: sum(base, "survived"),

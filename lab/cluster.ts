@@ -37,6 +37,8 @@ import type { HostProcess } from "./host_process.ts";
 import { createTopology, routerSpoke, type Topology } from "./netns.ts";
 import { type RedisServer, startRedis } from "./redis_server.ts";
 import { attachXdp, BpfObject, DecapDatapath, DEFAULT_OBJECT_DIR } from "../node/bpf/mod.ts";
+import { addLocalVip6 } from "../node/bpf/mod.ts";
+import { startConnectLoop, startHoldClient } from "./_cluster_clients.ts";
 import { DEFAULT_BFD } from "../node/bgp/mod.ts";
 import { RouterBird } from "./_anycast_router.ts";
 import { killBird, unmountUnder } from "./_anycast_sweep.ts";
@@ -58,7 +60,6 @@ import {
   lbNodeBgp,
   ROUTER_SYSCTLS,
 } from "./_cluster_plan.ts";
-import { addLocalVip6 } from "../node/bpf/mod.ts";
 
 export {
   BACKEND_HEALTH_PORT,
@@ -72,7 +73,6 @@ export {
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 const ECHO = new URL("./clients/tcp_echo.ts", import.meta.url).pathname;
-const HOLD = new URL("./clients/hold_client.ts", import.meta.url).pathname;
 
 /** One LB node's live parts. */
 interface LbNode {
@@ -354,19 +354,19 @@ export class Cluster implements AsyncDisposable {
    * Starts the long-lived client: `count` connections for `durationMs` to the IPv4 LB IP, or
    * with `family: 6` to the IPv6 one (a dual-stack cluster).
    */
-  async startClient(
-    count: number,
-    durationMs: number,
-    options: { family?: 4 | 6 } = {},
-  ): Promise<HostProcess> {
-    const vip = options.family === 6 ? this.vip6 : this.vip;
+  startClient(count: number, durationMs: number, o: { family?: 4 | 6 } = {}): Promise<HostProcess> {
+    return startHoldClient(this.topo, this.#target(o.family), count, durationMs);
+  }
+
+  /** Starts short connections, one every `intervalMs` for `durationMs`, to the LB IP of `family`. */
+  startConnectLoop(durationMs: number, intervalMs: number, o: { family?: 4 | 6 } = {}) {
+    return startConnectLoop(this.topo, this.#target(o.family), durationMs, intervalMs);
+  }
+
+  #target(family: 4 | 6 = 4): { vip: string; port: number } {
+    const vip = family === 6 ? this.vip6 : this.vip;
     if (vip === null) throw new Error("Cannot start an IPv6 client: the cluster is IPv4 only");
-    const client = this.topo.spawnDeno("client", HOLD, {
-      args: [vip, String(this.port), String(count), String(durationMs)],
-      permissions: ["--allow-net"],
-    });
-    await client.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 30_000 });
-    return client;
+    return { vip, port: this.port };
   }
 
   /** Tears the cluster down: processes, namespaces, BPF handles, bpffs mounts, Redis, temp dir. */

@@ -6,7 +6,7 @@
  * @module
  */
 import { type Cluster, type HostProcess } from "../../lab/mod.ts";
-import { modelKeys } from "../../controller/model/mod.ts";
+import { type ModelEntry, modelKeys } from "../../controller/model/mod.ts";
 
 const REPO = new URL("../../", import.meta.url).pathname;
 const API_PORT = 6443; // on the ctl namespace's loopback
@@ -139,4 +139,20 @@ export async function agentsCaughtUp(cluster: Cluster): Promise<void> {
       return Number(JSON.parse(l).rev) >= rev;
     }, { timeoutMs: 15_000 });
   }
+}
+
+/** Service `name`'s entry in the model the controller published to the cluster's Redis. */
+export async function modelEntryOf(
+  cluster: Cluster,
+  name = "default/web",
+): Promise<ModelEntry | undefined> {
+  const { stdout } = await cluster.topo.exec("ctl", [
+    "redis-cli",
+    "-u",
+    cluster.redis.url,
+    "HGET",
+    modelKeys().services,
+    name,
+  ]);
+  return stdout.trim() === "" ? undefined : JSON.parse(stdout) as ModelEntry;
 }

@@ -21,8 +21,7 @@ import {
 } from "../../lab/mod.ts";
 import { BpfMap } from "../../node/bpf/mod.ts";
 import { decodeServiceKey6 } from "../../node/bpf/structs6.ts";
-import { modelKeys } from "../../controller/model/mod.ts";
-import { agentsCaughtUp, KubeSide, waitUntil } from "./_kube_side.ts";
+import { agentsCaughtUp, KubeSide, modelEntryOf, waitUntil } from "./_kube_side.ts";
 
 function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(msg);
@@ -54,27 +53,6 @@ function slice(family: "IPv4" | "IPv6") {
       addresses: [address(j)],
       conditions: { ready: true, serving: true, terminating: false },
     })),
-  };
-}
-
-/** `default/web`'s frontends and backends in the model the controller published to Redis. */
-async function modelEntry(cluster: Cluster): Promise<{ frontends: string[]; backends: string[] }> {
-  const { stdout } = await cluster.topo.exec("ctl", [
-    "redis-cli",
-    "-u",
-    cluster.redis.url,
-    "HGET",
-    modelKeys().services,
-    "default/web",
-  ]);
-  if (stdout.trim() === "") return { frontends: [], backends: [] };
-  const entry = JSON.parse(stdout) as {
-    service: { frontends: { address: string }[] };
-    backends: { address: string }[];
-  };
-  return {
-    frontends: entry.service.frontends.map((f) => f.address).sort(),
-    backends: entry.backends.map((b) => b.address).sort(),
   };
 }
 
@@ -127,9 +105,11 @@ rootTest(
     // The model the controller publishes pairs the IPv4 frontend with the IPv4 slice only (an
     // IPv6 backend would make the agents refuse the IPv4 frontend).
     await waitUntil("the IPv4-only entry in the model", async () => {
-      const entry = await modelEntry(cluster);
-      return entry.frontends.join() === `${cluster.vip}:${cluster.port}/TCP` &&
-        entry.backends.join() === [1, 2].map((j) => `${backendAddress(j)}:8080/TCP`).join();
+      const entry = await modelEntryOf(cluster);
+      const frontends = (entry?.service.frontends ?? []).map((f) => f.address).sort();
+      const backends = (entry?.backends ?? []).map((b) => b.address).sort();
+      return frontends.join() === `${cluster.vip}:${cluster.port}/TCP` &&
+        backends.join() === [1, 2].map((j) => `${backendAddress(j)}:8080/TCP`).join();
     });
 
     // The IPv6 block arrives: the Service gets its IPv6 address beside the IPv4 one.

@@ -21,9 +21,8 @@ import {
   flowsOf,
   frontendsOf,
 } from "../../lab/mod.ts";
-import { modelKeys } from "../../controller/model/mod.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-import { agentsCaughtUp, KubeSide, sleep, waitUntil } from "./_kube_side.ts";
+import { agentsCaughtUp, KubeSide, modelEntryOf, sleep, waitUntil } from "./_kube_side.ts";
 
 const REPO = new URL("../../", import.meta.url).pathname;
 const ECHO = `${REPO}lab/clients/tcp_echo.ts`;
@@ -52,17 +51,8 @@ function slice(endpoints: ReadonlyMap<number, "ready" | "terminating">) {
 
 /** The backend states of `default/web` in the model the controller published to Redis. */
 async function modelBackends(cluster: Cluster): Promise<string[]> {
-  const { stdout } = await cluster.topo.exec("ctl", [
-    "redis-cli",
-    "-u",
-    cluster.redis.url,
-    "HGET",
-    modelKeys().services,
-    "default/web",
-  ]);
-  if (stdout.trim() === "") return [];
-  const entry = JSON.parse(stdout) as { backends: { address: string; state?: string }[] };
-  return entry.backends.map((b) => `${b.address} ${b.state ?? "active"}`).sort();
+  const entry = await modelEntryOf(cluster);
+  return (entry?.backends ?? []).map((b) => `${b.address} ${b.state ?? "active"}`).sort();
 }
 
 /** Client ports of connections backend j accepted. */

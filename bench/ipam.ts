@@ -9,7 +9,9 @@
  * - steady: the same input again (nothing changes: the common case);
  * - restart: a new allocator, every Service's status shows its address (restored, not reallocated).
  *
- * Run: `deno task bench:ipam` (`--services=N` 10000, `--pools=P` 10, `--quick`: 1,000 Services).
+ * Run: `deno task bench:ipam` (`--services=N` 10000, `--pools=P` 10, `--quick`: 1,000 Services;
+ * `--dual-stack`: every pool also holds an IPv6 /64 and every Service is PreferDualStack, so each
+ * gets two addresses).
  * Goal: 10,000 × 10 well under a second. The last line of output is one JSON object.
  *
  * @module
@@ -23,20 +25,23 @@ import { intOption, readCommandLineOrExit } from "../lib/args.ts";
 
 const OPTIONS = {
   command: "bench:ipam",
-  usage: `usage: deno task bench:ipam [--services=N] [--pools=P] [--quick]
+  usage: `usage: deno task bench:ipam [--services=N] [--pools=P] [--dual-stack] [--quick]
+  --dual-stack: pools hold an IPv6 /64 too; Services are PreferDualStack (two addresses each)
   --quick: 1,000 services (a smoke test, not a figure)`,
   options: {
     services: { type: "string" },
     pools: { type: "string" },
     quick: { type: "boolean" },
+    "dual-stack": { type: "boolean" },
   },
 } as const;
 
-function pools(p: number): K8sAddressPool[] {
+function pools(p: number, dual: boolean): K8sAddressPool[] {
   const out: K8sAddressPool[] = [];
   for (let i = 0; i < p; i++) {
     const selected = i % 2 === 0;
-    out.push(pool(`pool-${String(i).padStart(2, "0")}`, [`10.${i}.0.0/20`], {
+    const blocks = [`10.${i}.0.0/20`, ...(dual ? [`2001:db8:${i.toString(16)}::/64`] : [])];
+    out.push(pool(`pool-${String(i).padStart(2, "0")}`, blocks, {
       avoidBuggyIPs: i % 3 === 0,
       serviceSelector: selected
         ? {
@@ -49,7 +54,7 @@ function pools(p: number): K8sAddressPool[] {
   return out;
 }
 
-function services(n: number, p: number): IpamService[] {
+function services(n: number, p: number, dual: boolean): IpamService[] {
   const out: IpamService[] = [];
   for (let i = 0; i < n; i++) {
     const annotations: Record<string, string> = {};
@@ -67,6 +72,7 @@ function services(n: number, p: number): IpamService[] {
       annotations,
       ports: [`${80 + (i % 3)}/TCP`],
       created: new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString(),
+      ...(dual ? { ipFamilies: ["IPv4", "IPv6"], ipFamilyPolicy: "PreferDualStack" } : {}),
     }));
   }
   return out;
@@ -84,10 +90,11 @@ function main(): void {
     return {
       services: intOption(values, "services", { default: quick ? 1_000 : 10_000, min: 1 }),
       pools: intOption(values, "pools", { default: 10, min: 1, max: 200 }),
+      dual: values["dual-stack"] === true,
     };
   });
   const n = opts.services, p = opts.pools;
-  const poolObjects = pools(p), svcs = services(n, Math.max(p, 2));
+  const poolObjects = pools(p, opts.dual), svcs = services(n, Math.max(p, 2), opts.dual);
   // Warm up the JIT on a small input so the cold figure is the allocator, not compilation.
   new AddressAllocator().reconcile(poolObjects, svcs.slice(0, 200));
 
@@ -100,6 +107,7 @@ function main(): void {
   );
 
   const allocated = cold.services.filter((s) => s.addresses.length > 0).length;
+  const addresses = cold.services.reduce((sum, s) => sum + s.addresses.length, 0);
   if (steady.events.length !== 0) {
     throw new Error(`steady pass emitted ${steady.events.length} events`);
   }
@@ -109,6 +117,8 @@ function main(): void {
   const out = {
     services: n,
     pools: p,
+    dual_stack: opts.dual,
+    addresses,
     allocated,
     failed: n - allocated,
     cold_ms: Number(coldMs.toFixed(1)),

@@ -15,6 +15,10 @@
  * Flows read from the store pass the trust gate (`_gate.ts`): installed only if their backend
  * serves their frontend in the services config given with {@link FlowSyncAgent.setServices}.
  *
+ * IPv4 and IPv6 flows alike: the jobs work on keys of either family (`AnyFlowKey` of
+ * node/bpf/flow.ts; their Redis forms in field.ts and schema.ts), over a table holding both
+ * (`DualFlowTable`).
+ *
  * @module
  */
 
@@ -76,8 +80,8 @@ export interface FlowSyncAgentOptions {
   /** This LB node's name, written with every change (to skip own additions). */
   node: string;
   /**
-   * LB IPs (dotted IPv4, IPv6 text) this node follows at start; events for others are ignored (counted in
-   * `holdfast_flow_events_ignored_total`). Changed while running with
+   * LB IPs (dotted IPv4, IPv6 text) this node follows at start; events for others are ignored
+   * (counted in `holdfast_flow_events_ignored_total`). Changed while running with
    * {@link FlowSyncAgent.setVips}.
    */
   vips: readonly string[];

@@ -7,7 +7,9 @@
  * ones) that sends one numbered line, expects it echoed and closes. An attempt fails on a refused
  * or reset connect, EOF, a wrong echo, or no answer within 3 s. Prints `{"msg":"started"}`, then
  * once every attempt has ended one summary line: attempts, ok, failed, max_ms (slowest good
- * exchange) and the first 20 failures with their time since the start and reason. Bounded by
+ * exchange), unreachable (of the failed: the connect was refused by an ICMP net/host unreachable,
+ * i.e. a router had no route at that instant — ENETUNREACH, EHOSTUNREACH) and the first 20
+ * failures with their time since the start and reason. Bounded by
  * DURATION_MS / INTERVAL_MS attempts, at most 500 in flight, and DURATION_MS + 3 s.
  *
  * @module
@@ -64,7 +66,7 @@ async function attempt(seq: number, signal: AbortSignal): Promise<number> {
 const start = performance.now();
 const total = Math.ceil(durationMs / intervalMs);
 const failures: { at_ms: number; reason: string }[] = [];
-let ok = 0, failed = 0, maxMs = 0, inFlight = 0;
+let ok = 0, failed = 0, unreachable = 0, maxMs = 0, inFlight = 0;
 const running: Promise<void>[] = [];
 console.log(JSON.stringify({ msg: "started", attempts: total, interval_ms: intervalMs }));
 for (let seq = 0; seq < total; seq++) {
@@ -86,6 +88,7 @@ for (let seq = 0; seq < total; seq++) {
       },
       (err: Error) => {
         failed++;
+        if (/\(os error (101|113)\)/.test(err.message)) unreachable++;
         const reason = timeout.aborted ? `no answer in ${ATTEMPT_TIMEOUT_MS} ms` : err.message;
         if (failures.length < 20) failures.push({ at_ms: at, reason: `${err.name}: ${reason}` });
       },
@@ -98,6 +101,7 @@ console.log(JSON.stringify({
   attempts: total,
   ok,
   failed,
+  unreachable,
   max_ms: Math.round(maxMs),
   failures,
 }));

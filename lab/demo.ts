@@ -86,7 +86,10 @@ async function story(flowSync: boolean, connections: number, verbose: boolean) {
       `${v6!.connections} IPv6 connections survived`,
     { ...summary, ipv4_survived: v4!.survived, ipv6_survived: v6!.survived },
   );
-  return { ...summary, checked: failed.length === 0 };
+  const families = `IPv4 ${v4!.survived}/${v4!.connections}, IPv6 ${v6!.survived}/${
+    v6!.connections
+  }`;
+  return { ...summary, families, checked: failed.length === 0 };
 }
 
 /**
@@ -115,9 +118,9 @@ export async function main(args: string[]): Promise<number> {
   const ours = await story(true, connections, verbose);
   const base = await story(false, connections, verbose);
   say("result", {
-    holdfast:
-      `${ours.survived}/${ours.connections} survived (IPv4 and IPv6), longest stall ${ours.max_stall_ms} ms`,
-    maglev_only: `${base.survived}/${base.connections} survived`,
+    holdfast: `${ours.survived}/${ours.connections} survived (${ours.families}), longest stall ` +
+      `${ours.max_stall_ms} ms`,
+    maglev_only: `${base.survived}/${base.connections} survived (${base.families})`,
   });
   return ours.survived === ours.connections && ours.checked && base.checked ? 0 : 1;
 }

@@ -11,35 +11,46 @@ import type { Topology } from "./netns.ts";
 const HOLD = new URL("./clients/hold_client.ts", import.meta.url).pathname;
 const LOOP = new URL("./clients/connect_loop.ts", import.meta.url).pathname;
 
+/** An LB IP and port the clients connect to. */
+export interface ClientTarget {
+  readonly vip: string;
+  readonly port: number;
+}
+
 /** `count` long-lived connections to `vip`:`port` for `durationMs`; resolves once all are open. */
-export async function startHoldClient(
+export function startHoldClient(
   topo: Topology,
-  target: { readonly vip: string; readonly port: number },
+  target: ClientTarget,
   count: number,
   durationMs: number,
 ): Promise<HostProcess> {
-  const client = topo.spawnDeno("client", HOLD, {
-    args: [target.vip, String(target.port), String(count), String(durationMs)],
-    permissions: ["--allow-net"],
-  });
-  await client.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 30_000 });
-  return client;
+  return start(topo, HOLD, [target, count, durationMs], "connected");
 }
 
 /**
  * A short connection to `vip`:`port` every `intervalMs` for `durationMs` (one line echoed
  * each); resolves once the loop started.
  */
-export async function startConnectLoop(
+export function startConnectLoop(
   topo: Topology,
-  target: { readonly vip: string; readonly port: number },
+  target: ClientTarget,
   durationMs: number,
   intervalMs: number,
 ): Promise<HostProcess> {
-  const loop = topo.spawnDeno("client", LOOP, {
-    args: [target.vip, String(target.port), String(durationMs), String(intervalMs)],
+  return start(topo, LOOP, [target, durationMs, intervalMs], "started");
+}
+
+/** Runs `script VIP PORT ARGS…` in `client` and waits (≤ 30 s) for its `{"msg":ready}` line. */
+async function start(
+  topo: Topology,
+  script: string,
+  [target, ...args]: [ClientTarget, ...number[]],
+  ready: string,
+): Promise<HostProcess> {
+  const proc = topo.spawnDeno("client", script, {
+    args: [target.vip, String(target.port), ...args.map(String)],
     permissions: ["--allow-net"],
   });
-  await loop.waitForLine((l) => l.includes('"msg":"started"'), { timeoutMs: 30_000 });
-  return loop;
+  await proc.waitForLine((l) => l.includes(`"msg":"${ready}"`), { timeoutMs: 30_000 });
+  return proc;
 }

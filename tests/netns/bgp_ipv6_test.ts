@@ -96,15 +96,7 @@ rootTest(
           ...["--health", "off", "--listen", "none"],
           ...["--bgp-config", `${dir}/bgp.json`, "--bgp-dir", `${dir}/n1.bird`],
         ],
-        permissions: [
-          "--allow-read",
-          `--allow-write=${dir}`,
-          "--allow-run=ip,bird,birdc",
-          "--allow-ffi",
-          "--allow-env",
-          "--allow-sys",
-          "--allow-net=127.0.0.1",
-        ],
+        permissions: ["-P=agent"], // the agent's permission set (deno.json), as operators run it
       });
       await agent.waitForLine((l) => l.includes('"msg":"ready"'), { timeoutMs: 20_000 });
       await until(

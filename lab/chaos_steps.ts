@@ -27,7 +27,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export class Disturbances {
   /** Checks recorded so far, in order; complete after {@linkcode settle}. */
   readonly checks: Check[] = [];
-  readonly #later: Array<() => Promise<void>> = [];
+  readonly #later: Array<() => void | Promise<void>> = [];
   readonly #killedPids = new Map<number, number>();
 
   readonly #ipv6Shared: boolean;
@@ -71,13 +71,15 @@ export class Disturbances {
   async addLbNode(i: number): Promise<void> {
     const returning = this.cluster.lbNodes.has(i);
     const oldPid = this.#killedPids.get(i);
+    // Counted before it joins: by the time addLbNode returns (both routes in) the traffic may be
+    // over, and what it forwarded while joining is what this checks.
+    const before = returning ? forwardedBy(this.cluster, i) : 0;
     await this.cluster.addLbNode(i);
     await this.#checkRoutes(i, true);
     if (returning) this.#checkNewProcess(i, oldPid);
     this.#checkRestoredBeforeReady(i);
-    const before = await forwardedBy(this.cluster, i);
-    this.#later.push(async () => {
-      const after = await forwardedBy(this.cluster, i);
+    this.#later.push(() => {
+      const after = forwardedBy(this.cluster, i);
       this.#check(
         `lb${i} forwards packets after joining`,
         after > before,

@@ -19,7 +19,9 @@ import {
   readFlowKey,
   readFlowValue,
   readU32Values,
+  REASONS,
 } from "../node/bpf/mod.ts";
+import { countersByName } from "../node/bpf/datapath.ts";
 
 /** The agents' HTTP port (node/agent.ts's default listen address). */
 const AGENT_PORT = 9470;
@@ -54,20 +56,21 @@ export async function agentHttp(
 
 /**
  * Packets LB node i's datapath has sent on to a backend so far (`tx_new`, `tx_hit`,
- * `tx_unconfirmed`, `tx_confirmed` from its agent's `/metrics`): the counters live in pinned maps,
- * so they survive agent restarts.
+ * `tx_unconfirmed`, `tx_confirmed`, both families), read from its pinned `hf_reasons`: they survive
+ * agent restarts and can be read while its agent is dead; 0 before the node first started.
  */
-export async function forwardedBy(cluster: Cluster, i: number): Promise<number> {
-  const { status, body } = await agentHttp(cluster, i, "/metrics");
-  if (status !== 200) throw new Error(`LB node ${i}'s /metrics answered ${status}: ${body}`);
-  let total = 0;
-  for (const line of body.split("\n")) {
-    const m =
-      /^holdfast_datapath_packets_total\{reason="tx_(?:new|hit|unconfirmed|confirmed)"\} (\d+)/
-        .exec(line);
-    if (m) total += Number(m[1]);
+export function forwardedBy(cluster: Cluster, i: number): number {
+  const path = `${cluster.bpffs(lbIndex(cluster, i))}/hf_reasons`;
+  let map: BpfMap;
+  try {
+    map = BpfMap.fromPinned(path);
+  } catch (e) {
+    if (e instanceof BpfError && e.errno === ERRNO.ENOENT) return 0; // never started: no pins
+    throw e;
   }
-  return total;
+  using reasons = map;
+  const c = countersByName(reasons, REASONS);
+  return Number(c.tx_new + c.tx_hit + c.tx_unconfirmed + c.tx_confirmed);
 }
 
 /** LB node i's flow map as the datapath holds it (read through its pinned map). */

@@ -163,10 +163,15 @@ export class Disturbances {
           (l) => l.includes('"msg":"flow store restarted empty'),
           { fromLine: from.get(i), timeoutMs: 3_000 },
         ).then(() => true, () => false);
+        // Not noticed: what the agent said about its store since the restart, for whoever looks.
+        const since = node.agent.lineCount - from.get(i)!;
+        const said = node.agent.lines.slice(Math.max(0, node.agent.lines.length - since))
+          .map((l) => /"msg":"([^"]*)"/.exec(l)?.[1] ?? "")
+          .filter((m) => /store|recover|restor/.test(m)).slice(0, 8);
         this.#check(
           `lb${i}'s agent noticed the empty store`,
           noticed,
-          noticed ? "logged" : "no log",
+          noticed ? "logged" : `no log; its store lines since: ${JSON.stringify(said)}`,
         );
       }
     });

@@ -62,6 +62,7 @@ export class RedisConnection {
   #fatal: Error | null = null;
   readonly #firstReady = new Map<Client, Promise<void>>();
   readonly #everReady = new Set<Client>();
+  readonly #restored = new Set<() => void>();
   #closed = false;
 
   /** Connects in the background. */
@@ -98,8 +99,16 @@ export class RedisConnection {
         wasDown = true;
       });
       client.on("ready", () => {
-        if (wasDown) storeLog.info("redis connection restored", { role });
+        if (!wasDown) return;
         wasDown = false;
+        storeLog.info("redis connection restored", { role });
+        for (const listener of this.#restored) {
+          try {
+            listener();
+          } catch (err) {
+            storeLog.error("redis restored listener failed", { role, err });
+          }
+        }
       });
       client.connect().catch((err: Error) => {
         if (!this.#closed) storeLog.error("redis connect gave up", { role, err: err.message });
@@ -113,6 +122,15 @@ export class RedisConnection {
   /** Whether the command connection is up. */
   get ready(): boolean {
     return this.#cmd.isReady;
+  }
+
+  /**
+   * Calls `listener` each time a connection comes back after it was lost: the server may have
+   * restarted (possibly empty) without any call failing meanwhile. Returns the unsubscriber.
+   */
+  onRestored(listener: () => void): () => void {
+    this.#restored.add(listener);
+    return () => this.#restored.delete(listener);
   }
 
   /** Before the first connection, waits for it (up to the connect timeout). */

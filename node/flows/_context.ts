@@ -35,6 +35,8 @@ export interface AgentContext {
   readonly batchSize: number;
   /** Reports a failed store call: the agent goes store-down and recovers. */
   storeFailed(err: unknown, during: string): void;
+  /** Checks the store is still the incarnation restored from (recovers if not); never throws. */
+  verifyStore(during: string): Promise<void>;
   /** Reports a successful write: the store works again (resets the recovery backoff). */
   storeWorked(): void;
 }

@@ -26,7 +26,8 @@ interface MemoryVip {
 /**
  * An in-memory {@link FlowStore} with the same semantics as the Redis one, for unit tests.
  * `available = false` makes every call throw {@link StoreUnavailableError}; `restart()` empties
- * it and changes its instance ID, as a Redis restart without persistence does.
+ * it and changes its instance ID, as a Redis restart without persistence does; `reconnected()`
+ * tells subscribers the connection came back (as `RedisConnection` does after a restart).
  */
 export class MemoryFlowStore implements FlowStore {
   /** When false, every call fails as if Redis were down. */
@@ -35,6 +36,7 @@ export class MemoryFlowStore implements FlowStore {
   #instance = 1;
   #seq = 0;
   #waiters = new Set<() => void>();
+  #reconnect = new Set<() => void>();
 
   #check(): void {
     if (!this.available) throw new StoreUnavailableError("Cannot reach flow store: it is down");
@@ -59,6 +61,16 @@ export class MemoryFlowStore implements FlowStore {
     const id = `${++this.#seq}-0`;
     this.#vip(vip).events.push({ vip, id, node, op, flows, ...(reason ? { reason } : {}) });
     for (const w of this.#waiters) w();
+  }
+
+  onReconnect(listener: () => void): () => void {
+    this.#reconnect.add(listener);
+    return () => this.#reconnect.delete(listener);
+  }
+
+  /** Calls the {@link onReconnect} listeners, as a connection that came back does. */
+  reconnected(): void {
+    for (const listener of this.#reconnect) listener();
   }
 
   /** Empties the store and changes its instance ID. */

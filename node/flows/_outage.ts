@@ -3,7 +3,9 @@
  * loop probes the store with backoff and, once it answers, restores under the restore lock
  * (`recovering`) — missed additions and removals applied, flows the store lacks written, and,
  * if the store lost its data (its instance token changed), every local flow written back first —
- * then returns to `ready`. The map keeps forwarding throughout.
+ * then returns to `ready`. The map keeps forwarding throughout. A Redis that restarted empty
+ * while none of this node's calls failed is caught by {@link Outage.verify}: on every reconnect
+ * of the store's connections and on every sweep, the incarnation tokens are compared.
  *
  * @module
  */
@@ -49,6 +51,34 @@ export class Outage {
   /** Forgets an LB IP no longer followed. */
   forget(vip: string): void {
     this.#instance.delete(vip);
+  }
+
+  /**
+   * Checks that the store is the incarnation this node restored from (the tokens recorded per LB
+   * IP): on a reconnect and on every sweep, since a Redis that restarted empty while no call of
+   * this node failed is otherwise never noticed. A changed token sends the agent through
+   * recovery, which writes every local flow back; a failed check is a failed call.
+   */
+  async verify(during: string): Promise<void> {
+    const { state, followed, store, log } = this.#ctx;
+    if (!state.inSync) return;
+    const vips = followed.list().filter((v) => this.#instance.has(v));
+    let ids: string[];
+    try {
+      ids = await Promise.all(vips.map((v) => store.instanceId([v])));
+    } catch (err) {
+      this.failed(err, during);
+      return;
+    }
+    // Compared with what is recorded now: a recovery that ran meanwhile recorded the new tokens.
+    const changed = vips.filter((v, i) => {
+      const was = this.#instance.get(v);
+      return was !== undefined && was !== ids[i];
+    });
+    if (changed.length === 0 || !state.inSync) return;
+    log.warn("flow store lost its data", { during, vips: changed });
+    if (!state.move("store-down", `${during}: store incarnation changed`)) return;
+    this.#recovering ??= this.#recover().finally(() => this.#recovering = null);
   }
 
   /** The store worked: the next outage's recovery starts from the shortest delay. */

@@ -82,6 +82,8 @@ export class Sweeper {
 
   async #pass(read: boolean): Promise<void> {
     const { store, followed, idleMs, node } = this.#ctx;
+    await this.#ctx.verifyStore("sweep");
+    if (!this.#ctx.state.inSync) return;
     const nowMs = Date.now();
     // Counted before the read: a failed read is retried on the next sweep.
     this.#sinceRead++;

@@ -155,6 +155,7 @@ export class FlowSyncAgent {
       idleMs,
       batchSize: options.batchSize ?? 1000,
       storeFailed: (err, during) => this.#outage.failed(err, during),
+      verifyStore: (during) => this.#outage.verify(during),
       storeWorked: () => this.#outage.worked(),
     };
     this.#ctx = ctx;
@@ -246,6 +247,8 @@ export class FlowSyncAgent {
       throw new Error(`Cannot start flow agent "${this.node}": stopped before restoring`);
     }
     this.#following = this.#follower.run(run.signal);
+    const unsubscribe = this.#ctx.store.onReconnect?.(() => void this.#outage.verify("reconnect"));
+    if (unsubscribe) run.signal.addEventListener("abort", unsubscribe, { once: true });
     this.#sweeper.start();
     this.#learner.schedule();
   }

@@ -56,6 +56,10 @@ export class RedisFlowStore implements FlowStore {
     return this.#redis.ready;
   }
 
+  onReconnect(listener: () => void): () => void {
+    return this.#redis.onRestored(listener);
+  }
+
   #keys(vip: string): string[] {
     const k = vipKeys(vip, this.#prefix);
     return [k.flows, k.seen, k.events];

@@ -47,6 +47,12 @@ export interface FlowStore {
    */
   instanceId(vips: readonly string[]): Promise<string>;
   /**
+   * Calls `listener` whenever the connection to the store came back after it was lost (a store
+   * without connections leaves it out). The store may have restarted empty with no call failing
+   * meanwhile, so the agent checks {@link instanceId} then. Returns the unsubscriber.
+   */
+  onReconnect?(listener: () => void): () => void;
+  /**
    * Stores flows (last writer wins) learned at `nowMs` and announces them, atomically: stored
    * values and announcements are in the same order.
    */

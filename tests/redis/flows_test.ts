@@ -197,3 +197,29 @@ Deno.test("redis: an ACL user missing a command gets a logged rejection and a ba
   assert(rejections <= 6, `retries back off: ${rejections} rejections in ~1.5 s`);
   assertEquals(a.agent.queued, 1, "the flow waits in the queue, not lost");
 });
+
+Deno.test("redis: after Redis restarted empty, the agent's store reports the reconnect and the agent writes its flows back", async () => {
+  using logs = captureLogs();
+  await using redis = await startRedis();
+  // Sweeps far apart: only a failed call or the reconnect can reveal the restart.
+  await using a = await node("lb-a", redis, { sweepIntervalMs: 600_000 });
+  let reconnects = 0;
+  const unsubscribe = a.store.onReconnect(() => reconnects++);
+  const evs = Array.from({ length: 50 }, (_, i) => event(0x0e000000 + i, 1, "10.0.1.2"));
+  for (const ev of evs) datapathLearns(a, ev);
+  await flush(a.agent);
+  await redis.restart(); // empty: no persistence
+  await until("the store reported the reconnect", () => reconnects > 0, 10_000);
+  unsubscribe();
+  await until(
+    "Redis has every flow again",
+    async () =>
+      (await a.store.exists(VIP, evs.map((e) => flowField(e.key))).catch(() => [false]))
+        .every(Boolean),
+    10_000,
+  );
+  assert(
+    logs.records.some((r) => r.msg === "flow store restarted empty, rewriting local flows"),
+    "rewrite logged",
+  );
+});

@@ -28,10 +28,12 @@
  *
  * `--quick` (the bench group's smoke run): 1k, 5k, 10k flows/s for 1 s each.
  * Last stdout line: one JSON object with `learn_us_per_flow`, `peer_us_per_flow` (at 10k/s; peers
- * averaged), their `*_marginal_*` forms, `ratio_50k_to_1k` (learner, top rate over bottom rate;
- * `peer_*`, `marginal_*` likewise), `sum_us_per_flow` (all four agents), `all_learn_us_per_flow`
- * (all four agents, new flows spread over every node), `idle_ms_per_s`, `baseline_*`, and
- * per-rate details.
+ * averaged), their `*_marginal_*` forms, `ratio_50k_to_1k` (learner: the larger of its cost per
+ * flow at the top and the bottom rate over the smaller, so ≤ 2 is "flat within 2×" either way;
+ * `peer_*`, `marginal_*` likewise; null when a figure is not positive), `flat_goal_met` (learner
+ * and peers within 2×), `sum_us_per_flow` (all four agents), `all_learn_us_per_flow` (all four
+ * agents, new flows spread over every node), `idle_ms_per_s`, `baseline_*`, and per-rate
+ * details.
  *
  * @module
  */
@@ -250,7 +252,13 @@ const b = at("baseline", mid);
 const hi = at("sharing", top);
 const lo = at("sharing", bottom);
 const round1 = (x: number) => Math.round(10 * x) / 10;
-const ratio = (f: (p: Phase) => number) => hi && lo ? round1(f(hi) / f(lo)) : null;
+// Flatness as issue 15 means it: the larger cost per flow over the smaller, of the top and the
+// bottom rate (1 = flat; the goal is ≤ 2, whichever way it leans).
+function ratio(f: (p: Phase) => number): number | null {
+  if (!hi || !lo) return null;
+  const [a, b] = [f(hi), f(lo)];
+  return Math.min(a, b) > 0 ? round1(Math.max(a, b) / Math.min(a, b)) : null;
+}
 const peers = (p: Phase) => mean(p.peer_us_per_flow);
 const peersMarginal = (p: Phase) => mean(p.peer_marginal_us_per_flow);
 console.log(JSON.stringify({
@@ -268,6 +276,9 @@ console.log(JSON.stringify({
   peer_ratio_50k_to_1k: ratio(peers),
   marginal_ratio_50k_to_1k: ratio((p) => p.learn_marginal_us_per_flow),
   peer_marginal_ratio_50k_to_1k: ratio(peersMarginal),
+  flat_goal_met: [ratio((p) => p.learn_us_per_flow), ratio(peers)].every((r) =>
+    r !== null && r <= 2
+  ),
   sum_us_per_flow: s?.sum_us_per_flow ?? null,
   all_learn_rate: OPTS.allLearnRate,
   all_learn_us_per_flow: at("sharing", OPTS.allLearnRate, true)?.sum_us_per_flow ?? null,

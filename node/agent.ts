@@ -63,6 +63,7 @@ import { connectRedisStore, redact } from "./flows/redis_store.ts";
 import { log, setLogLevel } from "../lib/log.ts";
 import { registry } from "../lib/metrics.ts";
 import { serveOps } from "../lib/ops_http.ts";
+import { watchConfigFile } from "./_config_watch.ts";
 
 const RELEASE_WASM = new URL("../policy-as/build/release.wasm", import.meta.url);
 
@@ -280,13 +281,10 @@ export async function main(
     const health = { cp, policy, flows: dp.flows, config: () => current, reporter };
     if (a.health) cleanup.push(startAgentHealth(a, { ...health, logger: agentLog }));
 
-    // One reload at a time: a slow one (restoring a new LB IP's flows) must not interleave with
-    // the next tick's.
-    let reloading = false;
-    const poll = setInterval(async () => {
-      if (reloading || file === null) return;
-      reloading = true;
-      try {
+    // Reloads on file events (a slow safety poll besides), one at a time: a slow one (restoring a
+    // new LB IP's flows) must not interleave with the next. No file (a model from Redis): none.
+    if (file !== null) {
+      const check = async () => {
         const m = await mtimeOf(config);
         if (m === seen) return;
         seen = m;
@@ -295,11 +293,9 @@ export async function main(
         const prev = current;
         current = next;
         await onReload?.(prev, next);
-      } finally {
-        reloading = false;
-      }
-    }, a.configPollMs);
-    cleanup.push(() => clearInterval(poll));
+      };
+      cleanup.push(watchConfigFile(config, check, { pollMs: a.configPollMs, log: agentLog }));
+    }
 
     // 4. Attach last: the maps are programmed and flows restored before the first packet.
     dp.attach();

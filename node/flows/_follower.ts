@@ -27,6 +27,12 @@ const READ_COUNT = 100;
 /** Peers' flows per read the adaptive gather aims at (as the learner's ring bursts). */
 const GATHER_FLOWS = 100;
 
+/**
+ * A read answered sooner than this found entries waiting (a round trip on a busy node takes
+ * well under it); a later answer means it blocked until one was written.
+ */
+const BLOCKED_MS = 5;
+
 /** Follows the stores' streams into the flow map. */
 export class Follower {
   readonly #ctx: AgentContext;
@@ -37,11 +43,13 @@ export class Follower {
   readonly #contested = new Set<string>();
 
   /**
-   * `readBlockMs`: longest blocking read. `gatherMs`: pause after a read that returned entries
-   * (unless it was full), so entries of several learning nodes arrive in one read: a round trip
-   * costs far more CPU than the flows it carries. `gatherMaxMs`: the pause grows up to this
-   * while reads carry fewer than {@link GATHER_FLOWS} peers' flows (a slow trickle still comes
-   * in few reads), and shrinks back to `gatherMs` as the rate rises.
+   * `readBlockMs`: longest blocking read. `gatherMs`: pause after a read that found entries
+   * already waiting (unless it was full), so entries of several learning nodes arrive in one
+   * read: a round trip costs far more CPU than the flows it carries. A read that blocked until
+   * an entry came is not followed by a pause: the next read blocks until the next entry anyway,
+   * and a pause would only add a timer wake-up per burst (and its length to how late the flows
+   * arrive). `gatherMaxMs`: the pause grows up to this while reads carry fewer than
+   * {@link GATHER_FLOWS} peers' flows, and shrinks back to `gatherMs` as the rate rises.
    */
   constructor(
     ctx: AgentContext,
@@ -65,6 +73,7 @@ export class Follower {
         continue;
       }
       try {
+        const started = performance.now();
         const changes = await store.read(this.#ctx.positions, {
           blockMs: this.#readBlockMs,
           count: READ_COUNT,
@@ -76,7 +85,8 @@ export class Follower {
         const now = performance.now();
         const waited = now - lastRead;
         lastRead = now;
-        if (changes.length > 0 && changes.length < READ_COUNT && this.#gatherMs > 0) {
+        const waiting = now - started < BLOCKED_MS;
+        if (waiting && changes.length > 0 && changes.length < READ_COUNT && this.#gatherMs > 0) {
           await sleep(adaptiveWaitMs(peerFlows, waited, gather), signal).catch(() => {});
         }
       } catch (err) {

@@ -54,13 +54,18 @@ export type { FlowAgentState } from "./_state.ts";
 export const LEARN_COALESCE_MS = 20;
 
 /**
- * Longest gathering wait, ms: below ~5k new flows/s the ring wait (and each peer's pause after a
- * stream read) grows from {@link LEARN_COALESCE_MS} up to this so a burst still carries about
- * 100 flows — the fixed cost per burst dominates at low rates. The trade: a peer gets a flow up
- * to ~2× this later, and a node that dies loses up to this much of unshared flows (its peers
+ * Longest gathering wait in the ring buffer, ms: below ~10k new flows/s the wait grows from
+ * {@link LEARN_COALESCE_MS} up to this so a burst still carries about
+ * {@link LEARN_BURST_FLOWS} flows — the fixed cost per burst (a timer wake-up, the store
+ * write's round trip, one stream read on every peer) dominates at low rates. Peers read without
+ * pausing while their reads block (`_follower.ts`), so this is also about how late a peer gets a
+ * flow at low rates; and a node that dies loses up to this much of unshared flows (its peers
  * pick them again by Maglev).
  */
-export const LEARN_COALESCE_MAX_MS = 100;
+export const LEARN_COALESCE_MAX_MS = 200;
+
+/** Flows per ring-buffer burst the adaptive wait aims at (the reader's `coalesceRecords`). */
+export const LEARN_BURST_FLOWS = 200;
 
 /**
  * How the agent reads the datapath's new-flow ring buffer (`RingBufferReader` options): bursts
@@ -71,7 +76,7 @@ export const LEARN_COALESCE_MAX_MS = 100;
 export const FLOW_EVENT_READER = {
   coalesceMs: LEARN_COALESCE_MS,
   coalesceMaxMs: LEARN_COALESCE_MAX_MS,
-  coalesceRecords: 100,
+  coalesceRecords: LEARN_BURST_FLOWS,
   pollMs: 1000,
 } as const;
 
@@ -108,13 +113,14 @@ export interface FlowSyncAgentOptions {
   /** Longest blocking stream read, ms (default 1000; stop() may wait this long). */
   readBlockMs?: number;
   /**
-   * Pause after a stream read that returned entries, ms (default {@link LEARN_COALESCE_MS}):
-   * the learning nodes' batches gather into one read.
+   * Pause after a stream read that found entries waiting, ms (default
+   * {@link LEARN_COALESCE_MS}): the learning nodes' batches gather into one read. None after a
+   * read that blocked until an entry came.
    */
   readGatherMs?: number;
   /**
-   * Longest such pause, ms (default {@link LEARN_COALESCE_MAX_MS}): it grows up to this while
-   * reads carry few peers' flows (at most `readGatherMs` when that is 0).
+   * Longest such pause, ms (default `readGatherMs`): it grows up to this while reads that find
+   * entries waiting carry few peers' flows (at most `readGatherMs` when that is 0).
    */
   readGatherMaxMs?: number;
   /** Metrics registry (default the process-wide one). */
@@ -169,7 +175,7 @@ export class FlowSyncAgent {
     this.#follower = new Follower(ctx, {
       readBlockMs: options.readBlockMs ?? 1000,
       gatherMs: options.readGatherMs ?? LEARN_COALESCE_MS,
-      gatherMaxMs: options.readGatherMaxMs ?? LEARN_COALESCE_MAX_MS,
+      gatherMaxMs: options.readGatherMaxMs ?? options.readGatherMs ?? LEARN_COALESCE_MS,
     });
     this.#sweeper = new Sweeper(ctx, {
       intervalMs: options.sweepIntervalMs ?? Math.min(30_000, Math.max(10, idleMs / 4)),

@@ -50,4 +50,11 @@ export interface LBMapsOpsOptions {
    * policy swap; `_maglev_workers.ts`). Default: one per CPU, 1..2; 0: none.
    */
   maglevWorkers?: number;
+  /**
+   * The prune reads every backend ID (65,536 of each family by default) on the first full pass
+   * and then on every this many (default 10: every 5 min with 30 s passes); the others read only
+   * the IDs ever allocated. A stray entry above those names nothing the datapath can reach (no
+   * table the control plane wrote points at it) and is overwritten if its ID is ever allocated.
+   */
+  readAllBackendIdsEvery?: number;
 }

@@ -58,6 +58,9 @@ export class LBMapsOps implements Operations<Frontend> {
   readonly #staged: StagedInstalls;
   /** The dump of the prune that just ran, if it changed nothing (verify's, unless it needs slots). */
   #pruneDump: LBMapsContents | null = null;
+  readonly #readAllEvery: number;
+  /** Prunes since the last one that read every backend ID (the first one does). */
+  #prunesSinceReadAll = Infinity;
   readonly metrics: BPFMetrics = bpfMetrics();
 
   constructor(tables: LBTables, maps: LBMaps, options: LBMapsOpsOptions = {}) {
@@ -65,6 +68,7 @@ export class LBMapsOps implements Operations<Frontend> {
     this.#maps = maps;
     this.#maglev = new MaglevTables(options.maglev ?? new TsMaglevBuilder(), options.maglevWorkers);
     this.#defaultM = options.maglevSize ?? MAGLEV_M_DEFAULT;
+    this.#readAllEvery = Math.max(1, options.readAllBackendIdsEvery ?? 10);
     checkMaglevSize(this.#defaultM);
     const install = (st: StagedInstall) => {
       this.metrics.holdfast_lbmaps_maglev_writes_total++;
@@ -300,10 +304,13 @@ export class LBMapsOps implements Operations<Frontend> {
         this.metrics.holdfast_lbmaps_pruned_total++;
       }
     }
-    // Which tables exist, not their slots. Inside a swap (every table rebuilt) only the backend
-    // IDs ever allocated are read: a stray entry above them names nothing and waits for the next
-    // periodic full pass, which reads every ID (`--full-reconcile-interval-ms`).
-    const below = this.#rebuild.size > 0 ? this.#backends.idLimit : undefined;
+    // Which tables exist, not their slots. Only the backend IDs ever allocated are read, except
+    // on every Nth pass (`readAllBackendIdsEvery`; never inside a swap, which rebuilds every
+    // table): a stray entry above them names nothing and waits for that pass. Reading all
+    // 65,536 of both families cost every agent ~20 ms of CPU per periodic pass.
+    const readAll = this.#rebuild.size === 0 && this.#prunesSinceReadAll >= this.#readAllEvery;
+    this.#prunesSinceReadAll = readAll ? 1 : this.#prunesSinceReadAll + 1;
+    const below = readAll ? undefined : this.#backends.idLimit;
     const dump = await this.#maps.dump({ tables: false, backendIdsBelow: below });
     const pruned = this.metrics.holdfast_lbmaps_pruned_total;
     const liveServiceIds = new Set([...this.#frontends.values()].map((f) => f.serviceId));

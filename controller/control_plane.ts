@@ -56,6 +56,8 @@ export interface ControlPlaneOptions {
   maxStaged?: number;
   /** Workers building Maglev tables ahead in a big rebuild (default 1..2, 0: none). */
   maglevWorkers?: number;
+  /** The prune reads every backend ID on every this many full passes (default 10; `LBMapsOps`). */
+  readAllBackendIdsEvery?: number;
   /** Retry schedule of failed map writes (default 10 ms .. 30 s with jitter). */
   retry?: BackoffOptions;
   /**
@@ -99,6 +101,7 @@ export async function createControlPlane(
     maglevSize: options.maglevSize,
     maxStaged: options.maxStaged,
     maglevWorkers: options.maglevWorkers,
+    readAllBackendIdsEvery: options.readAllBackendIdsEvery,
   });
   const restored = await ops.restore();
   logger.info("restored IDs from maps", restored);

@@ -255,11 +255,14 @@ export class BpfLBMaps implements LBMaps, Disposable {
     const v4 = new Set(out.map(([id]) => id));
     const vs = SIZES6.backend_value6;
     const { keys, values, count } = m.lookupBatch(Math.min(16384, below), below);
-    for (let i = 0, o = 0; i < count; i++, o += vs) {
-      let any = 0;
-      for (let j = 0; j < 16; j++) any |= values[o + j]!;
+    // The address is tested four bytes at a time (all 65,536 slots in a periodic full pass).
+    const words = values.byteOffset % 4 === 0
+      ? new Uint32Array(values.buffer, values.byteOffset, values.byteLength >>> 2)
+      : new Uint32Array(values.slice().buffer);
+    for (let i = 0, o = 0, w = 0; i < count; i++, o += vs, w += vs >>> 2) {
+      if ((words[w]! | words[w + 1]! | words[w + 2]! | words[w + 3]!) === 0) continue;
       const id = readU32(keys, i * 4);
-      if (any === 0 || id >= below || v4.has(id)) continue;
+      if (id >= below || v4.has(id)) continue;
       out.push([id, decodeBackendValue6(values, o)]);
     }
   }

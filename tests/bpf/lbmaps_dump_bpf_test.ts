@@ -2,8 +2,8 @@
  * The maps dump a policy swap's full pass reads (`LBMapsOps.prune`): only the backend IDs the
  * control plane has allocated, so the swap does not decode all 65,536 `hf_backends` slots. A
  * backend changed behind its back inside that range is still written again by the swap; a stray
- * entry above it (it names nothing the control plane wrote) waits for the next periodic full pass,
- * which reads every ID and removes it.
+ * entry above it (it names nothing the control plane wrote) waits for the full pass that reads
+ * every ID (every Nth, `readAllBackendIdsEvery`), which removes it.
  */
 
 import { deepStrictEqual } from "node:assert/strict";
@@ -12,12 +12,12 @@ import { captureLogs } from "../../lib/log.ts";
 import { createControlPlane } from "../../controller/control_plane.ts";
 import { Datapath } from "../../node/bpf/mod.ts";
 
-rootTest("a swap's dump reads the allocated backend IDs; the periodic pass reads all", async () => {
+rootTest("a pass reads the allocated backend IDs; every Nth periodic pass reads all", async () => {
   using _logs = captureLogs();
   using dp = await Datapath.open({ pinDir: null });
   dp.configure({ srcAddr: "10.1.1.2" });
   const maps = dp.lbMaps();
-  const cp = await createControlPlane(maps, { maglevSize: 251 });
+  const cp = await createControlPlane(maps, { maglevSize: 251, readAllBackendIdsEvery: 3 });
   cp.start();
   try {
     const src = cp.writer.source("k8s");
@@ -53,7 +53,13 @@ rootTest("a swap's dump reads the allocated backend IDs; the periodic pass reads
       "the swap wrote backend 2 again and did not read as far as the stray",
     );
     await pass(false);
-    deepStrictEqual(await backends(), written, "the periodic full pass removed the stray");
+    deepStrictEqual(
+      (await backends()).map(([id]) => id),
+      [1, 2, 3, 60_000],
+      "the second pass after start read below the allocated IDs too",
+    );
+    await pass(false);
+    deepStrictEqual(await backends(), written, "the third pass read every ID, removed the stray");
   } finally {
     await cp.stop();
   }

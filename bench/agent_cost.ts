@@ -30,8 +30,11 @@
  * Last stdout line: one JSON object with `learn_us_per_flow`, `peer_us_per_flow` (at 10k/s; peers
  * averaged), their `*_marginal_*` forms, `ratio_50k_to_1k` (learner: the larger of its cost per
  * flow at the top and the bottom rate over the smaller, so ≤ 2 is "flat within 2×" either way;
- * `peer_*`, `marginal_*` likewise; null when a figure is not positive), `flat_goal_met` (learner
- * and peers within 2×), `sum_us_per_flow` (all four agents), `all_learn_us_per_flow` (all four
+ * `peer_*` likewise; null when a figure is not positive), `flat_goal_met` (learner and peers
+ * within 2×, raw), `marginal_ratio_50k_to_1k` (the same with each rate's `--no-flow-sync` cost
+ * per flow subtracted: what flow sharing adds; `marginal_*_us_per_flow_1k`/`_50k` the figures;
+ * null without the baseline mode), `idle_subtracted_ratio_50k_to_1k` (each phase's idle CPU
+ * subtracted instead), `sum_us_per_flow` (all four agents), `all_learn_us_per_flow` (all four
  * agents, new flows spread over every node), `idle_ms_per_s`, `baseline_*`, and per-rate
  * details.
  *
@@ -261,6 +264,19 @@ function ratio(f: (p: Phase) => number): number | null {
 }
 const peers = (p: Phase) => mean(p.peer_us_per_flow);
 const peersMarginal = (p: Phase) => mean(p.peer_marginal_us_per_flow);
+// What flow sharing adds: the same rate's `--no-flow-sync` cost per flow subtracted (that run
+// holds the same background: the control plane's passes, timers, the established flows).
+const baseHi = at("baseline", top), baseLo = at("baseline", bottom);
+function sharedRatio(f: (p: Phase) => number): number | null {
+  if (!hi || !lo || !baseHi || !baseLo) return null;
+  const [a, b] = [f(hi) - f(baseHi), f(lo) - f(baseLo)];
+  return Math.min(a, b) > 0 ? round1(Math.max(a, b) / Math.min(a, b)) : null;
+}
+const sharedAt = (rate: number, f: (p: Phase) => number) => {
+  const [p, q] = [at("sharing", rate), at("baseline", rate)];
+  return p && q ? round1(f(p) - f(q)) : null;
+};
+const learnUs = (p: Phase) => p.learn_us_per_flow;
 console.log(JSON.stringify({
   bench: "agent-cost",
   quick: OPTS.quick,
@@ -272,13 +288,17 @@ console.log(JSON.stringify({
   peer_us_per_flow: s ? peers(s) : null,
   learn_marginal_us_per_flow: s?.learn_marginal_us_per_flow ?? null,
   peer_marginal_us_per_flow: s ? peersMarginal(s) : null,
-  ratio_50k_to_1k: ratio((p) => p.learn_us_per_flow),
+  ratio_50k_to_1k: ratio(learnUs),
   peer_ratio_50k_to_1k: ratio(peers),
-  marginal_ratio_50k_to_1k: ratio((p) => p.learn_marginal_us_per_flow),
-  peer_marginal_ratio_50k_to_1k: ratio(peersMarginal),
-  flat_goal_met: [ratio((p) => p.learn_us_per_flow), ratio(peers)].every((r) =>
-    r !== null && r <= 2
-  ),
+  marginal_learn_us_per_flow_1k: sharedAt(bottom, learnUs),
+  marginal_learn_us_per_flow_50k: sharedAt(top, learnUs),
+  marginal_peer_us_per_flow_1k: sharedAt(bottom, peers),
+  marginal_peer_us_per_flow_50k: sharedAt(top, peers),
+  marginal_ratio_50k_to_1k: sharedRatio(learnUs),
+  peer_marginal_ratio_50k_to_1k: sharedRatio(peers),
+  idle_subtracted_ratio_50k_to_1k: ratio((p) => p.learn_marginal_us_per_flow),
+  peer_idle_subtracted_ratio_50k_to_1k: ratio(peersMarginal),
+  flat_goal_met: [ratio(learnUs), ratio(peers)].every((r) => r !== null && r <= 2),
   sum_us_per_flow: s?.sum_us_per_flow ?? null,
   all_learn_rate: OPTS.allLearnRate,
   all_learn_us_per_flow: at("sharing", OPTS.allLearnRate, true)?.sum_us_per_flow ?? null,

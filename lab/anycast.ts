@@ -240,6 +240,22 @@ export class AnycastLab implements AsyncDisposable {
     throw new Error(`Router session with "${node}" not Established after ${timeoutMs} ms:\n${out}`);
   }
 
+  /**
+   * Waits (bounded by `timeoutMs`) until the router's route to `prefix` carries the BGP
+   * `community` (`65000:100`); throws with the router's `show route all` when it does not.
+   */
+  async untilCommunity(prefix: string, community: string, timeoutMs = 5_000): Promise<void> {
+    const shown = `(${community.replace(":", ",")})`;
+    const deadline = Date.now() + timeoutMs;
+    let routes = "";
+    for (let i = 0; i < 1_000 && Date.now() < deadline; i++) {
+      routes = (await this.birdc("show", "route", "all", prefix)).stdout;
+      if (routes.includes(shown)) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`The router's route to ${prefix} never carried ${community}:\n${routes}`);
+  }
+
   /** `birdc` on the router's daemon. */
   birdc(...args: string[]): Promise<{ stdout: string }> {
     return this.topo.exec("router", ["birdc", "-s", `${this.dir}/router.ctl`, ...args], {

@@ -44,14 +44,7 @@ rootTest(
     const from = agent.lineCount;
     kube.patchConfig({ bgp: { ...bgp, communities: ["65000:100"] } });
     await agent.waitForLine((l) => l.includes('"msg":"bird reconfigured"'), { fromLine: from });
-    const deadline = Date.now() + 5_000;
-    let routes = "";
-    for (let i = 0; i < 100 && Date.now() < deadline; i++) {
-      routes = (await lab.birdc("show", "route", "all", "10.0.100.10/32")).stdout;
-      if (routes.includes("(65000,100)")) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    assert(routes.includes("(65000,100)"), `the community was not announced:\n${routes}`);
+    await lab.untilCommunity("10.0.100.10/32", "65000:100");
     assert(
       await lab.sessionSince("n1") === before,
       "the router's session with n1 restarted on reconfigure",

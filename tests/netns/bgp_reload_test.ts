@@ -50,14 +50,7 @@ rootTest(
     );
     assert(!node.stdout.includes("10_9_1_7"), `the bad peer was configured:\n${node.stdout}`);
     // The community reached the router on the same session: no flap, the route stayed.
-    const deadline = Date.now() + 5_000;
-    let routes = "";
-    for (let i = 0; i < 100 && Date.now() < deadline; i++) {
-      routes = (await lab.birdc("show", "route", "all", "10.0.100.10/32")).stdout;
-      if (routes.includes("(65000,100)")) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    assert(routes.includes("(65000,100)"), `the community was not announced:\n${routes}`);
+    await lab.untilCommunity("10.0.100.10/32", "65000:100");
     assert(
       await lab.sessionSince("n1") === before,
       "the router's session with n1 restarted on reload",

@@ -58,7 +58,7 @@
  * from hf_flows so a SYN flood evicts only other unconfirmed flows, never established ones. */
 #define HF_MAX_SYN_FLOWS 65536
 #define HF_MAGLEV_TEMPLATE_SIZE 65537
-#define HF_RINGBUF_BYTES (1 << 20)
+#define HF_RINGBUF_BYTES (8 << 20)
 #define HF_MAX_LOCAL_VIPS 1024
 
 /* Per-CPU reason counters (hf_reasons index). Every packet the LB program sees bumps exactly one

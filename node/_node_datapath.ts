@@ -16,7 +16,7 @@ import { Datapath, exportDatapathMetrics, HF_MAX, inNetns, Ipv6Maps } from "./bp
 import type { AnyFlowEvent } from "./bpf/flow.ts";
 import { DualFlowTable } from "./bpf/flow_table.ts";
 import { type FlowTable, MemoryFlowTable } from "./flows/table.ts";
-import { FLOW_EVENT_READER } from "./flows/agent.ts";
+import { flowEventReader } from "./flows/agent.ts";
 
 /** What the rest of the agent needs from a datapath, real or in memory. */
 export interface NodeDatapath {
@@ -52,6 +52,7 @@ export type DatapathArgs = Pick<
   | "encapPortFlag"
   | "configure"
   | "srcAddr6"
+  | "learnWindowMs"
 >;
 
 /** Opens the datapath `a` asks for (`--datapath`), configured and ready to attach. */
@@ -113,10 +114,8 @@ export async function openDatapath(a: DatapathArgs): Promise<NodeDatapath> {
     lbMaps: dp.lbMaps(),
     flows: new DualFlowTable(dp.flowTable(), v6.flowTable()),
     subscribe(onEvent) {
-      const readers = [
-        dp.subscribe(onEvent, FLOW_EVENT_READER),
-        v6.subscribeAgent(onEvent, FLOW_EVENT_READER),
-      ];
+      const reader = flowEventReader(a.learnWindowMs);
+      const readers = [dp.subscribe(onEvent, reader), v6.subscribeAgent(onEvent, reader)];
       return async () => void await Promise.all(readers.map((r) => r.close()));
     },
     attach() {

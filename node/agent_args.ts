@@ -101,6 +101,8 @@ export interface AgentArgs {
   idleTimeoutMs?: number;
   sweepIntervalMs?: number;
   queueCapacity?: number;
+  /** Longest wait gathering new flows into one burst (node/flows/burst_timing.ts; default 1000). */
+  learnWindowMs?: number;
   logLevel: LogLevel;
   /** Probe the backends of services with a `healthCheck` (default true; `--health off`). */
   health: boolean;
@@ -123,6 +125,7 @@ export const USAGE =
   [(--encap-port, if given, wins over the model's encapPort; default: the model's, else 6080)]
   [--event-budget N (flows shared per second per CPU; default 20000; docs/contracts.md)]
   [--idle-timeout-ms MS] [--sweep-interval-ms MS] [--queue-capacity N]
+  [--learn-window-ms MS (longest wait gathering new flows into one burst; default 1000, 0-10000)]
   [--full-reconcile-interval-ms MS (default 30000; 0 = never)]
   [--health on|off (default on: probe the backends of services with a healthCheck)]
   [--bgp-config FILE (announce the LB IPs via bird while ready; wins over the model's spec.bgp)]
@@ -170,6 +173,7 @@ export const AGENT_COMMAND = {
     "idle-timeout-ms": string,
     "sweep-interval-ms": string,
     "queue-capacity": string,
+    "learn-window-ms": string,
     "full-reconcile-interval-ms": string,
     "log-level": string,
     health: string,
@@ -315,6 +319,7 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
     idleTimeoutMs: int("idle-timeout-ms"),
     sweepIntervalMs: int("sweep-interval-ms"),
     queueCapacity: int("queue-capacity"),
+    learnWindowMs: intOption(values, "learn-window-ms", { max: 10_000 }),
   };
   // Absent options stay absent (callers spread these over their defaults).
   for (const key of Object.keys(out) as (keyof AgentArgs)[]) {

@@ -158,6 +158,12 @@ export const LIBC_SYMBOLS = {
   // int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
   // nonblocking: runs on a worker thread so waiting never blocks the event loop
   epoll_wait: { parameters: ["i32", "buffer", "i32", "i32"], result: "i32", nonblocking: true },
+  // int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
+  epoll_ctl: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
+  // int eventfd(unsigned int initval, int flags)
+  eventfd: { parameters: ["u32", "i32"], result: "i32" },
+  // ssize_t write(int fd, const void *buf, size_t count)
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   // int socket(int domain, int type, int protocol)
   socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
   // int bind(int sockfd, const struct sockaddr *addr, socklen_t addrlen)

@@ -27,7 +27,7 @@ export const HF_MAX = {
 /** Size of the inner Maglev array template; real tables may have any size (BPF_F_INNER_MAP). */
 export const HF_MAGLEV_TEMPLATE_SIZE = 65537;
 /** hf_events ring buffer bytes. */
-export const HF_RINGBUF_BYTES = 1 << 20;
+export const HF_RINGBUF_BYTES = 8 << 20;
 /** UDP destination port of encapsulated packets unless configured (`HF_ENCAP_PORT_DEFAULT`). */
 export const HF_ENCAP_PORT_DEFAULT = 6080;
 /** Outer IPv4 (20) + UDP (8) bytes added by encapsulation (`HF_ENCAP_OVERHEAD`). */

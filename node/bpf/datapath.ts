@@ -69,6 +69,12 @@ export interface DatapathOptions {
   readonly maxBackends?: number;
   /** Flow table size, hf_flows (default 262,144). */
   readonly maxFlows?: number;
+  /**
+   * Bytes of each new-flow ring buffer, hf_events and hf_events6: a power of two, at least a page
+   * (default `HF_RINGBUF_BYTES`, 8 MiB: ~209k IPv4 / ~104k IPv6 records, a full gathering wait
+   * of the agent at 200k new flows/s). Pinned rings keep their size when this is not given.
+   */
+  readonly ringBytes?: number;
 }
 
 /** The maps each size option sizes, and its agent flag (for messages). */
@@ -131,10 +137,10 @@ function pinnedMaxEntries(path: string): number | null {
  * not given adopts the pinned map's, so a restart without the flags keeps what is there.
  */
 export function loadSizes(
-  options: Pick<DatapathOptions, "maxServices" | "maxBackends" | "maxFlows">,
+  options: Pick<DatapathOptions, "maxServices" | "maxBackends" | "maxFlows" | "ringBytes">,
   pinDir: string | null,
 ): Record<string, number> {
-  const sizes: Record<string, number> = {};
+  const sizes: Record<string, number> = ringSizes(options.ringBytes, pinDir);
   for (const [option, { flag, maps }] of Object.entries(SIZED_MAPS)) {
     const want = options[option as keyof typeof SIZED_MAPS];
     const least = option === "maxFlows" ? 1 : 2;
@@ -154,6 +160,27 @@ export function loadSizes(
       const size = want ?? pinned;
       if (size !== null) sizes[name] = size;
     }
+  }
+  return sizes;
+}
+
+/** max_entries of the new-flow rings: `want` (checked) or, if not given, the pinned rings'. */
+function ringSizes(want: number | undefined, pinDir: string | null): Record<string, number> {
+  if (want !== undefined && (!Number.isInteger(want) || want < 4096 || (want & (want - 1)) !== 0)) {
+    throw new RangeError(
+      `Cannot size the new-flow rings with ringBytes ${want}: must be a power of two of at least 4096`,
+    );
+  }
+  const sizes: Record<string, number> = {};
+  for (const name of ["hf_events", "hf_events6"]) {
+    const pinned = pinDir === null ? null : pinnedMaxEntries(`${pinDir}/${name}`);
+    if (want !== undefined && pinned !== null && pinned !== want) {
+      throw new RangeError(
+        `Cannot size ring "${name}" to ${want} bytes: the ring pinned at "${pinDir}/${name}" holds ${pinned}`,
+      );
+    }
+    const size = want ?? pinned;
+    if (size !== null) sizes[name] = size;
   }
   return sizes;
 }

@@ -47,6 +47,7 @@ export type { FlowAgentState } from "./_state.ts";
 
 export {
   FLOW_EVENT_READER,
+  flowEventReader,
   LEARN_BURST_FLOWS,
   LEARN_COALESCE_MAX_MS,
   LEARN_COALESCE_MS,

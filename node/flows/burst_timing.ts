@@ -17,28 +17,43 @@
 export const LEARN_COALESCE_MS = 20;
 
 /**
- * Longest gathering wait in the ring buffer, ms: below ~10k new flows/s the wait grows from
- * {@link LEARN_COALESCE_MS} up to this so a burst still carries about
- * {@link LEARN_BURST_FLOWS} flows — the fixed cost per burst (a timer wake-up, the store
- * write's round trip, one stream read on every peer) dominates at low rates. Peers read without
- * pausing while their reads block (`_follower.ts`), so this is also about how late a peer gets a
- * flow at low rates; and a node that dies loses up to this much of unshared flows (its peers
- * pick them again by Maglev).
+ * Longest gathering wait in the ring buffer by default, ms (`main.ts agent --learn-window-ms`):
+ * below ~50k new flows/s the wait grows from {@link LEARN_COALESCE_MS} up to this so a burst
+ * still carries about {@link LEARN_BURST_FLOWS} flows — the fixed cost per burst (the timer's
+ * wake-ups, the store write's round trip, one stream read on every peer; ~0.5–1.2 ms of an
+ * agent's CPU) dominates at low rates (bench:agent-cost: 5 bursts a second at 1k flows/s cost
+ * the learning node ~10 µs per flow, 1 burst ~5.5).
+ *
+ * What it trades: a flow is shared at most this late (peers read without pausing while their
+ * reads block, `_follower.ts`), so a node that dies loses up to this much of unshared flows — at
+ * most ~{@link LEARN_BURST_FLOWS} at any rate; its peers pick them again by Maglev, which gives the
+ * same backend unless the backends changed within that window too. A first flow after a quiet
+ * spell is taken at once: only a steady stream waits.
  */
-export const LEARN_COALESCE_MAX_MS = 200;
+export const LEARN_COALESCE_MAX_MS = 1000;
 
 /** Flows per ring-buffer burst the adaptive wait aims at (the reader's `coalesceRecords`). */
-export const LEARN_BURST_FLOWS = 200;
+export const LEARN_BURST_FLOWS = 1000;
 
 /**
- * How the agent reads the datapath's new-flow ring buffer (`RingBufferReader` options): bursts
- * every {@link LEARN_COALESCE_MS} to {@link LEARN_COALESCE_MAX_MS}; while idle, one wait of up
- * to a second (the stream read waits as long), instead of ten 100 ms waits, each a thread
- * hand-off.
+ * How long the ring readers wait for a first record while idle, ms: close() ends the wait at
+ * once (an eventfd), so this only bounds each wait; one wake-up a minute instead of one a second.
  */
-export const FLOW_EVENT_READER = {
-  coalesceMs: LEARN_COALESCE_MS,
-  coalesceMaxMs: LEARN_COALESCE_MAX_MS,
-  coalesceRecords: LEARN_BURST_FLOWS,
-  pollMs: 1000,
-} as const;
+export const FLOW_EVENT_IDLE_WAIT_MS = 60_000;
+
+/**
+ * How the agent reads the datapath's new-flow ring buffers (`RingBufferReader` options): bursts
+ * every {@link LEARN_COALESCE_MS} to `windowMs` (default {@link LEARN_COALESCE_MAX_MS}); while
+ * idle, one wait of up to {@link FLOW_EVENT_IDLE_WAIT_MS}.
+ */
+export function flowEventReader(windowMs: number = LEARN_COALESCE_MAX_MS) {
+  return {
+    coalesceMs: Math.min(LEARN_COALESCE_MS, windowMs),
+    coalesceMaxMs: windowMs,
+    coalesceRecords: LEARN_BURST_FLOWS,
+    pollMs: FLOW_EVENT_IDLE_WAIT_MS,
+  } as const;
+}
+
+/** {@link flowEventReader} with the default window. */
+export const FLOW_EVENT_READER = flowEventReader();

@@ -51,8 +51,10 @@ export const TABLE7 = new Uint32Array([1, 2, 3, 1, 2, 3, 1]);
 export const TABLE5 = new Uint32Array([1, 2, 3, 1, 2]);
 
 /** An LB datapath (not pinned) with the fixtures' node settings, backends and frontends;
- * `maxFlows` sizes hf_flows (default that of the datapath). */
-export async function openFixtureLb(options: { maxFlows?: number } = {}): Promise<Datapath> {
+ * `maxFlows` sizes hf_flows, `ringBytes` the new-flow rings (defaults those of the datapath). */
+export async function openFixtureLb(
+  options: { maxFlows?: number; ringBytes?: number } = {},
+): Promise<Datapath> {
   const dp = await Datapath.open({ pinDir: null, ...options });
   dp.configure({ srcAddr: LB_SRC, encapPort: ENCAP_PORT, seed: SEED });
   const lb = dp.lbMaps();

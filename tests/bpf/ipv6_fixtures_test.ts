@@ -627,8 +627,9 @@ rootTest("hf_lb IPv6 fixtures through BPF_PROG_TEST_RUN", async (t) => {
   }
 });
 
-/** hf_events6 holds 1 MiB of 80-byte records (72 + the ring's 8-byte header): 13,107. */
-const RING6_RECORDS = Math.floor((1 << 20) / 80);
+/** hf_events6 made 1 MiB here (8 by default), of 80-byte records (72 + an 8-byte header): 13,107. */
+const RING6_BYTES = 1 << 20;
+const RING6_RECORDS = Math.floor(RING6_BYTES / 80);
 
 /** The hf_events6 records waiting, read at once. */
 async function drainEvents6(dp: Datapath): Promise<FlowEvent6[]> {
@@ -640,7 +641,7 @@ async function drainEvents6(dp: Datapath): Promise<FlowEvent6[]> {
 }
 
 rootTest("hf_events6 full (no reader): v6 flows still enter hf_flows6, shared later", async (t) => {
-  using dp = await openFixtureLb6();
+  using dp = await openFixtureLb6({ ringBytes: RING6_BYTES });
   dp.configure({ srcAddr: LB_SRC, encapPort: 6080, seed: SEED, eventBudget: 1_000_000 });
   const v6 = new Ipv6Maps(dp.object);
   const n = RING6_RECORDS + 200;

@@ -77,9 +77,10 @@ export function configure6(dp: Datapath, srcAddr: string): void {
   new Ipv6Maps(dp.object).configure(srcAddr);
 }
 
-/** An LB datapath (not pinned) with the fixtures' settings, backends and IPv6 frontends. */
-export async function openFixtureLb6(): Promise<Datapath> {
-  const dp = await Datapath.open({ pinDir: null });
+/** An LB datapath (not pinned) with the fixtures' settings, backends and IPv6 frontends;
+ * `ringBytes` sizes the new-flow rings (default that of the datapath). */
+export async function openFixtureLb6(options: { ringBytes?: number } = {}): Promise<Datapath> {
+  const dp = await Datapath.open({ pinDir: null, ...options });
   dp.configure({ srcAddr: LB_SRC, encapPort: ENCAP_PORT, seed: SEED });
   configure6(dp, LB_SRC6);
   const lb = dp.lbMaps();

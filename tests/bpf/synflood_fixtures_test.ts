@@ -267,11 +267,12 @@ rootTest(
   },
 );
 
-/** hf_events holds 1 MiB of 40-byte records (32 + the ring's 8-byte header): 26,214. */
-const RING_RECORDS = Math.floor((1 << 20) / 40);
+/** The ring made 1 MiB here (8 by default), of 40-byte records (32 + an 8-byte header): 26,214. */
+const RING_BYTES = 1 << 20;
+const RING_RECORDS = Math.floor(RING_BYTES / 40);
 
 async function ringFull(t: Deno.TestContext): Promise<void> {
-  using dp = await openFixtureLb({ maxFlows: 32768 });
+  using dp = await openFixtureLb({ maxFlows: 32768, ringBytes: RING_BYTES });
   dp.configure({ srcAddr: LB_SRC, encapPort: ENCAP_PORT, seed: SEED, eventBudget: 1_000_000 });
   const flows = dp.flowTable();
   const pending = unconfirmed(dp);

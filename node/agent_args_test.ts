@@ -58,6 +58,15 @@ Deno.test("agent arguments: --full-reconcile-interval-ms sets how often the maps
   );
 });
 
+Deno.test("agent arguments: --learn-window-ms sets the longest burst wait, 0 to 10000", () => {
+  const base = ["--config", "s.yaml", "--node-name", "lb1", "--no-flow-sync"];
+  assertEquals(parseAgentArgs(base).learnWindowMs, undefined);
+  assertEquals(parseAgentArgs([...base, "--learn-window-ms", "200"]).learnWindowMs, 200);
+  assertEquals(parseAgentArgs([...base, "--learn-window-ms", "0"]).learnWindowMs, 0);
+  throws(() => parseAgentArgs([...base, "--learn-window-ms", "20000"]), /--learn-window-ms/);
+  throws(() => parseAgentArgs([...base, "--learn-window-ms", "soon"]), /--learn-window-ms/);
+});
+
 Deno.test("agent arguments: --no-flow-sync needs no Redis; --vip is optional", () => {
   const a = parseAgentArgs(["--config", "s.yaml", "--node-name", "lb1", "--no-flow-sync"]);
   assertEquals([a.flowSync, a.vips], [false, []]);

@@ -13,6 +13,7 @@ import {
   exportDatapathMetrics,
   FLOW_F_PEER,
   type FlowEvent,
+  HF_RINGBUF_BYTES,
   makeFlowKey,
   testRun,
   XDP,
@@ -149,6 +150,18 @@ rootTest(
       await sub.close();
     }
 
+    // An idle reader waiting long for its first record: close() ends the wait (its eventfd)
+    // instead of waiting it out.
+    const idle = dp.subscribe(() => {}, { pollMs: 60_000 });
+    await new Promise((r) => setTimeout(r, 50)); // its wait has begun
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const closed = await Promise.race([
+      idle.close().then(() => true),
+      new Promise<false>((r) => timer = setTimeout(() => r(false), 10_000)),
+    ]);
+    clearTimeout(timer);
+    strictEqual(closed, true, "close() ended a 60 s wait");
+
     const flows = dp.flowTable();
     const key = makeFlowKey({
       saddr: "10.0.0.1",
@@ -206,7 +219,15 @@ rootTest(
     const pinDir = `/sys/fs/bpf/hf-test-sizes-${Deno.pid}`;
     try {
       {
-        using dp = await Datapath.open({ pinDir, maxServices: 8, maxBackends: 16, maxFlows: 100 });
+        using dp = await Datapath.open({
+          pinDir,
+          maxServices: 8,
+          maxBackends: 16,
+          maxFlows: 100,
+          ringBytes: 1 << 16,
+        });
+        strictEqual(dp.maps.events.maxEntries, 1 << 16, "hf_events sized by ringBytes");
+        strictEqual(dp.object.map("hf_events6").maxEntries, 1 << 16, "hf_events6 too");
         const sizes = Object.fromEntries(
           ["services", "maglev", "frontendStats", "backends", "backendStats", "flows"].map((
             role,
@@ -250,7 +271,20 @@ rootTest(
         using dp = await Datapath.open({ pinDir }); // no sizes: the pinned maps' are kept
         deepStrictEqual(dp.lbMaps().capacity, { services: 8, backends: 16 });
         strictEqual(dp.maps.flows.maxEntries, 100);
+        strictEqual(dp.maps.events.maxEntries, 1 << 16, "a pinned ring keeps its size");
         strictEqual((await dp.lbMaps().dump()).services.length, 1);
+      }
+      await rejects(
+        () => Datapath.open({ pinDir, ringBytes: 1 << 20 }),
+        /Cannot size ring "hf_events" to 1048576 bytes: the ring pinned at .* holds 65536/,
+      );
+      await rejects(
+        () => Datapath.open({ pinDir: null, ringBytes: 100_000 }),
+        /ringBytes 100000: must be a power of two of at least 4096/,
+      );
+      {
+        using dp = await Datapath.open({ pinDir: null });
+        strictEqual(dp.maps.events.maxEntries, HF_RINGBUF_BYTES, "the default ring size");
       }
       await rejects(
         () => Datapath.open({ pinDir: null, maxServices: 1 }),

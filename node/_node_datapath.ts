@@ -114,8 +114,13 @@ export async function openDatapath(a: DatapathArgs): Promise<NodeDatapath> {
     lbMaps: dp.lbMaps(),
     flows: new DualFlowTable(dp.flowTable(), v6.flowTable()),
     subscribe(onEvent) {
-      const reader = flowEventReader(a.learnWindowMs);
-      const readers = [dp.subscribe(onEvent, reader), v6.subscribeAgent(onEvent, reader)];
+      const readers = [
+        dp.subscribe(onEvent, flowEventReader(a.learnWindowMs, dp.maps.events.maxEntries)),
+        v6.subscribeAgent(
+          onEvent,
+          flowEventReader(a.learnWindowMs, dp.object.map("hf_events6").maxEntries),
+        ),
+      ];
       return async () => void await Promise.all(readers.map((r) => r.close()));
     },
     attach() {

@@ -41,15 +41,24 @@ export const LEARN_BURST_FLOWS = 1000;
  */
 export const FLOW_EVENT_IDLE_WAIT_MS = 60_000;
 
+/** Ring bytes per second of gathering wait: the default ring (8 MiB) holds a 1 s window. */
+const RING_BYTES_PER_WINDOW_S = 8 << 20;
+
 /**
  * How the agent reads the datapath's new-flow ring buffers (`RingBufferReader` options): bursts
  * every {@link LEARN_COALESCE_MS} to `windowMs` (default {@link LEARN_COALESCE_MAX_MS}); while
- * idle, one wait of up to {@link FLOW_EVENT_IDLE_WAIT_MS}.
+ * idle, one wait of up to {@link FLOW_EVENT_IDLE_WAIT_MS}. A smaller ring than the default (pinned
+ * by an older version: 1 MiB) shortens the longest wait in proportion, so a window still fits in
+ * it at the same rate.
  */
-export function flowEventReader(windowMs: number = LEARN_COALESCE_MAX_MS) {
+export function flowEventReader(
+  windowMs: number = LEARN_COALESCE_MAX_MS,
+  ringBytes: number = RING_BYTES_PER_WINDOW_S,
+) {
+  const maxMs = Math.min(windowMs, Math.floor(1000 * ringBytes / RING_BYTES_PER_WINDOW_S));
   return {
-    coalesceMs: Math.min(LEARN_COALESCE_MS, windowMs),
-    coalesceMaxMs: windowMs,
+    coalesceMs: Math.min(LEARN_COALESCE_MS, maxMs),
+    coalesceMaxMs: maxMs,
     coalesceRecords: LEARN_BURST_FLOWS,
     pollMs: FLOW_EVENT_IDLE_WAIT_MS,
   } as const;

@@ -101,7 +101,7 @@ export interface AgentArgs {
   idleTimeoutMs?: number;
   sweepIntervalMs?: number;
   queueCapacity?: number;
-  /** Longest wait gathering new flows into one burst (node/flows/burst_timing.ts; default 1000). */
+  /** Longest wait gathering new flows into one burst (node/flows/burst_timing.ts; default 200). */
   learnWindowMs?: number;
   logLevel: LogLevel;
   /** Probe the backends of services with a `healthCheck` (default true; `--health off`). */
@@ -125,7 +125,7 @@ export const USAGE =
   [(--encap-port, if given, wins over the model's encapPort; default: the model's, else 6080)]
   [--event-budget N (flows shared per second per CPU; default 20000; docs/contracts.md)]
   [--idle-timeout-ms MS] [--sweep-interval-ms MS] [--queue-capacity N]
-  [--learn-window-ms MS (longest wait gathering new flows into one burst; default 1000, 0-10000)]
+  [--learn-window-ms MS (longest wait gathering new flows into one burst; default 200, 0-10000)]
   [--full-reconcile-interval-ms MS (default 30000; 0 = never)]
   [--health on|off (default on: probe the backends of services with a healthCheck)]
   [--bgp-config FILE (announce the LB IPs via bird while ready; wins over the model's spec.bgp)]

@@ -38,7 +38,7 @@ import { Outage } from "./_outage.ts";
 import { Restorer } from "./_restore.ts";
 import { AgentStateMachine, type FlowAgentState } from "./_state.ts";
 import { Sweeper } from "./_sweeper.ts";
-import { LEARN_BURST_FLOWS, LEARN_COALESCE_MS } from "./burst_timing.ts";
+import { LEARN_BATCH_FLOWS, LEARN_COALESCE_MS } from "./burst_timing.ts";
 import type { ServicesView } from "./frontends.ts";
 import type { FlowStore } from "./store.ts";
 import type { FlowTable } from "./table.ts";
@@ -72,10 +72,7 @@ export interface FlowSyncAgentOptions {
   idleTimeoutMs?: number;
   /** Period of the activity/expiry sweep (default idle timeout / 4, at most 30,000 ms). */
   sweepIntervalMs?: number;
-  /**
-   * Flows per store write (default 2 × {@link LEARN_BURST_FLOWS}: a whole burst from the ring in
-   * one write and one stream entry, so each peer reads it in one round trip).
-   */
+  /** Flows per store write (default {@link LEARN_BATCH_FLOWS}: a whole burst in one write). */
   batchSize?: number;
   /**
    * Extra wait to gather a partial batch, ms (default 0: write as soon as a write slot is free;
@@ -135,7 +132,7 @@ export class FlowSyncAgent {
       tally: new FlowTally(log),
       positions: new Map(),
       idleMs,
-      batchSize: options.batchSize ?? 2 * LEARN_BURST_FLOWS,
+      batchSize: options.batchSize ?? LEARN_BATCH_FLOWS,
       storeFailed: (err, during) => this.#outage.failed(err, during),
       verifyStore: (during) => this.#outage.verify(during),
       storeWorked: () => this.#outage.worked(),

@@ -18,22 +18,36 @@ export const LEARN_COALESCE_MS = 20;
 
 /**
  * Longest gathering wait in the ring buffer by default, ms (`main.ts agent --learn-window-ms`):
- * below ~50k new flows/s the wait grows from {@link LEARN_COALESCE_MS} up to this so a burst
+ * below ~10k new flows/s the wait grows from {@link LEARN_COALESCE_MS} up to this so a burst
  * still carries about {@link LEARN_BURST_FLOWS} flows — the fixed cost per burst (the timer's
  * wake-ups, the store write's round trip, one stream read on every peer; ~0.5–1.2 ms of an
- * agent's CPU) dominates at low rates (bench:agent-cost: 5 bursts a second at 1k flows/s cost
- * the learning node ~10 µs per flow, 1 burst ~5.5).
+ * agent's CPU) dominates at low rates.
  *
  * What it trades: a flow is shared at most this late (peers read without pausing while their
- * reads block, `_follower.ts`), so a node that dies loses up to this much of unshared flows — at
- * most ~{@link LEARN_BURST_FLOWS} at any rate; its peers pick them again by Maglev, which gives the
- * same backend unless the backends changed within that window too. A first flow after a quiet
- * spell is taken at once: only a steady stream waits.
+ * reads block, `_follower.ts`), so a node that dies, or an ECMP change, within this long of a
+ * flow's first packet finds it unshared: its peers pick it again by Maglev, which gives the same
+ * backend unless the backends changed meanwhile too. A first flow after a quiet spell is taken at
+ * once: only a steady stream waits. A longer window is cheaper at low rates (bench:agent-cost,
+ * bench/RESULTS.md: 1 s halves the learning node's CPU per flow at 1k flows/s) but leaves flows
+ * unshared longer: connections opened under load shortly before a topology change then break
+ * (tests/e2e/anycast_redirect_test.ts changes nodes 300 ms after its connections open).
  */
-export const LEARN_COALESCE_MAX_MS = 1000;
+export const LEARN_COALESCE_MAX_MS = 200;
 
-/** Flows per ring-buffer burst the adaptive wait aims at (the reader's `coalesceRecords`). */
-export const LEARN_BURST_FLOWS = 1000;
+/**
+ * New flows per second at which a burst fills the longest wait: the wait grows until a burst
+ * carries this rate's worth of flows ({@link LEARN_BURST_FLOWS} with the default window).
+ */
+const FULL_WINDOW_RATE = 1000;
+
+/** Flows per ring-buffer burst the adaptive wait aims at with the default window. */
+export const LEARN_BURST_FLOWS = LEARN_COALESCE_MAX_MS * FULL_WINDOW_RATE / 1000;
+
+/**
+ * Flows per store write (the learner's batch): a whole burst even at the top rate (20 ms at
+ * 50k/s is 1,000 flows), so a burst is one write, one stream entry and one read on each peer.
+ */
+export const LEARN_BATCH_FLOWS = 2000;
 
 /**
  * How long the ring readers wait for a first record while idle, ms: close() ends the wait at
@@ -41,7 +55,10 @@ export const LEARN_BURST_FLOWS = 1000;
  */
 export const FLOW_EVENT_IDLE_WAIT_MS = 60_000;
 
-/** Ring bytes per second of gathering wait: the default ring (8 MiB) holds a 1 s window. */
+/**
+ * Ring bytes per second of gathering wait: the default ring (8 MiB, ~209k IPv4 events) holds a 1 s
+ * window at 200k new flows/s.
+ */
 const RING_BYTES_PER_WINDOW_S = 8 << 20;
 
 /**
@@ -59,7 +76,7 @@ export function flowEventReader(
   return {
     coalesceMs: Math.min(LEARN_COALESCE_MS, maxMs),
     coalesceMaxMs: maxMs,
-    coalesceRecords: LEARN_BURST_FLOWS,
+    coalesceRecords: Math.max(1, Math.round(maxMs * FULL_WINDOW_RATE / 1000)),
     pollMs: FLOW_EVENT_IDLE_WAIT_MS,
   } as const;
 }

@@ -109,7 +109,7 @@ export class Node {
 export async function startNodes(
   mode: string,
   dir: string,
-  options: { redisUrl: string; count: number; quick: boolean },
+  options: { redisUrl: string; count: number; quick: boolean; learnWindowMs?: number },
 ): Promise<Node[]> {
   const redisUrl = options.redisUrl;
   const config = `${dir}/services.json`;
@@ -141,6 +141,9 @@ export async function startNodes(
         // A sweep every 5 s (default: idle timeout / 4, at most 30 s): each phase pays for some.
         ...["--sweep-interval-ms", options.quick ? "500" : "5000"],
         ...(mode === "baseline" ? ["--no-flow-sync"] : []),
+        ...(options.learnWindowMs === undefined
+          ? []
+          : ["--learn-window-ms", String(options.learnWindowMs)]),
       ],
       stdin: "piped",
       stdout: "piped",

@@ -26,6 +26,9 @@
  *   node 1, saved to `/tmp/hf-agent-cost-*.cpuprofile` and summarized on stderr (sampling adds
  *   overhead: take figures from a run without it).
  *
+ * - `--learn-window-ms`: the agents' longest gathering wait (`main.ts agent --learn-window-ms`,
+ *   default 200): what a longer window saves at low rates (`learn_window_ms` in the last line).
+ *
  * `--quick` (the bench group's smoke run): 1k, 5k, 10k flows/s for 1 s each.
  * Last stdout line: one JSON object with `learn_us_per_flow`, `peer_us_per_flow` (at 10k/s; peers
  * averaged), their `*_marginal_*` forms, `ratio_50k_to_1k` (learner: the larger of its cost per
@@ -46,12 +49,14 @@ import { intOption, listOption, readCommandLineOrExit } from "../lib/args.ts";
 import { startRedis } from "../lab/redis_server.ts";
 import { FlowGenerator, VIP } from "./_agent_cost_gen.ts";
 import { summarize } from "./_agent_cost_profile.ts";
+import { LEARN_COALESCE_MAX_MS } from "../node/flows/burst_timing.ts";
 import { type Node, startNodes } from "./_agent_cost_nodes.ts";
 
 const OPTS = readCommandLineOrExit(Deno.args, {
   command: "bench:agent-cost",
   usage: `usage: deno task bench:agent-cost [--quick] [--rates=1000,10000,50000] [--seconds=10]
                                   [--established=10000] [--profile] [--modes=sharing,baseline]
+                                  [--learn-window-ms=MS (the agents' flag; default theirs, 200)]
   Root (BPF maps). --quick: rates 1000,5000,10000 for 1 s each (a smoke run).
   --profile: V8 CPU profiles of node 0 (learns) and node 1 (a peer) during the 10k/s phase.`,
   options: {
@@ -62,6 +67,7 @@ const OPTS = readCommandLineOrExit(Deno.args, {
     "all-learn-rate": { type: "string" },
     profile: { type: "boolean" },
     modes: { type: "string" },
+    "learn-window-ms": { type: "string" },
   },
 }, ({ values }) => {
   const quick = values.quick === true;
@@ -73,6 +79,7 @@ const OPTS = readCommandLineOrExit(Deno.args, {
     established: intOption(values, "established", { default: quick ? 1000 : 10_000, min: 0 }),
     allLearnRate: intOption(values, "all-learn-rate", { default: quick ? 5000 : 10_000, min: 0 }),
     profile: values.profile === true,
+    learnWindowMs: intOption(values, "learn-window-ms", { max: 10_000 }),
     modes: listOption(values, "modes").length > 0
       ? listOption(values, "modes")
       : ["sharing", "baseline"],
@@ -141,6 +148,7 @@ async function runMode(mode: string, redis: Awaited<ReturnType<typeof startRedis
     redisUrl: redis.url,
     count: NODES,
     quick: OPTS.quick,
+    ...(OPTS.learnWindowMs === undefined ? {} : { learnWindowMs: OPTS.learnWindowMs }),
   }).catch(async (err) => {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
     throw err;
@@ -283,6 +291,7 @@ console.log(JSON.stringify({
   nodes: NODES,
   seconds_per_rate: OPTS.seconds,
   established_flows: OPTS.established,
+  learn_window_ms: OPTS.learnWindowMs ?? LEARN_COALESCE_MAX_MS,
   at_rate: mid,
   learn_us_per_flow: s?.learn_us_per_flow ?? null,
   peer_us_per_flow: s ? peers(s) : null,

@@ -9,14 +9,14 @@
  */
 
 import { bpf, c, errno } from "./_ffi.ts";
+import { BpfError } from "./errors.ts";
+import type { BpfMap } from "./map.ts";
+import { log } from "../../lib/log.ts";
 
 const EPOLL_CTL_ADD = 1;
 const EPOLLIN = 1;
 const EFD_NONBLOCK = 0o4000;
 const EFD_CLOEXEC = 0o2000000;
-import { BpfError } from "./errors.ts";
-import type { BpfMap } from "./map.ts";
-import { log } from "../../lib/log.ts";
 
 /** Options for {@linkcode RingBufferReader}. */
 export interface RingBufferOptions {

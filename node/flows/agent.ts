@@ -46,7 +46,6 @@ import type { FlowTable } from "./table.ts";
 export type { FlowAgentState } from "./_state.ts";
 
 export {
-  FLOW_EVENT_READER,
   flowEventReader,
   LEARN_BURST_FLOWS,
   LEARN_COALESCE_MAX_MS,

@@ -7,6 +7,8 @@
  * @module
  */
 
+import { HF_RINGBUF_BYTES } from "../bpf/consts.ts";
+
 /**
  * How long the datapath's new-flow events gather in the ring buffer before the agent takes them
  * (the reader's `coalesceMs`), ms: one wake-up, one store write, one stream entry and one read
@@ -56,10 +58,10 @@ export const LEARN_BATCH_FLOWS = 2000;
 export const FLOW_EVENT_IDLE_WAIT_MS = 60_000;
 
 /**
- * Ring bytes per second of gathering wait: the default ring (8 MiB, ~209k IPv4 events) holds a 1 s
- * window at 200k new flows/s.
+ * Ring bytes per second of gathering wait: the default ring (`HF_RINGBUF_BYTES`, 8 MiB, ~209k IPv4
+ * events) holds a 1 s window at 200k new flows/s.
  */
-const RING_BYTES_PER_WINDOW_S = 8 << 20;
+const RING_BYTES_PER_WINDOW_S = HF_RINGBUF_BYTES;
 
 /**
  * How the agent reads the datapath's new-flow ring buffers (`RingBufferReader` options): bursts
@@ -80,6 +82,3 @@ export function flowEventReader(
     pollMs: FLOW_EVENT_IDLE_WAIT_MS,
   } as const;
 }
-
-/** {@link flowEventReader} with the default window. */
-export const FLOW_EVENT_READER = flowEventReader();

@@ -11,10 +11,15 @@
 
 import { type Datapath, testRun, XDP } from "../node/bpf/mod.ts";
 import { tcpFrame } from "../lab/packets.ts";
+import { tcpFrame6 } from "../lab/packets6.ts";
 
-/** The bench's LB IP and port. */
+/** The bench's LB IPs (one frontend per family, the same IPv4 backends) and port. */
 export const VIP = "10.0.100.1";
+export const VIP6 = "2001:db8:100::1";
 export const PORT = 80;
+
+/** IP family of the generated flows. */
+export type Family = 4 | 6;
 
 const NEW_BASE = 0x0a800000; // 10.128.0.0: one client address per new flow
 const ESTABLISHED_BASE = 0x0a400000; // 10.64.0.0
@@ -27,10 +32,18 @@ function ipChecksum(b: Uint8Array, off: number): number {
   return (~sum) & 0xffff;
 }
 
-/** A frame from client `saddr` (host order), patched into a template. */
-function patch(template: Uint8Array, saddr: number): Uint8Array {
+/**
+ * A frame from client `saddr` (host order), patched into a template: the IPv4 source (and its
+ * header checksum), or the last 32 bits of the IPv6 source (no header checksum; the program does
+ * not check the TCP one).
+ */
+function patch(template: Uint8Array, saddr: number, family: Family): Uint8Array {
   const f = template.slice();
   const v = new DataView(f.buffer);
+  if (family === 6) {
+    v.setUint32(14 + 8 + 12, saddr); // Ethernet 14 + IPv6 source at 8, its last 4 bytes
+    return f;
+  }
   v.setUint32(26, saddr); // Ethernet 14 + IPv4 source at 12
   v.setUint16(24, 0);
   v.setUint16(24, ipChecksum(f, 14));
@@ -55,16 +68,23 @@ export class FlowGenerator {
   #nextLearner = 0;
   // A flow is shared on the client's first ACK, not its SYN (docs/contracts.md "When a flow is
   // shared"): a new flow's first packet here is that ACK (as when another node saw the SYN).
-  readonly #syn = tcpFrame("10.128.0.0", VIP, { sport: 40000, dport: PORT, flags: 0x10 });
-  readonly #ack = tcpFrame("10.64.0.0", VIP, { sport: 40000, dport: PORT, flags: 0x10 });
+  readonly #family: Family;
+  readonly #syn: Uint8Array;
+  readonly #ack: Uint8Array;
   #established: Uint8Array[] = [];
   #nextNew = 0;
   #nextAck = 0;
 
-  /** `dp`: the learning node's datapath, opened over its pinned maps. */
-  constructor(dp: Datapath) {
+  /** `dp`: the learning node's datapath, opened over its pinned maps; `family`: of the flows. */
+  constructor(dp: Datapath, family: Family = 4) {
     this.#dp = dp;
     this.#learners = [dp];
+    this.#family = family;
+    const f = { sport: 40000, dport: PORT, flags: 0x10 };
+    this.#syn = family === 6
+      ? tcpFrame6("2001:db8:128::", VIP6, f)
+      : tcpFrame("10.128.0.0", VIP, f);
+    this.#ack = family === 6 ? tcpFrame6("2001:db8:64::", VIP6, f) : tcpFrame("10.64.0.0", VIP, f);
   }
 
   /** New flows sent so far. */
@@ -84,8 +104,8 @@ export class FlowGenerator {
 
   /** A new flow from `saddr`: its SYN, then the ACK that confirms it. Returns the ACK. */
   #open(saddr: number, dp = this.#dp): Uint8Array {
-    this.#send(patch(this.#syn, saddr), "a new flow's SYN", dp);
-    const ack = patch(this.#ack, saddr);
+    this.#send(patch(this.#syn, saddr, this.#family), "a new flow's SYN", dp);
+    const ack = patch(this.#ack, saddr, this.#family);
     this.#send(ack, "a new flow's first ACK", dp);
     return ack;
   }

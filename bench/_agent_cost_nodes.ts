@@ -8,7 +8,7 @@
 
 import { BpfMap, Datapath } from "../node/bpf/mod.ts";
 import type { CpuProfile } from "./_agent_cost_profile.ts";
-import { PORT, VIP } from "./_agent_cost_gen.ts";
+import { type Family, PORT, VIP, VIP6 } from "./_agent_cost_gen.ts";
 
 const MAIN = new URL("./_agent_cost_node.ts", import.meta.url).pathname;
 
@@ -86,10 +86,14 @@ export class Node {
     return JSON.parse(await Deno.readTextFile(path));
   }
 
-  /** Flows in this node's map. */
+  /** Flows in this node's maps, both families. */
   flowCount(): number {
-    using map = BpfMap.fromPinned(`${this.pinDir}/hf_flows`);
-    return map.lookupBatch().count;
+    let n = 0;
+    for (const name of ["hf_flows", "hf_flows6"]) {
+      using map = BpfMap.fromPinned(`${this.pinDir}/${name}`);
+      n += map.lookupBatch().count;
+    }
+    return n;
   }
 
   async stop(): Promise<void> {
@@ -109,7 +113,14 @@ export class Node {
 export async function startNodes(
   mode: string,
   dir: string,
-  options: { redisUrl: string; count: number; quick: boolean; learnWindowMs?: number },
+  options: {
+    redisUrl: string;
+    count: number;
+    quick: boolean;
+    learnWindowMs?: number;
+    /** The frontend's family (IPv6: an IPv6 LB IP over the same IPv4 backends). */
+    family?: Family;
+  },
 ): Promise<Node[]> {
   const redisUrl = options.redisUrl;
   const config = `${dir}/services.json`;
@@ -119,7 +130,9 @@ export async function startNodes(
       services: [{
         name: "bench/web",
         flowKeyMode: "five-tuple",
-        frontends: [{ address: `${VIP}:${PORT}/TCP` }],
+        frontends: [{
+          address: options.family === 6 ? `[${VIP6}]:${PORT}/TCP` : `${VIP}:${PORT}/TCP`,
+        }],
         backends: Array.from({ length: 10 }, (_, i) => ({ address: `10.2.0.${i + 1}:80/TCP` })),
       }],
     }),

@@ -26,6 +26,8 @@
  *   node 1, saved to `/tmp/hf-agent-cost-*.cpuprofile` and summarized on stderr (sampling adds
  *   overhead: take figures from a run without it).
  *
+ * - `--family=6`: IPv6 flows (an IPv6 LB IP over the same IPv4 backends, `hf_flows6`,
+ *   `hf_events6`) instead of IPv4 ones.
  * - `--learn-window-ms`: the agents' longest gathering wait (`main.ts agent --learn-window-ms`,
  *   default 200): what a longer window saves at low rates (`learn_window_ms` in the last line).
  *
@@ -45,9 +47,9 @@
  */
 
 import { Datapath } from "../node/bpf/mod.ts";
-import { intOption, listOption, readCommandLineOrExit } from "../lib/args.ts";
+import { choiceOption, intOption, listOption, readCommandLineOrExit } from "../lib/args.ts";
 import { startRedis } from "../lab/redis_server.ts";
-import { FlowGenerator, VIP } from "./_agent_cost_gen.ts";
+import { type Family, FlowGenerator, VIP, VIP6 } from "./_agent_cost_gen.ts";
 import { summarize } from "./_agent_cost_profile.ts";
 import { LEARN_COALESCE_MAX_MS } from "../node/flows/burst_timing.ts";
 import { type Node, startNodes } from "./_agent_cost_nodes.ts";
@@ -57,6 +59,7 @@ const OPTS = readCommandLineOrExit(Deno.args, {
   usage: `usage: deno task bench:agent-cost [--quick] [--rates=1000,10000,50000] [--seconds=10]
                                   [--established=10000] [--profile] [--modes=sharing,baseline]
                                   [--learn-window-ms=MS (the agents' flag; default theirs, 200)]
+                                  [--family=4|6 (the new flows' family; default 4)]
   Root (BPF maps). --quick: rates 1000,5000,10000 for 1 s each (a smoke run).
   --profile: V8 CPU profiles of node 0 (learns) and node 1 (a peer) during the 10k/s phase.`,
   options: {
@@ -68,6 +71,7 @@ const OPTS = readCommandLineOrExit(Deno.args, {
     profile: { type: "boolean" },
     modes: { type: "string" },
     "learn-window-ms": { type: "string" },
+    family: { type: "string" },
   },
 }, ({ values }) => {
   const quick = values.quick === true;
@@ -80,6 +84,7 @@ const OPTS = readCommandLineOrExit(Deno.args, {
     allLearnRate: intOption(values, "all-learn-rate", { default: quick ? 5000 : 10_000, min: 0 }),
     profile: values.profile === true,
     learnWindowMs: intOption(values, "learn-window-ms", { max: 10_000 }),
+    family: Number(choiceOption(values, "family", ["4", "6"])) as Family,
     modes: listOption(values, "modes").length > 0
       ? listOption(values, "modes")
       : ["sharing", "baseline"],
@@ -149,6 +154,7 @@ async function runMode(mode: string, redis: Awaited<ReturnType<typeof startRedis
     count: NODES,
     quick: OPTS.quick,
     ...(OPTS.learnWindowMs === undefined ? {} : { learnWindowMs: OPTS.learnWindowMs }),
+    family: OPTS.family,
   }).catch(async (err) => {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
     throw err;
@@ -161,7 +167,7 @@ async function runMode(mode: string, redis: Awaited<ReturnType<typeof startRedis
     // The node's settings (as its agent wrote them) with an event budget above the top rate:
     // the default (20,000 events/s per CPU) would hold flows back unshared at 50k/s.
     dp.configure({ srcAddr: "10.1.1.2", encapPort: 6080, seed: 0, eventBudget: 1_000_000 });
-    const gen = new FlowGenerator(dp);
+    const gen = new FlowGenerator(dp, OPTS.family);
     // The "all learn" phase spreads new flows over every node, as ECMP does.
     const all = [dp, ...nodes.slice(1).map((n) => Datapath.open({ pinDir: n.pinDir }))];
     const learners = [dp, ...await Promise.all(all.slice(1))];
@@ -219,7 +225,9 @@ async function runMode(mode: string, redis: Awaited<ReturnType<typeof startRedis
           100 * nodes.reduce((s, n, i) => s + n.lines - lines0[i]!, 0) / run.newFlows,
         ) / 100,
         flows_in_maps: counts,
-        flows_stored: Number(await redis.cli("HLEN", `hf:{${VIP}}:flows`)),
+        flows_stored: Number(
+          await redis.cli("HLEN", `hf:{${OPTS.family === 6 ? VIP6 : VIP}}:flows`),
+        ),
         reasons: reasonDeltas(reasons0, dp.reasons()),
       });
       console.error(
@@ -292,6 +300,7 @@ console.log(JSON.stringify({
   seconds_per_rate: OPTS.seconds,
   established_flows: OPTS.established,
   learn_window_ms: OPTS.learnWindowMs ?? LEARN_COALESCE_MAX_MS,
+  family: OPTS.family,
   at_rate: mid,
   learn_us_per_flow: s?.learn_us_per_flow ?? null,
   peer_us_per_flow: s ? peers(s) : null,

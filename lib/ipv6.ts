@@ -25,6 +25,61 @@ function fail(text: string, why: string): never {
  * @throws {TypeError} when the text is not an IPv6 address (the reason quoted).
  */
 export function ipv6Bytes(text: string): Uint8Array {
+  return ipv6BytesFast(text) ?? ipv6BytesFull(text);
+}
+
+const HEX_DIGIT = new Int8Array(128).fill(-1);
+for (let i = 0; i < 10; i++) HEX_DIGIT[48 + i] = i;
+for (let i = 0; i < 6; i++) HEX_DIGIT[97 + i] = HEX_DIGIT[65 + i] = 10 + i;
+const COLON = 58;
+const groupScratch = new Uint16Array(8);
+
+/**
+ * The common forms (hex groups, at most one `::`, no dotted IPv4 tail) in one pass without
+ * allocating but for the result: the flow agent parses one per IPv6 flow and key. Null for
+ * anything else, valid or not: {@link ipv6BytesFull} then decides and names what is wrong.
+ */
+function ipv6BytesFast(text: string): Uint8Array | null {
+  const n = text.length;
+  if (n < 2 || n > 39) return null;
+  let count = 0;
+  let gap = -1;
+  let i = 0;
+  if (text.charCodeAt(0) === COLON) {
+    if (text.charCodeAt(1) !== COLON) return null;
+    gap = 0;
+    i = 2;
+  }
+  while (i < n) {
+    let value = 0;
+    let digits = 0;
+    for (; i < n && digits < 5; i++, digits++) {
+      const d = HEX_DIGIT[text.charCodeAt(i)] ?? -1;
+      if (d < 0) break;
+      value = value * 16 + d;
+    }
+    if (digits === 0 || digits > 4 || count === 8) return null;
+    groupScratch[count++] = value;
+    if (i === n) break;
+    if (text.charCodeAt(i++) !== COLON || i === n) return null;
+    if (text.charCodeAt(i) === COLON) {
+      if (gap >= 0) return null;
+      gap = count;
+      i++;
+    }
+  }
+  if (gap < 0 ? count !== 8 : count > 7) return null;
+  const b = new Uint8Array(16);
+  for (let k = 0; k < count; k++) {
+    const at = gap < 0 || k < gap ? k : 8 - (count - k);
+    b[2 * at] = groupScratch[k]! >> 8;
+    b[2 * at + 1] = groupScratch[k]! & 0xff;
+  }
+  return b;
+}
+
+/** Every form RFC 4291 2.2 allows, each error named. */
+function ipv6BytesFull(text: string): Uint8Array {
   const halves = text.split("::");
   if (halves.length > 2) fail(text, `"::" appears more than once`);
   const groups = (s: string): number[] => {
@@ -75,10 +130,8 @@ export function formatIpv6(bytes: Uint8Array, offset = 0): string {
       `Cannot format IPv6 address: ${bytes.length - offset} bytes at offset ${offset}, need 16`,
     );
   }
-  const g = Array.from(
-    { length: 8 },
-    (_, i) => (bytes[offset + 2 * i]! << 8) | bytes[offset + 2 * i + 1]!,
-  );
+  const g = groupScratch;
+  for (let i = 0; i < 8; i++) g[i] = (bytes[offset + 2 * i]! << 8) | bytes[offset + 2 * i + 1]!;
   let best = -1, bestLen = 0;
   for (let i = 0; i < 8;) {
     if (g[i] !== 0) {
@@ -90,9 +143,17 @@ export function formatIpv6(bytes: Uint8Array, offset = 0): string {
     if (j - i > bestLen && j - i >= 2) [best, bestLen] = [i, j - i];
     i = j;
   }
-  const hex = (a: number[]) => a.map((x) => x.toString(16)).join(":");
-  if (best < 0) return hex(g);
-  return `${hex(g.slice(0, best))}::${hex(g.slice(best + bestLen))}`;
+  let out = "";
+  for (let i = 0; i < 8; i++) {
+    if (i === best) {
+      out += "::";
+      i += bestLen - 1;
+      continue;
+    }
+    if (out !== "" && !out.endsWith(":")) out += ":";
+    out += g[i]!.toString(16);
+  }
+  return out;
 }
 
 /** IPv6 text (or 16 bytes) → four host-order u32 words, as the IPv6 flow hash takes them. */

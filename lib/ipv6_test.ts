@@ -47,6 +47,52 @@ Deno.test("IPv6 bytes and words are network order", () => {
   deepStrictEqual(ipv6Words("2001:db8::ff01"), [0x20010db8, 0, 0, 0xff01]);
 });
 
+Deno.test("IPv6 text: the one-pass parser agrees with the full one on every form", () => {
+  // Random addresses in every zero pattern, formatted canonically, in full, upper case and with
+  // leading zeros: each parses back to its bytes.
+  let seed = 12345;
+  const rand = () => (seed = (seed * 1103515245 + 12345) >>> 0) >>> 16;
+  for (let t = 0; t < 2000; t++) {
+    const b = new Uint8Array(16);
+    const zeros = rand() & 0xff;
+    for (let g = 0; g < 8; g++) {
+      if (zeros & (1 << g)) continue;
+      b[2 * g] = rand() & 0xff;
+      b[2 * g + 1] = rand() & 0xff;
+    }
+    const groups = Array.from({ length: 8 }, (_, g) => (b[2 * g]! << 8) | b[2 * g + 1]!);
+    for (
+      const text of [
+        formatIpv6(b),
+        groups.map((g) => g.toString(16)).join(":"),
+        groups.map((g) => g.toString(16).toUpperCase().padStart(4, "0")).join(":"),
+      ]
+    ) deepStrictEqual([...ipv6Bytes(text)], [...b], text);
+  }
+  for (
+    const [text, canonical] of [
+      ["::", "::"],
+      ["1::", "1::"],
+      ["::1:2", "::1:2"],
+      ["1:2:3:4:5:6:7::", "1:2:3:4:5:6:7:0"],
+      ["::2:3:4:5:6:7:8", "0:2:3:4:5:6:7:8"],
+      ["0001:0db8::", "1:db8::"],
+    ]
+  ) strictEqual(formatIpv6(ipv6Bytes(text!)), canonical, text);
+  for (
+    const bad of [
+      ":",
+      ":1",
+      "1:",
+      "1:::2",
+      ":::",
+      "1:2:3:4:5:6:7:8::",
+      "::1:2:3:4:5:6:7:8",
+      "1 ::2",
+    ]
+  ) throws(() => ipv6Bytes(bad), (e: Error) => e.message.includes(`"${bad}"`), bad);
+});
+
 Deno.test("bad IPv6 text is refused with the text quoted", () => {
   for (
     const bad of ["1::2::3", "1:2:3:4:5:6:7", "12345::", "g::1", "1:2:3:4:5:6:7:8:9", "10.0.0.1"]

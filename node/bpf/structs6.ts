@@ -65,15 +65,28 @@ export function encodeFlowKey6(k: FlowKey6): Uint8Array {
 
 /** Writes `struct flow_key6` (40 bytes) into `b` at `offset` (padding zeroed). */
 export function writeFlowKey6(b: Uint8Array, offset: number, k: FlowKey6): void {
-  const v = new DataView(b.buffer, b.byteOffset + offset, SIZES6.flow_key6);
+  if (b.length < offset + SIZES6.flow_key6) {
+    throw new RangeError(
+      `Cannot write flow_key6: ${b.length - offset} bytes at ${offset}, need 40`,
+    );
+  }
   b.set(ipv6Bytes(k.saddr), offset);
-  b.set(ipv6Bytes(k.daddr), offset + 16);
-  v.setUint16(32, k.sport);
-  v.setUint16(34, k.dport);
-  v.setUint8(36, k.proto);
-  v.setUint8(37, 0);
-  v.setUint16(38, 0);
+  // The LB IP repeats from flow to flow: parsed once while it does.
+  if (k.daddr !== lastDaddr) {
+    lastDaddrBytes = ipv6Bytes(k.daddr); // throws before the memo changes
+    lastDaddr = k.daddr;
+  }
+  b.set(lastDaddrBytes, offset + 16);
+  b[offset + 32] = (k.sport >>> 8) & 0xff;
+  b[offset + 33] = k.sport & 0xff;
+  b[offset + 34] = (k.dport >>> 8) & 0xff;
+  b[offset + 35] = k.dport & 0xff;
+  b[offset + 36] = k.proto & 0xff;
+  b.fill(0, offset + 37, offset + 40);
 }
+
+let lastDaddr = "::";
+let lastDaddrBytes: Uint8Array = new Uint8Array(16);
 
 /** 40 bytes (at `offset`) → `struct flow_key6`. */
 export function decodeFlowKey6(b: Uint8Array, offset = 0): FlowKey6 {

@@ -25,7 +25,19 @@ function fail(text: string, why: string): never {
  * @throws {TypeError} when the text is not an IPv6 address (the reason quoted).
  */
 export function ipv6Bytes(text: string): Uint8Array {
-  return ipv6BytesFast(text) ?? ipv6BytesFull(text);
+  const b = new Uint8Array(16);
+  if (writeIpv6Fast(text, b, 0)) return b;
+  return ipv6BytesFull(text);
+}
+
+/**
+ * Writes the 16 bytes of IPv6 `text` into `out` at `offset` without allocating (for the common
+ * forms; others are parsed by {@link ipv6Bytes} and copied).
+ *
+ * @throws {TypeError} when the text is not an IPv6 address (the reason quoted).
+ */
+export function writeIpv6(text: string, out: Uint8Array, offset: number): void {
+  if (!writeIpv6Fast(text, out, offset)) out.set(ipv6BytesFull(text), offset);
 }
 
 const HEX_DIGIT = new Int8Array(128).fill(-1);
@@ -36,17 +48,18 @@ const groupScratch = new Uint16Array(8);
 
 /**
  * The common forms (hex groups, at most one `::`, no dotted IPv4 tail) in one pass without
- * allocating but for the result: the flow agent parses one per IPv6 flow and key. Null for
- * anything else, valid or not: {@link ipv6BytesFull} then decides and names what is wrong.
+ * allocating, into `out` at `offset`: the flow agent parses one per IPv6 flow and key. False
+ * (and `out` untouched) for anything else, valid or not: {@link ipv6BytesFull} then decides and
+ * names what is wrong.
  */
-function ipv6BytesFast(text: string): Uint8Array | null {
+function writeIpv6Fast(text: string, out: Uint8Array, offset: number): boolean {
   const n = text.length;
-  if (n < 2 || n > 39) return null;
+  if (n < 2 || n > 39 || out.length < offset + 16) return false;
   let count = 0;
   let gap = -1;
   let i = 0;
   if (text.charCodeAt(0) === COLON) {
-    if (text.charCodeAt(1) !== COLON) return null;
+    if (text.charCodeAt(1) !== COLON) return false;
     gap = 0;
     i = 2;
   }
@@ -58,24 +71,24 @@ function ipv6BytesFast(text: string): Uint8Array | null {
       if (d < 0) break;
       value = value * 16 + d;
     }
-    if (digits === 0 || digits > 4 || count === 8) return null;
+    if (digits === 0 || digits > 4 || count === 8) return false;
     groupScratch[count++] = value;
     if (i === n) break;
-    if (text.charCodeAt(i++) !== COLON || i === n) return null;
+    if (text.charCodeAt(i++) !== COLON || i === n) return false;
     if (text.charCodeAt(i) === COLON) {
-      if (gap >= 0) return null;
+      if (gap >= 0) return false;
       gap = count;
       i++;
     }
   }
-  if (gap < 0 ? count !== 8 : count > 7) return null;
-  const b = new Uint8Array(16);
+  if (gap < 0 ? count !== 8 : count > 7) return false;
+  out.fill(0, offset, offset + 16);
   for (let k = 0; k < count; k++) {
-    const at = gap < 0 || k < gap ? k : 8 - (count - k);
-    b[2 * at] = groupScratch[k]! >> 8;
-    b[2 * at + 1] = groupScratch[k]! & 0xff;
+    const at = offset + 2 * (gap < 0 || k < gap ? k : 8 - (count - k));
+    out[at] = groupScratch[k]! >> 8;
+    out[at + 1] = groupScratch[k]! & 0xff;
   }
-  return b;
+  return true;
 }
 
 /** Every form RFC 4291 2.2 allows, each error named. */

@@ -8,6 +8,7 @@ import {
   isGlobalUnicastIpv6,
   isIpv6,
   parseIpv6Cidr,
+  writeIpv6,
 } from "./ipv6.ts";
 
 Deno.test("IPv6 text round-trips in RFC 5952 form", () => {

@@ -7,7 +7,7 @@
  * @module
  */
 
-import { formatIpv6, ipv6Bytes } from "../../lib/ipv6.ts";
+import { formatIpv6, ipv6Bytes, writeIpv6 } from "../../lib/ipv6.ts";
 import { formatIpv4, ipv4Bytes, isIpv4 } from "../../lib/ipv4.ts";
 
 /** Sizes of the IPv6 structs (tests/bpf/ipv6_structs_test.ts checks them against the maps). */
@@ -70,13 +70,13 @@ export function writeFlowKey6(b: Uint8Array, offset: number, k: FlowKey6): void 
       `Cannot write flow_key6: ${b.length - offset} bytes at ${offset}, need 40`,
     );
   }
-  b.set(ipv6Bytes(k.saddr), offset);
+  writeIpv6(k.saddr, b, offset);
   // The LB IP repeats from flow to flow: parsed once while it does.
   if (k.daddr !== lastDaddr) {
     lastDaddrBytes = ipv6Bytes(k.daddr); // throws before the memo changes
     lastDaddr = k.daddr;
   }
-  b.set(lastDaddrBytes, offset + 16);
+  for (let i = 0; i < 16; i++) b[offset + 16 + i] = lastDaddrBytes[i]!;
   b[offset + 32] = (k.sport >>> 8) & 0xff;
   b[offset + 33] = k.sport & 0xff;
   b[offset + 34] = (k.dport >>> 8) & 0xff;

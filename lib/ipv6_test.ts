@@ -91,7 +91,19 @@ Deno.test("IPv6 text: the one-pass parser agrees with the full one on every form
       "::1:2:3:4:5:6:7:8",
       "1 ::2",
     ]
-  ) throws(() => ipv6Bytes(bad), (e: Error) => e.message.includes(`"${bad}"`), bad);
+  ) {
+    throws(() => ipv6Bytes(bad), (e: Error) => e.message.includes(`"${bad}"`), bad);
+    const out = new Uint8Array(20).fill(7);
+    throws(() => writeIpv6(bad, out, 2), (e: Error) => e.message.includes(`"${bad}"`), bad);
+    deepStrictEqual([...out], new Array(20).fill(7), `${bad}: nothing written`);
+  }
+  // Into a buffer at an offset, the bytes around it untouched; a dotted tail too.
+  const out = new Uint8Array(20).fill(7);
+  writeIpv6("2001:db8::1", out, 2);
+  deepStrictEqual([...out.subarray(2, 18)], [...ipv6Bytes("2001:db8::1")]);
+  deepStrictEqual([out[0], out[1], out[18], out[19]], [7, 7, 7, 7]);
+  writeIpv6("::ffff:10.0.0.1", out, 2);
+  strictEqual(formatIpv6(out, 2), "::ffff:a00:1");
 });
 
 Deno.test("bad IPv6 text is refused with the text quoted", () => {

@@ -1,5 +1,6 @@
 /**
- * Byte-buffer helpers shared by the datapath's map access and the lab's frame builders.
+ * Byte-buffer helpers shared by the datapath's map access, the lab's frame builders and the
+ * hex forms of addresses and flow keys.
  *
  * @module
  */
@@ -22,4 +23,13 @@ export function concatBytes(...parts: readonly Uint8Array[]): Uint8Array {
     offset += p.length;
   }
   return out;
+}
+
+const HEX_DIGIT = new Int8Array(128).fill(-1);
+for (let i = 0; i < 10; i++) HEX_DIGIT[48 + i] = i;
+for (let i = 0; i < 6; i++) HEX_DIGIT[97 + i] = HEX_DIGIT[65 + i] = 10 + i;
+
+/** The value of hex digit `charCode` (either case), or -1 if it is not one. Allocation-free. */
+export function hexDigit(charCode: number): number {
+  return HEX_DIGIT[charCode] ?? -1;
 }

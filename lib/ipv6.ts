@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { hexDigit } from "./bytes.ts";
 import { ipv4Bytes } from "./ipv4.ts";
 
 function fail(text: string, why: string): never {
@@ -40,9 +41,6 @@ export function writeIpv6(text: string, out: Uint8Array, offset: number): void {
   if (!writeIpv6Fast(text, out, offset)) out.set(ipv6BytesFull(text), offset);
 }
 
-const HEX_DIGIT = new Int8Array(128).fill(-1);
-for (let i = 0; i < 10; i++) HEX_DIGIT[48 + i] = i;
-for (let i = 0; i < 6; i++) HEX_DIGIT[97 + i] = HEX_DIGIT[65 + i] = 10 + i;
 const COLON = 58;
 const groupScratch = new Uint16Array(8);
 
@@ -67,7 +65,7 @@ function writeIpv6Fast(text: string, out: Uint8Array, offset: number): boolean {
     let value = 0;
     let digits = 0;
     for (; i < n && digits < 5; i++, digits++) {
-      const d = HEX_DIGIT[text.charCodeAt(i)] ?? -1;
+      const d = hexDigit(text.charCodeAt(i));
       if (d < 0) break;
       value = value * 16 + d;
     }

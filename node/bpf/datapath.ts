@@ -150,18 +150,35 @@ export function loadSizes(
       );
     }
     for (const name of maps) {
-      const pinned = pinDir === null ? null : pinnedMaxEntries(`${pinDir}/${name}`);
-      if (want !== undefined && pinned !== null && pinned !== want) {
-        throw new RangeError(
+      const size = sizeOrPinned(
+        name,
+        want,
+        pinDir,
+        (pinned) =>
           `Cannot size map "${name}" to ${want} entries (${flag}): the map pinned at "${pinDir}/${name}" ` +
-            `holds ${pinned}. Start with ${flag} ${pinned}, or unpin the maps (Datapath.unpin("${pinDir}"), losing flows and tables) to resize`,
-        );
-      }
-      const size = want ?? pinned;
+          `holds ${pinned}. Start with ${flag} ${pinned}, or unpin the maps (Datapath.unpin("${pinDir}"), losing flows and tables) to resize`,
+      );
       if (size !== null) sizes[name] = size;
     }
   }
   return sizes;
+}
+
+/**
+ * max_entries of map `name`: `want`, which must equal a map pinned in `pinDir` (else RangeError
+ * with `mismatch`'s message), or the pinned map's when `want` is not given; null when neither.
+ */
+function sizeOrPinned(
+  name: string,
+  want: number | undefined,
+  pinDir: string | null,
+  mismatch: (pinned: number) => string,
+): number | null {
+  const pinned = pinDir === null ? null : pinnedMaxEntries(`${pinDir}/${name}`);
+  if (want !== undefined && pinned !== null && pinned !== want) {
+    throw new RangeError(mismatch(pinned));
+  }
+  return want ?? pinned;
 }
 
 /** max_entries of the new-flow rings: `want` (checked) or, if not given, the pinned rings'. */
@@ -173,13 +190,13 @@ function ringSizes(want: number | undefined, pinDir: string | null): Record<stri
   }
   const sizes: Record<string, number> = {};
   for (const name of ["hf_events", "hf_events6"]) {
-    const pinned = pinDir === null ? null : pinnedMaxEntries(`${pinDir}/${name}`);
-    if (want !== undefined && pinned !== null && pinned !== want) {
-      throw new RangeError(
+    const size = sizeOrPinned(
+      name,
+      want,
+      pinDir,
+      (pinned) =>
         `Cannot size ring "${name}" to ${want} bytes: the ring pinned at "${pinDir}/${name}" holds ${pinned}`,
-      );
-    }
-    const size = want ?? pinned;
+    );
     if (size !== null) sizes[name] = size;
   }
   return sizes;

@@ -10,6 +10,7 @@ import { type AnyFlowKey, type FlowBackend, type FlowKey, isFlowKey6 } from "../
 import type { FlowKey6 } from "../bpf/structs6.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 import { formatIpv6, ipv6Bytes } from "../../lib/ipv6.ts";
+import { hexDigit } from "../../lib/bytes.ts";
 
 const HEX: string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 
@@ -56,10 +57,6 @@ export function flowField(key: AnyFlowKey): string {
   return hex32(key.saddr) + hex16(key.sport) + hex16(key.dport) + HEX[key.proto & 255]!;
 }
 
-const HEX_VALUE = new Int8Array(128).fill(-1);
-for (let i = 0; i < 10; i++) HEX_VALUE[48 + i] = i;
-for (let i = 0; i < 6; i++) HEX_VALUE[97 + i] = HEX_VALUE[65 + i] = 10 + i;
-
 /**
  * The number in `text[start, start + digits)` read as hex, or -1 if a character is not a hex
  * digit. Allocation-free (restoring a million flows parses four million of these).
@@ -67,7 +64,7 @@ for (let i = 0; i < 6; i++) HEX_VALUE[97 + i] = HEX_VALUE[65 + i] = 10 + i;
 export function hexAt(text: string, start: number, digits: number): number {
   let n = 0;
   for (let i = start; i < start + digits; i++) {
-    const d = HEX_VALUE[text.charCodeAt(i)] ?? -1;
+    const d = hexDigit(text.charCodeAt(i));
     if (d < 0) return -1;
     n = n * 16 + d;
   }

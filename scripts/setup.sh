@@ -9,20 +9,15 @@ HF_CACHE="$HF_ROOT/.cache"
 
 hf_log() { printf '{"level":"info","msg":"setup: %s"}\n' "$*" >&2; }
 
-# Debian packages: command (or file) that proves presence -> package name.
+# Debian packages missing here, from scripts/packages.txt ("PROBE PACKAGE" lines: a command on
+# PATH or an absolute file path that proves the package is present).
 hf_apt_needed() {
-  local missing=() pair probe pkg
-  for pair in \
-    clang:clang llc:llvm /usr/include/bpf/libbpf.h:libbpf-dev /usr/lib/x86_64-linux-gnu/libbpf.so.1:libbpf1 \
-    bpftool:bpftool redis-server:redis-server redis-benchmark:redis-tools bird:bird2 birdc:bird2 \
-    ip:iproute2 nft:nftables conntrack:conntrack ethtool:ethtool \
-    /usr/lib/x86_64-linux-gnu/libnetfilter_conntrack.so.3:libnetfilter-conntrack3 \
-    /usr/lib/x86_64-linux-gnu/libmnl.so.0:libmnl0 kubectl:kubernetes-client npm:npm \
-    sysctl:procps; do
-    probe=${pair%%:*}; pkg=${pair#*:}
+  local missing=() probe pkg
+  while read -r probe pkg; do
+    [[ -z $probe || $probe == \#* ]] && continue
     if [[ $probe == /* ]]; then [[ -e $probe ]] && continue; else command -v "$probe" >/dev/null 2>&1 && continue; fi
     missing+=("$pkg")
-  done
+  done <"$HF_ROOT/scripts/packages.txt"
   printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' '
 }
 

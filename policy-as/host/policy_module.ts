@@ -58,6 +58,15 @@ export interface PolicyLimits {
 /** Limits used when none are given. */
 export const DEFAULT_LIMITS: Readonly<PolicyLimits> = { maxMemoryPages: 128, buildBudgetMs: 50 };
 
+/** Options of {@link PolicyModule.load} beyond the limits. */
+export interface LoadOptions {
+  /**
+   * The clock (ms) that times Maglev builds for the budget (default `performance.now`). Tests
+   * inject one so a budget verdict does not depend on how busy the machine is.
+   */
+  now?: () => number;
+}
+
 /** Result of one Maglev build. */
 export interface MaglevBuildResult {
   /** A fresh copy: slot → backend input index + 1, 0 = empty. */
@@ -111,6 +120,7 @@ export class PolicyModule {
   readonly compiled: WebAssembly.Module;
   readonly limits: Readonly<PolicyLimits>;
   #e: PolicyExports;
+  #now: () => number;
 
   private constructor(
     e: PolicyExports,
@@ -118,8 +128,10 @@ export class PolicyModule {
     digest: string,
     size: number,
     limits: PolicyLimits,
+    now: () => number,
   ) {
     this.#e = e;
+    this.#now = now;
     this.compiled = compiled;
     this.digest = digest;
     this.size = size;
@@ -133,7 +145,11 @@ export class PolicyModule {
    *   `exports` (missing or wrong kind; one IPv6 flow-hash export without the other), `memory` (over the page cap), `trap` (start trapped),
    *   `abi` (version differs from {@link ABI_VERSION}).
    */
-  static async load(bytes: Uint8Array, limits: Partial<PolicyLimits> = {}): Promise<PolicyModule> {
+  static async load(
+    bytes: Uint8Array,
+    limits: Partial<PolicyLimits> = {},
+    options: LoadOptions = {},
+  ): Promise<PolicyModule> {
     const lim: PolicyLimits = { ...DEFAULT_LIMITS, ...limits };
     let module: WebAssembly.Module;
     try {
@@ -178,7 +194,8 @@ export class PolicyModule {
       );
     }
     const e = instance.exports as unknown as PolicyExports;
-    const policy = new PolicyModule(e, module, await moduleDigest(bytes), bytes.length, lim);
+    const now = options.now ?? (() => performance.now());
+    const policy = new PolicyModule(e, module, await moduleDigest(bytes), bytes.length, lim, now);
     policy.#checkMemory("instantiation");
     let version: number;
     try {
@@ -283,7 +300,7 @@ export class PolicyModule {
     const n = records.length / 3;
     const e = this.#e;
     return this.#call("maglev_build", () => {
-      const started = performance.now();
+      const started = this.#now();
       const ptr = e.maglev_input_ptr(n, m) >>> 0;
       this.#checkMemory("maglev_input_ptr");
       if (ptr === 0) {
@@ -293,7 +310,7 @@ export class PolicyModule {
       }
       new Uint32Array(e.memory.buffer, ptr, records.length).set(records);
       const used = e.maglev_build(n, m);
-      const ms = performance.now() - started;
+      const ms = this.#now() - started;
       this.#checkMemory("maglev_build");
       if (used < 0) {
         throw new MaglevInputError(

@@ -16,8 +16,8 @@
  *   stricter module passes, a broken one fails. Whether the records equal the reference's is
  *   reported, not required.
  *
- * Every call runs first in a throwaway Worker with a deadline (`preflight.ts`), so a module that
- * never returns is stopped instead of blocking this thread.
+ * Every call runs first in a throwaway Worker with a per-call deadline (`preflight.ts`), so a
+ * module that never returns is stopped instead of blocking this thread.
  *
  * @module
  */
@@ -79,13 +79,36 @@ export interface ValidateOptions {
    * is stopped instead of blocking this thread (default true).
    */
   preflight?: boolean;
-  /** Deadline of the pre-flight (default: 2 s plus twice the build budget per Maglev build). */
+  /**
+   * How long any one call of the pre-flight may run before the module counts as a runaway loop
+   * (default: {@link preflightCallDeadlineMs} of the build budget, at least 2 s). It bounds each
+   * call, not the whole run, and sits orders of magnitude above the build budget, so a slow but
+   * finishing module is judged by the budget however busy the machine is.
+   */
   preflightDeadlineMs?: number;
+  /** The clock that times Maglev builds (default `performance.now`; see `LoadOptions` of `policy_module.ts`). */
+  now?: () => number;
   /**
    * The IPv6 flow-hash vectors, for a module with the `flow_hash6_*` exports (default: read from
    * `policy-as/vectors/flow_hash6.json`, only then).
    */
   flowHash6Vectors?: readonly FlowHash6Vector[];
+}
+
+/**
+ * The pre-flight's per-call deadline for a build budget: 40 × the budget, at least 2 s. A runaway
+ * loop never returns; a slow build returns within a small multiple of the budget even on a loaded
+ * machine, and the budget check then names it.
+ *
+ * @example
+ * ```ts
+ * import { preflightCallDeadlineMs } from "./validate.ts";
+ * if (preflightCallDeadlineMs(50) !== 2000) throw new Error("floor");
+ * if (preflightCallDeadlineMs(100) !== 4000) throw new Error("40x");
+ * ```
+ */
+export function preflightCallDeadlineMs(buildBudgetMs: number): number {
+  return Math.max(2000, 40 * buildBudgetMs);
 }
 
 /** One golden Maglev input: built twice in order, once reversed. */
@@ -119,7 +142,7 @@ export async function validatePolicyModule(
   vectors: PolicyVectors,
   options: ValidateOptions = {},
 ): Promise<{ module: PolicyModule; report: ValidationReport }> {
-  const policy = await PolicyModule.load(bytes, options.limits);
+  const policy = await PolicyModule.load(bytes, options.limits, { now: options.now });
   const vectors6 = policy.hasFlowHash6
     ? options.flowHash6Vectors ?? await loadFlowHash6Vectors()
     : [];
@@ -150,7 +173,7 @@ export async function validatePolicyModule(
       ]),
     };
     const deadline = options.preflightDeadlineMs ??
-      2000 + 2 * plan.maglev.length * policy.limits.buildBudgetMs;
+      preflightCallDeadlineMs(policy.limits.buildBudgetMs);
     try {
       await preflight(bytes, plan, deadline);
     } catch (e) {

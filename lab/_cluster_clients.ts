@@ -17,14 +17,19 @@ export interface ClientTarget {
   readonly port: number;
 }
 
-/** `count` long-lived connections to `vip`:`port` for `durationMs`; resolves once all are open. */
+/**
+ * `count` long-lived connections to `vip`:`port` for `durationMs`; resolves once all are open.
+ * With `progressMs` the client prints a `progress` line that often (`clients/hold_client.ts`).
+ */
 export function startHoldClient(
   topo: Topology,
   target: ClientTarget,
   count: number,
   durationMs: number,
+  options: { progressMs?: number } = {},
 ): Promise<HostProcess> {
-  return start(topo, HOLD, [target, count, durationMs], "connected");
+  const progress = options.progressMs ? [100, options.progressMs] : [];
+  return start(topo, HOLD, [target, count, durationMs, ...progress], "connected");
 }
 
 /**

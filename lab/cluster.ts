@@ -354,8 +354,12 @@ export class Cluster implements AsyncDisposable {
    * Starts the long-lived client: `count` connections for `durationMs` to the IPv4 LB IP, or
    * with `family: 6` to the IPv6 one (a dual-stack cluster).
    */
-  startClient(count: number, durationMs: number, o: { family?: 4 | 6 } = {}): Promise<HostProcess> {
-    return startHoldClient(this.topo, this.#target(o.family), count, durationMs);
+  startClient(
+    count: number,
+    durationMs: number,
+    o: { family?: 4 | 6; progressMs?: number } = {},
+  ): Promise<HostProcess> {
+    return startHoldClient(this.topo, this.#target(o.family), count, durationMs, o);
   }
 
   /** Starts short connections, one every `intervalMs` for `durationMs`, to the LB IP of `family`. */

@@ -1,0 +1,171 @@
+/**
+ * The demo's report: `report.json` (everything measured) and `report.html`, one self-contained
+ * page (inline SVG and CSS, no external resource) with a chart of connections alive over time per
+ * mode with the steps marked, the losses and longest stalls per mode and family, and the steps.
+ *
+ * @module
+ */
+
+/** One sample of a mode's client of one family. */
+export interface Sample {
+  /** ms since the mode's story started. */
+  t: number;
+  family: 4 | 6;
+  connections: number;
+  alive: number;
+  stalled: number;
+  maxStallMs: number;
+}
+
+/** A step of a mode's story, at `t` ms since the story started. */
+export interface StepMark {
+  t: number;
+  what: string;
+  why: string;
+}
+
+/** One story: Holdfast, or the baseline. */
+export interface ModeReport {
+  mode: string;
+  samples: Sample[];
+  steps: StepMark[];
+  /** Per family: connections, survived, longest stall (ms). */
+  families: Array<{ family: 4 | 6; connections: number; survived: number; maxStallMs: number }>;
+  /** Checks that each disturbance really happened. */
+  checks: Array<{ what: string; ok: boolean }>;
+}
+
+/** The whole report. */
+export interface DemoReport {
+  started: string;
+  finished: string;
+  modes: ModeReport[];
+}
+
+const COLORS: Record<string, string> = { holdfast: "#1b7f3b", "maglev-only": "#b3261e" };
+const esc = (s: string) =>
+  s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
+
+/** Alive connections (both families summed) over time for each mode, steps as vertical marks. */
+function aliveChart(modes: readonly ModeReport[]): string {
+  const W = 860, H = 300, L = 50, R = 20, T = 20, B = 40;
+  const maxT = Math.max(1, ...modes.flatMap((m) => m.samples.map((s) => s.t)));
+  const series = modes.map((m) => {
+    const byT = new Map<number, { alive: number; connections: number }>();
+    for (const s of m.samples) {
+      const k = Math.round(s.t / 250) * 250;
+      const v = byT.get(k) ?? { alive: 0, connections: 0 };
+      // One sample per family per sampling tick (500 ms): a bucket sums the families.
+      byT.set(k, { alive: v.alive + s.alive, connections: v.connections + s.connections });
+    }
+    return { mode: m.mode, points: [...byT].sort(([a], [b]) => a - b) };
+  });
+  const maxY = Math.max(1, ...series.flatMap((s) => s.points.map(([, v]) => v.connections)));
+  const x = (t: number) => L + (t / maxT) * (W - L - R);
+  const y = (v: number) => T + (1 - v / maxY) * (H - T - B);
+  const parts: string[] = [];
+  for (let k = 0; k <= 4; k++) {
+    const v = Math.round((maxY * k) / 4);
+    parts.push(
+      `<line x1="${L}" x2="${W - R}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/>` +
+        `<text x="${L - 6}" y="${y(v) + 4}" text-anchor="end">${v}</text>`,
+    );
+  }
+  for (let s = 0; s <= maxT / 1000; s += Math.max(1, Math.ceil(maxT / 10_000))) {
+    parts.push(`<text x="${x(s * 1000)}" y="${H - B + 16}" text-anchor="middle">${s}s</text>`);
+  }
+  const steps = modes[0]?.steps ?? [];
+  for (const [i, st] of steps.entries()) {
+    parts.push(
+      `<line class="step" x1="${x(st.t)}" x2="${x(st.t)}" y1="${T}" y2="${H - B}" ` +
+        `stroke="#888" stroke-dasharray="4 3"><title>${esc(st.what)}</title></line>` +
+        `<text x="${x(st.t) + 3}" y="${T + 12 + (i % 3) * 12}">${i + 1}</text>`,
+    );
+  }
+  for (const s of series) {
+    const d = s.points.map(([t, v], i) => `${i ? "L" : "M"}${x(t).toFixed(1)},${y(v.alive).toFixed(1)}`)
+      .join(" ");
+    parts.push(
+      `<path class="series" data-mode="${esc(s.mode)}" d="${d}" fill="none" ` +
+        `stroke="${COLORS[s.mode] ?? "#333"}" stroke-width="2"/>`,
+    );
+  }
+  const legend = series.map((s, i) =>
+    `<rect x="${L + 10 + i * 150}" y="${H - 14}" width="12" height="12" ` +
+    `fill="${COLORS[s.mode] ?? "#333"}"/><text x="${L + 26 + i * 150}" y="${H - 4}">` +
+    `${esc(s.mode)}</text>`
+  ).join("");
+  return `<svg id="alive-chart" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" ` +
+    `font-size="11" font-family="sans-serif" role="img" aria-label="connections alive over time">` +
+    `${parts.join("")}${legend}</svg>`;
+}
+
+/** Survived vs lost per mode and family, as horizontal bars. */
+function lossChart(modes: readonly ModeReport[]): string {
+  const rows = modes.flatMap((m) => m.families.map((f) => ({ mode: m.mode, ...f })));
+  const W = 860, rowH = 26, L = 170;
+  const max = Math.max(1, ...rows.map((r) => r.connections));
+  const bars = rows.map((r, i) => {
+    const y = 10 + i * rowH;
+    const wOk = ((W - L - 80) * r.survived) / max;
+    const wLost = ((W - L - 80) * (r.connections - r.survived)) / max;
+    return `<text x="${L - 8}" y="${y + 14}" text-anchor="end">${esc(r.mode)} IPv${r.family}</text>` +
+      `<rect x="${L}" y="${y}" width="${wOk}" height="18" fill="${COLORS[r.mode] ?? "#333"}"/>` +
+      `<rect x="${L + wOk}" y="${y}" width="${wLost}" height="18" fill="#e8a09a"/>` +
+      `<text x="${L + wOk + wLost + 6}" y="${y + 14}">${r.survived}/${r.connections}` +
+      ` · longest stall ${r.maxStallMs} ms</text>`;
+  }).join("");
+  const H = 20 + rows.length * rowH;
+  return `<svg id="loss-chart" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" font-size="12" ` +
+    `font-family="sans-serif" role="img" aria-label="connections survived per mode">${bars}</svg>`;
+}
+
+/** The report page. */
+export function reportHtml(report: DemoReport): string {
+  const steps = (report.modes[0]?.steps ?? []).map((s, i) =>
+    `<tr><td>${i + 1}</td><td>${(s.t / 1000).toFixed(1)} s</td><td>${esc(s.what)}</td>` +
+    `<td>${esc(s.why)}</td></tr>`
+  ).join("");
+  const summary = report.modes.map((m) => {
+    const c = m.families.reduce((a, f) => a + f.connections, 0);
+    const s = m.families.reduce((a, f) => a + f.survived, 0);
+    const stall = Math.max(0, ...m.families.map((f) => f.maxStallMs));
+    const checks = m.checks.filter((k) => k.ok).length;
+    return `<tr class="mode" data-mode="${esc(m.mode)}"><td>${esc(m.mode)}</td>` +
+      `<td class="survived">${s}/${c}</td><td>${c - s}</td><td>${stall} ms</td>` +
+      `<td>${checks}/${m.checks.length}</td></tr>`;
+  }).join("");
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Holdfast demo report</title>
+<style>
+body { font-family: sans-serif; margin: 24px; color: #222; max-width: 920px; }
+table { border-collapse: collapse; margin: 8px 0 20px; }
+td, th { border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: left; font-size: 13px; }
+h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; }
+.note { color: #555; font-size: 13px; }
+</style></head><body>
+<h1>Holdfast demo: live connections through change</h1>
+<p class="note">Run ${esc(report.started)} – ${esc(report.finished)}. The same story twice: with
+Holdfast's shared flow state, and with Maglev only (what a stateless load balancer behind ECMP
+does).</p>
+<h2>Result</h2>
+<table><tr><th>mode</th><th>survived</th><th>lost</th><th>longest stall</th>
+<th>changes seen to happen</th></tr>${summary}</table>
+<h2>Connections alive over time</h2>
+${aliveChart(report.modes)}
+<h2>Survived and lost, per family</h2>
+${lossChart(report.modes)}
+<h2>The steps</h2>
+<table><tr><th>#</th><th>at</th><th>what happens</th><th>why it would break elsewhere</th></tr>
+${steps}</table>
+</body></html>
+`;
+}
+
+/** Writes `report.json` and `report.html` into `dir` (created); returns the HTML's path. */
+export async function writeReport(dir: string, report: DemoReport): Promise<string> {
+  await Deno.mkdir(dir, { recursive: true });
+  await Deno.writeTextFile(`${dir}/report.json`, JSON.stringify(report, null, 1) + "\n");
+  await Deno.writeTextFile(`${dir}/report.html`, reportHtml(report));
+  return `${dir}/report.html`;
+}

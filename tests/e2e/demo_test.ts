@@ -1,0 +1,129 @@
+/**
+ * README's first command as a person runs it: `./hf demo` in a terminal (tmux gives it one), in
+ * its short mode. The live table renders, Deno prints no warning, Holdfast keeps every connection,
+ * the baseline loses some or not (ECMP decides) but every change is seen to happen, and the report
+ * folder holds the JSON and a self-contained HTML page. Ctrl-C in the middle of a story leaves no
+ * namespace or process behind.
+ */
+import { deepStrictEqual, ok } from "node:assert/strict";
+import { listHfNamespaces, run } from "../../lab/mod.ts";
+import { rootTest } from "../harness/mod.ts";
+
+const ROOT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
+
+/** A detached tmux session running `command` in a 160×50 terminal. */
+class Terminal implements AsyncDisposable {
+  readonly name = `hf-demo-test-${Deno.pid}-${Math.random().toString(36).slice(2, 8)}`;
+
+  static async start(command: string): Promise<Terminal> {
+    const t = new Terminal();
+    // `; echo EXIT=$?; sleep 600`: the pane outlives the command so its screen can be read.
+    await run([
+      "tmux",
+      "new-session",
+      "-d",
+      "-s",
+      t.name,
+      "-x",
+      "160",
+      "-y",
+      "50",
+      `cd ${ROOT} && ${command}; echo EXIT=$?; sleep 600`,
+    ]);
+    return t;
+  }
+
+  /** The screen and its scrollback, as text. */
+  async screen(): Promise<string> {
+    const { stdout } = await run(["tmux", "capture-pane", "-p", "-J", "-S", "-2000", "-t", this.name]);
+    return stdout;
+  }
+
+  /** Polls the screen (bounded) until `want` matches; returns the screen. */
+  async until(want: RegExp, timeoutMs: number): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    let text = "";
+    for (let k = 0; k < 2_000 && Date.now() < deadline; k++) {
+      text = await this.screen();
+      if (want.test(text)) return text;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    throw new Error(`Timed out after ${timeoutMs} ms waiting for ${want} on screen:\n${text}`);
+  }
+
+  async keys(...keys: string[]): Promise<void> {
+    await run(["tmux", "send-keys", "-t", this.name, ...keys]);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await run(["tmux", "kill-session", "-t", this.name], { check: false });
+  }
+}
+
+/** The pid of the running `main.ts demo` started from this checkout, once it runs. */
+async function demoPid(): Promise<number> {
+  const { stdout } = await run(["ps", "-eo", "pid,args"]);
+  const line = stdout.split("\n").find((l) => /deno run .*main\.ts demo --quick/.test(l));
+  if (!line) throw new Error(`no demo process in:\n${stdout}`);
+  return Number(line.trim().split(/\s+/)[0]);
+}
+
+/** The lab's namespaces of process `pid` (`hf-PID-…`) and the processes in them. */
+async function labOf(pid: number): Promise<{ namespaces: string[]; pids: number[] }> {
+  const namespaces = (await listHfNamespaces()).filter((n) => n.startsWith(`hf-${pid}-`));
+  const pids: number[] = [];
+  for (const ns of namespaces) {
+    const { stdout } = await run(["ip", "netns", "pids", ns], { check: false });
+    pids.push(...stdout.split("\n").map(Number).filter((n) => n > 0));
+  }
+  return { namespaces, pids };
+}
+
+rootTest("./hf demo --quick on a terminal: the live table, no warnings, the report", async () => {
+  const out = await Deno.makeTempDir({ prefix: "hf-demo-report-" });
+  try {
+    await using term = await Terminal.start(`./hf demo --quick --out ${out}`);
+    const screen = await term.until(/EXIT=\d+/, 400_000);
+    ok(/EXIT=0/.test(screen), `the demo failed:\n${screen}`);
+    ok(!screen.includes("Warning"), `a warning on screen:\n${screen}`);
+    ok(/mode\s+state\s+alive\s+lost\s+stalled\s+longest stall/.test(screen), screen);
+    ok(/holdfast\s+done\s+20\/20\s+0\s/.test(screen), `Holdfast kept every connection:\n${screen}`);
+    ok(/\[holdfast\] LB node lb1 dies/.test(screen) && /why|stateless|shared/.test(screen), screen);
+    ok(screen.includes(`Report: ${out}/report.html`), screen);
+    const report = JSON.parse(await Deno.readTextFile(`${out}/report.json`));
+    deepStrictEqual(report.modes.map((m: { mode: string }) => m.mode), ["holdfast", "maglev-only"]);
+    for (const m of report.modes) {
+      ok(m.checks.length > 0 && m.checks.every((c: { ok: boolean }) => c.ok), JSON.stringify(m));
+      ok(m.samples.length > 5, `${m.mode}: the clients' progress was sampled`);
+      deepStrictEqual(m.steps.length, 3);
+    }
+    for (const f of report.modes[0].families) deepStrictEqual(f.survived, f.connections);
+    const html = await Deno.readTextFile(`${out}/report.html`);
+    ok(html.includes('<svg id="alive-chart"') && html.includes('<svg id="loss-chart"'));
+    ok(!/\b(src|href)=["']?https?:/.test(html), "the page loads nothing from elsewhere");
+  } finally {
+    await Deno.remove(out, { recursive: true });
+  }
+});
+
+rootTest("./hf demo: Ctrl-C during a story removes every namespace and process it made", async () => {
+  let pid = 0;
+  let made: { namespaces: string[]; pids: number[] } = { namespaces: [], pids: [] };
+  {
+    await using term = await Terminal.start("./hf demo --quick");
+    await term.until(/connections open, each exchanging/, 300_000);
+    pid = await demoPid();
+    made = await labOf(pid);
+    ok(made.namespaces.length >= 8 && made.pids.length > 0, JSON.stringify(made));
+    await term.keys("C-c");
+    const screen = await term.until(/EXIT=\d+/, 120_000);
+    ok(/EXIT=130/.test(screen), `exit code after Ctrl-C:\n${screen}`);
+    ok(screen.includes("stopped: everything the demo made is removed"), screen);
+  }
+  deepStrictEqual((await labOf(pid)).namespaces, [], "namespaces left behind");
+  const alive: number[] = [];
+  for (const p of [pid, ...made.pids]) {
+    if ((await run(["kill", "-0", String(p)], { check: false })).code === 0) alive.push(p);
+  }
+  deepStrictEqual(alive, [], "processes left behind");
+});

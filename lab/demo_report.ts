@@ -83,7 +83,9 @@ function aliveChart(modes: readonly ModeReport[]): string {
     );
   }
   for (const s of series) {
-    const d = s.points.map(([t, v], i) => `${i ? "L" : "M"}${x(t).toFixed(1)},${y(v.alive).toFixed(1)}`)
+    const d = s.points.map(([t, v], i) =>
+      `${i ? "L" : "M"}${x(t).toFixed(1)},${y(v.alive).toFixed(1)}`
+    )
       .join(" ");
     parts.push(
       `<path class="series" data-mode="${esc(s.mode)}" d="${d}" fill="none" ` +
@@ -109,7 +111,9 @@ function lossChart(modes: readonly ModeReport[]): string {
     const y = 10 + i * rowH;
     const wOk = ((W - L - 80) * r.survived) / max;
     const wLost = ((W - L - 80) * (r.connections - r.survived)) / max;
-    return `<text x="${L - 8}" y="${y + 14}" text-anchor="end">${esc(r.mode)} IPv${r.family}</text>` +
+    return `<text x="${L - 8}" y="${y + 14}" text-anchor="end">${
+      esc(r.mode)
+    } IPv${r.family}</text>` +
       `<rect x="${L}" y="${y}" width="${wOk}" height="18" fill="${COLORS[r.mode] ?? "#333"}"/>` +
       `<rect x="${L + wOk}" y="${y}" width="${wLost}" height="18" fill="#e8a09a"/>` +
       `<text x="${L + wOk + wLost + 6}" y="${y + 14}">${r.survived}/${r.connections}` +

@@ -8,6 +8,8 @@
  * @module
  */
 import { processAlive } from "./command.ts";
+import { installAtomically } from "../policy-as/host/cli.ts";
+import { moduleDigest } from "../policy-as/host/policy_module.ts";
 import { backendAddress, backendAddress6, type Cluster, lbAddress, lbAddress6 } from "./cluster.ts";
 import { backendsOf, configuredBackends, forwardedBy, routeVias } from "./cluster_probe.ts";
 
@@ -180,6 +182,31 @@ export class Disturbances {
   /** Runs the checks that need time to pass (call once the traffic is over). */
   async settle(): Promise<void> {
     for (const check of this.#later.splice(0)) await check();
+  }
+
+  /**
+   * Installs the policy module at `module` where every agent follows its policy (`active`, as
+   * `main.ts policy swap` would after validating it) and checks that each running agent logged
+   * the swap to that module's digest.
+   */
+  async swapPolicy(active: string, module: URL | string): Promise<void> {
+    const bytes = await Deno.readFile(module);
+    const digest = await moduleDigest(bytes);
+    const agents = [...this.cluster.lbNodes.values()].flatMap((n) => n.agent ? [n.agent] : []);
+    const since = agents.map((a) => a.lineCount);
+    await installAtomically(active, bytes);
+    const swapped = await Promise.all(agents.map((a, k) =>
+      a.waitForLine((l) => {
+        if (!l.includes('"policy module swapped"')) return false;
+        const d = String(JSON.parse(l).digest ?? "");
+        return d.length > 0 && digest.startsWith(d);
+      }, { fromLine: since[k], timeoutMs: 20_000 }).then(() => true, () => false)
+    ));
+    this.#check(
+      `every LB node swapped to policy module ${digest.slice(0, 16)}`,
+      agents.length > 0 && swapped.every(Boolean),
+      `${swapped.filter(Boolean).length} of ${agents.length} agents logged the swap`,
+    );
   }
 
   #check(what: string, ok: boolean, seen: string): void {

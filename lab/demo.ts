@@ -3,8 +3,9 @@
  * over what the LB nodes announce through BGP), three LB nodes running Holdfast's XDP load
  * balancer and agent (announcing the LB IPs once ready), three backends, Redis — dual stack:
  * long-lived TCP connections to the IPv4 LB IP and to the IPv6 one, exchanging data every 100 ms.
- * While they run, two backends are added and LB node 1 is killed, then LB node 4 joins. Holdfast
- * keeps every connection of both families. Then the same story with flow sharing off (Maglev only,
+ * While they run, two backends are added and LB node 1 is killed, then LB node 4 joins, then the
+ * policy module is swapped for one with another Maglev fill. Holdfast keeps every connection of
+ * both families. Then the same story with flow sharing off (Maglev only,
  * what a stateless ECMP load balancer does) for comparison. Each change is checked to have
  * happened (route, processes, backend maps: `chaos_steps.ts`).
  *
@@ -26,6 +27,9 @@ import { clientSummary } from "./clients/summary.ts";
 import type { HostProcess } from "./host_process.ts";
 import { DemoView, type ModeRow, tableLines } from "./demo_view.ts";
 import { type ModeReport, type Sample, writeReport } from "./demo_report.ts";
+
+/** A policy module with the same flow hash and another Maglev table fill (a valid module). */
+const OTHER_FILL = new URL("../policy-as/build/fixtures/rotated_fill.wasm", import.meta.url);
 
 /** Thrown out of a story when the person pressed Ctrl-C; disposal then cleans up. */
 class Interrupted extends Error {
@@ -101,11 +105,17 @@ async function story(flowSync: boolean, ctx: StoryContext): Promise<ModeReport> 
     vip: "10.0.100.1:8080",
     vip6: "[2001:db8:100::1]:8080",
   });
+  const policyDir = await Deno.makeTempDir({ prefix: "holdfast-demo-policy-" });
+  await using _policyDir = {
+    [Symbol.asyncDispose]: () => Deno.remove(policyDir, { recursive: true }),
+  };
+  const activePolicy = `${policyDir}/active.wasm`;
   await using cluster = await Cluster.create({
     lbNodes: 3,
     backends: 3,
     flowSync,
     verbose: ctx.verbose,
+    agentArgs: ["--policy-follow", activePolicy],
   });
   if (signal.aborted) throw new Interrupted("interrupted");
   view.say(
@@ -115,7 +125,7 @@ async function story(flowSync: boolean, ctx: StoryContext): Promise<ModeReport> 
   );
   const clients = await Promise.all(
     ([4, 6] as const).map((family) =>
-      cluster.startClient(ctx.connections, 10_000, { family, progressMs: 250 })
+      cluster.startClient(ctx.connections, ctx.quick ? 14_000 : 18_000, { family, progressMs: 250 })
     ),
   );
   row.state = "running";
@@ -164,6 +174,13 @@ async function story(flowSync: boolean, ctx: StoryContext): Promise<ModeReport> 
       "A new ECMP next hop moves about half of all flows between LB nodes; lb4 restores every " +
         "flow from Redis before it announces the LB IPs.",
       () => disturb.addLbNode(4),
+    );
+    await sleep(ctx.quick ? 500 : 1_000, signal);
+    await step(
+      "the policy module is swapped for one with another Maglev fill",
+      "Every LB node rebuilds its tables and most slots change: a stateless LB moves most live " +
+        "flows at once; stored flows keep each on its backend.",
+      () => disturb.swapPolicy(activePolicy, OTHER_FILL),
     );
     const summaries = await abortable(
       Promise.all(clients.map((c) => clientSummary(c, 40_000))),

@@ -104,7 +104,7 @@ rootTest("./hf demo --quick on a terminal: the live table, no warnings, the repo
     for (const m of report.modes) {
       ok(m.checks.length > 0 && m.checks.every((c: { ok: boolean }) => c.ok), JSON.stringify(m));
       ok(m.samples.length > 5, `${m.mode}: the clients' progress was sampled`);
-      deepStrictEqual(m.steps.length, 3);
+      deepStrictEqual(m.steps.length, 4);
     }
     for (const f of report.modes[0].families) deepStrictEqual(f.survived, f.connections);
     const html = await Deno.readTextFile(`${out}/report.html`);

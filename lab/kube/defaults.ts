@@ -27,12 +27,14 @@ function defaultService(obj: Obj, previous: Obj | undefined, alloc: ServiceAlloc
   }
   const ports = (Array.isArray(spec.ports) ? spec.ports : []).filter(isObj);
   // Explicit node ports (and those an update kept, service_strategy.ts) first, then new ones.
-  const explicit = new Set(ports.map((p) => p.nodePort).filter((n) => typeof n === "number"));
+  const taken = new Set(
+    ports.map((p) => p.nodePort).filter((n): n is number => typeof n === "number" && n > 0),
+  );
   for (const p of ports) {
     p.protocol ??= "TCP";
     p.targetPort ??= p.port;
     if (wantsNodePorts && (p.nodePort === undefined || p.nodePort === 0)) {
-      p.nodePort = alloc.nodePort(explicit as Set<number>);
+      taken.add(p.nodePort = alloc.nodePort(taken));
     }
   }
   if (!previous) obj.status = { loadBalancer: {} };

@@ -12,6 +12,7 @@
  */
 import { isObj, type Obj } from "./resources.ts";
 import { ApiError } from "./status.ts";
+import { itemKey, type ListIndex, resolve, SEP } from "./field_paths.ts";
 
 /**
  * How the field at a path (field names only) merges: a list by keys, a list as a set, a map
@@ -30,7 +31,6 @@ export interface Writer {
 }
 
 type Paths = Set<string>;
-const SEP = "\u0001";
 
 /** Metadata fields nobody owns. */
 const SYSTEM_META = new Set([
@@ -46,15 +46,6 @@ const SYSTEM_META = new Set([
   "selfLink",
   "generateName",
 ]);
-
-function itemKey(item: unknown, keys: readonly string[]): string {
-  const k: Obj = {};
-  // A port's protocol key defaults to TCP, so an applied port without one names the stored one.
-  for (const name of keys) {
-    if (isObj(item)) k[name] = item[name] ?? (name === "protocol" ? "TCP" : undefined);
-  }
-  return `k:${JSON.stringify(k)}`;
-}
 
 function collect(
   value: unknown,
@@ -174,49 +165,6 @@ function store(obj: Obj, list: Entry[]): void {
 
 function now(): string {
   return new Date().toISOString().replace(/\.\d+Z$/, "Z");
-}
-
-/** Keyed list items by key, per list: built once per list a resolver meets (see `resolve`). */
-type ListIndex = Map<unknown[], Map<string, unknown>>;
-
-function keyedItem(list: unknown[], seg: string, index?: ListIndex): unknown {
-  const keys = Object.keys(JSON.parse(seg.slice(2)) as Obj);
-  if (!index) return list.find((e) => isObj(e) && itemKey(e, keys) === seg);
-  let byKey = index.get(list);
-  if (!byKey) {
-    index.set(list, byKey = new Map());
-    for (const e of list) {
-      if (!isObj(e)) continue;
-      const k = itemKey(e, keys);
-      if (!byKey.has(k)) byKey.set(k, e);
-    }
-  }
-  return byKey.get(seg);
-}
-
-/**
- * The value at `path` in `obj`. `index` (for objects not changed while it is used) keeps each
- * keyed list's items by key, so resolving every path of a list of n items costs n, not n².
- */
-function resolve(
-  obj: unknown,
-  path: string,
-  index?: ListIndex,
-): { found: boolean; value?: unknown } {
-  let cur: unknown = obj;
-  for (const seg of path.split(SEP)) {
-    if (seg.startsWith("f:") && isObj(cur) && Object.hasOwn(cur, seg.slice(2))) {
-      cur = cur[seg.slice(2)];
-    } else if (seg.startsWith("k:") && Array.isArray(cur)) {
-      cur = keyedItem(cur, seg, index);
-      if (cur === undefined) return { found: false };
-    } else if (seg.startsWith("v:") && Array.isArray(cur)) {
-      const v = seg.slice(2);
-      if (!cur.some((e) => JSON.stringify(e) === v)) return { found: false };
-      return { found: true };
-    } else return { found: false };
-  }
-  return { found: true, value: cur };
 }
 
 function removePath(obj: Obj, path: string): void {

@@ -30,7 +30,6 @@ import {
   ApiError,
   badRequest,
   conflict,
-  invalid,
   notFound,
   unsupportedMediaType,
 } from "./status.ts";
@@ -96,13 +95,7 @@ export class Rest {
   /** Admission, then (Services) what the allocator refuses: node ports and cluster IPs in use. */
   #admit(type: ResourceType, obj: Obj, opts: WriteOptions, previous?: Obj) {
     const checked = admitObject(type, obj, opts, previous);
-    if (isService(type)) {
-      const causes = this.#alloc.check(checked.obj);
-      if (causes.length > 0) {
-        const name = String(meta(obj).name ?? "");
-        throw invalid(type.kind, this.#subject(type, name), causes);
-      }
-    }
+    if (isService(type)) this.#alloc.assertFree(checked.obj);
     return checked;
   }
 

@@ -14,7 +14,7 @@ import { isObj, type Obj } from "./resources.ts";
 import type { Store, StoreEvent } from "./store.ts";
 import type { StatusCause } from "./status.ts";
 import { invalidCause } from "./meta_validation.ts";
-import { ApiError } from "./status.ts";
+import { ApiError, invalid } from "./status.ts";
 
 /** The node port range (`--service-node-port-range`). */
 export const NODE_PORT_MIN = 30000, NODE_PORT_MAX = 32767;
@@ -170,5 +170,13 @@ export class ServiceAllocator {
       }
     }
     return out;
+  }
+
+  /** Throws the real server's 422 when {@linkcode check} finds anything in `svc`. */
+  assertFree(svc: Obj): void {
+    const causes = this.check(svc);
+    if (causes.length === 0) return;
+    const name = String((svc.metadata as Obj | undefined)?.name ?? "");
+    throw invalid("Service", { plural: "services", group: "", name }, causes);
   }
 }

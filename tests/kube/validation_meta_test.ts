@@ -76,6 +76,21 @@ Deno.test("validation: object names follow each kind's rule", async (t) => {
     await env.ok(["create", "-f", "-"], objects("kc-dot").Namespace!);
   });
   await t.step(
+    "generateName follows the rule, a trailing '-' allowed ('web.' refused)",
+    async () => {
+      const gen = (prefix: string) =>
+        JSON.stringify({ apiVersion: "v1", kind: "ConfigMap", metadata: { generateName: prefix } });
+      await refused(
+        env,
+        ["create", "-f", "-"],
+        gen("web."),
+        'metadata.generateName: Invalid value: "web.": a lowercase RFC 1123 subdomain',
+      );
+      const made = await env.ok(["create", "-f", "-", "-o", "name"], gen("web-"));
+      assertEquals(made.startsWith("configmap/web-"), true, made);
+    },
+  );
+  await t.step(
     "every other kind: RFC 1123 subdomains (Bad_Name refused, a.b accepted)",
     async () => {
       for (const [kind, body] of Object.entries(objects("Bad_Name"))) {

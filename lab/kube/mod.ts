@@ -7,7 +7,8 @@
  *   `main.ts` is `deno task kube:server`;
  * - `handlers.ts` the verbs, `rest.ts` what they do to objects, `list.ts` lists and pages,
  *   `watch.ts` watch streams, `store.ts` objects, resourceVersions and event history;
- * - `patch.ts` merge/JSON/strategic patches, `apply.ts` server-side apply and managedFields (`field_paths.ts` their paths);
+ * - `patch.ts` merge/JSON/strategic patches, `apply.ts` server-side apply and managedFields
+ *   (`field_paths.ts` their paths);
  * - `schema.ts` CRD schemas, `builtin_schema.ts` built-in fields (from client-node's models),
  *   `defaults.ts` the built-in defaults clients notice;
  * - `admission.ts` what is checked before a write: `meta_validation.ts` ObjectMeta (names,

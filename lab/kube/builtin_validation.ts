@@ -2,14 +2,15 @@
  * The real server's hand-written validation, for the fields Holdfast's controller and agents
  * write: Services (`service_validation.ts`), EndpointSlice address types (immutable),
  * at most 1,000 endpoints and 100 ports, 1..100 addresses per endpoint, ports; events.k8s.io
- * Events' required fields, Lease durations. ObjectMeta is `meta_validation.ts`.
+ * Events' required fields, Lease durations and transitions, ConfigMap keys. ObjectMeta is
+ * `meta_validation.ts`.
  * Messages name the field as the real server does (`spec.ports[0].port: Invalid value: 0: must
  * be between 1 and 65535, inclusive`). Other kinds get only the field checks of
  * `builtin_schema.ts`.
  *
  * @module
  */
-import type { Obj } from "./resources.ts";
+import { isObj, type Obj } from "./resources.ts";
 import type { StatusCause } from "./status.ts";
 import { Causes, IPV4, isIp6, list } from "./causes.ts";
 import { validateService } from "./service_validation.ts";
@@ -67,10 +68,39 @@ function eventV1(c: Causes, obj: Obj): void {
 
 function lease(c: Causes, obj: Obj): void {
   const spec = (obj.spec ?? {}) as Obj;
-  const d = spec.leaseDurationSeconds;
+  const d = spec.leaseDurationSeconds, t = spec.leaseTransitions;
   if (d !== undefined && (!Number.isInteger(d) || (d as number) <= 0)) {
     c.invalid("spec.leaseDurationSeconds", d, "must be greater than 0");
   }
+  if (typeof t === "number" && t < 0) {
+    c.invalid("spec.leaseTransitions", t, "must be greater than or equal to 0");
+  }
+}
+
+/** `IsConfigMapKey`: keys of ConfigMap `data`/`binaryData`, not in both. */
+function configMap(c: Causes, obj: Obj): void {
+  const data = isObj(obj.data) ? obj.data : {};
+  const binary = isObj(obj.binaryData) ? obj.binaryData : {};
+  for (const [field, bag] of [["data", data], ["binaryData", binary]] as const) {
+    for (const key of Object.keys(bag)) {
+      for (const why of configMapKey(key)) c.invalid(`${field}[${key}]`, key, why);
+      if (field === "data" && Object.hasOwn(binary, key)) {
+        c.invalid(`data[${key}]`, key, "duplicate of key present in binaryData");
+      }
+    }
+  }
+}
+
+function configMapKey(key: string): string[] {
+  const out = key.length > 253 ? ["must be no more than 253 characters"] : [];
+  if (!/^[-._a-zA-Z0-9]+$/.test(key)) {
+    out.push(
+      "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
+    );
+  }
+  if (key === "." || key === "..") out.push(`must not be '${key}'`);
+  else if (key.startsWith("..")) out.push("must not start with '..'");
+  return out;
 }
 
 /**
@@ -83,5 +113,6 @@ export function validateBuiltin(group: string, kind: string, obj: Obj, old?: Obj
   else if (group === "discovery.k8s.io" && kind === "EndpointSlice") endpointSlice(c, obj, old);
   else if (group === "events.k8s.io" && kind === "Event") eventV1(c, obj);
   else if (group === "coordination.k8s.io" && kind === "Lease") lease(c, obj);
+  else if (group === "" && kind === "ConfigMap") configMap(c, obj);
   return c.list;
 }

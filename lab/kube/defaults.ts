@@ -37,6 +37,10 @@ function defaultService(obj: Obj, previous: Obj | undefined, alloc: ServiceAlloc
       taken.add(p.nodePort = alloc.nodePort(taken));
     }
   }
+  // A LoadBalancer with externalTrafficPolicy Local gets a health-check node port.
+  if (spec.type === "LoadBalancer" && spec.externalTrafficPolicy === "Local") {
+    if (!spec.healthCheckNodePort) spec.healthCheckNodePort = alloc.nodePort(taken);
+  }
   if (!previous) obj.status = { loadBalancer: {} };
 }
 

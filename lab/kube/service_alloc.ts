@@ -157,6 +157,22 @@ export class ServiceAllocator {
         out.push(invalidCause(at, n, "provided port is already allocated"));
       }
     });
+    const hc = spec.healthCheckNodePort;
+    if (typeof hc === "number" && hc !== 0) {
+      const why = hc < NODE_PORT_MIN || hc > NODE_PORT_MAX
+        ? `provided port is not in the valid range. The range of valid ports is ${NODE_PORT_MIN}-${NODE_PORT_MAX}`
+        : (this.#ports.get(hc) ?? key) !== key
+        ? "provided port is already allocated"
+        : undefined;
+      // The real server reports this one as an internal error, not as Invalid.
+      if (why) {
+        throw new ApiError(
+          500,
+          "InternalError",
+          `Internal error occurred: failed to allocate requested HealthCheck NodePort ${hc}: ${why}`,
+        );
+      }
+    }
     const ips = heldIps(svc);
     for (const ip of ips) {
       let why: string | undefined;

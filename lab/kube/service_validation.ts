@@ -141,6 +141,13 @@ function clusterIps(c: Causes, spec: Obj, old: Obj | undefined): void {
 
 function trafficPolicies(c: Causes, spec: Obj): void {
   const etp = spec.externalTrafficPolicy;
+  const hc = spec.healthCheckNodePort;
+  if (hc !== undefined && hc !== 0 && !(spec.type === "LoadBalancer" && etp === "Local")) {
+    c.forbidden(
+      "spec.healthCheckNodePort",
+      "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'",
+    );
+  }
   if (externallyAccessible(spec)) {
     if (etp === undefined || etp === "") c.required("spec.externalTrafficPolicy");
     else c.oneOf("spec.externalTrafficPolicy", etp, ["Cluster", "Local"]);

@@ -215,3 +215,33 @@ Deno.test("validation: no new finalizer on an object being deleted; the 422 carr
     );
   });
 });
+
+Deno.test("validation: ConfigMap keys and Lease counters", async (t) => {
+  await using env = await kubectlEnv();
+  await t.step("a ConfigMap key outside [-._a-zA-Z0-9] is refused", async () => {
+    await refused(
+      env,
+      ["create", "-f", "-"],
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name: "cm" },
+        data: { "a/b": "x" },
+      }),
+      `data[a/b]: Invalid value: "a/b": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')`,
+    );
+  });
+  await t.step("a Lease with negative leaseTransitions is refused", async () => {
+    await refused(
+      env,
+      ["create", "-f", "-"],
+      JSON.stringify({
+        apiVersion: "coordination.k8s.io/v1",
+        kind: "Lease",
+        metadata: { name: "l" },
+        spec: { leaseTransitions: -1 },
+      }),
+      "spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0",
+    );
+  });
+});

@@ -189,6 +189,54 @@ Deno.test("service validation: node ports in 30000-32767, one owner each", async
   });
 });
 
+Deno.test("service validation: a health-check node port for LoadBalancer + Local only", async (t) => {
+  await using env = await kubectlEnv();
+  const hc = async (name: string) =>
+    (await env.ok(["get", "svc", name, "-o", "jsonpath={.spec.healthCheckNodePort}"])).trim();
+  await t.step("allocated for externalTrafficPolicy Local", async () => {
+    await env.ok(create, serviceYaml("local", { ...LB, externalTrafficPolicy: "Local" }));
+    assertMatch(await hc("local"), /^3\d{4}$/);
+  });
+  await t.step("refused elsewhere", async () => {
+    await refused(
+      env,
+      create,
+      serviceYaml("web", { ...LB, healthCheckNodePort: 31000 }),
+      "spec.healthCheckNodePort: Forbidden: may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'",
+    );
+  });
+  await t.step("one in use is refused as the real server does (500)", async () => {
+    const port = Number(await hc("local"));
+    const body = serviceYaml("dup", {
+      ...LB,
+      externalTrafficPolicy: "Local",
+      healthCheckNodePort: port,
+    });
+    await refused(
+      env,
+      create,
+      body,
+      `Internal error occurred: failed to allocate requested HealthCheck NodePort ${port}: provided port is already allocated`,
+    );
+  });
+  await t.step("Local → Cluster drops it, and it is free again", async () => {
+    const port = Number(await hc("local"));
+    await env.ok([
+      "patch",
+      "service",
+      "local",
+      "--type=merge",
+      "-p",
+      '{"spec":{"externalTrafficPolicy":"Cluster"}}',
+    ]);
+    assertEquals(await hc("local"), "");
+    await env.ok(
+      create,
+      serviceYaml("np", { type: "NodePort", ports: [{ port: 80, nodePort: port }] }),
+    );
+  });
+});
+
 Deno.test("service validation: a type change drops what the new type does not use", async (t) => {
   await using env = await kubectlEnv();
   const setUp = async (name: string) => {

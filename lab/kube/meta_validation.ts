@@ -151,8 +151,9 @@ export function nameRule(group: string, kind: string): NameRule {
 }
 
 function nameProblems(rule: NameRule, name: string, prefix: boolean): string[] {
-  // A generateName may end in '-': the real server checks it with the dash masked.
-  const v = prefix && name.endsWith("-") ? `${name.slice(0, -1)}a` : name;
+  // A generateName may end in '-': the real server checks it masked (`maskTrailingDash`, which
+  // replaces the last two characters by 'a').
+  const v = prefix && name.length > 1 && name.endsWith("-") ? `${name.slice(0, -2)}a` : name;
   switch (rule) {
     case "dns1035":
       return dns1035Label(v);
@@ -202,9 +203,9 @@ export function validateObjectMeta(
   out.push(...validateLabels(m.labels, "metadata.labels"));
   out.push(...annotations(m.annotations));
   const finalizers = Array.isArray(m.finalizers) ? m.finalizers.map(String) : [];
-  finalizers.forEach((f, i) => {
-    for (const why of qualifiedName(f)) out.push(invalidCause(`metadata.finalizers[${i}]`, f, why));
-  });
+  for (const f of finalizers) {
+    for (const why of qualifiedName(f)) out.push(invalidCause("metadata.finalizers", f, why));
+  }
   const oldMeta = (old?.metadata ?? {}) as Obj;
   if (old && oldMeta.deletionTimestamp) {
     const before = new Set(Array.isArray(oldMeta.finalizers) ? oldMeta.finalizers.map(String) : []);

@@ -199,6 +199,14 @@ Deno.test("validation: no new finalizer on an object being deleted; the 422 carr
       assertEquals(gone.code !== 0, true, "the last finalizer removed, the object is gone");
     });
   }
+  await t.step("a finalizer must be a qualified name", async () => {
+    await refused(
+      env,
+      ["create", "-f", "-"],
+      objects("bad", { finalizers: ["a/b/c"] }).ConfigMap!,
+      'metadata.finalizers: Invalid value: "a/b/c": a qualified name',
+    );
+  });
   await t.step("the Status of a refusal: 422 Invalid with details.causes", async () => {
     const r = await call(env.server, "POST", "/api/v1/namespaces/default/configmaps", {
       metadata: { name: "Bad", labels: { "a/b/c": "x" } },

@@ -1,7 +1,8 @@
 /**
  * The real server's hand-written validation, for the fields Holdfast's controller and agents
  * write: Services (`service_validation.ts`), EndpointSlice address types (immutable),
- * at most 1,000 endpoints and 100 ports, 1..100 addresses per endpoint, ports; events.k8s.io
+ * at most 1,000 endpoints and 100 ports, 1..100 addresses per endpoint, ports (names RFC 1123
+ * labels); events.k8s.io
  * Events' required fields, Lease durations and transitions, ConfigMap keys. ObjectMeta is
  * `meta_validation.ts`.
  * Messages name the field as the real server does (`spec.ports[0].port: Invalid value: 0: must
@@ -14,6 +15,7 @@ import { isObj, type Obj } from "./resources.ts";
 import type { StatusCause } from "./status.ts";
 import { Causes, IPV4, isIp6, list } from "./causes.ts";
 import { validateService } from "./service_validation.ts";
+import { dns1123Label } from "./meta_validation.ts";
 
 /** The most endpoints, and ports, one EndpointSlice may hold. */
 const MAX_ENDPOINTS = 1000, MAX_PORTS = 100, MAX_ADDRESSES = 100;
@@ -49,6 +51,9 @@ function endpointSlice(c: Causes, obj: Obj, old?: Obj): void {
   ports.forEach((p, i) => {
     c.port(`ports[${i}].port`, p.port, false);
     c.oneOf(`ports[${i}].protocol`, p.protocol, ["TCP", "UDP", "SCTP"]);
+    if (typeof p.name === "string" && p.name) {
+      for (const why of dns1123Label(p.name)) c.invalid(`ports[${i}].name`, p.name, why);
+    }
   });
 }
 

@@ -1,7 +1,7 @@
 /**
  * The real server's hand-written Service validation (`ValidateService`,
  * `ValidateServiceUpdate`) for the fields Holdfast and its operators use: ports (1..65535,
- * names when several, no duplicates; nodePort only off ClusterIP, no duplicate nodePort), type,
+ * names RFC 1123 labels, required when several, no duplicates; nodePort only off ClusterIP, no duplicate nodePort), type,
  * selector keys and values, `externalTrafficPolicy` (Cluster/Local, only on externally
  * accessible Services) and `internalTrafficPolicy`, `loadBalancerClass` (a qualified name, only
  * on LoadBalancer, may not change while LoadBalancer), `allocateLoadBalancerNodePorts` (only on
@@ -13,7 +13,7 @@
  */
 import type { Obj } from "./resources.ts";
 import { Causes, conditions, isIp, list } from "./causes.ts";
-import { goValue, qualifiedName, validateLabels } from "./meta_validation.ts";
+import { dns1123Label, goValue, qualifiedName, validateLabels } from "./meta_validation.ts";
 
 const IP_EXAMPLE = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
 
@@ -31,11 +31,17 @@ export function validateService(c: Causes, obj: Obj, old?: Obj): void {
   if (ports.length === 0 && spec.type !== "ExternalName" && spec.clusterIP !== "None") {
     c.required("spec.ports");
   }
-  const seen = new Set<string>();
+  const seen = new Set<string>(), names = new Set<string>();
   ports.forEach((p, i) => {
     c.port(`spec.ports[${i}].port`, p.port, true);
     c.oneOf(`spec.ports[${i}].protocol`, p.protocol, ["TCP", "UDP", "SCTP"]);
     if (ports.length > 1 && !p.name) c.required(`spec.ports[${i}].name`);
+    else if (p.name) {
+      const name = String(p.name);
+      for (const why of dns1123Label(name)) c.invalid(`spec.ports[${i}].name`, name, why);
+      if (names.has(name)) c.duplicate(`spec.ports[${i}].name`, name);
+      names.add(name);
+    }
     const key = `${p.port}/${p.protocol ?? "TCP"}`;
     if (seen.has(key)) {
       c.list.push({

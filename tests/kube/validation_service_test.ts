@@ -24,6 +24,20 @@ Deno.test("service validation: selector, traffic policies, loadBalancerClass", a
       `The Service "web" is invalid: spec.selector: Invalid value: "a b": ${QUALIFIED}`,
     );
   });
+  await t.step("port names are RFC 1123 labels, unique", async () => {
+    await refused(
+      env,
+      create,
+      serviceYaml("web", { ports: [{ name: "HTTP", port: 80 }] }),
+      'spec.ports[0].name: Invalid value: "HTTP": a lowercase RFC 1123 label must consist of',
+    );
+    await refused(
+      env,
+      create,
+      serviceYaml("web", { ports: [{ name: "a", port: 80 }, { name: "a", port: 81 }] }),
+      'spec.ports[1].name: Duplicate value: "a"',
+    );
+  });
   await t.step("externalTrafficPolicy: Bogus is refused, Local accepted", async () => {
     await refused(
       env,

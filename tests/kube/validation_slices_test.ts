@@ -50,6 +50,16 @@ Deno.test("endpointslice validation", async (t) => {
       "endpoints[0].addresses: Required value: must contain at least 1 address",
     );
   });
+  await t.step("a port name must be an RFC 1123 label", async () => {
+    const body = JSON.parse(slice("named", 1));
+    body.ports[0].name = "Bad_Name";
+    await refused(
+      env,
+      create,
+      JSON.stringify(body),
+      'ports[0].name: Invalid value: "Bad_Name": a lowercase RFC 1123 label',
+    );
+  });
   await t.step("addressType is immutable", async () => {
     await env.ok(create, slice("fixed", 1));
     await refused(

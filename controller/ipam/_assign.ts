@@ -24,7 +24,7 @@ import {
   nextAddr,
   parseAddress,
 } from "./_addr.ts";
-import { isBuggyIp, type Pool, poolContains, poolHasFamily } from "./pool.ts";
+import { isBuggyIp, type Pool, poolContains, poolHasBlocks } from "./pool.ts";
 import {
   eligiblePools,
   keepingPool,
@@ -306,7 +306,7 @@ export class AssignPass {
 
   /** One address of `family` for `svc` out of `eligible` pools. */
   #dynamicFamily(svc: ServiceIntent, eligible: readonly Pool[], family: Family): Outcome {
-    const pools = eligible.filter((p) => poolHasFamily(p, family));
+    const pools = eligible.filter((p) => poolHasBlocks(p, family));
     if (pools.length === 0) {
       const names = eligible.slice(0, MAX_POOLS_LISTED).map((p) => `"${p.name}"`).join(", ");
       return failed(
@@ -326,7 +326,7 @@ export class AssignPass {
       }
     }
     const names = pools.map((p) => `"${p.name}"`).join(", ");
-    const kind = eligible.every((p) => poolHasFamily(p, family)) ? "" : `${family} `;
+    const kind = eligible.every((p) => poolHasBlocks(p, family)) ? "" : `${family} `;
     return failed(
       "PoolExhausted",
       `No free ${kind}address in ${pools.length === 1 ? "pool" : "pools"} ${names}: ` +

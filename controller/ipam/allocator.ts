@@ -332,7 +332,14 @@ export class AddressAllocator {
       const outOf = dual
         ? (["IPv4", "IPv6"] as const).find((f) => p.totals[f] - BigInt(u[f]) <= 0n)
         : undefined;
-      const exhausted: Remembered = available <= 0n
+      const exhausted: Remembered = total === 0n
+        ? {
+          status: "True",
+          reason: "NoAddressesLeft",
+          message:
+            "The pool has no address to hand out (its blocks hold only .0 and .255 addresses, which avoidBuggyIPs skips); add a block",
+        }
+        : available <= 0n
         ? {
           status: "True",
           reason: "NoAddressesLeft",

@@ -160,6 +160,14 @@ export function poolHasFamily(pool: Pool, family: Family): boolean {
   return pool.totals[family] > 0n;
 }
 
+/**
+ * Whether a pool has blocks of `family`, even ones it can hand nothing out of (a /32 of a .0
+ * address under avoidBuggyIPs): such a pool is exhausted, not missing the family.
+ */
+export function poolHasBlocks(pool: Pool, family: Family): boolean {
+  return pool.ranges.some((r) => familyOf(r.first) === family);
+}
+
 /** Addresses of `family` a pool can hand out, saturated to a safe integer (for status fields). */
 export function safeCount(n: bigint): number {
   return n > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(n);

@@ -1,5 +1,6 @@
 import { assert, assertEquals } from "../_testing.ts";
-import { pool } from "./_testing.ts";
+import { condition, pool, service } from "./_testing.ts";
+import { AddressAllocator } from "./allocator.ts";
 import { readPools } from "./pool.ts";
 
 Deno.test("ipam pools: CIDR and range blocks count their addresses; sorted by name; defaults", () => {
@@ -80,4 +81,24 @@ Deno.test("ipam pools: an invalid serviceSelector makes the pool not Ready (Inva
   })]);
   assertEquals([p!.ready, p!.reason], [false, "InvalidSelector"]);
   assert(p!.problem.includes("needs at least one value"), p!.problem);
+});
+
+Deno.test("ipam pools: a /32 of a .0 address under avoidBuggyIPs is Ready with 0 addresses, Exhausted; its Service PoolExhausted", () => {
+  const r = new AddressAllocator().reconcile(
+    [pool("zero", ["10.0.0.0/32"], { avoidBuggyIPs: true })],
+    [service("web")],
+  );
+  const [status] = r.pools;
+  assertEquals([status!.total, status!.used, status!.available], [0, 0, 0]);
+  const [ready, exhausted] = status!.conditions;
+  assertEquals([ready!.status, ready!.reason, ready!.message], [
+    "True",
+    "Valid",
+    "0 addresses in 1 block",
+  ]);
+  assertEquals([exhausted!.status, exhausted!.reason], ["True", "NoAddressesLeft"]);
+  assert(exhausted!.message.includes("no address to hand out"), exhausted!.message);
+  const c = condition(r, "web");
+  assertEquals([c.status, c.reason], ["False", "PoolExhausted"]);
+  assertEquals(c.message.startsWith('No free address in pool "zero"'), true, c.message);
 });

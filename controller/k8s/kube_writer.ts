@@ -70,6 +70,11 @@ export class KubeClusterWriter implements ClusterWriter {
     } else await this.#custom.patchClusterCustomObjectStatus(request, MERGE);
   }
 
+  /**
+   * Emits `e` as an events.k8s.io/v1 Event named as client-go names them
+   * (`<object>.<time in ns, hex>`): a generateName of `<object>.` is refused by the API server
+   * (a generateName must be a DNS subdomain but for a trailing '-').
+   */
   async emitEvent(e: EventInput): Promise<void> {
     const r = e.regarding;
     // Events about cluster-scoped objects go to "default", as the API server's own do.
@@ -80,7 +85,7 @@ export class KubeClusterWriter implements ClusterWriter {
     await this.#events.createNamespacedEvent({
       namespace,
       body: {
-        metadata: { generateName: `${r.name}.` },
+        metadata: { name: eventName(r.name) },
         eventTime: new k8s.V1MicroTime(),
         type: e.type,
         reason: e.reason,
@@ -98,4 +103,12 @@ export class KubeClusterWriter implements ClusterWriter {
       },
     });
   }
+}
+
+let eventSeq = 0n;
+
+/** `name.<hex nanoseconds>`, unique within this process (a counter breaks ties in a millisecond). */
+export function eventName(name: string): string {
+  eventSeq = (eventSeq + 1n) % 1_000_000n;
+  return `${name}.${(BigInt(Date.now()) * 1_000_000n + eventSeq).toString(16)}`;
 }

@@ -9,18 +9,17 @@ import { CRD_GROUP, isObj, type Obj, type ResourceType, typesFromCrd } from "./r
 import { admit, unsupportedSchemaFeatures } from "./schema.ts";
 import { checkBuiltin } from "./builtin_schema.ts";
 import { validateBuiltin } from "./builtin_validation.ts";
+import { validateObjectMeta } from "./meta_validation.ts";
 import { badRequest, invalid, type StatusCause } from "./status.ts";
 import type { WriteOptions } from "./rest.ts";
-
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const RBAC_NAME = /^[^/%]+$/;
 
 function meta(obj: Obj): Obj {
   return (obj.metadata ??= {}) as Obj;
 }
 
 /**
- * Checks an object about to be stored: its name, its fields (built-ins against client-node's
+ * Checks an object about to be stored (`previous`: the stored one, on an update): its metadata
+ * (`meta_validation.ts`), its fields (built-ins against client-node's
  * models, custom objects against their CRD schema, pruned and defaulted), a CRD's own
  * servability. Unknown fields: a 400 under `fieldValidation=Strict`, else warnings.
  */
@@ -28,25 +27,11 @@ export function admitObject(
   type: ResourceType,
   obj: Obj,
   opts: WriteOptions,
+  previous?: Obj,
 ): { obj: Obj; warnings: string[] } {
   const m = meta(obj);
-  const causes: StatusCause[] = [];
+  const causes: StatusCause[] = validateObjectMeta(type.group, type.kind, obj, previous);
   const name = String(m.name ?? "");
-  const rbac = type.group === "rbac.authorization.k8s.io";
-  if (!name) {
-    causes.push({
-      reason: "FieldValueRequired",
-      field: "metadata.name",
-      message: "Required value: name or generateName is required",
-    });
-  } else if (!(rbac ? RBAC_NAME : DNS_SUBDOMAIN).test(name) || name.length > 253) {
-    causes.push({
-      reason: "FieldValueInvalid",
-      field: "metadata.name",
-      message:
-        `Invalid value: "${name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character`,
-    });
-  }
   let warnings: string[] = [];
   const unknownFields = (fields: string[]) => {
     if (fields.length === 0) return;
@@ -72,7 +57,7 @@ export function admitObject(
       );
     }
     unknownFields(r.unknownFields);
-    causes.push(...validateBuiltin(type.group, type.kind, obj));
+    causes.push(...validateBuiltin(type.group, type.kind, obj, previous));
   }
   if (type.group === CRD_GROUP && type.kind === "CustomResourceDefinition") {
     causes.push(...crdCauses(obj));

@@ -12,6 +12,7 @@
  */
 import { isObj, type Obj } from "./resources.ts";
 import { ApiError } from "./status.ts";
+import { itemKey, type ListIndex, resolve, SEP } from "./field_paths.ts";
 
 /**
  * How the field at a path (field names only) merges: a list by keys, a list as a set, a map
@@ -30,7 +31,6 @@ export interface Writer {
 }
 
 type Paths = Set<string>;
-const SEP = "\u0001";
 
 /** Metadata fields nobody owns. */
 const SYSTEM_META = new Set([
@@ -46,15 +46,6 @@ const SYSTEM_META = new Set([
   "selfLink",
   "generateName",
 ]);
-
-function itemKey(item: unknown, keys: readonly string[]): string {
-  const k: Obj = {};
-  // A port's protocol key defaults to TCP, so an applied port without one names the stored one.
-  for (const name of keys) {
-    if (isObj(item)) k[name] = item[name] ?? (name === "protocol" ? "TCP" : undefined);
-  }
-  return `k:${JSON.stringify(k)}`;
-}
 
 function collect(
   value: unknown,
@@ -176,24 +167,6 @@ function now(): string {
   return new Date().toISOString().replace(/\.\d+Z$/, "Z");
 }
 
-function resolve(obj: unknown, path: string): { found: boolean; value?: unknown } {
-  let cur: unknown = obj;
-  for (const seg of path.split(SEP)) {
-    if (seg.startsWith("f:") && isObj(cur) && Object.hasOwn(cur, seg.slice(2))) {
-      cur = cur[seg.slice(2)];
-    } else if (seg.startsWith("k:") && Array.isArray(cur)) {
-      const keys = Object.keys(JSON.parse(seg.slice(2)) as Obj);
-      cur = cur.find((e) => isObj(e) && itemKey(e, keys) === seg);
-      if (cur === undefined) return { found: false };
-    } else if (seg.startsWith("v:") && Array.isArray(cur)) {
-      const v = seg.slice(2);
-      if (!cur.some((e) => JSON.stringify(e) === v)) return { found: false };
-      return { found: true };
-    } else return { found: false };
-  }
-  return { found: true, value: cur };
-}
-
 function removePath(obj: Obj, path: string): void {
   const segs = path.split(SEP);
   const last = segs.pop()!;
@@ -233,10 +206,15 @@ export function structuredMerge(
     }
     if (keys !== undefined && keys !== "atomic") {
       const out = [...live];
+      const at = new Map<string, number>();
+      out.forEach((e, i) => {
+        const k = itemKey(e, keys);
+        if (!at.has(k)) at.set(k, i);
+      });
       for (const item of applied) {
-        const at = out.findIndex((e) => itemKey(e, keys) === itemKey(item, keys));
-        if (at >= 0) out[at] = structuredMerge(out[at], item, listKeys, names);
-        else out.push(structuredClone(item));
+        const k = itemKey(item, keys), i = at.get(k);
+        if (i !== undefined) out[i] = structuredMerge(out[i], item, listKeys, names);
+        else at.set(k, out.push(structuredClone(item)) - 1);
       }
       return out;
     }
@@ -274,13 +252,14 @@ export function serverSideApply(
   );
   const list = entries(base);
   const conflicts: { manager: string; path: string }[] = [];
+  const appliedIndex: ListIndex = new Map(), baseIndex: ListIndex = new Map();
   for (const e of list) {
     if (same(e.writer, writer)) continue;
     for (const p of mine) {
       // A keyed list item or set member is co-owned; only leaf values conflict.
       if (!e.paths.has(p) || /^[kv]:/.test(p.slice(p.lastIndexOf(SEP) + 1))) continue;
-      const a = resolve(applied, p);
-      const l = resolve(base, p);
+      const a = resolve(applied, p, appliedIndex);
+      const l = resolve(base, p, baseIndex);
       if (JSON.stringify(a.value) === JSON.stringify(l.value)) continue;
       if (options.force) e.paths.delete(p);
       else conflicts.push({ manager: e.writer.manager, path: p });
@@ -311,13 +290,17 @@ export function serverSideApply(
   }
   let own = list.find((e) => same(e.writer, writer));
   if (!own) list.push(own = { writer, time: now(), paths: new Set() });
-  const others = list.filter((e) => e !== own);
+  // Paths other managers own, and every parent of them: a field is shared when it is one.
+  const shared = new Set<string>();
+  for (const e of list) {
+    if (e === own) continue;
+    for (const q of e.paths) {
+      for (let i = q.indexOf(SEP); i >= 0; i = q.indexOf(SEP, i + 1)) shared.add(q.slice(0, i));
+      shared.add(q);
+    }
+  }
   for (const p of own.paths) {
-    if (mine.has(p)) continue;
-    const sharedWith = others.some((e) =>
-      [...e.paths].some((q) => q === p || q.startsWith(p + SEP))
-    );
-    if (!sharedWith) removePath(base, p);
+    if (!mine.has(p) && !shared.has(p)) removePath(base, p);
   }
   const toMerge = structuredClone(applied);
   delete toMerge.apiVersion;
@@ -352,16 +335,18 @@ export function recordUpdate(
   const list = supplied
     ? entries({ metadata: { managedFields: supplied.filter((m) => isObj(m) && m.manager) } })
     : entries(before ?? after);
-  const changed = [...now_].filter((p) =>
+  const beforeIndex: ListIndex = new Map(), afterIndex: ListIndex = new Map();
+  const changed = new Set([...now_].filter((p) =>
     !old.has(p) ||
-    JSON.stringify(resolve(before, p).value) !== JSON.stringify(resolve(after, p).value)
-  );
+    JSON.stringify(resolve(before, p, beforeIndex).value) !==
+      JSON.stringify(resolve(after, p, afterIndex).value)
+  ));
   for (const e of list) {
     for (const p of [...e.paths]) {
-      if (!now_.has(p) || (changed.includes(p) && !same(e.writer, writer))) e.paths.delete(p);
+      if (!now_.has(p) || (changed.has(p) && !same(e.writer, writer))) e.paths.delete(p);
     }
   }
-  if (changed.length > 0) {
+  if (changed.size > 0) {
     let own = list.find((e) => same(e.writer, writer));
     if (!own) list.push(own = { writer, time: now(), paths: new Set() });
     for (const p of changed) own.paths.add(p);

@@ -23,6 +23,7 @@ export function createAddressPool(
   kc: k8s.KubeConfig,
   name: string,
   blocks: readonly AddressBlock[],
+  spec: { autoAssign?: boolean; avoidBuggyIPs?: boolean } = {},
 ): Promise<unknown> {
   return kc.makeApiClient(k8s.CustomObjectsApi).createClusterCustomObject({
     group: "holdfast.io",
@@ -32,7 +33,7 @@ export function createAddressPool(
       apiVersion: "holdfast.io/v1alpha1",
       kind: "AddressPool",
       metadata: { name },
-      spec: { blocks },
+      spec: { blocks, ...spec },
     },
   });
 }

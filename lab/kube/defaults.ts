@@ -10,28 +10,7 @@
  * @module
  */
 import { isObj, type Obj, type ResourceType } from "./resources.ts";
-
-/** Allocates cluster IPs and node ports for Services. */
-export class ServiceAllocator {
-  #nextIp = 1;
-  #nextIp6 = 1;
-  #nextPort = 30000;
-
-  /** The next cluster IP in 10.96.0.0/16 (IPv4) or fd00:10:96::/112 (IPv6). */
-  clusterIp(family: string = "IPv4"): string {
-    if (family === "IPv6") return `fd00:10:96::${(this.#nextIp6++ & 0xffff).toString(16)}`;
-    const n = this.#nextIp++;
-    return `10.96.${(n >> 8) & 255}.${n & 255}`;
-  }
-
-  /** The next node port in 30000..32767. */
-  nodePort(): number {
-    if (this.#nextPort > 32767) {
-      throw new Error("Cannot allocate a node port: 30000-32767 are all taken");
-    }
-    return this.#nextPort++;
-  }
-}
+import type { ServiceAllocator } from "./service_alloc.ts";
 
 function defaultService(obj: Obj, previous: Obj | undefined, alloc: ServiceAllocator): void {
   const spec = (obj.spec ??= {}) as Obj;
@@ -46,15 +25,21 @@ function defaultService(obj: Obj, previous: Obj | undefined, alloc: ServiceAlloc
   if (spec.type === "LoadBalancer" || spec.type === "NodePort") {
     spec.externalTrafficPolicy ??= "Cluster";
   }
-  const oldPorts = (old.ports ?? []) as Obj[];
-  for (const p of (spec.ports ?? []) as Obj[]) {
-    if (!isObj(p)) continue;
+  const ports = (Array.isArray(spec.ports) ? spec.ports : []).filter(isObj);
+  // Explicit node ports (and those an update kept, service_strategy.ts) first, then new ones.
+  const taken = new Set(
+    ports.map((p) => p.nodePort).filter((n): n is number => typeof n === "number" && n > 0),
+  );
+  for (const p of ports) {
     p.protocol ??= "TCP";
     p.targetPort ??= p.port;
-    if (wantsNodePorts && p.nodePort === undefined) {
-      p.nodePort = oldPorts.find((o) => o.port === p.port && o.protocol === p.protocol)?.nodePort ??
-        alloc.nodePort();
+    if (wantsNodePorts && (p.nodePort === undefined || p.nodePort === 0)) {
+      taken.add(p.nodePort = alloc.nodePort(taken));
     }
+  }
+  // A LoadBalancer with externalTrafficPolicy Local gets a health-check node port.
+  if (spec.type === "LoadBalancer" && spec.externalTrafficPolicy === "Local") {
+    if (!spec.healthCheckNodePort) spec.healthCheckNodePort = alloc.nodePort(taken);
   }
   if (!previous) obj.status = { loadBalancer: {} };
 }

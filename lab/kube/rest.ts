@@ -22,7 +22,9 @@ import { CRD_RESOURCE, listKeysFor } from "./registry.ts";
 import { admitObject } from "./admission.ts";
 import { recordUpdate, serverSideApply, type Writer } from "./apply.ts";
 import { jsonPatch, mergePatch, strategicMerge } from "./patch.ts";
-import { applyDefaults, ServiceAllocator } from "./defaults.ts";
+import { applyDefaults } from "./defaults.ts";
+import { ServiceAllocator } from "./service_alloc.ts";
+import { prepareServiceUpdate } from "./service_strategy.ts";
 import {
   alreadyExists,
   ApiError,
@@ -73,6 +75,8 @@ function timestamp(): string {
   return new Date().toISOString().replace(/\.\d+Z$/, "Z");
 }
 
+const isService = (t: ResourceType) => t.group === "" && t.kind === "Service";
+
 function withoutMetaAndStatus(obj: Obj): string {
   const { metadata: _m, status: _s, ...rest } = obj;
   return JSON.stringify(rest);
@@ -81,10 +85,18 @@ function withoutMetaAndStatus(obj: Obj): string {
 /** REST semantics over the registry's store. */
 export class Rest {
   readonly registry: Registry;
-  readonly #alloc = new ServiceAllocator();
+  readonly #alloc: ServiceAllocator;
 
   constructor(registry: Registry) {
     this.registry = registry;
+    this.#alloc = new ServiceAllocator(registry.store);
+  }
+
+  /** Admission, then (Services) what the allocator refuses: node ports and cluster IPs in use. */
+  #admit(type: ResourceType, obj: Obj, opts: WriteOptions, previous?: Obj) {
+    const checked = admitObject(type, obj, opts, previous);
+    if (isService(type)) this.#alloc.assertFree(checked.obj);
+    return checked;
   }
 
   #subject(type: ResourceType, name?: string) {
@@ -176,7 +188,7 @@ export class Rest {
     m.creationTimestamp = timestamp();
     if (type.generation) m.generation = 1;
     applyDefaults(type, obj, undefined, this.#alloc);
-    const checked = admitObject(type, obj, opts);
+    const checked = this.#admit(type, obj, opts);
     obj = checked.obj;
     if (!opts.applied) recordUpdate(undefined, obj, this.#writer(type, opts), listKeysFor(type));
     if (opts.dryRun) return { object: obj, warnings: checked.warnings, created: true };
@@ -250,8 +262,9 @@ export class Rest {
         m.generation = Number(cm.generation ?? 0) + 1;
       }
     }
+    if (isService(type) && opts.subresource !== "status") prepareServiceUpdate(obj, current);
     applyDefaults(type, obj, current, this.#alloc);
-    const checked = admitObject(type, obj, opts);
+    const checked = this.#admit(type, obj, opts, current);
     obj = checked.obj;
     if (opts.subresource === "status" && opts.applied) meta(obj).managedFields = m.managedFields;
     if (!opts.applied) {

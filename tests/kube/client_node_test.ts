@@ -178,14 +178,14 @@ Deno.test("client-node: EndpointSlices, Leases, Events through their group APIs"
   );
   await events.createNamespacedEvent({
     namespace: "default",
-    body: { metadata: { generateName: "web." }, ...allocationEvent(new k8s.V1MicroTime(), {}) },
+    body: { metadata: { generateName: "web-" }, ...allocationEvent(new k8s.V1MicroTime(), {}) },
   });
   const listed = await events.listNamespacedEvent({
     namespace: "default",
     fieldSelector: "regarding.name=web",
   });
   assertEquals(listed.items.map((e) => e.reason), ["AddressAllocated"]);
-  assert(listed.items[0]?.metadata?.name?.startsWith("web."), "generateName makes a name");
+  assert(listed.items[0]?.metadata?.name?.startsWith("web-"), "generateName makes a name");
 });
 
 Deno.test("client-node: custom objects with schema validation (422 naming the field) and /status", async () => {

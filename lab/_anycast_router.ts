@@ -95,7 +95,7 @@ export function routeGateways(line: string, prefix: string): string[] | null {
   const deleted = line.startsWith("Deleted ");
   const rest = deleted ? line.slice(8) : line;
   const dst = rest.trim().split(/\s+/)[0];
-  if (dst !== prefix && dst !== `${prefix}/32`) return null;
+  if (dst !== prefix && dst !== `${prefix}/32` && dst !== `${prefix}/128`) return null;
   if (deleted) return [];
   const hops = rest.split(/\\t|\t|nexthop/).slice(1);
   const parts = hops.length > 0 ? hops : [rest];

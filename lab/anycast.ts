@@ -25,7 +25,8 @@ export { sweepStaleAnycastDirs };
 import { type Relay, relayIntoNamespace } from "./_anycast_kube.ts";
 import { type BfdSettings, DEFAULT_BFD } from "../node/bgp/mod.ts";
 import type { AnycastService, LocalPod } from "../node/anycast/model.ts";
-import { routeGateways, ROUTER_ASN, routerBirdConfig, RouteWatch } from "./_anycast_router.ts";
+import { routeGateways, routerBirdConfig, RouteWatch } from "./_anycast_router.ts";
+import { addAnycastIpv6, anycastNodeBgp, anycastSysctls6 } from "./_anycast_ipv6.ts";
 import { RedirectParts } from "./_anycast_redirect.ts";
 import { agentCommand } from "./_anycast_agent.ts";
 
@@ -65,6 +66,11 @@ export interface AnycastLabOptions {
    * node links and the client's (shared FINDINGS: XDP_TX over veth).
    */
   readonly redirect?: boolean;
+  /**
+   * Dual stack (lab/_anycast_ipv6.ts): IPv6 on every link and a second BGP session per node
+   * over IPv6 carrying its /128s from 2001:db8:100::/64.
+   */
+  readonly ipv6?: boolean;
 }
 
 /** One node of the lab. */
@@ -134,6 +140,7 @@ export class AnycastLab implements AsyncDisposable {
       });
       routes.push({ host: n, to: "default", via: `10.9.${i + 1}.1` });
     });
+    const v6 = anycastSysctls6(options.ipv6 ?? false);
     const topo = await createTopology({
       hosts: [
         {
@@ -143,10 +150,11 @@ export class AnycastLab implements AsyncDisposable {
             "net.ipv4.fib_multipath_hash_policy": 1,
             "net.ipv4.conf.all.ignore_routes_with_linkdown": 1,
             "net.ipv4.conf.all.rp_filter": 0,
+            ...v6.router,
           },
         },
-        { name: "client" },
-        ...names.map((name) => ({ name })),
+        { name: "client", sysctls: v6.host },
+        ...names.map((name) => ({ name, sysctls: v6.host })),
       ],
       links,
       routes,
@@ -156,7 +164,10 @@ export class AnycastLab implements AsyncDisposable {
     lab.#options = options;
     try {
       await lab.#writeState();
-      const peers = names.map((name, i) => ({ name, address: `10.9.${i + 1}.2`, asn: 65101 + i }));
+      if (options.ipv6) await addAnycastIpv6(topo, names);
+      const ipv6 = options.ipv6 ?? false;
+      const bgp = names.map((name, i) => anycastNodeBgp(name, i, { bfd, prefix, ipv6 }));
+      const peers = bgp.flatMap((b) => b.routerPeers);
       await Deno.writeTextFile(
         `${dir}/router.conf`,
         routerBirdConfig("10.9.0.1", peers, { bfd, logFile: `${dir}/router.log` }),
@@ -177,15 +188,7 @@ export class AnycastLab implements AsyncDisposable {
         lab.#redirect = await RedirectParts.start(topo, dir, nodes);
       }
       for (const [i, name] of names.entries()) {
-        await Deno.writeTextFile(
-          `${dir}/${name}.bgp.json`,
-          JSON.stringify({
-            routerId: `10.9.${i + 1}.2`,
-            localAsn: 65101 + i,
-            prefixes: [prefix],
-            peers: [{ address: `10.9.${i + 1}.1`, asn: ROUTER_ASN, bfd }],
-          }),
-        );
+        await Deno.writeTextFile(`${dir}/${name}.bgp.json`, JSON.stringify(bgp[i]!.settings));
         const birdDir = `${dir}/${name}.bird`;
         if (options.kube) lab.#relays.push(relayIntoNamespace(topo.ns(name), options.kube.port));
         const command = agentCommand(lab, name, birdDir, options);
@@ -218,7 +221,8 @@ export class AnycastLab implements AsyncDisposable {
     for (let i = 0; i < 1_000 && Date.now() < deadline; i++) {
       out = (await this.birdc("show", "protocols")).stdout;
       const bgp = out.split("\n").filter((l) => /\sBGP\s/.test(l));
-      if (bgp.length === this.nodes.size && bgp.every((l) => l.includes("Established"))) return;
+      const sessions = this.nodes.size * (this.#options.ipv6 ? 2 : 1);
+      if (bgp.length === sessions && bgp.every((l) => l.includes("Established"))) return;
       await new Promise((r) => setTimeout(r, 50));
     }
     throw new Error(`Router BGP sessions not all Established after ${timeoutMs} ms:\n${out}`);
@@ -269,7 +273,8 @@ export class AnycastLab implements AsyncDisposable {
     // The monitor must be listening before the snapshot, or a change between them is lost.
     await new Promise((r) => setTimeout(r, 50));
     const from = this.#monitor.lineCount;
-    const now = await this.topo.exec("router", ["ip", "-o", "route", "show", `${prefix}/32`]);
+    const [family, host] = prefix.includes(":") ? ["-6", `${prefix}/128`] : ["-4", `${prefix}/32`];
+    const now = await this.topo.exec("router", ["ip", family, "-o", "route", "show", host]);
     return new RouteWatch(prefix, this.#monitor, routeGateways(now.stdout, prefix) ?? [], from);
   }
 

@@ -144,7 +144,7 @@ export function presentAddresses(
   const out = new Set<string>();
   for (const service of services) {
     const selects = compileServiceSelector(service);
-    if (local.some(selects)) for (const a of service.addresses) out.add(a);
+    if (local.some(selects)) { for (const a of service.addresses) out.add(a); }
   }
   return out;
 }

@@ -36,7 +36,7 @@ import { connectRedisStore } from "../flows/redis_store.ts";
 import type { FlowStore } from "../flows/store.ts";
 import { IpLoopback, runIp } from "./loopback.ts";
 import { type AnycastService, managedAddresses } from "./model.ts";
-import { type RedirectConfig, redirectAddress, redirectConfig } from "./redirect_config.ts";
+import { redirectAddress, type RedirectConfig, redirectConfig } from "./redirect_config.ts";
 import { purgeBackendFlows } from "../flows/purge.ts";
 import { parseAddr } from "../../controller/lb/address.ts";
 

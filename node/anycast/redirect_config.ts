@@ -157,12 +157,19 @@ export function redirectConfig(
   const everyOwner = [...new Set([self, ...owners])].sort();
   return {
     datapath: {
-      services: list.map((e) => ({
-        name: e.name,
-        flowKeyMode: "five-tuple",
-        frontends: e.frontends,
-        backends: backendsOf([self], e.ports),
-      })),
+      // A service's IPv6 frontends are a datapath service of their own (`NAME.ipv6`; a dot is
+      // never in a Service's name): a dual-stack service would pair them with IPv6 backends only
+      // (controller/lb/select.ts), and this node's address is IPv4.
+      services: list.flatMap((e) => {
+        const backends = backendsOf([self], e.ports);
+        const v6 = e.frontends.filter((f) => f.address.startsWith("["));
+        const v4 = e.frontends.filter((f) => !f.address.startsWith("["));
+        const of = (name: string, frontends: Entry["frontends"]) =>
+          frontends.length === 0
+            ? []
+            : [{ name, flowKeyMode: "five-tuple" as const, frontends, backends }];
+        return [...of(e.name, v4), ...of(`${e.name}.ipv6`, v6)];
+      }),
     },
     trust: {
       services: list.map((e) => ({

@@ -109,11 +109,15 @@ Deno.test("redirect config: IPv6 addresses are frontends too (RFC 5952), this no
   const dual = { ...WEB, ports: ["80/TCP"], addresses: ["10.0.100.10", "2001:DB8:AC:0::10"] };
   const c = redirectConfig([dual], "10.9.1.2", ["10.9.2.2"]);
   const cfg = parseConfig(JSON.stringify(c.datapath), { format: "json" });
-  deepStrictEqual(cfg.services[0]!.frontends.map((f) => f.address), [
-    "10.0.100.10:80/TCP",
-    "[2001:db8:ac::10]:80/TCP",
+  // The IPv6 frontends are a service of their own: a dual-stack one pairs them with IPv6 backends.
+  deepStrictEqual(cfg.services.map((s) => s.name), ["default/web", "default/web.ipv6"]);
+  deepStrictEqual(cfg.services.map((s) => s.frontends.map((f) => f.address)), [
+    ["10.0.100.10:80/TCP"],
+    ["[2001:db8:ac::10]:80/TCP"],
   ]);
-  deepStrictEqual(cfg.services[0]!.backends.map((b) => b.address), ["10.9.1.2:80/TCP"]);
+  for (const s of cfg.services) {
+    deepStrictEqual(s.backends.map((b) => b.address), ["10.9.1.2:80/TCP"]);
+  }
   deepStrictEqual(c.vips, ["10.0.100.10", "2001:db8:ac::10"]);
   deepStrictEqual(c.skipped, []);
   const serving = new ServingBackends(c.trust);

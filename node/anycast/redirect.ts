@@ -84,6 +84,7 @@ export class FlowRedirect {
   #owned?: Set<string>;
   /** Addresses whose flows this node must purge (retried while the store fails). */
   readonly #toPurge = new Set<string>();
+  #purging: Promise<void> = Promise.resolve();
 
   private constructor(
     o: FlowRedirectOptions,
@@ -201,7 +202,10 @@ export class FlowRedirect {
         owners: this.#o.owners,
       });
     }
-    if (options.owned) await this.#purgeDeparted(c, options.owned);
+    // In the background, one at a time: a slow or unreachable store never holds up the next
+    // state (the addresses following the pods).
+    const owned = options.owned;
+    if (owned) this.#purging = this.#purging.then(() => this.#purgeDeparted(c, owned));
   }
 
   /**
@@ -210,8 +214,10 @@ export class FlowRedirect {
    * store and, through its stream, from every node's flow map — as a backend removed from an LB
    * service (node/flows/purge.ts) — so a client reusing such a flow's 5-tuple gets a node that
    * serves instead of being encapsulated here and refused. A draining node keeps its flows while
-   * its pod still exists. The first update purges every address not owned (a pod gone while the
-   * agent was down); a purge that fails is retried with the next update.
+   * its pod still exists. Only a change this agent saw purges (owned at the last update, not now):
+   * a first state that lists no pod yet must not take a running node's flows; a pod gone while
+   * no agent ran leaves its flows to the idle expiry. A purge that fails is retried with the next
+   * update.
    */
   async #purgeDeparted(c: RedirectConfig, present: ReadonlySet<string>): Promise<void> {
     const owned = new Set([...present].map(redirectAddress));
@@ -219,7 +225,7 @@ export class FlowRedirect {
     this.#owned = new Set(c.vips.filter((a) => owned.has(a)));
     for (const vip of c.vips) {
       if (owned.has(vip)) this.#toPurge.delete(vip);
-      else if (before === undefined || before.has(vip)) this.#toPurge.add(vip);
+      else if (before?.has(vip)) this.#toPurge.add(vip);
     }
     for (const vip of [...this.#toPurge]) {
       if (!c.vips.includes(vip)) {
@@ -237,14 +243,12 @@ export class FlowRedirect {
           });
         }
         this.#toPurge.delete(vip);
-        if (flows > 0 || before !== undefined) {
-          this.#log.info("flows of a departed owner purged", {
-            vip,
-            owner: this.#o.srcAddr,
-            flows,
-            why: "no local pod of the address's services left",
-          });
-        }
+        this.#log.info("flows of a departed owner purged", {
+          vip,
+          owner: this.#o.srcAddr,
+          flows,
+          why: "no local pod of the address's services left",
+        });
       } catch (error) {
         this.#log.warn("cannot purge this node's flows yet; tried again with the next state", {
           vip,
@@ -284,6 +288,7 @@ export class FlowRedirect {
    * the flows in the map keep being redirected and delivered until the next agent takes over.
    */
   async close(): Promise<void> {
+    await this.#purging;
     await this.#flows.stop();
     await this.#unsubscribe();
     await this.#store.close();

@@ -154,8 +154,9 @@ export class FlowRedirect {
    * call restores every stored flow, then attaches hf_lb and decap; it resolves only then (it
    * retries while the store is unreachable), so the caller announces after it. IPv4 and IPv6
    * addresses alike; a service or address the datapath refuses is logged and the others go on.
-   * `owned`: the addresses this node has a local pod for (serving or terminating); this node's
-   * flows of the others are purged everywhere ({@linkcode FlowRedirect.update}'s purge).
+   * `owned`: the addresses this node has a local pod for (serving or terminating); when one it
+   * had is no longer among them, this node's flows of it are purged everywhere, in the
+   * background (see `#purgeDeparted`).
    */
   async update(
     services: readonly AnycastService[],

@@ -105,6 +105,27 @@ export function routeGateways(line: string, prefix: string): string[] | null {
   });
 }
 
+/**
+ * Waits (bounded by `timeoutMs`) until the route to `prefix` that `birdc` (a router's) shows
+ * carries the BGP `community` (`65000:100`); throws with its `show route all` when it does not.
+ */
+export async function untilRouteCommunity(
+  birdc: (...args: string[]) => Promise<{ stdout: string }>,
+  prefix: string,
+  community: string,
+  timeoutMs: number,
+): Promise<void> {
+  const shown = `(${community.replace(":", ",")})`;
+  const deadline = Date.now() + timeoutMs;
+  let routes = "";
+  for (let i = 0; i < 1_000 && Date.now() < deadline; i++) {
+    routes = (await birdc("show", "route", "all", prefix)).stdout;
+    if (routes.includes(shown)) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`The router's route to ${prefix} never carried ${community}:\n${routes}`);
+}
+
 /** Follows the router's route to one prefix through `ip -o monitor route`. */
 export class RouteWatch {
   #gateways: string[] = [];

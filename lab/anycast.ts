@@ -25,7 +25,12 @@ export { sweepStaleAnycastDirs };
 import { type Relay, relayIntoNamespace } from "./_anycast_kube.ts";
 import { type BfdSettings, DEFAULT_BFD } from "../node/bgp/mod.ts";
 import type { AnycastService, LocalPod } from "../node/anycast/model.ts";
-import { routeGateways, routerBirdConfig, RouteWatch } from "./_anycast_router.ts";
+import {
+  routeGateways,
+  routerBirdConfig,
+  RouteWatch,
+  untilRouteCommunity,
+} from "./_anycast_router.ts";
 import { addAnycastIpv6, anycastNodeBgp, anycastSysctls6 } from "./_anycast_ipv6.ts";
 import { RedirectParts } from "./_anycast_redirect.ts";
 import { agentCommand } from "./_anycast_agent.ts";
@@ -97,7 +102,7 @@ export class AnycastLab implements AsyncDisposable {
   private constructor(
     readonly topo: Topology,
     readonly dir: string,
-    readonly services: readonly AnycastService[],
+    public services: readonly AnycastService[],
   ) {}
 
   /** The state file every agent follows. */
@@ -172,7 +177,7 @@ export class AnycastLab implements AsyncDisposable {
         `${dir}/router.conf`,
         routerBirdConfig("10.9.0.1", peers, { bfd, logFile: `${dir}/router.log` }),
       );
-      const routerBird = topo.spawn("router", [
+      topo.spawn("router", [
         "bird",
         "-f",
         "-c",
@@ -182,7 +187,6 @@ export class AnycastLab implements AsyncDisposable {
         "-P",
         `${dir}/router.pid`,
       ], { stdout: "null" });
-      void routerBird;
       if (options.redirect) {
         const nodes = names.map((name, i) => ({ name, address: `10.9.${i + 1}.2` }));
         lab.#redirect = await RedirectParts.start(topo, dir, nodes);
@@ -248,16 +252,8 @@ export class AnycastLab implements AsyncDisposable {
    * Waits (bounded by `timeoutMs`) until the router's route to `prefix` carries the BGP
    * `community` (`65000:100`); throws with the router's `show route all` when it does not.
    */
-  async untilCommunity(prefix: string, community: string, timeoutMs = 5_000): Promise<void> {
-    const shown = `(${community.replace(":", ",")})`;
-    const deadline = Date.now() + timeoutMs;
-    let routes = "";
-    for (let i = 0; i < 1_000 && Date.now() < deadline; i++) {
-      routes = (await this.birdc("show", "route", "all", prefix)).stdout;
-      if (routes.includes(shown)) return;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`The router's route to ${prefix} never carried ${community}:\n${routes}`);
+  untilCommunity(prefix: string, community: string, timeoutMs = 5_000): Promise<void> {
+    return untilRouteCommunity((...a) => this.birdc(...a), prefix, community, timeoutMs);
   }
 
   /** `birdc` on the router's daemon. */
@@ -309,6 +305,12 @@ export class AnycastLab implements AsyncDisposable {
   async stopPod(name: string): Promise<void> {
     await this.#podProcs.get(name)?.stop("SIGKILL", 1_000);
     this.#podProcs.delete(name);
+  }
+
+  /** Replaces the services (an operator editing them) and publishes the state. */
+  async setServices(services: readonly AnycastService[]): Promise<void> {
+    this.services = services;
+    await this.#writeState();
   }
 
   /** Publishes a pod's new state (what the kubelet would report). */

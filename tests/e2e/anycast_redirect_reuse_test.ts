@@ -4,7 +4,8 @@
  * client reconnecting from a source port it had used for a connection to that node had its SYN
  * encapsulated to the node, which had no listener any more, and got ECONNREFUSED. Now the node
  * purges its flows of the address from the store and, through the store's stream, from every
- * node's flow map, as a backend removed from an LB service does (node/flows/purge.ts).
+ * node's flow map, as a backend removed from an LB service does (node/flows/purge.ts). On the way,
+ * an IPv6 address is added to the running agents' services: they keep following the pods.
  */
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
@@ -61,6 +62,23 @@ rootTest(
     assert(onN3 > 0, "n3 accepted no connection: the scenario owns no flow there");
     // Every connection was confirmed and shared (the client's ACK and data) before n3 leaves.
     await new Promise((r) => setTimeout(r, 500));
+    // An IPv6 address added to the running agents' services (issue 27, part 1: it made every
+    // agent refuse each state from then on, so n3's pod terminating below was never followed).
+    const from = new Map([...lab.nodes].map(([n, node]) => [n, node.agent.lineCount]));
+    await lab.setServices([{
+      ...ECHO_SERVICES[0]!,
+      addresses: ["10.0.100.10", "2001:db8:100::10"],
+    }]);
+    for (const [n, node] of lab.nodes) {
+      const line = await node.agent.waitForLine(
+        (l) => l.includes('"msg":"anycast state applied"') || l.includes("cannot follow state"),
+        { fromLine: from.get(n)!, timeoutMs: 15_000 },
+      );
+      assert(
+        line.includes("state applied"),
+        `${n} refused the state with an IPv6 address: ${line}`,
+      );
+    }
     // n3 leaves as a scaled-down pod does: terminating (withdrawn), then stopped and deleted.
     await lab.updatePod("default/web-3", { terminating: true });
     await route.until((g) => g.join() === "10.9.1.2,10.9.2.2", 5_000);

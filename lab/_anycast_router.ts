@@ -95,7 +95,7 @@ export function routeGateways(line: string, prefix: string): string[] | null {
   const deleted = line.startsWith("Deleted ");
   const rest = deleted ? line.slice(8) : line;
   const dst = rest.trim().split(/\s+/)[0];
-  if (dst !== prefix && dst !== `${prefix}/32`) return null;
+  if (dst !== prefix && dst !== `${prefix}/32` && dst !== `${prefix}/128`) return null;
   if (deleted) return [];
   const hops = rest.split(/\\t|\t|nexthop/).slice(1);
   const parts = hops.length > 0 ? hops : [rest];
@@ -103,6 +103,27 @@ export function routeGateways(line: string, prefix: string): string[] | null {
     const m = /via (\S+)/.exec(h);
     return m && !/\blinkdown\b/.test(h) ? [m[1]!] : [];
   });
+}
+
+/**
+ * Waits (bounded by `timeoutMs`) until the route to `prefix` that `birdc` (a router's) shows
+ * carries the BGP `community` (`65000:100`); throws with its `show route all` when it does not.
+ */
+export async function untilRouteCommunity(
+  birdc: (...args: string[]) => Promise<{ stdout: string }>,
+  prefix: string,
+  community: string,
+  timeoutMs: number,
+): Promise<void> {
+  const shown = `(${community.replace(":", ",")})`;
+  const deadline = Date.now() + timeoutMs;
+  let routes = "";
+  for (let i = 0; i < 1_000 && Date.now() < deadline; i++) {
+    routes = (await birdc("show", "route", "all", prefix)).stdout;
+    if (routes.includes(shown)) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`The router's route to ${prefix} never carried ${community}:\n${routes}`);
 }
 
 /** Follows the router's route to one prefix through `ip -o monitor route`. */

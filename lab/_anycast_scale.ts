@@ -11,6 +11,7 @@
 import type { AnycastLab } from "./anycast.ts";
 import type { AnycastService } from "../node/anycast/model.ts";
 import { clientSummary, type HoldSummary } from "./clients/summary.ts";
+import { anycastNode6 } from "./_anycast_ipv6.ts";
 
 const ECHO = new URL("./clients/tcp_echo.ts", import.meta.url).pathname;
 const HOLD = new URL("./clients/hold_client.ts", import.meta.url).pathname;
@@ -26,18 +27,28 @@ export const ECHO_SERVICES: readonly AnycastService[] = [{
   selector: { app: "web" },
 }];
 
+/** {@linkcode ECHO_SERVICES} with an IPv6 address too, for a dual-stack lab (`ipv6: true`). */
+export const ECHO_SERVICES_DUAL: readonly AnycastService[] = [{
+  ...ECHO_SERVICES[0]!,
+  addresses: ["10.0.100.10", "2001:db8:100::10"],
+}];
+
 /**
- * Runs the 2 → 3 → 2 scenario on a 3-node lab made with {@linkcode ECHO_SERVICES}; returns the
- * hold client's summary (connections, survived, deaths).
+ * Runs the 2 → 3 → 2 scenario on a 3-node lab made with {@linkcode ECHO_SERVICES} (or
+ * {@linkcode ECHO_SERVICES_DUAL} with `vip` its IPv6 address: the connections and the route
+ * watched are then IPv6); returns the hold client's summary (connections, survived, deaths).
  */
 export async function holdAcrossScale(
   lab: AnycastLab,
   connections: number,
+  vip = lab.vip,
 ): Promise<HoldSummary> {
-  const route = await lab.watchRoute();
+  const v6 = vip.includes(":");
+  const gw = (i: number) => v6 ? anycastNode6(i) : `10.9.${i}.2`;
+  const route = await lab.watchRoute(vip);
   for (const n of ["n1", "n2", "n3"]) {
     const echo = lab.topo.spawnDeno(n, ECHO, {
-      args: ["server", "0.0.0.0", String(ECHO_PORT)],
+      args: ["server", v6 ? "::" : "0.0.0.0", String(ECHO_PORT)],
       permissions: ["--allow-net"],
     });
     await echo.waitForLine((l) => l.includes("listening"));
@@ -45,9 +56,9 @@ export async function holdAcrossScale(
   await lab.startPod("n1", "default/web-1", { port: 0 });
   await lab.startPod("n2", "default/web-2", { port: 0 });
   await lab.startPod("n3", "default/web-3", { port: 0, ready: false });
-  await route.until((g) => g.join() === "10.9.1.2,10.9.2.2", 5_000);
+  await route.until((g) => g.join() === [gw(1), gw(2)].sort().join(), 10_000);
   const hold = lab.topo.spawnDeno("client", HOLD, {
-    args: [lab.vip, String(ECHO_PORT), String(connections), "3000", "50"],
+    args: [vip, String(ECHO_PORT), String(connections), "3000", "50"],
     permissions: ["--allow-net"],
   });
   await hold.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 30_000 });

@@ -25,7 +25,13 @@ export { sweepStaleAnycastDirs };
 import { type Relay, relayIntoNamespace } from "./_anycast_kube.ts";
 import { type BfdSettings, DEFAULT_BFD } from "../node/bgp/mod.ts";
 import type { AnycastService, LocalPod } from "../node/anycast/model.ts";
-import { routeGateways, ROUTER_ASN, routerBirdConfig, RouteWatch } from "./_anycast_router.ts";
+import {
+  routeGateways,
+  routerBirdConfig,
+  RouteWatch,
+  untilRouteCommunity,
+} from "./_anycast_router.ts";
+import { addAnycastIpv6, anycastNodeBgp, anycastSysctls6 } from "./_anycast_ipv6.ts";
 import { RedirectParts } from "./_anycast_redirect.ts";
 import { agentCommand } from "./_anycast_agent.ts";
 
@@ -65,6 +71,11 @@ export interface AnycastLabOptions {
    * node links and the client's (shared FINDINGS: XDP_TX over veth).
    */
   readonly redirect?: boolean;
+  /**
+   * Dual stack (lab/_anycast_ipv6.ts): IPv6 on every link and a second BGP session per node
+   * over IPv6 carrying its /128s from 2001:db8:100::/64.
+   */
+  readonly ipv6?: boolean;
 }
 
 /** One node of the lab. */
@@ -91,7 +102,7 @@ export class AnycastLab implements AsyncDisposable {
   private constructor(
     readonly topo: Topology,
     readonly dir: string,
-    readonly services: readonly AnycastService[],
+    public services: readonly AnycastService[],
   ) {}
 
   /** The state file every agent follows. */
@@ -134,6 +145,7 @@ export class AnycastLab implements AsyncDisposable {
       });
       routes.push({ host: n, to: "default", via: `10.9.${i + 1}.1` });
     });
+    const v6 = anycastSysctls6(options.ipv6 ?? false);
     const topo = await createTopology({
       hosts: [
         {
@@ -143,10 +155,11 @@ export class AnycastLab implements AsyncDisposable {
             "net.ipv4.fib_multipath_hash_policy": 1,
             "net.ipv4.conf.all.ignore_routes_with_linkdown": 1,
             "net.ipv4.conf.all.rp_filter": 0,
+            ...v6.router,
           },
         },
-        { name: "client" },
-        ...names.map((name) => ({ name })),
+        { name: "client", sysctls: v6.host },
+        ...names.map((name) => ({ name, sysctls: v6.host })),
       ],
       links,
       routes,
@@ -156,12 +169,15 @@ export class AnycastLab implements AsyncDisposable {
     lab.#options = options;
     try {
       await lab.#writeState();
-      const peers = names.map((name, i) => ({ name, address: `10.9.${i + 1}.2`, asn: 65101 + i }));
+      if (options.ipv6) await addAnycastIpv6(topo, names);
+      const ipv6 = options.ipv6 ?? false;
+      const bgp = names.map((name, i) => anycastNodeBgp(name, i, { bfd, prefix, ipv6 }));
+      const peers = bgp.flatMap((b) => b.routerPeers);
       await Deno.writeTextFile(
         `${dir}/router.conf`,
         routerBirdConfig("10.9.0.1", peers, { bfd, logFile: `${dir}/router.log` }),
       );
-      const routerBird = topo.spawn("router", [
+      topo.spawn("router", [
         "bird",
         "-f",
         "-c",
@@ -171,21 +187,12 @@ export class AnycastLab implements AsyncDisposable {
         "-P",
         `${dir}/router.pid`,
       ], { stdout: "null" });
-      void routerBird;
       if (options.redirect) {
         const nodes = names.map((name, i) => ({ name, address: `10.9.${i + 1}.2` }));
         lab.#redirect = await RedirectParts.start(topo, dir, nodes);
       }
       for (const [i, name] of names.entries()) {
-        await Deno.writeTextFile(
-          `${dir}/${name}.bgp.json`,
-          JSON.stringify({
-            routerId: `10.9.${i + 1}.2`,
-            localAsn: 65101 + i,
-            prefixes: [prefix],
-            peers: [{ address: `10.9.${i + 1}.1`, asn: ROUTER_ASN, bfd }],
-          }),
-        );
+        await Deno.writeTextFile(`${dir}/${name}.bgp.json`, JSON.stringify(bgp[i]!.settings));
         const birdDir = `${dir}/${name}.bird`;
         if (options.kube) lab.#relays.push(relayIntoNamespace(topo.ns(name), options.kube.port));
         const command = agentCommand(lab, name, birdDir, options);
@@ -218,7 +225,8 @@ export class AnycastLab implements AsyncDisposable {
     for (let i = 0; i < 1_000 && Date.now() < deadline; i++) {
       out = (await this.birdc("show", "protocols")).stdout;
       const bgp = out.split("\n").filter((l) => /\sBGP\s/.test(l));
-      if (bgp.length === this.nodes.size && bgp.every((l) => l.includes("Established"))) return;
+      const sessions = this.nodes.size * (this.#options.ipv6 ? 2 : 1);
+      if (bgp.length === sessions && bgp.every((l) => l.includes("Established"))) return;
       await new Promise((r) => setTimeout(r, 50));
     }
     throw new Error(`Router BGP sessions not all Established after ${timeoutMs} ms:\n${out}`);
@@ -244,16 +252,8 @@ export class AnycastLab implements AsyncDisposable {
    * Waits (bounded by `timeoutMs`) until the router's route to `prefix` carries the BGP
    * `community` (`65000:100`); throws with the router's `show route all` when it does not.
    */
-  async untilCommunity(prefix: string, community: string, timeoutMs = 5_000): Promise<void> {
-    const shown = `(${community.replace(":", ",")})`;
-    const deadline = Date.now() + timeoutMs;
-    let routes = "";
-    for (let i = 0; i < 1_000 && Date.now() < deadline; i++) {
-      routes = (await this.birdc("show", "route", "all", prefix)).stdout;
-      if (routes.includes(shown)) return;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`The router's route to ${prefix} never carried ${community}:\n${routes}`);
+  untilCommunity(prefix: string, community: string, timeoutMs = 5_000): Promise<void> {
+    return untilRouteCommunity((...a) => this.birdc(...a), prefix, community, timeoutMs);
   }
 
   /** `birdc` on the router's daemon. */
@@ -269,7 +269,8 @@ export class AnycastLab implements AsyncDisposable {
     // The monitor must be listening before the snapshot, or a change between them is lost.
     await new Promise((r) => setTimeout(r, 50));
     const from = this.#monitor.lineCount;
-    const now = await this.topo.exec("router", ["ip", "-o", "route", "show", `${prefix}/32`]);
+    const [family, host] = prefix.includes(":") ? ["-6", `${prefix}/128`] : ["-4", `${prefix}/32`];
+    const now = await this.topo.exec("router", ["ip", family, "-o", "route", "show", host]);
     return new RouteWatch(prefix, this.#monitor, routeGateways(now.stdout, prefix) ?? [], from);
   }
 
@@ -304,6 +305,12 @@ export class AnycastLab implements AsyncDisposable {
   async stopPod(name: string): Promise<void> {
     await this.#podProcs.get(name)?.stop("SIGKILL", 1_000);
     this.#podProcs.delete(name);
+  }
+
+  /** Replaces the services (an operator editing them) and publishes the state. */
+  async setServices(services: readonly AnycastService[]): Promise<void> {
+    this.services = services;
+    await this.#writeState();
   }
 
   /** Publishes a pod's new state (what the kubelet would report). */

@@ -131,19 +131,37 @@ export class AnycastAgent {
     const desired = desiredAddresses(this.node, services, pods);
     const managed = managedAddresses(services);
     const onLo = await this.loopback.list();
+    // Each address on its own: one that `ip` refuses is named, the others go on; the pass then
+    // fails so it is retried.
+    const failed: string[] = [];
+    const each = async (address: string, step: () => Promise<void>) => {
+      try {
+        await step();
+      } catch (error) {
+        failed.push(address);
+        this.#log.error("cannot change address; the others go on", { address, error });
+      }
+    };
     // Forfeits first: a terminating pod's address must go before anything else is done.
     for (const address of onLo) {
       if (desired.has(address)) continue;
       const owned = managed.has(address) || this.#held.has(address) ||
         inPrefixes(address, this.#prefixes);
       if (!owned) continue;
-      await this.loopback.remove(address);
-      const before = this.#held.get(address) ?? { services: [], pods: [] };
-      this.#forfeited(address, before, this.#why(before));
+      await each(address, async () => {
+        await this.loopback.remove(address);
+        const before = this.#held.get(address) ?? { services: [], pods: [] };
+        this.#forfeited(address, before, this.#why(before));
+      });
     }
     for (const [address, holding] of desired) {
       if (!onLo.has(address)) {
-        await this.loopback.add(address);
+        let added = false;
+        await each(address, async () => {
+          await this.loopback.add(address);
+          added = true;
+        });
+        if (!added) continue;
         metrics.changes.inc({ action: "assume" });
         this.#log.info(`assuming address ${address}`, {
           address,
@@ -157,6 +175,7 @@ export class AnycastAgent {
       if (!desired.has(address)) this.#held.delete(address);
     }
     metrics.held.set(undefined, this.#held.size);
+    if (failed.length > 0) throw new Error(`Cannot change addresses ${failed.join(", ")}`);
   }
 
   #forfeited(address: string, before: Holding, reason: string): void {

@@ -147,3 +147,22 @@ pods: [${pod("default/web-1", { app: "web" })}]
   await agent.update(s);
   assertEquals([...lo.addresses].sort(), ["10.0.100.10", "2001:db8:100::10", "2001:db8:300::5"]);
 });
+
+Deno.test("anycast agent: an address lo refuses is named; the others are held all the same", async () => {
+  using logs = captureLogs();
+  class Refusing extends MemoryLoopback {
+    override add(address: string): Promise<void> {
+      if (address === "10.0.100.10") return Promise.reject(new Error(`refused "${address}"`));
+      return super.add(address);
+    }
+  }
+  const lo = new Refusing();
+  const agent = new AnycastAgent("n1", lo, { maxRetries: 1 });
+  await agent.update(
+    state(`[${pod("default/web-1", { app: "web" })}, ${pod("default/api-1", { app: "api" })}]`),
+  );
+  assertEquals([...lo.addresses], ["10.0.100.11"]);
+  assertEquals([...agent.held.keys()], ["10.0.100.11"]);
+  const named = logs.records.filter((r) => r.msg === "cannot change address; the others go on");
+  assertEquals(named.map((r) => r.address), ["10.0.100.10", "10.0.100.10"]);
+});

@@ -33,6 +33,7 @@ import { sleep } from "../../lib/backoff.ts";
 import { serveOps } from "../../lib/ops_http.ts";
 import { BirdSupervisor, parseBgpSettingsText } from "../bgp/mod.ts";
 import { AnycastAgent } from "./agent.ts";
+import { presentAddresses } from "./model.ts";
 import { IpLoopback } from "./loopback.ts";
 import { type AnycastState, parseAnycastState } from "./state_file.ts";
 import { followKubernetes, KubeBgp } from "./kube_source.ts";
@@ -151,17 +152,42 @@ export async function main(args: string[]): Promise<number> {
     : undefined;
   const onError = (what: string) => (error: unknown) =>
     log.error(`cannot follow ${what}; the previous one stays`, { error });
+  let following = false;
+  const logReady = () =>
+    log.info("anycast agent ready", {
+      source: o.state ?? "kubernetes",
+      bgp: o.bgpConfig ?? null,
+      redirect: o.redirect !== undefined,
+    });
   try {
     const apply = async (state: AnycastState) => {
       // Frontends programmed and (the first time) every stored flow restored before lo changes.
-      await redirect?.update(state.services, { signal: stop.signal });
+      // A failure there never stops the addresses following the pods (readiness, terminating):
+      // it is logged and the next state tries again.
+      if (redirect) {
+        try {
+          await redirect.update(state.services, {
+            signal: stop.signal,
+            owned: presentAddresses(o.node, state.services, state.pods),
+          });
+        } catch (error) {
+          if (stop.signal.aborted) throw error;
+          log.error("flow redirection not updated; addresses follow the pods all the same", {
+            error,
+            redirecting: redirect.ready,
+          });
+        }
+      }
       await agent.update(state);
-      loaded = true;
       log.info("anycast state applied", {
         services: state.services.length,
         pods: state.pods.length,
         held: [...agent.held.keys()],
       });
+      if (!loaded) {
+        loaded = true;
+        if (following) logReady(); // the first state came late: ready now, as /readyz says
+      }
     };
     if (o.state !== undefined) {
       await watchFile(o.state, (text) => apply(parseAnycastState(text)), {
@@ -193,11 +219,10 @@ export async function main(args: string[]): Promise<number> {
       if (loaded) void agent.resync();
     }, o.resyncMs);
     stop.signal.addEventListener("abort", () => clearInterval(resync), { once: true });
-    log.info("anycast agent ready", {
-      source: o.state ?? "kubernetes",
-      bgp: o.bgpConfig ?? null,
-      redirect: o.redirect !== undefined,
-    });
+    // "ready" only with a state applied, as /readyz answers; else when the first one is.
+    following = true;
+    if (loaded) logReady();
+    else log.warn("anycast agent running; not ready until a state applies", {});
     const signalled = await new Promise<string>((resolve) => {
       for (const sig of ["SIGTERM", "SIGINT"] as const) {
         Deno.addSignalListener(sig, () => resolve(sig));

@@ -27,7 +27,7 @@ import {
 export interface AnycastService {
   /** `namespace/name`. */
   readonly name: string;
-  /** LB addresses (IPv4) the service is reachable at. */
+  /** LB addresses (IPv4, or IPv6 held as a /128) the service is reachable at. */
   readonly addresses: readonly string[];
   /** `Service.spec.selector`: every pair must match (absent or empty: selects nothing). */
   readonly selector?: Readonly<Record<string, string>>;
@@ -119,6 +119,34 @@ export function desiredAddresses(
       pods: [...h.pods].sort(),
     }]),
   );
+}
+
+/**
+ * The addresses of services that select any pod on `node`, ready or not, terminating or not: the
+ * node may still have connections to them (flow redirection keeps its flows of these; a drain
+ * keeps them until the pod is gone).
+ *
+ * @example
+ * ```ts
+ * import { presentAddresses } from "./model.ts";
+ * const svc = { name: "default/web", addresses: ["10.0.100.10"], selector: { app: "web" } };
+ * const pod = { name: "default/web-1", node: "n1", labels: { app: "web" }, ready: false, terminating: true };
+ * if (!presentAddresses("n1", [svc], [pod]).has("10.0.100.10")) throw new Error();
+ * if (presentAddresses("n2", [svc], [pod]).size !== 0) throw new Error();
+ * ```
+ */
+export function presentAddresses(
+  node: string,
+  services: readonly AnycastService[],
+  pods: readonly LocalPod[],
+): Set<string> {
+  const local = pods.filter((p) => p.node === node);
+  const out = new Set<string>();
+  for (const service of services) {
+    const selects = compileServiceSelector(service);
+    if (local.some(selects)) { for (const a of service.addresses) out.add(a); }
+  }
+  return out;
 }
 
 /** Every address any anycast service uses (what the agent manages on `lo`). */

@@ -35,9 +35,10 @@ import { FlowSyncAgent } from "../flows/agent.ts";
 import { connectRedisStore } from "../flows/redis_store.ts";
 import type { FlowStore } from "../flows/store.ts";
 import { IpLoopback, runIp } from "./loopback.ts";
-import { managedAddresses } from "./model.ts";
-import type { AnycastService } from "./model.ts";
-import { redirectConfig } from "./redirect_config.ts";
+import { type AnycastService, managedAddresses } from "./model.ts";
+import { redirectAddress, type RedirectConfig, redirectConfig } from "./redirect_config.ts";
+import { purgeBackendFlows } from "../flows/purge.ts";
+import { parseAddr } from "../../controller/lb/address.ts";
 
 /** Options of {@linkcode FlowRedirect.open}. */
 export interface FlowRedirectOptions {
@@ -79,6 +80,11 @@ export class FlowRedirect {
   #applied = "";
   #localVips = new Set<string>();
   #started = false;
+  /** Redirected addresses with a local pod at the last update (undefined before the first). */
+  #owned?: Set<string>;
+  /** Addresses whose flows this node must purge (retried while the store fails). */
+  readonly #toPurge = new Set<string>();
+  #purging: Promise<void> = Promise.resolve();
 
   private constructor(
     o: FlowRedirectOptions,
@@ -146,51 +152,135 @@ export class FlowRedirect {
    * Programs the services' frontends (this node the only backend), holds their addresses on the
    * delivery device and in decap's local LB IPs, and follows them in the flow store. The first
    * call restores every stored flow, then attaches hf_lb and decap; it resolves only then (it
-   * retries while the store is unreachable), so the caller announces after it.
+   * retries while the store is unreachable), so the caller announces after it. IPv4 and IPv6
+   * addresses alike; a service or address the datapath refuses is logged and the others go on.
+   * `owned`: the addresses this node has a local pod for (serving or terminating); when one it
+   * had is no longer among them, this node's flows of it are purged everywhere, in the
+   * background (see `#purgeDeparted`).
    */
   async update(
     services: readonly AnycastService[],
-    options: { signal?: AbortSignal } = {},
+    options: { signal?: AbortSignal; owned?: ReadonlySet<string> } = {},
   ): Promise<void> {
     const c = redirectConfig(services, this.#o.srcAddr, this.#o.owners);
     const text = JSON.stringify(c.datapath);
     if (text !== this.#applied) {
       if (c.skipped.length > 0) {
-        this.#log.warn("not redirected: no TCP/UDP port or no IPv4 address", {
+        this.#log.warn("not redirected: no TCP/UDP port, or an address neither IPv4 nor IPv6", {
           services: c.skipped,
         });
       }
-      this.#file.load(text, { format: "json" });
-      for (const s of c.datapath.services) {
-        for (const f of s.frontends) {
-          await this.#cp.waitFrontend(f.address, { timeoutMs: 10_000 });
+      // One service the control plane refuses (or slow to program) never stops the others nor
+      // the agent: logged, and tried again with the next state.
+      try {
+        this.#file.load(text, { format: "json" });
+        for (const s of c.datapath.services) {
+          for (const f of s.frontends) {
+            await this.#cp.waitFrontend(f.address, { timeoutMs: 10_000 });
+          }
         }
+        this.#applied = text;
+      } catch (error) {
+        this.#log.error("flow redirection frontends not all programmed; the others go on", {
+          error,
+        });
       }
-      this.#applied = text;
     }
-    await this.#holdLocally([...managedAddresses(services)]);
+    // Every managed address, redirected or not (a service without ports too), as before IPv6.
+    const managed = [...managedAddresses(services)].map(redirectAddress);
+    await this.#holdLocally(managed.filter((a): a is string => a !== undefined));
     this.#flows.setServices(c.trust);
     await this.#flows.setVips(c.vips);
-    if (this.#started) return;
-    this.#log.info("restoring flows before announcing", { vips: c.vips });
-    await this.#flows.start(options);
-    this.#decap.attach(this.#o.attach);
-    this.#dp.attach();
-    this.#started = true;
-    this.#log.info("flow redirection ready", {
-      vips: c.vips,
-      attached: this.#o.attach,
-      owners: this.#o.owners,
-    });
+    if (!this.#started) {
+      this.#log.info("restoring flows before announcing", { vips: c.vips });
+      await this.#flows.start(options);
+      this.#decap.attach(this.#o.attach);
+      this.#dp.attach();
+      this.#started = true;
+      this.#log.info("flow redirection ready", {
+        vips: c.vips,
+        attached: this.#o.attach,
+        owners: this.#o.owners,
+      });
+    }
+    // In the background, one at a time: a slow or unreachable store never holds up the next
+    // state (the addresses following the pods).
+    const owned = options.owned;
+    if (owned) this.#purging = this.#purging.then(() => this.#purgeDeparted(c, owned));
+  }
+
+  /**
+   * This node's flows of each redirected address it no longer has a local pod for (`owned`: any
+   * pod of the address's services on this node, serving or terminating) are purged from the
+   * store and, through its stream, from every node's flow map — as a backend removed from an LB
+   * service (node/flows/purge.ts) — so a client reusing such a flow's 5-tuple gets a node that
+   * serves instead of being encapsulated here and refused. A draining node keeps its flows while
+   * its pod still exists. Only a change this agent saw purges (owned at the last update, not now):
+   * a first state that lists no pod yet must not take a running node's flows; a pod gone while
+   * no agent ran leaves its flows to the idle expiry. A purge that fails is retried with the next
+   * update.
+   */
+  async #purgeDeparted(c: RedirectConfig, present: ReadonlySet<string>): Promise<void> {
+    const owned = new Set([...present].map(redirectAddress));
+    const before = this.#owned;
+    this.#owned = new Set(c.vips.filter((a) => owned.has(a)));
+    for (const vip of c.vips) {
+      if (owned.has(vip)) this.#toPurge.delete(vip);
+      else if (before?.has(vip)) this.#toPurge.add(vip);
+    }
+    for (const vip of [...this.#toPurge]) {
+      if (!c.vips.includes(vip)) {
+        this.#toPurge.delete(vip);
+        continue;
+      }
+      const frontends = c.datapath.services.flatMap((s) => s.frontends.map((f) => f.address))
+        .filter((f) => parseAddr(f).ip === vip);
+      try {
+        let flows = 0;
+        for (const f of frontends) {
+          flows += await purgeBackendFlows(f, this.#o.srcAddr, {
+            store: this.#store,
+            node: this.#o.node,
+          });
+        }
+        this.#toPurge.delete(vip);
+        this.#log.info("flows of a departed owner purged", {
+          vip,
+          owner: this.#o.srcAddr,
+          flows,
+          why: "no local pod of the address's services left",
+        });
+      } catch (error) {
+        this.#log.warn("cannot purge this node's flows yet; tried again with the next state", {
+          vip,
+          error,
+        });
+      }
+    }
   }
 
   async #holdLocally(addresses: readonly string[]): Promise<void> {
     const want = new Set(addresses);
-    const on = await this.#device.list();
-    for (const a of on) if (!want.has(a)) await this.#device.remove(a);
-    for (const a of want) if (!on.has(a)) await this.#device.add(a);
-    for (const a of this.#localVips) if (!want.has(a)) this.#decap.removeLocalVip(a);
-    for (const a of want) this.#decap.addLocalVip(a);
+    let on = new Set<string>();
+    try {
+      on = await this.#device.list();
+    } catch (error) {
+      this.#log.error("cannot list the delivery device's addresses", { error });
+    }
+    // Each address on its own: one the device or decap refuses is named, the others go on.
+    const each = async (what: string, address: string, step: () => unknown) => {
+      try {
+        await step();
+      } catch (error) {
+        this.#log.error(`cannot ${what} LB address for local delivery`, { address, error });
+      }
+    };
+    for (const a of on) if (!want.has(a)) await each("remove", a, () => this.#device.remove(a));
+    for (const a of want) if (!on.has(a)) await each("add", a, () => this.#device.add(a));
+    for (const a of this.#localVips) {
+      if (!want.has(a)) await each("remove", a, () => this.#decap.removeLocalVip(a));
+    }
+    for (const a of want) await each("add", a, () => this.#decap.addLocalVip(a));
     this.#localVips = want;
   }
 
@@ -199,6 +289,7 @@ export class FlowRedirect {
    * the flows in the map keep being redirected and delivered until the next agent takes over.
    */
   async close(): Promise<void> {
+    await this.#purging;
     await this.#flows.stop();
     await this.#unsubscribe();
     await this.#store.close();

@@ -16,6 +16,8 @@
 
 import type { ServicesView } from "../flows/frontends.ts";
 import { isIpv4 } from "../../lib/ipv4.ts";
+import { formatIpv6, ipv6Bytes, isIpv6 } from "../../lib/ipv6.ts";
+import { joinHostPort } from "../../controller/lb/address.ts";
 import type { AnycastService } from "./model.ts";
 
 /** One port of a service: `80/TCP` → `{ port: 80, protocol: "TCP" }`. */
@@ -45,13 +47,28 @@ function lbName(name: string): string {
   return name.includes("/") ? name : `default/${name}`;
 }
 
+/**
+ * An LB address as the datapath names it: IPv4 as given, IPv6 in RFC 5952 form; undefined when it
+ * is neither (such an address is named in `skipped`, the others of its service go on).
+ */
+export function redirectAddress(text: string): string | undefined {
+  if (isIpv4(text)) return text;
+  if (isIpv6(text)) return formatIpv6(ipv6Bytes(text));
+  return undefined;
+}
+
 interface Entry {
   readonly name: string;
+  readonly addresses: string[];
   readonly frontends: { address: string; portName: string }[];
   readonly ports: ServicePort[];
 }
 
-/** The services redirection covers: IPv4 addresses and at least one TCP or UDP port. */
+/**
+ * The services redirection covers: IPv4 and IPv6 addresses (the backend, this node, is IPv4 for
+ * both: an IPv6 client's packet is encapsulated in outer IPv4, decap takes either inner family)
+ * and at least one TCP or UDP port.
+ */
 function entries(services: readonly AnycastService[]): { list: Entry[]; skipped: string[] } {
   const list: Entry[] = [];
   const skipped: string[] = [];
@@ -64,18 +81,23 @@ function entries(services: readonly AnycastService[]): { list: Entry[]; skipped:
         skipped.push(`${s.name} port ${text}`); // e.g. SCTP: the datapath has TCP and UDP
       }
     }
-    const addresses = s.addresses.filter(isIpv4);
+    const addresses: string[] = [];
+    for (const text of s.addresses) {
+      const a = redirectAddress(text);
+      if (a === undefined) skipped.push(`${s.name} address ${text}`);
+      else if (!addresses.includes(a)) addresses.push(a);
+    }
     if (ports.length === 0 || addresses.length === 0) {
       skipped.push(s.name);
       continue;
     }
     const frontends = addresses.flatMap((a) =>
       ports.map((p) => ({
-        address: `${a}:${p.port}/${p.protocol}`,
+        address: `${joinHostPort(a, p.port)}/${p.protocol}`,
         portName: `${p.port}-${p.protocol.toLowerCase()}`,
       }))
     );
-    list.push({ name: lbName(s.name), frontends, ports });
+    list.push({ name: lbName(s.name), addresses, frontends, ports });
   }
   return { list, skipped };
 }
@@ -104,7 +126,10 @@ export interface RedirectConfig {
   readonly trust: ServicesView;
   /** The LB addresses to follow in the flow store (sorted, unique). */
   readonly vips: readonly string[];
-  /** Services without a port or an IPv4 address, and ports not TCP or UDP: not redirected. */
+  /**
+   * Services without a port or an address, ports not TCP or UDP, addresses neither IPv4 nor
+   * IPv6: not redirected (each named).
+   */
   readonly skipped: readonly string[];
 }
 
@@ -132,12 +157,19 @@ export function redirectConfig(
   const everyOwner = [...new Set([self, ...owners])].sort();
   return {
     datapath: {
-      services: list.map((e) => ({
-        name: e.name,
-        flowKeyMode: "five-tuple",
-        frontends: e.frontends,
-        backends: backendsOf([self], e.ports),
-      })),
+      // A service's IPv6 frontends are a datapath service of their own (`NAME.ipv6`; a dot is
+      // never in a Service's name): a dual-stack service would pair them with IPv6 backends only
+      // (controller/lb/select.ts), and this node's address is IPv4.
+      services: list.flatMap((e) => {
+        const backends = backendsOf([self], e.ports);
+        const v6 = e.frontends.filter((f) => f.address.startsWith("["));
+        const v4 = e.frontends.filter((f) => !f.address.startsWith("["));
+        const of = (name: string, frontends: Entry["frontends"]) =>
+          frontends.length === 0
+            ? []
+            : [{ name, flowKeyMode: "five-tuple" as const, frontends, backends }];
+        return [...of(e.name, v4), ...of(`${e.name}.ipv6`, v6)];
+      }),
     },
     trust: {
       services: list.map((e) => ({
@@ -146,8 +178,7 @@ export function redirectConfig(
         backends: backendsOf(everyOwner, e.ports),
       })),
     },
-    vips: [...new Set(list.flatMap((e) => e.frontends.map((f) => f.address.split(":")[0]!)))]
-      .sort(),
+    vips: [...new Set(list.flatMap((e) => e.addresses))].sort(),
     skipped,
   };
 }

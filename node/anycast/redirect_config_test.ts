@@ -104,3 +104,36 @@ Deno.test("main.ts anycast: redirect flags are checked before anything starts", 
   strictEqual(errors[1]!.includes("redis"), true, errors[1]);
   strictEqual(errors[2]!.includes('"10.9.2.x"'), true, errors[2]);
 });
+
+Deno.test("redirect config: IPv6 addresses are frontends too (RFC 5952), this node's IPv4 address their backend", () => {
+  const dual = { ...WEB, ports: ["80/TCP"], addresses: ["10.0.100.10", "2001:DB8:AC:0::10"] };
+  const c = redirectConfig([dual], "10.9.1.2", ["10.9.2.2"]);
+  const cfg = parseConfig(JSON.stringify(c.datapath), { format: "json" });
+  // The IPv6 frontends are a service of their own: a dual-stack one pairs them with IPv6 backends.
+  deepStrictEqual(cfg.services.map((s) => s.name), ["default/web", "default/web.ipv6"]);
+  deepStrictEqual(cfg.services.map((s) => s.frontends.map((f) => f.address)), [
+    ["10.0.100.10:80/TCP"],
+    ["[2001:db8:ac::10]:80/TCP"],
+  ]);
+  for (const s of cfg.services) {
+    deepStrictEqual(s.backends.map((b) => b.address), ["10.9.1.2:80/TCP"]);
+  }
+  deepStrictEqual(c.vips, ["10.0.100.10", "2001:db8:ac::10"]);
+  deepStrictEqual(c.skipped, []);
+  const serving = new ServingBackends(c.trust);
+  const key6 = {
+    saddr: "2001:db8:8::2",
+    daddr: "2001:db8:ac::10",
+    sport: 40000,
+    dport: 80,
+    proto: 6,
+  };
+  strictEqual(serving.check(key6, parseIpv4("10.9.2.2")), null);
+  strictEqual(serving.check(key6, parseIpv4("10.9.9.9")), "backend_not_serving");
+});
+
+Deno.test("redirect config: an address that is neither family is named; the service's others stay", () => {
+  const c = redirectConfig([{ ...WEB, addresses: ["10.0.100.10", "web.example"] }], "10.9.1.2", []);
+  deepStrictEqual(c.skipped, ["default/web address web.example"]);
+  deepStrictEqual(c.vips, ["10.0.100.10"]);
+});

@@ -11,7 +11,9 @@ import { BpfObject, type BpfProgram } from "./object.ts";
 import { type DecapConfig, encodeDecapConfig, u32 } from "./structs.ts";
 import { DECAP_REASONS, type DecapReason } from "./consts.ts";
 import { countersByName, DEFAULT_OBJECT_DIR, ensureBpffs } from "./datapath.ts";
-import { ipv4Bytes } from "../../lib/ipv4.ts";
+import { ipv4Bytes, isIpv4 } from "../../lib/ipv4.ts";
+import { isIpv6 } from "../../lib/ipv6.ts";
+import { encodeVip6Key } from "./structs6.ts";
 
 /** Options for {@linkcode DecapDatapath.open}. */
 export interface DecapOptions {
@@ -25,7 +27,12 @@ export class DecapDatapath implements Disposable {
   readonly object: BpfObject;
   readonly decap: BpfProgram;
   readonly mssClamp: BpfProgram;
-  readonly maps: { readonly config: BpfMap; readonly localVips: BpfMap; readonly stats: BpfMap };
+  readonly maps: {
+    readonly config: BpfMap;
+    readonly localVips: BpfMap;
+    readonly localVips6: BpfMap;
+    readonly stats: BpfMap;
+  };
 
   private constructor(object: BpfObject) {
     this.object = object;
@@ -34,6 +41,7 @@ export class DecapDatapath implements Disposable {
     this.maps = {
       config: object.map("hf_decap_cfg"),
       localVips: object.map("hf_local_vips"),
+      localVips6: object.map("hf_local_vips6"),
       stats: object.map("hf_decap_stat"),
     };
   }
@@ -53,14 +61,27 @@ export class DecapDatapath implements Disposable {
     this.maps.config.update(u32(0), encodeDecapConfig(cfg));
   }
 
-  /** Declares an LB IP present on this namespace's lo. */
+  /**
+   * Declares an LB IP present on this namespace's lo: IPv4 in `hf_local_vips`, IPv6 in
+   * `hf_local_vips6` (decap takes either inner family from either outer one).
+   *
+   * @throws {TypeError} naming `address` when it is neither IPv4 nor IPv6 text.
+   */
   addLocalVip(address: string): void {
-    this.maps.localVips.update(ipv4Bytes(address), u32(1));
+    const [map, key] = this.#vipKey(address);
+    map.update(key, u32(1));
   }
 
-  /** Removes an LB IP. */
+  /** Removes an LB IP of either family; true if it was there. */
   removeLocalVip(address: string): boolean {
-    return this.maps.localVips.delete(ipv4Bytes(address));
+    const [map, key] = this.#vipKey(address);
+    return map.delete(key);
+  }
+
+  #vipKey(address: string): [BpfMap, Uint8Array] {
+    if (isIpv4(address)) return [this.maps.localVips, ipv4Bytes(address)];
+    if (isIpv6(address)) return [this.maps.localVips6, encodeVip6Key(address)];
+    throw new TypeError(`Cannot use LB IP "${address}": neither an IPv4 nor an IPv6 address`);
   }
 
   /** Attaches decap to ingress and the MSS clamp to egress of `ifname`. */

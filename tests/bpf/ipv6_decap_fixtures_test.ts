@@ -6,7 +6,7 @@
  * behaviour: tests/bpf/decap_fixtures_test.ts, unchanged.
  */
 
-import { deepStrictEqual, strictEqual } from "node:assert/strict";
+import { deepStrictEqual, strictEqual, throws } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
 import {
   DECAP_REASONS,
@@ -14,7 +14,6 @@ import {
   type DecapReason,
   TC_ACT,
   testRun,
-  u32,
 } from "../../node/bpf/mod.ts";
 import { encodeVip6Key } from "../../node/bpf/structs6.ts";
 import { cat, eth, hex, synOptions, tcpFrame } from "../../lab/packets.ts";
@@ -200,7 +199,7 @@ rootTest("IPv6 decap and MSS clamp fixtures through BPF_PROG_TEST_RUN", async (t
   using dp = await DecapDatapath.open();
   dp.configure({ encapPort: 6080, mssMax: 1432 });
   dp.addLocalVip(VIP4);
-  dp.object.map("hf_local_vips6").update(encodeVip6Key(VIP6), u32(1));
+  dp.addLocalVip(VIP6); // either family (hf_local_vips6 here): anycast --redirect relies on it
   for (const f of FIXTURES) {
     await t.step(f.description, () => {
       const before = dp.stats();
@@ -216,4 +215,10 @@ rootTest("IPv6 decap and MSS clamp fixtures through BPF_PROG_TEST_RUN", async (t
       deepStrictEqual(moved, f.reason === null ? [] : [f.reason], "reason counters");
     });
   }
+  await t.step("addLocalVip/removeLocalVip take either family; other text is named", () => {
+    strictEqual(dp.object.map("hf_local_vips6").lookup(encodeVip6Key(VIP6)) !== null, true);
+    strictEqual(dp.removeLocalVip(VIP6), true);
+    strictEqual(dp.object.map("hf_local_vips6").lookup(encodeVip6Key(VIP6)), null);
+    throws(() => dp.addLocalVip("web.example"), /"web\.example"/);
+  });
 });

@@ -59,3 +59,52 @@ rootTest(
     }
   },
 );
+
+interface ReuseSummary {
+  attempts: number;
+  ok: number;
+  failed: number;
+  failures: { port: number; reason: string }[];
+}
+
+const REUSE = new URL("../../lab/clients/reuse_client.ts", import.meta.url).pathname;
+
+rootTest(
+  "flows: a client reusing its source ports after a backend's removal reaches a live backend",
+  async () => {
+    await using cluster = await Cluster.create({ lbNodes: 2, backends: 3 });
+    const COUNT = 60;
+    const reuse = async (): Promise<ReuseSummary> => {
+      const client = cluster.topo.spawnDeno("client", REUSE, {
+        args: [cluster.vip, String(cluster.port), "43000", String(COUNT)],
+        permissions: ["--allow-net"],
+      });
+      return await clientSummary<ReuseSummary>(client, 60_000);
+    };
+    const first = await reuse();
+    if (first.ok !== COUNT) throw new Error(`first round: ${JSON.stringify(first)}`);
+    const onBe3 = acceptedBy(cluster, 3).length;
+    if (onBe3 === 0) throw new Error("be3 accepted no connection: nothing to test");
+    const goneU32 = parseIpv4(backendAddress(3));
+    await sleep(500); // confirmed, shared and installed on both LB nodes
+    await cluster.removeBackend(3);
+    // Bounded wait for the purge to reach both nodes (the verdict is the reconnection below).
+    for (let k = 0; k < 50; k++) {
+      const left = [1, 2].map((i) =>
+        flowsOf(cluster, i).filter((f) => f.value.backend === goneU32).length
+      );
+      if (left.every((n) => n === 0)) break;
+      await sleep(100);
+    }
+    const again = await reuse();
+    console.log(JSON.stringify({ onBe3, again, msg: "reconnected from the same ports" }));
+    if (again.ok !== COUNT) {
+      throw new Error(
+        `${again.failed} of ${COUNT} reconnections from the same source ports failed ` +
+          `(${onBe3} of the first round were on be3): ${
+            JSON.stringify(again.failures.slice(0, 5))
+          }`,
+      );
+    }
+  },
+);

@@ -22,7 +22,10 @@ import { PolicyRejectedError } from "./policy_module.ts";
 
 /** Anything that yields the serving module (a `PolicyHost`, or a fixed module in tests). */
 export interface PolicySource {
+  /** The serving module; may throw when none serves (see `ready`). */
   readonly current: PolicyModule;
+  /** False while no module serves (a `PolicyHost` before its first accepted swap). */
+  readonly ready?: boolean;
 }
 
 /** Options of {@link WasmMaglevBuilder}. */
@@ -66,9 +69,16 @@ export class WasmMaglevBuilder implements MaglevBuilder {
     );
   }
 
-  /** The serving module: tables built from its bytes on other threads equal `build`'s. */
-  fillModule(): MaglevFillModule {
-    return this.#source.current;
+  /**
+   * The serving module: tables built from its bytes on other threads equal `build`'s. Undefined
+   * while none serves (every build then goes to the fallback).
+   */
+  fillModule(): MaglevFillModule | undefined {
+    return this.#serving();
+  }
+
+  #serving(): PolicyModule | undefined {
+    return this.#source.ready === false ? undefined : this.#source.current;
   }
 
   /**
@@ -85,8 +95,19 @@ export class WasmMaglevBuilder implements MaglevBuilder {
     out?: Uint32Array,
     values?: readonly number[],
   ): Uint32Array {
+    const module = this.#serving();
+    if (module === undefined) {
+      // No module has passed validation (say, the agent's own was rejected at start): the
+      // fallback serves until one does.
+      if (!this.#fallback) {
+        throw new Error(
+          "Cannot build a Maglev table: no policy module is serving (none has passed " +
+            "validation yet) and there is no fallback builder",
+        );
+      }
+      return this.#fallback.build(backends, m, out, values);
+    }
     const records = encodeMaglevInput(backends, m);
-    const module = this.#source.current;
     try {
       const result = module.buildMaglev(records, m, { into: out, values });
       if (result.ms > module.limits.buildBudgetMs) {

@@ -1,5 +1,6 @@
 // Quality of the WASM Maglev tables against the paper's criteria, bad input, parity with the
 // plain-TypeScript fill (bit for bit), and the fallback on a trapping module.
+import { deepStrictEqual, strictEqual, throws } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { expectInputError, readBuiltWasm, slowestAcceptedBackends } from "./_testing.ts";
@@ -7,6 +8,7 @@ import { benchBackends } from "./gen_vectors.ts";
 import type { MaglevBackend } from "./maglev_input.ts";
 import { TsMaglevBuilder } from "./maglev_ts.ts";
 import { PolicyModule } from "./policy_module.ts";
+import { PolicyHost } from "./policy_host.ts";
 import { WasmMaglevBuilder } from "./wasm_maglev_builder.ts";
 
 const M = 65537;
@@ -175,4 +177,17 @@ Deno.test("a trapping module falls back to the TypeScript builder, logged and co
     throw e;
   }
   throw new Error("trap without fallback did not throw");
+});
+
+Deno.test("no module serving yet (the agent's own rejected at start): the fallback builds every table", async () => {
+  const host = await PolicyHost.create({ registry: new Registry() });
+  const b = new WasmMaglevBuilder(host, {
+    fallback: new TsMaglevBuilder(),
+    registry: new Registry(),
+  });
+  strictEqual(b.fillModule(), undefined, "no module for worker fills");
+  const backends = benchBackends(10);
+  deepStrictEqual(b.build(backends, M), new TsMaglevBuilder().build(backends, M));
+  const bare = new WasmMaglevBuilder(host, { registry: new Registry() });
+  throws(() => bare.build(backends, M), /no policy module is serving/);
 });

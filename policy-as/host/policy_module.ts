@@ -7,7 +7,6 @@
  *
  * @module
  */
-import process from "node:process";
 import {
   ABI_VERSION,
   type HealthProbe,
@@ -25,6 +24,7 @@ import {
 } from "./flow_hash.ts";
 import { flowHash6ExportsProblem } from "./flow_hash6_checks.ts";
 import { MaglevInputError } from "./maglev_input.ts";
+import { startBuildTimer } from "./build_timer.ts";
 
 /** Why a module was rejected; the `reason` label of the rejection metric. */
 export type RejectReason =
@@ -61,28 +61,8 @@ export const DEFAULT_LIMITS: Readonly<PolicyLimits> = { maxMemoryPages: 128, bui
 
 /** Options of {@link PolicyModule.load} beyond the limits. */
 export interface LoadOptions {
-  /**
-   * The clock (ms) that times Maglev builds for the budget. By default a build's time is the
-   * lesser of its wall time and the CPU time this process spent meanwhile, so other processes
-   * taking the CPUs (a busy node) do not push a module over its budget, while a build that
-   * really computes that long still does. Tests inject a clock so a verdict depends on nothing.
-   */
+  /** The clock (ms) that times Maglev builds for the budget (default: `build_timer.ts`). */
   now?: () => number;
-}
-
-/** Starts timing a build; the returned function gives the ms since (see {@link LoadOptions}). */
-function startBuildTimer(now: (() => number) | undefined): () => number {
-  if (now) {
-    const t0 = now();
-    return () => now() - t0;
-  }
-  const t0 = performance.now();
-  const cpu0 = process.cpuUsage();
-  return () => {
-    const wall = performance.now() - t0;
-    const cpu = process.cpuUsage(cpu0);
-    return Math.min(wall, (cpu.user + cpu.system) / 1000);
-  };
 }
 
 /** Result of one Maglev build. */
@@ -91,7 +71,7 @@ export interface MaglevBuildResult {
   table: Uint32Array;
   /** Backends used (weight > 0). */
   used: number;
-  /** Time of the module call, in ms: the lesser of wall and process CPU time ({@link LoadOptions}). */
+  /** Time of the module call, in ms (the lesser of wall and process CPU time: `build_timer.ts`). */
   ms: number;
 }
 

@@ -12,6 +12,14 @@ import { Backoff, sleep } from "../../lib/backoff.ts";
 import { BirdDaemon } from "./bird.ts";
 import type { BgpProblem, BgpSettings } from "./settings.ts";
 
+/**
+ * A bird that lived this long was healthy (it loaded its config and peered): the next restart
+ * after it dies is immediate again (the backoff starts over) instead of continuing to grow —
+ * a bird killed now and then would otherwise wait up to 5 s each time. A bird that keeps dying
+ * sooner still backs off.
+ */
+export const HEALTHY_RUN_MS = 2_000;
+
 const restarts = registry.counter(
   "holdfast_bgp_daemon_restarts_total",
   "Times the node's bird exited unasked and was started again.",
@@ -78,10 +86,12 @@ export class BirdSupervisor implements AsyncDisposable {
   async #supervise(): Promise<void> {
     const log = this.options.log ?? rootLog.with({ component: "bgp" });
     const backoff = new Backoff({ minMs: 50, maxMs: 5_000 });
+    let since = performance.now();
     for (let i = 0; i < (this.options.maxRestarts ?? 1_000); i++) {
       const status = await this.#daemon.exited;
       if (this.#stopped || this.#daemon.stopping) return;
       restarts.inc();
+      if (performance.now() - since >= HEALTHY_RUN_MS) backoff.reset();
       const delay = backoff.next();
       log.error("bird exited unasked; starting it again", {
         code: status.code,
@@ -96,6 +106,7 @@ export class BirdSupervisor implements AsyncDisposable {
             problems: this.#problems,
             announced: this.#announced,
           });
+          since = performance.now();
           break;
         } catch (e) {
           log.error("cannot start bird again", { error: e, attempt });

@@ -13,11 +13,11 @@
  *    ones reset because ECMP moved them are counted — plain anycast, then the same run with
  *    `main.ts anycast --redirect` on every node (issue 12's side-by-side).
  *
- * 4. a node's bird killed (SIGKILL) under its running agent, KILLS (10; `--quick` 3) times, each
- *    once the previous bird has run HEALTHY_RUN_MS (so each restart is immediate): SIGKILL → the
- *    router's kernel routes the /32 through the node again, and the router's session
- *    Established → that route (lab/_bird_kill.ts; issue 27 part 3, once 3–4 s in a quarter to
- *    half of kills).
+ * 4. a node's bird killed (SIGKILL) under its running agent, KILLS (10; `--quick` 3; `--kills=N`)
+ *    times, each once the previous bird ran HEALTHY_RUN_MS (so each restart is immediate):
+ *    SIGKILL → the router's kernel routes the /32 through the node again, and the router's
+ *    session Established → that route (lab/_bird_kill.ts; issue 27 part 3: it was 3 s in most
+ *    kills).
  *
  * Last stdout line: one JSON object with announce_ms_p50/max, withdraw_ms_p50/max, the floor's,
  * plain_lost / redirect_lost (of longlived_connections), and bird_kill_route_ms_p50/max and
@@ -27,7 +27,7 @@
  * @module
  */
 
-import { readCommandLineOrExit } from "../lib/args.ts";
+import { intOption, readCommandLineOrExit } from "../lib/args.ts";
 import { AnycastLab } from "../lab/anycast.ts";
 import { median } from "./_stats.ts";
 import { ECHO_SERVICES, holdAcrossScale } from "../lab/_anycast_scale.ts";
@@ -36,19 +36,20 @@ import { HEALTHY_RUN_MS } from "../node/bgp/mod.ts";
 
 const OPTIONS = {
   command: "bench:anycast",
-  usage: `usage: deno task bench:anycast [--quick]
+  usage: `usage: deno task bench:anycast [--quick] [--kills=N]
   Anycast latency in network namespaces (root): pod ready → route on the router, terminating →
   route withdrawn; long-lived connections lost across 2 → 3 → 2 nodes with and without flow
   redirection; a node's bird killed under its agent → its route back. --quick: 3 rounds instead
-  of 20, 40 connections instead of 100, 3 bird kills instead of 10.`,
-  options: { quick: { type: "boolean" } },
+  of 20, 40 connections instead of 100, 3 bird kills instead of 10. --kills: that many bird kills.`,
+  options: { quick: { type: "boolean" }, kills: { type: "string" } },
 } as const;
 const args = readCommandLineOrExit(Deno.args, OPTIONS, ({ values }) => ({
   quick: values.quick === true,
+  kills: intOption(values, "kills", { default: values.quick === true ? 3 : 10, min: 1, max: 100 }),
 }));
 const ROUNDS = args.quick ? 3 : 20;
 const CONNECTIONS = args.quick ? 40 : 100;
-const KILLS = args.quick ? 3 : 10;
+const KILLS = args.kills;
 
 const round1 = (x: number) => Math.round(x * 10) / 10;
 const stats = (xs: number[]) => ({ p50: round1(median(xs)), max: round1(Math.max(...xs)) });

@@ -1,7 +1,9 @@
 /**
  * Keeps the node's bird running: a bird that exits without being asked to (killed, crashed) is
- * started again with the latest settings, after a backoff, and counted. The addresses on `lo`
- * are untouched meanwhile, so the restarted bird announces exactly what the node holds.
+ * started again with the latest settings, after a backoff (50 ms after a bird that ran
+ * {@linkcode HEALTHY_RUN_MS}, growing to 5 s while it keeps dying sooner), and counted. The
+ * addresses on `lo` are untouched meanwhile, so the restarted bird announces exactly what the
+ * node holds; its routes follow its new sessions at once (node/bgp/_waker.ts).
  *
  * @module
  */

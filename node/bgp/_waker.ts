@@ -11,11 +11,13 @@
  * timer is a minute away, and the router's End-of-RIB is late by the same bug on its side. So
  * after every session establishment (a restarted bird, a router that restarted, a flapped link)
  * the node's routes reached the router either at once (something else happened to wake bird, e.g.
- * BFD coming up after the session) or 3 s later — 4 of 16 bird kills in the field.
+ * BFD coming up after the session) or 3 s later — 4 of 16 IPv4 and 4 of 8 IPv6 bird kills in the
+ * field, 10 of 16 in the anycast lab.
  *
  * Any readable socket ends the `poll()`, after which the loop runs the queued transmit. A command
  * on the control socket every 50 ms bounds that stall to 50 ms, whatever queued the work. It costs
- * bird one tiny reply per tick (no log line, no route work) and the agent one socket read.
+ * bird one tiny reply per tick (no log line, no route work): about 0.1 % of a CPU; the agent about
+ * 0.5–0.8 %, most of it the 50 ms timer itself (measured on a loaded 2-CPU machine).
  * Later bird versions compute the sleep after running every list (BIRD 3's io loop does).
  *
  * The waker never throws: a bird that is restarting, hung or gone is retried (bounded backoff)

@@ -13,31 +13,43 @@
  *    ones reset because ECMP moved them are counted — plain anycast, then the same run with
  *    `main.ts anycast --redirect` on every node (issue 12's side-by-side).
  *
+ * 4. a node's bird killed (SIGKILL) under its running agent, KILLS (10; `--quick` 3; `--kills=N`)
+ *    times, each once the previous bird ran HEALTHY_RUN_MS (so each restart is immediate):
+ *    SIGKILL → the router's kernel routes the /32 through the node again, and the router's
+ *    session Established → that route (lab/_bird_kill.ts; issue 27 part 3: it was 3 s in most
+ *    kills).
+ *
  * Last stdout line: one JSON object with announce_ms_p50/max, withdraw_ms_p50/max, the floor's,
- * and plain_lost / redirect_lost (of longlived_connections). Goal (issue 12): each p50 ≤ 50 ms,
- * max ≤ 200 ms; redirect_lost 0.
+ * plain_lost / redirect_lost (of longlived_connections), and bird_kill_route_ms_p50/max and
+ * bird_kill_route_after_session_ms_p50/max. Goal (issue 12): each p50 ≤ 50 ms, max ≤ 200 ms;
+ * redirect_lost 0; (issue 27) the route within ~100 ms of the session.
  *
  * @module
  */
 
-import { readCommandLineOrExit } from "../lib/args.ts";
+import { intOption, readCommandLineOrExit } from "../lib/args.ts";
 import { AnycastLab } from "../lab/anycast.ts";
 import { median } from "./_stats.ts";
 import { ECHO_SERVICES, holdAcrossScale } from "../lab/_anycast_scale.ts";
+import { killBirdAndTime } from "../lab/_bird_kill.ts";
+import { HEALTHY_RUN_MS } from "../node/bgp/mod.ts";
 
 const OPTIONS = {
   command: "bench:anycast",
-  usage: `usage: deno task bench:anycast [--quick]
+  usage: `usage: deno task bench:anycast [--quick] [--kills=N]
   Anycast latency in network namespaces (root): pod ready → route on the router, terminating →
   route withdrawn; long-lived connections lost across 2 → 3 → 2 nodes with and without flow
-  redirection. --quick: 3 rounds instead of 20, 40 connections instead of 100.`,
-  options: { quick: { type: "boolean" } },
+  redirection; a node's bird killed under its agent → its route back. --quick: 3 rounds instead
+  of 20, 40 connections instead of 100, 3 bird kills instead of 10. --kills: that many bird kills.`,
+  options: { quick: { type: "boolean" }, kills: { type: "string" } },
 } as const;
 const args = readCommandLineOrExit(Deno.args, OPTIONS, ({ values }) => ({
   quick: values.quick === true,
+  kills: intOption(values, "kills", { default: values.quick === true ? 3 : 10, min: 1, max: 100 }),
 }));
 const ROUNDS = args.quick ? 3 : 20;
 const CONNECTIONS = args.quick ? 40 : 100;
+const KILLS = args.kills;
 
 const round1 = (x: number) => Math.round(x * 10) / 10;
 const stats = (xs: number[]) => ({ p50: round1(median(xs)), max: round1(Math.max(...xs)) });
@@ -56,6 +68,8 @@ async function latency() {
     withdraw: [] as number[],
     floorAdd: [] as number[],
     floorDel: [] as number[],
+    killRoute: [] as number[],
+    killAfterSession: [] as number[],
   };
   for (let i = 0; i < ROUNDS; i++) {
     let t0 = performance.now();
@@ -87,6 +101,13 @@ async function latency() {
     out.floorDel.push(await route.until(one, 5_000) - t0);
     await new Promise((r) => setTimeout(r, 50));
   }
+  // Part 4: n2's bird killed under its agent (n2 holds the route alone now).
+  for (let i = 0; i < KILLS; i++) {
+    await new Promise((r) => setTimeout(r, HEALTHY_RUN_MS + 100)); // the last bird ran long enough
+    const t = await killBirdAndTime(lab, "n2", route, one);
+    out.killRoute.push(t.routeMs);
+    out.killAfterSession.push(t.routeAfterSessionMs);
+  }
   return out;
 }
 
@@ -96,11 +117,12 @@ async function longLived(redirect: boolean) {
   return await holdAcrossScale(lab, CONNECTIONS);
 }
 
-const { announce, withdraw, floorAdd, floorDel } = await latency();
+const { announce, withdraw, floorAdd, floorDel, killRoute, killAfterSession } = await latency();
 const plain = await longLived(false);
 const redirected = await longLived(true);
 
 const a = stats(announce), w = stats(withdraw), fa = stats(floorAdd), fd = stats(floorDel);
+const kr = stats(killRoute), ks = stats(killAfterSession);
 console.log(JSON.stringify({
   msg: "anycast",
   rounds: ROUNDS,
@@ -117,5 +139,10 @@ console.log(JSON.stringify({
   redirect_lost: redirected.connections - redirected.survived,
   plain_max_stall_ms: plain.max_stall_ms,
   redirect_max_stall_ms: redirected.max_stall_ms,
+  bird_kills: KILLS,
+  bird_kill_route_ms_p50: kr.p50,
+  bird_kill_route_ms_max: kr.max,
+  bird_kill_route_after_session_ms_p50: ks.p50,
+  bird_kill_route_after_session_ms_max: ks.max,
   goal_met: a.p50 <= 50 && w.p50 <= 50 && a.max <= 200 && w.max <= 200,
 }));

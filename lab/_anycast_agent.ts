@@ -22,6 +22,7 @@ export function agentCommand(
     "--allow-ffi", // node/bgp reads /proc/PID of a bird a killed agent left (adopts it)
     "--allow-env",
     "--allow-net=127.0.0.1",
+    `--allow-net=unix:${birdDir}/bird.ctl`, // node/bgp/_waker.ts keeps bird awake through it
   ];
   if (options.stateful) {
     return {

@@ -198,7 +198,7 @@ export class AnycastLab implements AsyncDisposable {
         const command = agentCommand(lab, name, birdDir, options);
         if (lab.#redirect) {
           command.args.push(...lab.#redirect.agentArgs(name));
-          const perms = command.permissions.filter((p) => !p.startsWith("--allow-net"));
+          const perms = command.permissions.filter((p) => p !== "--allow-net=127.0.0.1");
           command.permissions = [...perms, ...lab.#redirect.permissions];
         }
         const agent = topo.spawnDeno(name, MAIN, command);

@@ -18,6 +18,7 @@ import { registry } from "../../lib/metrics.ts";
 import { sleep } from "../../lib/backoff.ts";
 import { renderBirdConfig } from "./bird_config.ts";
 import { adoptedBird, type BirdProcess, childBird, notOurBird } from "./_proc.ts";
+import { BirdWaker } from "./_waker.ts";
 import type { BgpProblem, BgpSettings } from "./settings.ts";
 
 const metrics = {
@@ -104,6 +105,7 @@ export class BirdDaemon implements AsyncDisposable {
   #settings: BgpSettings;
   #announced: readonly string[];
   #stopped = false;
+  #waker: BirdWaker | null = null;
 
   private constructor(
     proc: BirdProcess,
@@ -189,6 +191,7 @@ export class BirdDaemon implements AsyncDisposable {
       }
       const r = await runTool(["birdc", "-s", daemon.socket, "show", "status"], 1_000);
       if (r.success && text(r.stdout).includes("Daemon is up")) {
+        daemon.#wake();
         metrics.up.set(undefined, 1);
         metrics.peers.set(undefined, settings.peers.length);
         log.info("bird started", {
@@ -253,6 +256,7 @@ export class BirdDaemon implements AsyncDisposable {
       await daemon.#proc.release();
       throw e;
     }
+    daemon.#wake();
     metrics.up.set(undefined, 1);
     metrics.adopted.inc();
     log.info("adopted bird", {
@@ -262,6 +266,16 @@ export class BirdDaemon implements AsyncDisposable {
       prefixes: settings.prefixes,
     });
     return daemon;
+  }
+
+  /**
+   * Keeps bird's main loop from sleeping 3 s on a queued BGP update (node/bgp/_waker.ts says
+   * why) for as long as this bird lives.
+   */
+  #wake(): void {
+    const waker = BirdWaker.start(this.socket, { log: this.#log });
+    this.#waker = waker;
+    void this.#proc.status.then(() => waker.stop());
   }
 
   /** Runs `birdc -s SOCK ARGS…` and returns its stdout. */
@@ -333,6 +347,7 @@ export class BirdDaemon implements AsyncDisposable {
     const timer = setTimeout(() => this.#proc.kill("SIGKILL"), graceMs);
     await this.#proc.status;
     clearTimeout(timer);
+    await this.#waker?.stop();
     await this.#proc.release();
     metrics.up.set(undefined, 0);
     this.#log.info("bird stopped", { pid: this.#proc.pid, adopted: this.adopted });

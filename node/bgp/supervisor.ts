@@ -1,7 +1,9 @@
 /**
  * Keeps the node's bird running: a bird that exits without being asked to (killed, crashed) is
- * started again with the latest settings, after a backoff, and counted. The addresses on `lo`
- * are untouched meanwhile, so the restarted bird announces exactly what the node holds.
+ * started again with the latest settings, after a backoff (50 ms after a bird that ran
+ * {@linkcode HEALTHY_RUN_MS}, growing to 5 s while it keeps dying sooner), and counted. The
+ * addresses on `lo` are untouched meanwhile, so the restarted bird announces exactly what the
+ * node holds; its routes follow its new sessions at once (node/bgp/_waker.ts).
  *
  * @module
  */
@@ -11,6 +13,14 @@ import { registry } from "../../lib/metrics.ts";
 import { Backoff, sleep } from "../../lib/backoff.ts";
 import { BirdDaemon } from "./bird.ts";
 import type { BgpProblem, BgpSettings } from "./settings.ts";
+
+/**
+ * A bird that lived this long was healthy (it loaded its config and peered): the next restart
+ * after it dies is immediate again (the backoff starts over) instead of continuing to grow —
+ * a bird killed now and then would otherwise wait up to 5 s each time. A bird that keeps dying
+ * sooner still backs off.
+ */
+export const HEALTHY_RUN_MS = 2_000;
 
 const restarts = registry.counter(
   "holdfast_bgp_daemon_restarts_total",
@@ -78,10 +88,12 @@ export class BirdSupervisor implements AsyncDisposable {
   async #supervise(): Promise<void> {
     const log = this.options.log ?? rootLog.with({ component: "bgp" });
     const backoff = new Backoff({ minMs: 50, maxMs: 5_000 });
+    let since = performance.now();
     for (let i = 0; i < (this.options.maxRestarts ?? 1_000); i++) {
       const status = await this.#daemon.exited;
       if (this.#stopped || this.#daemon.stopping) return;
       restarts.inc();
+      if (performance.now() - since >= HEALTHY_RUN_MS) backoff.reset();
       const delay = backoff.next();
       log.error("bird exited unasked; starting it again", {
         code: status.code,
@@ -96,6 +108,7 @@ export class BirdSupervisor implements AsyncDisposable {
             problems: this.#problems,
             announced: this.#announced,
           });
+          since = performance.now();
           break;
         } catch (e) {
           log.error("cannot start bird again", { error: e, attempt });

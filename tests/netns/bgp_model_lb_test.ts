@@ -107,6 +107,7 @@ rootTest(
           "--allow-env",
           "--allow-sys",
           "--allow-net=127.0.0.1",
+          `--allow-net=unix:${dir}/n1.bird/bird.ctl`,
         ],
       });
       await agent.waitForLine((l) => l.includes('"msg":"ready"'), { timeoutMs: 20_000 });

@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "./_testing.ts";
+import { assert, assertEquals, waitUntil } from "./_testing.ts";
 import { MaglevTables, MIN_AHEAD, tableDigest } from "./_lbmaps_maglev.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 
@@ -46,8 +46,9 @@ Deno.test("MaglevTables: tables built ahead on workers equal, slot for slot and 
     assert(ahead.buildAhead(jobs), "a pass of enough tables builds ahead");
     assert(!here.buildAhead(jobs), "no workers: nothing ahead");
     let built = 0;
-    // Let the workers start (a job none has started when it is asked for is built here).
-    await new Promise((r) => setTimeout(r, 300));
+    // Let the workers start (a job none has started when it is asked for is built here): wait
+    // for a worker's claim, not for a guessed time.
+    await waitUntil(() => ahead.aheadStarted > 0, "a table started on a worker");
     // One skipped (a retry elsewhere) and one whose IDs changed since: both built here instead.
     const changed = jobs[5]!;
     for (const [i, job] of jobs.entries()) {

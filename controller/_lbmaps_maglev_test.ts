@@ -22,7 +22,10 @@ async function wasmBuilder(file = "release.wasm") {
   const { PolicyModule } = await import("../policy-as/host/policy_module.ts");
   const { WasmMaglevBuilder } = await import("../policy-as/host/wasm_maglev_builder.ts");
   const bytes = await Deno.readFile(new URL(`../policy-as/build/${file}`, import.meta.url));
-  return new WasmMaglevBuilder({ current: await PolicyModule.load(bytes) });
+  // A build time budget far from any build (it is wall time; these tests are not about it).
+  return new WasmMaglevBuilder({
+    current: await PolicyModule.load(bytes, { buildBudgetMs: 10_000 }),
+  });
 }
 
 /** `count` frontends of 1..12 backends (one weighted), IDs from 1000 up. */

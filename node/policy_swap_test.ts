@@ -18,10 +18,17 @@ import { policySwapper } from "./policy_swap.ts";
 const build = (name: string) =>
   Deno.readFile(new URL(`../policy-as/build/${name}`, import.meta.url));
 
+/**
+ * The build time budget (50 ms by default) is wall time: on a loaded machine a valid module's
+ * Maglev build can pass it and be rejected. These tests are about swapping, not the budget
+ * (policy-as/host/validate_test.ts is): a budget far from any build.
+ */
+const LIMITS = { buildBudgetMs: 10_000 };
+
 Deno.test("agent policy swap: an accepted module rebuilds every Maglev table; a rejected one changes nothing", async () => {
   using logs = captureLogs();
   const registry = new Registry();
-  const host = await PolicyHost.create({ registry });
+  const host = await PolicyHost.create({ registry, limits: LIMITS });
   assert((await host.swap(await build("release.wasm"))).ok);
   const maps = new MemoryLBMaps();
   const cp = await createControlPlane(maps, {
@@ -69,7 +76,7 @@ Deno.test("agent policy swap: an accepted module rebuilds every Maglev table; a 
 Deno.test("agent policy swap: a stricter health module judges the next probes without a restart — same probes, later return", async () => {
   using _logs = captureLogs();
   const registry = new Registry();
-  const host = await PolicyHost.create({ registry });
+  const host = await PolicyHost.create({ registry, limits: LIMITS });
   assert((await host.swap(await build("release.wasm"))).ok);
   const cp = await createControlPlane(new MemoryLBMaps(), {
     maglev: new WasmMaglevBuilder(host, { fallback: new TsMaglevBuilder(), registry }),

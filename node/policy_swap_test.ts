@@ -13,7 +13,7 @@ import {
   policyHealthStep,
   type ProbeResult,
 } from "./health/mod.ts";
-import { policySwapper } from "./policy_swap.ts";
+import { agentMaglevBuilder, policySwapper } from "./policy_swap.ts";
 
 const build = (name: string) =>
   Deno.readFile(new URL(`../policy-as/build/${name}`, import.meta.url));
@@ -129,4 +129,20 @@ Deno.test("agent policy swap: a stricter health module judges the next probes wi
     await checker.stop();
     await cp.stop();
   }
+});
+
+Deno.test("agent Maglev builder: the reference tables while no module serves (one rejected at start), the module's once one is accepted", async () => {
+  using _logs = captureLogs();
+  const host = await PolicyHost.create({ registry: new Registry(), limits: LIMITS });
+  const rejected = await host.swap(await build("fixtures/wrong_hash.wasm"));
+  assert(!rejected.ok && !host.ready, "no module serves");
+  const builder = agentMaglevBuilder(host);
+  const keys = [{ key: "10.1.0.1:80", weight: 100 }, { key: "10.1.0.2:80", weight: 100 }];
+  const reference = new TsMaglevBuilder().build(keys, 251, undefined, [7, 9]);
+  assertEquals([...builder.build(keys, 251, undefined, [7, 9])], [...reference]);
+  assertEquals(builder.fillModule?.(), undefined, "nothing to build ahead on workers");
+  assert((await host.swap(await build("release.wasm"))).ok);
+  assertEquals(builder.fillModule?.()?.digest, host.current.digest, "the serving module's");
+  const wasm = new WasmMaglevBuilder(host).build(keys, 251, undefined, [7, 9]);
+  assertEquals([...builder.build(keys, 251, undefined, [7, 9])], [...wasm]);
 });

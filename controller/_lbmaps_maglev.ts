@@ -119,6 +119,11 @@ export class MaglevTables {
     });
   }
 
+  /** Tables of the pass a worker has started building so far (0 without workers). */
+  get aheadStarted(): number {
+    return this.#workers?.started ?? 0;
+  }
+
   /** Stops the workers now (they start again with the next `buildAhead`). */
   close(): void {
     clearTimeout(this.#idle);

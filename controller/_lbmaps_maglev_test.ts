@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "./_testing.ts";
+import { assert, assertEquals, waitUntil } from "./_testing.ts";
 import { MaglevTables, MIN_AHEAD, tableDigest } from "./_lbmaps_maglev.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 
@@ -22,7 +22,10 @@ async function wasmBuilder(file = "release.wasm") {
   const { PolicyModule } = await import("../policy-as/host/policy_module.ts");
   const { WasmMaglevBuilder } = await import("../policy-as/host/wasm_maglev_builder.ts");
   const bytes = await Deno.readFile(new URL(`../policy-as/build/${file}`, import.meta.url));
-  return new WasmMaglevBuilder({ current: await PolicyModule.load(bytes) });
+  // A build time budget far from any build (it is wall time; these tests are not about it).
+  return new WasmMaglevBuilder({
+    current: await PolicyModule.load(bytes, { buildBudgetMs: 10_000 }),
+  });
 }
 
 /** `count` frontends of 1..12 backends (one weighted), IDs from 1000 up. */
@@ -46,8 +49,9 @@ Deno.test("MaglevTables: tables built ahead on workers equal, slot for slot and 
     assert(ahead.buildAhead(jobs), "a pass of enough tables builds ahead");
     assert(!here.buildAhead(jobs), "no workers: nothing ahead");
     let built = 0;
-    // Let the workers start (a job none has started when it is asked for is built here).
-    await new Promise((r) => setTimeout(r, 300));
+    // Let the workers start (a job none has started when it is asked for is built here): wait
+    // for a worker's claim, not for a guessed time.
+    await waitUntil(() => ahead.aheadStarted > 0, "a table started on a worker");
     // One skipped (a retry elsewhere) and one whose IDs changed since: both built here instead.
     const changed = jobs[5]!;
     for (const [i, job] of jobs.entries()) {

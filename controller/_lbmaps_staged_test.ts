@@ -1,5 +1,5 @@
 import { captureLogs } from "../lib/log.ts";
-import { assert, assertEquals } from "./_testing.ts";
+import { assert, assertEquals, waitUntil } from "./_testing.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { frontendByAddress } from "./lb/frontend.ts";
 import { MemoryLBMaps, StagedMemoryLBMaps } from "./lbmaps_memory.ts";
@@ -112,7 +112,7 @@ Deno.test("staged Maglev installs: a table the commit refuses fails only its fro
   // Services 1..5 get a third backend; service 6 is new: one batch of 6.
   const done = write(6, 3);
   const failing = () => status(address(3))?.kind === "error";
-  for (let i = 0; i < 200 && !failing(); i++) await new Promise((r) => setTimeout(r, 5));
+  await waitUntil(failing, "the refused table's error");
   assertEquals(
     status(address(3))?.error,
     `Cannot install the Maglev table of frontend "${address(3)}" (service ID ${sid3}): ` +

@@ -179,6 +179,13 @@ export class MaglevWorkers {
     return p.result;
   }
 
+  /** Jobs of the pass a worker has started building so far. */
+  get started(): number {
+    let n = 0;
+    for (let i = 0; i < this.#claims.length; i++) if (Atomics.load(this.#claims, i) === 1) n++;
+    return n;
+  }
+
   /** Drops every job not taken (results still to come are discarded). */
   clear(): void {
     this.#queue = [];

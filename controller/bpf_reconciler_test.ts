@@ -1,5 +1,5 @@
 import { captureLogs, type LogRecord } from "../lib/log.ts";
-import { assert, assertEquals, mulberry32 } from "./_testing.ts";
+import { assert, assertEquals, mulberry32, waitUntil } from "./_testing.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { FaultyLBMaps, MemoryLBMaps, StagedMemoryLBMaps } from "./lbmaps_memory.ts";
 import type { LBMapsCapacity } from "./lbmaps.ts";
@@ -217,10 +217,11 @@ async function planeWithCapacity(capacity: Partial<LBMapsCapacity>) {
   return { mem, cp, src: cp.writer.source("k8s"), status };
 }
 
-/** Waits until `ok()` (every 5 ms, at most 1 s); throws with `what()` otherwise. */
+/** Waits until `ok()` (every 5 ms, at most 10 s); throws with `what()` otherwise. */
 async function until(ok: () => boolean, what: () => string): Promise<void> {
-  for (let i = 0; i < 200 && !ok(); i++) await new Promise((r) => setTimeout(r, 5));
-  if (!ok()) throw new Error(`gave up waiting: ${what()}`);
+  await waitUntil(ok, "a status").catch(() => {
+    throw new Error(`gave up waiting: ${what()}`);
+  });
 }
 
 Deno.test("bpf reconciler: a full service ID space fails only the frontend that needs a new ID, saying which limit", async () => {

@@ -13,15 +13,22 @@ import {
   policyHealthStep,
   type ProbeResult,
 } from "./health/mod.ts";
-import { policySwapper } from "./policy_swap.ts";
+import { agentMaglevBuilder, policySwapper } from "./policy_swap.ts";
 
 const build = (name: string) =>
   Deno.readFile(new URL(`../policy-as/build/${name}`, import.meta.url));
 
+/**
+ * The build time budget (50 ms by default) is wall time: on a loaded machine a valid module's
+ * Maglev build can pass it and be rejected. These tests are about swapping, not the budget
+ * (policy-as/host/validate_test.ts is): a budget far from any build.
+ */
+const LIMITS = { buildBudgetMs: 10_000 };
+
 Deno.test("agent policy swap: an accepted module rebuilds every Maglev table; a rejected one changes nothing", async () => {
   using logs = captureLogs();
   const registry = new Registry();
-  const host = await PolicyHost.create({ registry });
+  const host = await PolicyHost.create({ registry, limits: LIMITS });
   assert((await host.swap(await build("release.wasm"))).ok);
   const maps = new MemoryLBMaps();
   const cp = await createControlPlane(maps, {
@@ -69,7 +76,7 @@ Deno.test("agent policy swap: an accepted module rebuilds every Maglev table; a 
 Deno.test("agent policy swap: a stricter health module judges the next probes without a restart — same probes, later return", async () => {
   using _logs = captureLogs();
   const registry = new Registry();
-  const host = await PolicyHost.create({ registry });
+  const host = await PolicyHost.create({ registry, limits: LIMITS });
   assert((await host.swap(await build("release.wasm"))).ok);
   const cp = await createControlPlane(new MemoryLBMaps(), {
     maglev: new WasmMaglevBuilder(host, { fallback: new TsMaglevBuilder(), registry }),
@@ -122,4 +129,20 @@ Deno.test("agent policy swap: a stricter health module judges the next probes wi
     await checker.stop();
     await cp.stop();
   }
+});
+
+Deno.test("agent Maglev builder: the reference tables while no module serves (one rejected at start), the module's once one is accepted", async () => {
+  using _logs = captureLogs();
+  const host = await PolicyHost.create({ registry: new Registry(), limits: LIMITS });
+  const rejected = await host.swap(await build("fixtures/wrong_hash.wasm"));
+  assert(!rejected.ok && !host.ready, "no module serves");
+  const builder = agentMaglevBuilder(host);
+  const keys = [{ key: "10.1.0.1:80", weight: 100 }, { key: "10.1.0.2:80", weight: 100 }];
+  const reference = new TsMaglevBuilder().build(keys, 251, undefined, [7, 9]);
+  assertEquals([...builder.build(keys, 251, undefined, [7, 9])], [...reference]);
+  assertEquals(builder.fillModule?.(), undefined, "nothing to build ahead on workers");
+  assert((await host.swap(await build("release.wasm"))).ok);
+  assertEquals(builder.fillModule?.()?.digest, host.current.digest, "the serving module's");
+  const wasm = new WasmMaglevBuilder(host).build(keys, 251, undefined, [7, 9]);
+  assertEquals([...builder.build(keys, 251, undefined, [7, 9])], [...wasm]);
 });

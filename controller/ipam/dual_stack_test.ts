@@ -49,9 +49,12 @@ Deno.test("ipam dual stack: a /64 pool hands out its lowest free addresses witho
       service(`s${i}`, { created: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(), ...V6 }),
     );
   }
+  // A walk of 2^64 (or 2^80 in the /48) never returns; the pass takes ~0.1 s. The bound only
+  // names a walk that does return, slowly: 60 s is orders of magnitude from both, so load does
+  // not flip it. How fast a pass is belongs to `./hf bench ipam --dual-stack`.
   const t0 = performance.now();
   let r = ipam.reconcile(pools, svcs);
-  assert(performance.now() - t0 < 10_000, "a pass over a /64 terminates");
+  assert(performance.now() - t0 < 60_000, "a pass over a /64 terminates");
   assertEquals(r.services.find((s) => s.name === "s0")!.addresses, ["2001:db8:1::"]);
   assertEquals(r.services.find((s) => s.name === "s1999")!.addresses, ["2001:db8:1::7cf"]);
   // The counts saturate (2^64 does not fit a status integer exactly); the message is exact.

@@ -3,7 +3,7 @@
  * not write again, fencing, release of unclaimed Services and the config's condition.
  */
 import { captureLogs } from "../../lib/log.ts";
-import { assertEquals } from "../_testing.ts";
+import { assertEquals, waitUntil } from "../_testing.ts";
 import type { K8sEvent } from "../sources/k8s_source.ts";
 import { LbController } from "./controller.ts";
 import type { KubeObject, ResourceName } from "./objects.ts";
@@ -168,20 +168,21 @@ Deno.test("LbController: a failed write is retried, and a change does not wait o
     },
     writer,
     debounceMs: 1,
-    retry: { minMs: 60_000, maxMs: 60_000 }, // a retry far away
+    // A retry an hour away: the change below is written long before it (waits are 10 s at most).
+    retry: { minMs: 3_600_000, maxMs: 3_600_000 },
   });
   try {
     c.trigger();
-    const deadline = Date.now() + 2000;
-    while (passes < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-    await new Promise((r) => setTimeout(r, 20));
+    // The first pass has failed its Event write (not a guess of how long that takes).
+    await waitUntil(
+      () => logs.records.some((r) => r.msg === "event not written" && r.retry === true),
+      "the failed Event write",
+    );
+    assertEquals(passes, 1);
     writer.fail = undefined;
-    c.trigger(); // a change: runs now, not in 60 s
-    while (writer.writes.length === 0 && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    c.trigger(); // a change: runs now, not in an hour
+    await waitUntil(() => writer.writes.length > 0, "the write after the change");
     assertEquals(writer.events(), ["AddressAllocated shop/web"]);
-    assertEquals(logs.records.some((r) => r.msg === "event not written" && r.retry === true), true);
   } finally {
     await c.stop();
   }

@@ -15,6 +15,8 @@ import type { ModelChange, ModelStore } from "./store.ts";
 import type { ModelPolicy } from "./schema.ts";
 import type { Logger } from "../../lib/log.ts";
 
+export { waitUntil } from "../_testing.ts";
+
 /** A controller publishing the model of a services file. */
 export interface TestController extends AsyncDisposable {
   readonly cp: ControlPlane;
@@ -86,19 +88,6 @@ export async function startTestAgent<M extends LBMaps = MemoryLBMaps>(
   };
 }
 
-/** Waits until `cond()` holds (polling every 10 ms, at most `timeoutMs`, default 5000). */
-export async function waitUntil(
-  cond: () => boolean | Promise<boolean>,
-  what: string,
-  timeoutMs = 5_000,
-): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 /** Two services: default/web (two backends) and default/dns (one, client-ip). */
 export const MODEL_YAML = `
 services:
@@ -118,6 +107,8 @@ services:
 export class HeldStore implements ModelStore {
   #gate: Promise<void> | null = null;
   #open = () => {};
+  /** Reads waiting at the gate now (a test waits for one rather than for a guessed time). */
+  parked = 0;
   constructor(readonly inner: ModelStore) {}
   hold(): void {
     this.#gate = new Promise((r) => this.#open = r);
@@ -134,7 +125,11 @@ export class HeldStore implements ModelStore {
   writeSettings = (e: string, json: string) => this.inner.writeSettings(e, json);
   readPolicy = () => this.inner.readPolicy();
   async read(after: string, o: { count: number; blockMs: number }): Promise<ModelChange[]> {
-    if (this.#gate) await this.#gate;
+    if (this.#gate) {
+      this.parked++;
+      await this.#gate;
+      this.parked--;
+    }
     return this.inner.read(after, o);
   }
   close = () => this.inner.close();

@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../_testing.ts";
+import { assert, assertEquals, waitUntil } from "../_testing.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { DB, defineIndex, type ReadTxn } from "../statedb/mod.ts";
 import { type Operations, Reconciler, type Repair, waitReconciled } from "./reconciler.ts";
@@ -12,10 +12,16 @@ class Target implements Operations<Obj> {
   readonly data = new Map<string, number>();
   failing: (op: string, id: string) => boolean = () => false;
   readonly log: string[] = [];
+  /** Updates begun (before the gate), as `id=value`. */
+  readonly begun: string[] = [];
   /** Resolves the in-flight update when set (to interleave a write). */
   gate: Promise<void> | null = null;
+  /** Called as each update begins, before the gate and the fault (to look at the row then). */
+  onUpdate: (o: Obj) => void = () => {};
 
   async update(_txn: ReadTxn, o: Obj): Promise<void> {
+    this.begun.push(`${o.id}=${o.value}`);
+    this.onUpdate(o);
     if (this.gate) await this.gate;
     if (this.failing("update", o.id)) throw new Error(`target refused ${o.id}`);
     this.log.push(`update ${o.id}=${o.value}`);
@@ -74,7 +80,7 @@ function setup(options: { batchSize?: number; fullReconcileIntervalMs?: number }
     w.commit();
   };
   const wait = (id: string) =>
-    waitReconciled(db, table, id, { getStatus: (o) => o.status, timeoutMs: 2000 });
+    waitReconciled(db, table, id, { getStatus: (o) => o.status, timeoutMs: 10_000 });
   const tick = (ms: number) => (clock += ms);
   /** Registers an initializer (no prune until then); returns the function that completes it. */
   const holdInitialization = () => {
@@ -121,22 +127,20 @@ Deno.test("reconciler: updates, deletes, writes status back, prunes only after i
 
 Deno.test("reconciler: failures set error status, retry with backoff and converge", async () => {
   using _logs = captureLogs();
-  const { db, table, target, r, put } = setup();
+  const { db, table, target, r, put, wait } = setup();
   let failures = 0;
   target.failing = (_op, id) => id === "x" && failures++ < 3;
+  // The error is visible in the row while it is retried: looked at as each retry begins (a poll
+  // could miss the few ms between a failure and its retry).
+  const seen: string[] = [];
+  target.onUpdate = (o) => {
+    const row = table.get(db.readTxn(), byId.query(o.id));
+    seen.push(`${row?.status.kind}:${row?.status.error ?? ""}`);
+  };
   r.start();
   put("x", 1);
-  // The error is visible in the row while it is retried.
-  const deadline = Date.now() + 2000;
-  let sawError = "";
-  while (Date.now() < deadline) {
-    const row = table.get(db.readTxn(), byId.query("x"));
-    if (row?.status.kind === "error") sawError = row.status.error ?? "";
-    if (row?.status.kind === "done") break;
-    await new Promise((res) => setTimeout(res, 1));
-  }
-  assertEquals(table.get(db.readTxn(), byId.query("x"))?.status.kind, "done");
-  assertEquals(sawError, "target refused x");
+  await wait("x");
+  assertEquals(seen.slice(1), Array(3).fill("error:target refused x"), "status at each retry");
   assertEquals(target.data.get("x"), 1);
   assertEquals(r.metrics.holdfast_reconciler_errors_total, 3);
   assert(r.metrics.holdfast_reconciler_retries_total >= 3);
@@ -157,7 +161,7 @@ Deno.test("reconciler: a row changed during its update stays pending and is reco
   target.gate = new Promise((res) => (release = res));
   r.start();
   put("y", 1);
-  await new Promise((res) => setTimeout(res, 5)); // update of y=1 is now in flight
+  await waitUntil(() => target.begun.includes("y=1"), "the update of y=1 in flight");
   put("y", 2);
   target.gate = null;
   release();
@@ -177,15 +181,14 @@ Deno.test("reconciler: status since is when the row entered its status, kept whi
   r.start();
   put("e", 1);
   const row = () => table.get(db.readTxn(), byId.query("e"))!;
-  for (let i = 0; i < 200 && row().status.kind !== "error"; i++) {
-    await new Promise((res) => setTimeout(res, 1));
-  }
+  await waitUntil(() => row().status.kind === "error", "the first error");
   assertEquals([row().status.kind, row().status.since], ["error", 1_000]);
   tick(60_000); // failing for a minute: the error keeps its first time
   const retries = r.metrics.holdfast_reconciler_retries_total;
-  for (let i = 0; i < 200 && r.metrics.holdfast_reconciler_retries_total < retries + 2; i++) {
-    await new Promise((res) => setTimeout(res, 1));
-  }
+  await waitUntil(
+    () => r.metrics.holdfast_reconciler_retries_total >= retries + 2,
+    "two more retries",
+  );
   assertEquals([row().status.kind, row().status.since], ["error", 1_000]);
   failing = false;
   await wait("e");
@@ -225,9 +228,8 @@ Deno.test("reconciler: the periodic full reconciliation repairs without a trigge
   put("p", 7);
   await wait("p");
   target.data.delete("p");
-  for (let i = 0; i < 500 && !target.data.has("p"); i++) {
-    await new Promise((res) => setTimeout(res, 2));
-  }
+  // Repaired by a periodic pass (every 20 ms); the wait bound is only how long a failure takes.
+  await waitUntil(() => target.data.has("p"), "the periodic repair");
   assertEquals(target.data.get("p"), 7);
   assert(r.metrics.holdfast_reconciler_repairs_total >= 1);
   assertEquals(table.get(db.readTxn(), byId.query("p"))?.status.kind, "done");
@@ -318,15 +320,10 @@ Deno.test("reconciler: writes staged in a batch go in at endBatch; a row failed 
   w.commit();
   r.start();
   // One batch: a and c land together; b's row says why it failed, and it is retried.
-  const deadline = Date.now() + 2000;
-  let row: Obj | undefined;
-  while (Date.now() < deadline) {
-    row = table.get(db.readTxn(), byId.query("b"));
-    if (row?.status.kind === "error") break;
-    await new Promise((res) => setTimeout(res, 1));
-  }
-  assertEquals(row?.status.kind, "error");
-  assertEquals(row?.status.error, "no room for b");
+  const row = () => table.get(db.readTxn(), byId.query("b"));
+  await waitUntil(() => row()?.status.kind === "error", "b's error");
+  assertEquals(row()?.status.kind, "error");
+  assertEquals(row()?.status.error, "no room for b");
   assertEquals(target.batches[0], ["a", "b", "c"]);
   assertEquals(table.get(db.readTxn(), byId.query("a"))?.status.kind, "done");
   assertEquals(target.data.has("b"), false);

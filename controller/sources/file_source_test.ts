@@ -1,4 +1,4 @@
-import { assertEquals, assertRejects } from "../_testing.ts";
+import { assertEquals, assertRejects, waitUntil } from "../_testing.ts";
 import { DEFAULT_CONFIG_YAML, parseConfig } from "./file_source.ts";
 
 Deno.test("file source: the embedded default config parses", () => {
@@ -118,11 +118,11 @@ Deno.test("file source: a service the Maglev builder refuses shows the reason in
     });
     txn.commit();
     let error: string | undefined;
-    for (let i = 0; i < 200 && error === undefined; i++) {
+    await waitUntil(() => {
       const fe = cp.tables.frontends.get(cp.db.readTxn(), frontendByAddress("10.0.0.1:80/TCP"));
       if (fe?.status.kind === "error") error = fe.status.error;
-      else await new Promise((r) => setTimeout(r, 10));
-    }
+      return error !== undefined;
+    }, "the frontend's error");
     assertEquals(
       error,
       'Cannot reconcile frontend "10.0.0.1:80/TCP" of service "shop/web": ' +

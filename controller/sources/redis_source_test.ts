@@ -76,7 +76,8 @@ Deno.test("model: an agent that missed trimmed changes re-reads the model (gap)"
   await agent.source.ready();
   await agent.cp.waitFrontend(DNS);
   held.hold();
-  await new Promise((r) => setTimeout(r, 100)); // the agent's next read is held
+  // The agent's next read is held (its read in flight, which could see the changes, is over).
+  await waitUntil(() => held.parked === 1, "the agent's next read held");
   using logs = captureLogs();
   ctl.file.load(
     MODEL_YAML.replace("10.0.100.2:53/UDP", "10.0.100.3:53/UDP")
@@ -157,15 +158,25 @@ Deno.test("model: no model yet → the agent's initializer stays pending (no pru
 });
 
 Deno.test("model: an agent started before the first model picks it up within its empty poll, not its error backoff", async () => {
-  using _logs = captureLogs();
+  using logs = captureLogs();
   const store = new MemoryModelStore();
-  // A slow error backoff: before emptyPollMs, an agent waiting for a model slept on it.
-  await using agent = await startTestAgent(store, { retry: { minMs: 2_000, maxMs: 5_000 } });
-  await new Promise((r) => setTimeout(r, 300)); // a few empty polls
-  const published = performance.now();
+  // An error backoff of an hour: before emptyPollMs, an agent waiting for a model slept on it.
+  // The empty poll is 100 ms; the bound below (20 s) is two orders of magnitude from both.
+  await using agent = await startTestAgent(store, {
+    retry: { minMs: 3_600_000, maxMs: 3_600_000 },
+  });
+  await waitUntil(
+    () => logs.records.some((r) => r.msg === "model not in Redis: keeping the rows applied"),
+    "the agent waiting for a model",
+  );
   await using _ctl = await startTestController(store, MODEL_YAML);
-  await agent.source.ready();
-  const waited = performance.now() - published;
-  assert(waited < 1_000, `first model applied ${waited.toFixed(0)} ms after it was published`);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<"late">((r) => timer = setTimeout(() => r("late"), 20_000));
+  try {
+    const first = await Promise.race([agent.source.ready().then(() => "ready" as const), late]);
+    assertEquals(first, "ready", "the first model applied on the empty poll, not the backoff");
+  } finally {
+    clearTimeout(timer);
+  }
   await agent.cp.waitFrontend(WEB);
 });

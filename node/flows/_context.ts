@@ -31,6 +31,8 @@ export interface AgentContext {
   readonly positions: Map<string, string>;
   /** A flow with no packet for this long expires everywhere, ms. */
   readonly idleMs: number;
+  /** Wall clock, ms since the epoch: learn times, reported last seen, expiry cutoffs. */
+  nowMs(): number;
   /** Flows per store write. */
   readonly batchSize: number;
   /** Reports a failed store call: the agent goes store-down and recovers. */

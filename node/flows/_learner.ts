@@ -132,7 +132,7 @@ export class Learner {
       if (!list) byVip.set(p.vip, list = []);
       list.push(p);
     }
-    const nowMs = Date.now();
+    const nowMs = this.#ctx.nowMs();
     let oldest = Infinity;
     try {
       for (const [vip, list] of byVip) {

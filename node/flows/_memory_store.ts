@@ -37,6 +37,12 @@ export class MemoryFlowStore implements FlowStore {
   #seq = 0;
   #waiters = new Set<() => void>();
   #reconnect = new Set<() => void>();
+  readonly #clockMs: () => number;
+
+  /** `clockMs`: the clock of expiry locks (default `Date.now`; tests pass the agents' clock). */
+  constructor(options: { clockMs?: () => number } = {}) {
+    this.#clockMs = options.clockMs ?? Date.now;
+  }
 
   #check(): void {
     if (!this.available) throw new StoreUnavailableError("Cannot reach flow store: it is down");
@@ -124,7 +130,7 @@ export class MemoryFlowStore implements FlowStore {
   expire(vip: string, cutoffMs: number, options: { node: string; lockMs: number }) {
     this.#check();
     const v = this.#vip(vip);
-    const now = Date.now();
+    const now = this.#clockMs();
     if (v.lockUntil > now) return Promise.resolve([]);
     v.lockUntil = now + options.lockMs;
     const gone: string[] = [];

@@ -115,7 +115,7 @@ export class Restorer {
       }));
       await this.#ctx.store.learn(vip, flows, {
         node: this.#ctx.node,
-        nowMs: Date.now(),
+        nowMs: this.#ctx.nowMs(),
         idleTimeoutMs: this.#ctx.idleMs,
       });
     }

@@ -54,10 +54,7 @@ export class Sweeper {
 
   /** Sweeps every interval until {@link stop}; reads the flow map every report interval. */
   start(): void {
-    this.#timer ??= setInterval(
-      () => void this.#run(this.#sinceRead + 1 >= this.#readEvery),
-      this.#intervalMs,
-    );
+    this.#timer ??= setInterval(() => void this.tick(), this.#intervalMs);
   }
 
   /** Stops the timer and waits for a pass in progress. */
@@ -65,6 +62,11 @@ export class Sweeper {
     clearInterval(this.#timer);
     this.#timer = undefined;
     await this.#sweeping;
+  }
+
+  /** One timer sweep now: the map is read on every report interval's sweep only. */
+  tick(): Promise<void> {
+    return this.#run(this.#sinceRead + 1 >= this.#readEvery);
   }
 
   /** One full pass now, map read included (while in sync), or the pass in progress. */
@@ -84,7 +86,7 @@ export class Sweeper {
     const { store, followed, idleMs, node } = this.#ctx;
     await this.#ctx.verifyStore("sweep");
     if (!this.#ctx.state.inSync) return;
-    const nowMs = Date.now();
+    const nowMs = this.#ctx.nowMs();
     // Counted before the read: a failed read is retried on the next sweep.
     this.#sinceRead++;
     const idle = read ? await this.#readMap(nowMs) : new Map<string, AnyFlowKey[]>();

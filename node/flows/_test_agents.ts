@@ -22,12 +22,28 @@ export function assertEquals(a: unknown, b: unknown, what = ""): void {
   }
 }
 
-/** Polls `cond` every 5 ms; throws naming `what` after `ms`. */
-export async function until(what: string, cond: () => boolean, ms = 2000): Promise<void> {
+/**
+ * Polls `cond` every 5 ms; throws naming `what` after `ms` (default 10 s: what tests wait for
+ * takes milliseconds, so the bound is only how long a failure takes, never reached under load).
+ */
+export async function until(what: string, cond: () => boolean, ms = 10_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!cond()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/**
+ * A clock a test steps by hand: the flow table's (ns) and the agents' wall clock (ms) agree, so
+ * idle timeouts and sweeps are driven by the test and not by how busy the machine is.
+ */
+export class TestClock {
+  constructor(public ms = 1_000_000) {}
+  readonly nowMs = (): number => this.ms;
+  readonly nowNs = (): number => this.ms * 1e6;
+  advance(ms: number): void {
+    this.ms += ms;
   }
 }
 
@@ -39,16 +55,19 @@ export interface TestAgent {
 }
 
 /**
- * An agent named `name` sharing `store`, with a fresh in-memory table and registry. Timings are
- * tight (idle timeouts of 100 ms in tests): short blocking reads, no adaptive gather beyond the
- * default, writes 1 ms after a flow.
+ * An agent named `name` sharing `store`, with a fresh in-memory table and registry: short
+ * blocking reads, no adaptive gather beyond the default, writes 1 ms after a flow. With `clock`,
+ * its table and its wall clock are the test's (idle timeouts driven by hand).
  */
 export function testAgent(
   name: string,
   store: MemoryFlowStore,
-  options: Partial<FlowSyncAgentOptions> & Pick<FlowSyncAgentOptions, "vips">,
+  options: Partial<FlowSyncAgentOptions> & Pick<FlowSyncAgentOptions, "vips"> & {
+    clock?: TestClock;
+  },
 ): TestAgent {
-  const table = new MemoryFlowTable();
+  const { clock, ...rest } = options;
+  const table = new MemoryFlowTable({ clockNs: clock?.nowNs });
   const registry = new Registry();
   const agent = new FlowSyncAgent(table, store, {
     node: name,
@@ -56,7 +75,8 @@ export function testAgent(
     readGatherMaxMs: 20,
     flushIntervalMs: 1,
     registry,
-    ...options,
+    clockMs: clock?.nowMs,
+    ...rest,
   });
   return { agent, table, registry };
 }

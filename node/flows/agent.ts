@@ -99,6 +99,8 @@ export interface FlowSyncAgentOptions {
   registry?: Registry;
   /** Logger (default the process-wide one). */
   logger?: Logger;
+  /** Wall clock, ms (default `Date.now`; tests drive their own, with the flow table's clock). */
+  clockMs?: () => number;
 }
 
 /** Mirrors one LB node's flow map with the shared flow store. */
@@ -131,6 +133,7 @@ export class FlowSyncAgent {
       tally: new FlowTally(log),
       positions: new Map(),
       idleMs,
+      nowMs: options.clockMs ?? Date.now,
       batchSize: options.batchSize ?? LEARN_BATCH_FLOWS,
       storeFailed: (err, during) => this.#outage.failed(err, during),
       verifyStore: (during) => this.#outage.verify(during),

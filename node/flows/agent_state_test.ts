@@ -14,7 +14,7 @@ function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(msg);
 }
 
-async function until(what: string, cond: () => boolean, ms = 3000): Promise<void> {
+async function until(what: string, cond: () => boolean, ms = 10_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!cond()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);

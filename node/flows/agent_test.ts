@@ -2,12 +2,20 @@ import type { FlowSyncAgentOptions } from "./agent.ts";
 import { type AnyFlowEvent, type FlowEvent, makeFlowKey } from "../bpf/flow.ts";
 import { StoreUnavailableError } from "./store.ts";
 import { MemoryFlowStore } from "./_memory_store.ts";
-import { flush, sweep } from "./_testing.ts";
+import { flush, sweep, tick } from "./_testing.ts";
 import { purgeBackendFlows } from "./purge.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { flowAddress, flowField } from "./field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-import { assert, assertEquals, started, type TestAgent, testAgent, until } from "./_test_agents.ts";
+import {
+  assert,
+  assertEquals,
+  started,
+  type TestAgent,
+  testAgent,
+  TestClock,
+  until,
+} from "./_test_agents.ts";
 
 const VIP = "10.0.100.1";
 
@@ -99,7 +107,7 @@ function range(prefix: string, n: number): string[] {
 function agent(
   name: string,
   store: MemoryFlowStore,
-  options: Partial<FlowSyncAgentOptions> = {},
+  options: Partial<FlowSyncAgentOptions> & { clock?: TestClock } = {},
   family = V4,
 ): TestAgent {
   return testAgent(name, store, { vips: [family.vip], services: services(), ...options });
@@ -245,8 +253,13 @@ Deno.test("a reload removing a backend drops its flows from this map, stored or 
 for (const f of [V4, V6]) {
   Deno.test(`${f.name}: idle flows expire in the store and in every map; active ones are refreshed`, async () => {
     using logs = captureLogs();
-    const store = new MemoryFlowStore();
-    const opts = { idleTimeoutMs: 150, sweepIntervalMs: 40 };
+    // Time is the test's: sweeps are stepped by hand on one clock (a sweep timer an hour away
+    // never fires), so no verdict depends on how busy the machine is. Idle 4 h, a step of 1 h
+    // (beyond the store's expiry lock, 0.9 × the sweep interval).
+    const clock = new TestClock();
+    const store = new MemoryFlowStore({ clockMs: clock.nowMs });
+    const HOUR = 3_600_000;
+    const opts = { idleTimeoutMs: 4 * HOUR, sweepIntervalMs: HOUR, clock };
     const a = agent("lb-a", store, opts, f);
     const b = agent("lb-b", store, opts, f);
     await using _running = await started(a, b);
@@ -258,48 +271,58 @@ for (const f of [V4, V6]) {
     }
     await flush(a.agent);
     await until("b has both", () => b.table.size === 2);
-    for (let i = 0; i < 12; i++) {
-      await new Promise((r) => setTimeout(r, 30));
+    for (let hour = 1; hour <= 3; hour++) {
+      clock.advance(HOUR);
       a.table.touch(live.key); // traffic on the live flow only
+      await tick(a.agent);
+      await tick(b.agent);
+      assert(store.stored(f.vip, flowField(idle.key)) !== undefined, `idle kept at ${hour} h`);
     }
+    clock.advance(HOUR); // 4 h: the idle flow has had no packet for the idle timeout
+    await tick(a.agent);
+    await tick(b.agent);
+    assertEquals(store.stored(f.vip, flowField(idle.key)), undefined, "idle gone from store");
+    assert(store.stored(f.vip, flowField(live.key)) !== undefined, "live kept in store");
     await until("idle flow gone everywhere", () => a.table.size === 1 && b.table.size === 1);
     assert(b.table.get(live.key) && a.table.get(live.key), "live flow stays");
-    assertEquals(store.stored(f.vip, flowField(idle.key)), undefined, "idle gone from store");
     assert(logs.records.some((r) => r.msg === "flow expired" && r.node === "lb-b"), "logged");
   });
 }
 
 Deno.test("activity reported every idle/4 (several sweeps) still keeps an active flow", async () => {
   using _logs = captureLogs();
-  const store = new MemoryFlowStore();
-  // Sweeps every 20 ms; the map is read (activity reported) every 5 sweeps = 100 ms = idle / 4.
-  const opts = { idleTimeoutMs: 400, sweepIntervalMs: 20 };
+  // Stepped by hand on one clock, in minutes: sweeps every 20 min, the map read (activity
+  // reported) every 5 sweeps = 100 min = idle / 4 (idle 400 min).
+  const clock = new TestClock();
+  const store = new MemoryFlowStore({ clockMs: clock.nowMs });
+  const MIN = 60_000;
+  const opts = { idleTimeoutMs: 400 * MIN, sweepIntervalMs: 20 * MIN, clock };
   const a = agent("lb-a", store, opts);
   const b = agent("lb-b", store, opts);
-  await a.agent.start();
-  await b.agent.start();
-  try {
-    const idle = event("10.0.0.1", 1, "10.0.1.2");
-    const live = event("10.0.0.2", 2, "10.0.1.2");
-    for (const ev of [idle, live]) {
-      a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
-      a.agent.learn(ev);
-    }
-    await flush(a.agent);
-    await until("b has both", () => b.table.size === 2);
-    const t0 = Date.now();
-    // b (not a) may be the node that expires: it only knows what a reported.
-    while (Date.now() - t0 < 1_000) {
-      await new Promise((r) => setTimeout(r, 50));
-      a.table.touch(live.key);
-      assert(b.table.get(live.key), `live flow kept (${Date.now() - t0} ms)`);
-    }
-    await until("idle flow gone everywhere", () => a.table.size === 1 && b.table.size === 1);
-    assert(a.table.get(live.key) && b.table.get(live.key), "live flow stays");
-  } finally {
-    await a.agent.stop();
-    await b.agent.stop();
+  await using _running = await started(a, b);
+  const idle = event("10.0.0.1", 1, "10.0.1.2");
+  const live = event("10.0.0.2", 2, "10.0.1.2");
+  for (const ev of [idle, live]) {
+    a.table.put(ev.key, { backend: ev.backend, flags: 0, lastSeenNs: a.table.nowNs() });
+    a.agent.learn(ev);
   }
+  await flush(a.agent);
+  await until("b has both", () => b.table.size === 2);
+  // 50 sweeps (1,000 min, 2.5 idle timeouts), a packet on the live flow every 40 min. b (not a)
+  // may be the node that expires: it only knows what a reported.
+  for (let step = 1; step <= 50; step++) {
+    clock.advance(20 * MIN);
+    if (step % 2 === 0) a.table.touch(live.key);
+    await tick(a.agent);
+    await tick(b.agent);
+    assert(
+      store.stored(VIP, flowField(live.key)) !== undefined,
+      `live flow kept (${step * 20} min)`,
+    );
+  }
+  assertEquals(store.stored(VIP, flowField(idle.key)), undefined, "idle gone from store");
+  await until("idle flow gone everywhere", () => a.table.size === 1 && b.table.size === 1);
+  assert(a.table.get(live.key) && b.table.get(live.key), "live flow stays");
 });
 
 for (const f of [V4, V6]) {
@@ -310,9 +333,13 @@ for (const f of [V4, V6]) {
     await using _running = await started(a);
     store.available = false;
     const events = Array.from({ length: 150 }, (_, i) => eventOf(f, 1, 1000 + i, 2));
-    const t0 = performance.now();
-    for (const ev of events) a.agent.learn(ev); // never waits
-    assert(performance.now() - t0 < 50, "learn does not wait on the store");
+    // learn never waits on the store: it returns nothing to wait for, and all 150 are accounted
+    // for (queued or dropped) before this test yields once, so no store call can have run.
+    for (const ev of events) {
+      const returned: unknown = a.agent.learn(ev);
+      assert(returned === undefined, "learn does not wait on the store");
+    }
+    assertEquals([a.agent.queued, a.agent.dropped], [100, 50], "bounded, overflow counted");
     await until("outage noticed", () => !a.agent.storeUp);
     assertEquals([a.agent.queued, a.agent.dropped], [100, 50], "bounded, overflow counted");
     assert(
@@ -506,7 +533,10 @@ Deno.test("an LB IP added at run time is restored, then followed, learned and to
 Deno.test("a removed LB IP is no longer followed; its map entries idle out locally", async () => {
   using logs = captureLogs();
   const store = new MemoryFlowStore();
-  const opts = { idleTimeoutMs: 100, sweepIntervalMs: 10_000 };
+  // The maps' clock is the test's (sweeps by hand; the timer an hour away): "young" and "idle"
+  // do not depend on how long the steps below take on a busy machine.
+  const clock = new TestClock();
+  const opts = { idleTimeoutMs: 100, sweepIntervalMs: 3_600_000, clock };
   const a = agent("lb-a", store, { ...opts, vips: [VIP, VIP2] });
   const peer = agent("lb-p", store, { ...opts, vips: [VIP, VIP2] });
   await a.agent.start();
@@ -536,7 +566,7 @@ Deno.test("a removed LB IP is no longer followed; its map entries idle out local
     // Kept in the map (a reverted change keeps connections) until idle for the idle timeout.
     await sweep(a.agent);
     assert(a.table.get(kept.key) !== undefined, "kept while young");
-    await new Promise((r) => setTimeout(r, 150));
+    clock.advance(150);
     a.table.touch(mine.key); // active: stays
     await sweep(a.agent);
     assertEquals(a.table.get(kept.key), undefined, "idled out");
@@ -581,7 +611,7 @@ Deno.test("setVips before start is restored by start; while the store is down, b
     const f2 = event("10.0.0.2", 2000, "10.0.1.2");
     datapath(peer, f2);
     await flush(peer.agent);
-    await until("recovered and restored VIP", () => a.table.get(f2.key) !== undefined, 5000);
+    await until("recovered and restored VIP", () => a.table.get(f2.key) !== undefined);
     const f3 = event("10.0.0.3", 3000, "10.0.1.3");
     datapath(peer, f3);
     await until("VIP followed", () => a.table.get(f3.key) !== undefined);

@@ -33,7 +33,7 @@ function view(check = CHECK) {
   };
 }
 
-async function until(cond: () => boolean, what: string, ms = 3000): Promise<void> {
+async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
   const end = Date.now() + ms;
   while (!cond()) {
     if (Date.now() > end) throw new Error(`Timed out waiting for ${what}`);

@@ -20,7 +20,8 @@ const build = (name: string) =>
 
 /** A control plane over `maps` with `SERVICES` services (1..12 backends, some weighted). */
 async function plane(maps: LBMaps, workers: number) {
-  const policy = await PolicyHost.create();
+  // A build time budget far from any build: it is wall time, and this test is not about it.
+  const policy = await PolicyHost.create({ limits: { buildBudgetMs: 10_000 } });
   ok((await policy.swap(await build("release"))).ok);
   const cp = await createControlPlane(maps, {
     maglev: new WasmMaglevBuilder(policy),

@@ -40,7 +40,9 @@ rootTest("full reconciliation repairs map entries deleted behind its back (bpfto
   try {
     using dp = await Datapath.open({ pinDir });
     dp.configure({ srcAddr: "10.1.1.2" });
-    const cp = await createControlPlane(dp.lbMaps(), { fullReconcileIntervalMs: 1_000 });
+    // A pass every 5 s: the tampering below (three bpftool runs, ~0.1 s) fits between two passes
+    // with a margin no loaded machine eats (it did not with 1 s).
+    const cp = await createControlPlane(dp.lbMaps(), { fullReconcileIntervalMs: 5_000 });
     const file = new FileSource(cp.writer);
     cp.start();
     try {
@@ -53,13 +55,15 @@ rootTest("full reconciliation repairs map entries deleted behind its back (bpfto
         testRun(dp.program, tcpFrame("10.0.0.1", "10.0.100.1", { sport: 40000, dport: 80 }));
       strictEqual(toDemo().retval, XDP.TX);
 
-      // Just after a full pass: the next one is a second away, time to tamper and look.
+      // Just after a full pass: the next one is 5 s away, time to tamper and look.
       const passes = () => cp.reconciler.metrics.holdfast_reconciler_prunes_total;
       const before = passes();
-      for (let i = 0; i < 300 && passes() === before; i++) {
+      const aligned = Date.now() + 20_000;
+      for (let i = 0; i < 10_000 && passes() === before && Date.now() < aligned; i++) {
         await new Promise((r) => setTimeout(r, 10));
       }
       const pass = passes();
+      strictEqual(pass > before, true, "a full pass ran");
       // An operator (or a stray tool) removes entries: demo's service entry, other's Maglev
       // table, and other's backend (an array entry: zeroed is "no such backend").
       const otherId = cp.ops.serviceId("10.0.100.2:80/TCP")!;
@@ -75,8 +79,8 @@ rootTest("full reconciliation repairs map entries deleted behind its back (bpfto
       strictEqual(passes(), pass, "no full pass ran while the entries were being removed");
       strictEqual(cp.reconciler.metrics.holdfast_reconciler_repairs_total, 0);
 
-      // The next full pass (every second here, 30 s by default) rewrites them.
-      const deadline = Date.now() + 5_000;
+      // The next full pass (every 5 s here, 30 s by default) rewrites them.
+      const deadline = Date.now() + 20_000;
       let got = plain(await dp.lbMaps().dump());
       while (JSON.stringify(got) !== JSON.stringify(expected) && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 50));

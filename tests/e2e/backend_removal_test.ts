@@ -13,11 +13,23 @@ rootTest(
   "flows: a removed backend's flows are purged on every LB node; other connections survive",
   async () => {
     await using cluster = await Cluster.create({ lbNodes: 2, backends: 3 });
-    const client = await cluster.startClient(60, 6_000);
-    await sleep(1_500); // learned and shared
-    const onBe3 = new Set(acceptedBy(cluster, 3).map((peer) => Number(peer.split(":")[1])));
+    // Held 15 s: past the waits and the removal below (~2 s) with room for a loaded machine, so
+    // be3's connections die while the client still holds them.
+    const client = await cluster.startClient(60, 15_000);
+    // Every connection open and logged by its backend, and backend 3's flows learned and shared
+    // on both nodes: waited for (bounded, 15 s), not guessed as a second and a half.
+    await client.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 30_000 });
     const gone = backendAddress(3);
     const goneU32 = parseIpv4(gone);
+    const accepted = () => [1, 2, 3].reduce((n, j) => n + acceptedBy(cluster, j).length, 0);
+    const shared = () =>
+      [1, 2].every((i) => flowsOf(cluster, i).some((f) => f.value.backend === goneU32));
+    const ready = Date.now() + 15_000;
+    for (let k = 0; k < 1500 && !(accepted() >= 60 && shared()) && Date.now() < ready; k++) {
+      await sleep(10);
+    }
+    if (accepted() < 60) throw new Error(`only ${accepted()} of 60 connections accepted`);
+    const onBe3 = new Set(acceptedBy(cluster, 3).map((peer) => Number(peer.split(":")[1])));
     for (const i of [1, 2]) {
       const flows = flowsOf(cluster, i);
       if (!flows.some((f) => f.value.backend === goneU32)) {
@@ -27,7 +39,8 @@ rootTest(
     await cluster.removeBackend(3);
     // Bounded wait for the purge to reach both nodes.
     let left: number[] = [];
-    for (let k = 0; k < 50; k++) {
+    const purgeBy = Date.now() + 15_000;
+    for (let k = 0; k < 1500 && Date.now() < purgeBy; k++) {
       left = [1, 2].map((i) =>
         flowsOf(cluster, i).filter((f) => f.value.backend === goneU32).length
       );

@@ -22,7 +22,7 @@ import {
   frontendsOf,
 } from "../../lab/mod.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-import { agentsCaughtUp, KubeSide, modelEntryOf, sleep, waitUntil } from "./_kube_side.ts";
+import { agentsCaughtUp, KubeSide, modelEntryOf, waitUntil } from "./_kube_side.ts";
 
 const REPO = new URL("../../", import.meta.url).pathname;
 const ECHO = `${REPO}lab/clients/tcp_echo.ts`;
@@ -157,12 +157,16 @@ rootTest(
       return p;
     };
     const newOn3 = (since: Set<number>) => [...portsOn(cluster, 3)].filter((p) => !since.has(p));
+    // Accept lines the three backends logged so far: a hold's connections are all logged once
+    // this grew by its count (waited for, bounded, not guessed as half a second).
+    const accepts = () => [1, 2, 3].reduce((n, j) => n + acceptedBy(cluster, j).length, 0);
     const before3 = portsOn(cluster, 3);
+    const accepted0 = accepts();
     const holdA = await hold(16, 15_000);
-    await sleep(500); // the servers logged their accepts
+    await waitUntil("A's accepts logged", () => accepts() >= accepted0 + 16);
     const afterA = portsOn(cluster, 3);
     const holdB = await hold(16, 30_000);
-    await sleep(1_000); // accepts logged, flows learned and shared
+    await waitUntil("B's accepts logged", () => accepts() >= accepted0 + 32);
     for (const [name, held] of [["A", newOn3(before3)], ["B", newOn3(afterA)]] as const) {
       if (held.length === 0) {
         throw new Error(`no connection of ${name} on backend 3: nothing to test`);

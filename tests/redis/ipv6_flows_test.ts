@@ -104,7 +104,9 @@ Deno.test("redis: purging an IPv6 frontend's backend (either family) keeps the I
 Deno.test("redis: idle IPv6 flows expire in Redis and in both maps; active ones stay", async () => {
   using _logs = captureLogs();
   await using redis = await startRedis();
-  const opts = { ...DUAL, idleTimeoutMs: 300, sweepIntervalMs: 100 };
+  // The limits far apart (as in flows_test.ts): a packet every 50 ms, activity reported every
+  // 700 ms, idle 3 s; only a ~2 s stall between packets could expire the live flow.
+  const opts = { ...DUAL, idleTimeoutMs: 3_000, sweepIntervalMs: 100 };
   await using a = await node("lb-a", redis, opts);
   await using b = await node("lb-b", redis, opts);
   const idle = event6("2001:db8::1", 1, "2001:db8:2::3", VIP6);
@@ -112,11 +114,11 @@ Deno.test("redis: idle IPv6 flows expire in Redis and in both maps; active ones 
   datapathLearns(a, idle);
   datapathLearns(a, live);
   await until("B has both", () => b.table.size === 2);
-  for (let i = 0; i < 12; i++) {
-    await new Promise((r) => setTimeout(r, 50));
+  // Traffic on the live flow only, until the idle one is gone everywhere.
+  await until("idle gone", () => {
     a.table.touch(live.key);
-  }
-  await until("idle gone", () => a.table.size === 1 && b.table.size === 1);
+    return a.table.size === 1 && b.table.size === 1;
+  }, 30_000);
   assert(a.table.get(live.key) && b.table.get(live.key), "live stays");
   const [stored] = await a.store.exists(VIP6, [flowField(idle.key)]);
   assertEquals(stored, false, "idle gone from Redis");

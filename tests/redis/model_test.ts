@@ -100,7 +100,8 @@ Deno.test("model in Redis: a trimmed stream makes a lagging agent re-read", () =
     await agent.source.ready();
     await agent.cp.waitFrontend(DNS);
     held.hold();
-    await new Promise((r) => setTimeout(r, 150));
+    // The agent's next read is held (its read in flight, which could see the changes, is over).
+    await waitUntil(() => held.parked === 1, "the agent's next read held");
     using logs = captureLogs();
     ctl.file.load(MODEL_YAML.replace("10.0.100.2:53/UDP", "10.0.100.3:53/UDP"));
     await waitUntil(async () => (await redis.cli("GET", modelKeys().rev)) === "3\n", "rev 3");

@@ -45,9 +45,9 @@ import { exportControlPlaneMetrics } from "../controller/metrics.ts";
 import { ConfigError, type FileConfig, FileSource } from "../controller/sources/file_source.ts";
 import { RedisModelSource } from "../controller/sources/redis_source.ts";
 import { connectModelStore } from "../controller/model/mod.ts";
-import { PolicyHost } from "../policy-as/host/mod.ts";
+import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import { followActivePolicy } from "../policy-as/host/active_file.ts";
-import { agentMaglevBuilder, policySwapper } from "./policy_swap.ts";
+import { policySwapper } from "./policy_swap.ts";
 import { agentReporter } from "./reports.ts";
 import { LbNodeRole } from "./_lb_node_role.ts";
 import { openDatapath } from "./_node_datapath.ts";
@@ -133,7 +133,8 @@ export async function main(
       agentLog.warn("policy module rejected, using the TypeScript Maglev", { reason: swap });
     }
     const cp = await createControlPlane(dp.lbMaps, {
-      maglev: agentMaglevBuilder(policy),
+      // While no module serves (the one given at start was rejected), the fallback builds.
+      maglev: new WasmMaglevBuilder(policy, { fallback: new TsMaglevBuilder() }),
       ...(a.maglevSize ? { maglevSize: a.maglevSize } : {}),
       logger: agentLog,
       fullReconcileIntervalMs: a.fullReconcileIntervalMs,

@@ -16,31 +16,8 @@
  */
 import type { ControlPlane } from "../controller/control_plane.ts";
 import type { Logger } from "../lib/log.ts";
-import {
-  type MaglevBuilder,
-  type PolicyHost,
-  type SwapResult,
-  TsMaglevBuilder,
-  WasmMaglevBuilder,
-} from "../policy-as/host/mod.ts";
+import type { PolicyHost, SwapResult } from "../policy-as/host/mod.ts";
 import { sha256Hex } from "../controller/model/schema.ts";
-
-/**
- * The agent's Maglev builder: the serving policy module's (the TypeScript builder where it traps),
- * or the TypeScript builder while no module serves — the module given at start was rejected (its
- * build time budget is wall time, which a loaded node can pass) and none accepted since. The agent
- * then starts and forwards on the reference tables instead of failing; an accepted module takes
- * over at its swap (every table rebuilt).
- */
-export function agentMaglevBuilder(host: PolicyHost): MaglevBuilder {
-  const ts = new TsMaglevBuilder();
-  const wasm = new WasmMaglevBuilder(host, { fallback: ts });
-  return {
-    build: (backends, m, out, values) =>
-      host.ready ? wasm.build(backends, m, out, values) : ts.build(backends, m, out, values),
-    fillModule: () => host.ready ? wasm.fillModule() : undefined,
-  };
-}
 
 /** Swaps a module in and rebuilds the tables; never throws for a bad module. */
 export type PolicySwapper = (bytes: Uint8Array, source: string) => Promise<SwapResult>;

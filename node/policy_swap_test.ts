@@ -13,7 +13,7 @@ import {
   policyHealthStep,
   type ProbeResult,
 } from "./health/mod.ts";
-import { agentMaglevBuilder, policySwapper } from "./policy_swap.ts";
+import { policySwapper } from "./policy_swap.ts";
 
 const build = (name: string) =>
   Deno.readFile(new URL(`../policy-as/build/${name}`, import.meta.url));
@@ -136,7 +136,7 @@ Deno.test("agent Maglev builder: the reference tables while no module serves (on
   const host = await PolicyHost.create({ registry: new Registry(), limits: LIMITS });
   const rejected = await host.swap(await build("fixtures/wrong_hash.wasm"));
   assert(!rejected.ok && !host.ready, "no module serves");
-  const builder = agentMaglevBuilder(host);
+  const builder = new WasmMaglevBuilder(host, { fallback: new TsMaglevBuilder() }); // the agent's
   const keys = [{ key: "10.1.0.1:80", weight: 100 }, { key: "10.1.0.2:80", weight: 100 }];
   const reference = new TsMaglevBuilder().build(keys, 251, undefined, [7, 9]);
   assertEquals([...builder.build(keys, 251, undefined, [7, 9])], [...reference]);

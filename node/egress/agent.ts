@@ -39,6 +39,7 @@ import { setSysctls } from "./_command.ts";
 import { EGRESS_COMMAND, readEgressArgs } from "./egress_args.ts";
 import { PeerHealth } from "./health.ts";
 import { EgressOwnership } from "./ownership.ts";
+import { AddressHolder } from "./_address_holder.ts";
 import { SyncReceiver, SyncSender } from "./sync.ts";
 
 /** Options of an {@link EgressAgent}. */
@@ -61,7 +62,8 @@ export class EgressAgent {
   readonly #o: EgressAgentOptions;
   readonly #log: Logger;
   readonly #byAddress: Map<string, FloatingAddress>;
-  readonly #owned = new Set<string>();
+  /** The floating addresses held: one state machine and one writer per address. */
+  readonly #holder: AddressHolder;
   readonly #stops: (() => Promise<void> | void)[] = [];
   #sender: SyncSender | null = null;
   #health: PeerHealth | null = null;
@@ -77,6 +79,13 @@ export class EgressAgent {
     this.#o = options;
     this.#log = options.log ?? rootLog.with({ component: "egress", pod: options.self });
     this.#byAddress = new Map(config.addresses.map((fa) => [fa.address, fa]));
+    this.#holder = new AddressHolder(
+      {
+        add: (addr, epoch) => this.#add(addr, epoch),
+        remove: (addr, why) => this.#remove(addr, why),
+      },
+      (owned) => this.#sender?.setOwned(new Set([...owned].map(parseIpv4))),
+    );
     const r = options.registry ?? processRegistry;
     this.#metrics = {
       owned: r.gauge("holdfast_egress_owned_addresses", "Floating addresses this NAT pod holds"),
@@ -92,7 +101,7 @@ export class EgressAgent {
         { buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1] },
       ),
     };
-    this.#metrics.owned.onCollect(() => this.#metrics.owned.set(undefined, this.#owned.size));
+    this.#metrics.owned.onCollect(() => this.#metrics.owned.set(undefined, this.owned().length));
   }
 
   /** Whether ownership runs (the pod takes part in the egress NAT). */
@@ -100,9 +109,12 @@ export class EgressAgent {
     return this.#ready;
   }
 
-  /** Floating addresses held now. */
+  /**
+   * Floating addresses held now: from the moment ownership assumes one to the moment it forfeits
+   * it, as the sync sender streams them and `holdfast_egress_owner{address}` says.
+   */
   owned(): string[] {
-    return [...this.#owned];
+    return this.#holder.owned();
   }
 
   /** Starts everything in takeover order (see the module doc). */
@@ -202,8 +214,8 @@ export class EgressAgent {
       health,
       redis,
       ...(this.#o.leaseTtlMs ? { ttlMs: this.#o.leaseTtlMs } : {}),
-      assume: (addr, epoch) => this.#assume(addr, epoch),
-      forfeit: (addr, why) => this.#forfeit(addr, why),
+      assume: (addr, epoch) => this.#holder.assume(addr, epoch),
+      forfeit: (addr, why) => this.#holder.forfeit(addr, why),
       beforeHandover: async () => {
         await this.#sender?.flush();
       },
@@ -258,22 +270,17 @@ export class EgressAgent {
     return fa;
   }
 
-  #syncOwned(): void {
-    this.#sender?.setOwned(new Set([...this.#owned].map(parseIpv4)));
-  }
-
-  async #assume(addr: string, epoch: number): Promise<void> {
+  /** The holder's add: announce, add the /32s, announce again (the sync sender already knows). */
+  async #add(addr: string, epoch: number): Promise<void> {
     const fa = this.#floating(addr);
     const t0 = performance.now();
     // Gratuitous ARP first: neighbours need only our MAC to send us the flows (client packets are
     // addressed to the destination, replies are de-NATed before routing), so the ~30 ms of an
     // `ip` process start stay off the takeover path. Once more after the addresses are up, for a
-    // neighbour that asked in between; the sync sender learns last (its dump may take a while).
+    // neighbour that asked in between.
     announceFloating(fa, this.#config.interfaces);
-    this.#owned.add(addr);
     await addFloating(fa, this.#config.interfaces);
     announceFloating(fa, this.#config.interfaces);
-    this.#syncOwned();
     const ms = performance.now() - t0;
     this.#metrics.assumed.inc({ address: addr });
     this.#metrics.assumeSeconds.observe(undefined, ms / 1000);
@@ -285,11 +292,10 @@ export class EgressAgent {
     });
   }
 
-  async #forfeit(addr: string, why: string): Promise<void> {
+  /** The holder's remove. */
+  async #remove(addr: string, why: string): Promise<void> {
     const fa = this.#floating(addr);
     await removeFloating(fa, this.#config.interfaces);
-    this.#owned.delete(addr);
-    this.#syncOwned();
     this.#metrics.forfeited.inc({ address: addr });
     this.#log.info("floating address removed", { address: addr, gateway: fa.gateway, why });
   }
@@ -312,7 +318,7 @@ export class EgressAgent {
       }
     }
     for (const addr of this.owned()) {
-      await this.#forfeit(addr, "agent stopped").catch((err) =>
+      await this.#holder.forfeit(addr, "agent stopped").catch((err) =>
         this.#log.error("cannot remove floating address", { address: addr, err })
       );
     }

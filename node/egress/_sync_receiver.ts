@@ -14,10 +14,12 @@ import {
   RECORD_LEN,
 } from "../conntrack/mod.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
+import { loopTurn } from "../../lib/backoff.ts";
 import type { Registry } from "../../lib/metrics.ts";
 import { type SyncMetrics, syncMetrics } from "./_sync_metrics.ts";
 import {
   encodeAck,
+  ENTRIES_PER_TURN,
   type EntriesFrame,
   FRAME,
   type Frame,
@@ -244,18 +246,26 @@ export class SyncReceiver {
       );
       seen[i] = old >= 0;
     }
-    const ct = this.#o.ct, likelyExisting = (i: number) => seen[i] === true;
-    const { injected, failed } = this.#o.pipelined && ct.injectRecordsPipelined
-      ? await ct.injectRecordsPipelined(view, offset, count, { likelyExisting })
-      : ct.injectRecords(view, offset, count, { likelyExisting });
-    this.#injected += injected;
-    this.#summary.upserts += injected;
-    this.#m.entries.inc({ direction: "received", op: "upsert" }, count);
-    if (failed.length > 0) {
-      this.#m.failed.inc(undefined, failed.length);
-      this.#summary.failed += failed.length;
-      this.#summary.firstFailure ||= failureText(failed[0]!);
+    // In slices of ENTRIES_PER_TURN with a turn of the event loop before each: a resync of
+    // 10,000s of entries must not hold up this pod's lease renewals (issue 29).
+    const ct = this.#o.ct;
+    for (let from = 0; from < count; from += ENTRIES_PER_TURN) {
+      await loopTurn();
+      const n = Math.min(ENTRIES_PER_TURN, count - from);
+      const likelyExisting = (i: number) => seen[from + i] === true;
+      const at = offset + from * RECORD_LEN;
+      const { injected, failed } = this.#o.pipelined && ct.injectRecordsPipelined
+        ? await ct.injectRecordsPipelined(view, at, n, { likelyExisting })
+        : ct.injectRecords(view, at, n, { likelyExisting });
+      this.#injected += injected;
+      this.#summary.upserts += injected;
+      if (failed.length > 0) {
+        this.#m.failed.inc(undefined, failed.length);
+        this.#summary.failed += failed.length;
+        this.#summary.firstFailure ||= failureText(failed[0]!);
+      }
     }
+    this.#m.entries.inc({ direction: "received", op: "upsert" }, count);
   }
 
   #forget(o: CtTuple): void {

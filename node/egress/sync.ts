@@ -19,12 +19,19 @@
 
 import type { Conntrack, ConntrackEvents, CtEntry } from "../conntrack/mod.ts";
 import { formatIpv4 } from "../../lib/ipv4.ts";
+import { loopTurn } from "../../lib/backoff.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import type { Registry } from "../../lib/metrics.ts";
-import { setImmediate } from "node:timers";
 import { type SyncMetrics, syncMetrics } from "./_sync_metrics.ts";
 import { PeerLink, type SyncPeer } from "./_sync_peer.ts";
-import { encodeBegin, encodeEnd, encodeEntries, FRAME, RECORDS_PER_FRAME } from "./_sync_wire.ts";
+import {
+  encodeBegin,
+  encodeEnd,
+  encodeEntries,
+  ENTRIES_PER_TURN,
+  FRAME,
+  RECORDS_PER_FRAME,
+} from "./_sync_wire.ts";
 
 export { SyncReceiver, type SyncReceiverOptions } from "./_sync_receiver.ts";
 export type { SyncPeer } from "./_sync_peer.ts";
@@ -57,7 +64,8 @@ export interface SyncSenderOptions {
 const TICK_MS = 10;
 const PEERS_EVERY_MS = 200;
 const SUMMARY_EVERY_MS = 10_000;
-const EVENT_READS_PER_TICK = 16_384;
+/** Events read per 10 ms tick (a few ms of decoding; more wait for the next tick). */
+const EVENT_READS_PER_TICK = 4 * ENTRIES_PER_TURN;
 
 /** Streams the owned addresses' conntrack entries to the standby peers. */
 export class SyncSender {
@@ -225,8 +233,8 @@ export class SyncSender {
     let run: CtEntry[] = [];
     let runType: typeof FRAME.UPSERT | typeof FRAME.REMOVE = FRAME.UPSERT;
     for (let reads = 0; reads < EVENT_READS_PER_TICK;) {
-      const batch = events.read(4096);
-      reads += 4096;
+      const batch = events.read(ENTRIES_PER_TURN);
+      reads += ENTRIES_PER_TURN;
       for (const { type, entry } of batch) {
         if (!entry.natSrc || !this.#owned.has(entry.natSrc.addr)) continue;
         const t = type === "destroy" ? FRAME.REMOVE : FRAME.UPSERT;
@@ -237,7 +245,7 @@ export class SyncSender {
         }
         run.push(entry);
       }
-      if (batch.length < 4096) break;
+      if (batch.length < ENTRIES_PER_TURN) break;
     }
     this.#broadcast(runType, run);
     if (events.overruns !== this.#overruns) {
@@ -296,7 +304,8 @@ export class SyncSender {
 
   /**
    * Streams the owned addresses' entries to `links` between BEGIN and END, a frame per dump chunk
-   * as the kernel produces them (yielding between chunks, so peers inject while this dumps).
+   * of `ENTRIES_PER_TURN` as the kernel produces them, with a turn of the event loop between two
+   * chunks: the lease renewals and the fence run on time however large the table (issue 29).
    */
   async #resyncOnce(links: PeerLink[], reason: string): Promise<void> {
     const up = links.filter((l) => l.connected);
@@ -308,11 +317,11 @@ export class SyncSender {
     const reached = new Set(up.filter((l) => l.send(encodeBegin(generation), 0)));
     let count = 0;
     if (owned.length > 0) {
-      for (const chunk of this.#o.ct.dumpChunks({ natSrcAddrs: this.#owned }, RECORDS_PER_FRAME)) {
+      for (const chunk of this.#o.ct.dumpChunks({ natSrcAddrs: this.#owned }, ENTRIES_PER_TURN)) {
         count += chunk.length;
         const frame = encodeEntries(FRAME.UPSERT, chunk);
         for (const l of reached) if (!l.send(frame, chunk.length)) reached.delete(l);
-        await new Promise((r) => setImmediate(r));
+        await loopTurn();
         if (this.#stopped) break;
       }
     }

@@ -64,6 +64,8 @@ export interface EgressLabOptions {
    * `lab.redis.cli(...publishEgressConfigArgs(config))`. Default false.
    */
   readonly configFromRedis?: boolean;
+  /** Agents serve /metrics on 127.0.0.1:9470 in their pod (`lab/egress_checks.ts` reads it). */
+  readonly metrics?: boolean;
 }
 
 /** A NAT pod of the lab. */
@@ -112,6 +114,7 @@ export class EgressLab implements AsyncDisposable {
       "--name",
       name,
       ...(this.options.sync ?? true ? [] : ["--no-sync"]),
+      ...(this.options.metrics ? ["--metrics-addr", "127.0.0.1:9470"] : []),
     ], { stderr: "inherit" });
     pod.agent = agent;
     if (this.options.verbose) agent.tailToStderr();

@@ -27,6 +27,7 @@ const TCP_ECHO = new URL("./clients/tcp_echo.ts", import.meta.url).pathname;
 const UDP_ECHO = new URL("./clients/udp_echo.ts", import.meta.url).pathname;
 const HOLD = new URL("./clients/hold_client.ts", import.meta.url).pathname;
 const UDP_STREAM = new URL("./clients/udp_stream.ts", import.meta.url).pathname;
+const LOOP = new URL("./clients/connect_loop.ts", import.meta.url).pathname;
 
 /** The external server's address (the destination). */
 export const SERVER = "198.18.0.1";
@@ -244,13 +245,40 @@ export class EgressLab implements AsyncDisposable {
     this.server = { tcp, udp };
   }
 
-  /** `count` long-lived TCP connections from client k for `durationMs` (hold_client). */
-  async startTcp(k: number, count: number, durationMs: number): Promise<HostProcess> {
+  /**
+   * `count` long-lived TCP connections from client k for `durationMs`, an echo exchange on each
+   * every `intervalMs` (default 100; seconds make them idle ones) (hold_client).
+   */
+  async startTcp(
+    k: number,
+    count: number,
+    durationMs: number,
+    intervalMs = 100,
+  ): Promise<HostProcess> {
     const client = this.topo.spawnDeno(`egc${k + 1}`, HOLD, {
-      args: [SERVER, String(TCP_PORT), String(count), String(durationMs)],
+      args: [SERVER, TCP_PORT, count, durationMs, intervalMs].map(String),
       permissions: ["--allow-net"],
     });
     await client.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 30_000 });
+    return client;
+  }
+
+  /**
+   * New connections from client k every `intervalMs` for `durationMs`, each doing `exchanges`
+   * echo exchanges `gapMs` apart (connect_loop).
+   */
+  async startConnectLoop(
+    k: number,
+    durationMs: number,
+    intervalMs: number,
+    exchanges = 1,
+    gapMs = 0,
+  ): Promise<HostProcess> {
+    const client = this.topo.spawnDeno(`egc${k + 1}`, LOOP, {
+      args: [SERVER, TCP_PORT, durationMs, intervalMs, exchanges, gapMs].map(String),
+      permissions: ["--allow-net"],
+    });
+    await client.waitForLine((l) => l.includes('"msg":"started"'), { timeoutMs: 10_000 });
     return client;
   }
 

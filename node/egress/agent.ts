@@ -40,6 +40,7 @@ import { EGRESS_COMMAND, readEgressArgs } from "./egress_args.ts";
 import { PeerHealth } from "./health.ts";
 import { EgressOwnership } from "./ownership.ts";
 import { AddressHolder } from "./_address_holder.ts";
+import { HANDOVER_LINGER_MS, plannedHandover } from "./_sync_linger.ts";
 import { SyncReceiver, SyncSender } from "./sync.ts";
 
 /** Options of an {@link EgressAgent}. */
@@ -84,7 +85,13 @@ export class EgressAgent {
         add: (addr, epoch) => this.#add(addr, epoch),
         remove: (addr, why) => this.#remove(addr, why),
       },
-      (owned) => this.#sender?.setOwned(new Set([...owned].map(parseIpv4))),
+      (owned, change) => {
+        this.#sender?.setOwned(new Set([...owned].map(parseIpv4)));
+        // Planned: neighbours still send new connections here until they follow the new owner.
+        if (!change.wanted && plannedHandover(change.why)) {
+          this.#sender?.keepStreaming(parseIpv4(change.address), HANDOVER_LINGER_MS);
+        }
+      },
     );
     const r = options.registry ?? processRegistry;
     this.#metrics = {
@@ -155,6 +162,7 @@ export class EgressAgent {
       const receiver = new SyncReceiver({
         ct,
         listen: { host: self.address, port: config.ports.sync },
+        skip: () => this.#sender?.lingering(),
         log: this.#log,
         registry,
       });
@@ -304,6 +312,7 @@ export class EgressAgent {
   async drain(): Promise<void> {
     const owned = this.owned();
     await this.#ownership?.drain();
+    await this.#sender?.lingerDone();
     this.#log.info("drained", { handed_over: owned, still_owned: this.owned() });
   }
 

@@ -24,6 +24,7 @@ import { log as rootLog, type Logger } from "../../lib/log.ts";
 import type { Registry } from "../../lib/metrics.ts";
 import { type SyncMetrics, syncMetrics } from "./_sync_metrics.ts";
 import { PeerLink, type SyncPeer } from "./_sync_peer.ts";
+import { SyncLinger } from "./_sync_linger.ts";
 import {
   encodeBegin,
   encodeEnd,
@@ -74,6 +75,7 @@ export class SyncSender {
   readonly #m: SyncMetrics;
   readonly #links = new Map<string, PeerLink>();
   #owned: ReadonlySet<number> = new Set();
+  readonly #linger = new SyncLinger();
   #timer: ReturnType<typeof setInterval> | undefined;
   #pendingResync: string | null = null;
   #nextResyncAt = 0;
@@ -96,10 +98,13 @@ export class SyncSender {
     this.#filterEvents();
   }
 
-  /** Lets only the owned addresses' events into the queue; on failure, every event (logged). */
+  /**
+   * Lets only the owned and lingering addresses' events into the queue; on failure, every event
+   * (logged).
+   */
   #filterEvents(): void {
     try {
-      this.#o.events.filterNatSrc?.(this.#owned);
+      this.#o.events.filterNatSrc?.(new Set([...this.#owned, ...this.#linger.addresses()]));
     } catch (e) {
       this.#log.warn("conntrack event filter not set: following every event", { error: e });
       try {
@@ -112,8 +117,38 @@ export class SyncSender {
   setOwned(addrs: ReadonlySet<number>): void {
     const added = [...addrs].filter((a) => !this.#owned.has(a));
     this.#owned = new Set(addrs);
+    for (const a of addrs) this.#linger.drop(a);
     this.#filterEvents();
     if (added.length > 0) this.#pendingResync ??= `owned ${added.map(formatIpv4).join(",")}`;
+  }
+
+  /**
+   * After a planned handover of `addr` (u32): its events are still streamed for `ms`, as long as
+   * neighbours may still send new connections here (`_sync_linger.ts`).
+   */
+  keepStreaming(addr: number, ms: number): void {
+    if (this.#owned.has(addr)) return;
+    this.#linger.keep(addr, ms);
+    this.#filterEvents();
+  }
+
+  /** The handed-over addresses whose events are still streamed (the receiver skips them). */
+  lingering(): ReadonlySet<number> {
+    return this.#linger.addressSet();
+  }
+
+  /**
+   * Resolves once no handed-over address lingers (bounded by `maxMs`) and what was streamed for
+   * them is acknowledged (a flush; its failure is logged): a draining pod exits after this.
+   */
+  async lingerDone(maxMs = 5_000): Promise<void> {
+    const deadline = Date.now() + maxMs;
+    for (let i = 0; i < 10_000 && !this.#linger.empty && Date.now() < deadline; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await this.flush().catch((e) =>
+      this.#log.warn("sync flush after handover failed", { error: e })
+    );
   }
 
   /** Starts following events and connecting to the peers. */
@@ -190,6 +225,7 @@ export class SyncSender {
         this.#refreshPeers();
       }
       this.#pollEvents();
+      if (this.#linger.expire(now)) this.#filterEvents();
       if (!this.#resyncing && (this.#pendingResync !== null || now >= this.#nextResyncAt)) {
         this.#requestResync("all", this.#pendingResync ?? "periodic");
       }
@@ -236,7 +272,8 @@ export class SyncSender {
       const batch = events.read(ENTRIES_PER_TURN);
       reads += ENTRIES_PER_TURN;
       for (const { type, entry } of batch) {
-        if (!entry.natSrc || !this.#owned.has(entry.natSrc.addr)) continue;
+        if (!entry.natSrc) continue;
+        if (!this.#owned.has(entry.natSrc.addr) && !this.#linger.forward(type, entry)) continue;
         const t = type === "destroy" ? FRAME.REMOVE : FRAME.UPSERT;
         if (t !== runType || run.length >= RECORDS_PER_FRAME) {
           this.#broadcast(runType, run);

@@ -162,8 +162,21 @@ export class EgressLab implements AsyncDisposable {
     return status?.code ?? 0;
   }
 
-  /** Brings a killed pod's links back up and starts its agent again. */
+  /**
+   * Brings a killed pod's links back up and starts its agent again. The floating /32s it held
+   * go first, before the links are up: they would answer ARP beside the new owner until the new
+   * agent removes them (docs/egress.md, "restart after SIGKILL").
+   */
   async restartNat(name: string): Promise<HostProcess> {
+    const leftovers = Array.from(
+      { length: this.options.addresses ?? 2 },
+      (_, k) =>
+        `addr del ${floatingAddress(k)}/32 dev ext0\naddr del ${gatewayAddress(k)}/32 dev int0\n`,
+    );
+    await this.topo.exec(name, ["ip", "-force", "-batch", "-"], {
+      stdin: leftovers.join(""),
+      check: false,
+    });
     await this.topo.exec(name, ["ip", "link", "set", "dev", "int0", "up"]);
     await this.topo.exec(name, ["ip", "link", "set", "dev", "ext0", "up"]);
     return await this.startNat(name);
@@ -181,13 +194,8 @@ export class EgressLab implements AsyncDisposable {
   async holders(k: number): Promise<string[]> {
     const names = [...this.pods.keys()];
     const held = await Promise.all(names.map(async (name) => {
-      const r = await this.topo.exec(
-        name,
-        ["ip", "-4", "-o", "addr", "show", "dev", "ext0", "up"],
-        {
-          check: false,
-        },
-      );
+      const argv = ["ip", "-4", "-o", "addr", "show", "dev", "ext0", "up"];
+      const r = await this.topo.exec(name, argv, { check: false });
       return r.stdout.includes(` ${floatingAddress(k)}/32 `);
     }));
     return names.filter((_, i) => held[i]);
@@ -370,18 +378,7 @@ export async function createEgressLab(options: EgressLabOptions = {}): Promise<E
         links.filter((l) => l.b.host === "wan"),
       ]] as const
     ) {
-      await topo.exec(sw, [
-        "ip",
-        "link",
-        "add",
-        "br0",
-        "type",
-        "bridge",
-        "stp_state",
-        "0",
-        "forward_delay",
-        "0",
-      ]);
+      await topo.exec(sw, "ip link add br0 type bridge stp_state 0 forward_delay 0".split(" "));
       for (const l of ports) {
         await topo.exec(sw, ["ip", "link", "set", "dev", l.b.ifname, "master", "br0"]);
       }

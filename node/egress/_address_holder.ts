@@ -88,11 +88,9 @@ export class AddressHolder {
     return this.#entries.get(addr)?.state ?? "released";
   }
 
-  /** Resolves when no operation runs on any address. */
-  async idle(): Promise<void> {
-    for (const [addr, e] of this.#entries) {
-      if (e.working) await this.#want(addr, e.want, e.epoch, e.why).catch(() => {});
-    }
+  /** Addresses the kernel may still hold (not released: held, or an operation runs or failed). */
+  notReleased(): string[] {
+    return [...this.#entries].filter(([, e]) => e.state !== "released").map(([a]) => a);
   }
 
   #want(addr: string, want: boolean, epoch: number | undefined, why: string): Promise<void> {

@@ -116,7 +116,7 @@ Deno.test("holder: a failed removal rejects the forfeit; the next forfeit remove
   const first = h.forfeit(A1, "lease lost");
   await ops.settle(new Error("ip failed"));
   await assertRejects(() => first, "ip failed");
-  assertEquals([h.owned(), h.state(A1)], [[], "held"]);
+  assertEquals([h.owned(), h.state(A1), h.notReleased()], [[], "held", [A1]]);
   const again = h.forfeit(A1, "agent stopped");
   await ops.settle();
   await again;

@@ -316,7 +316,7 @@ export class EgressAgent {
     this.#log.info("drained", { handed_over: owned, still_owned: this.owned() });
   }
 
-  /** Stops everything in reverse order; drops whatever addresses are still held. */
+  /** Stops everything in reverse order; removes whatever addresses the kernel may still hold. */
   async stop(): Promise<void> {
     this.#ready = false;
     for (const stop of this.#stops.splice(0).reverse()) {
@@ -326,7 +326,7 @@ export class EgressAgent {
         this.#log.warn("stop step failed", { err });
       }
     }
-    for (const addr of this.owned()) {
+    for (const addr of this.#holder.notReleased()) {
       await this.#holder.forfeit(addr, "agent stopped").catch((err) =>
         this.#log.error("cannot remove floating address", { address: addr, err })
       );

@@ -64,6 +64,12 @@ export interface SyncMeasurement {
    * (1e6 / max of the two above): the figure without the other tenants of a shared machine.
    */
   sync_cpu_bound_entries_per_s: number;
+  /**
+   * The owner's longest event-loop stall (ms between two turns of a 1 ms interval) while it sent
+   * the cold and warm resyncs: a stall past the lease window (ttl − margin − renew, 150 ms by
+   * default) makes it forfeit its own addresses (issue 29).
+   */
+  sender_loop_stall_ms_max: number;
   /** ms from a new owned entry's event at the owner to its presence at the standby (median). */
   event_to_standby_ms_p50: number;
   /** The same, largest of all probes. */
@@ -87,6 +93,7 @@ type Round = Pick<
   | "receiver_cpu_us_per_entry"
   | "event_to_standby_ms_p50"
   | "event_to_standby_ms_max"
+  | "sender_loop_stall_ms_max"
 >;
 
 const PROBE = 0xc6120066; // 198.18.0.102: single entries timed from the owner's event to B
@@ -122,6 +129,22 @@ async function eventLatencies(
     seenInB.close();
   }
   return out;
+}
+
+/** The longest gap between turns of a 1 ms interval, from now until `stop()`. */
+function loopStallMeter(): { stop: () => number } {
+  let last = performance.now(), max = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    max = Math.max(max, now - last);
+    last = now;
+  }, 1);
+  return {
+    stop: () => {
+      clearInterval(timer);
+      return max;
+    },
+  };
 }
 
 function cpuTotal(): number {
@@ -207,6 +230,7 @@ export async function measureSync(
     receiver_cpu_us_per_entry: medF("receiver_cpu_us_per_entry"),
     event_to_standby_ms_p50: medF("event_to_standby_ms_p50"),
     event_to_standby_ms_max: Math.max(...rounds.map((r) => r.event_to_standby_ms_max)),
+    sender_loop_stall_ms_max: Math.max(...rounds.map((r) => r.sender_loop_stall_ms_max)),
     sync_cpu_bound_entries_per_s: Math.round(
       1e6 / Math.max(medF("sender_cpu_us_per_entry"), medF("receiver_cpu_us_per_entry")),
     ),
@@ -255,6 +279,7 @@ async function measureRound(
     registry,
   });
   const resyncs = registry.counter("holdfast_egress_sync_resyncs_total", "");
+  const stall = loopStallMeter();
   try {
     // Cold: a standby process just started (empty table, nothing compiled yet) connects and gets
     // the connect-time resync of the other address's N entries.
@@ -271,6 +296,7 @@ async function measureRound(
     await sender.resync();
     await sender.flush();
     const syncS = (performance.now() - t0) / 1000;
+    const stallMs = stall.stop();
     const cpu1 = { sender: cpuTotal(), receiver: await receiver.cpuUs() };
     const inB = ctB.dump({ natSrcAddrs: new Set([FLOATING]) }).length;
     if (inB !== n) {
@@ -283,6 +309,7 @@ async function measureRound(
     const refreshS = (performance.now() - t0) / 1000;
     const eventMs = await eventLatencies(sender, ctA, topo.ns("syncb"));
     return {
+      sender_loop_stall_ms_max: Math.round(stallMs * 10) / 10,
       event_to_standby_ms_p50: median(eventMs),
       event_to_standby_ms_max: Math.max(...eventMs),
       sync_entries_per_s: n / syncS,
@@ -295,6 +322,7 @@ async function measureRound(
       dump_entries_per_s: n / dumpS,
     };
   } finally {
+    stall.stop();
     await sender.stop();
     events.close();
     ctA.close();

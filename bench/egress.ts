@@ -12,7 +12,10 @@
  * 2. survival: one kill with 50 TCP connections and a UDP stream (100 ms) through the owner,
  *    and the same kill with conntrack sync off (the baseline) beside it;
  * 3. conntrack entries synced per second between two NAT pods (a full resync A → B: dump,
- *    stream, inject, ACK): `measureSync()` of `bench/_egress_sync.ts`.
+ *    stream, inject, ACK): `measureSync()` of `bench/_egress_sync.ts`; beside the warm rate (both
+ *    processes running), the end-to-end rate into a freshly started standby process (from the
+ *    sender's start to the standby's ACK of the connect-time resync: `sync_cold_entries_per_s`,
+ *    what a restarted pod gets, issue 29) and the owner's longest event-loop stall meanwhile.
  *
  * Last line: one JSON object with `sync_entries_per_s`, `detect_ms_p50`, `takeover_ms_p50`,
  * `takeover_ms_max`, `survived`, `connections` and the baseline's `baseline_survived`.
@@ -146,6 +149,8 @@ const result = {
   sync_entries_per_s: sync?.sync_entries_per_s ?? null,
   sync_refresh_entries_per_s: sync?.refresh_entries_per_s ?? null,
   sync_inject_entries_per_s: sync?.inject_entries_per_s ?? null,
+  sync_cold_entries_per_s: sync?.cold_sync_entries_per_s ?? null,
+  sync_sender_loop_stall_ms_max: sync?.sender_loop_stall_ms_max ?? null,
   sync_entries: sync?.entries ?? null,
   quick: args.quick,
 };

@@ -27,6 +27,7 @@ const TCP_ECHO = new URL("./clients/tcp_echo.ts", import.meta.url).pathname;
 const UDP_ECHO = new URL("./clients/udp_echo.ts", import.meta.url).pathname;
 const HOLD = new URL("./clients/hold_client.ts", import.meta.url).pathname;
 const UDP_STREAM = new URL("./clients/udp_stream.ts", import.meta.url).pathname;
+const LOOP = new URL("./clients/connect_loop.ts", import.meta.url).pathname;
 
 /** The external server's address (the destination). */
 export const SERVER = "198.18.0.1";
@@ -64,6 +65,8 @@ export interface EgressLabOptions {
    * `lab.redis.cli(...publishEgressConfigArgs(config))`. Default false.
    */
   readonly configFromRedis?: boolean;
+  /** Agents serve /metrics on 127.0.0.1:9470 in their pod (`lab/egress_checks.ts` reads it). */
+  readonly metrics?: boolean;
 }
 
 /** A NAT pod of the lab. */
@@ -112,6 +115,7 @@ export class EgressLab implements AsyncDisposable {
       "--name",
       name,
       ...(this.options.sync ?? true ? [] : ["--no-sync"]),
+      ...(this.options.metrics ? ["--metrics-addr", "127.0.0.1:9470"] : []),
     ], { stderr: "inherit" });
     pod.agent = agent;
     if (this.options.verbose) agent.tailToStderr();
@@ -158,8 +162,21 @@ export class EgressLab implements AsyncDisposable {
     return status?.code ?? 0;
   }
 
-  /** Brings a killed pod's links back up and starts its agent again. */
+  /**
+   * Brings a killed pod's links back up and starts its agent again. The floating /32s it held
+   * go first, before the links are up: they would answer ARP beside the new owner until the new
+   * agent removes them (docs/egress.md, "restart after SIGKILL").
+   */
   async restartNat(name: string): Promise<HostProcess> {
+    const leftovers = Array.from(
+      { length: this.options.addresses ?? 2 },
+      (_, k) =>
+        `addr del ${floatingAddress(k)}/32 dev ext0\naddr del ${gatewayAddress(k)}/32 dev int0\n`,
+    );
+    await this.topo.exec(name, ["ip", "-force", "-batch", "-"], {
+      stdin: leftovers.join(""),
+      check: false,
+    });
     await this.topo.exec(name, ["ip", "link", "set", "dev", "int0", "up"]);
     await this.topo.exec(name, ["ip", "link", "set", "dev", "ext0", "up"]);
     return await this.startNat(name);
@@ -177,13 +194,8 @@ export class EgressLab implements AsyncDisposable {
   async holders(k: number): Promise<string[]> {
     const names = [...this.pods.keys()];
     const held = await Promise.all(names.map(async (name) => {
-      const r = await this.topo.exec(
-        name,
-        ["ip", "-4", "-o", "addr", "show", "dev", "ext0", "up"],
-        {
-          check: false,
-        },
-      );
+      const argv = ["ip", "-4", "-o", "addr", "show", "dev", "ext0", "up"];
+      const r = await this.topo.exec(name, argv, { check: false });
       return r.stdout.includes(` ${floatingAddress(k)}/32 `);
     }));
     return names.filter((_, i) => held[i]);
@@ -241,13 +253,40 @@ export class EgressLab implements AsyncDisposable {
     this.server = { tcp, udp };
   }
 
-  /** `count` long-lived TCP connections from client k for `durationMs` (hold_client). */
-  async startTcp(k: number, count: number, durationMs: number): Promise<HostProcess> {
+  /**
+   * `count` long-lived TCP connections from client k for `durationMs`, an echo exchange on each
+   * every `intervalMs` (default 100; seconds make them idle ones) (hold_client).
+   */
+  async startTcp(
+    k: number,
+    count: number,
+    durationMs: number,
+    intervalMs = 100,
+  ): Promise<HostProcess> {
     const client = this.topo.spawnDeno(`egc${k + 1}`, HOLD, {
-      args: [SERVER, String(TCP_PORT), String(count), String(durationMs)],
+      args: [SERVER, TCP_PORT, count, durationMs, intervalMs].map(String),
       permissions: ["--allow-net"],
     });
     await client.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 30_000 });
+    return client;
+  }
+
+  /**
+   * New connections from client k every `intervalMs` for `durationMs`, each doing `exchanges`
+   * echo exchanges `gapMs` apart (connect_loop).
+   */
+  async startConnectLoop(
+    k: number,
+    durationMs: number,
+    intervalMs: number,
+    exchanges = 1,
+    gapMs = 0,
+  ): Promise<HostProcess> {
+    const client = this.topo.spawnDeno(`egc${k + 1}`, LOOP, {
+      args: [SERVER, TCP_PORT, durationMs, intervalMs, exchanges, gapMs].map(String),
+      permissions: ["--allow-net"],
+    });
+    await client.waitForLine((l) => l.includes('"msg":"started"'), { timeoutMs: 10_000 });
     return client;
   }
 
@@ -339,18 +378,7 @@ export async function createEgressLab(options: EgressLabOptions = {}): Promise<E
         links.filter((l) => l.b.host === "wan"),
       ]] as const
     ) {
-      await topo.exec(sw, [
-        "ip",
-        "link",
-        "add",
-        "br0",
-        "type",
-        "bridge",
-        "stp_state",
-        "0",
-        "forward_delay",
-        "0",
-      ]);
+      await topo.exec(sw, "ip link add br0 type bridge stp_state 0 forward_delay 0".split(" "));
       for (const l of ports) {
         await topo.exec(sw, ["ip", "link", "set", "dev", l.b.ifname, "master", "br0"]);
       }

@@ -1,6 +1,7 @@
 /**
  * Exponential backoff with jitter: the one retry schedule every Holdfast loop uses (reconciler
- * retries, Redis reconnects, flow-store recovery, stream follow).
+ * retries, Redis reconnects, flow-store recovery, stream follow); `sleep`, and `loopTurn` for
+ * slicing long synchronous work.
  *
  * Delays grow from `minMs` by `factor` per attempt up to `maxMs`. Jitter is "equal jitter": a
  * delay `d` becomes a uniform value in `[d·(1−jitter), d]`, so many nodes retrying the same
@@ -17,6 +18,8 @@
  *
  * @module
  */
+
+import { setImmediate } from "node:timers";
 
 /** How a {@link Backoff} grows. */
 export interface BackoffOptions {
@@ -93,4 +96,15 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }, ms);
     signal?.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/**
+ * Resolves once the event loop has run its due timers: long synchronous work sliced with this
+ * between slices never holds a timer (a lease renew, a heartbeat) longer than one slice. Two
+ * `setImmediate` hops: called from an I/O callback, one alone runs before that loop iteration's
+ * timers (Node's loop phases, which Deno follows); `setTimeout(0)` would be clamped to 1–4 ms.
+ */
+export async function loopTurn(): Promise<void> {
+  await new Promise((r) => setImmediate(r));
+  await new Promise((r) => setImmediate(r));
 }

@@ -1,10 +1,12 @@
 /**
  * New connections at a steady rate, run inside a client namespace:
  *
- *     connect_loop.ts HOST PORT DURATION_MS [INTERVAL_MS=10]
+ *     connect_loop.ts HOST PORT DURATION_MS [INTERVAL_MS=10] [EXCHANGES=1] [GAP_MS=0]
  *
  * Every INTERVAL_MS for DURATION_MS it starts a connection (without waiting for the previous
- * ones) that sends one numbered line, expects it echoed and closes. An attempt fails on a refused
+ * ones) that sends one numbered line, expects it echoed and closes; with EXCHANGES > 1 it does
+ * that many exchanges GAP_MS apart before closing (a connection that outlives a moment, e.g. a
+ * NAT handover, in which it was opened). An attempt fails on a refused
  * or reset connect, EOF, a wrong echo, or no answer within 3 s. Prints `{"msg":"started"}`, then
  * once every attempt has ended one summary line: attempts, ok, failed, max_ms (slowest good
  * exchange), unreachable (of the failed: the connect was refused by an ICMP net/host unreachable,
@@ -14,17 +16,30 @@
  *
  * @module
  */
-const [host = "", portText = "", durationText = "", intervalText = "10"] = Deno.args;
+const [
+  host = "",
+  portText = "",
+  durationText = "",
+  intervalText = "10",
+  exchangesText = "1",
+  gapText = "0",
+] = Deno.args;
 const port = Number(portText);
 const durationMs = Number(durationText);
 const intervalMs = Number(intervalText);
-if (!host || !(port > 0) || !(durationMs > 0) || !(intervalMs > 0)) {
+const exchanges = Number(exchangesText);
+const gapMs = Number(gapText);
+if (
+  !host || !(port > 0) || !(durationMs > 0) || !(intervalMs > 0) ||
+  !(Number.isInteger(exchanges) && exchanges >= 1 && exchanges <= 100) || !(gapMs >= 0)
+) {
   console.error(
-    `usage: connect_loop.ts HOST PORT DURATION_MS [INTERVAL_MS], got ${JSON.stringify(Deno.args)}`,
+    "usage: connect_loop.ts HOST PORT DURATION_MS [INTERVAL_MS] [EXCHANGES 1-100] [GAP_MS], " +
+      `got ${JSON.stringify(Deno.args)}`,
   );
   Deno.exit(2);
 }
-const ATTEMPT_TIMEOUT_MS = 3_000;
+const ATTEMPT_TIMEOUT_MS = 3_000 + (exchanges - 1) * gapMs;
 const MAX_IN_FLIGHT = 500;
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -44,16 +59,19 @@ async function attempt(seq: number, signal: AbortSignal): Promise<number> {
   const onAbort = () => conn.close();
   signal.addEventListener("abort", onAbort, { once: true });
   try {
-    const msg = `connect_loop ${seq}\n`;
-    await conn.write(enc.encode(msg));
     const buf = new Uint8Array(256);
-    let got = "";
-    while (got.length < msg.length) {
-      const n = await conn.read(buf);
-      if (n === null) throw new Error(`EOF after ${JSON.stringify(got)}`);
-      got += dec.decode(buf.subarray(0, n));
+    for (let x = 0; x < exchanges; x++) {
+      if (x > 0) await new Promise((r) => setTimeout(r, gapMs));
+      const msg = `connect_loop ${seq} ${x}\n`;
+      await conn.write(enc.encode(msg));
+      let got = "";
+      while (got.length < msg.length) {
+        const n = await conn.read(buf);
+        if (n === null) throw new Error(`EOF after ${JSON.stringify(got)} (exchange ${x})`);
+        got += dec.decode(buf.subarray(0, n));
+      }
+      if (got !== msg) throw new Error(`wrong echo ${JSON.stringify(got)}`);
     }
-    if (got !== msg) throw new Error(`wrong echo ${JSON.stringify(got)}`);
     return performance.now() - started;
   } finally {
     signal.removeEventListener("abort", onAbort);

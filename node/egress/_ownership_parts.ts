@@ -9,7 +9,7 @@ import type { RedisConnection } from "../../lib/redis_connection.ts";
 import type { Logger } from "../../lib/log.ts";
 import type { Counter, Gauge, Registry } from "../../lib/metrics.ts";
 import type { HealthView } from "./health.ts";
-import type { LeaseStore } from "../../controller/egress/lease.ts";
+import type { LeaseState, LeaseStore } from "../../controller/egress/lease.ts";
 import { assignAddresses, type Assignment } from "./assign.ts";
 
 /** Options of {@link EgressOwnership}. */
@@ -59,7 +59,13 @@ export interface OwnershipMetrics {
   readonly renewFailures: Counter;
 }
 
-/** Registers (or finds) the ownership's metrics in `reg`. */
+/**
+ * Registers (or finds) the ownership's metrics in `reg`: `holdfast_egress_owner{address}` (1/0,
+ * set when the assume or forfeit callback starts), `holdfast_egress_epoch{address}`,
+ * `holdfast_egress_takeovers_total{reason}`, `holdfast_egress_lease_renew_failures_total`. The
+ * ownership logs one line per decision: "address assumed" (epoch, reason), "address forfeited"
+ * (why), "address released".
+ */
 export function ownershipMetrics(reg: Registry): OwnershipMetrics {
   return {
     owner: reg.gauge("holdfast_egress_owner", "1 while this pod holds the address.", {
@@ -93,6 +99,8 @@ export interface Slot {
   inUse?: boolean;
   /** Delays the first use after a fresh lease store. */
   useTimer?: ReturnType<typeof setTimeout>;
+  /** The latest assume/forfeit callback (the next one runs after it: one writer per address). */
+  ops: Promise<void>;
   /** A renew is in flight. */
   renewing: boolean;
   /** An acquire or standby poll is in flight. */
@@ -107,6 +115,18 @@ export interface Slot {
   lastHolder?: string;
   /** No acquire before this (after a failed assume). */
   retryAt?: number;
+}
+
+/** A standby slot for `addr`. */
+export function newSlot(addr: string): Slot {
+  return {
+    addr,
+    state: "standby",
+    epoch: 0,
+    validUntil: 0,
+    renewing: false,
+    ops: Promise.resolve(),
+  };
 }
 
 /** The assignment over the live pods that are not draining, recomputed when they change. */
@@ -141,6 +161,35 @@ export function takeoverReason(
   if (health.draining().includes(last)) return "handover";
   if (!health.live().includes(last)) return "owner down";
   return a.owner === self ? "rebalance" : "lease free";
+}
+
+/** As first standby: reads the lease; true once it has been seen free for a whole `ttlMs`. */
+export async function freeForTtl(
+  slot: Slot,
+  read: () => Promise<LeaseState | null>,
+  ttlMs: number,
+): Promise<boolean> {
+  const lease = await read();
+  const t = performance.now();
+  if (lease) {
+    slot.freeSince = undefined;
+    slot.lastHolder = lease.holder;
+    return false;
+  }
+  if (slot.freeSince === undefined) slot.freeSince = t;
+  if (t - slot.freeSince < ttlMs) return false;
+  slot.freeSince = undefined;
+  return true;
+}
+
+/**
+ * Runs `fn` (an assume or forfeit callback) after every earlier one of `slot`'s address has
+ * settled: one writer per address, a re-assume never overtakes the forfeit before it (issue 29).
+ */
+export function serialOp(slot: Slot, fn: () => Promise<void>): Promise<void> {
+  const run = slot.ops.then(fn);
+  slot.ops = run.catch(() => {});
+  return run;
 }
 
 /** `p`, or a rejection after `ms` (the late result is dropped). */

@@ -14,10 +14,12 @@ import {
   RECORD_LEN,
 } from "../conntrack/mod.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
+import { loopTurn } from "../../lib/backoff.ts";
 import type { Registry } from "../../lib/metrics.ts";
 import { type SyncMetrics, syncMetrics } from "./_sync_metrics.ts";
 import {
   encodeAck,
+  ENTRIES_PER_TURN,
   type EntriesFrame,
   FRAME,
   type Frame,
@@ -33,6 +35,12 @@ export interface SyncReceiverOptions {
   ct:
     & Pick<Conntrack, "injectRecords" | "remove">
     & Partial<Pick<Conntrack, "injectRecordsPipelined">>;
+  /**
+   * NAT addresses (u32) whose entries are neither injected nor removed now: the ones this pod
+   * handed over and still streams (`_sync_linger.ts`), whose flows it has from its own kernel;
+   * changing them would make events it streams back to the new owner.
+   */
+  skip?: () => ReadonlySet<number> | undefined;
   /** Where to listen for owners' streams. */
   listen: { host: string; port: number };
   /**
@@ -231,9 +239,15 @@ export class SyncReceiver {
     // Remember each entry now (epoch and NAT address id) and whether it was known before.
     const seen: boolean[] = new Array(count);
     const known = this.#known, room = known.size < MAX_KNOWN;
+    const skip = this.#o.skip?.(), skipped: boolean[] = [];
     for (let i = 0, r = offset; i < count; i++, r += RECORD_LEN) {
       // record: src u32 @0, dst u32 @4, sport:dport u32 @8, proto u8 @12, flags @14, NAT addr @24
-      const id = view.getUint8(r + 14) & 1 ? this.#addrId(view.getUint32(r + 24)) : 0;
+      const nat = view.getUint8(r + 14) & 1 ? view.getUint32(r + 24) : 0;
+      if (skip?.size && nat !== 0 && skip.has(nat)) {
+        skipped[i] = true;
+        continue;
+      }
+      const id = nat !== 0 ? this.#addrId(nat) : 0;
       const old = known.put(
         view.getUint32(r),
         view.getUint32(r + 4),
@@ -244,18 +258,30 @@ export class SyncReceiver {
       );
       seen[i] = old >= 0;
     }
-    const ct = this.#o.ct, likelyExisting = (i: number) => seen[i] === true;
-    const { injected, failed } = this.#o.pipelined && ct.injectRecordsPipelined
-      ? await ct.injectRecordsPipelined(view, offset, count, { likelyExisting })
-      : ct.injectRecords(view, offset, count, { likelyExisting });
-    this.#injected += injected;
-    this.#summary.upserts += injected;
-    this.#m.entries.inc({ direction: "received", op: "upsert" }, count);
-    if (failed.length > 0) {
-      this.#m.failed.inc(undefined, failed.length);
-      this.#summary.failed += failed.length;
-      this.#summary.firstFailure ||= failureText(failed[0]!);
+    // In slices of ENTRIES_PER_TURN with a turn of the event loop before each: a resync of
+    // 10,000s of entries must not hold up this pod's lease renewals (issue 29).
+    const ct = this.#o.ct;
+    for (let from = 0, n = 0; from < count; from += n) {
+      if (skipped[from]) {
+        n = 1;
+        continue;
+      }
+      for (n = 1; n < ENTRIES_PER_TURN && from + n < count && !skipped[from + n];) n++;
+      await loopTurn();
+      const likelyExisting = (i: number) => seen[from + i] === true;
+      const at = offset + from * RECORD_LEN;
+      const { injected, failed } = this.#o.pipelined && ct.injectRecordsPipelined
+        ? await ct.injectRecordsPipelined(view, at, n, { likelyExisting })
+        : ct.injectRecords(view, at, n, { likelyExisting });
+      this.#injected += injected;
+      this.#summary.upserts += injected;
+      if (failed.length > 0) {
+        this.#m.failed.inc(undefined, failed.length);
+        this.#summary.failed += failed.length;
+        this.#summary.firstFailure ||= failureText(failed[0]!);
+      }
     }
+    this.#m.entries.inc({ direction: "received", op: "upsert" }, count);
   }
 
   #forget(o: CtTuple): void {
@@ -273,8 +299,10 @@ export class SyncReceiver {
     return id;
   }
 
-  #remove(entries: CtEntry[]): void {
-    this.#m.entries.inc({ direction: "received", op: "remove" }, entries.length);
+  #remove(all: CtEntry[]): void {
+    this.#m.entries.inc({ direction: "received", op: "remove" }, all.length);
+    const skip = this.#o.skip?.();
+    const entries = skip?.size ? all.filter((e) => !e.natSrc || !skip.has(e.natSrc.addr)) : all;
     for (const { orig: o } of entries) this.#forget(o);
     this.#summary.removes += this.#removeFromKernel(entries);
   }
@@ -285,9 +313,11 @@ export class SyncReceiver {
     state: ConnState,
   ): void {
     const stale: CtEntry[] = [];
+    const skip = this.#o.skip?.();
     this.#known.forEach((src, dst, ports, proto, v) => {
       const epoch = Math.floor(v / ADDR_IDS), id = v % ADDR_IDS;
       if (epoch === state.epoch || id === 0 || !addrs.has(this.#addrs[id]!)) return;
+      if (skip?.has(this.#addrs[id]!)) return;
       const orig = { src, dst, sport: ports >>> 16, dport: ports & 0xffff, proto: proto as 6 | 17 };
       stale.push({ orig, reply: inverse(orig), status: 0, timeoutS: 0 });
     });

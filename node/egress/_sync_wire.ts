@@ -43,6 +43,13 @@ export const HEADER_LEN = 5;
 export const MAX_FRAME = 16 * 1024 * 1024;
 /** Records per UPSERT/REMOVE frame written by {@linkcode encodeEntries}. */
 export const RECORDS_PER_FRAME = 4096;
+/**
+ * Entries a sender dumps or a receiver injects between two turns of the event loop (a few ms of
+ * work here). A full resync of 10,000s of entries in one go blocked the loop for 110–241 ms, the
+ * lease renew came late and the pod forfeited its own address (issue 29); in slices of this size
+ * every due timer (renew, fence, heartbeat) runs between two of them.
+ */
+export const ENTRIES_PER_TURN = 1024;
 
 /**
  * An UPSERT or REMOVE frame: `count` records (node/conntrack's compact entry form, checked) at

@@ -39,6 +39,8 @@ import { setSysctls } from "./_command.ts";
 import { EGRESS_COMMAND, readEgressArgs } from "./egress_args.ts";
 import { PeerHealth } from "./health.ts";
 import { EgressOwnership } from "./ownership.ts";
+import { AddressHolder } from "./_address_holder.ts";
+import { HANDOVER_LINGER_MS, plannedHandover } from "./_sync_linger.ts";
 import { SyncReceiver, SyncSender } from "./sync.ts";
 
 /** Options of an {@link EgressAgent}. */
@@ -61,7 +63,8 @@ export class EgressAgent {
   readonly #o: EgressAgentOptions;
   readonly #log: Logger;
   readonly #byAddress: Map<string, FloatingAddress>;
-  readonly #owned = new Set<string>();
+  /** The floating addresses held: one state machine and one writer per address. */
+  readonly #holder: AddressHolder;
   readonly #stops: (() => Promise<void> | void)[] = [];
   #sender: SyncSender | null = null;
   #health: PeerHealth | null = null;
@@ -77,6 +80,19 @@ export class EgressAgent {
     this.#o = options;
     this.#log = options.log ?? rootLog.with({ component: "egress", pod: options.self });
     this.#byAddress = new Map(config.addresses.map((fa) => [fa.address, fa]));
+    this.#holder = new AddressHolder(
+      {
+        add: (addr, epoch) => this.#add(addr, epoch),
+        remove: (addr, why) => this.#remove(addr, why),
+      },
+      (owned, change) => {
+        this.#sender?.setOwned(new Set([...owned].map(parseIpv4)));
+        // Planned: neighbours still send new connections here until they follow the new owner.
+        if (!change.wanted && plannedHandover(change.why)) {
+          this.#sender?.keepStreaming(parseIpv4(change.address), HANDOVER_LINGER_MS);
+        }
+      },
+    );
     const r = options.registry ?? processRegistry;
     this.#metrics = {
       owned: r.gauge("holdfast_egress_owned_addresses", "Floating addresses this NAT pod holds"),
@@ -92,7 +108,7 @@ export class EgressAgent {
         { buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1] },
       ),
     };
-    this.#metrics.owned.onCollect(() => this.#metrics.owned.set(undefined, this.#owned.size));
+    this.#metrics.owned.onCollect(() => this.#metrics.owned.set(undefined, this.owned().length));
   }
 
   /** Whether ownership runs (the pod takes part in the egress NAT). */
@@ -100,9 +116,12 @@ export class EgressAgent {
     return this.#ready;
   }
 
-  /** Floating addresses held now. */
+  /**
+   * Floating addresses held now: from the moment ownership assumes one to the moment it forfeits
+   * it, as the sync sender streams them and `holdfast_egress_owner{address}` says.
+   */
   owned(): string[] {
-    return [...this.#owned];
+    return this.#holder.owned();
   }
 
   /** Starts everything in takeover order (see the module doc). */
@@ -143,6 +162,7 @@ export class EgressAgent {
       const receiver = new SyncReceiver({
         ct,
         listen: { host: self.address, port: config.ports.sync },
+        skip: () => this.#sender?.lingering(),
         log: this.#log,
         registry,
       });
@@ -202,8 +222,8 @@ export class EgressAgent {
       health,
       redis,
       ...(this.#o.leaseTtlMs ? { ttlMs: this.#o.leaseTtlMs } : {}),
-      assume: (addr, epoch) => this.#assume(addr, epoch),
-      forfeit: (addr, why) => this.#forfeit(addr, why),
+      assume: (addr, epoch) => this.#holder.assume(addr, epoch),
+      forfeit: (addr, why) => this.#holder.forfeit(addr, why),
       beforeHandover: async () => {
         await this.#sender?.flush();
       },
@@ -258,22 +278,17 @@ export class EgressAgent {
     return fa;
   }
 
-  #syncOwned(): void {
-    this.#sender?.setOwned(new Set([...this.#owned].map(parseIpv4)));
-  }
-
-  async #assume(addr: string, epoch: number): Promise<void> {
+  /** The holder's add: announce, add the /32s, announce again (the sync sender already knows). */
+  async #add(addr: string, epoch: number): Promise<void> {
     const fa = this.#floating(addr);
     const t0 = performance.now();
     // Gratuitous ARP first: neighbours need only our MAC to send us the flows (client packets are
     // addressed to the destination, replies are de-NATed before routing), so the ~30 ms of an
     // `ip` process start stay off the takeover path. Once more after the addresses are up, for a
-    // neighbour that asked in between; the sync sender learns last (its dump may take a while).
+    // neighbour that asked in between.
     announceFloating(fa, this.#config.interfaces);
-    this.#owned.add(addr);
     await addFloating(fa, this.#config.interfaces);
     announceFloating(fa, this.#config.interfaces);
-    this.#syncOwned();
     const ms = performance.now() - t0;
     this.#metrics.assumed.inc({ address: addr });
     this.#metrics.assumeSeconds.observe(undefined, ms / 1000);
@@ -285,11 +300,10 @@ export class EgressAgent {
     });
   }
 
-  async #forfeit(addr: string, why: string): Promise<void> {
+  /** The holder's remove. */
+  async #remove(addr: string, why: string): Promise<void> {
     const fa = this.#floating(addr);
     await removeFloating(fa, this.#config.interfaces);
-    this.#owned.delete(addr);
-    this.#syncOwned();
     this.#metrics.forfeited.inc({ address: addr });
     this.#log.info("floating address removed", { address: addr, gateway: fa.gateway, why });
   }
@@ -298,10 +312,11 @@ export class EgressAgent {
   async drain(): Promise<void> {
     const owned = this.owned();
     await this.#ownership?.drain();
+    await this.#sender?.lingerDone();
     this.#log.info("drained", { handed_over: owned, still_owned: this.owned() });
   }
 
-  /** Stops everything in reverse order; drops whatever addresses are still held. */
+  /** Stops everything in reverse order; removes whatever addresses the kernel may still hold. */
   async stop(): Promise<void> {
     this.#ready = false;
     for (const stop of this.#stops.splice(0).reverse()) {
@@ -311,8 +326,8 @@ export class EgressAgent {
         this.#log.warn("stop step failed", { err });
       }
     }
-    for (const addr of this.owned()) {
-      await this.#forfeit(addr, "agent stopped").catch((err) =>
+    for (const addr of this.#holder.notReleased()) {
+      await this.#holder.forfeit(addr, "agent stopped").catch((err) =>
         this.#log.error("cannot remove floating address", { address: addr, err })
       );
     }

@@ -28,10 +28,9 @@
  * `forfeit` takes. A pod whose event loop stalls for more than ~200 ms forfeits (and re-acquires
  * if it is still the assigned owner): the price of a 400 ms takeover bound.
  *
- * Metrics: `holdfast_egress_owner{address}` (1/0), `holdfast_egress_epoch{address}`,
- * `holdfast_egress_takeovers_total{reason}`, `holdfast_egress_lease_renew_failures_total`.
- * One log line per decision: "address assumed" (epoch, reason), "address forfeited" (why),
- * "address released".
+ * One writer per address: the `assume` and `forfeit` callbacks of an address run one after the
+ * other (`serialOp`), so a re-assume never overtakes the forfeit before it. Metrics and log
+ * lines: see `_ownership_parts.ts`.
  *
  * @module
  */
@@ -45,9 +44,12 @@ import {
   type AddressState,
   AssignmentCache,
   type EgressOwnershipOptions,
+  freeForTtl,
   HANDOVER_FLUSH_TIMEOUT_MS,
+  newSlot,
   type OwnershipMetrics,
   ownershipMetrics,
+  serialOp,
   type Slot,
   takeoverReason,
   withTimeout,
@@ -91,9 +93,7 @@ export class EgressOwnership {
     else if (o.redis) this.#leases = new RedisLeaseStore(o.redis, o.name);
     else throw new TypeError(`Cannot own addresses of "${o.name}": pass redis or leases`);
     this.holderId = `${o.self}/${crypto.randomUUID().slice(0, 8)}`;
-    for (const addr of new Set(o.addresses)) {
-      this.#slots.set(addr, { addr, state: "standby", epoch: 0, validUntil: 0, renewing: false });
-    }
+    for (const addr of new Set(o.addresses)) this.#slots.set(addr, newSlot(addr));
     this.#log = (o.log ?? rootLog).with({ component: "egress-ownership", egress: o.name });
     this.#m = ownershipMetrics(o.registry ?? rootRegistry);
     for (const addr of this.#slots.keys()) this.#m.owner.set({ address: addr }, 0);
@@ -220,15 +220,8 @@ export class EgressOwnership {
     // First standby: take a lease that stays free for a whole ttl (the owner lost Redis).
     slot.busy = true;
     try {
-      const lease = await this.#call("read", this.#leases.read(slot.addr));
-      const t = performance.now();
-      if (lease) {
-        slot.freeSince = undefined;
-        slot.lastHolder = lease.holder;
-      } else if (slot.freeSince === undefined) {
-        slot.freeSince = t;
-      } else if (t - slot.freeSince >= this.ttlMs) {
-        slot.freeSince = undefined;
+      const read = () => this.#call("read", this.#leases.read(slot.addr));
+      if (await freeForTtl(slot, read, this.ttlMs)) {
         await this.#acquire(slot, a, "lease free", true);
       }
     } catch {
@@ -275,12 +268,15 @@ export class EgressOwnership {
       slot.useTimer = undefined;
       if (slot.state !== "owner" || slot.epoch !== epoch || !this.#running) return;
       slot.inUse = true;
-      this.#m.owner.set({ address: slot.addr }, 1);
-      this.#m.epoch.set({ address: slot.addr }, epoch);
       this.#m.takeovers.inc({ reason });
       this.#log.info("address assumed", { address: slot.addr, epoch, reason });
-      // Renewals go on while assume runs (it may take a while: addresses, ARP).
-      this.#o.assume(slot.addr, epoch).catch(async (err) => {
+      // Renewals go on while assume runs (it may take a while: addresses, ARP); it starts once
+      // an earlier forfeit of this address has finished (one writer per address).
+      serialOp(slot, () => {
+        this.#m.owner.set({ address: slot.addr }, 1);
+        this.#m.epoch.set({ address: slot.addr }, epoch);
+        return this.#o.assume(slot.addr, epoch);
+      }).catch(async (err) => {
         this.#log.error("assume failed", { address: slot.addr, epoch, err });
         if (slot.state !== "owner" || slot.epoch !== epoch) return;
         slot.retryAt = performance.now() + 1_000;
@@ -347,14 +343,12 @@ export class EgressOwnership {
     slot.fence = slot.useTimer = undefined;
     if (!slot.inUse) return; // the lease was dropped before its first use
     slot.inUse = false;
-    this.#m.owner.set({ address: slot.addr }, 0);
     const level = /^(draining|rebalance|stopping)/.test(why) ? "info" : "warn";
     this.#log[level]("address forfeited", { address: slot.addr, epoch: slot.epoch, why });
-    try {
-      await this.#o.forfeit(slot.addr, why);
-    } catch (err) {
-      this.#log.error("forfeit failed", { address: slot.addr, err });
-    }
+    await serialOp(slot, () => {
+      this.#m.owner.set({ address: slot.addr }, 0);
+      return this.#o.forfeit(slot.addr, why);
+    }).catch((err) => this.#log.error("forfeit failed", { address: slot.addr, err }));
   }
 
   /** A lease call bounded by the ttl (an answer later than that is of no use). */

@@ -194,3 +194,57 @@ Deno.test("an empty lease store (Redis lost its data): the new owner waits one t
     await stopAll(all);
   }
 });
+
+Deno.test("a re-assume during a pending forfeit waits for it: owner and owned agree (issue 29)", async () => {
+  using _logs = captureLogs();
+  const leases = new CuttableLeases(new MemoryLeaseStore());
+  const registry = new Registry();
+  // The agent's bookkeeping as it was: added before the address is up, dropped after removal.
+  const owned = new Set<string>();
+  const gates: { op: string; open: () => void }[] = [];
+  const gate = (op: string) => {
+    const { promise, resolve } = Promise.withResolvers<void>();
+    gates.push({ op, open: resolve });
+    return promise;
+  };
+  const own = new EgressOwnership({
+    self: "nat1",
+    name: "default/egress",
+    addresses: [A1],
+    health: new FakeHealth("nat1", []),
+    leases,
+    registry,
+    assume: async (addr) => {
+      owned.add(addr);
+      await gate(`add ${addr}`);
+    },
+    forfeit: async (addr) => {
+      await gate(`remove ${addr}`);
+      owned.delete(addr);
+    },
+  });
+  const ownerGauge = () =>
+    registry.expose().includes(`holdfast_egress_owner{address="${A1}"} 1`) ? 1 : 0;
+  try {
+    await own.start();
+    await waitFor("the first add", () => gates.length === 1);
+    gates.shift()!.open();
+    await waitFor("owned", () => owned.has(A1));
+    leases.cut = true; // renewals fail: the fence forfeits, the removal hangs on its gate
+    await waitFor("the forfeit's removal", () => gates[0]?.op === `remove ${A1}`, 3_000);
+    leases.cut = false; // the next step re-acquires (the same holder) and assumes again
+    await waitFor("re-acquired", () => own.owned().has(A1), 3_000);
+    // The assume waits for the forfeit before it: nothing else started meanwhile.
+    assertEquals(gates.map((g) => g.op), [`remove ${A1}`]);
+    assertEquals(ownerGauge(), 0);
+    gates.shift()!.open(); // the removal ends (before: it wiped the re-assume's entry)
+    await waitFor("the re-add", () => gates.length === 1, 3_000);
+    assertEquals(gates[0]!.op, `add ${A1}`);
+    assertEquals([ownerGauge(), owned.has(A1)], [1, true]);
+    gates.shift()!.open();
+    await new Promise((r) => setTimeout(r, 100)); // a few renewals: nothing changes
+    assertEquals([ownerGauge(), owned.has(A1), gates.length], [1, true, 0]);
+  } finally {
+    await own.stop({ abandon: true });
+  }
+});

@@ -19,12 +19,20 @@
 
 import type { Conntrack, ConntrackEvents, CtEntry } from "../conntrack/mod.ts";
 import { formatIpv4 } from "../../lib/ipv4.ts";
+import { loopTurn } from "../../lib/backoff.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import type { Registry } from "../../lib/metrics.ts";
-import { setImmediate } from "node:timers";
 import { type SyncMetrics, syncMetrics } from "./_sync_metrics.ts";
 import { PeerLink, type SyncPeer } from "./_sync_peer.ts";
-import { encodeBegin, encodeEnd, encodeEntries, FRAME, RECORDS_PER_FRAME } from "./_sync_wire.ts";
+import { SyncLinger } from "./_sync_linger.ts";
+import {
+  encodeBegin,
+  encodeEnd,
+  encodeEntries,
+  ENTRIES_PER_TURN,
+  FRAME,
+  RECORDS_PER_FRAME,
+} from "./_sync_wire.ts";
 
 export { SyncReceiver, type SyncReceiverOptions } from "./_sync_receiver.ts";
 export type { SyncPeer } from "./_sync_peer.ts";
@@ -57,7 +65,8 @@ export interface SyncSenderOptions {
 const TICK_MS = 10;
 const PEERS_EVERY_MS = 200;
 const SUMMARY_EVERY_MS = 10_000;
-const EVENT_READS_PER_TICK = 16_384;
+/** Events read per 10 ms tick (a few ms of decoding; more wait for the next tick). */
+const EVENT_READS_PER_TICK = 4 * ENTRIES_PER_TURN;
 
 /** Streams the owned addresses' conntrack entries to the standby peers. */
 export class SyncSender {
@@ -66,6 +75,7 @@ export class SyncSender {
   readonly #m: SyncMetrics;
   readonly #links = new Map<string, PeerLink>();
   #owned: ReadonlySet<number> = new Set();
+  readonly #linger = new SyncLinger();
   #timer: ReturnType<typeof setInterval> | undefined;
   #pendingResync: string | null = null;
   #nextResyncAt = 0;
@@ -88,10 +98,13 @@ export class SyncSender {
     this.#filterEvents();
   }
 
-  /** Lets only the owned addresses' events into the queue; on failure, every event (logged). */
+  /**
+   * Lets only the owned and lingering addresses' events into the queue; on failure, every event
+   * (logged).
+   */
   #filterEvents(): void {
     try {
-      this.#o.events.filterNatSrc?.(this.#owned);
+      this.#o.events.filterNatSrc?.(new Set([...this.#owned, ...this.#linger.addresses()]));
     } catch (e) {
       this.#log.warn("conntrack event filter not set: following every event", { error: e });
       try {
@@ -104,8 +117,38 @@ export class SyncSender {
   setOwned(addrs: ReadonlySet<number>): void {
     const added = [...addrs].filter((a) => !this.#owned.has(a));
     this.#owned = new Set(addrs);
+    for (const a of addrs) this.#linger.drop(a);
     this.#filterEvents();
     if (added.length > 0) this.#pendingResync ??= `owned ${added.map(formatIpv4).join(",")}`;
+  }
+
+  /**
+   * After a planned handover of `addr` (u32): its events are still streamed for `ms`, as long as
+   * neighbours may still send new connections here (`_sync_linger.ts`).
+   */
+  keepStreaming(addr: number, ms: number): void {
+    if (this.#owned.has(addr)) return;
+    this.#linger.keep(addr, ms);
+    this.#filterEvents();
+  }
+
+  /** The handed-over addresses whose events are still streamed (the receiver skips them). */
+  lingering(): ReadonlySet<number> {
+    return this.#linger.addressSet();
+  }
+
+  /**
+   * Resolves once no handed-over address lingers (bounded by `maxMs`) and what was streamed for
+   * them is acknowledged (a flush; its failure is logged): a draining pod exits after this.
+   */
+  async lingerDone(maxMs = 5_000): Promise<void> {
+    const deadline = Date.now() + maxMs;
+    for (let i = 0; i < 10_000 && !this.#linger.empty && Date.now() < deadline; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await this.flush().catch((e) =>
+      this.#log.warn("sync flush after handover failed", { error: e })
+    );
   }
 
   /** Starts following events and connecting to the peers. */
@@ -182,6 +225,7 @@ export class SyncSender {
         this.#refreshPeers();
       }
       this.#pollEvents();
+      if (this.#linger.expire(now)) this.#filterEvents();
       if (!this.#resyncing && (this.#pendingResync !== null || now >= this.#nextResyncAt)) {
         this.#requestResync("all", this.#pendingResync ?? "periodic");
       }
@@ -225,10 +269,11 @@ export class SyncSender {
     let run: CtEntry[] = [];
     let runType: typeof FRAME.UPSERT | typeof FRAME.REMOVE = FRAME.UPSERT;
     for (let reads = 0; reads < EVENT_READS_PER_TICK;) {
-      const batch = events.read(4096);
-      reads += 4096;
+      const batch = events.read(ENTRIES_PER_TURN);
+      reads += ENTRIES_PER_TURN;
       for (const { type, entry } of batch) {
-        if (!entry.natSrc || !this.#owned.has(entry.natSrc.addr)) continue;
+        if (!entry.natSrc) continue;
+        if (!this.#owned.has(entry.natSrc.addr) && !this.#linger.forward(type, entry)) continue;
         const t = type === "destroy" ? FRAME.REMOVE : FRAME.UPSERT;
         if (t !== runType || run.length >= RECORDS_PER_FRAME) {
           this.#broadcast(runType, run);
@@ -237,7 +282,7 @@ export class SyncSender {
         }
         run.push(entry);
       }
-      if (batch.length < 4096) break;
+      if (batch.length < ENTRIES_PER_TURN) break;
     }
     this.#broadcast(runType, run);
     if (events.overruns !== this.#overruns) {
@@ -296,7 +341,8 @@ export class SyncSender {
 
   /**
    * Streams the owned addresses' entries to `links` between BEGIN and END, a frame per dump chunk
-   * as the kernel produces them (yielding between chunks, so peers inject while this dumps).
+   * of `ENTRIES_PER_TURN` as the kernel produces them, with a turn of the event loop between two
+   * chunks: the lease renewals and the fence run on time however large the table (issue 29).
    */
   async #resyncOnce(links: PeerLink[], reason: string): Promise<void> {
     const up = links.filter((l) => l.connected);
@@ -308,11 +354,11 @@ export class SyncSender {
     const reached = new Set(up.filter((l) => l.send(encodeBegin(generation), 0)));
     let count = 0;
     if (owned.length > 0) {
-      for (const chunk of this.#o.ct.dumpChunks({ natSrcAddrs: this.#owned }, RECORDS_PER_FRAME)) {
+      for (const chunk of this.#o.ct.dumpChunks({ natSrcAddrs: this.#owned }, ENTRIES_PER_TURN)) {
         count += chunk.length;
         const frame = encodeEntries(FRAME.UPSERT, chunk);
         for (const l of reached) if (!l.send(frame, chunk.length)) reached.delete(l);
-        await new Promise((r) => setImmediate(r));
+        await loopTurn();
         if (this.#stopped) break;
       }
     }

@@ -328,3 +328,85 @@ Deno.test("egress sync (stand-ins): flush waits for a peer still connecting and 
     await lonely.stop();
   }
 });
+
+/**
+ * Called at each slice of work: counts calls at which a timer that was due since the previous
+ * call had not run yet (the event loop had no turn in between: a lease renew would be late).
+ */
+class TurnProbe {
+  calls = 0;
+  starved = 0;
+  largest = 0;
+  #fired = true;
+
+  check(entries: number): void {
+    this.calls++;
+    this.largest = Math.max(this.largest, entries);
+    if (!this.#fired) this.starved++;
+    this.#fired = false;
+    const at = performance.now();
+    setTimeout(() => (this.#fired = true), 0);
+    // Make that timer due (setTimeout clamps 0 to at most 4 ms) before the caller goes on.
+    while (performance.now() - at < 5) { /* spin */ }
+  }
+}
+
+Deno.test("egress sync (stand-ins): a resync of 20,000 entries lets due timers run every 1,024 entries at both ends (issue 29)", async () => {
+  using _logs = captureLogs();
+  const registry = new Registry();
+  const dumpProbe = new TurnProbe(), injectProbe = new TurnProbe();
+  const owner = new (class extends OwnerStandIn {
+    override *dumpChunks(filter: { natSrcAddrs?: ReadonlySet<number> } = {}, size = 4096) {
+      for (const chunk of super.dumpChunks(filter, size)) {
+        dumpProbe.check(chunk.length);
+        yield chunk;
+      }
+    }
+  })();
+  const standby = new (class extends StandbyStandIn {
+    override injectRecords(view: DataView, offset: number, count: number) {
+      injectProbe.check(count);
+      return super.injectRecords(view, offset, count);
+    }
+  })();
+  const n = 20_000;
+  for (let i = 1; i <= n; i++) owner.add(entry(i));
+  owner.queue = [];
+  const receiver = new SyncReceiver({
+    ct: standby,
+    listen: { host: "127.0.0.1", port: 0 },
+    registry,
+  });
+  await receiver.start();
+  const sender = new SyncSender({
+    ct: owner,
+    events: owner,
+    self: "owner",
+    peers: () => [{ name: "standby", host: "127.0.0.1", port: receiver.port }],
+    resyncMs: 60_000,
+    flushTimeoutMs: 60_000,
+    registry,
+  });
+  try {
+    sender.setOwned(new Set([FLOATING_U32]));
+    sender.start();
+    await waitFor(
+      "the connect-time resync",
+      () => standby.table.size === n ? true : undefined,
+      30_000,
+    );
+    await sender.flush();
+    assertEquals(standby.table.size, n);
+    assert(dumpProbe.calls >= n / 1024, `dump slices: ${dumpProbe.calls}`);
+    assertEquals([dumpProbe.largest <= 1024, dumpProbe.starved], [true, 0], `${dumpProbe.largest}`);
+    assert(injectProbe.calls >= n / 1024, `inject slices: ${injectProbe.calls}`);
+    assertEquals(
+      [injectProbe.largest <= 1024, injectProbe.starved],
+      [true, 0],
+      `${injectProbe.largest}`,
+    );
+  } finally {
+    await sender.stop();
+    await receiver.stop();
+  }
+});

@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Node side (docs/backends.md): on every node hosting backend pods, tc programs on the node's
+ * uplink do what `main.ts decap` did inside each pod, with nothing set inside the pod:
+ *  - hf_node_in (uplink ingress): a packet to the encap port addressed to a local pod whose inner
+ *    packet is for a frontend that pod serves (hf_node_svc[6]: pod, LB IP, port, proto → target
+ *    port) loses its outer headers (28 or 48 bytes) and has its destination translated from
+ *    LB IP:port to the pod's IP:target port; the client's address stays. The flow's reverse
+ *    translation is recorded (hf_node_flows[6]). ICMP errors about the pod's replies (PMTUD,
+ *    which the LB forwards to the flow's backend) are translated too: destination and quoted
+ *    source. The inner family must be the outer one (the pod's address is the outer destination).
+ *  - hf_node_out (uplink egress): a pod's reply of a recorded flow gets its source translated back
+ *    to LB IP:port and leaves for the client directly (DSR); a SYN/ACK has its MSS clamped.
+ * Running on the uplink, not on the pod's veth, keeps every netfilter hook of the node (conntrack,
+ * anti-spoofing on the pod's interface, network policy) seeing ordinary pod traffic: client →
+ * pod IP:target port and back from the pod's own address.
+ * Headers are read with bpf_skb_load_bytes (each read bounded by the packet); a packet for a
+ * served frontend that is malformed is dropped, anything else passes untouched. */
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "consts.h"
+#include "consts6.h"
+#include "node_maps.h"
+#include "mss_clamp.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define HF_ADJ_ROOM_DECAP_L3_IPV4 (1ULL << 7)
+#define HF_L2 14
+/* Offsets before decap: the inner packet after outer IP + UDP. */
+#define HF_IN4 (HF_L2 + 20 + 8)
+#define HF_IN6 (HF_L2 + 40 + 8)
+/* Offsets after decap (and of replies): IP at HF_L2, L4 after it. */
+#define HF_L4_4 (HF_L2 + 20)
+#define HF_L4_6 (HF_L2 + 40)
+
+static __always_inline void hf_ncount(__u32 reason)
+{
+	__u64 *v = bpf_map_lookup_elem(&hf_node_stat, &reason);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline struct decap_config *hf_node_config(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&hf_node_cfg, &zero);
+}
+
+/* Offset of the L4 checksum of a TCP or UDP header at l4, and the csum flags that go with it. */
+static __always_inline __u32 hf_csum_off(__u32 l4, __u8 proto)
+{
+	return l4 + (proto == HF_IPPROTO_TCP ? offsetof(struct tcphdr, check)
+					     : offsetof(struct udphdr, check));
+}
+
+static __always_inline __u64 hf_csum_flags(__u8 proto)
+{
+	return proto == HF_IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+}
+
+/* Rewrites a 4-byte IPv4 address at addr_off and the port at port_off (TCP/UDP at l4), keeping
+ * the IP and L4 checksums valid. Returns 0, or -1 when a helper failed. */
+static __always_inline int hf_rewrite4(struct __sk_buff *skb, __u32 addr_off, __be32 from,
+				       __be32 to, __u32 port_off, __be16 pfrom, __be16 pto,
+				       __u8 proto)
+{
+	__u32 csum = hf_csum_off(HF_L4_4, proto);
+	__u64 f = hf_csum_flags(proto);
+	if (bpf_l4_csum_replace(skb, csum, from, to, BPF_F_PSEUDO_HDR | f | sizeof(to)))
+		return -1;
+	if (bpf_l3_csum_replace(skb, HF_L2 + offsetof(struct iphdr, check), from, to, sizeof(to)))
+		return -1;
+	if (bpf_skb_store_bytes(skb, addr_off, &to, sizeof(to), 0))
+		return -1;
+	if (pfrom == pto)
+		return 0;
+	if (bpf_l4_csum_replace(skb, csum, pfrom, pto, f | sizeof(pto)))
+		return -1;
+	return bpf_skb_store_bytes(skb, port_off, &pto, sizeof(pto), 0) ? -1 : 0;
+}
+
+/* Adds the difference between two 16-byte addresses to the checksum at csum_off. */
+static __always_inline int hf_csum_diff16(struct __sk_buff *skb, __u32 csum_off, __u8 *from,
+					  __u8 *to, __u64 flags)
+{
+	__s64 d = bpf_csum_diff((__be32 *)from, 16, (__be32 *)to, 16, 0);
+	if (d < 0)
+		return -1;
+	return bpf_l4_csum_replace(skb, csum_off, 0, (__u32)d, flags) ? -1 : 0;
+}
+
+/* As hf_rewrite4 for a 16-byte IPv6 address (no IP header checksum). */
+static __always_inline int hf_rewrite6(struct __sk_buff *skb, __u32 addr_off, __u8 *from,
+				       __u8 *to, __u32 port_off, __be16 pfrom, __be16 pto,
+				       __u8 proto)
+{
+	__u32 csum = hf_csum_off(HF_L4_6, proto);
+	__u64 f = hf_csum_flags(proto);
+	if (hf_csum_diff16(skb, csum, from, to, BPF_F_PSEUDO_HDR | f))
+		return -1;
+	if (bpf_skb_store_bytes(skb, addr_off, to, 16, 0))
+		return -1;
+	if (pfrom == pto)
+		return 0;
+	if (bpf_l4_csum_replace(skb, csum, pfrom, pto, f | sizeof(pto)))
+		return -1;
+	return bpf_skb_store_bytes(skb, port_off, &pto, sizeof(pto), 0) ? -1 : 0;
+}
+
+/* True when two 16-byte addresses are equal. */
+static __always_inline int hf_addr6_eq(const void *a, const void *b)
+{
+	const __u32 *x = a, *y = b;
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3];
+}
+
+/* Minimum L4 bytes inside the inner packet for a rewrite of proto. */
+static __always_inline __u32 hf_l4_min(__u8 proto)
+{
+	return proto == HF_IPPROTO_TCP ? sizeof(struct tcphdr) : sizeof(struct udphdr);
+}
+
+/* Records (or refreshes, at most once a second) the reverse translation of a flow. */
+static __always_inline void hf_note_flow4(struct node_flow_key *k, __be32 vip, __be16 port)
+{
+	__u64 now = bpf_ktime_get_coarse_ns();
+	struct node_flow_value *v = bpf_map_lookup_elem(&hf_node_flows, k);
+	if (v && v->vip == vip && v->port == port) {
+		if (now - v->last_seen_ns > HF_NSEC_PER_SEC)
+			v->last_seen_ns = now;
+		return;
+	}
+	struct node_flow_value nv = {.vip = vip, .port = port, .last_seen_ns = now};
+	bpf_map_update_elem(&hf_node_flows, k, &nv, BPF_ANY);
+}
+
+static __always_inline void hf_note_flow6(struct node_flow_key6 *k, __u8 *vip, __be16 port)
+{
+	__u64 now = bpf_ktime_get_coarse_ns();
+	struct node_flow_value6 *v = bpf_map_lookup_elem(&hf_node_flows6, k);
+	if (v && v->port == port && hf_addr6_eq(v->vip, vip)) {
+		if (now - v->last_seen_ns > HF_NSEC_PER_SEC)
+			v->last_seen_ns = now;
+		return;
+	}
+	struct node_flow_value6 nv = {.port = port, .last_seen_ns = now};
+	__builtin_memcpy(nv.vip, vip, 16);
+	bpf_map_update_elem(&hf_node_flows6, k, &nv, BPF_ANY);
+}
+
+#include "node_icmp.h"
+
+/* Outer IPv4 + UDP to the encap port, inner IPv4 to a served frontend. */
+static __always_inline int hf_node_in4(struct __sk_buff *skb, struct decap_config *cfg)
+{
+	struct iphdr ip;
+	struct udphdr udp;
+	if (bpf_skb_load_bytes(skb, HF_L2, &ip, sizeof(ip)) ||
+	    bpf_skb_load_bytes(skb, HF_L2 + sizeof(ip), &udp, sizeof(udp)))
+		return TC_ACT_OK;
+	if (ip.version != 4 || ip.ihl != 5 || ip.protocol != HF_IPPROTO_UDP ||
+	    (ip.frag_off & bpf_htons(HF_IP_MF | HF_IP_OFFSET)) ||
+	    udp.dest != bpf_htons(cfg->encap_port_host))
+		return TC_ACT_OK;
+	struct iphdr in;
+	__be16 ports[2];
+	if (bpf_skb_load_bytes(skb, HF_IN4, &in, sizeof(in)) || in.version != 4 ||
+	    bpf_skb_load_bytes(skb, HF_IN4 + sizeof(in), ports, sizeof(ports))) {
+		hf_ncount(HF_N_NOT_LOCAL);
+		return TC_ACT_OK;
+	}
+	if (in.protocol == HF_IPPROTO_ICMP)
+		return hf_node_icmp_in4(skb, &ip, &in);
+	struct node_svc_key sk = {.pod = ip.daddr, .vip = in.daddr, .port = ports[1],
+				  .proto = in.protocol};
+	struct node_svc_value *sv = bpf_map_lookup_elem(&hf_node_svc, &sk);
+	if (!sv) {
+		hf_ncount(HF_N_NOT_LOCAL);
+		return TC_ACT_OK;
+	}
+	/* A served frontend: the inner packet must be clean and whole, else it is dropped. */
+	__u32 tot = bpf_ntohs(ip.tot_len), inner = bpf_ntohs(in.tot_len);
+	if (in.ihl != 5 || (in.frag_off & bpf_htons(HF_IP_MF | HF_IP_OFFSET)) ||
+	    tot < HF_ENCAP_OVERHEAD || inner != tot - HF_ENCAP_OVERHEAD ||
+	    inner < sizeof(in) + hf_l4_min(in.protocol) || HF_L2 + tot > skb->len) {
+		hf_ncount(HF_N_BAD_INNER);
+		return TC_ACT_SHOT;
+	}
+	struct node_flow_key fk = {.pod = ip.daddr, .client = in.saddr,
+				   .pod_port = sv->target_port, .client_port = ports[0],
+				   .proto = in.protocol};
+	__be16 target = sv->target_port;
+	hf_note_flow4(&fk, in.daddr, ports[1]);
+	if (bpf_skb_adjust_room(skb, -HF_ENCAP_OVERHEAD, BPF_ADJ_ROOM_MAC, 0) ||
+	    hf_rewrite4(skb, HF_L2 + offsetof(struct iphdr, daddr), in.daddr, ip.daddr,
+			HF_L4_4 + 2, ports[1], target, in.protocol)) {
+		hf_ncount(HF_N_ADJUST_FAILED);
+		return TC_ACT_SHOT;
+	}
+	hf_ncount(HF_N_NAT_IN);
+	return TC_ACT_OK;
+}
+
+/* Outer IPv6 + UDP to the encap port, inner IPv6 to a served frontend. */
+static __always_inline int hf_node_in6(struct __sk_buff *skb, struct decap_config *cfg)
+{
+	struct ipv6hdr ip;
+	struct udphdr udp;
+	if (bpf_skb_load_bytes(skb, HF_L2, &ip, sizeof(ip)) ||
+	    bpf_skb_load_bytes(skb, HF_L2 + sizeof(ip), &udp, sizeof(udp)))
+		return TC_ACT_OK;
+	if (ip.version != 6 || ip.nexthdr != HF_IPPROTO_UDP ||
+	    udp.dest != bpf_htons(cfg->encap_port_host))
+		return TC_ACT_OK;
+	struct ipv6hdr in;
+	__be16 ports[2];
+	if (bpf_skb_load_bytes(skb, HF_IN6, &in, sizeof(in)) || in.version != 6 ||
+	    bpf_skb_load_bytes(skb, HF_IN6 + sizeof(in), ports, sizeof(ports))) {
+		hf_ncount(HF_N_NOT_LOCAL);
+		return TC_ACT_OK;
+	}
+	if (in.nexthdr == HF_IPPROTO_ICMPV6)
+		return hf_node_icmp_in6(skb, &ip, &in);
+	struct node_svc_key6 sk = {.port = ports[1], .proto = in.nexthdr};
+	__builtin_memcpy(sk.pod, &ip.daddr, 16);
+	__builtin_memcpy(sk.vip, &in.daddr, 16);
+	struct node_svc_value *sv = bpf_map_lookup_elem(&hf_node_svc6, &sk);
+	if (!sv) {
+		hf_ncount(HF_N_NOT_LOCAL);
+		return TC_ACT_OK;
+	}
+	__u32 plen = bpf_ntohs(ip.payload_len), inner = bpf_ntohs(in.payload_len);
+	if (plen < sizeof(udp) || inner + sizeof(in) != plen - sizeof(udp) ||
+	    inner < hf_l4_min(in.nexthdr) || HF_L2 + sizeof(ip) + plen > skb->len) {
+		hf_ncount(HF_N_BAD_INNER);
+		return TC_ACT_SHOT;
+	}
+	__be16 target = sv->target_port;
+	struct node_flow_key6 fk = {.pod_port = target, .client_port = ports[0],
+				    .proto = in.nexthdr};
+	__builtin_memcpy(fk.pod, sk.pod, 16);
+	__builtin_memcpy(fk.client, &in.saddr, 16);
+	hf_note_flow6(&fk, sk.vip, ports[1]);
+	if (bpf_skb_adjust_room(skb, -HF_ENCAP6_OVERHEAD, BPF_ADJ_ROOM_MAC, 0) ||
+	    hf_rewrite6(skb, HF_L2 + offsetof(struct ipv6hdr, daddr), sk.vip, sk.pod,
+			HF_L4_6 + 2, ports[1], target, in.nexthdr)) {
+		hf_ncount(HF_N_ADJUST_FAILED);
+		return TC_ACT_SHOT;
+	}
+	hf_ncount(HF_N_NAT_IN);
+	return TC_ACT_OK;
+}
+
+SEC("tc")
+int hf_node_in(struct __sk_buff *skb)
+{
+	struct decap_config *cfg = hf_node_config();
+	if (!cfg || cfg->encap_port_host == 0)
+		return TC_ACT_OK;
+	if (skb->protocol == bpf_htons(HF_ETH_P_IP))
+		return hf_node_in4(skb, cfg);
+	if (skb->protocol == bpf_htons(HF_ETH_P_IPV6))
+		return hf_node_in6(skb, cfg);
+	return TC_ACT_OK;
+}
+
+/* Clamps a translated SYN's MSS at l4 to mss (0: off) and counts it. */
+static __always_inline int hf_node_clamp(struct __sk_buff *skb, __u32 l4, __u8 proto, __u16 mss)
+{
+	struct tcphdr tcp;
+	if (proto != HF_IPPROTO_TCP || mss == 0 || bpf_skb_load_bytes(skb, l4, &tcp, sizeof(tcp)) ||
+	    !tcp.syn)
+		return TC_ACT_OK;
+	int r = hf_clamp_syn(skb, l4, &tcp, mss);
+	if (r == HF_MSS_OK)
+		hf_ncount(HF_N_MSS_OK);
+	else if (r == HF_MSS_CLAMPED)
+		hf_ncount(HF_N_MSS_CLAMPED);
+	return TC_ACT_OK;
+}
+
+SEC("tc")
+int hf_node_out(struct __sk_buff *skb)
+{
+	struct decap_config *cfg = hf_node_config();
+	if (!cfg)
+		return TC_ACT_OK;
+	__be16 ports[2];
+	if (skb->protocol == bpf_htons(HF_ETH_P_IP)) {
+		struct iphdr ip;
+		if (bpf_skb_load_bytes(skb, HF_L2, &ip, sizeof(ip)) || ip.version != 4 ||
+		    ip.ihl != 5 || (ip.frag_off & bpf_htons(HF_IP_MF | HF_IP_OFFSET)) ||
+		    (ip.protocol != HF_IPPROTO_TCP && ip.protocol != HF_IPPROTO_UDP) ||
+		    bpf_skb_load_bytes(skb, HF_L4_4, ports, sizeof(ports)))
+			return TC_ACT_OK;
+		struct node_flow_key k = {.pod = ip.saddr, .client = ip.daddr, .pod_port = ports[0],
+					  .client_port = ports[1], .proto = ip.protocol};
+		struct node_flow_value *v = bpf_map_lookup_elem(&hf_node_flows, &k);
+		if (!v)
+			return TC_ACT_OK;
+		if (hf_rewrite4(skb, HF_L2 + offsetof(struct iphdr, saddr), ip.saddr, v->vip,
+				HF_L4_4, ports[0], v->port, ip.protocol)) {
+			hf_ncount(HF_N_ADJUST_FAILED);
+			return TC_ACT_SHOT;
+		}
+		hf_ncount(HF_N_NAT_OUT);
+		return hf_node_clamp(skb, HF_L4_4, ip.protocol, cfg->mss_max_host);
+	}
+	if (skb->protocol != bpf_htons(HF_ETH_P_IPV6))
+		return TC_ACT_OK;
+	struct ipv6hdr ip6;
+	if (bpf_skb_load_bytes(skb, HF_L2, &ip6, sizeof(ip6)) || ip6.version != 6 ||
+	    (ip6.nexthdr != HF_IPPROTO_TCP && ip6.nexthdr != HF_IPPROTO_UDP) ||
+	    bpf_skb_load_bytes(skb, HF_L4_6, ports, sizeof(ports)))
+		return TC_ACT_OK;
+	struct node_flow_key6 k6 = {.pod_port = ports[0], .client_port = ports[1],
+				    .proto = ip6.nexthdr};
+	__builtin_memcpy(k6.pod, &ip6.saddr, 16);
+	__builtin_memcpy(k6.client, &ip6.daddr, 16);
+	struct node_flow_value6 *v6 = bpf_map_lookup_elem(&hf_node_flows6, &k6);
+	if (!v6)
+		return TC_ACT_OK;
+	__u8 vip[16];
+	__builtin_memcpy(vip, v6->vip, 16);
+	__be16 port = v6->port;
+	if (hf_rewrite6(skb, HF_L2 + offsetof(struct ipv6hdr, saddr), k6.pod, vip, HF_L4_6,
+			ports[0], port, ip6.nexthdr)) {
+		hf_ncount(HF_N_ADJUST_FAILED);
+		return TC_ACT_SHOT;
+	}
+	hf_ncount(HF_N_NAT_OUT);
+	__u16 mss = cfg->mss_max_host > HF_MSS6_DELTA ? cfg->mss_max_host - HF_MSS6_DELTA : 0;
+	return hf_node_clamp(skb, HF_L4_6, ip6.nexthdr, mss);
+}

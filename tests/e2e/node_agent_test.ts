@@ -22,7 +22,15 @@ import { rootTest, until } from "../harness/mod.ts";
 import { createTopology, run } from "../../lab/mod.ts";
 import { unmountUnder } from "../../lab/cluster.ts";
 import { startRedis } from "../../lab/redis_server.ts";
-import { attachXdp, BpfMap, BpfObject, Datapath, DEFAULT_OBJECT_DIR } from "../../node/bpf/mod.ts";
+import {
+  attachTc,
+  attachXdp,
+  BpfMap,
+  BpfObject,
+  DEFAULT_OBJECT_DIR,
+  NODE_TC_FILTER,
+  NodeDatapath,
+} from "../../node/bpf/mod.ts";
 import { decodeNodeFlow, decodeNodeSvc } from "../../node/bpf/node_structs.ts";
 import { NODE_REASONS, u32 } from "../../node/bpf/mod.ts";
 import { connectModelStore } from "../../controller/model/mod.ts";
@@ -83,8 +91,8 @@ rootTest(
   async (t) => {
     const dir = await Deno.makeTempDir({ prefix: `hf-${Deno.pid}-node-` });
     // lb1's bpffs is a mount in the root mount namespace (`ip netns exec` gives the agent a
-  // private one, where it could not see /sys/fs/bpf as bpffs): as lab/cluster.ts does.
-  const lbPin = `${dir}/bpffs-lb1`;
+    // private one, where it could not see /sys/fs/bpf as bpffs): as lab/cluster.ts does.
+    const lbPin = `${dir}/bpffs-lb1`;
     const nodePin = `/sys/fs/bpf/hf-${Deno.pid}-node1`;
     await using topo = await createTopology({
       hosts: [
@@ -136,8 +144,8 @@ rootTest(
       ],
     });
     await Deno.mkdir(lbPin);
-  await run(["mount", "-t", "bpf", "bpf", lbPin]);
-  await Deno.writeTextFile(`${dir}/nft.conf`, NFT);
+    await run(["mount", "-t", "bpf", "bpf", lbPin]);
+    await Deno.writeTextFile(`${dir}/nft.conf`, NFT);
     await topo.exec("node1", ["nft", "-f", `${dir}/nft.conf`]);
     await using redis = await startRedis();
     const store = connectModelStore({ url: redis.url });
@@ -310,6 +318,39 @@ rootTest(
           ) as { same: number; broken: number };
           deepStrictEqual(p2, { msg: "phase", phase: 2, same: 40, moved: 0, broken: 0 });
           for (const f of go) await Deno.remove(f).catch(() => {});
+        },
+      );
+
+      await t.step(
+        "measured, for docs/backends.md: the reverse translation on the pods' veths (tc ingress) " +
+          "instead of the uplink is dropped by the anti-spoofing rule",
+        async () => {
+          // The same program on the host side of each pod's veth: it rewrites the pod's source
+          // to the LB IP before netfilter sees the packet.
+          using veth = await NodeDatapath.open({ pinDir: nodePin });
+          const at = PODS.map((p) =>
+            attachTc(veth.nodeOut, p.veth, {
+              netns: topo.ns("node1"),
+              direction: "ingress",
+              filter: NODE_TC_FILTER,
+            })
+          );
+          try {
+            const listing = async () =>
+              nftCounts(
+                (await topo.exec("node1", ["nft", "list", "table", "inet", "hf_antispoof"])).stdout,
+              );
+            const [, droppedBefore] = await listing();
+            const r = await topo.exec("client", [
+              ...[Deno.execPath(), "run", "--quiet", "--allow-net", PEER],
+              ...["client", VIP, "80", "1", "1"],
+            ], { check: false, timeoutMs: 4_000 });
+            const [, droppedAfter] = await listing();
+            strictEqual(r.stdout.includes('"ok":1'), false, "no connection completes");
+            strictEqual(droppedAfter > droppedBefore, true, "the pod's replies dropped as spoofed");
+          } finally {
+            for (const a of at) a.detach();
+          }
         },
       );
 

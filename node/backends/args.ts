@@ -25,7 +25,7 @@ export const NODE_USAGE =
                     [--uplink IF[,IF...]] [--netns NS] [--encap-port N] [--mss N (0 = off)]
                     [--pin-dir DIR] [--object-dir DIR] [--flow-idle-s N (0 = LRU only)]
                     [--redis-user USER] [--redis-password-file FILE]
-                    [--listen HOST:PORT (default 127.0.0.1:9471; "none")]
+                    [--listen HOST:PORT (default 127.0.0.1:9472; "none")]
   The node side of Holdfast: for every pod on this node that backs a frontend, the LB nodes'
   encapsulated packets reach the pod at its own address and target port, and its replies leave
   from the LB IP and port straight to the client. Runs until SIGTERM; the programs and pinned
@@ -115,7 +115,7 @@ export function readNodeArgs(
     } else if (env.password) redis.password = env.password;
     modelSource = { redis };
   } else modelSource = { file: config! };
-  const listenText = stringOption(values, "listen", { default: "127.0.0.1:9471" });
+  const listenText = stringOption(values, "listen", { default: "127.0.0.1:9472" });
   let listen: NodeArgs["listen"] = null;
   if (listenText !== "none") {
     const m = /^(.+):(\d+)$/.exec(listenText);

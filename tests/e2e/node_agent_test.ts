@@ -19,7 +19,7 @@
 
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest, until } from "../harness/mod.ts";
-import { createTopology, run } from "../../lab/mod.ts";
+import { createTopology, run, type Topology } from "../../lab/mod.ts";
 import { unmountUnder } from "../../lab/cluster.ts";
 import { startRedis } from "../../lab/redis_server.ts";
 import {
@@ -40,35 +40,79 @@ import { captureLogs } from "../../lib/log.ts";
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const PEER = new URL("../../lab/clients/lb_peer.ts", import.meta.url).pathname;
 const VIP = "10.0.100.1";
-const PODS = [{ name: "web-1", host: "pod1", ip: "10.2.0.5", veth: "vp1" }, {
-  name: "web-2",
-  host: "pod2",
-  ip: "10.2.0.6",
-  veth: "vp2",
-}] as const;
+const VIP6 = "2001:db8:100::1";
+const PODS = [
+  { name: "web-1", host: "pod1", ip: "10.2.0.5", ip6: "2001:db8:2::5", veth: "vp1" },
+  { name: "web-2", host: "pod2", ip: "10.2.0.6", ip6: "2001:db8:2::6", veth: "vp2" },
+] as const;
+type Pod = typeof PODS[number];
 
-const services = (pods: readonly { ip: string }[]) =>
+/** The Service in both families (one service per family: frontends pair with backends so). */
+const services = (pods: readonly Pod[]) =>
   `services:
   - name: default/web
     frontends: [{ address: ${VIP}:80/TCP, portName: http }]
     backends:
 ${pods.map((p) => `      - { address: ${p.ip}:8080/TCP, portName: http }`).join("\n")}
+  - name: default/web6
+    frontends: [{ address: "[${VIP6}]:80/TCP", portName: http }]
+    backends:
+${pods.map((p) => `      - { address: "[${p.ip6}]:8080/TCP", portName: http }`).join("\n")}
 `;
-const podsFile = (pods: readonly { name: string; ip: string }[]) =>
-  `pods:\n${pods.map((p) => `  - { name: default/${p.name}, ips: [${p.ip}] }`).join("\n")}\n`;
+const podsFile = (pods: readonly Pod[]) =>
+  `pods:\n${
+    pods.map((p) => `  - { name: default/${p.name}, ips: [${p.ip}, "${p.ip6}"] }`).join("\n")
+  }\n`;
 
+/** Calico-like anti-spoofing on the node: a pod's packets must carry its own address. */
 const NFT = `table inet hf_antispoof {
   chain pods {
     type filter hook prerouting priority -150;
 ${
   PODS.map((p) =>
     `    iifname "${p.veth}" ip saddr ${p.ip} counter accept
-    iifname "${p.veth}" ip saddr != ${p.ip} counter drop`
+    iifname "${p.veth}" ip saddr != ${p.ip} counter drop
+    iifname "${p.veth}" ip6 saddr ${p.ip6} counter accept
+    iifname "${p.veth}" ip6 saddr != { ${p.ip6}, ::, fe80::/10 } counter drop`
   ).join("\n")
 }
   }
 }
 `;
+
+/**
+ * IPv6 beside the IPv4 plan (added here, without DAD): 2001:db8:1X::/64 on the links, the pods'
+ * /128 on their eth0 with the node's veth end as their gateway (fe80::1, as Calico's), /128 host
+ * routes on the node, the router's routes to the LB IP and the pods' prefix.
+ */
+async function addIpv6(topo: Topology): Promise<void> {
+  const addr = (host: string, a: string, dev: string) =>
+    topo.exec(host, ["ip", "-6", "addr", "add", a, "dev", dev, "nodad"]);
+  const route = (host: string, ...r: string[]) =>
+    topo.exec(host, ["ip", "-6", "route", "add", ...r]);
+  for (const host of ["router", "node1"]) {
+    await topo.exec(host, ["sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1"]);
+  }
+  const links = [["client", "eth0", "c0", 10], ["lb1", "eth0", "l1", 11], [
+    "node1",
+    "eth0",
+    "n1",
+    12,
+  ]];
+  for (const [host, dev, rdev, n] of links) {
+    await addr("router", `2001:db8:${n}::1/64`, rdev as string);
+    await addr(host as string, `2001:db8:${n}::2/64`, dev as string);
+    await route(host as string, "default", "via", `2001:db8:${n}::1`);
+  }
+  await route("router", `${VIP6}/128`, "via", "2001:db8:11::2");
+  await route("router", "2001:db8:2::/64", "via", "2001:db8:12::2");
+  for (const p of PODS) {
+    await addr("node1", "fe80::1/64", p.veth);
+    await addr(p.host, `${p.ip6}/128`, "eth0");
+    await route(p.host, "default", "via", "fe80::1", "dev", "eth0");
+    await route("node1", `${p.ip6}/128`, "dev", p.veth);
+  }
+}
 
 function lastJson<T>(stdout: string): T {
   const line = stdout.trim().split("\n").filter((l) => l.startsWith("{")).pop();
@@ -143,6 +187,7 @@ rootTest(
         ...PODS.map((p) => ({ host: p.host, to: "default", dev: "eth0" })),
       ],
     });
+    await addIpv6(topo);
     await Deno.mkdir(lbPin);
     await run(["mount", "-t", "bpf", "bpf", lbPin]);
     await Deno.writeTextFile(`${dir}/nft.conf`, NFT);
@@ -192,16 +237,27 @@ rootTest(
       await Deno.writeTextFile(`${dir}/services.yaml`, services(PODS));
       await Deno.writeTextFile(`${dir}/pods.yaml`, podsFile(PODS));
       for (const p of PODS) {
-        const server = topo.spawnDeno(p.host, PEER, {
-          args: ["server", p.name, p.ip, "8080"],
-          permissions: ["--allow-net"],
-        });
-        await server.waitForLine((l) => l.includes("listening"));
+        for (const ip of [p.ip, p.ip6]) {
+          const server = topo.spawnDeno(p.host, PEER, {
+            args: ["server", p.name, ip, "8080"],
+            permissions: ["--allow-net"],
+          });
+          await server.waitForLine((l) => l.includes("listening"));
+        }
       }
       attachXdp(pass.program("hf_xdp_pass"), "l1", { netns: topo.ns("router") });
       const lb = topo.spawn("lb1", [
         ...[Deno.execPath(), "run", "-P=agent", "--quiet", MAIN, "agent", "--node-name", "lb1"],
-        ...["--attach", "eth0", "--src-addr", "10.11.1.2", "--config", `${dir}/services.yaml`],
+        ...[
+          "--attach",
+          "eth0",
+          "--src-addr",
+          "10.11.1.2",
+          "--src-addr6",
+          "2001:db8:11::2",
+          "--config",
+          `${dir}/services.yaml`,
+        ],
         ...["--no-flow-sync", "--pin-dir", lbPin, "--listen", "none"],
       ], { stderr: "null" });
       await lb.waitForLine((l) => l.includes('"msg":"ready"'), { timeoutMs: 30_000 });
@@ -209,45 +265,44 @@ rootTest(
       await until("the node agent applied model and pods", () => applied() >= 1, 20_000);
 
       await t.step("each pod's frontend logged and in the maps, port 80 → target port 8080", () => {
+        const lines = logs.records.map((r) => r.msg);
         for (const p of PODS) {
-          strictEqual(
-            logs.records.some((r) =>
-              r.msg === `pod ${p.name} ${p.ip} serves ${VIP}:80/TCP → :8080`
-            ),
-            true,
-            `log line for ${p.name}`,
-          );
+          for (
+            const want of [
+              `pod ${p.name} ${p.ip} serves ${VIP}:80/TCP → :8080`,
+              `pod ${p.name} ${p.ip6} serves [${VIP6}]:80/TCP → :8080`,
+            ]
+          ) strictEqual(lines.includes(want), true, `log line "${want}"`);
         }
         using svc = pinned("hf_node_svc");
+        using svc6 = pinned("hf_node_svc6");
         deepStrictEqual(
-          svc.entries().map(([k, v]) => decodeNodeSvc(k, v)).map((f) => `${f.pod} ${f.targetPort}`)
-            .sort(),
-          PODS.map((p) => `${p.ip} 8080`),
+          [...svc.entries(), ...svc6.entries()].map(([k, v]) => decodeNodeSvc(k, v))
+            .map((f) => `${f.pod} ${f.targetPort}`).sort(),
+          PODS.flatMap((p) => [`${p.ip} 8080`, `${p.ip6} 8080`]).sort(),
         );
       });
 
       await t.step(
         "client connections reach both pods with the client's address, via DSR",
         async () => {
-          const out = await peer(["client", VIP, "80", "200", "10"]);
-          const s = lastJson<
-            {
-              ok: number;
-              failed: number;
-              wrongPeer: number;
-              spread: Record<string, number>;
-              errors: string[];
+          for (const vip of [VIP, VIP6]) {
+            const out = await peer(["client", vip, "80", "100", "10"]);
+            const s = lastJson<
+              {
+                ok: number;
+                failed: number;
+                wrongPeer: number;
+                spread: Record<string, number>;
+                errors: string[];
+              }
+            >(out.stdout);
+            strictEqual(s.failed, 0, `${vip}: failed connections: ${JSON.stringify(s.errors)}`);
+            strictEqual(s.wrongPeer, 0, `${vip}: each pod saw the client's own address and port`);
+            strictEqual(s.ok, 100, vip);
+            for (const p of PODS) {
+              strictEqual((s.spread[p.name] ?? 0) > 0, true, `${vip}: ${JSON.stringify(s.spread)}`);
             }
-          >(out.stdout);
-          strictEqual(s.failed, 0, `failed connections: ${JSON.stringify(s.errors)}`);
-          strictEqual(s.wrongPeer, 0, "each pod saw the client's own address and port");
-          strictEqual(s.ok, 200);
-          for (const p of PODS) {
-            strictEqual(
-              (s.spread[p.name] ?? 0) > 0,
-              true,
-              JSON.stringify(s.spread),
-            );
           }
           const st = nodeStats();
           strictEqual(st.nat_in! >= 200n, true, `nat_in ${st.nat_in}`);
@@ -269,11 +324,13 @@ rootTest(
       );
 
       await t.step("a bulk transfer: the pod's SYN/ACK MSS clamped, no black hole", async () => {
-        const before = nodeStats().mss_clamped!;
-        const out = await peer(["bulk", VIP, "80", String(1 << 20), "30000"]);
-        const b = lastJson<{ ok: boolean }>(out.stdout);
-        strictEqual(b.ok, true, out.stdout);
-        strictEqual(nodeStats().mss_clamped! > before, true, "SYN/ACK clamped");
+        for (const vip of [VIP, VIP6]) {
+          const before = nodeStats().mss_clamped!;
+          const out = await peer(["bulk", vip, "80", String(1 << 20), "30000"]);
+          const b = lastJson<{ ok: boolean }>(out.stdout);
+          strictEqual(b.ok, true, `${vip}: ${out.stdout}`);
+          strictEqual(nodeStats().mss_clamped! > before, true, `${vip}: SYN/ACK clamped`);
+        }
       });
 
       await t.step(
@@ -307,7 +364,7 @@ rootTest(
           const start = logs.records.filter((r) => r.msg === "starting").pop() as
             | { adopted?: { frontends: number; flows: number } }
             | undefined;
-          strictEqual(start?.adopted?.frontends, PODS.length, "adopted the pinned frontends");
+          strictEqual(start?.adopted?.frontends, 2 * PODS.length, "adopted the pinned frontends");
           strictEqual((start?.adopted?.flows ?? 0) >= 40, true, "adopted the recorded flows");
           const last = logs.records.filter((r) => r.msg === "node state applied").pop();
           strictEqual(last?.added, 0, "nothing to rewrite after a restart");
@@ -362,19 +419,33 @@ rootTest(
           await Deno.writeTextFile(`${dir}/services.yaml`, services([kept]));
           await Deno.writeTextFile(`${dir}/pods.yaml`, podsFile([kept]));
           await until(
-            "web-2's state removed",
+            "web-2's state removed (both families)",
             () =>
-              logs.records.some((r) =>
-                r.msg === `pod ${gone.name} ${gone.ip} no longer serves ${VIP}:80/TCP: removed`
-              ),
+              [
+                `pod ${gone.name} ${gone.ip} no longer serves ${VIP}:80/TCP: removed`,
+                `pod ${gone.name} ${gone.ip6} no longer serves [${VIP6}]:80/TCP: removed`,
+              ].every((line) => logs.records.some((r) => r.msg === line)),
             20_000,
           );
           {
             using svc = pinned("hf_node_svc");
-            deepStrictEqual(svc.entries().map(([k, v]) => decodeNodeSvc(k, v).pod), [kept.ip]);
+            using svc6 = pinned("hf_node_svc6");
+            deepStrictEqual(
+              [...svc.entries(), ...svc6.entries()].map(([k, v]) => decodeNodeSvc(k, v).pod),
+              [kept.ip, kept.ip6],
+            );
             using flows = pinned("hf_node_flows");
+            using flows6 = pinned("hf_node_flows6");
+            const left = [...flows.entries(), ...flows6.entries()].map(([k, v]) =>
+              decodeNodeFlow(k, v)
+            );
             strictEqual(
-              flows.entries().map(([k, v]) => decodeNodeFlow(k, v)).some((f) => f.pod === gone.ip),
+              left.some((f) => f.pod === kept.ip6),
+              true,
+              "the kept pod's IPv6 flows stay",
+            );
+            strictEqual(
+              left.some((f) => f.pod === gone.ip || f.pod === gone.ip6),
               false,
               "no flow of the deleted pod left",
             );
@@ -383,9 +454,12 @@ rootTest(
           await until(
             "connections all reach web-1",
             async () => {
-              const out = await peer(["client", VIP, "80", "20", "5"]);
-              const s = lastJson<{ ok: number; spread: Record<string, number> }>(out.stdout);
-              return s.ok === 20 && (s.spread[kept.name] ?? 0) === 20;
+              for (const vip of [VIP, VIP6]) {
+                const out = await peer(["client", vip, "80", "20", "5"]);
+                const s = lastJson<{ ok: number; spread: Record<string, number> }>(out.stdout);
+                if (s.ok !== 20 || (s.spread[kept.name] ?? 0) !== 20) return false;
+              }
+              return true;
             },
             30_000,
             500,

@@ -65,11 +65,12 @@ static __always_inline __u64 hf_csum_flags(__u8 proto)
 	return proto == HF_IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
 }
 
-/* Rewrites a 4-byte IPv4 address at addr_off and the port at port_off (TCP/UDP at l4), keeping
- * the IP and L4 checksums valid. Returns 0, or -1 when a helper failed. */
-static __always_inline int hf_rewrite4(struct __sk_buff *skb, __u32 addr_off, __be32 from,
-				       __be32 to, __u32 port_off, __be16 pfrom, __be16 pto,
-				       __u8 proto)
+/* Fixes the checksums after the caller rewrote an IPv4 address (from → to, in the pseudo-header
+ * and the IP header) and a TCP/UDP port (pfrom → pto) in place. The L4 checksum goes through the
+ * helpers, which handle a partial checksum (a local reply's GSO packet): the address is part of
+ * the pseudo-header, the port is not. Returns 0, or -1 when a helper failed. */
+static __always_inline int hf_csum4(struct __sk_buff *skb, __be32 from, __be32 to, __be16 pfrom,
+				    __be16 pto, __u8 proto)
 {
 	__u32 csum = hf_csum_off(HF_L4_4, proto);
 	__u64 f = hf_csum_flags(proto);
@@ -77,13 +78,9 @@ static __always_inline int hf_rewrite4(struct __sk_buff *skb, __u32 addr_off, __
 		return -1;
 	if (bpf_l3_csum_replace(skb, HF_L2 + offsetof(struct iphdr, check), from, to, sizeof(to)))
 		return -1;
-	if (bpf_skb_store_bytes(skb, addr_off, &to, sizeof(to), 0))
+	if (pfrom != pto && bpf_l4_csum_replace(skb, csum, pfrom, pto, f | sizeof(pto)))
 		return -1;
-	if (pfrom == pto)
-		return 0;
-	if (bpf_l4_csum_replace(skb, csum, pfrom, pto, f | sizeof(pto)))
-		return -1;
-	return bpf_skb_store_bytes(skb, port_off, &pto, sizeof(pto), 0) ? -1 : 0;
+	return 0;
 }
 
 /* Adds the difference between two 16-byte addresses to the checksum at csum_off. */
@@ -96,22 +93,24 @@ static __always_inline int hf_csum_diff16(struct __sk_buff *skb, __u32 csum_off,
 	return bpf_l4_csum_replace(skb, csum_off, 0, (__u32)d, flags) ? -1 : 0;
 }
 
-/* As hf_rewrite4 for a 16-byte IPv6 address (no IP header checksum). */
-static __always_inline int hf_rewrite6(struct __sk_buff *skb, __u32 addr_off, __u8 *from,
-				       __u8 *to, __u32 port_off, __be16 pfrom, __be16 pto,
-				       __u8 proto)
+/* As hf_csum4 for a 16-byte IPv6 address (no IP header checksum); from and to on the stack. */
+static __always_inline int hf_csum6(struct __sk_buff *skb, __u8 *from, __u8 *to, __be16 pfrom,
+				    __be16 pto, __u8 proto)
 {
 	__u32 csum = hf_csum_off(HF_L4_6, proto);
 	__u64 f = hf_csum_flags(proto);
 	if (hf_csum_diff16(skb, csum, from, to, BPF_F_PSEUDO_HDR | f))
 		return -1;
-	if (bpf_skb_store_bytes(skb, addr_off, to, 16, 0))
+	if (pfrom != pto && bpf_l4_csum_replace(skb, csum, pfrom, pto, f | sizeof(pto)))
 		return -1;
-	if (pfrom == pto)
-		return 0;
-	if (bpf_l4_csum_replace(skb, csum, pfrom, pto, f | sizeof(pto)))
-		return -1;
-	return bpf_skb_store_bytes(skb, port_off, &pto, sizeof(pto), 0) ? -1 : 0;
+	return 0;
+}
+
+/* Makes the first `need` bytes (or the whole packet) directly readable. */
+static __always_inline void hf_pull(struct __sk_buff *skb, __u32 need)
+{
+	if (skb->data_end - skb->data < need)
+		bpf_skb_pull_data(skb, skb->len < need ? skb->len : need);
 }
 
 /* True when two 16-byte addresses are equal. */
@@ -157,50 +156,65 @@ static __always_inline void hf_note_flow6(struct node_flow_key6 *k, __u8 *vip, _
 
 #include "node_icmp.h"
 
-/* Outer IPv4 + UDP to the encap port, inner IPv4 to a served frontend. */
+/* Outer IPv4 + UDP to the encap port, inner IPv4 to a served frontend. The headers are read in
+ * place (hf_node_in pulled them into the linear area; each access is bounds-checked). */
 static __always_inline int hf_node_in4(struct __sk_buff *skb, struct decap_config *cfg)
 {
-	struct iphdr ip;
-	struct udphdr udp;
-	if (bpf_skb_load_bytes(skb, HF_L2, &ip, sizeof(ip)) ||
-	    bpf_skb_load_bytes(skb, HF_L2 + sizeof(ip), &udp, sizeof(udp)))
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	struct iphdr *ip = data + HF_L2;
+	struct udphdr *udp = (void *)(ip + 1);
+	if ((void *)(udp + 1) > end)
 		return TC_ACT_OK;
-	if (ip.version != 4 || ip.ihl != 5 || ip.protocol != HF_IPPROTO_UDP ||
-	    (ip.frag_off & bpf_htons(HF_IP_MF | HF_IP_OFFSET)) ||
-	    udp.dest != bpf_htons(cfg->encap_port_host))
+	if (ip->version != 4 || ip->ihl != 5 || ip->protocol != HF_IPPROTO_UDP ||
+	    (ip->frag_off & bpf_htons(HF_IP_MF | HF_IP_OFFSET)) ||
+	    udp->dest != bpf_htons(cfg->encap_port_host))
 		return TC_ACT_OK;
-	struct iphdr in;
-	__be16 ports[2];
-	if (bpf_skb_load_bytes(skb, HF_IN4, &in, sizeof(in)) || in.version != 4 ||
-	    bpf_skb_load_bytes(skb, HF_IN4 + sizeof(in), ports, sizeof(ports))) {
+	struct iphdr *in = (void *)(udp + 1);
+	__be16 *ports = (void *)(in + 1);
+	if ((void *)(ports + 2) > end || in->version != 4) {
 		hf_ncount(HF_N_NOT_LOCAL);
 		return TC_ACT_OK;
 	}
-	if (in.protocol == HF_IPPROTO_ICMP)
-		return hf_node_icmp_in4(skb, &ip, &in);
-	struct node_svc_key sk = {.pod = ip.daddr, .vip = in.daddr, .port = ports[1],
-				  .proto = in.protocol};
+	if (in->protocol == HF_IPPROTO_ICMP) {
+		struct iphdr ipc = *ip, inc = *in;
+		return hf_node_icmp_in4(skb, &ipc, &inc);
+	}
+	struct node_svc_key sk = {.pod = ip->daddr, .vip = in->daddr, .port = ports[1],
+				  .proto = in->protocol};
 	struct node_svc_value *sv = bpf_map_lookup_elem(&hf_node_svc, &sk);
 	if (!sv) {
 		hf_ncount(HF_N_NOT_LOCAL);
 		return TC_ACT_OK;
 	}
 	/* A served frontend: the inner packet must be clean and whole, else it is dropped. */
-	__u32 tot = bpf_ntohs(ip.tot_len), inner = bpf_ntohs(in.tot_len);
-	if (in.ihl != 5 || (in.frag_off & bpf_htons(HF_IP_MF | HF_IP_OFFSET)) ||
+	__u32 tot = bpf_ntohs(ip->tot_len), inner = bpf_ntohs(in->tot_len);
+	if (in->ihl != 5 || (in->frag_off & bpf_htons(HF_IP_MF | HF_IP_OFFSET)) ||
 	    tot < HF_ENCAP_OVERHEAD || inner != tot - HF_ENCAP_OVERHEAD ||
-	    inner < sizeof(in) + hf_l4_min(in.protocol) || HF_L2 + tot > skb->len) {
+	    inner < sizeof(*in) + hf_l4_min(in->protocol) || HF_L2 + tot > skb->len) {
 		hf_ncount(HF_N_BAD_INNER);
 		return TC_ACT_SHOT;
 	}
-	struct node_flow_key fk = {.pod = ip.daddr, .client = in.saddr,
-				   .pod_port = sv->target_port, .client_port = ports[0],
-				   .proto = in.protocol};
-	__be16 target = sv->target_port;
-	hf_note_flow4(&fk, in.daddr, ports[1]);
-	if (bpf_skb_adjust_room(skb, -HF_ENCAP_OVERHEAD, BPF_ADJ_ROOM_MAC, 0) ||
-	    hf_rewrite4(skb, HF_L2 + offsetof(struct iphdr, daddr), in.daddr, ip.daddr,
-			HF_L4_4 + 2, ports[1], target, in.protocol)) {
+	__be32 pod = ip->daddr, vip = in->daddr;
+	__be16 port = ports[1], target = sv->target_port;
+	__u8 proto = in->protocol;
+	struct node_flow_key fk = {.pod = pod, .client = in->saddr, .pod_port = target,
+				   .client_port = ports[0], .proto = proto};
+	hf_note_flow4(&fk, vip, port);
+	if (bpf_skb_adjust_room(skb, -HF_ENCAP_OVERHEAD, BPF_ADJ_ROOM_MAC, 0)) {
+		hf_ncount(HF_N_ADJUST_FAILED);
+		return TC_ACT_SHOT;
+	}
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
+	struct iphdr *nip = data + HF_L2;
+	__be16 *nports = (void *)(nip + 1);
+	if ((void *)(nports + 2) > end) {
+		hf_ncount(HF_N_ADJUST_FAILED);
+		return TC_ACT_SHOT;
+	}
+	nip->daddr = pod;
+	nports[1] = target;
+	if (hf_csum4(skb, vip, pod, port, target, proto)) {
 		hf_ncount(HF_N_ADJUST_FAILED);
 		return TC_ACT_SHOT;
 	}
@@ -211,46 +225,59 @@ static __always_inline int hf_node_in4(struct __sk_buff *skb, struct decap_confi
 /* Outer IPv6 + UDP to the encap port, inner IPv6 to a served frontend. */
 static __always_inline int hf_node_in6(struct __sk_buff *skb, struct decap_config *cfg)
 {
-	struct ipv6hdr ip;
-	struct udphdr udp;
-	if (bpf_skb_load_bytes(skb, HF_L2, &ip, sizeof(ip)) ||
-	    bpf_skb_load_bytes(skb, HF_L2 + sizeof(ip), &udp, sizeof(udp)))
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	struct ipv6hdr *ip = data + HF_L2;
+	struct udphdr *udp = (void *)(ip + 1);
+	if ((void *)(udp + 1) > end)
 		return TC_ACT_OK;
-	if (ip.version != 6 || ip.nexthdr != HF_IPPROTO_UDP ||
-	    udp.dest != bpf_htons(cfg->encap_port_host))
+	if (ip->version != 6 || ip->nexthdr != HF_IPPROTO_UDP ||
+	    udp->dest != bpf_htons(cfg->encap_port_host))
 		return TC_ACT_OK;
-	struct ipv6hdr in;
-	__be16 ports[2];
-	if (bpf_skb_load_bytes(skb, HF_IN6, &in, sizeof(in)) || in.version != 6 ||
-	    bpf_skb_load_bytes(skb, HF_IN6 + sizeof(in), ports, sizeof(ports))) {
+	struct ipv6hdr *in = (void *)(udp + 1);
+	__be16 *ports = (void *)(in + 1);
+	if ((void *)(ports + 2) > end || in->version != 6) {
 		hf_ncount(HF_N_NOT_LOCAL);
 		return TC_ACT_OK;
 	}
-	if (in.nexthdr == HF_IPPROTO_ICMPV6)
-		return hf_node_icmp_in6(skb, &ip, &in);
-	struct node_svc_key6 sk = {.port = ports[1], .proto = in.nexthdr};
-	__builtin_memcpy(sk.pod, &ip.daddr, 16);
-	__builtin_memcpy(sk.vip, &in.daddr, 16);
+	if (in->nexthdr == HF_IPPROTO_ICMPV6) {
+		struct ipv6hdr ipc = *ip, inc = *in;
+		return hf_node_icmp_in6(skb, &ipc, &inc);
+	}
+	struct node_svc_key6 sk = {.port = ports[1], .proto = in->nexthdr};
+	__builtin_memcpy(sk.pod, &ip->daddr, 16);
+	__builtin_memcpy(sk.vip, &in->daddr, 16);
 	struct node_svc_value *sv = bpf_map_lookup_elem(&hf_node_svc6, &sk);
 	if (!sv) {
 		hf_ncount(HF_N_NOT_LOCAL);
 		return TC_ACT_OK;
 	}
-	__u32 plen = bpf_ntohs(ip.payload_len), inner = bpf_ntohs(in.payload_len);
-	if (plen < sizeof(udp) || inner + sizeof(in) != plen - sizeof(udp) ||
-	    inner < hf_l4_min(in.nexthdr) || HF_L2 + sizeof(ip) + plen > skb->len) {
+	__u32 plen = bpf_ntohs(ip->payload_len), inner = bpf_ntohs(in->payload_len);
+	if (plen < sizeof(*udp) || inner + sizeof(*in) != plen - sizeof(*udp) ||
+	    inner < hf_l4_min(in->nexthdr) || HF_L2 + sizeof(*ip) + plen > skb->len) {
 		hf_ncount(HF_N_BAD_INNER);
 		return TC_ACT_SHOT;
 	}
-	__be16 target = sv->target_port;
-	struct node_flow_key6 fk = {.pod_port = target, .client_port = ports[0],
-				    .proto = in.nexthdr};
+	__be16 port = ports[1], target = sv->target_port;
+	__u8 proto = in->nexthdr;
+	struct node_flow_key6 fk = {.pod_port = target, .client_port = ports[0], .proto = proto};
 	__builtin_memcpy(fk.pod, sk.pod, 16);
-	__builtin_memcpy(fk.client, &in.saddr, 16);
-	hf_note_flow6(&fk, sk.vip, ports[1]);
-	if (bpf_skb_adjust_room(skb, -HF_ENCAP6_OVERHEAD, BPF_ADJ_ROOM_MAC, 0) ||
-	    hf_rewrite6(skb, HF_L2 + offsetof(struct ipv6hdr, daddr), sk.vip, sk.pod,
-			HF_L4_6 + 2, ports[1], target, in.nexthdr)) {
+	__builtin_memcpy(fk.client, &in->saddr, 16);
+	hf_note_flow6(&fk, sk.vip, port);
+	if (bpf_skb_adjust_room(skb, -HF_ENCAP6_OVERHEAD, BPF_ADJ_ROOM_MAC, 0)) {
+		hf_ncount(HF_N_ADJUST_FAILED);
+		return TC_ACT_SHOT;
+	}
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
+	struct ipv6hdr *nip = data + HF_L2;
+	__be16 *nports = (void *)(nip + 1);
+	if ((void *)(nports + 2) > end) {
+		hf_ncount(HF_N_ADJUST_FAILED);
+		return TC_ACT_SHOT;
+	}
+	__builtin_memcpy(&nip->daddr, sk.pod, 16);
+	nports[1] = target;
+	if (hf_csum6(skb, sk.vip, sk.pod, port, target, proto)) {
 		hf_ncount(HF_N_ADJUST_FAILED);
 		return TC_ACT_SHOT;
 	}
@@ -258,12 +285,20 @@ static __always_inline int hf_node_in6(struct __sk_buff *skb, struct decap_confi
 	return TC_ACT_OK;
 }
 
+/* Bytes hf_node_in reads in place: Ethernet, outer IPv6, UDP, inner IPv6, the ports. */
+#define HF_NODE_IN_NEED (HF_IN6 + 40 + 4)
+/* Bytes hf_node_out reads in place: Ethernet, IPv6, the TCP header up to its flags. */
+#define HF_NODE_OUT_NEED (HF_L4_6 + 14)
+
 SEC("tc")
 int hf_node_in(struct __sk_buff *skb)
 {
 	struct decap_config *cfg = hf_node_config();
 	if (!cfg || cfg->encap_port_host == 0)
 		return TC_ACT_OK;
+	if (skb->protocol != bpf_htons(HF_ETH_P_IP) && skb->protocol != bpf_htons(HF_ETH_P_IPV6))
+		return TC_ACT_OK;
+	hf_pull(skb, HF_NODE_IN_NEED);
 	if (skb->protocol == bpf_htons(HF_ETH_P_IP))
 		return hf_node_in4(skb, cfg);
 	if (skb->protocol == bpf_htons(HF_ETH_P_IPV6))
@@ -272,11 +307,10 @@ int hf_node_in(struct __sk_buff *skb)
 }
 
 /* Clamps a translated SYN's MSS at l4 to mss (0: off) and counts it. */
-static __always_inline int hf_node_clamp(struct __sk_buff *skb, __u32 l4, __u8 proto, __u16 mss)
+static __always_inline int hf_node_clamp(struct __sk_buff *skb, __u32 l4, int syn, __u16 mss)
 {
 	struct tcphdr tcp;
-	if (proto != HF_IPPROTO_TCP || mss == 0 || bpf_skb_load_bytes(skb, l4, &tcp, sizeof(tcp)) ||
-	    !tcp.syn)
+	if (!syn || mss == 0 || bpf_skb_load_bytes(skb, l4, &tcp, sizeof(tcp)))
 		return TC_ACT_OK;
 	int r = hf_clamp_syn(skb, l4, &tcp, mss);
 	if (r == HF_MSS_OK)
@@ -286,56 +320,71 @@ static __always_inline int hf_node_clamp(struct __sk_buff *skb, __u32 l4, __u8 p
 	return TC_ACT_OK;
 }
 
+/* Whether the TCP header at `ports` (bounds-checked to its flags) is a SYN. */
+static __always_inline int hf_is_syn(__u8 proto, __be16 *ports, void *end)
+{
+	__u8 *flags = (__u8 *)ports + 13;
+	return proto == HF_IPPROTO_TCP && (void *)(flags + 1) <= end && (*flags & 0x02);
+}
+
 SEC("tc")
 int hf_node_out(struct __sk_buff *skb)
 {
 	struct decap_config *cfg = hf_node_config();
 	if (!cfg)
 		return TC_ACT_OK;
-	__be16 ports[2];
-	if (skb->protocol == bpf_htons(HF_ETH_P_IP)) {
-		struct iphdr ip;
-		if (bpf_skb_load_bytes(skb, HF_L2, &ip, sizeof(ip)) || ip.version != 4 ||
-		    ip.ihl != 5 || (ip.frag_off & bpf_htons(HF_IP_MF | HF_IP_OFFSET)) ||
-		    (ip.protocol != HF_IPPROTO_TCP && ip.protocol != HF_IPPROTO_UDP) ||
-		    bpf_skb_load_bytes(skb, HF_L4_4, ports, sizeof(ports)))
+	int v4 = skb->protocol == bpf_htons(HF_ETH_P_IP);
+	if (!v4 && skb->protocol != bpf_htons(HF_ETH_P_IPV6))
+		return TC_ACT_OK;
+	hf_pull(skb, HF_NODE_OUT_NEED);
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	if (v4) {
+		struct iphdr *ip = data + HF_L2;
+		__be16 *ports = (void *)(ip + 1);
+		if ((void *)(ports + 2) > end || ip->version != 4 || ip->ihl != 5 ||
+		    (ip->frag_off & bpf_htons(HF_IP_MF | HF_IP_OFFSET)) ||
+		    (ip->protocol != HF_IPPROTO_TCP && ip->protocol != HF_IPPROTO_UDP))
 			return TC_ACT_OK;
-		struct node_flow_key k = {.pod = ip.saddr, .client = ip.daddr, .pod_port = ports[0],
-					  .client_port = ports[1], .proto = ip.protocol};
+		struct node_flow_key k = {.pod = ip->saddr, .client = ip->daddr, .pod_port = ports[0],
+					  .client_port = ports[1], .proto = ip->protocol};
 		struct node_flow_value *v = bpf_map_lookup_elem(&hf_node_flows, &k);
 		if (!v)
 			return TC_ACT_OK;
-		if (hf_rewrite4(skb, HF_L2 + offsetof(struct iphdr, saddr), ip.saddr, v->vip,
-				HF_L4_4, ports[0], v->port, ip.protocol)) {
+		__be32 to = v->vip;
+		__be16 pto = v->port;
+		int syn = hf_is_syn(k.proto, ports, end);
+		ip->saddr = to;
+		ports[0] = pto;
+		if (hf_csum4(skb, k.pod, to, k.pod_port, pto, k.proto)) {
 			hf_ncount(HF_N_ADJUST_FAILED);
 			return TC_ACT_SHOT;
 		}
 		hf_ncount(HF_N_NAT_OUT);
-		return hf_node_clamp(skb, HF_L4_4, ip.protocol, cfg->mss_max_host);
+		return hf_node_clamp(skb, HF_L4_4, syn, cfg->mss_max_host);
 	}
-	if (skb->protocol != bpf_htons(HF_ETH_P_IPV6))
-		return TC_ACT_OK;
-	struct ipv6hdr ip6;
-	if (bpf_skb_load_bytes(skb, HF_L2, &ip6, sizeof(ip6)) || ip6.version != 6 ||
-	    (ip6.nexthdr != HF_IPPROTO_TCP && ip6.nexthdr != HF_IPPROTO_UDP) ||
-	    bpf_skb_load_bytes(skb, HF_L4_6, ports, sizeof(ports)))
+	struct ipv6hdr *ip6 = data + HF_L2;
+	__be16 *ports = (void *)(ip6 + 1);
+	if ((void *)(ports + 2) > end || ip6->version != 6 ||
+	    (ip6->nexthdr != HF_IPPROTO_TCP && ip6->nexthdr != HF_IPPROTO_UDP))
 		return TC_ACT_OK;
 	struct node_flow_key6 k6 = {.pod_port = ports[0], .client_port = ports[1],
-				    .proto = ip6.nexthdr};
-	__builtin_memcpy(k6.pod, &ip6.saddr, 16);
-	__builtin_memcpy(k6.client, &ip6.daddr, 16);
+				    .proto = ip6->nexthdr};
+	__builtin_memcpy(k6.pod, &ip6->saddr, 16);
+	__builtin_memcpy(k6.client, &ip6->daddr, 16);
 	struct node_flow_value6 *v6 = bpf_map_lookup_elem(&hf_node_flows6, &k6);
 	if (!v6)
 		return TC_ACT_OK;
 	__u8 vip[16];
 	__builtin_memcpy(vip, v6->vip, 16);
-	__be16 port = v6->port;
-	if (hf_rewrite6(skb, HF_L2 + offsetof(struct ipv6hdr, saddr), k6.pod, vip, HF_L4_6,
-			ports[0], port, ip6.nexthdr)) {
+	__be16 pto = v6->port;
+	int syn = hf_is_syn(k6.proto, ports, end);
+	__builtin_memcpy(&ip6->saddr, vip, 16);
+	ports[0] = pto;
+	if (hf_csum6(skb, k6.pod, vip, k6.pod_port, pto, k6.proto)) {
 		hf_ncount(HF_N_ADJUST_FAILED);
 		return TC_ACT_SHOT;
 	}
 	hf_ncount(HF_N_NAT_OUT);
 	__u16 mss = cfg->mss_max_host > HF_MSS6_DELTA ? cfg->mss_max_host - HF_MSS6_DELTA : 0;
-	return hf_node_clamp(skb, HF_L4_6, ip6.nexthdr, mss);
+	return hf_node_clamp(skb, HF_L4_6, syn, mss);
 }

@@ -65,8 +65,8 @@ static __always_inline __u64 hf_csum_flags(__u8 proto)
 	return proto == HF_IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
 }
 
-/* Fixes the checksums after the caller rewrote an IPv4 address (from → to, in the pseudo-header
- * and the IP header) and a TCP/UDP port (pfrom → pto) in place. The L4 checksum goes through the
+/* Fixes the L4 checksum after the caller rewrote an IPv4 address (from → to, in the
+ * pseudo-header) and a TCP/UDP port (pfrom → pto) in place. The L4 checksum goes through the
  * helpers, which handle a partial checksum (a local reply's GSO packet): the address is part of
  * the pseudo-header, the port is not. Returns 0, or -1 when a helper failed. */
 static __always_inline int hf_csum4(struct __sk_buff *skb, __be32 from, __be32 to, __be16 pfrom,
@@ -76,10 +76,24 @@ static __always_inline int hf_csum4(struct __sk_buff *skb, __be32 from, __be32 t
 	__u64 f = hf_csum_flags(proto);
 	if (bpf_l4_csum_replace(skb, csum, from, to, BPF_F_PSEUDO_HDR | f | sizeof(to)))
 		return -1;
-	if (bpf_l3_csum_replace(skb, HF_L2 + offsetof(struct iphdr, check), from, to, sizeof(to)))
-		return -1;
 	if (pfrom != pto && bpf_l4_csum_replace(skb, csum, pfrom, pto, f | sizeof(pto)))
 		return -1;
+	return 0;
+}
+
+/* Updates the IPv4 header checksum in place for an address changed from → to (RFC 1624: the
+ * header checksum is always complete, so no helper is needed). Returns -1 when the header is
+ * not inside the packet (the caller checked it; the verifier wants it again). */
+static __always_inline int hf_ip_csum4(struct __sk_buff *skb, __be32 from, __be32 to)
+{
+	struct iphdr *ip = (void *)(long)skb->data + HF_L2;
+	if ((void *)(ip + 1) > (void *)(long)skb->data_end)
+		return -1;
+	__u32 sum = (__u16)~ip->check;
+	sum += (__u16)~(from & 0xffff) + (__u16)~(from >> 16) + (to & 0xffff) + (to >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	ip->check = ~sum;
 	return 0;
 }
 
@@ -214,7 +228,7 @@ static __always_inline int hf_node_in4(struct __sk_buff *skb, struct decap_confi
 	}
 	nip->daddr = pod;
 	nports[1] = target;
-	if (hf_csum4(skb, vip, pod, port, target, proto)) {
+	if (hf_ip_csum4(skb, vip, pod) || hf_csum4(skb, vip, pod, port, target, proto)) {
 		hf_ncount(HF_N_ADJUST_FAILED);
 		return TC_ACT_SHOT;
 	}
@@ -355,7 +369,8 @@ int hf_node_out(struct __sk_buff *skb)
 		int syn = hf_is_syn(k.proto, ports, end);
 		ip->saddr = to;
 		ports[0] = pto;
-		if (hf_csum4(skb, k.pod, to, k.pod_port, pto, k.proto)) {
+		if (hf_ip_csum4(skb, k.pod, to) ||
+		    hf_csum4(skb, k.pod, to, k.pod_port, pto, k.proto)) {
 			hf_ncount(HF_N_ADJUST_FAILED);
 			return TC_ACT_SHOT;
 		}

@@ -8,6 +8,8 @@
  *       rewrite the packet, and the in-kernel repeat loop reuses one buffer (FINDINGS), so these
  *       are "fresh packet" figures: repeat = 1 and a fresh copy per call, the kernel's duration
  *       per call (it includes one clock read, as the floor's does).
+ *     - `decap_in_pod_reference4`: the same encapsulated packet through `main.ts decap`'s hf_decap
+ *       (decapsulation only, in the pod's own namespace), the path the node side replaces.
  *     - `other traffic`: what everything else crossing the uplink pays — a plain TCP packet
  *       through hf_node_in (not the encap port) and a packet of no recorded flow through
  *       hf_node_out (one hash lookup): unchanged by the programs, so the in-kernel repeat loop.
@@ -27,6 +29,7 @@
 
 import {
   BpfObject,
+  DecapDatapath,
   DEFAULT_OBJECT_DIR,
   NodeDatapath,
   PROTO,
@@ -111,8 +114,7 @@ async function perPacket() {
   testRun(dp.nodeOut, FRAMES.out4);
   testRun(dp.nodeOut, FRAMES.out6);
   if (dp.stats().nat_out !== before + 2n) throw new Error("out frames did not hit their flows");
-  const fresh: Record<"in4" | "out4" | "in6" | "out6", { ns: number; floor_ns: number }> =
-    {} as never;
+  const fresh: Record<string, { ns: number; floor_ns: number }> = {};
   for (const name of ["in4", "out4", "in6", "out6"] as const) {
     const prog = name.startsWith("in") ? dp.nodeIn : dp.nodeOut;
     const a: number[] = [], f: number[] = [];
@@ -121,6 +123,19 @@ async function perPacket() {
       a.push(testRun(prog, FRAMES[name].slice()).durationNs);
     }
     fresh[name] = { ns: median(a), floor_ns: median(f) };
+  }
+  // Reference: what `main.ts decap` (bpf/decap_tc.c, in the backend's own namespace) costs for
+  // the same encapsulated packet: decap only, no translation.
+  {
+    using decap = await DecapDatapath.open();
+    decap.configure({ encapPort: 6080, mssMax: 1432 });
+    decap.addLocalVip(POD_VIP);
+    const a: number[] = [], f: number[] = [];
+    for (let i = 0; i < OPTS.calls; i++) {
+      f.push(testRun(floor, FRAMES.in4.slice()).durationNs);
+      a.push(testRun(decap.decap, FRAMES.in4.slice()).durationNs);
+    }
+    fresh.decap_in_pod_reference4 = { ns: median(a), floor_ns: median(f) };
   }
   const loop: Record<"other_in" | "other_out", { ns: number; floor_ns: number }> = {} as never;
   for (const name of ["other_in", "other_out"] as const) {

@@ -13,8 +13,9 @@
  * Running on the uplink, not on the pod's veth, keeps every netfilter hook of the node (conntrack,
  * anti-spoofing on the pod's interface, network policy) seeing ordinary pod traffic: client →
  * pod IP:target port and back from the pod's own address.
- * Headers are read with bpf_skb_load_bytes (each read bounded by the packet); a packet for a
- * served frontend that is malformed is dropped, anything else passes untouched. */
+ * Headers are read and rewritten in place after one bpf_skb_pull_data, each access checked
+ * against data_end (ICMP quotes with bpf_skb_load_bytes); a packet for a served frontend that is
+ * malformed is dropped, anything else passes untouched. */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <linux/if_ether.h>

@@ -3,7 +3,8 @@
  *
  * ```
  * main.ts node --node-name NAME (--kube [--kubeconfig FILE] | --pods FILE)
- *              (--model redis --redis URL | --config FILE) [--uplink IF[,IF…]] [--netns NS]
+ *              (--model redis --redis URL | --config FILE)
+ *              (--uplink IF[,IF…] | --node-address IP[,IP…]) [--netns NS]
  *              [--encap-port N] [--mss N] [--pin-dir DIR] [--flow-idle-s N] [--listen HOST:PORT]
  * ```
  *
@@ -18,11 +19,13 @@ import {
   UsageError,
 } from "../../lib/args.ts";
 import type { RedisStoreOptions } from "../../lib/redis_connection.ts";
+import { canonicalIp } from "./plan.ts";
 
 export const NODE_USAGE =
   `usage: main.ts node --node-name NAME (--kube [--kubeconfig FILE] | --pods FILE)
                     (--model redis --redis URL | --config FILE)
-                    [--uplink IF[,IF...]] [--netns NS] [--encap-port N] [--mss N (0 = off)]
+                    (--uplink IF[,IF...] | --node-address IP[,IP...]) [--netns NS]
+                    [--encap-port N] [--mss N (0 = off)]
                     [--pin-dir DIR] [--object-dir DIR] [--flow-idle-s N (0 = LRU only)]
                     [--redis-user USER] [--redis-password-file FILE]
                     [--listen HOST:PORT (default 127.0.0.1:9472; "none")]
@@ -30,8 +33,9 @@ export const NODE_USAGE =
   encapsulated packets reach the pod at its own address and target port, and its replies leave
   from the LB IP and port straight to the client. Runs until SIGTERM; the programs and pinned
   maps stay, so traffic continues across a restart.
-  --uplink: where encapsulated packets arrive and replies leave (default: the interfaces of
-  the default routes). --netns: a network namespace to work in (the lab).`;
+  --uplink: where encapsulated packets arrive and replies leave; or --node-address: the
+  interfaces holding the node's addresses (in Kubernetes status.hostIP). --netns: a network
+  namespace to work in (the lab).`;
 
 export const NODE_COMMAND = {
   command: "node",
@@ -47,6 +51,7 @@ export const NODE_COMMAND = {
     "redis-user": { type: "string" },
     "redis-password-file": { type: "string" },
     uplink: { type: "string", multiple: true },
+    "node-address": { type: "string", multiple: true },
     netns: { type: "string" },
     "encap-port": { type: "string" },
     mss: { type: "string" },
@@ -62,8 +67,9 @@ export interface NodeArgs {
   readonly nodeName: string;
   readonly pods: { readonly kube: true; readonly kubeconfig?: string } | { readonly file: string };
   readonly model: { readonly redis: RedisStoreOptions } | { readonly file: string };
-  /** Empty: the default-route interfaces. */
+  /** The uplinks by name; empty: the interfaces holding `nodeAddresses`. */
   readonly uplinks: readonly string[];
+  readonly nodeAddresses: readonly string[];
   readonly netns?: string;
   /** Absent: the model's (settings.encapPort), else 6080. */
   readonly encapPort?: number;
@@ -125,6 +131,17 @@ export function readNodeArgs(
     listen = { hostname: m[1]!, port: Number(m[2]) };
   }
   const uplinks = listOption(values, "uplink");
+  const nodeAddresses = listOption(values, "node-address");
+  for (const a of nodeAddresses) {
+    if (canonicalIp(a) === "") {
+      throw new UsageError(`Cannot use --node-address "${a}": not an IP address`);
+    }
+  }
+  if ((uplinks.length > 0) === (nodeAddresses.length > 0)) {
+    throw new UsageError(
+      'Need exactly one of "--uplink IF" or "--node-address IP": where to attach',
+    );
+  }
   const nodeName = str("node-name") ?? (kube ? undefined : Deno.hostname());
   if (nodeName === undefined) throw new UsageError('Missing required option "--node-name"');
   const out: NodeArgs = {
@@ -132,6 +149,7 @@ export function readNodeArgs(
     pods: kube ? { kube: true, kubeconfig: str("kubeconfig") } : { file: podsFile! },
     model: modelSource,
     uplinks,
+    nodeAddresses,
     netns: str("netns"),
     encapPort: values["encap-port"] === undefined
       ? undefined

@@ -7,7 +7,7 @@
  * 1. Datapath: bpf/node_tc.o with its maps pinned in `--pin-dir` (default
  *    /sys/fs/bpf/holdfast-node): a restarted agent adopts the frontends and flows the last one
  *    left, and replaces the programs on the uplinks atomically (hf_node_in on tc ingress,
- *    hf_node_out on egress; `--uplink`, default the default-route interfaces).
+ *    hf_node_out on egress; `--uplink`, or the interfaces holding `--node-address`).
  * 2. The LB model: from Redis (`--model redis`, as LB agents follow it) or a services file
  *    (`--config`, the lab and the demo); its settings' encap port unless `--encap-port`.
  * 3. The pods on the node: the Kubernetes API (`--kube`: pods with spec.nodeName = this node) or
@@ -38,7 +38,7 @@ import { NODE_COMMAND, type NodeArgs, readNodeArgs } from "./args.ts";
 import { NodeBackends } from "./reconcile.ts";
 import { filePodSource, type PodSource } from "./pods.ts";
 import { kubePodSource } from "./kube_pods.ts";
-import { defaultUplinks } from "./uplink.ts";
+import { nodeUplinks } from "./uplink.ts";
 
 /** How often idle recorded flows are swept (with `--flow-idle-s` > 0). */
 const SWEEP_MS = 60_000;
@@ -143,8 +143,7 @@ export async function main(
     dp.configure({ encapPort, mssMax: a.mssMax });
     backends = new NodeBackends(dp, nlog, registry);
     exportNodeMetrics(dp, registry);
-    const uplinks = a.uplinks.length > 0 ? [...a.uplinks] : defaultUplinks(a.netns);
-    if (uplinks.length === 0) throw new Error("Cannot find an uplink: no default route (--uplink)");
+    const uplinks = a.uplinks.length > 0 ? [...a.uplinks] : nodeUplinks(a.nodeAddresses, a.netns);
     for (const ifname of uplinks) dp.attach(ifname, { netns: a.netns });
     // 2. The LB model and 3. the pods: each change reconciles.
     const b = backends;

@@ -122,8 +122,12 @@ export class NodeBackends {
       });
     }
     this.#names = new Map(serving.map((s) => [s.frontend.pod, s.pod]));
-    this.#served = new Set(serving.map((s) => s.frontend.pod));
-    const flowsPruned = this.#maps.pruneFlows(this.#served);
+    const before = this.#served, served = new Set(serving.map((s) => s.frontend.pod));
+    this.#served = served;
+    // The flow maps are walked only when a pod stopped serving (or on the first pass, for what a
+    // previous agent left): a change that only adds costs no walk.
+    const lost = !this.#applied || [...before].some((p) => !served.has(p));
+    const flowsPruned = lost ? this.#maps.pruneFlows(served) : 0;
     if (flowsPruned > 0) {
       this.#log.info("flows of pods no longer served removed", { flows: flowsPruned });
     }

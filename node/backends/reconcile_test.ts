@@ -1,4 +1,4 @@
-import { deepStrictEqual, strictEqual } from "node:assert/strict";
+import { deepStrictEqual, strictEqual, throws } from "node:assert/strict";
 import { parseConfig } from "../../controller/sources/file_source.ts";
 import { captureLogs, log } from "../../lib/log.ts";
 import type { PodFrontend } from "../bpf/node_structs.ts";
@@ -6,7 +6,7 @@ import { type LocalPod, planNode, servingKey } from "./plan.ts";
 import { NodeBackends, type NodeMaps } from "./reconcile.ts";
 import { parsePodsFile } from "./pods.ts";
 import { localPodOf } from "./kube_pods.ts";
-import { defaultRouteIfaces4, defaultRouteIfaces6 } from "./uplink.ts";
+import { uplinksHolding } from "./uplink.ts";
 
 const MODEL = parseConfig(`
 services:
@@ -146,22 +146,14 @@ Deno.test("localPodOf: addresses of running pods; host-network and finished pods
   strictEqual(localPodOf(pod({}, { phase: "Pending" })), null);
 });
 
-Deno.test("default-route interfaces from /proc/net/route and ipv6_route", () => {
-  deepStrictEqual(
-    defaultRouteIfaces4(
-      "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\n" +
-        "eth0\t00000000\t0100000A\t0003\t0\t0\t0\t00000000\n" +
-        "eth0\t0000000A\t00000000\t0001\t0\t0\t0\t00FFFFFF\n",
-    ),
-    ["eth0"],
-  );
-  deepStrictEqual(
-    defaultRouteIfaces6(
-      "00000000000000000000000000000000 00 00000000000000000000000000000000 00 " +
-        "20010db8000000000000000000000001 00000400 00000001 00000000 00000003     eth1\n" +
-        "00000000000000000000000000000000 00 00000000000000000000000000000000 00 " +
-        "00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo\n",
-    ),
-    ["eth1"],
-  );
+Deno.test("uplinksHolding: the interfaces holding the node's addresses, either family", () => {
+  const ifs = [
+    { name: "lo", family: "IPv4", address: "127.0.0.1" },
+    { name: "eth0", family: "IPv4", address: "10.12.1.2" },
+    { name: "eth0", family: "IPv6", address: "2001:db8:12::2" },
+    { name: "eth1", family: "IPv6", address: "2001:db8:13::2" },
+  ] as Deno.NetworkInterfaceInfo[];
+  deepStrictEqual(uplinksHolding(["10.12.1.2", "2001:db8:12:0::2"], ifs), ["eth0"]);
+  deepStrictEqual(uplinksHolding(["10.12.1.2", "2001:db8:13::2"], ifs), ["eth0", "eth1"]);
+  throws(() => uplinksHolding(["10.9.9.9"], ifs), /10\.9\.9\.9/);
 });

@@ -1,52 +1,36 @@
 /**
- * The node's uplinks by default: the interfaces of its IPv4 and IPv6 default routes, read from
- * `/proc/thread-self/net/route` and `ipv6_route` (the calling thread's network namespace, so
- * `inNetns` picks another one; no `ip` process).
+ * The node's uplinks when `--uplink` does not name them: the interfaces holding the node's
+ * addresses (`--node-address`, in Kubernetes `status.hostIP`), found with
+ * `Deno.networkInterfaces()` (the `sys` permission; in `--netns` if given), as the LB agent finds
+ * its XDP interface (node/agent_args.ts `interfaceHolding`).
  *
  * @module
  */
 
 import { inNetns } from "../bpf/netns.ts";
+import { interfaceHolding } from "../agent_args.ts";
+import { isIpv4 } from "../../lib/ipv4.ts";
+import { canonicalIp } from "./plan.ts";
 
-/** Interfaces of the default routes in `/proc/net/route` text (IPv4). */
-export function defaultRouteIfaces4(text: string): string[] {
-  const out: string[] = [];
-  for (const line of text.split("\n").slice(1)) {
-    const f = line.trim().split(/\s+/);
-    // Iface Destination Gateway Flags RefCnt Use Metric Mask …; RTF_UP = 1.
-    if (f.length >= 8 && f[1] === "00000000" && f[7] === "00000000" && (Number(`0x${f[3]}`) & 1)) {
-      out.push(f[0]!);
-    }
-  }
-  return out;
+/** The interfaces holding `addresses` (IPv4 or IPv6) among `interfaces`; throws naming one none holds. */
+export function uplinksHolding(
+  addresses: readonly string[],
+  interfaces: readonly Deno.NetworkInterfaceInfo[],
+  netns?: string,
+): string[] {
+  const out = addresses.map((a) => {
+    if (isIpv4(a)) return interfaceHolding(a, interfaces, netns);
+    const want = canonicalIp(a);
+    const found = interfaces.find((i) => i.family === "IPv6" && canonicalIp(i.address) === want);
+    if (found) return found.name;
+    throw new Error(
+      `Cannot find the interface for --node-address "${a}"${netns ? ` in netns "${netns}"` : ""}`,
+    );
+  });
+  return [...new Set(out)];
 }
 
-/** Interfaces of the default routes in `/proc/net/ipv6_route` text. */
-export function defaultRouteIfaces6(text: string): string[] {
-  const out: string[] = [];
-  for (const line of text.split("\n")) {
-    const f = line.trim().split(/\s+/);
-    // dest plen src splen nexthop metric refcnt use flags iface; skip the loopback rejects.
-    if (f.length >= 10 && /^0{32}$/.test(f[0]!) && f[1] === "00" && f[9] !== "lo") {
-      out.push(f[9]!);
-    }
-  }
-  return out;
-}
-
-/** The uplinks of the node (or of network namespace `netns`): default-route interfaces. */
-export function defaultUplinks(netns?: string): string[] {
-  const read = (name: string) => {
-    try {
-      return Deno.readTextFileSync(`/proc/thread-self/net/${name}`);
-    } catch {
-      return "";
-    }
-  };
-  return inNetns(netns, () => [
-    ...new Set([
-      ...defaultRouteIfaces4(read("route")),
-      ...defaultRouteIfaces6(read("ipv6_route")),
-    ]),
-  ]);
+/** {@link uplinksHolding} over this node's (or `netns`'s) interfaces. */
+export function nodeUplinks(addresses: readonly string[], netns?: string): string[] {
+  return uplinksHolding(addresses, inNetns(netns, () => Deno.networkInterfaces()), netns);
 }

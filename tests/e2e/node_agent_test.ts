@@ -56,7 +56,7 @@ rootTest(
       const stop = new AbortController();
       const exit = nodeMain([
         ...["--node-name", "node1", "--model", "redis", "--redis", redis.url],
-        ...["--pods", lab.podsPath, "--netns", topo.ns("node1"), "--uplink", "eth0"],
+        ...["--pods", lab.podsPath, "--netns", topo.ns("node1"), "--node-address", "10.12.1.2"],
         ...["--pin-dir", nodePin, "--listen", "none"],
       ], { signal: stop.signal });
       return { stop: async () => (stop.abort(), await exit), exit };

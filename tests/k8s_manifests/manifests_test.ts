@@ -267,9 +267,14 @@ Deno.test("k8s/node.yaml: every node, host network, BPF NET_ADMIN PERFMON, --kub
       "--redis-password-file /run/secrets/redis/password",
       "--pin-dir /sys/fs/bpf/holdfast-node",
       "--listen 127.0.0.1:9472",
+      "--node-address $(HOST_IP)",
     ]
   ) assert(args.includes(part), `node args carry "${part}": ${args}`);
   assertEquals(c.readinessProbe.httpGet, { host: "127.0.0.1", path: "/readyz", port: 9472 });
+  assertEquals(
+    c.env.find((e: Obj) => e.name === "HOST_IP")?.valueFrom?.fieldRef?.fieldPath,
+    "status.hostIP",
+  );
   const bpffs = pod.volumes.find((v: Obj) => v.hostPath?.path === "/sys/fs/bpf");
   assert(
     c.volumeMounts.some((m: Obj) => m.name === bpffs?.name && m.mountPath === "/sys/fs/bpf"),

@@ -32,7 +32,9 @@ async function startNode(netns: string, pinDir: string, dir: string, caps: strin
       "--inh-caps=-all",
       ...[Deno.execPath(), "run", "-P=node", "--no-prompt", "--quiet"],
       ...["--config", `${ROOT}deno.json`, `${ROOT}main.ts`, "node", "--node-name", "caps"],
-      ...["--config", `${dir}/services.yaml`, "--pods", `${dir}/pods.yaml`, "--uplink", "veth0"],
+      // No --uplink: the interface holding the node's address (veth0), as node.yaml does it.
+      ...["--config", `${dir}/services.yaml`, "--pods", `${dir}/pods.yaml`],
+      ...["--node-address", "10.9.9.1"],
       ...["--pin-dir", pinDir, "--listen", "none"],
     ],
     stdout: "piped",
@@ -77,6 +79,7 @@ rootTest("k8s/node.yaml capabilities: enough to start and restart, none to spare
   try {
     await run("ip", ["-n", netns, "link", "add", "veth0", "type", "veth", "peer", "name", "veth1"]);
     for (const dev of ["veth0", "veth1"]) await run("ip", ["-n", netns, "link", "set", dev, "up"]);
+    await run("ip", ["-n", netns, "addr", "add", "10.9.9.1/24", "dev", "veth0"]);
     const first = await startNode(netns, pinDir, dir, CAPS);
     assert(first.ready && first.failures.length === 0, JSON.stringify(first));
     assert(first.text.includes('"uplinks":["veth0"]'), `attached to veth0: ${first.text}`);

@@ -134,7 +134,8 @@ enum hf_node_reason {
 	HF_N_MSS_CLAMPED = 5,   /* a pod's SYN/ACK had its MSS lowered */
 	HF_N_MSS_OK = 6,        /* a pod's SYN/ACK, MSS already small enough */
 	HF_N_ICMP_IN = 7,       /* ICMP error about a pod's reply: translated and delivered */
-	HF_N_COUNT = 8,
+	HF_N_ICMP_OUT = 8,      /* a pod's ICMP error about a client's packet: translated back */
+	HF_N_COUNT = 9,
 };
 
 #endif

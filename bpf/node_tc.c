@@ -9,7 +9,8 @@
  *    which the LB forwards to the flow's backend) are translated too: destination and quoted
  *    source. The inner family must be the outer one (the pod's address is the outer destination).
  *  - hf_node_out (uplink egress): a pod's reply of a recorded flow gets its source translated back
- *    to LB IP:port and leaves for the client directly (DSR); a SYN/ACK has its MSS clamped.
+ *    to LB IP:port and leaves for the client directly (DSR); a SYN/ACK has its MSS clamped; the
+ *    pod's ICMP errors about a client's packet of the flow are translated back too.
  * Running on the uplink, not on the pod's veth, keeps every netfilter hook of the node (conntrack,
  * anti-spoofing on the pod's interface, network policy) seeing ordinary pod traffic: client →
  * pod IP:target port and back from the pod's own address.
@@ -278,8 +279,13 @@ int hf_node_out(struct __sk_buff *skb)
 		struct iphdr *ip = data + HF_L2;
 		__be16 *ports = (void *)(ip + 1);
 		if ((void *)(ports + 2) > end || ip->version != 4 || ip->ihl != 5 ||
-		    (ip->frag_off & bpf_htons(HF_IP_MF | HF_IP_OFFSET)) ||
-		    (ip->protocol != HF_IPPROTO_TCP && ip->protocol != HF_IPPROTO_UDP))
+		    (ip->frag_off & bpf_htons(HF_IP_MF | HF_IP_OFFSET)))
+			return TC_ACT_OK;
+		if (ip->protocol == HF_IPPROTO_ICMP) {
+			struct iphdr ipc = *ip;
+			return hf_node_icmp_out4(skb, &ipc);
+		}
+		if (ip->protocol != HF_IPPROTO_TCP && ip->protocol != HF_IPPROTO_UDP)
 			return TC_ACT_OK;
 		struct node_flow_key k = {.pod = ip->saddr, .client = ip->daddr, .pod_port = ports[0],
 					  .client_port = ports[1], .proto = ip->protocol};
@@ -301,8 +307,13 @@ int hf_node_out(struct __sk_buff *skb)
 	}
 	struct ipv6hdr *ip6 = data + HF_L2;
 	__be16 *ports = (void *)(ip6 + 1);
-	if ((void *)(ports + 2) > end || ip6->version != 6 ||
-	    (ip6->nexthdr != HF_IPPROTO_TCP && ip6->nexthdr != HF_IPPROTO_UDP))
+	if ((void *)(ports + 2) > end || ip6->version != 6)
+		return TC_ACT_OK;
+	if (ip6->nexthdr == HF_IPPROTO_ICMPV6) {
+		struct ipv6hdr ipc = *ip6;
+		return hf_node_icmp_out6(skb, &ipc);
+	}
+	if (ip6->nexthdr != HF_IPPROTO_TCP && ip6->nexthdr != HF_IPPROTO_UDP)
 		return TC_ACT_OK;
 	struct node_flow_key6 k6 = {.pod_port = ports[0], .client_port = ports[1],
 				    .proto = ip6->nexthdr};

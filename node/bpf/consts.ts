@@ -107,6 +107,7 @@ export const NODE_REASONS = [
   "mss_clamped",
   "mss_ok",
   "icmp_in",
+  "icmp_out",
 ] as const;
 
 /** A node reason counter name. */

@@ -156,6 +156,37 @@ const FIXTURES: Fixture[] = [
     reasons: ["icmp_in"],
   },
   {
+    description:
+      "the pod's ICMP frag-needed about the client's packet: from LB IP, quote to LB IP:80",
+    program: "out",
+    input: icmpErrorFrame(POD, CLIENT, {
+      type: 3,
+      code: 4,
+      mtu: 1400,
+      quote: syn(POD, 8080).subarray(14),
+    }),
+    verdict: TC_ACT.OK,
+    output: icmpErrorFrame(VIP, CLIENT, {
+      type: 3,
+      code: 4,
+      mtu: 1400,
+      quote: syn(VIP, 80).subarray(14),
+    }),
+    reasons: ["icmp_out"],
+  },
+  {
+    description: "the pod's ICMP error quoting a flow not recorded: untouched",
+    program: "out",
+    input: icmpErrorFrame(POD, CLIENT, {
+      type: 3,
+      code: 3,
+      quote: syn(POD, 8080, 40123).subarray(14),
+    }),
+    verdict: TC_ACT.OK,
+    output: "unchanged",
+    reasons: [],
+  },
+  {
     description: "LB IP:81, a port the pod does not serve: untouched",
     program: "in",
     input: S(VIP, 81),
@@ -316,6 +347,25 @@ const FIXTURES: Fixture[] = [
       tooBig6(POD6, synAck6(POD6, 8080, 1392)),
     ),
     reasons: ["icmp_in"],
+  },
+  {
+    description:
+      "the pod's ICMPv6 Packet Too Big about the client's packet: from [LB IP], quote fixed",
+    program: "out",
+    input: icmp6ErrorFrame(POD6, CLIENT6, {
+      type: 2,
+      code: 0,
+      mtu: 1400,
+      quote: syn6(POD6, 8080).subarray(14),
+    }),
+    verdict: TC_ACT.OK,
+    output: icmp6ErrorFrame(VIP6, CLIENT6, {
+      type: 2,
+      code: 0,
+      mtu: 1400,
+      quote: syn6(VIP6, 80).subarray(14),
+    }),
+    reasons: ["icmp_out"],
   },
   {
     description: "hostile: IPv6 inner length disagreeing with the outer: dropped",

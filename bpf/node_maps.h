@@ -111,6 +111,22 @@ struct {
 	__type(value, struct node_flow_value6);
 } hf_node_flows6 SEC(".maps");
 
+/* hf_node_clock value: this CPU's last coarse clock reading and the jiffies it was taken at. */
+struct hf_node_clock_cache {
+	__u64 jiffies;
+	__u64 ns;
+};
+
+/* Per-CPU cache of bpf_ktime_get_coarse_ns() per jiffy (node_tc.c hf_node_now, as hf_lb's
+ * hf_clock): the clock helper once per tick per CPU instead of on every client packet. Not
+ * pinned: a cache. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hf_node_clock_cache);
+} hf_node_clock SEC(".maps");
+
 /* Per-CPU count of outcomes (enum hf_node_reason). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

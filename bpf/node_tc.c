@@ -63,10 +63,26 @@ static __always_inline __u32 hf_l4_min(__u8 proto)
 	return proto == HF_IPPROTO_TCP ? sizeof(struct tcphdr) : sizeof(struct udphdr);
 }
 
+/* CLOCK_MONOTONIC at tick resolution: bpf_jiffies64 is inlined, the clock helper runs once per
+ * tick per CPU. */
+static __always_inline __u64 hf_node_now(void)
+{
+	__u32 zero = 0;
+	__u64 j = bpf_jiffies64();
+	struct hf_node_clock_cache *c = bpf_map_lookup_elem(&hf_node_clock, &zero);
+	if (!c)
+		return bpf_ktime_get_coarse_ns();
+	if (c->jiffies != j) {
+		c->ns = bpf_ktime_get_coarse_ns();
+		c->jiffies = j;
+	}
+	return c->ns;
+}
+
 /* Records (or refreshes, at most once a second) the reverse translation of a flow. */
 static __always_inline void hf_note_flow4(struct node_flow_key *k, __be32 vip, __be16 port)
 {
-	__u64 now = bpf_ktime_get_coarse_ns();
+	__u64 now = hf_node_now();
 	struct node_flow_value *v = bpf_map_lookup_elem(&hf_node_flows, k);
 	if (v && v->vip == vip && v->port == port) {
 		if (now - v->last_seen_ns > HF_NSEC_PER_SEC)
@@ -79,7 +95,7 @@ static __always_inline void hf_note_flow4(struct node_flow_key *k, __be32 vip, _
 
 static __always_inline void hf_note_flow6(struct node_flow_key6 *k, __u8 *vip, __be16 port)
 {
-	__u64 now = bpf_ktime_get_coarse_ns();
+	__u64 now = hf_node_now();
 	struct node_flow_value6 *v = bpf_map_lookup_elem(&hf_node_flows6, k);
 	if (v && v->port == port && hf_addr6_eq(v->vip, vip)) {
 		if (now - v->last_seen_ns > HF_NSEC_PER_SEC)

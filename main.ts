@@ -43,6 +43,10 @@ const COMMANDS: Record<string, Command> = {
     summary: "dry run: load a services file into in-memory maps and print the tables",
     load: () => import("./controller/main.ts"),
   },
+  node: {
+    summary: "run a node: give the local pods that back frontends the LB's traffic (DSR)",
+    load: () => import("./node/backends/main.ts"),
+  },
   decap: {
     summary: "backend side: attach decapsulation and MSS clamping to an interface (tc)",
     load: () => import("./node/bpf/decap_main.ts"),

@@ -60,6 +60,10 @@
 #define HF_MAGLEV_TEMPLATE_SIZE 65537
 #define HF_RINGBUF_BYTES (8 << 20)
 #define HF_MAX_LOCAL_VIPS 1024
+/* Node side (node_tc.c): (pod, LB IP, port, proto) → target port entries per family, and the
+ * per-flow reverse translations (LRU) per family. */
+#define HF_MAX_NODE_SERVICES 16384
+#define HF_MAX_NODE_FLOWS 131072
 
 /* Per-CPU reason counters (hf_reasons index). Every packet the LB program sees bumps exactly one
  * of them; the names are mirrored in node/bpf/consts.ts REASONS. */
@@ -117,6 +121,21 @@ enum hf_decap_reason {
 	HF_D_MSS_CLAMPED = 4,    /* SYN from a local LB IP had its MSS lowered */
 	HF_D_MSS_OK = 5,         /* SYN from a local LB IP, MSS already small enough */
 	HF_D_COUNT = 6,
+};
+
+/* Per-CPU reason counters of the node object (hf_node_stat index, node_tc.c); mirrored in
+ * node/bpf/consts.ts NODE_REASONS. */
+enum hf_node_reason {
+	HF_N_NAT_IN = 0,        /* decapsulated, LB IP:port → pod IP:target port, delivered */
+	HF_N_NAT_OUT = 1,       /* a pod's reply: pod IP:target port → LB IP:port (DSR) */
+	HF_N_NOT_LOCAL = 2,     /* encap port, but no frontend of this pod matches: passed */
+	HF_N_BAD_INNER = 3,     /* encap port to a pod, inner packet malformed or cut: dropped */
+	HF_N_ADJUST_FAILED = 4, /* bpf_skb_adjust_room or a rewrite failed: dropped */
+	HF_N_MSS_CLAMPED = 5,   /* a pod's SYN/ACK had its MSS lowered */
+	HF_N_MSS_OK = 6,        /* a pod's SYN/ACK, MSS already small enough */
+	HF_N_ICMP_IN = 7,       /* ICMP error about a pod's reply: translated and delivered */
+	HF_N_ICMP_OUT = 8,      /* a pod's ICMP error about a client's packet: translated back */
+	HF_N_COUNT = 9,
 };
 
 #endif

@@ -21,6 +21,7 @@
 #include "maps.h"
 #include "maps6.h"
 #include "parsing.h"
+#include "mss_clamp.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -165,73 +166,15 @@ int hf_decap(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
-#define HF_TCPOPT_EOL 0
-#define HF_TCPOPT_NOP 1
-#define HF_TCPOPT_MSS 2
-#define HF_TCP_OPT_MAX 40
-
-/* State of the TCP option walk, one option per bpf_loop step (a plain loop makes the verifier
- * track every offset separately and exceed its budget). */
-struct hf_opt_walk {
-	struct __sk_buff *skb;
-	__u32 base;    /* offset of the first option byte */
-	__u32 opt_len; /* option bytes */
-	__u32 i;       /* offset of the current option within the options */
-	__u32 mss_off; /* out: packet offset of the MSS value, 0 = none */
-	__be16 mss;    /* out: the MSS value as found */
-};
-
-/* One step: reads the option at w->i; returns 1 to stop (end, malformed, or MSS found). */
-static long hf_opt_step(__u64 index, void *ctx)
+/* Clamps the SYN at `l4` to `mss_max`, counts the outcome; returns the tc verdict (always OK). */
+static __always_inline int hf_decap_clamp(struct __sk_buff *skb, __u32 l4, struct tcphdr *tcp,
+					  __u16 mss_max)
 {
-	struct hf_opt_walk *w = ctx;
-	if (w->i >= w->opt_len)
-		return 1;
-	__u8 kl[2] = {};
-	if (bpf_skb_load_bytes(w->skb, w->base + w->i, kl, 2))
-		return 1;
-	if (kl[0] == HF_TCPOPT_EOL)
-		return 1;
-	if (kl[0] == HF_TCPOPT_NOP) {
-		w->i += 1;
-		return 0;
-	}
-	if (kl[1] < 2)
-		return 1;
-	if (kl[0] == HF_TCPOPT_MSS && kl[1] == 4 && w->i + 4 <= w->opt_len) {
-		if (bpf_skb_load_bytes(w->skb, w->base + w->i + 2, &w->mss, sizeof(w->mss)))
-			return 1;
-		w->mss_off = w->base + w->i + 2;
-		return 1;
-	}
-	w->i += kl[1];
-	return 0;
-}
-
-/* Clamps the MSS option of the SYN whose TCP header `tcp` is at offset `l4` to `mss_max`;
- * returns the tc verdict (always TC_ACT_OK). */
-static __always_inline int hf_clamp_syn(struct __sk_buff *skb, __u32 l4, struct tcphdr *tcp,
-					__u16 mss_max)
-{
-	__u32 opt_len = tcp->doff * 4;
-	if (opt_len <= sizeof(*tcp))
-		return TC_ACT_OK;
-	opt_len -= sizeof(*tcp);
-	if (opt_len > HF_TCP_OPT_MAX)
-		return TC_ACT_OK;
-	struct hf_opt_walk w = {.skb = skb, .base = l4 + sizeof(*tcp), .opt_len = opt_len};
-	bpf_loop(HF_TCP_OPT_MAX, hf_opt_step, &w, 0);
-	if (!w.mss_off)
-		return TC_ACT_OK;
-	if (bpf_ntohs(w.mss) <= mss_max) {
+	int r = hf_clamp_syn(skb, l4, tcp, mss_max);
+	if (r == HF_MSS_OK)
 		hf_dcount(HF_D_MSS_OK);
-		return TC_ACT_OK;
-	}
-	__be16 new = bpf_htons(mss_max);
-	if (bpf_skb_store_bytes(skb, w.mss_off, &new, sizeof(new), 0))
-		return TC_ACT_OK;
-	bpf_l4_csum_replace(skb, l4 + offsetof(struct tcphdr, check), w.mss, new, sizeof(new));
-	hf_dcount(HF_D_MSS_CLAMPED);
+	else if (r == HF_MSS_CLAMPED)
+		hf_dcount(HF_D_MSS_CLAMPED);
 	return TC_ACT_OK;
 }
 
@@ -256,7 +199,7 @@ int hf_mss_clamp(struct __sk_buff *skb)
 		__be32 vip = ip.saddr;
 		if (!bpf_map_lookup_elem(&hf_local_vips, &vip))
 			return TC_ACT_OK;
-		return hf_clamp_syn(skb, l4, &tcp, cfg->mss_max_host);
+		return hf_decap_clamp(skb, l4, &tcp, cfg->mss_max_host);
 	}
 	/* IPv6: a SYN directly after the fixed header (no extension headers) from a local LB IP. */
 	struct ipv6hdr ip6;
@@ -273,5 +216,5 @@ int hf_mss_clamp(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (cfg->mss_max_host <= HF_MSS6_DELTA)
 		return TC_ACT_OK;
-	return hf_clamp_syn(skb, l4, &tcp, cfg->mss_max_host - HF_MSS6_DELTA);
+	return hf_decap_clamp(skb, l4, &tcp, cfg->mss_max_host - HF_MSS6_DELTA);
 }

@@ -99,15 +99,24 @@ function tcHook(ifindex: number, direction: TcDirection): Uint8Array {
   return hook;
 }
 
-function tcOpts(progFd: number, flags: number): Uint8Array {
+/** Handle and priority of Holdfast's tc filters unless a caller picks others. */
+const TC_FILTER = { handle: 1, priority: 1 } as const;
+
+function tcOpts(progFd: number, flags: number, filter: TcFilter = TC_FILTER): Uint8Array {
   const opts = new Uint8Array(32);
   const v = new DataView(opts.buffer);
   v.setBigUint64(0, 32n, true);
   v.setInt32(8, progFd, true);
   v.setUint32(12, flags, true);
-  v.setUint32(20, 1, true); // handle
-  v.setUint32(24, 1, true); // priority
+  v.setUint32(20, filter.handle, true); // handle
+  v.setUint32(24, filter.priority, true); // priority
   return opts;
+}
+
+/** A tc filter's handle and priority: a program shares a hook with others (a CNI's) by its own. */
+export interface TcFilter {
+  readonly handle: number;
+  readonly priority: number;
 }
 
 /**
@@ -122,8 +131,11 @@ export function attachTc(
     direction: TcDirection;
     /** Create the clsact qdisc first (default true; EEXIST is fine but libbpf logs it). */
     createQdisc?: boolean;
+    /** Handle and priority of the filter (default 1 and 1). */
+    filter?: TcFilter;
   },
 ): TcAttachment {
+  const filter = options.filter ?? TC_FILTER;
   const direction = options.direction;
   const where = `${ifname} ${direction}${options.netns ? ` in netns "${options.netns}"` : ""}`;
   const ifindex = inNetns(options.netns, () => {
@@ -134,7 +146,7 @@ export function attachTc(
       if (r < 0 && r !== -ERRNO.EEXIST) check(r, `Cannot create clsact qdisc on ${where}`);
     }
     check(
-      bpf().bpf_tc_attach(hook, tcOpts(prog.fd, 1 /* BPF_TC_F_REPLACE */)),
+      bpf().bpf_tc_attach(hook, tcOpts(prog.fd, 1, /* BPF_TC_F_REPLACE */ filter)),
       `Cannot attach tc program "${prog.name}" to ${where}`,
     );
     return idx;
@@ -145,7 +157,7 @@ export function attachTc(
     detach: () =>
       inNetns(options.netns, () => {
         check(
-          bpf().bpf_tc_detach(tcHook(ifindex, direction), tcOpts(0, 0)),
+          bpf().bpf_tc_detach(tcHook(ifindex, direction), tcOpts(0, 0, filter)),
           `Cannot detach tc program from ${where}`,
         );
       }),

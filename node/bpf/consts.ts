@@ -22,6 +22,10 @@ export const HF_MAX = {
   SYN_FLOWS: 65536,
   /** hf_local_vips of the decap object. */
   LOCAL_VIPS: 1024,
+  /** hf_node_svc, hf_node_svc6 of the node object: (pod, frontend) pairs per family. */
+  NODE_SERVICES: 16384,
+  /** hf_node_flows, hf_node_flows6 (LRU) of the node object: reverse translations per family. */
+  NODE_FLOWS: 131072,
 } as const;
 
 /** Size of the inner Maglev array template; real tables may have any size (BPF_F_INNER_MAP). */
@@ -92,3 +96,19 @@ export const DECAP_REASONS = [
 
 /** A decap reason counter name. */
 export type DecapReason = typeof DECAP_REASONS[number];
+
+/** enum hf_node_reason names, by index (the node object, bpf/node_tc.c). */
+export const NODE_REASONS = [
+  "nat_in",
+  "nat_out",
+  "not_local",
+  "bad_inner",
+  "adjust_failed",
+  "mss_clamped",
+  "mss_ok",
+  "icmp_in",
+  "icmp_out",
+] as const;
+
+/** A node reason counter name. */
+export type NodeReason = typeof NODE_REASONS[number];

@@ -54,6 +54,13 @@ export {
   loadSizes,
 } from "./datapath.ts";
 export { DecapDatapath, type DecapOptions } from "./decap_datapath.ts";
+export {
+  NODE_PIN_DIR,
+  NODE_TC_FILTER,
+  NodeDatapath,
+  type NodeDatapathOptions,
+} from "./node_datapath.ts";
+export * from "./node_structs.ts";
 export * from "./flow.ts";
 export { BpfFlowTable, type FlowTable } from "./flow_table.ts";
 export * from "./consts.ts";

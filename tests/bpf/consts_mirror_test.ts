@@ -15,6 +15,7 @@ import {
   HF_MAGLEV_TEMPLATE_SIZE,
   HF_MAX,
   HF_RINGBUF_BYTES,
+  NODE_REASONS,
   PROTO,
   REASONS,
   SVC_F_CLIENT_IP,
@@ -53,6 +54,10 @@ Deno.test("REASONS mirrors enum hf_reason", () => {
 
 Deno.test("DECAP_REASONS mirrors enum hf_decap_reason", () => {
   deepStrictEqual([...DECAP_REASONS], enumNames("hf_decap_reason", "HF_D_"));
+});
+
+Deno.test("NODE_REASONS mirrors enum hf_node_reason", () => {
+  deepStrictEqual([...NODE_REASONS], enumNames("hf_node_reason", "HF_N_"));
 });
 
 Deno.test("numbers of bpf/consts.h that user space uses are mirrored exactly", () => {

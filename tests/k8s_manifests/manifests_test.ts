@@ -157,7 +157,7 @@ Deno.test("k8s/crds: address and CIDR patterns (IPv4, and IPv6 for pools) accept
 
 Deno.test("k8s/: no container is privileged; each drops ALL and has a read-only root filesystem", () => {
   const found = containers(all);
-  assertEquals(found.length, 4, "controller, agent, anycast agent, redis");
+  assertEquals(found.length, 5, "controller, agent, anycast agent, node agent, redis");
   for (const { workload, container } of found) {
     const where = `${workload.kind}/${workload.metadata.name} container ${container.name}`;
     const sc = container.securityContext ?? {};
@@ -215,8 +215,9 @@ Deno.test("k8s/agent.yaml: host network on LB nodes, the measured capabilities",
   );
   // Only the agents are on the host network or add capabilities.
   const anycast = one(all, "DaemonSet", "holdfast-anycast");
+  const node = one(all, "DaemonSet", "holdfast-node");
   for (const { workload, container } of containers(all)) {
-    if (workload === agent || workload === anycast) continue;
+    if (workload === agent || workload === anycast || workload === node) continue;
     assert(podSpec(workload).hostNetwork !== true, `${workload.metadata.name}: hostNetwork`);
     assertEquals(container.securityContext.capabilities.add, undefined, workload.metadata.name);
     assertEquals(podSpec(workload).securityContext.runAsNonRoot, true, workload.metadata.name);
@@ -243,6 +244,47 @@ Deno.test("k8s/anycast.yaml: every node, host network, NET_ADMIN and NET_BIND_SE
   assertEquals(
     role.rules.map((r: Obj) => `${r.resources.join(",")}:${r.verbs.join(",")}`),
     ["nodes:get", "pods:list,watch", "services:list,watch", "loadbalancerconfigs:list,watch"],
+  );
+});
+
+Deno.test("k8s/node.yaml: every node, host network, BPF NET_ADMIN PERFMON, --kube and the model", () => {
+  const node = one(all, "DaemonSet", "holdfast-node");
+  const pod = podSpec(node);
+  assertEquals(pod.nodeSelector, undefined);
+  assertEquals(pod.tolerations, [{ operator: "Exists" }]);
+  assertEquals(pod.hostNetwork, true);
+  const [c] = pod.containers;
+  assertEquals(c.command.join(" "), "deno run -P=node --no-prompt");
+  // The measured list (node_caps_test.ts runs the node agent with it, and without each one).
+  assertEquals([...c.securityContext.capabilities.add].sort(), ["BPF", "NET_ADMIN", "PERFMON"]);
+  const args = c.args.join(" ");
+  for (
+    const part of [
+      "main.ts node",
+      "--node-name $(NODE_NAME)",
+      "--kube",
+      "--model redis",
+      "--redis-password-file /run/secrets/redis/password",
+      "--pin-dir /sys/fs/bpf/holdfast-node",
+      "--listen 127.0.0.1:9472",
+      "--node-address $(HOST_IP)",
+    ]
+  ) assert(args.includes(part), `node args carry "${part}": ${args}`);
+  assertEquals(c.readinessProbe.httpGet, { host: "127.0.0.1", path: "/readyz", port: 9472 });
+  assertEquals(
+    c.env.find((e: Obj) => e.name === "HOST_IP")?.valueFrom?.fieldRef?.fieldPath,
+    "status.hostIP",
+  );
+  const bpffs = pod.volumes.find((v: Obj) => v.hostPath?.path === "/sys/fs/bpf");
+  assert(
+    c.volumeMounts.some((m: Obj) => m.name === bpffs?.name && m.mountPath === "/sys/fs/bpf"),
+    "bpffs mounted at /sys/fs/bpf",
+  );
+  // It reads its Node and the Pods on it, nothing else.
+  const role = one(all, "ClusterRole", "holdfast-node");
+  assertEquals(
+    role.rules.map((r: Obj) => `${r.resources.join(",")}:${r.verbs.join(",")}`),
+    ["nodes:get", "pods:list,watch"],
   );
 });
 
@@ -274,6 +316,7 @@ Deno.test("k8s/rbac: no wildcards; per-component ServiceAccounts; namespace righ
     "holdfast-agent",
     "holdfast-anycast",
     "holdfast-controller",
+    "holdfast-node",
     "holdfast-redis",
   ]);
   for (const workload of [...ofKind(all, "Deployment"), ...ofKind(all, "DaemonSet")]) {

@@ -40,7 +40,8 @@ const COMMANDS: Record<string, Command> = {
     load: () => import("./controller/k8s/main.ts"),
   },
   status: {
-    summary: "what runs now, from Redis and the nodes' /metrics: tables, --json, or --serve a dashboard",
+    summary:
+      "what runs now, from Redis and the nodes' /metrics: tables, --json, or --serve a dashboard",
     load: () => import("./controller/status/main.ts"),
   },
   "control-plane": {

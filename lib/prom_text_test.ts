@@ -1,4 +1,4 @@
-import { parsePromText, sampleValue, samplesOf } from "./prom_text.ts";
+import { parsePromText, samplesOf, sampleValue } from "./prom_text.ts";
 import { Registry } from "./metrics.ts";
 
 function assertEquals(a: unknown, b: unknown) {
@@ -21,7 +21,9 @@ Deno.test("prom text: reads back what the registry exposes, escapes and all", ()
 });
 
 Deno.test("prom text: skips comments, blank and malformed lines; reads +Inf", () => {
-  const s = parsePromText('# TYPE x gauge\n\nnot a sample\nx{a="1"} +Inf\ny oops\nz 4 1700000000\n');
+  const s = parsePromText(
+    '# TYPE x gauge\n\nnot a sample\nx{a="1"} +Inf\ny oops\nz 4 1700000000\n',
+  );
   assertEquals(s.map((x) => [x.name, x.value]), [["x", null], ["z", 4]]);
   assertEquals(sampleValue(s, "x"), Infinity);
 });

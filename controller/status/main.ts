@@ -9,7 +9,13 @@
  * @module
  */
 
-import { intOption, listOption, readCommandLine, stringOption, UsageError } from "../../lib/args.ts";
+import {
+  intOption,
+  listOption,
+  readCommandLine,
+  stringOption,
+  UsageError,
+} from "../../lib/args.ts";
 import type { RedisStoreOptions } from "../../lib/redis_connection.ts";
 import { metricsUrl, readStatus } from "./collect.ts";
 import { startDashboard } from "./dashboard.ts";

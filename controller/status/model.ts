@@ -248,7 +248,9 @@ export function buildStatus(
       addrs.set(ip, a);
     }
   }
-  for (const n of nodes) for (const ip of n.lbIps) if (!addrs.has(ip)) addrs.set(ip, { frontends: [] });
+  for (const n of nodes) {
+    for (const ip of n.lbIps) if (!addrs.has(ip)) addrs.set(ip, { frontends: [] });
+  }
   const addresses: AddressRow[] = [...addrs].sort(([a], [b]) => byText(a, b)).map(([ip, a]) => ({
     address: ip,
     frontends: a.frontends.sort(byText),

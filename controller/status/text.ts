@@ -7,7 +7,10 @@
 import type { StatusSnapshot } from "./model.ts";
 
 /** `rows` under `headers`, each column as wide as its widest cell, two spaces apart. */
-export function textTable(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+export function textTable(
+  headers: readonly string[],
+  rows: readonly (readonly string[])[],
+): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
   const line = (cells: readonly string[]) =>
     cells.map((c, i) => i === cells.length - 1 ? c : c.padEnd(widths[i]!)).join("  ").trimEnd();

@@ -20,11 +20,7 @@
  */
 
 import { log as rootLog, type Logger, setLogLevel } from "../../lib/log.ts";
-import {
-  exportNodeInfo,
-  type Registry,
-  registry as processRegistry,
-} from "../../lib/metrics.ts";
+import { exportNodeInfo, type Registry, registry as processRegistry } from "../../lib/metrics.ts";
 import { readCommandLine } from "../../lib/args.ts";
 import { serveOps } from "../../lib/ops_http.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";

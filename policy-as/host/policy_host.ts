@@ -6,7 +6,12 @@
  * @module
  */
 import { log as rootLog, type Logger } from "../../lib/log.ts";
-import { type Counter, type Gauge, type Registry, registry as rootRegistry } from "../../lib/metrics.ts";
+import {
+  type Counter,
+  type Gauge,
+  type Registry,
+  registry as rootRegistry,
+} from "../../lib/metrics.ts";
 import {
   type PolicyLimits,
   type PolicyModule,

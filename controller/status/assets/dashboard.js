@@ -72,47 +72,67 @@ function render(s) {
   $("model").textContent = `model rev ${s.model.rev} · ${s.model.services} services`;
   maxFlows = Math.max(1, ...s.addresses.map((a) => a.flows), ...s.backends.map((b) => b.flows));
 
-  fill("addresses", s.addresses.map((a) => [a.address, [
-    { text: a.address, cls: "mono" },
-    a.nodes.length ? a.nodes.join(", ") : state("none"),
-    { node: [bar(a.flows), document.createTextNode(String(a.flows))], cls: "num" },
-    a.frontends.join("; "),
-  ]]), "no LB addresses in the model");
+  fill(
+    "addresses",
+    s.addresses.map((a) => [a.address, [
+      { text: a.address, cls: "mono" },
+      a.nodes.length ? a.nodes.join(", ") : state("none"),
+      { node: [bar(a.flows), document.createTextNode(String(a.flows))], cls: "num" },
+      a.frontends.join("; "),
+    ]]),
+    "no LB addresses in the model",
+  );
 
-  fill("backends", s.backends.map((b) => [`${b.service}|${b.address}`, [
-    b.service,
-    { text: b.address, cls: "mono" },
-    state(b.state),
-    { ...state(b.health), field: "health" },
-    { node: [bar(b.flows), document.createTextNode(String(b.flows))], cls: "num" },
-    Object.entries(b.healthBy).map(([n, v]) => `${n}: ${v}`).join(", "),
-  ]]), "no backends");
+  fill(
+    "backends",
+    s.backends.map((b) => [`${b.service}|${b.address}`, [
+      b.service,
+      { text: b.address, cls: "mono" },
+      state(b.state),
+      { ...state(b.health), field: "health" },
+      { node: [bar(b.flows), document.createTextNode(String(b.flows))], cls: "num" },
+      Object.entries(b.healthBy).map(([n, v]) => `${n}: ${v}`).join(", "),
+    ]]),
+    "no backends",
+  );
 
-  fill("egress", s.egress.map((e) => [`${e.egress}|${e.address}`, [
-    e.egress,
-    { text: e.address, cls: "mono" },
-    { text: e.holder ?? "nobody", cls: e.holder ? "mono" : "state-none", field: "owner" },
-    { text: e.epoch ?? "", cls: "num", field: "epoch" },
-    { text: e.ttlMs === null ? "" : `${(e.ttlMs / 1000).toFixed(1)} s`, cls: "num" },
-  ]]), "no egress addresses");
+  fill(
+    "egress",
+    s.egress.map((e) => [`${e.egress}|${e.address}`, [
+      e.egress,
+      { text: e.address, cls: "mono" },
+      { text: e.holder ?? "nobody", cls: e.holder ? "mono" : "state-none", field: "owner" },
+      { text: e.epoch ?? "", cls: "num", field: "epoch" },
+      { text: e.ttlMs === null ? "" : `${(e.ttlMs / 1000).toFixed(1)} s`, cls: "num" },
+    ]]),
+    "no egress addresses",
+  );
 
   fill("policy", [
     ["model", [`model (ABI ${s.policy.abi})`, { text: short(s.policy.model), cls: "mono" }]],
     ...s.policy.nodes.map((p) => [p.node, [p.node, { text: short(p.digest), cls: "mono" }]]),
   ], "");
 
-  fill("anycast", s.anycast.map((a) => [a.address, [
-    { text: a.address, cls: "mono" },
-    a.nodes.join(", "),
-  ]]), "no anycast addresses held");
+  fill(
+    "anycast",
+    s.anycast.map((a) => [a.address, [
+      { text: a.address, cls: "mono" },
+      a.nodes.join(", "),
+    ]]),
+    "no anycast addresses held",
+  );
 
-  fill("nodes", s.nodes.map((n) => [n.url, [
-    n.node,
-    n.role,
-    n.up ? state("up") : { text: `down: ${n.error ?? ""}`, cls: "state-down" },
-    n.lbIps.join(", "),
-    { text: n.url, cls: "mono" },
-  ]]), "no node /metrics given (--agents)");
+  fill(
+    "nodes",
+    s.nodes.map((n) => [n.url, [
+      n.node,
+      n.role,
+      n.up ? state("up") : { text: `down: ${n.error ?? ""}`, cls: "state-down" },
+      n.lbIps.join(", "),
+      { text: n.url, cls: "mono" },
+    ]]),
+    "no node /metrics given (--agents)",
+  );
 }
 
 function addEvent(e) {

@@ -1,114 +1,27 @@
 /**
  * `main.ts status` and its model (controller/status/) against a real redis-server and a real LB
- * agent (`main.ts agent`, in-process, in-memory datapath) serving /metrics: the model the
- * controller publishes, flows per LB IP and per backend, the policy module in the model and the
- * one the agent serves, an egress owner with its epoch, a health report — as one JSON object.
+ * agent's /metrics (`_status_scene.ts`): the model the controller publishes, flows per LB IP and
+ * per backend, the policy module in the model and the one the agent serves, an egress owner with
+ * its epoch and a free address, a health report — as data, as one JSON object and as tables.
  * Run: `deno test -P=redis tests/redis/status_test.ts`.
  */
 import { assert, assertEquals } from "../../controller/_testing.ts";
-import { main as agentMain } from "../../node/agent.ts";
 import { main as statusMain } from "../../controller/status/main.ts";
 import { readStatus } from "../../controller/status/collect.ts";
 import { RedisStatusStore } from "../../controller/status/redis_status_store.ts";
 import type { StatusSnapshot } from "../../controller/status/model.ts";
-import { connectModelStore, encodeEntry, sha256Hex } from "../../controller/model/mod.ts";
-import { appendReport } from "../../controller/model/reports.ts";
-import { RedisLeaseStore } from "../../controller/egress/lease.ts";
-import { FlowSyncAgent } from "../../node/flows/agent.ts";
-import { MemoryFlowTable } from "../../node/flows/table.ts";
-import { connectRedisStore } from "../../node/flows/redis_store.ts";
-import { flush } from "../../node/flows/_testing.ts";
 import { captureLogs } from "../../lib/log.ts";
-import { Registry } from "../../lib/metrics.ts";
-import { RedisConnection } from "../../lib/redis_connection.ts";
 import { freePort, startRedis } from "../../lab/redis_server.ts";
-import { event, until, VIP } from "./_flow_nodes.ts";
+import { until, VIP } from "./_flow_nodes.ts";
+import { EGRESS, EGRESS_ADDR, startStatusScene } from "./_status_scene.ts";
 
-const WEB = {
-  name: "default/web",
-  frontends: [{ address: `${VIP}:80/TCP` }],
-  backends: [{ address: "10.0.1.2:8080/TCP" }, { address: "10.0.1.3:8080/TCP" }],
-};
-const EGRESS_ADDR = "198.18.0.100";
-
-Deno.test("status: Redis and an agent's /metrics, as tables' data and as --json", async () => {
+Deno.test("status: Redis and an agent's /metrics, as data, --json and tables", async () => {
   using logs = captureLogs();
   await using redis = await startRedis();
-  const conn = new RedisConnection({ url: redis.url, logComponent: "test" });
-  const model = connectModelStore({ url: redis.url });
-  const flowStore = connectRedisStore({ url: redis.url });
-  const peer = new FlowSyncAgent(new MemoryFlowTable(), flowStore, {
-    node: "lb-a",
-    services: { services: [WEB] },
-    vips: [VIP],
-    registry: new Registry(),
-    readBlockMs: 100,
-  });
-  const stop = new AbortController();
-  const dir = await Deno.makeTempDir({ prefix: "hf-status-test-" });
-  const port = freePort();
-  let agent: Promise<number> | undefined;
+  await using scene = await startStatusScene(redis.url, logs);
   const store = new RedisStatusStore({ url: redis.url });
   try {
-    // The controller's side: the model with its policy module.
-    const wasm = await Deno.readFile(
-      new URL("../../policy-as/build/release.wasm", import.meta.url),
-    );
-    const sha256 = await sha256Hex(wasm);
-    const epoch = await model.initEpoch("epoch-1");
-    await model.write(epoch, {
-      op: "upsert",
-      service: WEB.name,
-      entry: encodeEntry({
-        service: { name: WEB.name, frontends: WEB.frontends },
-        backends: WEB.backends,
-      }),
-    });
-    await model.writePolicy(epoch, { sha256, wasm });
-    // Flows learned by a peer LB node: three to 10.0.1.2, one to 10.0.1.3.
-    await peer.start();
-    for (
-      const [port, backend] of [[1, "10.0.1.2"], [2, "10.0.1.2"], [3, "10.0.1.2"], [4, "10.0.1.3"]]
-    ) {
-      peer.learn(event("10.0.0.1", 40000 + Number(port), String(backend)));
-    }
-    await flush(peer);
-    // An egress NAT pod holds an address; its EgressNAT's config names a second, free one.
-    const lease = await new RedisLeaseStore(conn, "ns/nat").acquire(
-      EGRESS_ADDR,
-      "nat1/boot",
-      60_000,
-    );
-    assert(lease.acquired);
-    await conn.command([
-      "HSET",
-      "hf:egress:{ns/nat}:config",
-      "json",
-      JSON.stringify({ addresses: [{ address: EGRESS_ADDR }, { address: "198.18.0.101" }] }),
-    ]);
-    // An LB node without /metrics here reported 10.0.1.3 unhealthy.
-    await appendReport(conn, {
-      kind: "health",
-      node: "lb-c",
-      service: WEB.name,
-      backend: "10.0.1.3:8080",
-      state: "unhealthy",
-      reason: "3 failed probes (connect refused)",
-    });
-
-    // An LB agent serving the LB IP, with /metrics.
-    const config = `${dir}/services.json`;
-    await Deno.writeTextFile(config, JSON.stringify({ services: [WEB] }));
-    agent = agentMain([
-      ...["--config", config, "--redis", redis.url, "--node-name", "lb-b"],
-      ...["--datapath", "memory", "--listen", `127.0.0.1:${port}`, "--health", "off"],
-    ], { signal: stop.signal });
-    await until(
-      "agent ready",
-      () => logs.records.some((r) => r.msg === "ready" && r.node === "lb-b"),
-    );
-
-    const agents = [`http://127.0.0.1:${port}/metrics`, `http://127.0.0.1:${freePort()}/metrics`];
+    const agents = [scene.agentUrl, `http://127.0.0.1:${freePort()}/metrics`];
     let s: StatusSnapshot | undefined;
     await until("the agent serves the LB IP in the status", async () => {
       s = await readStatus(store, agents);
@@ -124,11 +37,11 @@ Deno.test("status: Redis and an agent's /metrics, as tables' data and as --json"
       ["10.0.1.3:8080/TCP", 1, "quarantined"],
     ]);
     assertEquals(s!.backends[1]!.healthBy, { "lb-c": "quarantined" });
-    assertEquals(s!.policy.model, sha256);
-    assertEquals(s!.policy.nodes, [{ node: "lb-b", digest: sha256 }]);
+    assertEquals(s!.policy.model, scene.sha256);
+    assertEquals(s!.policy.nodes, [{ node: "lb-b", digest: scene.sha256 }]);
     assertEquals(s!.egress.map((e) => [e.egress, e.address, e.holder, e.epoch]), [
-      ["ns/nat", EGRESS_ADDR, "nat1/boot", lease.epoch],
-      ["ns/nat", "198.18.0.101", null, null],
+      [EGRESS, EGRESS_ADDR, "nat1/boot-a", scene.lease.epoch],
+      [EGRESS, "198.18.0.101", null, null],
     ]);
     assertEquals(s!.nodes.map((n) => [n.node, n.role, n.up, n.lbIps]), [
       ["lb-b", "lb", true, [VIP]],
@@ -137,34 +50,28 @@ Deno.test("status: Redis and an agent's /metrics, as tables' data and as --json"
 
     // The command: one JSON object with the same picture; tables otherwise.
     const printed = await captureStdout(() =>
-      statusMain(["--redis", redis.url, "--agents", agents[0]!, "--json"])
+      statusMain(["--redis", redis.url, "--agents", scene.agentUrl, "--json"])
     );
     assertEquals(printed.code, 0);
     const json = JSON.parse(printed.text) as StatusSnapshot;
-    assertEquals(json.egress[0]!.holder, "nat1/boot");
+    assertEquals(json.egress[0]!.holder, "nat1/boot-a");
     assertEquals(json.addresses[0]!.nodes, ["lb-b"]);
     const tables = await captureStdout(() =>
-      statusMain(["--redis", redis.url, "--agents", agents[0]!])
+      statusMain(["--redis", redis.url, "--agents", scene.agentUrl])
     );
     assert(
-      /^198\.18\.0\.100\s+nat1\/boot/m.test(tables.text.replace(/^ns\/nat\s+/gm, "")),
+      new RegExp(`^${EGRESS}\\s+${EGRESS_ADDR}\\s+nat1/boot-a`, "m").test(tables.text),
       tables.text,
     );
-    // Redis gone: still prints, exits 1.
+    assert(new RegExp(`^${VIP}\\s+lb-b\\s+4\\s`, "m").test(tables.text), tables.text);
+    // Redis gone: the rest still prints, exit 1.
     const down = await captureStdout(() =>
       statusMain(["--redis", `redis://127.0.0.1:${freePort()}`, "--timeout-ms", "500"])
     );
     assertEquals(down.code, 1);
     assert(down.text.includes("Redis: down"), down.text);
   } finally {
-    stop.abort();
-    await agent;
-    await peer.stop();
     await store.close();
-    await flowStore.close();
-    await model.close();
-    await conn.close();
-    await Deno.remove(dir, { recursive: true });
   }
 });
 

@@ -31,7 +31,11 @@ function bar(value) {
   return svg;
 }
 
-/** Replaces the rows of table `id`; each row is [key, cells]; a cell is text or {text, cls}. */
+/**
+ * Replaces the rows of table `id`; each row is [key, cells]; a cell is text or {text | node,
+ * cls, field, flash}. A cell whose text changed since the last snapshot flashes (unless
+ * `flash: false`: a countdown).
+ */
 function fill(id, rows, empty) {
   const body = $(id).tBodies[0];
   body.replaceChildren();
@@ -53,7 +57,8 @@ function fill(id, rows, empty) {
       if (cell.field) td.dataset.field = cell.field;
       const k = `${id}|${key}|${i}`;
       const text = td.textContent;
-      if (previousCells.has(k) && previousCells.get(k) !== text) td.classList.add("changed");
+      const changed = previousCells.has(k) && previousCells.get(k) !== text;
+      if (changed && cell.flash !== false) td.classList.add("changed");
       previousCells.set(k, text);
       tr.append(td);
     });
@@ -103,7 +108,11 @@ function render(s) {
       { text: e.address, cls: "mono" },
       { text: e.holder ?? "nobody", cls: e.holder ? "mono" : "state-none", field: "owner" },
       { text: e.epoch ?? "", cls: "num", field: "epoch" },
-      { text: e.ttlMs === null ? "" : `${(e.ttlMs / 1000).toFixed(1)} s`, cls: "num" },
+      {
+        text: e.ttlMs === null ? "" : `${(e.ttlMs / 1000).toFixed(1)} s`,
+        cls: "num",
+        flash: false,
+      },
     ]]),
     "no egress addresses",
   );

@@ -8,6 +8,8 @@
 import { assert, assertEquals } from "../../controller/_testing.ts";
 import { main as statusMain } from "../../controller/status/main.ts";
 import { readStatus } from "../../controller/status/collect.ts";
+import { dashboardHandler, StatusFeed } from "../../controller/status/dashboard.ts";
+import { serveOps } from "../../lib/ops_http.ts";
 import { RedisStatusStore } from "../../controller/status/redis_status_store.ts";
 import type { StatusSnapshot } from "../../controller/status/model.ts";
 import { captureLogs } from "../../lib/log.ts";
@@ -71,6 +73,38 @@ Deno.test("status: Redis and an agent's /metrics, as data, --json and tables", a
     assertEquals(down.code, 1);
     assert(down.text.includes("Redis: down"), down.text);
   } finally {
+    await store.close();
+  }
+});
+
+Deno.test("status: an ops server (the controller's) serves /dashboard beside /metrics", async () => {
+  using _logs = captureLogs();
+  await using redis = await startRedis();
+  const store = new RedisStatusStore({ url: redis.url });
+  const feed = new StatusFeed(() => readStatus(store, []), { lazy: true });
+  feed.start();
+  const port = freePort();
+  const server = serveOps({ hostname: "127.0.0.1", port }, () => true, {
+    routes: dashboardHandler(feed),
+  });
+  try {
+    const get = async (path: string) => {
+      const res = await fetch(`http://127.0.0.1:${port}${path}`);
+      return { status: res.status, type: res.headers.get("content-type"), text: await res.text() };
+    };
+    const page = await get("/dashboard");
+    assertEquals([page.status, page.type], [200, "text/html; charset=utf-8"]);
+    assert(page.text.includes('<ol id="timeline"'), page.text);
+    assert(!/https?:\/\//.test(page.text), "the page loads nothing from elsewhere");
+    assertEquals((await get("/dashboard/app.js")).status, 200);
+    assertEquals((await get("/dashboard/style.css")).status, 200);
+    const status = JSON.parse((await get("/dashboard/status.json")).text) as StatusSnapshot;
+    assertEquals(status.redis, { up: true });
+    assertEquals((await get("/metrics")).status, 200);
+    assertEquals((await get("/nothing")).status, 404);
+  } finally {
+    await feed.stop();
+    await server.shutdown();
     await store.close();
   }
 });

@@ -40,8 +40,7 @@ const COMMANDS: Record<string, Command> = {
     load: () => import("./controller/k8s/main.ts"),
   },
   status: {
-    summary:
-      "what runs now, from Redis and the nodes' /metrics: tables, --json, or --serve a dashboard",
+    summary: "what runs now (Redis, nodes' /metrics): tables, --json, --serve the dashboard",
     load: () => import("./controller/status/main.ts"),
   },
   "control-plane": {

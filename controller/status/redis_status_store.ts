@@ -54,13 +54,23 @@ export function flowValueBackend(value: string): string | undefined {
 
 /** The stored state in Redis; see the module doc. */
 export class RedisStatusStore implements StatusStore {
-  readonly #redis: Conn;
+  readonly #options: RedisStoreOptions;
+  #conn: Conn | undefined;
   readonly #prefix: string;
 
+  /** Connects at the first read (a controller nobody asks for its dashboard opens none). */
   constructor(options: RedisStoreOptions, connection?: Conn) {
-    this.#redis = connection ??
-      new RedisConnection({ logComponent: "status", ...options, connectTimeoutMs: 1_000 });
+    this.#options = options;
+    this.#conn = connection;
     this.#prefix = options.prefix ?? "hf";
+  }
+
+  get #redis(): Conn {
+    return this.#conn ??= new RedisConnection({
+      logComponent: "status",
+      ...this.#options,
+      connectTimeoutMs: 1_000,
+    });
   }
 
   async read(): Promise<StoredState> {
@@ -73,8 +83,8 @@ export class RedisStatusStore implements StatusStore {
     return { model, flows, egress, reports };
   }
 
-  close(): Promise<void> {
-    return this.#redis.close();
+  async close(): Promise<void> {
+    await this.#conn?.close();
   }
 
   async #scan(pattern: string): Promise<string[]> {

@@ -75,6 +75,16 @@ export class StatusFeed {
     return [...this.#history];
   }
 
+  /**
+   * The status now: the latest reading while the feed polls, else (lazy, nobody subscribed, or
+   * stopped) a fresh one.
+   */
+  async current(): Promise<StatusSnapshot> {
+    const polling = this.#loop !== null && !this.#stop.signal.aborted &&
+      (!this.#o.lazy || this.#subscribers.size > 0);
+    return (polling ? this.#latest : null) ?? await this.tick();
+  }
+
   /** Calls `fn` with every new snapshot and event; returns the unsubscribe. */
   subscribe(fn: (m: FeedMessage) => void): () => void {
     this.#subscribers.add(fn);
@@ -164,8 +174,7 @@ export function dashboardHandler(
     }
     if (path === "/dashboard/status.json") {
       return (async () => {
-        const snapshot = feed.latest ?? await feed.tick();
-        return Response.json(snapshot);
+        return Response.json(await feed.current());
       })();
     }
     if (path === "/dashboard/events") return Promise.resolve(events(feed));

@@ -35,16 +35,7 @@ class Terminal implements AsyncDisposable {
 
   /** The screen and its scrollback, as text. */
   async screen(): Promise<string> {
-    const { stdout } = await run([
-      "tmux",
-      "capture-pane",
-      "-p",
-      "-J",
-      "-S",
-      "-2000",
-      "-t",
-      this.name,
-    ]);
+    const { stdout } = await run(["tmux", "capture-pane", "-p", "-J", "-S", "-2000", "-t", this.name]);
     return stdout;
   }
 
@@ -115,27 +106,24 @@ rootTest("./hf demo --quick on a terminal: the live table, no warnings, the repo
   }
 });
 
-rootTest(
-  "./hf demo: Ctrl-C during a story removes every namespace and process it made",
-  async () => {
-    let pid = 0;
-    let made: { namespaces: string[]; pids: number[] } = { namespaces: [], pids: [] };
-    {
-      await using term = await Terminal.start("./hf demo --quick");
-      await term.until(/connections open, each exchanging/, 300_000);
-      pid = await demoPid();
-      made = await labOf(pid);
-      ok(made.namespaces.length >= 8 && made.pids.length > 0, JSON.stringify(made));
-      await term.keys("C-c");
-      const screen = await term.until(/EXIT=\d+/, 120_000);
-      ok(/EXIT=130/.test(screen), `exit code after Ctrl-C:\n${screen}`);
-      ok(screen.includes("stopped: everything the demo made is removed"), screen);
-    }
-    deepStrictEqual((await labOf(pid)).namespaces, [], "namespaces left behind");
-    const alive: number[] = [];
-    for (const p of [pid, ...made.pids]) {
-      if ((await run(["kill", "-0", String(p)], { check: false })).code === 0) alive.push(p);
-    }
-    deepStrictEqual(alive, [], "processes left behind");
-  },
-);
+rootTest("./hf demo: Ctrl-C during a story removes every namespace and process it made", async () => {
+  let pid = 0;
+  let made: { namespaces: string[]; pids: number[] } = { namespaces: [], pids: [] };
+  {
+    await using term = await Terminal.start("./hf demo --quick");
+    await term.until(/connections open, each exchanging/, 300_000);
+    pid = await demoPid();
+    made = await labOf(pid);
+    ok(made.namespaces.length >= 8 && made.pids.length > 0, JSON.stringify(made));
+    await term.keys("C-c");
+    const screen = await term.until(/EXIT=\d+/, 120_000);
+    ok(/EXIT=130/.test(screen), `exit code after Ctrl-C:\n${screen}`);
+    ok(screen.includes("stopped: everything the demo made is removed"), screen);
+  }
+  deepStrictEqual((await labOf(pid)).namespaces, [], "namespaces left behind");
+  const alive: number[] = [];
+  for (const p of [pid, ...made.pids]) {
+    if ((await run(["kill", "-0", String(p)], { check: false })).code === 0) alive.push(p);
+  }
+  deepStrictEqual(alive, [], "processes left behind");
+});

@@ -39,6 +39,10 @@ const COMMANDS: Record<string, Command> = {
     summary: "the Kubernetes controller: addresses, status, Events, the LB model in Redis",
     load: () => import("./controller/k8s/main.ts"),
   },
+  status: {
+    summary: "what runs now (Redis, nodes' /metrics): tables, --json, --serve the dashboard",
+    load: () => import("./controller/status/main.ts"),
+  },
   "control-plane": {
     summary: "dry run: load a services file into in-memory maps and print the tables",
     load: () => import("./controller/main.ts"),

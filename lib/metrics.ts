@@ -283,3 +283,15 @@ export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
 /** The process-wide registry. */
 export const registry: Registry = new Registry();
+
+/**
+ * Sets `holdfast_node_info{role,node}` to 1 in `reg`: which node, in which role (`lb`,
+ * `anycast`, `egress`), serves this `/metrics` — what `main.ts status` names it by.
+ */
+export function exportNodeInfo(role: string, node: string, reg: Registry = registry): void {
+  reg.gauge(
+    "holdfast_node_info",
+    "1, labelled with this process's role (lb, anycast, egress) and node or pod name.",
+    { labelNames: ["role", "node"] },
+  ).set({ role, node }, 1);
+}

@@ -1,7 +1,7 @@
 /**
  * The operations endpoints every Holdfast process serves: `GET /metrics` (Prometheus text from a
  * {@linkcode Registry}), `GET /healthz` (the process runs) and `GET /readyz` (200 once `isReady()`
- * says so, else 503).
+ * says so, else 503), and whatever more `routes` answers (the controller's `/dashboard`).
  *
  * @example
  * ```ts ignore
@@ -20,7 +20,12 @@ import { CONTENT_TYPE, type Registry, registry as processRegistry } from "./metr
 export function serveOps(
   listen: { hostname: string; port: number },
   isReady: () => boolean,
-  options: { logger?: Logger; registry?: Registry } = {},
+  options: {
+    logger?: Logger;
+    registry?: Registry;
+    /** More routes (e.g. the dashboard): a response for its paths, null to fall through. */
+    routes?: (req: Request) => Response | Promise<Response> | null;
+  } = {},
 ): Deno.HttpServer {
   const logger = options.logger ?? log;
   const registry = options.registry ?? processRegistry;
@@ -37,6 +42,6 @@ export function serveOps(
       const ok = isReady();
       return new Response(ok ? "ready\n" : "not ready\n", { status: ok ? 200 : 503 });
     }
-    return new Response("not found\n", { status: 404 });
+    return options.routes?.(req) ?? new Response("not found\n", { status: 404 });
   });
 }

@@ -61,7 +61,7 @@ import { backendsLeaving } from "./flows/frontends.ts";
 import { purgeRemovedBackends } from "./flows/purge.ts";
 import { connectRedisStore, redact } from "./flows/redis_store.ts";
 import { log, setLogLevel } from "../lib/log.ts";
-import { registry } from "../lib/metrics.ts";
+import { exportNodeInfo, registry } from "../lib/metrics.ts";
 import { serveOps } from "../lib/ops_http.ts";
 import { watchConfigFile } from "./_config_watch.ts";
 
@@ -165,6 +165,19 @@ export async function main(
       const at = { encapPort: dp.encapPort, configureEncap: dp.configureEncap };
       role = new LbNodeRole({ nodeName, encapPortFlag, ...at, logger: agentLog });
     }
+    // Who this is and which LB IPs it serves now (announced while BGP runs): `main.ts status`.
+    exportNodeInfo("lb", a.nodeName, registry);
+    const lbIps = registry.gauge(
+      "holdfast_agent_lb_ip",
+      "1 for each LB IP this node serves while ready (what it announces with BGP), 0 for one it served before.",
+      { labelNames: ["address"] },
+    );
+    const everServed = new Set<string>();
+    lbIps.onCollect(() => {
+      const now = new Set(isReady() ? announcedLbIps(current, a.vips) : []);
+      for (const ip of now) everServed.add(ip);
+      for (const ip of everServed) lbIps.set({ address: ip }, now.has(ip) ? 1 : 0);
+    });
     // The model's BGP section (spec.bgp): bird once ready, unless --bgp-config (it wins).
     const modelBgp = modelStore
       ? new LbModelBgp({

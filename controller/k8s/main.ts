@@ -7,7 +7,8 @@
  *
  * HTTP (`--listen`): `/metrics` (Prometheus text), `/healthz` (200 while running), `/readyz`
  * (200 once the informers listed everything and one pass built the tables: the leader can publish,
- * a follower is warm and can take over at once).
+ * a follower is warm and can take over at once), and with `--redis` the dashboard `/dashboard`
+ * (controller/status/dashboard.ts; `--agents` adds nodes' `/metrics` to it).
  *
  * Exit codes: 0 after SIGTERM/SIGINT, 1 cannot start, 2 bad command line.
  *
@@ -18,6 +19,7 @@ import * as k8s from "@kubernetes/client-node";
 import {
   choiceOption,
   intOption,
+  listOption,
   readCommandLine,
   stringOption,
   UsageError,
@@ -32,6 +34,9 @@ import {
 } from "../model/mod.ts";
 import { startLeaderElection } from "./leader.ts";
 import { startController } from "./run.ts";
+import { metricsUrl, readStatus } from "../status/collect.ts";
+import { dashboardHandler, StatusFeed } from "../status/dashboard.ts";
+import { RedisStatusStore } from "../status/redis_status_store.ts";
 
 const USAGE = `usage: main.ts controller [OPTIONS]
   [--kubeconfig FILE]           (default: in-cluster, else $KUBECONFIG or ~/.kube/config)
@@ -44,7 +49,9 @@ const USAGE = `usage: main.ts controller [OPTIONS]
   [--redis-user USER] [--redis-password-file FILE]
   [--policy-configmap NAME]     ConfigMap with the WASM policy, validated on every change
                                 (Events PolicyValidated / PolicyRejected; default holdfast-policy)
-  [--listen HOST:PORT]          /metrics, /healthz, /readyz (default 0.0.0.0:9480; "none")
+  [--listen HOST:PORT]          /metrics, /healthz, /readyz, and with --redis /dashboard
+                                (default 0.0.0.0:9480; "none")
+  [--agents URL,...]            the dashboard also reads these nodes' /metrics (http://HOST:PORT)
   [--log-level info|debug|warn|error]`;
 
 /** The parsed command line. */
@@ -59,6 +66,8 @@ export interface ControllerArgs {
   redis?: RedisStoreOptions;
   policyConfigMap: string;
   listen: { hostname: string; port: number } | null;
+  /** `/metrics` URLs the dashboard reads besides Redis. */
+  agents: string[];
   logLevel: LogLevel;
 }
 
@@ -75,6 +84,7 @@ const OPTIONS = {
   "redis-password-file": { type: "string" },
   "policy-configmap": { type: "string" },
   listen: { type: "string" },
+  agents: { type: "string", multiple: true },
   "log-level": { type: "string" },
 } as const;
 
@@ -122,6 +132,13 @@ export function readControllerArgs(
     redis,
     policyConfigMap: stringOption(values, "policy-configmap", { default: "holdfast-policy" }),
     listen,
+    agents: listOption(values, "agents").map((a) => {
+      try {
+        return metricsUrl(a);
+      } catch (err) {
+        throw new UsageError(`--agents: ${(err as Error).message}`);
+      }
+    }),
     logLevel: choiceOption<LogLevel>(values, "log-level", ["info", "debug", "warn", "error"]),
   };
 }
@@ -213,7 +230,15 @@ export async function main(argv: string[]): Promise<number> {
     },
     onStoppedLeading: () => logger.warn("stopped leading: writes stop", {}),
   });
-  const server = args.listen ? serveOps(args.listen, running.isSynced) : undefined;
+  // The dashboard (/dashboard): Redis and --agents, read only while someone watches.
+  const statusStore = args.redis && args.listen ? new RedisStatusStore(args.redis) : null;
+  const feed = statusStore
+    ? new StatusFeed(() => readStatus(statusStore, args.agents), { lazy: true, logger })
+    : undefined;
+  feed?.start();
+  const server = args.listen
+    ? serveOps(args.listen, running.isSynced, feed ? { routes: dashboardHandler(feed) } : {})
+    : undefined;
   const stopped = Promise.withResolvers<void>();
   const onSignal = () => stopped.resolve();
   for (const s of ["SIGTERM", "SIGINT"] as const) Deno.addSignalListener(s, onSignal);
@@ -225,6 +250,8 @@ export async function main(argv: string[]): Promise<number> {
   await running.stop();
   await egressRedis?.close();
   await store?.close();
+  await feed?.stop(); // ends the dashboard's event streams, so the server can shut down
+  await statusStore?.close();
   await server?.shutdown();
   return 0;
 }

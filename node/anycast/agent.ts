@@ -19,6 +19,11 @@ import type { AnycastState } from "./state_file.ts";
 
 const metrics = {
   held: registry.gauge("holdfast_anycast_addresses_held", "Anycast addresses held on lo."),
+  address: registry.gauge(
+    "holdfast_anycast_address",
+    "1 while this node holds the anycast address on lo, 0 once it forfeited it.",
+    { labelNames: ["address"] },
+  ),
   changes: registry.counter(
     "holdfast_anycast_changes_total",
     "Anycast addresses assumed and forfeited.",
@@ -63,6 +68,7 @@ export class AnycastAgent {
   readonly #maxRetries: number;
   #state: AnycastState = { services: [], pods: [] };
   #held = new Map<string, Holding>();
+  readonly #everHeld = new Set<string>();
   #generation = 0;
   #pass: Promise<void> = Promise.resolve();
   #stopped = false;
@@ -174,14 +180,23 @@ export class AnycastAgent {
     for (const address of [...this.#held.keys()]) {
       if (!desired.has(address)) this.#held.delete(address);
     }
-    metrics.held.set(undefined, this.#held.size);
+    this.#countHeld();
     if (failed.length > 0) throw new Error(`Cannot change addresses ${failed.join(", ")}`);
+  }
+
+  /** The held-addresses gauges: the count, and 1/0 per address this agent ever held. */
+  #countHeld(): void {
+    metrics.held.set(undefined, this.#held.size);
+    for (const address of this.#held.keys()) this.#everHeld.add(address);
+    for (const address of this.#everHeld) {
+      metrics.address.set({ address }, this.#held.has(address) ? 1 : 0);
+    }
   }
 
   #forfeited(address: string, before: Holding, reason: string): void {
     this.#held.delete(address);
     metrics.changes.inc({ action: "forfeit" });
-    metrics.held.set(undefined, this.#held.size);
+    this.#countHeld();
     this.#log.info(`forfeiting address ${address}`, {
       address,
       services: before.services,

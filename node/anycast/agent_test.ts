@@ -1,4 +1,5 @@
 import { captureLogs } from "../../lib/log.ts";
+import { registry } from "../../lib/metrics.ts";
 import { AnycastAgent } from "./agent.ts";
 import { MemoryLoopback } from "./loopback.ts";
 import { desiredAddresses } from "./model.ts";
@@ -71,8 +72,11 @@ Deno.test("anycast agent: assumes and forfeits on lo, logging address, services 
   const agent = new AnycastAgent("n1", lo, { prefixes: ["10.0.200.0/24"] });
   await agent.update(state(`[${pod("default/web-1", { app: "web" })}]`));
   assertEquals([...lo.addresses].sort(), ["10.0.100.10", "127.0.0.9"]);
+  const held = 'holdfast_anycast_address{address="10.0.100.10"}';
+  assertEquals(registry.expose().includes(`${held} 1`), true, "held address is 1 in /metrics");
   await agent.update(state(`[${pod("default/web-1", { app: "web" }, { terminating: true })}]`));
   assertEquals([...lo.addresses], ["127.0.0.9"]);
+  assertEquals(registry.expose().includes(`${held} 0`), true, "forfeited: 0 in /metrics");
   const lines = logs.records.filter((r) => /^(assuming|forfeiting) address/.test(r.msg));
   assertEquals(lines.map((r) => [r.msg, r.pods, r.services, r.reason]), [
     ["forfeiting address 10.0.200.5", [], [], "not wanted by any local ready pod (left over)"],

@@ -30,6 +30,7 @@ import {
 import { isIpv4 } from "../../lib/ipv4.ts";
 import { log as rootLog } from "../../lib/log.ts";
 import { sleep } from "../../lib/backoff.ts";
+import { exportNodeInfo } from "../../lib/metrics.ts";
 import { serveOps } from "../../lib/ops_http.ts";
 import { BirdSupervisor, parseBgpSettingsText } from "../bgp/mod.ts";
 import { AnycastAgent } from "./agent.ts";
@@ -147,6 +148,7 @@ export async function main(args: string[]): Promise<number> {
     ? new KubeBgp({ dir: o.birdDir, log: log.with({ component: "bgp" }) })
     : undefined;
   let loaded = false;
+  exportNodeInfo("anycast", o.node);
   const ops = o.opsPort > 0
     ? serveOps({ hostname: "127.0.0.1", port: o.opsPort }, () => loaded, { logger: log })
     : undefined;

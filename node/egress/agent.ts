@@ -20,7 +20,7 @@
  */
 
 import { log as rootLog, type Logger, setLogLevel } from "../../lib/log.ts";
-import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
+import { exportNodeInfo, type Registry, registry as processRegistry } from "../../lib/metrics.ts";
 import { readCommandLine } from "../../lib/args.ts";
 import { serveOps } from "../../lib/ops_http.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
@@ -371,6 +371,7 @@ export async function main(args: string[]): Promise<number> {
     leaseTtlMs: a.leaseTtlMs,
     log: log.with({ egress: config.name }),
   });
+  exportNodeInfo("egress", a.name);
   const server = a.metrics ? serveOps(a.metrics, () => agent.ready, { logger: log }) : null;
   let code = 0;
   try {

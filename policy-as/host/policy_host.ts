@@ -6,7 +6,12 @@
  * @module
  */
 import { log as rootLog, type Logger } from "../../lib/log.ts";
-import { type Counter, type Registry, registry as rootRegistry } from "../../lib/metrics.ts";
+import {
+  type Counter,
+  type Gauge,
+  type Registry,
+  registry as rootRegistry,
+} from "../../lib/metrics.ts";
 import {
   type PolicyLimits,
   type PolicyModule,
@@ -49,6 +54,7 @@ export class PolicyHost {
   #log: Logger;
   #swaps: Counter;
   #rejections: Counter;
+  #serving: Gauge;
   #queue: Promise<unknown> = Promise.resolve();
 
   private constructor(vectors: PolicyVectors, options: PolicyHostOptions) {
@@ -64,6 +70,11 @@ export class PolicyHost {
       "holdfast_policy_rejections_total",
       "Policy WASM modules rejected by validation; the old module kept serving.",
       { labelNames: ["reason"] },
+    );
+    this.#serving = reg.gauge(
+      "holdfast_policy_module",
+      "1 for the SHA-256 digest of the serving policy module, 0 for modules it replaced.",
+      { labelNames: ["digest"] },
     );
   }
 
@@ -103,6 +114,8 @@ export class PolicyHost {
       });
       this.#current = module; // the one and only point where readers switch
       this.#swaps.inc();
+      if (previous !== undefined) this.#serving.set({ digest: previous }, 0);
+      this.#serving.set({ digest: module.digest }, 1);
       this.#log.info("policy module swapped", {
         source,
         digest: module.digest.slice(0, 16),

@@ -35,7 +35,15 @@ Deno.test("first swap installs; a bad swap keeps the old module serving, logged 
   if (!second.ok || second.previous !== first.digest) throw new Error(JSON.stringify(second));
 
   const text = registry.expose();
-  for (const line of ["holdfast_policy_swaps_total 2", 'reason="vectors"} 1', 'reason="trap"} 1']) {
+  for (
+    const line of [
+      "holdfast_policy_swaps_total 2",
+      'reason="vectors"} 1',
+      'reason="trap"} 1',
+      `holdfast_policy_module{digest="${first.digest}"} 0`,
+      `holdfast_policy_module{digest="${second.digest}"} 1`,
+    ]
+  ) {
     if (!text.includes(line)) throw new Error(`metrics lack "${line}":\n${text}`);
   }
   const msgs = logs.records.map((r) => `${r.msg}:${r.reason ?? ""}`);

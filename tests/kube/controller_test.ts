@@ -11,6 +11,7 @@ import { startController } from "../../controller/k8s/run.ts";
 import { createAddressPool, kubeConfigFor } from "../../lab/kube/mod.ts";
 import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { kubectlEnv, waitFor } from "./_kubectl.ts";
+import { startRedis } from "../../lab/redis_server.ts";
 
 const CLASS = "holdfast.io/lb";
 const custom = (kc: k8s.KubeConfig) => kc.makeApiClient(k8s.CustomObjectsApi);
@@ -292,6 +293,35 @@ Deno.test("controller: main.ts controller runs under -P=controller, serves /read
     assertMatch(metrics, /holdfast_controller_allocations_total 1/);
     assertMatch(metrics, /holdfast_controller_informer_lists_total\{resource="services"\} 1/);
     assertEquals((await proc.get("/healthz")).status, 200);
+  } finally {
+    stopped = await proc.stop();
+  }
+  assert(stopped.status.success, `controller exited ${stopped.status.code}:\n${stopped.text}`);
+});
+
+Deno.test("controller: with --redis it serves /dashboard: the model it published, live", async () => {
+  await using redis = await startRedis();
+  await using env = await kubectlEnv({ crdDirs: ["k8s/crds"] });
+  const kc = await kubeConfigFor(env.server);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  await core.createNamespace({ body: { metadata: { name: "holdfast-system" } } });
+  await createAddressPool(kc, "blue", [{ cidr: "10.0.8.0/30" }]);
+  const proc = spawnController(env.kubeconfig, "dashboard-test", [`--redis=${redis.url}`]);
+  let stopped: Awaited<ReturnType<typeof proc.stop>> | undefined;
+  try {
+    await proc.ready();
+    await core.createNamespacedService(service("web"));
+    await core.createNamespacedService(service("api"));
+    const page = await proc.get("/dashboard");
+    assertEquals(page.status, 200);
+    assertMatch(page.text, /<ol id="timeline"/);
+    // The status the page is fed: the addresses the controller gave and published to Redis.
+    await waitFor("both LB addresses on the dashboard", async () => {
+      const s = JSON.parse((await proc.get("/dashboard/status.json")).text);
+      const addresses = (s.addresses as { address: string }[]).map((a) => a.address).join();
+      return s.redis.up === true && addresses === "10.0.8.0,10.0.8.1";
+    }, 20_000);
+    assertEquals((await proc.get("/metrics")).status, 200);
   } finally {
     stopped = await proc.stop();
   }

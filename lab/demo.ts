@@ -91,7 +91,7 @@ async function story(flowSync: boolean, ctx: StoryContext): Promise<ModeReport> 
   const mode = flowSync ? "holdfast" : "maglev-only";
   const row = ctx.rows.find((r) => r.mode === mode)!;
   const report: ModeReport = { mode, samples: [], steps: [], families: [], checks: [] };
-  const t0 = Date.now();
+  let t0 = Date.now(); // from the moment the clients are connected: both modes on one time axis
   const step = async (what: string, why: string, act: () => Promise<void>) => {
     if (signal.aborted) throw new Interrupted("interrupted");
     report.steps.push({ t: Date.now() - t0, what, why });
@@ -129,6 +129,7 @@ async function story(flowSync: boolean, ctx: StoryContext): Promise<ModeReport> 
     ),
   );
   row.state = "running";
+  t0 = Date.now();
   const sample = () => {
     const t = Date.now() - t0;
     let alive = 0, connections = 0, stalled = 0, maxStallMs = 0;

@@ -8,7 +8,7 @@
 
 /** One sample of a mode's client of one family. */
 export interface Sample {
-  /** ms since the mode's story started. */
+  /** ms since the mode's clients were connected (both modes share this axis). */
   t: number;
   family: 4 | 6;
   connections: number;
@@ -17,7 +17,7 @@ export interface Sample {
   maxStallMs: number;
 }
 
-/** A step of a mode's story, at `t` ms since the story started. */
+/** A step of a mode's story, at `t` ms since its clients were connected. */
 export interface StepMark {
   t: number;
   what: string;
@@ -109,8 +109,8 @@ function lossChart(modes: readonly ModeReport[]): string {
   const max = Math.max(1, ...rows.map((r) => r.connections));
   const bars = rows.map((r, i) => {
     const y = 10 + i * rowH;
-    const wOk = ((W - L - 80) * r.survived) / max;
-    const wLost = ((W - L - 80) * (r.connections - r.survived)) / max;
+    const wOk = ((W - L - 250) * r.survived) / max;
+    const wLost = ((W - L - 250) * (r.connections - r.survived)) / max;
     return `<text x="${L - 8}" y="${y + 14}" text-anchor="end">${
       esc(r.mode)
     } IPv${r.family}</text>` +
@@ -127,7 +127,7 @@ function lossChart(modes: readonly ModeReport[]): string {
 /** The report page. */
 export function reportHtml(report: DemoReport): string {
   const steps = (report.modes[0]?.steps ?? []).map((s, i) =>
-    `<tr><td>${i + 1}</td><td>${(s.t / 1000).toFixed(1)} s</td><td>${esc(s.what)}</td>` +
+    `<tr><td>${i + 1}</td><td class="at">${(s.t / 1000).toFixed(1)} s</td><td>${esc(s.what)}</td>` +
     `<td>${esc(s.why)}</td></tr>`
   ).join("");
   const summary = report.modes.map((m) => {
@@ -147,6 +147,7 @@ table { border-collapse: collapse; margin: 8px 0 20px; }
 td, th { border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: left; font-size: 13px; }
 h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; }
 .note { color: #555; font-size: 13px; }
+td.at { white-space: nowrap; }
 </style></head><body>
 <h1>Holdfast demo: live connections through change</h1>
 <p class="note">Run ${esc(report.started)} – ${esc(report.finished)}. The same story twice: with

@@ -8,6 +8,7 @@
 import { deepStrictEqual, ok } from "node:assert/strict";
 import { listHfNamespaces, run } from "../../lab/mod.ts";
 import { rootTest } from "../harness/mod.ts";
+import { launchChromium } from "../harness/browser.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 
@@ -108,8 +109,30 @@ rootTest("./hf demo --quick on a terminal: the live table, no warnings, the repo
     }
     for (const f of report.modes[0].families) deepStrictEqual(f.survived, f.connections);
     const html = await Deno.readTextFile(`${out}/report.html`);
-    ok(html.includes('<svg id="alive-chart"') && html.includes('<svg id="loss-chart"'));
     ok(!/\b(src|href)=["']?https?:/.test(html), "the page loads nothing from elsewhere");
+    // The page as a person sees it: headless Chromium draws both modes' lines and the steps.
+    await using chromium = await launchChromium(60_000);
+    const page = await chromium.context.newPage();
+    page.setDefaultTimeout(60_000);
+    await page.goto(`file://${out}/report.html`);
+    for (const mode of ["holdfast", "maglev-only"]) {
+      const d = await page.locator(`#alive-chart path.series[data-mode="${mode}"]`).getAttribute(
+        "d",
+      );
+      ok(d && d.split("L").length > 5, `${mode}: a line of connections alive over time: ${d}`);
+    }
+    deepStrictEqual(await page.locator("#alive-chart line.step").count(), 4);
+    deepStrictEqual(
+      await page.locator("#loss-chart rect").count(),
+      8,
+      "2 bars × 2 families × 2 modes",
+    );
+    const survived = await page.locator('tr.mode[data-mode="holdfast"] td.survived').textContent();
+    deepStrictEqual(survived, "20/20");
+    const shot = Deno.env.get("HF_REPORT_SCREENSHOT") ??
+      `${Deno.env.get("TMPDIR") ?? "/tmp"}/holdfast-demo-report.png`;
+    await page.screenshot({ path: shot, fullPage: true });
+    console.log(`report screenshot: ${shot}`);
   } finally {
     await Deno.remove(out, { recursive: true });
   }

@@ -1,6 +1,7 @@
 /**
- * A V8 CPU profile of part of a benchmark, through the inspector protocol (`node:inspector`,
- * in process: no flag, no file), summarised as self time per function and per file. Used by
+ * A V8 CPU profile and allocation sampling of part of a benchmark, through the inspector
+ * protocol (`node:inspector`, in process: no file; needs `--allow-sys`), summarised as self time
+ * per function and per file, and bytes allocated per function. Used by
  * `bench/control_plane.ts --profile`.
  *
  * @module
@@ -28,7 +29,22 @@ export interface ProfileEntry {
 
 /** A running profile: `stop()` ends it and returns the top entries. */
 export interface CpuProfiler {
-  stop(top?: number): Promise<{ functions: ProfileEntry[]; files: ProfileEntry[]; ms: number }>;
+  stop(top?: number): Promise<
+    { functions: ProfileEntry[]; files: ProfileEntry[]; ms: number; allocations: AllocEntry[] }
+  >;
+}
+
+/** Bytes allocated by a function (sampled: allocations still alive or not when it stopped). */
+export interface AllocEntry {
+  name: string;
+  pct: number;
+  bytes: number;
+}
+
+interface HeapNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: HeapNode[];
 }
 
 /** Starts sampling every `intervalUs` µs (default 100). */
@@ -44,17 +60,52 @@ export async function startCpuProfile(intervalUs = 100): Promise<CpuProfiler> {
     );
   await post("Profiler.enable");
   await post("Profiler.setSamplingInterval", { interval: intervalUs });
+  await post("HeapProfiler.enable");
+  // Every allocation sampled, collected or not (the flags keep what the GC took).
+  await post("HeapProfiler.startSampling", {
+    samplingInterval: 1024,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
   await post("Profiler.start");
   return {
     async stop(top = 25) {
       const { profile } = await post<{ profile: Profile }>("Profiler.stop");
+      const heap = await post<{ profile: { head: HeapNode } }>("HeapProfiler.stopSampling");
       session.disconnect();
-      return summarise(profile, top);
+      return { ...summarise(profile, top), allocations: allocations(heap.profile.head, top) };
     },
   };
 }
 
+/**
+ * Sampled bytes allocated per function (self), largest first; a built-in (`push`, `slice`, a
+ * constructor) is named with the function that called it.
+ */
+function allocations(head: HeapNode, top: number): AllocEntry[] {
+  const by = new Map<string, number>();
+  let total = 0;
+  const walk = (n: HeapNode, caller: string) => {
+    const own = frameName(n.callFrame);
+    const name = n.callFrame.url === "" ? `${n.callFrame.functionName} ← ${caller}` : own;
+    if (n.selfSize > 0) {
+      by.set(name, (by.get(name) ?? 0) + n.selfSize);
+      total += n.selfSize;
+    }
+    for (const c of n.children) walk(c, n.callFrame.url === "" ? caller : own);
+  };
+  walk(head, "(root)");
+  return [...by].sort((a, b) => b[1] - a[1]).slice(0, top).map(([name, bytes]) => ({
+    name,
+    pct: Number((100 * bytes / (total || 1)).toFixed(1)),
+    bytes,
+  }));
+}
+
 const REPO = new URL("../", import.meta.url).href;
+const fileOf = (url: string) => url.startsWith(REPO) ? url.slice(REPO.length) : url || "(native)";
+const frameName = (f: { functionName: string; url: string; lineNumber: number }) =>
+  `${f.functionName || "(anonymous)"} ${fileOf(f.url)}${f.url ? `:${f.lineNumber + 1}` : ""}`;
 
 /** Self time per function (`name file:line`) and per file, largest first. */
 export function summarise(profile: Profile, top: number) {
@@ -71,8 +122,8 @@ export function summarise(profile: Profile, top: number) {
   for (const [id, us] of self) {
     total += us;
     const f = byId.get(id)!.callFrame;
-    const file = f.url.startsWith(REPO) ? f.url.slice(REPO.length) : f.url || "(native)";
-    const fn = `${f.functionName || "(anonymous)"} ${file}${f.url ? `:${f.lineNumber + 1}` : ""}`;
+    const file = fileOf(f.url);
+    const fn = frameName(f);
     fns.set(fn, (fns.get(fn) ?? 0) + us);
     files.set(file, (files.get(file) ?? 0) + us);
   }

@@ -317,6 +317,10 @@ async function shape(
     for (const e of profile.functions) console.log(`    ${e.selfPct}% ${e.name}`);
     console.log(`  by file:`);
     for (const e of profile.files) console.log(`    ${e.selfPct}% ${e.name}`);
+    console.log(`  allocation sampling, bytes allocated per service by function:`);
+    for (const e of profile.allocations) {
+      console.log(`    ${e.pct}% ${Math.round(e.bytes / n)} B ${e.name}`);
+    }
   }
   return out;
 }

@@ -63,7 +63,7 @@ export async function startCpuProfile(intervalUs = 100): Promise<CpuProfiler> {
   await post("HeapProfiler.enable");
   // Every allocation sampled, collected or not (the flags keep what the GC took).
   await post("HeapProfiler.startSampling", {
-    samplingInterval: 1024,
+    samplingInterval: 4096,
     includeObjectsCollectedByMajorGC: true,
     includeObjectsCollectedByMinorGC: true,
   });

@@ -21,7 +21,11 @@ type AgentOptions = https.AgentOptions & Record<string, unknown>;
 /** The options an agent is built from, as one comparable string. */
 function optionsKey(server: string, o: AgentOptions): string {
   const text = (v: unknown) =>
-    v === undefined ? "" : typeof v === "string" ? v : v instanceof Uint8Array
+    v === undefined
+      ? ""
+      : typeof v === "string"
+      ? v
+      : v instanceof Uint8Array
       ? new TextDecoder().decode(v)
       : JSON.stringify(v);
   return [server, text(o.ca), text(o.cert), text(o.key), text(o.pfx), text(o.passphrase)]

@@ -73,7 +73,7 @@ export interface ControllerOptions {
   /** Retry schedule after failed writes (default 100 ms .. 30 s). */
   retry?: BackoffOptions;
   /**
-   * Writes in flight at once (default 32; one kept-alive connection each). Each write that is
+   * Writes in flight at once (default 8; one kept-alive connection each). Each write that is
    * refused with 429/500/503/504 (or 409 without a precondition) is tried again in place, up to 4
    * times on a 20 ms .. 1 s backoff or the answer's `Retry-After` (`_write_retry.ts`).
    */
@@ -315,11 +315,11 @@ export class LbController {
 }
 
 /**
- * Writes in flight by default (was 8). Measured (1,000 status patches against the test API
- * server, kept-alive connections): 8 or 32 in flight cost the same CPU within noise; more in
- * flight keeps the API server busy while this thread does other work.
+ * Writes in flight by default. Measured in `bench:k8s` (the controller, the test API server and
+ * the model publisher share one thread): 32 in flight wrote every status no sooner than 8 and
+ * delayed the model's first publish (0.67–0.86 s against 0.31–0.60 s), so the agents' cold start.
  */
-const CONCURRENCY = 32;
+const CONCURRENCY = 8;
 /** Tries per Event, and Events kept for retry at most. */
 const EVENT_TRIES = 5, EVENT_BACKLOG = 1_000;
 /** How long a write's resourceVersion holds back rewriting the same object (ms). */

@@ -1,10 +1,11 @@
 /**
  * One agent of `bench/k8s.ts`: a control plane over in-memory BPF maps fed by a
- * `RedisModelSource` (deployed defaults), in this thread (`startAgent`) or a Worker of its own
- * (this module as the Worker's main: one agent per thread, as one per node).
+ * `RedisModelSource` (deployed defaults, and the Maglev builder `node/agent.ts` uses: the policy
+ * module's WASM builder with the TypeScript one as fallback), in this thread (`startAgent`) or a
+ * Worker of its own (this module as the Worker's main: one agent per thread, as one per node).
  *
- * Worker protocol: `{ url }` in → `{ frontends }` out whenever the maps' frontend count changes;
- * `"stop"` in → `"stopped"` out.
+ * Worker protocol: `{ url }` in → `{ frontends, builds }` out whenever the maps' frontend count
+ * or the Maglev builds change; `"stop"` in → `"stopped"` out.
  *
  * @module
  */
@@ -14,11 +15,17 @@ import { createControlPlane } from "../controller/control_plane.ts";
 import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
 import { connectModelStore } from "../controller/model/mod.ts";
 import { RedisModelSource } from "../controller/sources/redis_source.ts";
+import type { MaglevBuilder } from "../policy-as/host/maglev_input.ts";
+import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
+
+const RELEASE_WASM = new URL("../policy-as/build/release.wasm", import.meta.url);
 
 /** A running agent. */
 export interface BenchAgent {
   /** Frontends in its maps. */
   frontends(): number;
+  /** Maglev tables it built (on its thread or its Maglev workers). */
+  builds(): number;
   /** Resolves once its first snapshot of the model is applied. */
   ready(): Promise<void>;
   stop(): Promise<void>;
@@ -27,13 +34,24 @@ export interface BenchAgent {
 /** Starts an agent in this thread following the model in the Redis at `url`. */
 export async function startAgent(url: string): Promise<BenchAgent> {
   const maps = new MemoryLBMaps({ checkInvariants: false });
-  const cp = await createControlPlane(maps);
+  // As node/agent.ts: the policy module's builder, the TypeScript one if the module is refused.
+  const policy = await PolicyHost.create();
+  const swap = await policy.swap(await Deno.readFile(RELEASE_WASM));
+  if (!swap.ok) throw new Error(`Policy module rejected: ${JSON.stringify(swap)}`);
+  const inner = new WasmMaglevBuilder(policy, { fallback: new TsMaglevBuilder() });
+  let builds = 0;
+  const maglev: MaglevBuilder = {
+    build: (backends, m, out, values) => (builds++, inner.build(backends, m, out, values)),
+    fillModule: () => inner.fillModule?.(),
+  };
+  const cp = await createControlPlane(maps, { maglev });
   const store = connectModelStore({ url });
   const source = new RedisModelSource(cp.writer, store);
   cp.start();
   source.start();
   return {
     frontends: () => maps.services.size,
+    builds: () => builds + cp.ops.metrics.holdfast_lbmaps_maglev_built_ahead_total,
     ready: () => source.ready(),
     stop: async () => {
       await source.stop();
@@ -46,7 +64,7 @@ export async function startAgent(url: string): Promise<BenchAgent> {
 /** Starts an agent in a Worker of its own; its frontend count arrives by message. */
 export function startWorkerAgent(url: string): Promise<BenchAgent> {
   const worker = new Worker(import.meta.url, { type: "module" });
-  let count = 0;
+  let count = 0, builds = 0;
   const ready = Promise.withResolvers<void>();
   const stopped = Promise.withResolvers<void>();
   const started = Promise.withResolvers<void>();
@@ -54,7 +72,7 @@ export function startWorkerAgent(url: string): Promise<BenchAgent> {
     if (e.data === "stopped") stopped.resolve();
     else if (e.data === "started") started.resolve();
     else if (e.data === "ready") ready.resolve();
-    else count = e.data.frontends;
+    else ({ frontends: count, builds } = e.data);
   };
   worker.onerror = (e) => {
     const err = new Error(`Agent worker failed: ${e.message}`);
@@ -65,6 +83,7 @@ export function startWorkerAgent(url: string): Promise<BenchAgent> {
   worker.postMessage({ url });
   return started.promise.then(() => ({
     frontends: () => count,
+    builds: () => builds,
     ready: () => ready.promise,
     stop: async () => {
       worker.postMessage("stop");
@@ -89,10 +108,12 @@ if ("WorkerGlobalScope" in globalThis) {
     }
     agent = await startAgent(e.data.url);
     agent.ready().then(() => scope.postMessage("ready"));
-    let last = -1;
+    let last = -1, lastBuilds = -1;
     timer = setInterval(() => {
-      const n = agent!.frontends();
-      if (n !== last) scope.postMessage({ frontends: last = n });
+      const n = agent!.frontends(), b = agent!.builds();
+      if (n !== last || b !== lastBuilds) {
+        scope.postMessage({ frontends: last = n, builds: lastBuilds = b });
+      }
     }, 1);
     scope.postMessage("started");
   };

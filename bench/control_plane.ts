@@ -2,16 +2,19 @@
  * Control-plane benchmark: N services × B backends as Kubernetes objects (Service +
  * EndpointSlice) → k8s source → Writer → tables → BPF reconciler → in-memory maps, end to end.
  *
- * Reports services/s (end to end, and split into ingest and reconcile), bytes retained and
- * allocated per service, write-transaction commits/s and commit→watcher wake-up latency, beside
- * Cilium's published figures (~50,000 services/s, ~14.9 KB allocated and ~3.3 KB retained per
- * service) and a same-run baseline: the same conversion, Maglev builds and map writes with plain
- * Maps instead of the transactional store (no snapshots, indexes, watches, status).
+ * One run measures two shapes (issue 24): 1 backend per service (Cilium's
+ * pkg/loadbalancer/benchmark shape) and 10 backends per service, both with Maglev M = 1,021 and
+ * the Maglev builder the agents use (the policy module's WASM builder, TypeScript fallback). Per
+ * shape: services/s (end to end, and split into ingest and reconcile), bytes retained and
+ * allocated per service, and a same-run baseline: the same conversion, Maglev builds and map
+ * writes with plain Maps instead of the transactional store (no snapshots, indexes, watches,
+ * status). Then write-transaction commits/s and commit→watcher wake-up latency, once.
  *
  * Run: `deno task bench:control-plane` (needs `--v8-flags=--expose-gc` for retained memory).
- * Flags: `--services=N` (10000), `--backends=B` (10), `--maglev=M` (1021), `--batch=S` (100
- * services per write txn), `--maglev-builder=ts|wasm` (ts), `--quick` (a smoke run of seconds).
- * The last line of output is one JSON object.
+ * Flags: `--services=N` (10000), `--backends=B` (one shape only; default both 1 and 10),
+ * `--maglev=M` (1021), `--batch=S` (100 services per write txn), `--maglev-builder=wasm|ts`
+ * (wasm), `--profile` (V8 CPU profile of the timed runs: top self time by function and file),
+ * `--quick` (a smoke run of seconds). The last line of output is one JSON object.
  *
  * @module
  */
@@ -30,13 +33,15 @@ import {
   type K8sService,
 } from "../controller/sources/k8s_convert.ts";
 import { type K8sEvent, K8sSource } from "../controller/sources/k8s_source.ts";
-import { DB, defineIndex } from "../controller/statedb/mod.ts";
 import { choiceOption, intOption, readCommandLineOrExit } from "../lib/args.ts";
 import { setLogLevel } from "../lib/log.ts";
+import { startCpuProfile } from "./_cpu_profile.ts";
+import { txnBench } from "./_txn_bench.ts";
 import { generate } from "./_k8s_objects.ts";
 
+/** Cilium's published figures (pkg/loadbalancer/benchmark, PRs #40218, #48261; 1 backend). */
 const CILIUM = {
-  services_per_s: 50_000,
+  services_per_s: 70_600,
   allocated_bytes_per_service: 14_900,
   retained_bytes_per_service: 3_300,
 };
@@ -44,14 +49,17 @@ const CILIUM = {
 const OPTIONS = {
   command: "bench:control-plane",
   usage: `usage: deno task bench:control-plane [--services=N] [--backends=B] [--maglev=M]
-                                     [--batch=S] [--maglev-builder=ts|wasm] [--quick]
-  --quick: 200 services × 3 backends, M=251 (a smoke test of seconds, not a figure)`,
+                                     [--batch=S] [--maglev-builder=wasm|ts] [--profile] [--quick]
+  --backends=B: one shape only (default: both 1 and 10 backends per service)
+  --profile: CPU profile of the timed pipeline runs (top self time by function and file)
+  --quick: 200 services × 1 and 3 backends, M=251 (a smoke test of seconds, not a figure)`,
   options: {
     services: { type: "string" },
     backends: { type: "string" },
     maglev: { type: "string" },
     batch: { type: "string" },
     "maglev-builder": { type: "string" },
+    profile: { type: "boolean" },
     quick: { type: "boolean" },
   },
 } as const;
@@ -61,10 +69,13 @@ function readOptions(args: readonly string[]) {
     const quick = values.quick === true;
     return {
       services: intOption(values, "services", { default: quick ? 200 : 10_000, min: 1 }),
-      backends: intOption(values, "backends", { default: quick ? 3 : 10, min: 1 }),
+      shapes: values.backends === undefined
+        ? (quick ? [1, 3] : [1, 10])
+        : [intOption(values, "backends", { default: 10, min: 1 })],
       maglev: intOption(values, "maglev", { default: quick ? 251 : 1021, min: 1 }),
       batch: intOption(values, "batch", { default: 100, min: 1 }),
-      builder: choiceOption(values, "maglev-builder", ["ts", "wasm"]),
+      builder: choiceOption(values, "maglev-builder", ["wasm", "ts"]),
+      profile: values.profile === true,
     };
   });
 }
@@ -72,10 +83,9 @@ function readOptions(args: readonly string[]) {
 const tsMaglev = new TsMaglevBuilder();
 
 /**
- * The Maglev builder the pipeline (and the plain-Maps baseline) uses: `ts` (default) is the
- * controller's default, the TypeScript builder; `wasm` is what the LB agent runs
- * (`node/agent.ts`: the policy module's WASM builder with the TypeScript one as fallback). Same
- * tables either way.
+ * The Maglev builder the pipeline (and the plain-Maps baseline) uses: `wasm` (default) is what
+ * the LB agent runs (`node/agent.ts`: the policy module's WASM builder with the TypeScript one
+ * as fallback); `ts` is the TypeScript builder alone. Same tables either way.
  */
 async function maglevBuilder(kind: string): Promise<MaglevBuilder> {
   if (kind === "ts") return tsMaglev;
@@ -101,9 +111,14 @@ const heapUsed = () => Deno.memoryUsage().heapUsed;
 const timedMaglev = {
   ms: 0,
   inner: tsMaglev as MaglevBuilder,
-  build(backends: readonly { key: string; weight: number }[], m: number, out?: Uint32Array) {
+  build(
+    backends: readonly { key: string; weight: number }[],
+    m: number,
+    out?: Uint32Array,
+    ids?: readonly number[],
+  ) {
     const t = performance.now();
-    const table = this.inner.build(backends, m, out);
+    const table = this.inner.build(backends, m, out, ids);
     this.ms += performance.now() - t;
     return table;
   },
@@ -210,9 +225,9 @@ async function baseline(events: K8sEvent[], maglev: number): Promise<number> {
       }
       bids.push(id);
     }
-    // One reused buffer, as the reconciler does (the maps copy what they are given).
-    const table = scratch = builder.build(keys, maglev, scratch);
-    for (let i = 0; i < table.length; i++) table[i] = bids[table[i]! - 1]!;
+    // One reused buffer, as the reconciler does (the maps copy what they are given); the slots
+    // hold the backend IDs straight from the builder, as in the reconciler.
+    const table = scratch = builder.build(keys, maglev, scratch, bids);
     const id = sid++;
     await maps.updateMaglev(id, table);
     for (const f of s.frontends) {
@@ -231,52 +246,13 @@ async function baseline(events: K8sEvent[], maglev: number): Promise<number> {
   return performance.now() - t0;
 }
 
-/** Write-transaction commits per second (one row per txn) and commit → watcher wake latency. */
-async function txnBench(): Promise<{ commitsPerS: number; wakeP50Us: number; wakeP99Us: number }> {
-  type Row = { id: string; n: number };
-  const byId = defineIndex<Row>({ name: "id", unique: true, keys: (r) => r.id });
-  const db = new DB();
-  const t = db.createTable<Row>({ name: "t", primary: byId });
-  // Prefill so commits work on a non-trivial tree.
-  const w0 = db.writeTxn(t);
-  for (let i = 0; i < 10_000; i++) t.insert(w0, { id: `k${i}`, n: 0 });
-  w0.commit();
-  const commits = 20_000;
-  const t0 = performance.now();
-  for (let i = 0; i < commits; i++) {
-    const w = db.writeTxn(t);
-    t.insert(w, { id: `k${i % 10_000}`, n: i });
-    w.commit();
-  }
-  const commitsPerS = commits / ((performance.now() - t0) / 1000);
-  const lat: number[] = [];
-  for (let i = 0; i < 2000; i++) {
-    const key = `k${i % 10_000}`;
-    const [, watch] = t.getWatch(db.readTxn(), byId.query(key));
-    let start = 0;
-    const woke = watch.wait().then(() => performance.now() - start);
-    start = performance.now();
-    const w = db.writeTxn(t);
-    t.insert(w, { id: key, n: -i });
-    w.commit();
-    lat.push(await woke);
-  }
-  lat.sort((a, b) => a - b);
-  return {
-    commitsPerS,
-    wakeP50Us: lat[Math.floor(lat.length * 0.5)]! * 1000,
-    wakeP99Us: lat[Math.floor(lat.length * 0.99)]! * 1000,
-  };
-}
-
-export async function main(): Promise<void> {
-  const opts = readOptions(Deno.args);
-  setLogLevel("warn"); // stdout is the report
-  const n = opts.services, b = opts.backends, maglev = opts.maglev, batch = opts.batch;
-  const builderKind = opts.builder;
-  timedMaglev.inner = await maglevBuilder(builderKind);
-  if (!gcFn) console.log("warning: run with --v8-flags=--expose-gc for retained-memory numbers");
-
+/** One shape's figures: the pipeline, its memory, and the same-run plain-Maps baseline. */
+async function shape(
+  n: number,
+  b: number,
+  opts: { batch: number; maglev: number; profile: boolean },
+) {
+  const { batch, maglev } = opts;
   // Warm-up at 1/10 scale, on different addresses; thrown away.
   {
     const warm = await pipeline(generate(Math.max(100, n / 10), b, 1 << 20), { batch, maglev });
@@ -284,11 +260,12 @@ export async function main(): Promise<void> {
     await baseline(generate(Math.max(100, n / 10), b, 1 << 20), maglev);
   }
   gc();
-
   const events = generate(n, b);
   gc();
   const base = heapUsed();
+  const profiler = opts.profile ? await startCpuProfile() : null;
   const r = await pipeline(events, { batch, maglev });
+  const profile = await profiler?.stop();
   await r.stop();
   gc();
   const withMaps = heapUsed() - base;
@@ -297,18 +274,10 @@ export async function main(): Promise<void> {
   gc();
   const retained = heapUsed() - base;
   void r.keep;
-
   const baseMs = await baseline(events, maglev);
-  const tx = await txnBench();
-
   const sps = n / (r.totalMs / 1000);
   const out = {
-    bench: "control-plane",
-    services: n,
     backends_per_service: b,
-    maglev_size: maglev,
-    maglev_builder: builderKind,
-    batch_services_per_txn: batch,
     services_per_s: Math.round(sps),
     // Steadier than wall time when other jobs share the cores: compare runs with this.
     services_per_cpu_s: Math.round(n / (r.cpuMs / 1000)),
@@ -319,22 +288,13 @@ export async function main(): Promise<void> {
     retained_bytes_per_service: gcFn ? Math.round(retained / n) : null,
     retained_with_memory_maps_bytes_per_service: gcFn ? Math.round(withMaps / n) : null,
     allocated_bytes_per_service: Math.round(r.allocatedBytes / n),
-    commits_per_s: Math.round(tx.commitsPerS),
-    watch_wake_p50_us: Number(tx.wakeP50Us.toFixed(1)),
-    watch_wake_p99_us: Number(tx.wakeP99Us.toFixed(1)),
     baseline_plain_maps_services_per_s: Math.round(n / (baseMs / 1000)),
     ratio_vs_plain_maps: Number((baseMs / r.totalMs).toFixed(3)),
-    ratio_vs_cilium_services_per_s: Number((sps / CILIUM.services_per_s).toFixed(3)),
-    cilium_services_per_s: CILIUM.services_per_s,
-    cilium_allocated_bytes_per_service: CILIUM.allocated_bytes_per_service,
-    cilium_retained_bytes_per_service: CILIUM.retained_bytes_per_service,
   };
+  console.log(`${n} services × ${b} backends:`);
   console.log(
-    `services: ${n} × ${b} backends, Maglev M=${maglev} (${builderKind} builder), ${batch} services per write txn`,
-  );
-  console.log(
-    `end to end: ${r.totalMs.toFixed(0)} ms = ${out.services_per_s} services/s ` +
-      `(Cilium ~${CILIUM.services_per_s}; ratio ${out.ratio_vs_cilium_services_per_s})`,
+    `  end to end: ${r.totalMs.toFixed(0)} ms = ${out.services_per_s} services/s ` +
+      `(${out.services_per_cpu_s} per CPU-second)`,
   );
   console.log(
     `  ingest (k8s → tables): ${r.ingestMs.toFixed(0)} ms; reconcile (tables → maps): ${
@@ -343,19 +303,79 @@ export async function main(): Promise<void> {
       `(${out.services_per_s_excluding_maglev} services/s without them)`,
   );
   console.log(
-    `  plain-Maps baseline (no store): ${baseMs.toFixed(0)} ms; store pipeline takes ` +
+    `  plain-Maps baseline (no store): ${baseMs.toFixed(0)} ms = ` +
+      `${out.baseline_plain_maps_services_per_s} services/s; the store pipeline takes ` +
       `${(r.totalMs / baseMs).toFixed(2)}× the baseline's time`,
   );
   console.log(
-    `memory per service: retained ${out.retained_bytes_per_service} B (tables + reconciler state; ` +
-      `${out.retained_with_memory_maps_bytes_per_service} B with the ${mapsCount} in-memory map entries), ` +
-      `allocated ${out.allocated_bytes_per_service} B (Cilium ~3300 / ~14900)`,
+    `  memory per service: retained ${out.retained_bytes_per_service} B (tables + reconciler ` +
+      `state; ${out.retained_with_memory_maps_bytes_per_service} B with the ${mapsCount} ` +
+      `in-memory map entries), allocated ${out.allocated_bytes_per_service} B`,
   );
+  if (profile) {
+    console.log(`  CPU profile of the timed run (${profile.ms.toFixed(0)} ms sampled), self time:`);
+    for (const e of profile.functions) console.log(`    ${e.selfPct}% ${e.name}`);
+    console.log(`  by file:`);
+    for (const e of profile.files) console.log(`    ${e.selfPct}% ${e.name}`);
+    console.log(`  allocation sampling, bytes allocated per service by function:`);
+    for (const e of profile.allocations) {
+      console.log(`    ${e.pct}% ${Math.round(e.bytes / n)} B ${e.name}`);
+    }
+  }
+  return out;
+}
+
+export async function main(): Promise<void> {
+  const opts = readOptions(Deno.args);
+  setLogLevel("warn"); // stdout is the report
+  const n = opts.services, maglev = opts.maglev, batch = opts.batch;
+  const builderKind = opts.builder;
+  timedMaglev.inner = await maglevBuilder(builderKind);
+  if (!gcFn) console.log("warning: run with --v8-flags=--expose-gc for retained-memory numbers");
   console.log(
-    `write txns: ${out.commits_per_s} commits/s; commit → watcher wake p50 ${out.watch_wake_p50_us} µs, ` +
-      `p99 ${out.watch_wake_p99_us} µs`,
+    `Maglev M=${maglev} (${builderKind} builder), ${batch} services per write txn; Cilium ` +
+      `~${CILIUM.services_per_s} services/s, ~${CILIUM.allocated_bytes_per_service} B ` +
+      `allocated and ~${CILIUM.retained_bytes_per_service} B retained per service (1 backend)`,
   );
-  console.log(JSON.stringify(out));
+  const shapes = [];
+  for (const b of opts.shapes) {
+    shapes.push(await shape(n, b, { batch, maglev, profile: opts.profile }));
+  }
+  const tx = await txnBench();
+  console.log(
+    `write txns: ${Math.round(tx.commitsPerS)} commits/s; commit → watcher wake p50 ` +
+      `${tx.wakeP50Us.toFixed(1)} µs, p99 ${tx.wakeP99Us.toFixed(1)} µs`,
+  );
+  // Headline figures per shape (`_b1`, `_b10`), then every shape's whole record.
+  const flat: Record<string, number | null> = {};
+  for (const s of shapes) {
+    const k = `_b${s.backends_per_service}`;
+    flat[`services_per_s${k}`] = s.services_per_s;
+    flat[`services_per_cpu_s${k}`] = s.services_per_cpu_s;
+    flat[`baseline_plain_maps_services_per_s${k}`] = s.baseline_plain_maps_services_per_s;
+    flat[`ratio_vs_plain_maps${k}`] = s.ratio_vs_plain_maps;
+    flat[`allocated_bytes_per_service${k}`] = s.allocated_bytes_per_service;
+    flat[`retained_bytes_per_service${k}`] = s.retained_bytes_per_service;
+  }
+  const one = shapes.find((s) => s.backends_per_service === 1);
+  console.log(JSON.stringify({
+    bench: "control-plane",
+    services: n,
+    maglev_size: maglev,
+    maglev_builder: builderKind,
+    batch_services_per_txn: batch,
+    ...flat,
+    ratio_vs_cilium_services_per_s_b1: one
+      ? Number((one.services_per_s / CILIUM.services_per_s).toFixed(3))
+      : null,
+    commits_per_s: Math.round(tx.commitsPerS),
+    watch_wake_p50_us: Number(tx.wakeP50Us.toFixed(1)),
+    watch_wake_p99_us: Number(tx.wakeP99Us.toFixed(1)),
+    cilium_services_per_s: CILIUM.services_per_s,
+    cilium_allocated_bytes_per_service: CILIUM.allocated_bytes_per_service,
+    cilium_retained_bytes_per_service: CILIUM.retained_bytes_per_service,
+    shapes,
+  }));
 }
 
 if (import.meta.main) await main();

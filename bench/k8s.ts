@@ -168,6 +168,7 @@ async function main(): Promise<void> {
     return everyAgentHas(n);
   }, `${n} frontends in every agent's maps`);
   const coldMs = performance.now() - t0;
+  const coldBuilds = agents.map((a) => a.builds());
   const coldCpu = process.cpuUsage(cpu0);
   const coldCpuS = (coldCpu.user + coldCpu.system) / 1e6;
   await pub.synced();
@@ -178,7 +179,8 @@ async function main(): Promise<void> {
       } ms, agents' first snapshot ${snapshotMs.map((x) => x.toFixed(0)).join(", ")} ms, ` +
       `each agent done ${doneMs.map((x) => x.toFixed(0)).join(", ")} ms; CPU ${
         coldCpuS.toFixed(2)
-      } s on ${navigator.hardwareConcurrency} CPUs; goal ≤ 1000 ms)`,
+      } s on ${navigator.hardwareConcurrency} CPUs; goal ≤ 1000 ms); Maglev tables built per ` +
+      `agent ${coldBuilds.join(", ")}`,
   );
 
   // The first pass's status writes (N Services, N Events) finish after the model is out; a
@@ -254,6 +256,7 @@ async function main(): Promise<void> {
     cold_first_snapshot_s: Number((Math.max(...snapshotMs) / 1000).toFixed(3)),
     cold_agents_done_s: doneMs.map((x) => Number((x / 1000).toFixed(3))),
     cold_cpu_s: Number(coldCpuS.toFixed(3)),
+    cold_maglev_builds_per_agent: coldBuilds,
     svc_to_map_ms_p50: Number(p50.toFixed(1)),
     svc_to_map_ms_p99: Number(p99.toFixed(1)),
     svc_to_map_ms_max: Number(Math.max(...lat).toFixed(1)),

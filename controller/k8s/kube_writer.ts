@@ -1,12 +1,14 @@
 /**
  * {@linkcode ClusterWriter} on `@kubernetes/client-node`: merge patches to the `/status`
  * subresources (with the resourceVersion the status was computed from as a precondition) and
- * events.k8s.io/v1 Events reported by `holdfast.io/controller`.
+ * events.k8s.io/v1 Events reported by `holdfast.io/controller`, over kept-alive connections
+ * (`_keep_alive.ts`; `close()` ends them).
  *
  * @module
  */
 
 import * as k8s from "@kubernetes/client-node";
+import { keepAliveConfig } from "./_keep_alive.ts";
 import {
   type ClusterWriter,
   type EventInput,
@@ -33,11 +35,19 @@ export class KubeClusterWriter implements ClusterWriter {
   readonly #core: k8s.CoreV1Api;
   readonly #custom: k8s.CustomObjectsApi;
   readonly #events: k8s.EventsV1Api;
+  readonly #close: () => void;
 
   constructor(kc: k8s.KubeConfig, readonly identity: string) {
-    this.#core = kc.makeApiClient(k8s.CoreV1Api);
-    this.#custom = kc.makeApiClient(k8s.CustomObjectsApi);
-    this.#events = kc.makeApiClient(k8s.EventsV1Api);
+    const kept = keepAliveConfig(kc);
+    this.#close = kept.close;
+    this.#core = kept.kc.makeApiClient(k8s.CoreV1Api);
+    this.#custom = kept.kc.makeApiClient(k8s.CustomObjectsApi);
+    this.#events = kept.kc.makeApiClient(k8s.EventsV1Api);
+  }
+
+  /** Ends the kept-alive connections (a later write opens new ones). */
+  close(): void {
+    this.#close();
   }
 
   async patchServiceStatus(target: ObjectTarget, status: ServiceStatus): Promise<void> {

@@ -97,7 +97,8 @@ export function startController(
   const tables = createLBTables(db);
   const writer = new Writer(tables, { logger: logger.with({ component: "tables" }) });
   const source = new K8sSource(writer);
-  const clusterWriter = options.writer ?? new KubeClusterWriter(kc, options.identity);
+  const ownWriter = options.writer ? undefined : new KubeClusterWriter(kc, options.identity);
+  const clusterWriter = options.writer ?? ownWriter!;
   source.registerInitializer(); // the publisher waits for the first full state
   const controller = new LbController({
     view: { list: (r) => informers.list(r) },
@@ -184,6 +185,7 @@ export function startController(
     await egress.stop();
     await controller.stop();
     await reports?.stop();
+    ownWriter?.close();
   };
   return {
     informers,

@@ -22,6 +22,9 @@ import type { Service } from "./service.ts";
 import { sameHealthCheck } from "../sources/health_check.ts";
 import type { BackendInput, ServiceInput, Writer } from "./writer.ts";
 
+/** Distinct backend parameter sets one `setBackends` call shares instance objects among. */
+const MAX_SHARED = 16;
+
 /** The Writer as one data source sees it: every row written is owned by `source`. */
 export class SourceWriter {
   readonly writer: Writer;
@@ -182,7 +185,7 @@ export class SourceWriter {
     args: { service: string; backends: readonly BackendInput[] },
   ): boolean {
     let changed = false;
-    const shared = new Map<string, readonly BackendInstance[]>();
+    const shared: (readonly BackendInstance[])[] = [];
     for (const b of args.backends) {
       changed = this.#upsertInstance(txn, args.service, b, shared) || changed;
     }
@@ -254,7 +257,8 @@ export class SourceWriter {
   }
 
   /**
-   * `shared` memoizes, per call, the single-instance array for each distinct parameter set:
+   * `shared` memoizes, per call, the single-instance array for each distinct parameter set (the
+   * first {@linkcode MAX_SHARED} of them):
    * the endpoints of one slice usually share all parameters, so their rows share one instance
    * object and one array (rows are immutable, sharing is safe) — ~70 bytes less per backend.
    */
@@ -262,7 +266,7 @@ export class SourceWriter {
     txn: WriteTxn,
     service: string,
     b: BackendInput,
-    shared: Map<string, readonly BackendInstance[]>,
+    shared: (readonly BackendInstance[])[],
   ): boolean {
     const { backends } = this.writer.tables;
     const w = this.writer;
@@ -270,13 +274,18 @@ export class SourceWriter {
       state = b.state ?? "active",
       weight = b.weight ?? DEFAULT_WEIGHT;
     const zone = b.zone ?? "";
-    // The last parameter set first (one slice's endpoints usually all share it): no key string.
-    let single = shared.get("");
-    const last = single?.[0];
-    if (
-      last === undefined || last.portName !== portName || last.state !== state ||
-      last.weight !== weight || last.zone !== zone
-    ) single = shared.get(portName + "\0" + state + "\0" + weight + "\0" + zone);
+    // The parameter sets seen in this call (a slice's endpoints have one or a few: a port name,
+    // a zone or two), compared field by field: no key string per backend.
+    let single: readonly BackendInstance[] | undefined;
+    for (let j = shared.length - 1; j >= 0; j--) {
+      const c = shared[j]![0]!;
+      if (
+        c.portName === portName && c.state === state && c.weight === weight && c.zone === zone
+      ) {
+        single = shared[j]!;
+        break;
+      }
+    }
     if (single === undefined) {
       const fresh: BackendInstance = {
         serviceName: service,
@@ -288,9 +297,8 @@ export class SourceWriter {
         zone: w.intern(zone),
       };
       single = [fresh];
-      shared.set(portName + "\0" + state + "\0" + weight + "\0" + zone, single);
+      if (shared.length < MAX_SHARED) shared.push(single);
     }
-    shared.set("", single);
     const inst = single[0]!;
     const old = backends.get(txn, { index: backends.schema.primary, key: b.address });
     if (old === undefined) {

@@ -4,9 +4,9 @@
  *
  * - Rows whose status is pending (or error, after a restart) are updated; deleted rows are
  *   deleted; rows already done are skipped (that includes our own status write-backs).
- * - Changes are taken in batches; the status of a whole batch is written in one transaction,
- *   and only onto the very row object that was reconciled (a newer version stays pending). A
- *   target may stage a batch's writes (`beginBatch`/`endBatch`); rows failed there are retried.
+ * - Changes are taken in batches; a batch's statuses are written in one transaction, only onto
+ *   the very row reconciled (a newer version stays pending; rows done in the same ms share one
+ *   status). A target may stage a batch (`beginBatch`/`endBatch`); its failed rows are retried.
  * - Failures are retried with exponential backoff and jitter (`lib/backoff.ts`); a newer
  *   version or a delete supersedes a queued retry.
  * - A full reconciliation runs once the table is initialized, then on `triggerFullReconcile()`
@@ -50,6 +50,7 @@ export class Reconciler<R> {
   readonly #settled = new Map<Key, Retry<R>>();
   readonly #log: Logger;
   readonly #now: () => number;
+  #lastDone: ReconcileStatus | null = null;
   readonly #retry: BackoffOptions;
   #stop = new AbortController();
   #loop: Promise<void> | null = null;
@@ -147,12 +148,15 @@ export class Reconciler<R> {
     return err instanceof Error ? err.message : String(err);
   }
 
+  #doneAt(now: number): ReconcileStatus {
+    return this.#lastDone?.since === now ? this.#lastDone : (this.#lastDone = doneStatus(now));
+  }
   /** Updates `row`; its new status goes to `statuses`. Returns whether the update succeeded. */
   async #update(txn: ReadTxn, key: Key, row: R, statuses: [R, ReconcileStatus][]) {
     try {
       await this.config.ops.update(txn, row);
       this.metrics.holdfast_reconciler_updates_total++;
-      statuses.push([row, doneStatus(this.#now())]);
+      statuses.push([row, this.#doneAt(this.#now())]);
       return true;
     } catch (e) {
       const prev = this.config.getStatus(row);

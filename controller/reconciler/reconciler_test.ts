@@ -140,7 +140,15 @@ Deno.test("reconciler: failures set error status, retry with backoff and converg
   r.start();
   put("x", 1);
   await wait("x");
-  assertEquals(seen.slice(1), Array(3).fill("error:target refused x"), "status at each retry");
+  // A retry already due when its batch ends runs before that batch writes the error status (a
+  // busy machine makes this likelier), so a retry may still see "pending"; later ones see the
+  // error, and at least one does.
+  assertEquals(seen.length, 4, `one update and three retries: ${seen}`);
+  assert(
+    seen.every((s) => s === "pending:" || s === "error:target refused x"),
+    `status at each retry: ${seen}`,
+  );
+  assert(seen.slice(2).every((s) => s === "error:target refused x"), `later retries: ${seen}`);
   assertEquals(target.data.get("x"), 1);
   assertEquals(r.metrics.holdfast_reconciler_errors_total, 3);
   assert(r.metrics.holdfast_reconciler_retries_total >= 3);

@@ -155,3 +155,73 @@ rootTest(
     );
   },
 );
+
+rootTest(
+  "anycast redirect: a pod deleted while its node's agent was stopped — the next agent's first state purges its flows",
+  async () => {
+    await using lab = await AnycastLab.create({
+      nodes: 3,
+      services: ECHO_SERVICES,
+      redirect: true,
+    });
+    const route = await lab.watchRoute();
+    const echoes = new Map<string, HostProcess>();
+    for (const n of ["n1", "n2", "n3"]) {
+      const echo = lab.topo.spawnDeno(n, ECHO, {
+        args: ["server", "0.0.0.0", String(ECHO_PORT)],
+        permissions: ["--allow-net"],
+      });
+      await echo.waitForLine((l) => l.includes("listening"));
+      echoes.set(n, echo);
+      await lab.startPod(n, `default/web-${n.slice(1)}`, { port: 0 });
+    }
+    await route.until((g) => g.length === 3, 10_000);
+    const reuse = async (): Promise<ReuseSummary> => {
+      const client = lab.topo.spawnDeno("client", REUSE, {
+        args: [lab.vip, String(ECHO_PORT), String(FIRST_PORT + COUNT), String(COUNT)],
+        permissions: ["--allow-net"],
+      });
+      return await clientSummary<ReuseSummary>(client, 60_000);
+    };
+    const first = await reuse();
+    assert(first.ok === COUNT, `first round: ${JSON.stringify(first)}`);
+    const onN3 = acceptedPorts(echoes.get("n3")!).size;
+    assert(onN3 > 0, "n3 accepted no connection: the scenario owns no flow there");
+    await new Promise((r) => setTimeout(r, 500));
+    // n3's agent stops deliberately (SIGTERM: it withdraws and deregisters its liveness record,
+    // so nobody purges for it); its pod goes meanwhile; then its agent starts again.
+    const stoppedAt = Date.now();
+    const agent = await lab.restartAgent("n3", {
+      signal: "SIGTERM",
+      meanwhile: async () => {
+        await route.until((g) => g.join() === "10.9.1.2,10.9.2.2", 5_000);
+        await echoes.get("n3")!.stop("SIGKILL");
+        await lab.deletePod("default/web-3");
+      },
+    });
+    const restartMs = Date.now() - stoppedAt;
+    const purged = await agent.waitForLine(
+      (l) => l.includes('"msg":"flows of a departed owner purged"'),
+      { timeoutMs: 15_000 },
+    ).catch(() => "");
+    for (const n of purged ? ["n1", "n2"] : []) {
+      await lab.nodes.get(n)!.agent.waitForLine(
+        (l) => l.includes('"msg":"flows purged"') && l.includes('"by":"n3"'),
+        { timeoutMs: 10_000 },
+      ).catch(() => {});
+    }
+    const again = await reuse();
+    console.log(JSON.stringify({
+      msg: "reconnected after a pod went while no agent ran",
+      onN3,
+      restartMs,
+      purged,
+      again,
+    }));
+    assert(
+      again.ok === COUNT,
+      `${again.failed} of ${COUNT} reconnections from the same source ports failed (${onN3} of ` +
+        `the first round were on n3): ${JSON.stringify(again.failures.slice(0, 5))}`,
+    );
+  },
+);

@@ -6,9 +6,29 @@
  */
 
 import type { AnycastLabOptions } from "./anycast.ts";
+import type { RedirectParts } from "./_anycast_redirect.ts";
 
-/** `main.ts anycast` (state file or Kubernetes) or `main.ts agent` of a lab node. */
+/**
+ * `main.ts anycast` (state file or Kubernetes) or `main.ts agent` of a lab node; with `redirect`
+ * (a redirect lab, lab/_anycast_redirect.ts), `main.ts anycast --redirect` and its flags.
+ */
 export function agentCommand(
+  lab: { readonly dir: string; readonly statePath: string },
+  name: string,
+  birdDir: string,
+  options: AnycastLabOptions,
+  redirect?: RedirectParts,
+): { args: string[]; permissions: string[] } {
+  const command = plainCommand(lab, name, birdDir, options);
+  if (!redirect) return command;
+  const perms = command.permissions.filter((p) => p !== "--allow-net=127.0.0.1");
+  return {
+    args: [...command.args, ...redirect.agentArgs(name)],
+    permissions: [...perms, ...redirect.permissions],
+  };
+}
+
+function plainCommand(
   lab: { readonly dir: string; readonly statePath: string },
   name: string,
   birdDir: string,

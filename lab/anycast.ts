@@ -195,12 +195,7 @@ export class AnycastLab implements AsyncDisposable {
         await Deno.writeTextFile(`${dir}/${name}.bgp.json`, JSON.stringify(bgp[i]!.settings));
         const birdDir = `${dir}/${name}.bird`;
         if (options.kube) lab.#relays.push(relayIntoNamespace(topo.ns(name), options.kube.port));
-        const command = agentCommand(lab, name, birdDir, options);
-        if (lab.#redirect) {
-          command.args.push(...lab.#redirect.agentArgs(name));
-          const perms = command.permissions.filter((p) => p !== "--allow-net=127.0.0.1");
-          command.permissions = [...perms, ...lab.#redirect.permissions];
-        }
+        const command = agentCommand(lab, name, birdDir, options, lab.#redirect);
         const agent = topo.spawnDeno(name, MAIN, command);
         lab.nodes.set(name, { name, address: `10.9.${i + 1}.2`, agent, birdDir });
       }
@@ -345,22 +340,27 @@ export class AnycastLab implements AsyncDisposable {
   }
 
   /**
-   * Kills a node's agent with SIGKILL (its bird keeps announcing, as after a crash) and starts a
-   * new one, which adopts that bird; resolves once the new agent is ready.
+   * Kills a node's agent with SIGKILL (its bird keeps announcing, as after a crash; or `signal`)
+   * and starts a new one — after `meanwhile` — which adopts that bird; resolves once it is ready.
    */
-  async restartAgent(name: string): Promise<HostProcess> {
+  async restartAgent(
+    name: string,
+    o: { signal?: Deno.Signal; meanwhile?: () => Promise<unknown> } = {},
+  ): Promise<HostProcess> {
     const node = this.nodes.get(name);
     if (!node) throw new Error(`No node "${name}"`);
-    if (this.#redirect) throw new Error("restartAgent does not pass --redirect's arguments yet");
-    await node.agent.stop("SIGKILL");
+    await node.agent.stop(o.signal ?? "SIGKILL", 10_000);
+    await o.meanwhile?.();
     const agent = this.topo.spawnDeno(
       name,
       MAIN,
-      agentCommand(this, name, node.birdDir, this.#options),
+      agentCommand(this, name, node.birdDir, this.#options, this.#redirect),
     );
     this.nodes.set(name, { ...node, agent });
     const ready = this.#options.stateful ? '"msg":"ready"' : '"msg":"anycast agent ready"';
-    await agent.waitForLine((l) => l.includes(ready), { timeoutMs: 20_000 });
+    await agent.waitForLine((l) => l.includes(ready), {
+      timeoutMs: this.#redirect ? 40_000 : 20_000,
+    });
     return agent;
   }
 

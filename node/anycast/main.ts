@@ -13,7 +13,8 @@
  * ```
  * main.ts anycast --node NAME (--state FILE | --kube [--kubeconfig FILE]) [--bgp-config FILE] [--bird-dir DIR]
  *                 [--ops-port N] [--poll-ms N] [--withdraw-wait-ms N]
- *                 [--redirect --redis URL --attach IFACE --src-addr IP --owners IP,IP… [--pin-dir DIR]]
+ *                 [--redirect --redis URL --attach IFACE --src-addr IP --owners IP,IP… [--pin-dir DIR]
+ *                  [--liveness-ttl-ms N]]
  * ```
  *
  * @module
@@ -40,6 +41,7 @@ import { type AnycastState, parseAnycastState } from "./state_file.ts";
 import { followKubernetes, KubeBgp } from "./kube_source.ts";
 import { watchFile } from "./watch_file.ts";
 import { FlowRedirect } from "./redirect.ts";
+import { DEFAULT_LIVENESS } from "./liveness.ts";
 
 const USAGE = `usage: main.ts anycast --node NAME (--state FILE | --kube) [OPTIONS]
 
@@ -67,7 +69,9 @@ Flow redirection (off by default; needs root, BPF and a shared Redis; docs/anyca
   --owners IP[,IP...]      every anycast node's --src-addr: flows owned elsewhere are refused
   --encap-port N           encapsulation UDP port, the same on every node (default 6080)
   --seed N                 flow hash seed, the same on every node (default 0)
-  --pin-dir DIR            bpffs directory of the maps (default /sys/fs/bpf/holdfast)`;
+  --pin-dir DIR            bpffs directory of the maps (default /sys/fs/bpf/holdfast)
+  --liveness-ttl-ms N      TTL of this node's liveness record, refreshed every second; the
+                           others purge a node's flows once it lapses (default 5000)`;
 
 /** Runs the anycast agent until SIGTERM/SIGINT; returns the exit code. */
 export async function main(args: string[]): Promise<number> {
@@ -93,6 +97,7 @@ export async function main(args: string[]): Promise<number> {
       "encap-port": { type: "string" },
       seed: { type: "string" },
       "pin-dir": { type: "string" },
+      "liveness-ttl-ms": { type: "string" },
     },
   }, ({ values }) => {
     const node = stringOption(values, "node", { required: true });
@@ -247,7 +252,16 @@ export async function main(args: string[]): Promise<number> {
 
 /** The `--redirect` options, or undefined without it; its flags without it are a usage error. */
 function redirectOptions(values: CommandLine["values"]) {
-  const flags = ["redis", "attach", "src-addr", "owners", "encap-port", "seed", "pin-dir"];
+  const flags = [
+    "redis",
+    "attach",
+    "src-addr",
+    "owners",
+    "encap-port",
+    "seed",
+    "pin-dir",
+    "liveness-ttl-ms",
+  ];
   if (values.redirect !== true) {
     const stray = flags.find((f) => values[f] !== undefined);
     if (stray) throw new UsageError(`--${stray} goes with --redirect`);
@@ -271,5 +285,12 @@ function redirectOptions(values: CommandLine["values"]) {
     encapPort: intOption(values, "encap-port", { default: 6080, min: 1, max: 65535 }),
     seed: intOption(values, "seed", { default: 0, max: 0xffffffff }),
     ...(pinDir ? { pinDir } : {}),
+    liveness: {
+      ttlMs: intOption(values, "liveness-ttl-ms", {
+        default: DEFAULT_LIVENESS.ttlMs,
+        min: 2 * DEFAULT_LIVENESS.intervalMs,
+        max: 600_000,
+      }),
+    },
   };
 }

@@ -36,9 +36,9 @@ import { connectRedisStore } from "../flows/redis_store.ts";
 import type { FlowStore } from "../flows/store.ts";
 import { IpLoopback, runIp } from "./loopback.ts";
 import { type AnycastService, managedAddresses } from "./model.ts";
-import { redirectAddress, type RedirectConfig, redirectConfig } from "./redirect_config.ts";
-import { purgeBackendFlows } from "../flows/purge.ts";
-import { parseAddr } from "../../controller/lb/address.ts";
+import { redirectAddress, redirectConfig } from "./redirect_config.ts";
+import { OwnerPurger } from "./redirect_purge.ts";
+import { OwnerLiveness, RedisLivenessStore } from "./liveness.ts";
 
 /** Options of {@linkcode FlowRedirect.open}. */
 export interface FlowRedirectOptions {
@@ -62,6 +62,8 @@ export interface FlowRedirectOptions {
   readonly device?: string;
   /** MSS clamp of SYN/ACKs from an LB address (default 1432: 1500 − 40 − 28). */
   readonly mssMax?: number;
+  /** The liveness record (node/anycast/liveness.ts; default 1 s refresh, 5 s TTL). */
+  readonly liveness?: { readonly intervalMs?: number; readonly ttlMs?: number };
   readonly log?: Logger;
 }
 
@@ -80,10 +82,8 @@ export class FlowRedirect {
   #applied = "";
   #localVips = new Set<string>();
   #started = false;
-  /** Redirected addresses with a local pod at the last update (undefined before the first). */
-  #owned?: Set<string>;
-  /** Addresses whose flows this node must purge (retried while the store fails). */
-  readonly #toPurge = new Set<string>();
+  readonly #purger: OwnerPurger;
+  readonly #liveness: OwnerLiveness;
   #purging: Promise<void> = Promise.resolve();
 
   private constructor(
@@ -93,6 +93,7 @@ export class FlowRedirect {
       cp: ControlPlane;
       decap: DecapDatapath;
       store: FlowStore & { close(): Promise<void> };
+      liveness: RedisLivenessStore;
     },
   ) {
     this.#o = o;
@@ -111,6 +112,26 @@ export class FlowRedirect {
     });
     // Events are taken from the start and queue in the agent until it is ready.
     this.#unsubscribe = this.#dp.subscribe((ev) => this.#flows.learn(ev));
+    this.#purger = new OwnerPurger({
+      store: this.#store,
+      node: o.node,
+      self: o.srcAddr,
+      log: this.#log,
+    });
+    this.#liveness = new OwnerLiveness({
+      self: o.srcAddr,
+      node: o.node,
+      owners: o.owners,
+      store: parts.liveness,
+      ...o.liveness,
+      log: this.#log,
+      // In the purge chain: one purge at a time, after the state that configured the addresses.
+      onLapse: (owner) => {
+        const done = this.#purging.then(() => this.#purger.lapsed(owner, this.#liveness.ttlMs));
+        this.#purging = done.then(() => {}, () => {});
+        return done.then(() => {});
+      },
+    });
   }
 
   /**
@@ -136,7 +157,8 @@ export class FlowRedirect {
       decap.configure({ encapPort, mssMax: o.mssMax ?? 1432 });
       await ensureDummy(o.device ?? "hf-anycast");
       const store = connectRedisStore(o.redis);
-      return new FlowRedirect(o, { dp, cp, decap, store });
+      const liveness = new RedisLivenessStore(o.redis);
+      return new FlowRedirect(o, { dp, cp, decap, store, liveness });
     } catch (e) {
       for (const close of closers.reverse()) await close();
       throw e;
@@ -155,8 +177,8 @@ export class FlowRedirect {
    * retries while the store is unreachable), so the caller announces after it. IPv4 and IPv6
    * addresses alike; a service or address the datapath refuses is logged and the others go on.
    * `owned`: the addresses this node has a local pod for (serving or terminating); when one it
-   * had is no longer among them, this node's flows of it are purged everywhere, in the
-   * background (see `#purgeDeparted`).
+   * had is no longer among them (at the first state: is not among them), this node's flows of it
+   * are purged everywhere, in the background (node/anycast/redirect_purge.ts).
    */
   async update(
     services: readonly AnycastService[],
@@ -197,6 +219,8 @@ export class FlowRedirect {
       this.#decap.attach(this.#o.attach);
       this.#dp.attach();
       this.#started = true;
+      // Alive from here (redirecting); the others' lapses are watched from here too.
+      this.#liveness.start();
       this.#log.info("flow redirection ready", {
         vips: c.vips,
         attached: this.#o.attach,
@@ -206,57 +230,7 @@ export class FlowRedirect {
     // In the background, one at a time: a slow or unreachable store never holds up the next
     // state (the addresses following the pods).
     const owned = options.owned;
-    if (owned) this.#purging = this.#purging.then(() => this.#purgeDeparted(c, owned));
-  }
-
-  /**
-   * This node's flows of each redirected address it no longer has a local pod for (`owned`: any
-   * pod of the address's services on this node, serving or terminating) are purged from the
-   * store and, through its stream, from every node's flow map — as a backend removed from an LB
-   * service (node/flows/purge.ts) — so a client reusing such a flow's 5-tuple gets a node that
-   * serves instead of being encapsulated here and refused. A draining node keeps its flows while
-   * its pod still exists. Only a change this agent saw purges (owned at the last update, not now):
-   * a first state that lists no pod yet must not take a running node's flows; a pod gone while
-   * no agent ran leaves its flows to the idle expiry. A purge that fails is retried with the next
-   * update.
-   */
-  async #purgeDeparted(c: RedirectConfig, present: ReadonlySet<string>): Promise<void> {
-    const owned = new Set([...present].map(redirectAddress));
-    const before = this.#owned;
-    this.#owned = new Set(c.vips.filter((a) => owned.has(a)));
-    for (const vip of c.vips) {
-      if (owned.has(vip)) this.#toPurge.delete(vip);
-      else if (before?.has(vip)) this.#toPurge.add(vip);
-    }
-    for (const vip of [...this.#toPurge]) {
-      if (!c.vips.includes(vip)) {
-        this.#toPurge.delete(vip);
-        continue;
-      }
-      const frontends = c.datapath.services.flatMap((s) => s.frontends.map((f) => f.address))
-        .filter((f) => parseAddr(f).ip === vip);
-      try {
-        let flows = 0;
-        for (const f of frontends) {
-          flows += await purgeBackendFlows(f, this.#o.srcAddr, {
-            store: this.#store,
-            node: this.#o.node,
-          });
-        }
-        this.#toPurge.delete(vip);
-        this.#log.info("flows of a departed owner purged", {
-          vip,
-          owner: this.#o.srcAddr,
-          flows,
-          why: "no local pod of the address's services left",
-        });
-      } catch (error) {
-        this.#log.warn("cannot purge this node's flows yet; tried again with the next state", {
-          vip,
-          error,
-        });
-      }
-    }
+    if (owned) this.#purging = this.#purging.then(() => this.#purger.update(c, owned));
   }
 
   async #holdLocally(addresses: readonly string[]): Promise<void> {
@@ -289,6 +263,7 @@ export class FlowRedirect {
    * the flows in the map keep being redirected and delivered until the next agent takes over.
    */
   async close(): Promise<void> {
+    await this.#liveness.stop({ deregister: true });
     await this.#purging;
     await this.#flows.stop();
     await this.#unsubscribe();

@@ -96,10 +96,31 @@ Deno.test("main.ts anycast: redirect flags are checked before anything starts", 
       ]),
       2,
     );
+    const args = ["--node", "n1", "--state", "s.yaml", "--liveness-ttl-ms", "500"];
+    strictEqual(await main(args), 2, "--liveness-ttl-ms goes with --redirect");
+    strictEqual(
+      await main([
+        ...args,
+        "--redirect",
+        "--redis",
+        "redis://10.8.0.1:6379",
+        "--attach",
+        "eth0",
+        "--src-addr",
+        "10.9.1.2",
+        "--owners",
+        "10.9.2.2",
+      ]),
+      2,
+      "a liveness TTL under 2 s is refused",
+    );
+    if (!errors.some((e) => e.includes("liveness-ttl-ms"))) {
+      throw new Error(`no error names --liveness-ttl-ms: ${JSON.stringify(errors)}`);
+    }
   } finally {
     console.error = orig;
   }
-  strictEqual(errors.length, 3, errors.join("\n"));
+  strictEqual(errors.length, 5, errors.join("\n"));
   strictEqual(errors[0]!.includes("--redis goes with --redirect"), true, errors[0]);
   strictEqual(errors[1]!.includes("redis"), true, errors[1]);
   strictEqual(errors[2]!.includes('"10.9.2.x"'), true, errors[2]);

@@ -2,12 +2,14 @@
  * Pod-aware anycast end to end: three node namespaces each run `main.ts anycast` (and, through
  * it, bird2), a router namespace runs bird2 with BFD and `merge paths yes`; pods are HTTP
  * servers in the node namespaces. What a user notices: the router's kernel routes the LB /32
- * to exactly the nodes with a ready pod, a dead or hung node leaves the route within 300 ms,
- * and a drain withdraws before the pod stops so an HTTP load sees no failed request.
+ * to exactly the nodes with a ready pod, a dead or hung node leaves the route (by BFD, long
+ * before the BGP hold time; bench:anycast measures how fast), and a drain withdraws before the
+ * pod stops so an HTTP load sees no failed request.
  */
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
+import { untilNoOpenConnections } from "./_anycast_drain.ts";
 
 function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(msg);
@@ -40,7 +42,7 @@ rootTest("anycast: the router's multipath route follows ready pods: 2 nodes, the
 });
 
 rootTest(
-  "anycast: a dead node's nexthop is gone within 300 ms: bird killed (and restarted), link down, bird hung",
+  "anycast: a dead node's nexthop is gone by BFD, not the hold time: bird killed (and restarted), link down, bird hung",
   async () => {
     await using lab = await AnycastLab.create({ nodes: 3 });
     const route = await lab.watchRoute();
@@ -51,7 +53,7 @@ rootTest(
     const gone = async (what: string, left: string[], act: () => Promise<void>) => {
       const t0 = performance.now();
       await act();
-      const t1 = await route.until(same(left), 5_000);
+      const t1 = await route.until(same(left), 15_000);
       measured[what] = Math.round(t1 - t0);
     };
     await gone("killed", ["10.9.2.2", "10.9.3.2"], () => lab.signalBird("n1", "KILL"));
@@ -65,18 +67,21 @@ rootTest(
       await lab.signalBird("n3", "CONT");
     }
     console.log(JSON.stringify({ msg: "nexthop removal after node failure (ms)", ...measured }));
-    // BFD declares the peer down 300 ms after the last packet it heard; bird's timer and the
-    // kernel update add a few ms, so a hang that starts just after a packet is seen at ~300 ms
-    // (measured 229–301 ms). Kill and link down are seen at once (the session ends).
-    const limits: Record<string, number> = { killed: 300, "link down": 300, hung: 330 };
+    // BFD declares the peer down 300 ms after the last packet it heard (measured 229–301 ms for
+    // a hang; kill and link down at once: the session ends); without BFD only the BGP hold time
+    // (bird's 240 s) would. The limit is ten times BFD's, far below the hold time, so a loaded
+    // machine cannot fail it; the figures themselves are bench:anycast's (nexthop_gone_*).
     for (const [what, ms] of Object.entries(measured)) {
       assert(
-        ms <= limits[what]!,
+        ms <= 3_000,
         `${what}: the router kept the dead node's nexthop for ${ms} ms (BFD 100 ms × 3)`,
       );
     }
   },
 );
+
+/** Requests of the drain test's HTTP load. */
+const REQUESTS = 200;
 
 interface LoadSummary {
   requests: number;
@@ -93,7 +98,8 @@ rootTest(
     const route = await lab.watchRoute();
     for (const n of [1, 2, 3]) await lab.startPod(`n${n}`, `default/web-${n}`);
     await route.until(same(["10.9.1.2", "10.9.2.2", "10.9.3.2"]));
-    const load = lab.startLoad(4_000, 20);
+    // A fixed count of requests, one every 20 ms: on a loaded machine the run stretches.
+    const load = lab.startLoad(REQUESTS * 20, 20);
     await load.waitForLine((l) => l.includes('"msg":"started"'));
     await new Promise((r) => setTimeout(r, 1_000));
     // The pod becomes terminating: the node forfeits the address, the router drops the node,
@@ -101,22 +107,26 @@ rootTest(
     const agent = lab.nodes.get("n1")!.agent;
     const from = agent.lineCount;
     await lab.updatePod("default/web-1", { terminating: true });
-    await route.until(same(["10.9.2.2", "10.9.3.2"]), 2_000);
+    await route.until(same(["10.9.2.2", "10.9.3.2"]), 15_000);
     const forfeit = await agent.waitForLine((l) => l.includes("forfeiting address 10.0.100.10"), {
       fromLine: from,
     });
     assert(forfeit.includes("default/web-1 terminating"), forfeit);
-    await new Promise((r) => setTimeout(r, 200));
+    // The grace period ends once the requests in flight to the pod are answered.
+    await untilNoOpenConnections(lab, "n1");
     await lab.stopPod("default/web-1");
     await new Promise((r) => setTimeout(r, 1_000));
     // A second drain while the first node is gone.
     await lab.updatePod("default/web-2", { terminating: true });
-    await route.until(same(["10.9.3.2"]), 2_000);
-    await new Promise((r) => setTimeout(r, 200));
+    await route.until(same(["10.9.3.2"]), 15_000);
+    await untilNoOpenConnections(lab, "n2");
     await lab.stopPod("default/web-2");
-    const summary = await clientSummary<LoadSummary>(load, 10_000);
+    const summary = await clientSummary<LoadSummary>(load, 60_000);
     console.log(JSON.stringify(summary));
-    assert(summary.requests >= 150, `only ${summary.requests} requests were sent`);
+    assert(
+      summary.requests === REQUESTS,
+      `${summary.requests} requests were sent, not ${REQUESTS}`,
+    );
     assert(
       summary.failed === 0,
       `${summary.failed} requests failed during the drain: ${JSON.stringify(summary.failures)}`,
@@ -168,7 +178,7 @@ rootTest(
       "forfeited a shared address another service still needs",
     );
     await lab.updatePod("default/tls-1", { terminating: true });
-    await route.until(same([]), 2_000);
+    await route.until(same([]), 15_000);
   },
 );
 
@@ -182,7 +192,7 @@ rootTest("anycast: SIGTERM to the agent withdraws its addresses before it stops"
   let exited = false;
   const status = agent.child.status.then((s) => (exited = true, s));
   agent.child.kill("SIGTERM");
-  await route.until(same(["10.9.2.2"]), 2_000);
+  await route.until(same(["10.9.2.2"]), 15_000);
   assert(!exited, "the agent exited before the router dropped its nexthop");
   await agent.waitForLine((l) =>
     l.includes("forfeiting address 10.0.100.10") && l.includes("agent stopping")

@@ -4,7 +4,8 @@
  * servers in the node namespaces. What a user notices: the router's kernel routes the LB /32
  * to exactly the nodes with a ready pod, a dead or hung node leaves the route (by BFD, long
  * before the BGP hold time; bench:anycast measures how fast), and a drain withdraws before the
- * pod stops so an HTTP load sees no failed request.
+ * pod stops so an HTTP load loses no request to the pod stopping (plain anycast's ECMP may still
+ * reset one in flight at the moment the route changes).
  */
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
@@ -88,11 +89,18 @@ interface LoadSummary {
   ok: number;
   failed: number;
   by_pod: Record<string, number>;
-  failures: { at_ms: number; reason: string }[];
+  failures: { at_ms: number; reason: string; sent_epoch_ms: number; failed_epoch_ms: number }[];
+}
+
+/** One drain, on the wall clock: marked terminating, route seen without the node, pod stopped. */
+interface Drain {
+  begin: number;
+  withdrawn: number;
+  stop: number;
 }
 
 rootTest(
-  "anycast: a drain withdraws before the pod stops; an HTTP load sees no failed request",
+  "anycast: a drain withdraws before the pod stops; an HTTP load loses no request to the pod stopping",
   async () => {
     await using lab = await AnycastLab.create({ nodes: 3 });
     const route = await lab.watchRoute();
@@ -100,36 +108,65 @@ rootTest(
     await route.until(same(["10.9.1.2", "10.9.2.2", "10.9.3.2"]));
     // A fixed count of requests, one every 20 ms: on a loaded machine the run stretches.
     const load = lab.startLoad(REQUESTS * 20, 20);
-    await load.waitForLine((l) => l.includes('"msg":"started"'));
-    await new Promise((r) => setTimeout(r, 1_000));
+    const done = (l: string, after = 0) =>
+      l.includes('"msg":"done"') && JSON.parse(l).sent_epoch_ms > after;
+    // 30 requests answered before the drain: each pod has had its share.
+    for (let i = 0, from = 0; i < 30; i++) {
+      await load.waitForLine((l) => done(l), { fromLine: from, timeoutMs: 15_000 });
+      from = load.lineCount;
+    }
+    const drains: Drain[] = [];
     // The pod becomes terminating: the node forfeits the address, the router drops the node,
     // and only then (grace period over) does the pod stop serving.
+    const drain = async (pod: string, node: string, left: string[], check = async () => {}) => {
+      const begin = Date.now();
+      await lab.updatePod(pod, { terminating: true });
+      await route.until(same(left), 15_000);
+      const withdrawn = Date.now();
+      await check();
+      // The grace period ends once the requests in flight to the pod are answered, and the
+      // client has seen the change (a request sent after it ended), so any request it failed
+      // is already on record when the pod stops.
+      await untilNoOpenConnections(lab, node);
+      await load.waitForLine((l) => done(l, withdrawn), { timeoutMs: 15_000 });
+      const stop = Date.now();
+      await lab.stopPod(pod);
+      drains.push({ begin, withdrawn, stop });
+    };
     const agent = lab.nodes.get("n1")!.agent;
     const from = agent.lineCount;
-    await lab.updatePod("default/web-1", { terminating: true });
-    await route.until(same(["10.9.2.2", "10.9.3.2"]), 15_000);
-    const forfeit = await agent.waitForLine((l) => l.includes("forfeiting address 10.0.100.10"), {
-      fromLine: from,
+    await drain("default/web-1", "n1", ["10.9.2.2", "10.9.3.2"], async () => {
+      const forfeit = await agent.waitForLine(
+        (l) => l.includes("forfeiting address 10.0.100.10"),
+        { fromLine: from },
+      );
+      assert(forfeit.includes("default/web-1 terminating"), forfeit);
     });
-    assert(forfeit.includes("default/web-1 terminating"), forfeit);
-    // The grace period ends once the requests in flight to the pod are answered.
-    await untilNoOpenConnections(lab, "n1");
-    await lab.stopPod("default/web-1");
-    await new Promise((r) => setTimeout(r, 1_000));
+    await new Promise((r) => setTimeout(r, 1_000)); // the load runs on two nodes for a while
     // A second drain while the first node is gone.
-    await lab.updatePod("default/web-2", { terminating: true });
-    await route.until(same(["10.9.3.2"]), 15_000);
-    await untilNoOpenConnections(lab, "n2");
-    await lab.stopPod("default/web-2");
+    await drain("default/web-2", "n2", ["10.9.3.2"]);
     const summary = await clientSummary<LoadSummary>(load, 60_000);
     console.log(JSON.stringify(summary));
     assert(
       summary.requests === REQUESTS,
       `${summary.requests} requests were sent, not ${REQUESTS}`,
     );
+    // Plain anycast: when the router's ECMP set changes, the kernel rehashes flows, so a request
+    // in flight at that moment can land on another node mid-connection and be reset (flow
+    // redirection, anycast_redirect_test.ts, keeps those). Those are allowed; a request lost
+    // to the drain itself — failing after the pod stopped, or sent after the withdrawal — is not.
+    const moved = (f: LoadSummary["failures"][number]) =>
+      drains.some((d) =>
+        f.sent_epoch_ms <= d.withdrawn && f.failed_epoch_ms >= d.begin && f.failed_epoch_ms < d.stop
+      );
+    const lost = summary.failures.filter((f) => !moved(f));
+    console.log(
+      JSON.stringify({ msg: "reset by ECMP rehash", requests: summary.failed - lost.length }),
+    );
     assert(
-      summary.failed === 0,
-      `${summary.failed} requests failed during the drain: ${JSON.stringify(summary.failures)}`,
+      summary.failures.length === summary.failed && lost.length === 0,
+      `${summary.failed} requests failed, ${lost.length} not at a route change: ` +
+        `${JSON.stringify(summary.failures)}, drains ${JSON.stringify(drains)}`,
     );
     for (const pod of ["default/web-1", "default/web-2", "default/web-3"]) {
       assert(

@@ -19,9 +19,15 @@
  *    session Established → that route (lab/_bird_kill.ts; issue 27 part 3: it was 3 s in most
  *    kills).
  *
+ * 5. failure detection: how long the router's kernel keeps a failed node's nexthop. Each kill of
+ *    part 4 (SIGKILL ends the session at once), HUNGS (3; `--quick` 1) hangs of the node's bird
+ *    (SIGSTOP: only BFD, 100 ms × 3, notices; then SIGCONT and the route back), and the node's
+ *    link taken down once at the end. Timed from just before the `kill`/`ip` command.
+ *
  * Last stdout line: one JSON object with announce_ms_p50/max, withdraw_ms_p50/max, the floor's,
- * plain_lost / redirect_lost (of longlived_connections), and bird_kill_route_ms_p50/max and
- * bird_kill_route_after_session_ms_p50/max. Goal (issue 12): each p50 ≤ 50 ms, max ≤ 200 ms;
+ * plain_lost / redirect_lost (of longlived_connections), bird_kill_route_ms_p50/max,
+ * bird_kill_route_after_session_ms_p50/max, and nexthop_gone_kill_ms_p50/max,
+ * nexthop_gone_hung_ms_p50/max and nexthop_gone_link_down_ms. Goal (issue 12): each p50 ≤ 50 ms, max ≤ 200 ms;
  * redirect_lost 0; (issue 27) the route within ~100 ms of the session.
  *
  * @module
@@ -39,8 +45,9 @@ const OPTIONS = {
   usage: `usage: deno task bench:anycast [--quick] [--kills=N]
   Anycast latency in network namespaces (root): pod ready → route on the router, terminating →
   route withdrawn; long-lived connections lost across 2 → 3 → 2 nodes with and without flow
-  redirection; a node's bird killed under its agent → its route back. --quick: 3 rounds instead
-  of 20, 40 connections instead of 100, 3 bird kills instead of 10. --kills: that many bird kills.`,
+  redirection; a node's bird killed under its agent → its route back; a failed node's nexthop
+  gone (bird killed, hung, link down). --quick: 3 rounds instead of 20, 40 connections instead of
+  100, 3 bird kills instead of 10, 1 hang instead of 3. --kills: that many bird kills.`,
   options: { quick: { type: "boolean" }, kills: { type: "string" } },
 } as const;
 const args = readCommandLineOrExit(Deno.args, OPTIONS, ({ values }) => ({
@@ -50,6 +57,7 @@ const args = readCommandLineOrExit(Deno.args, OPTIONS, ({ values }) => ({
 const ROUNDS = args.quick ? 3 : 20;
 const CONNECTIONS = args.quick ? 40 : 100;
 const KILLS = args.kills;
+const HUNGS = args.quick ? 1 : 3;
 
 const round1 = (x: number) => Math.round(x * 10) / 10;
 const stats = (xs: number[]) => ({ p50: round1(median(xs)), max: round1(Math.max(...xs)) });
@@ -70,6 +78,9 @@ async function latency() {
     floorDel: [] as number[],
     killRoute: [] as number[],
     killAfterSession: [] as number[],
+    goneKill: [] as number[],
+    goneHung: [] as number[],
+    goneLinkDown: 0,
   };
   for (let i = 0; i < ROUNDS; i++) {
     let t0 = performance.now();
@@ -107,7 +118,23 @@ async function latency() {
     const t = await killBirdAndTime(lab, "n2", route, one);
     out.killRoute.push(t.routeMs);
     out.killAfterSession.push(t.routeAfterSessionMs);
+    out.goneKill.push(t.goneMs);
   }
+  // Part 5: n2's bird hung (only BFD notices), then resumed and its route back; last, its link.
+  const gone = async (act: () => Promise<void>) => {
+    const t0 = performance.now();
+    await act();
+    return await route.until((g) => !one(g), 15_000) - t0;
+  };
+  for (let i = 0; i < HUNGS; i++) {
+    try {
+      out.goneHung.push(await gone(() => lab.signalBird("n2", "STOP")));
+    } finally {
+      await lab.signalBird("n2", "CONT");
+    }
+    await route.until(one, 30_000);
+  }
+  out.goneLinkDown = await gone(() => lab.topo.setLink("n2", "eth0", false));
   return out;
 }
 
@@ -117,12 +144,23 @@ async function longLived(redirect: boolean) {
   return await holdAcrossScale(lab, CONNECTIONS);
 }
 
-const { announce, withdraw, floorAdd, floorDel, killRoute, killAfterSession } = await latency();
+const {
+  announce,
+  withdraw,
+  floorAdd,
+  floorDel,
+  killRoute,
+  killAfterSession,
+  goneKill,
+  goneHung,
+  goneLinkDown,
+} = await latency();
 const plain = await longLived(false);
 const redirected = await longLived(true);
 
 const a = stats(announce), w = stats(withdraw), fa = stats(floorAdd), fd = stats(floorDel);
 const kr = stats(killRoute), ks = stats(killAfterSession);
+const gk = stats(goneKill), gh = stats(goneHung);
 console.log(JSON.stringify({
   msg: "anycast",
   rounds: ROUNDS,
@@ -144,5 +182,10 @@ console.log(JSON.stringify({
   bird_kill_route_ms_max: kr.max,
   bird_kill_route_after_session_ms_p50: ks.p50,
   bird_kill_route_after_session_ms_max: ks.max,
+  nexthop_gone_kill_ms_p50: gk.p50,
+  nexthop_gone_kill_ms_max: gk.max,
+  nexthop_gone_hung_ms_p50: gh.p50,
+  nexthop_gone_hung_ms_max: gh.max,
+  nexthop_gone_link_down_ms: round1(goneLinkDown),
   goal_met: a.p50 <= 50 && w.p50 <= 50 && a.max <= 200 && w.max <= 200,
 }));

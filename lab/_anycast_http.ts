@@ -7,9 +7,11 @@
  * `pod` prints `{"msg":"listening"}`; on SIGTERM it keeps serving (the grace period is the
  * caller's to end with SIGKILL) and logs it. `load` is an HTTP client: every INTERVAL_MS it
  * sends one GET on a new connection (`Connection: close`) without waiting for the previous
- * ones, fails a request on a network error, a non-200 or no answer within 3 s, and at the end
- * prints one summary line: requests, ok, failed, by_pod (answers per pod) and the first 20
- * failures with their time since the start. Bounded by DURATION_MS / INTERVAL_MS requests.
+ * ones, fails a request on a network error, a non-200 or no answer within 3 s, prints one `done`
+ * line per request as it ends (`sent_epoch_ms`, `ok`), and at the end one summary line:
+ * requests, ok, failed, by_pod (answers per pod) and the first 20 failures with their time since
+ * the start and, on the machine's wall clock (shared with the test), when they were sent and
+ * when they failed. Sends DURATION_MS / INTERVAL_MS requests however slow the machine.
  *
  * @module
  */
@@ -30,10 +32,16 @@ function pod(name: string, port: number): void {
 async function load(url: string, durationMs: number, intervalMs: number): Promise<void> {
   const started = performance.now();
   const byPod: Record<string, number> = {};
-  const failures: { at_ms: number; reason: string }[] = [];
+  const failures: {
+    at_ms: number;
+    reason: string;
+    sent_epoch_ms: number;
+    failed_epoch_ms: number;
+  }[] = [];
   let requests = 0, ok = 0, failed = 0;
   const one = async () => {
     const at = Math.round(performance.now() - started);
+    const sent = Date.now();
     requests++;
     try {
       const res = await fetch(url, {
@@ -44,9 +52,14 @@ async function load(url: string, durationMs: number, intervalMs: number): Promis
       if (res.status !== 200) throw new Error(`status ${res.status}`);
       byPod[body] = (byPod[body] ?? 0) + 1;
       ok++;
+      console.log(JSON.stringify({ msg: "done", sent_epoch_ms: sent, ok: true }));
     } catch (e) {
       failed++;
-      if (failures.length < 20) failures.push({ at_ms: at, reason: (e as Error).message });
+      const reason = (e as Error).message;
+      if (failures.length < 20) {
+        failures.push({ at_ms: at, reason, sent_epoch_ms: sent, failed_epoch_ms: Date.now() });
+      }
+      console.log(JSON.stringify({ msg: "done", sent_epoch_ms: sent, ok: false }));
     }
   };
   console.log(JSON.stringify({ msg: "started" }));

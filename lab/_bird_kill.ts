@@ -13,6 +13,8 @@ import type { RouteWatch } from "./_anycast_router.ts";
 
 /** One kill's timings, in ms. */
 export interface BirdKillTiming {
+  /** SIGKILL → the router's kernel no longer routes through the node (failure detection). */
+  readonly goneMs: number;
   /** SIGKILL → the router's session with the node Established again. */
   readonly sessionMs: number;
   /** SIGKILL → the router's kernel routes the address through the node again. */
@@ -98,11 +100,12 @@ export async function killBirdAndTime(
   const killedAt = Date.now();
   const t0 = performance.now();
   await lab.signalBird(node, "KILL");
-  await route.until((g) => !back(g), timeoutMs);
+  const goneAt = await route.until((g) => !back(g), timeoutMs);
   const routeAt = await route.until(back, timeoutMs);
   const routeEpoch = performance.timeOrigin + routeAt;
   const since = await sessionBackSince((...a) => lab.birdc(...a), `hf_${node}`, killedAt);
   return {
+    goneMs: goneAt - t0,
     sessionMs: since - killedAt,
     routeMs: routeAt - t0,
     routeAfterSessionMs: routeEpoch - since,

@@ -10,6 +10,7 @@ import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
 import { ECHO_PORT, ECHO_SERVICES, holdAcrossScale } from "../../lab/_anycast_scale.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
+import { untilNoOpenConnections } from "./_anycast_drain.ts";
 
 function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(msg);
@@ -17,6 +18,8 @@ function assert(cond: unknown, msg: string): asserts cond {
 
 const same = (want: string[]) => (g: string[]) => g.join() === [...want].sort().join();
 const CONNECTIONS = 100;
+/** Requests of the drain test's HTTP load (one every 20 ms; on a loaded machine it stretches). */
+const REQUESTS = 300;
 const ECHO = new URL("../../lab/clients/tcp_echo.ts", import.meta.url).pathname;
 const HOLD = new URL("../../lab/clients/hold_client.ts", import.meta.url).pathname;
 
@@ -67,7 +70,7 @@ rootTest(
       await echo.waitForLine((l) => l.includes("listening"));
     }
     await route.until(same(["10.9.1.2", "10.9.2.2", "10.9.3.2"]));
-    const load = lab.startLoad(6_000, 20);
+    const load = lab.startLoad(REQUESTS * 20, 20);
     await load.waitForLine((l) => l.includes('"msg":"started"'));
     // Long-lived connections spread over the three nodes, about a third owned by n1.
     const hold = lab.topo.spawnDeno("client", HOLD, {
@@ -79,22 +82,28 @@ rootTest(
     // n1 drains: withdrawn at once; its pod keeps serving its connections, which now land on
     // n2 and n3 and are redirected to n1, until the grace period ends and the pod stops.
     await lab.updatePod("default/web-1", { terminating: true });
-    await route.until(same(["10.9.2.2", "10.9.3.2"]), 2_000);
-    const held = await clientSummary(hold, 20_000);
+    await route.until(same(["10.9.2.2", "10.9.3.2"]), 15_000);
+    const held = await clientSummary(hold, 30_000);
+    // The grace period ends once the requests in flight to the pod (redirected ones too) are
+    // answered.
+    await untilNoOpenConnections(lab, "n1");
     await lab.stopPod("default/web-1");
-    await new Promise((r) => setTimeout(r, 500));
+    await new Promise((r) => setTimeout(r, 500)); // the load runs on two nodes for a while
     await lab.updatePod("default/web-2", { terminating: true });
-    await route.until(same(["10.9.3.2"]), 2_000);
-    await new Promise((r) => setTimeout(r, 500));
+    await route.until(same(["10.9.3.2"]), 15_000);
+    await untilNoOpenConnections(lab, "n2");
     await lab.stopPod("default/web-2");
-    const summary = await clientSummary<LoadSummary>(load, 15_000);
+    const summary = await clientSummary<LoadSummary>(load, 60_000);
     console.log(JSON.stringify({ ...summary, held, msg: "HTTP load and connections, drains" }));
     assert(
       held.survived === held.connections,
       `${held.connections - held.survived} of ${held.connections} long-lived connections died ` +
         `while n1 drained: ${JSON.stringify(held.deaths.slice(0, 5))}`,
     );
-    assert(summary.requests >= 150, `only ${summary.requests} requests were sent`);
+    assert(
+      summary.requests === REQUESTS,
+      `${summary.requests} requests were sent, not ${REQUESTS}`,
+    );
     assert(
       summary.failed === 0,
       `${summary.failed} requests failed: ${JSON.stringify(summary.failures.slice(0, 5))}`,

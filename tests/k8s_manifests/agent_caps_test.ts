@@ -55,7 +55,10 @@ interface Start {
   text: string;
 }
 
-/** Starts the agent with `caps` only, waits for ready (or exit), lets it repair once, stops it. */
+/** How long an agent may take to report ready (or to exit) before the start counts as failed. */
+const READY_LIMIT_MS = 60_000;
+
+/** Starts the agent with `caps` only, waits for ready (or exit), lets it repair, stops it. */
 async function startAgent(netns: string, pinDir: string, config: string, caps: string[]) {
   const bounding = ["-all", ...caps.map((c) => `+${c.toLowerCase()}`)].join(",");
   const child = new Deno.Command("nsenter", {
@@ -87,14 +90,27 @@ async function startAgent(netns: string, pinDir: string, config: string, caps: s
   };
   const done = Promise.all([collect(child.stdout), collect(child.stderr)]);
   const exited = child.status.then(() => true);
-  let readyAt = 0;
-  for (let i = 0; i < 150; i++) { // at most 15 s
-    if (readyAt === 0 && text.includes('"msg":"ready"')) readyAt = i;
-    if (readyAt > 0 && i - readyAt >= 8) break; // a few repair passes after ready
-    if (await Promise.race([exited, new Promise<false>((r) => setTimeout(() => r(false), 100))])) {
-      break;
+  /** True when the agent exited within `ms`. */
+  const exitsWithin = async (ms: number) => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      return await Promise.race([
+        exited,
+        new Promise<false>((r) => timer = setTimeout(() => r(false), ms)),
+      ]);
+    } finally {
+      clearTimeout(timer);
     }
+  };
+  const ready = () => text.includes('"msg":"ready"');
+  // Ready (1–2 s unloaded) or exited (a missing capability ends it at once), whichever comes
+  // first; the limit only bounds a hang.
+  const deadline = Date.now() + READY_LIMIT_MS;
+  for (let i = 0; i < READY_LIMIT_MS / 50 && Date.now() < deadline && !ready(); i++) {
+    if (await exitsWithin(50)) break;
   }
+  // Ready: a few repair passes (every 200 ms) while it runs.
+  if (ready()) await exitsWithin(1_000);
   try {
     child.kill("SIGTERM");
   } catch { /* exited */ }

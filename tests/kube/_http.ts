@@ -27,16 +27,31 @@ export async function call(
   return { code: res.status, body: text.startsWith("{") ? JSON.parse(text) : { text } };
 }
 
-/** Reads watch events until `count` arrived or the stream ends; cancels the stream. */
-export async function readEvents(res: Response, count: number, timeoutMs = 3000): Promise<Json[]> {
+/**
+ * Reads watch events until `count` arrived, the server ends the stream (`ended`), or `timeoutMs`
+ * passes; cancels the stream. Returns as soon as the events arrive, so the limit is generous.
+ */
+export async function readWatch(
+  res: Response,
+  count: number,
+  timeoutMs = 30_000,
+): Promise<{ events: Json[]; ended: boolean }> {
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
   const events: Json[] = [];
   let buffer = "";
-  const timer = setTimeout(() => reader.cancel(), timeoutMs);
+  let timedOut = false;
+  let ended = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    reader.cancel().catch(() => {});
+  }, timeoutMs);
   try {
     while (events.length < count) {
       const { value, done } = await reader.read();
-      if (done) break;
+      if (done) {
+        ended = !timedOut;
+        break;
+      }
       buffer += value;
       const lines = buffer.split("\n");
       buffer = lines.pop()!;
@@ -46,7 +61,16 @@ export async function readEvents(res: Response, count: number, timeoutMs = 3000)
     clearTimeout(timer);
     await reader.cancel().catch(() => {});
   }
-  return events;
+  return { events, ended };
+}
+
+/** The events of {@link readWatch} alone. */
+export async function readEvents(
+  res: Response,
+  count: number,
+  timeoutMs = 30_000,
+): Promise<Json[]> {
+  return (await readWatch(res, count, timeoutMs)).events;
 }
 
 /** The ConfigMaps collection of namespace default. */

@@ -24,8 +24,11 @@ export interface KubectlEnv extends AsyncDisposable {
   ): Promise<KubectlResult>;
   /** Runs kubectl and throws with its stderr unless it exits 0; returns stdout. */
   ok(args: readonly string[], stdin?: string): Promise<string>;
-  /** Starts `kubectl ARGS` in the background; `stop()` kills it and returns what it printed. */
-  spawn(args: readonly string[]): { stop(): Promise<KubectlResult> };
+  /**
+   * Starts `kubectl ARGS` in the background; `stdout()` is what it printed so far, `stop()` kills
+   * it and returns all it printed.
+   */
+  spawn(args: readonly string[]): { stdout(): string; stop(): Promise<KubectlResult> };
 }
 
 /** Starts a server (options as {@linkcode startKubeServer}) and a kubectl environment for it. */
@@ -74,16 +77,23 @@ export async function kubectlEnv(
     },
     spawn(args) {
       const child = command(args, false).spawn();
-      const done = child.output();
+      let stdout = "";
+      // Ends when kubectl closes its stdout (it exits, or stop() kills it).
+      const reading = (async () => {
+        for await (const text of child.stdout.pipeThrough(new TextDecoderStream())) stdout += text;
+      })();
+      const stderr = new Response(child.stderr).text();
       return {
+        stdout: () => stdout,
         async stop() {
           try {
             child.kill("SIGTERM");
           } catch {
             // already gone
           }
-          const out = await done;
-          return { code: out.code, stdout: decode(out.stdout), stderr: decode(out.stderr) };
+          const status = await child.status;
+          await reading;
+          return { code: status.code, stdout, stderr: await stderr };
         },
       };
     },
@@ -94,11 +104,14 @@ export async function kubectlEnv(
   };
 }
 
-/** Polls `check` every 50 ms until it returns true, at most `timeoutMs` (default 5 s). */
+/**
+ * Polls `check` every 50 ms until it returns true, at most `timeoutMs` (default 30 s: it returns
+ * as soon as the check holds, so the limit only bounds a failure).
+ */
 export async function waitFor(
   what: string,
   check: () => boolean | Promise<boolean>,
-  timeoutMs = 5000,
+  timeoutMs = 30_000,
 ): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {

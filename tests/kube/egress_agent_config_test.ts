@@ -13,6 +13,7 @@ import { ConfigFollower, waitForEgressConfig } from "../../node/egress/_redis_co
 import { EGRESS_COMMAND, readEgressArgs } from "../../node/egress/egress_args.ts";
 import type { EgressPeer } from "../../controller/egress/config.ts";
 import { assert, assertEquals } from "./_assert.ts";
+import { waitFor } from "./_kubectl.ts";
 
 /** The error `p` rejects with, or undefined. */
 const failure = (p: Promise<unknown>): Promise<Error | undefined> =>
@@ -43,16 +44,19 @@ Deno.test("egress agent config from Redis: waits for its pod, follows peers, nam
     await publishEgressConfig(redis, config(["nat-a"]));
     const waiting = waitForEgressConfig(redis, "egress/internet", {
       self: "nat-b",
-      timeoutMs: 5_000,
+      timeoutMs: 30_000,
       pollMs: 50,
       log,
     });
-    await new Promise((r) => setTimeout(r, 150));
+    // It read the config without this pod (and said so) before the pod is added.
+    await waitFor(
+      "the wait to log the config without this pod",
+      () => logs.records.some((r) => r.msg === "waiting for config" && r.why !== "absent"),
+    );
     await publishEgressConfig(redis, config(["nat-a", "nat-b"]));
     const initial = await waiting;
     assertEquals(initial.config.peers.map((p) => p.name), ["nat-a", "nat-b"]);
     assertEquals(initial.rev, 2);
-    assert(logs.records.some((r) => r.msg === "waiting for config" && r.why !== "absent"));
 
     // Peers change: applied live. Another field changes: logged as needing a restart.
     const seen: EgressPeer[][] = [];

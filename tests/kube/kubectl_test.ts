@@ -199,7 +199,12 @@ Deno.test("kubectl: get -w streams changes, delete removes", async () => {
   await env.ok(["apply", "-f", "-"], DEPLOYMENT);
   const watch = env.spawn(["get", "deployments", "-w", "--output-watch-events"]);
   try {
-    await new Promise((r) => setTimeout(r, 500));
+    // kubectl lists, then watches from the list's resourceVersion: once the watch request is in,
+    // every later change reaches it.
+    await waitFor(
+      "kubectl's watch request",
+      () => env.server.requests.some((r) => r.path.includes("watch=true")),
+    );
     await env.ok([
       "patch",
       "deployment",
@@ -213,12 +218,7 @@ Deno.test("kubectl: get -w streams changes, delete removes", async () => {
       await env.ok(["delete", "deployment", "web"]),
       `deployment.apps "web" deleted`,
     );
-    await waitFor(
-      "the watch to see the delete",
-      () => env.server.requests.some((r) => r.path.includes("watch=true")),
-      5000,
-    );
-    await new Promise((r) => setTimeout(r, 300));
+    await waitFor("the watch to print the delete", () => /^DELETED/m.test(watch.stdout()));
   } finally {
     const out = await watch.stop();
     const events = out.stdout.split("\n").filter((l) => /^(ADDED|MODIFIED|DELETED)/.test(l)).map((

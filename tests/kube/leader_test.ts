@@ -1,8 +1,11 @@
 /**
  * Leader election (controller/k8s/leader.ts) on a Lease of the Kubernetes API test server,
- * through the real client-node: one leader at a time, takeover within the lease duration after a
- * crash, a leader cut off from the API server steps down before anyone else leads, and a released
- * Lease is taken at the follower's next try.
+ * through the real client-node: one leader at a time, takeover once the lease has passed after a
+ * crash (never before), a leader cut off from the API server steps down before anyone else leads,
+ * and a released Lease is taken at the follower's next try.
+ *
+ * No verdict depends on how fast the machine is: waits end on the event and are bounded by
+ * {@link LIMIT_MS}; only orderings and lower bounds are asserted (durations are printed).
  */
 import * as k8s from "@kubernetes/client-node";
 import { kubeConfigFor, type KubeServer, startKubeServer } from "../../lab/kube/mod.ts";
@@ -16,20 +19,30 @@ import {
 } from "../../controller/k8s/leader.ts";
 import { assert, assertEquals } from "./_assert.ts";
 
+/** Short timings, for the tests where the lease must run out. */
 const TIMING = { leaseDurationMs: 1_500, renewDeadlineMs: 1_000, retryPeriodMs: 200 };
-/** The acquire loop waits up to 1.2 retry periods (client-go's jitter). */
-const RETRY_MAX = TIMING.retryPeriodMs * 1.2;
+/**
+ * Long timings, for the tests where it must not: a leader keeps the Lease however slow the
+ * machine, and a takeover within {@link LIMIT_MS} can only come from a release.
+ */
+const LONG = { leaseDurationMs: 30_000, renewDeadlineMs: 20_000, retryPeriodMs: 200 };
+/** The bound of every wait for an election event (they take well under a second unloaded). */
+const LIMIT_MS = 15_000;
 
 /** A Lease API whose calls can be made to fail (crash) or hang (partition) on demand. */
 class FaultyApi implements LeaseApi {
   /** `late`: writes are served at once, but their answers arrive `lateMs` later. */
   mode: "ok" | "fail" | "hang" | "late" = "ok";
   lateMs = 0;
+  /** performance.now() when the last successful write was sent (it landed after that). */
+  lastWriteSentAt = 0;
   constructor(readonly api: k8s.CoordinationV1Api) {}
   async #gate<T>(call: () => Promise<T>, write = false): Promise<T> {
     if (this.mode === "fail") throw new Error("connection refused (test)");
     if (this.mode === "hang") return await new Promise<T>(() => {});
+    const sentAt = performance.now();
     const answer = await call();
+    if (write) this.lastWriteSentAt = Math.max(this.lastWriteSentAt, sentAt);
     if (this.mode === "late" && write) await sleep(this.lateMs);
     return answer;
   }
@@ -37,7 +50,7 @@ class FaultyApi implements LeaseApi {
     return this.#gate(() => this.api.readNamespacedLease(p));
   }
   createNamespacedLease(p: k8s.CoordinationV1ApiCreateNamespacedLeaseRequest) {
-    return this.#gate(() => this.api.createNamespacedLease(p));
+    return this.#gate(() => this.api.createNamespacedLease(p), true);
   }
   replaceNamespacedLease(p: k8s.CoordinationV1ApiReplaceNamespacedLeaseRequest) {
     return this.#gate(() => this.api.replaceNamespacedLease(p), true);
@@ -53,7 +66,11 @@ interface Candidate {
   readonly stopped: number[];
 }
 
-async function candidates(kube: KubeServer, ids: string[]): Promise<Candidate[]> {
+async function candidates(
+  kube: KubeServer,
+  ids: string[],
+  timing: typeof TIMING = TIMING,
+): Promise<Candidate[]> {
   const kc = await kubeConfigFor(kube);
   return ids.map((id) => {
     const api = new FaultyApi(kc.makeApiClient(k8s.CoordinationV1Api));
@@ -65,7 +82,7 @@ async function candidates(kube: KubeServer, ids: string[]): Promise<Candidate[]>
       name: "holdfast-controller",
       identity: id,
       metrics,
-      ...TIMING,
+      ...timing,
     }, {
       onStartedLeading: () => void started.push(performance.now()),
       onStoppedLeading: () => void stopped.push(performance.now()),
@@ -78,7 +95,7 @@ async function candidates(kube: KubeServer, ids: string[]): Promise<Candidate[]>
 async function watchLeaders(
   all: Candidate[],
   until: () => boolean,
-  ms: number,
+  ms = LIMIT_MS,
 ): Promise<void> {
   const end = performance.now() + ms;
   while (performance.now() < end) {
@@ -110,14 +127,15 @@ async function stopAll(all: Candidate[]) {
 Deno.test("leader: two candidates, exactly one leader at every sampled moment", async () => {
   using logs = captureLogs();
   await using kube = await startKubeServer();
-  const all = await candidates(kube, ["a", "b"]);
+  const all = await candidates(kube, ["a", "b"], LONG);
   try {
-    await watchLeaders(all, () => all.some((c) => c.election.isLeader()), 5_000);
-    // Keep sampling for several renew periods: leadership stays put and never doubles.
+    await watchLeaders(all, () => all.some((c) => c.election.isLeader()));
     const first = all.find((c) => c.election.isLeader())!;
+    const other = all.find((c) => c !== first)!;
+    await watchLeaders(all, () => other.election.leader() === first.id);
+    // Keep sampling for several renew periods: leadership stays put and never doubles.
     await sampleFor(all, 1_500);
     assert(first.election.isLeader(), "the leader keeps the Lease while it renews");
-    const other = all.find((c) => c !== first)!;
     assertEquals(other.election.leader(), first.id, "the follower observed the leader");
     assertEquals(first.metrics.gauge("holdfast_controller_leader", "").get(), 1);
     assertEquals(other.metrics.gauge("holdfast_controller_leader", "").get(), 0);
@@ -132,28 +150,24 @@ Deno.test("leader: two candidates, exactly one leader at every sampled moment", 
   }
 });
 
-Deno.test("leader: a crashed leader's Lease is taken within the lease duration", async () => {
+Deno.test("leader: a crashed leader's Lease is taken once the lease has passed, not before", async () => {
   using logs = captureLogs();
   await using kube = await startKubeServer();
   const all = await candidates(kube, ["a", "b"]);
   try {
-    await watchLeaders(all, () => all.some((c) => c.election.isLeader()), 5_000);
+    await watchLeaders(all, () => all.some((c) => c.election.isLeader()));
     const leader = all.find((c) => c.election.isLeader())!;
     const follower = all.find((c) => c !== leader)!;
-    // Let the follower see a renew, then crash the leader: its calls fail from now on.
-    await sleep(TIMING.retryPeriodMs * 2);
+    // Let the follower see the Lease, then crash the leader: its calls fail from now on.
+    await watchLeaders(all, () => follower.election.leader() === leader.id);
     const crashedAt = performance.now();
     leader.api.mode = "fail";
-    await watchLeaders(all, () => follower.election.isLeader(), 5_000);
-    const takeover = follower.started[0]! - crashedAt;
-    console.error(`takeover after a crash: ${takeover.toFixed(0)} ms`);
-    // The follower counts the lease from when it saw the last renew (≤ one try after it), and
-    // notices expiry at its next try: lease + 2 tries at most.
-    assert(
-      takeover <= TIMING.leaseDurationMs + 2 * RETRY_MAX + 100,
-      `takeover took ${takeover.toFixed(0)} ms`,
-    );
-    assert(takeover >= TIMING.leaseDurationMs - TIMING.retryPeriodMs * 2, "no early takeover");
+    await watchLeaders(all, () => follower.election.isLeader());
+    console.error(`takeover after a crash: ${(follower.started[0]! - crashedAt).toFixed(0)} ms`);
+    // The follower counts the lease from when it saw the last renew, which landed after it was
+    // sent: it may take over a full lease after that send at the earliest.
+    const early = follower.started[0]! - (leader.api.lastWriteSentAt + TIMING.leaseDurationMs);
+    assert(early >= 0, `took over ${(-early).toFixed(0)} ms before the lease passed`);
     assert(leader.stopped[0]! <= follower.started[0]!, "the old leader stepped down first");
     assert(logs.records.some((r) => r.msg === "became leader" && r.identity === follower.id));
   } finally {
@@ -166,23 +180,20 @@ Deno.test("leader: a leader cut off from the API server steps down before the ot
   await using kube = await startKubeServer();
   const all = await candidates(kube, ["a", "b"]);
   try {
-    await watchLeaders(all, () => all.some((c) => c.election.isLeader()), 5_000);
+    await watchLeaders(all, () => all.some((c) => c.election.isLeader()));
     const leader = all.find((c) => c.election.isLeader())!;
     const follower = all.find((c) => c !== leader)!;
     const cutAt = performance.now();
     leader.api.mode = "hang"; // requests never answer: only the renew deadline can end it
-    await watchLeaders(all, () => follower.election.isLeader(), 5_000);
-    const steppedDown = leader.stopped[0]! - cutAt;
-    assert(
-      steppedDown <= TIMING.renewDeadlineMs + 50,
-      `stepped down ${steppedDown.toFixed(0)} ms after the cut`,
-    );
+    await watchLeaders(all, () => follower.election.isLeader());
+    console.error(`stepped down ${(leader.stopped[0]! - cutAt).toFixed(0)} ms after the cut`);
+    assert(leader.stopped.length > 0, "the cut-off leader stepped down");
     assert(leader.stopped[0]! < follower.started[0]!, "stepped down before the takeover");
     assert(logs.records.some((r) => r.msg === "stopped leading" && r.identity === leader.id));
     assertEquals(leader.metrics.gauge("holdfast_controller_leader", "").get(), 0);
     // Healed: the old leader follows the new one.
     leader.api.mode = "ok";
-    await watchLeaders(all, () => leader.election.leader() === follower.id, 3_000);
+    await watchLeaders(all, () => leader.election.leader() === follower.id);
     assert(!leader.election.isLeader());
   } finally {
     await stopAll(all);
@@ -194,7 +205,7 @@ Deno.test("leader: renews answered late count from when they were sent; never tw
   await using kube = await startKubeServer();
   const all = await candidates(kube, ["a", "b"]);
   try {
-    await watchLeaders(all, () => all.some((c) => c.election.isLeader()), 5_000);
+    await watchLeaders(all, () => all.some((c) => c.election.isLeader()));
     const leader = all.find((c) => c.election.isLeader())!;
     // Each renew reaches the server at once (the Lease stays fresh, so nobody takes over), but
     // its answer comes 600 ms later. Renews then succeed every 800 ms (600 + the 200 ms retry),
@@ -204,9 +215,9 @@ Deno.test("leader: renews answered late count from when they were sent; never tw
     const lateAt = performance.now();
     leader.api.lateMs = 600;
     leader.api.mode = "late";
-    await watchLeaders(all, () => leader.stopped.length > 0, 3_000);
-    const after = leader.stopped[0]! - lateAt;
-    assert(after <= 2 * TIMING.renewDeadlineMs + 100, `stepped down after ${after.toFixed(0)} ms`);
+    // Counted from the answers, the leader would keep the Lease: the wait would fail.
+    await watchLeaders(all, () => leader.stopped.length > 0);
+    console.error(`stepped down after ${(leader.stopped[0]! - lateAt).toFixed(0)} ms`);
     await sampleFor(all, 1_500);
   } finally {
     await stopAll(all);
@@ -216,18 +227,19 @@ Deno.test("leader: renews answered late count from when they were sent; never tw
 Deno.test("leader: stop releases the Lease and the follower takes it at its next try", async () => {
   using logs = captureLogs();
   await using kube = await startKubeServer();
-  const all = await candidates(kube, ["a", "b"]);
+  // A 30 s lease: a takeover within the 15 s wait comes from the release, not from expiry.
+  const all = await candidates(kube, ["a", "b"], LONG);
   try {
-    await watchLeaders(all, () => all.some((c) => c.election.isLeader()), 5_000);
+    await watchLeaders(all, () => all.some((c) => c.election.isLeader()));
     const leader = all.find((c) => c.election.isLeader())!;
     const follower = all.find((c) => c !== leader)!;
     const stopAt = performance.now();
     await leader.election.stop();
     assert(!leader.election.isLeader());
-    await watchLeaders(all, () => follower.election.isLeader(), 3_000);
+    await watchLeaders(all, () => follower.election.isLeader());
     const takeover = follower.started[0]! - stopAt;
     console.error(`takeover after a release: ${takeover.toFixed(0)} ms`);
-    assert(takeover <= RETRY_MAX + 150, `takeover took ${takeover.toFixed(0)} ms`);
+    assert(takeover < LONG.leaseDurationMs, "taken before the lease could have run out");
     assert(logs.records.some((r) => r.msg === "released the Lease" && r.identity === leader.id));
     const kc = await kubeConfigFor(kube);
     const lease = await kc.makeApiClient(k8s.CoordinationV1Api).readNamespacedLease({

@@ -9,11 +9,12 @@ import { AnycastLab } from "../../lab/anycast.ts";
 import { run } from "../../lab/command.ts";
 
 /**
- * BFD timers of these labs: lenient, since failure detection is not under test here and a 300 ms
- * BFD window can expire on a loaded CI machine while an agent starts; a restart caused by
- * adoption (a reconfiguration) still shows as a new session start time.
+ * BFD timers of these labs: wide (a peer is down after 10 s of silence), since failure detection
+ * is not under test here and a short BFD window can expire on a loaded machine while an agent
+ * starts, which would read as a flap; a restart caused by adoption (a reconfiguration) still
+ * shows as a new session start time, and a killed bird ends its session at once without BFD.
  */
-const BFD = { intervalMs: 300, multiplier: 10 };
+const BFD = { intervalMs: 1_000, multiplier: 10 };
 
 function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(msg);

@@ -5,7 +5,8 @@
  * long-lived TCP connections to the IPv4 LB IP and to the IPv6 one, exchanging data every 100 ms.
  * While they run, two backends are added and LB node 1 is killed, then LB node 4 joins, then the
  * policy module is swapped for one with another Maglev fill. Holdfast keeps every connection of
- * both families. Then the same story with flow sharing off (Maglev only,
+ * both families. Last the egress chapter (`demo_egress.ts`): a NAT pod dies, with conntrack sync
+ * and without. Then the same story with flow sharing off (Maglev only,
  * what a stateless ECMP load balancer does) for comparison. Each change is checked to have
  * happened (route, processes, backend maps: `chaos_steps.ts`).
  *
@@ -26,7 +27,8 @@ import { Cluster } from "./cluster.ts";
 import { clientSummary } from "./clients/summary.ts";
 import type { HostProcess } from "./host_process.ts";
 import { DemoView, type ModeRow, tableLines } from "./demo_view.ts";
-import { type ModeReport, type Sample, writeReport } from "./demo_report.ts";
+import { type EgressReport, type ModeReport, type Sample, writeReport } from "./demo_report.ts";
+import { egressChapter, egressRows } from "./demo_egress.ts";
 
 /** A policy module with the same flow hash and another Maglev table fill (a valid module). */
 const OTHER_FILL = new URL("../policy-as/build/fixtures/rotated_fill.wasm", import.meta.url);
@@ -233,7 +235,8 @@ async function story(flowSync: boolean, ctx: StoryContext): Promise<ModeReport> 
 const USAGE = `usage: ./hf demo [--quick] [--json] [--out DIR] [--verbose] [--connections N]
   (main.ts demo; as root) The dual-stack virtual cluster in network namespaces: N connections (40;
   10 with --quick) per address family through LB node and backend changes, with flow sharing and
-  without. A live table on a terminal, plain text otherwise; --json: JSON lines. The report
+  without; then an egress NAT pod dies under TCP connections and a UDP stream, with conntrack
+  sync and without. A live table on a terminal, plain text otherwise; --json: JSON lines. The report
   (report.html, report.json) goes to DIR (default /tmp/holdfast-demo/TIME). --verbose: every
   agent's log lines. Ctrl-C stops and removes everything the demo made.`;
 
@@ -283,23 +286,33 @@ export async function main(args: string[]): Promise<number> {
   };
   Deno.addSignalListener("SIGINT", onInterrupt);
   Deno.addSignalListener("SIGTERM", onInterrupt);
-  const rows: ModeRow[] = ["holdfast", "maglev-only"].map((mode) => ({
-    mode,
-    state: "waiting",
-    connections: 0,
-    alive: 0,
-    stalled: 0,
-    maxStallMs: 0,
-    families: "",
-  }));
+  const rows: ModeRow[] = [
+    ...["holdfast", "maglev-only"].map((mode) => ({
+      mode,
+      state: "waiting",
+      connections: 0,
+      alive: 0,
+      stalled: 0,
+      maxStallMs: 0,
+      families: "",
+    })),
+    ...egressRows(),
+  ];
   const ctx = { view, rows, connections, verbose, quick, signal: abort.signal };
   try {
     const ours = await story(true, ctx);
     const base = await story(false, ctx);
+    const egress: EgressReport[] = await egressChapter(view, rows, {
+      connections,
+      verbose,
+      signal: abort.signal,
+    });
+    if (abort.signal.aborted) throw new Interrupted("interrupted");
     const path = await writeReport(out, {
       started: started.toISOString(),
       finished: new Date().toISOString(),
       modes: [ours, base],
+      egress,
     });
     view.close();
     const survived = (m: ModeReport) => m.families.reduce((a, f) => a + f.survived, 0);
@@ -314,14 +327,19 @@ export async function main(args: string[]): Promise<number> {
         report: path,
       });
     } else {
+      const [nat, noSync] = egress;
       console.log(
         `\nHoldfast kept ${survived(ours)} of ${total(ours)} connections; Maglev only kept ` +
-          `${survived(base)} of ${total(base)}.\n${tableLines(rows).join("\n")}\n\n` +
+          `${survived(base)} of ${total(base)}. Through a NAT pod's death: ${nat?.survived} of ` +
+          `${nat?.connections} with conntrack sync, ${noSync?.survived} of ` +
+          `${noSync?.connections} without.\n${tableLines(rows).join("\n")}\n\n` +
           `Report: ${path}  (and report.json beside it)`,
       );
     }
     const checked = [ours, base].every((m) => m.checks.every((c) => c.ok));
-    return survived(ours) === total(ours) && checked ? 0 : 1;
+    const natKept = egress[0] !== undefined && egress[0].survived === egress[0].connections &&
+      egress[0].udpKept;
+    return survived(ours) === total(ours) && checked && natKept ? 0 : 1;
   } catch (e) {
     if (e instanceof Interrupted || abort.signal.aborted) {
       view.close();

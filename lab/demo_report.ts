@@ -35,14 +35,34 @@ export interface ModeReport {
   checks: Array<{ what: string; ok: boolean }>;
 }
 
+/** One egress NAT failover (`demo_egress.ts`): with conntrack sync, or without. */
+export interface EgressReport {
+  mode: string;
+  connections: number;
+  survived: number;
+  maxStallMs: number;
+  /** From the owner's death to the standby's `address assumed`. */
+  takeoverMs: number | null;
+  /** The UDP stream went on from one source address and port. */
+  udpKept: boolean;
+  /** Source address:ports the server saw for the UDP stream. */
+  udpSources: number;
+}
+
 /** The whole report. */
 export interface DemoReport {
   started: string;
   finished: string;
   modes: ModeReport[];
+  egress: EgressReport[];
 }
 
-const COLORS: Record<string, string> = { holdfast: "#1b7f3b", "maglev-only": "#b3261e" };
+const COLORS: Record<string, string> = {
+  holdfast: "#1b7f3b",
+  "maglev-only": "#b3261e",
+  egress: "#1b7f3b",
+  "egress-no-sync": "#b3261e",
+};
 const esc = (s: string) =>
   s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
 
@@ -102,26 +122,48 @@ function aliveChart(modes: readonly ModeReport[]): string {
     `${parts.join("")}${legend}</svg>`;
 }
 
-/** Survived vs lost per mode and family, as horizontal bars. */
-function lossChart(modes: readonly ModeReport[]): string {
-  const rows = modes.flatMap((m) => m.families.map((f) => ({ mode: m.mode, ...f })));
+/** A bar of the loss chart: one mode and family (or one egress run). */
+interface LossRow {
+  mode: string;
+  label: string;
+  connections: number;
+  survived: number;
+  maxStallMs: number;
+}
+
+/** Survived vs lost per row, as horizontal bars. */
+function lossChart(id: string, rows: readonly LossRow[]): string {
   const W = 860, rowH = 26, L = 170;
   const max = Math.max(1, ...rows.map((r) => r.connections));
   const bars = rows.map((r, i) => {
     const y = 10 + i * rowH;
     const wOk = ((W - L - 250) * r.survived) / max;
     const wLost = ((W - L - 250) * (r.connections - r.survived)) / max;
-    return `<text x="${L - 8}" y="${y + 14}" text-anchor="end">${
-      esc(r.mode)
-    } IPv${r.family}</text>` +
+    return `<text x="${L - 8}" y="${y + 14}" text-anchor="end">${esc(r.label)}</text>` +
       `<rect x="${L}" y="${y}" width="${wOk}" height="18" fill="${COLORS[r.mode] ?? "#333"}"/>` +
       `<rect x="${L + wOk}" y="${y}" width="${wLost}" height="18" fill="#e8a09a"/>` +
       `<text x="${L + wOk + wLost + 6}" y="${y + 14}">${r.survived}/${r.connections}` +
       ` · longest stall ${r.maxStallMs} ms</text>`;
   }).join("");
   const H = 20 + rows.length * rowH;
-  return `<svg id="loss-chart" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" font-size="12" ` +
+  return `<svg id="${id}" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" font-size="12" ` +
     `font-family="sans-serif" role="img" aria-label="connections survived per mode">${bars}</svg>`;
+}
+
+/** The egress chapter: connections through the NAT pod's death, and the takeover. */
+function egressSection(runs: readonly EgressReport[]): string {
+  if (runs.length === 0) return "";
+  const rows = runs.map((r) =>
+    `<tr class="egress" data-mode="${esc(r.mode)}"><td>${esc(r.mode)}</td>` +
+    `<td class="survived">${r.survived}/${r.connections}</td><td>${r.takeoverMs ?? "?"} ms</td>` +
+    `<td>${r.udpKept ? "kept its source" : `broken (${r.udpSources} sources)`}</td></tr>`
+  ).join("");
+  return `<h2>Egress NAT: the owning NAT pod dies</h2>
+<p class="note">Long-lived TCP connections and a UDP stream from a pod through the NAT pod that holds
+the floating address; it dies (links down, agent killed) and its standby takes the address. With
+conntrack sync the standby already holds every translation.</p>
+<table><tr><th>mode</th><th>TCP survived</th><th>takeover</th><th>UDP stream</th></tr>${rows}</table>
+${lossChart("egress-chart", runs.map((r) => ({ ...r, label: r.mode })))}`;
 }
 
 /** The report page. */
@@ -159,7 +201,15 @@ does).</p>
 <h2>Connections alive over time</h2>
 ${aliveChart(report.modes)}
 <h2>Survived and lost, per family</h2>
-${lossChart(report.modes)}
+${
+    lossChart(
+      "loss-chart",
+      report.modes.flatMap((m) =>
+        m.families.map((f) => ({ ...f, mode: m.mode, label: `${m.mode} IPv${f.family}` }))
+      ),
+    )
+  }
+${egressSection(report.egress)}
 <h2>The steps</h2>
 <table><tr><th>#</th><th>at</th><th>what happens</th><th>why it would break elsewhere</th></tr>
 ${steps}</table>

@@ -19,7 +19,7 @@ export interface ModeRow {
   alive: number;
   stalled: number;
   maxStallMs: number;
-  /** Per-family "alive/connections", e.g. `IPv4 40/40`. */
+  /** The detail column: per-family "alive/connections" (`IPv4 40/40`), or an egress takeover. */
   families: string;
 }
 
@@ -27,13 +27,13 @@ const enc = new TextEncoder();
 
 /** Column widths and headers of the table. */
 const COLUMNS: Array<[string, number, (r: ModeRow) => string]> = [
-  ["mode", 12, (r) => r.mode],
+  ["mode", 14, (r) => r.mode],
   ["state", 8, (r) => r.state],
   ["alive", 9, (r) => r.connections ? `${r.alive}/${r.connections}` : "-"],
   ["lost", 5, (r) => r.connections ? String(r.connections - r.alive) : "-"],
   ["stalled", 8, (r) => r.connections ? String(r.stalled) : "-"],
   ["longest stall", 14, (r) => r.connections ? `${r.maxStallMs} ms` : "-"],
-  ["per family", 24, (r) => r.families || "-"],
+  ["detail", 30, (r) => r.families || "-"],
 ];
 
 /** The table as aligned text lines (header, rule, one line per row). */

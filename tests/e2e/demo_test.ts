@@ -12,7 +12,11 @@ import { launchChromium } from "../harness/browser.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 
-/** A detached tmux session running `command` in a 160×50 terminal. */
+/**
+ * A detached tmux session running `command` in a 160×50 terminal, on a tmux server of its own
+ * (`-L`): no other tmux user is touched, and a server still exiting from an earlier session cannot
+ * refuse this one ("server exited unexpectedly").
+ */
 class Terminal implements AsyncDisposable {
   readonly name = `hf-demo-test-${Deno.pid}-${Math.random().toString(36).slice(2, 8)}`;
 
@@ -21,6 +25,8 @@ class Terminal implements AsyncDisposable {
     // `; echo EXIT=$?; sleep 600`: the pane outlives the command so its screen can be read.
     await run([
       "tmux",
+      "-L",
+      t.name,
       "new-session",
       "-d",
       "-s",
@@ -38,6 +44,8 @@ class Terminal implements AsyncDisposable {
   async screen(): Promise<string> {
     const { stdout } = await run([
       "tmux",
+      "-L",
+      this.name,
       "capture-pane",
       "-p",
       "-J",
@@ -62,11 +70,14 @@ class Terminal implements AsyncDisposable {
   }
 
   async keys(...keys: string[]): Promise<void> {
-    await run(["tmux", "send-keys", "-t", this.name, ...keys]);
+    await run(["tmux", "-L", this.name, "send-keys", "-t", this.name, ...keys]);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
-    await run(["tmux", "kill-session", "-t", this.name], { check: false });
+    await run(["tmux", "-L", this.name, "kill-server"], { check: false });
+    // The socket of a server that exited may stay behind; it is this test's own.
+    const dir = `${Deno.env.get("TMUX_TMPDIR") ?? "/tmp"}/tmux-${Deno.uid()}`;
+    await Deno.remove(`${dir}/${this.name}`).catch(() => {});
   }
 }
 
@@ -98,6 +109,10 @@ rootTest("./hf demo --quick on a terminal: the live table, no warnings, the repo
     ok(!screen.includes("Warning"), `a warning on screen:\n${screen}`);
     ok(/mode\s+state\s+alive\s+lost\s+stalled\s+longest stall/.test(screen), screen);
     ok(/holdfast\s+done\s+20\/20\s+0\s/.test(screen), `Holdfast kept every connection:\n${screen}`);
+    ok(
+      /egress\s+done\s+10\/10\s+0\s.*UDP kept/.test(screen),
+      `egress with sync kept all:\n${screen}`,
+    );
     ok(/\[holdfast\] LB node lb1 dies/.test(screen) && /why|stateless|shared/.test(screen), screen);
     ok(screen.includes(`Report: ${out}/report.html`), screen);
     const report = JSON.parse(await Deno.readTextFile(`${out}/report.json`));
@@ -108,6 +123,11 @@ rootTest("./hf demo --quick on a terminal: the live table, no warnings, the repo
       deepStrictEqual(m.steps.length, 4);
     }
     for (const f of report.modes[0].families) deepStrictEqual(f.survived, f.connections);
+    deepStrictEqual(report.egress.map((e: { mode: string }) => e.mode), [
+      "egress",
+      "egress-no-sync",
+    ]);
+    ok(report.egress[0].survived === report.egress[0].connections && report.egress[0].udpKept);
     const html = await Deno.readTextFile(`${out}/report.html`);
     ok(!/\b(src|href)=["']?https?:/.test(html), "the page loads nothing from elsewhere");
     // The page as a person sees it: headless Chromium draws both modes' lines and the steps.

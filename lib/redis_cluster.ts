@@ -101,3 +101,20 @@ export function hashTag(key: string): string {
   const close = key.indexOf("}", open + 1);
   return close > open + 1 ? key.slice(open + 1, close) : key;
 }
+
+/**
+ * What is wrong with a `--redis` value, or null when it is usable: `redis://` or `rediss://`
+ * (one Redis), `redis+cluster://` or `rediss+cluster://` with host:port seeds (a cluster).
+ */
+export function redisUrlProblem(url: string): string | null {
+  if (isClusterUrl(url)) {
+    try {
+      parseRedisTarget(url);
+      return null;
+    } catch (err) {
+      return (err as Error).message;
+    }
+  }
+  return /^rediss?:\/\//.test(url) ? null : "expected redis:// or rediss:// (one Redis) or " +
+    "redis+cluster://HOST:PORT[,HOST:PORT…] (a Redis Cluster)";
+}

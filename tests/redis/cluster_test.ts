@@ -150,3 +150,42 @@ Deno.test("redis cluster: a master killed, its replica promoted; flows learned m
   await cluster.waitHealthy();
   assertEquals(b.table.size, all, "B unchanged");
 });
+
+Deno.test("redis cluster: a shard back empty (master and replica lost) is rewritten by the agents", async () => {
+  using logs = captureLogs();
+  await using cluster = await startRedisCluster();
+  const vips = await spreadVips(cluster);
+  const opts = { vips, services: services(vips) };
+  await using a = await node("lb-a", cluster, opts);
+  const evs = vips.flatMap((vip, v) =>
+    Array.from({ length: 20 }, (_, i) => event(0x0e000000 + v * 1000 + i, 1, "10.0.1.4", vip))
+  );
+  for (const ev of evs) datapathLearns(a, ev);
+  await flush(a.agent);
+  const master = await cluster.masterOf(vipKeys(vips[0]!).flows);
+  const topo = await cluster.topology();
+  const masterId = topo.find((t) => t.port === master.port)!.id;
+  const replicaPort = Number(
+    (await master.cli("cluster", "replicas", masterId)).split(/\s+/)[1]!.split(":")[1]!
+      .split("@")[0],
+  );
+  const replica = cluster.nodes.find((n) => n.port === replicaPort)!;
+  // The whole shard goes; its master returns without data (no persistence) with its slots.
+  await replica.stop("SIGKILL");
+  await master.stop("SIGKILL");
+  await master.start();
+  await replica.start();
+  await cluster.waitHealthy();
+  const k = vipKeys(vips[0]!).flows;
+  await until("the shard's flows rewritten", async () => {
+    const m = await cluster.masterOf(k);
+    return (await m.cli("hlen", k)).trim() === "20";
+  }, 30_000);
+  assert(
+    logs.records.some((r) =>
+      (r.msg === "flow store restarted empty, rewriting local flows" ||
+        r.msg === "flow store lost its data") && r.node === "lb-a"
+    ),
+    "the empty shard was noticed",
+  );
+});

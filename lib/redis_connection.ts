@@ -219,7 +219,9 @@ export class RedisConnection {
           if (attempt === 1 || attempt % 20 === 0) {
             this.#log.warn("redis cluster unreachable", { role, err: (err as Error).message });
           }
-          await new Promise((r) => setTimeout(r, backoffDelay(attempt, { minMs: 50, maxMs: 1000 })));
+          await new Promise((r) =>
+            setTimeout(r, backoffDelay(attempt, { minMs: 50, maxMs: 1000 }))
+          );
         }
       }
     })();

@@ -265,9 +265,11 @@ export class RedisFlowStore implements FlowStore {
       // A cluster refuses one XREAD over several slots, and a blocking read holds its node's
       // connection: one non-blocking XREAD per LB IP (node-redis pipelines those going to the
       // same master), then a short pause when none had news.
-      replies = await Promise.all(keys.map((k, i) =>
-        this.#redis.command(["XREAD", "COUNT", String(options.count), "STREAMS", k, ids[i]!])
-      )) as Reply[];
+      replies = await Promise.all(
+        keys.map((k, i) =>
+          this.#redis.command(["XREAD", "COUNT", String(options.count), "STREAMS", k, ids[i]!])
+        ),
+      ) as Reply[];
       if (replies.every((r) => r === null || r.length === 0)) {
         await new Promise((r) => setTimeout(r, Math.min(options.blockMs, CLUSTER_POLL_MS)));
       }

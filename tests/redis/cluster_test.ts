@@ -14,7 +14,11 @@ import { vipKeys } from "../../node/flows/schema.ts";
 import { flush } from "../../node/flows/_testing.ts";
 import { RedisLeaseStore } from "../../controller/egress/lease.ts";
 import { connectModelStore, type RedisModelStore } from "../../controller/model/mod.ts";
-import { MODEL_YAML, startTestAgent, startTestController } from "../../controller/model/_testing.ts";
+import {
+  MODEL_YAML,
+  startTestAgent,
+  startTestController,
+} from "../../controller/model/_testing.ts";
 import { datapathLearns, event, node, until } from "./_flow_nodes.ts";
 
 /** LB IPs whose keys land on every master (at most 64 candidates tried), two per master. */

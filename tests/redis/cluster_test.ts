@@ -13,7 +13,11 @@ import type { RedisServer } from "../../lab/redis_server.ts";
 import { vipKeys } from "../../node/flows/schema.ts";
 import { flush } from "../../node/flows/_testing.ts";
 import { RedisLeaseStore } from "../../controller/egress/lease.ts";
-import { connectModelStore, type RedisModelStore } from "../../controller/model/mod.ts";
+import {
+  connectModelStore,
+  modelKeys,
+  type RedisModelStore,
+} from "../../controller/model/mod.ts";
 import {
   MODEL_YAML,
   startTestAgent,
@@ -192,4 +196,28 @@ Deno.test("redis cluster: a shard back empty (master and replica lost) is rewrit
     ),
     "the empty shard was noticed",
   );
+});
+
+Deno.test("redis cluster: the model's master killed; the publisher and the agent follow its replica", async () => {
+  using _logs = captureLogs();
+  await using cluster = await startRedisCluster();
+  const stores: RedisModelStore[] = [];
+  const open = () => {
+    const s = connectModelStore({ url: cluster.url });
+    stores.push(s);
+    return s;
+  };
+  try {
+    await using ctl = await startTestController(open(), MODEL_YAML);
+    await using agent = await startTestAgent(open());
+    await agent.source.ready();
+    await agent.cp.waitFrontend("10.0.100.2:53/UDP");
+    // The agent is blocked reading the change stream on the master that dies.
+    await cluster.kill(await cluster.masterOf(modelKeys().changes));
+    ctl.file.load(MODEL_YAML.slice(0, MODEL_YAML.indexOf("  - name: default/dns")));
+    await agent.cp.waitFrontend("10.0.100.2:53/UDP", { absent: true });
+    await agent.cp.waitFrontend("10.0.100.1:80/TCP");
+  } finally {
+    for (const s of stores) await s.close();
+  }
 });

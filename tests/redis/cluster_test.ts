@@ -13,17 +13,15 @@ import type { RedisServer } from "../../lab/redis_server.ts";
 import { vipKeys } from "../../node/flows/schema.ts";
 import { flush } from "../../node/flows/_testing.ts";
 import { RedisLeaseStore } from "../../controller/egress/lease.ts";
-import {
-  connectModelStore,
-  modelKeys,
-  type RedisModelStore,
-} from "../../controller/model/mod.ts";
+import { connectModelStore, modelKeys, type RedisModelStore } from "../../controller/model/mod.ts";
 import {
   MODEL_YAML,
   startTestAgent,
   startTestController,
 } from "../../controller/model/_testing.ts";
 import { datapathLearns, event, node, until } from "./_flow_nodes.ts";
+import { main } from "../../node/agent.ts";
+import { freePort } from "../../lab/redis_server.ts";
 
 /** LB IPs whose keys land on every master (at most 64 candidates tried), two per master. */
 async function spreadVips(cluster: RedisCluster): Promise<string[]> {
@@ -220,4 +218,45 @@ Deno.test("redis cluster: the model's master killed; the publisher and the agent
   } finally {
     for (const s of stores) await s.close();
   }
+});
+
+Deno.test("redis cluster: the agent subcommand with --redis redis+cluster:// restores and follows", async () => {
+  using logs = captureLogs();
+  await using cluster = await startRedisCluster();
+  const vips = await spreadVips(cluster);
+  await using peer = await node("lb-a", cluster, { vips, services: services(vips) });
+  const first = vips.map((vip, v) => event(0x0f000000 + v, 1, "10.0.1.5", vip));
+  for (const ev of first) datapathLearns(peer, ev);
+  await flush(peer.agent);
+  const dir = await Deno.makeTempDir({ prefix: "hf-agent-test-" });
+  const config = `${dir}/services.json`;
+  await Deno.writeTextFile(config, JSON.stringify(services(vips)));
+  const port = freePort();
+  const stop = new AbortController();
+  // One seed is enough: the client learns the other nodes from it.
+  const oneSeed = cluster.url.replace(/,.*$/, "");
+  const exit = main([
+    ...["--config", config, "--redis", oneSeed, "--vip", vips.join(",")],
+    ...["--node-name", "lb-b", "--datapath", "memory", "--listen", `127.0.0.1:${port}`],
+  ], { signal: stop.signal });
+  const installed = async () => {
+    const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text(), () => "");
+    let sum = 0;
+    for (const m of text.matchAll(/holdfast_flows_installed_total\{[^}]*\} (\d+)/g)) {
+      sum += Number(m[1]);
+    }
+    return sum;
+  };
+  try {
+    await until("ready", () => logs.records.some((r) => r.msg === "ready" && r.node === "lb-b"));
+    assertEquals(await installed(), vips.length, "restored at ready");
+    for (const ev of vips.map((vip, v) => event(0x0f100000 + v, 1, "10.0.1.6", vip))) {
+      datapathLearns(peer, ev);
+    }
+    await until("followed", async () => await installed() === 2 * vips.length);
+  } finally {
+    stop.abort();
+    await Deno.remove(dir, { recursive: true });
+  }
+  assertEquals(await exit, 0, "exit code");
 });

@@ -118,6 +118,32 @@ export class RedisCluster implements AsyncDisposable {
     throw new Error(`Redis Cluster not healthy within ${timeoutMs} ms: ${last}`);
   }
 
+  /**
+   * Moves the slot of `key` (with its keys) to master `to`, the way `redis-cli --cluster reshard`
+   * does: IMPORTING/MIGRATING, MIGRATE in pages, then SETSLOT NODE on every master. Clients see
+   * ASK while it moves and MOVED after.
+   */
+  async migrateSlotOf(key: string, to: RedisServer): Promise<void> {
+    const from = await this.masterOf(key);
+    if (from === to) return;
+    const slot = (await from.cli("cluster", "keyslot", key)).trim();
+    const topo = await this.topology();
+    const id = (s: RedisServer) => topo.find((t) => t.port === s.port)!.id;
+    await to.cli("cluster", "setslot", slot, "importing", id(from));
+    await from.cli("cluster", "setslot", slot, "migrating", id(to));
+    const host = this.options.bind ?? "127.0.0.1";
+    for (let page = 0; page < 10_000; page++) {
+      const keys = (await from.cli("cluster", "getkeysinslot", slot, "100")).split("\n")
+        .filter((k) => k !== "");
+      if (keys.length === 0) break;
+      await from.cli("migrate", host, String(to.port), "", "0", "5000", "KEYS", ...keys);
+    }
+    for (const m of topo.filter((t) => t.master && !t.failed)) {
+      const server = this.nodes.find((n) => n.port === m.port && n.pid !== null);
+      if (server) await server.cli("cluster", "setslot", slot, "node", id(to));
+    }
+  }
+
   /** SIGKILLs `node` and waits until its replica took its slots over. */
   async kill(node: RedisServer): Promise<void> {
     await node.stop("SIGKILL");

@@ -260,3 +260,37 @@ Deno.test("redis cluster: the agent subcommand with --redis redis+cluster:// res
   }
   assertEquals(await exit, 0, "exit code");
 });
+
+Deno.test("redis cluster: an LB IP's slot moved to another master while agents learn (ASK, MOVED)", async () => {
+  using _logs = captureLogs();
+  await using cluster = await startRedisCluster();
+  const vips = await spreadVips(cluster);
+  const opts = { vips, services: services(vips) };
+  await using a = await node("lb-a", cluster, opts);
+  await using b = await node("lb-b", cluster, opts);
+  const batch = (base: number) =>
+    vips.flatMap((vip, v) =>
+      Array.from({ length: 30 }, (_, i) => event(base + v * 1000 + i, 2, "10.0.1.7", vip))
+    );
+  const first = batch(0x10000000);
+  for (const ev of first) datapathLearns(a, ev);
+  await until("B has the first flows", () => b.table.size === first.length);
+  const key = vipKeys(vips[0]!).flows;
+  const from = await cluster.masterOf(key);
+  const to = await cluster.masterOf(vipKeys(vips.at(-1)!).flows);
+  assert(from !== to, "another master");
+  const moving = cluster.migrateSlotOf(key, to);
+  const during = batch(0x11000000);
+  for (const ev of during) datapathLearns(a, ev);
+  await moving;
+  assertEquals(await cluster.masterOf(key), to, "slot moved");
+  const after = batch(0x12000000);
+  for (const ev of after) datapathLearns(a, ev);
+  const all = first.length + during.length + after.length;
+  await until("B has every flow", () => b.table.size === all, 30_000);
+  await until("A in sync", () => a.agent.ready, 30_000);
+  await flush(a.agent);
+  assertEquals((await to.cli("hlen", key)).trim(), "90", "the moved LB IP's flows");
+  const slot = (await to.cli("cluster", "keyslot", key)).trim();
+  assertEquals((await from.cli("cluster", "countkeysinslot", slot)).trim(), "0", "left behind");
+});

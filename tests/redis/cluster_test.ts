@@ -294,3 +294,31 @@ Deno.test("redis cluster: an LB IP's slot moved to another master while agents l
   const slot = (await to.cli("cluster", "keyslot", key)).trim();
   assertEquals((await from.cli("cluster", "countkeysinslot", slot)).trim(), "0", "left behind");
 });
+
+Deno.test("redis cluster: credentials in the URL reach every node; wrong ones are reported, not retried", async () => {
+  using logs = captureLogs();
+  await using cluster = await startRedisCluster();
+  for (const n of cluster.nodes) {
+    await n.cli("config", "set", "masterauth", "s3cret");
+    await n.cli("config", "set", "requirepass", "s3cret");
+  }
+  const url = cluster.url.replace("//", "//:s3cret@");
+  const good = new RedisConnection({ url, logComponent: "test" });
+  const bad = new RedisConnection({ url: cluster.url.replace("//", "//:wrong@") });
+  try {
+    // Keys on every master: each node connection authenticates.
+    for (let i = 0; i < 30; i++) await good.command(["SET", `k${i}`, "v"]);
+    assertEquals(await good.command(["GET", "k7"]), "v");
+    let err = "";
+    try {
+      await bad.command(["GET", "k7"]);
+    } catch (e) {
+      err = (e as Error).message;
+    }
+    assert(/authenticate|WRONGPASS/.test(err) && !err.includes("wrong@"), err);
+    assert(!JSON.stringify(logs.records).includes("s3cret"), "password logged");
+  } finally {
+    await good.close();
+    await bad.close();
+  }
+});

@@ -192,8 +192,14 @@ export class RedisConnection {
       if (!connected || this.#closed || Date.now() - lastRediscover < 200) return;
       lastRediscover = Date.now();
       const slots = cluster._slots as unknown as { rediscover(c: unknown): Promise<void> };
-      const seed = target.seeds[Math.floor(Math.random() * target.seeds.length)]!;
-      slots.rediscover({ options: { socket: { host: seed.host, port: seed.port } } })
+      // From a node it knows or a seed, at random (one may be the dead one); node-redis falls
+      // back to every seed when that one does not answer.
+      const known = [
+        ...cluster.masters.map((m) => ({ host: m.host, port: m.port })),
+        ...target.seeds,
+      ];
+      const from = known[Math.floor(Math.random() * known.length)]!;
+      slots.rediscover({ options: { socket: { host: from.host, port: from.port } } })
         .catch((err: Error) => this.#log.debug("redis cluster topology refresh failed", { err }));
     };
     cluster.on("error", (err: Error) => {

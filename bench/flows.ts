@@ -17,7 +17,11 @@
  * 4. propagation: agent A learns 20,000 flows/s for 2 s; per flow, the time until agent B's
  *    flow map has it (p50/p99), i.e. how stale a peer's map can be when ECMP moves a new flow.
  *
- * Last line: one JSON object with `flows_per_s`, `redis_set_p16_per_s`, `restore_1m_s`.
+ * 5. cluster shape (`flows_cluster.ts`): the same agent against a Redis Cluster of three masters
+ *    with a replica each, flows over 12 LB IPs: flows/s, per-master write spread, propagation.
+ *
+ * Last line: one JSON object with `flows_per_s`, `redis_set_p16_per_s`, `restore_1m_s`, and
+ * the cluster shape's `cluster_flows_per_s`, `cluster_write_spread`, `cluster_propagation_*`.
  * `FLOWS_BENCH_N` (default 1,000,000) sets N; restore_1m_s is scaled to 1M when N differs.
  * `--quick` (a smoke run of a few seconds, for `./hf test bench`): N = 10,000, one round, a
  * 50,000-request redis-benchmark, 0.5 s of propagation; the figures mean nothing.
@@ -38,6 +42,7 @@ import { Registry } from "../lib/metrics.ts";
 import { readCommandLineOrExit } from "../lib/args.ts";
 import { startRedis } from "../lab/redis_server.ts";
 import { median } from "./_stats.ts";
+import { clusterShape } from "./flows_cluster.ts";
 
 const OPTIONS = {
   command: "bench:flows",
@@ -285,6 +290,14 @@ async function main(): Promise<void> {
       `${restoreS.toFixed(2)} s (goal <= 3 s for 1M)`,
   );
 
+  const cl = await clusterShape(QUICK ? 10_000 : Math.min(N, 200_000), QUICK);
+  console.log(
+    `cluster (3 masters + replicas, 12 LB IPs): ${cl.flowsPerS.toFixed(0)} flows/s, ` +
+      `per-master write spread ±${(100 * cl.spread).toFixed(0)}%, propagation p50 ${
+        cl.p50.toFixed(1)
+      } ms, p99 ${cl.p99.toFixed(1)} ms`,
+  );
+
   console.log(JSON.stringify({
     n: N,
     flows_per_s: Math.round(flowsPerS),
@@ -294,6 +307,10 @@ async function main(): Promise<void> {
     restore_table: target.kind,
     propagation_p50_ms: Number(prop.p50.toFixed(2)),
     propagation_p99_ms: Number(prop.p99.toFixed(2)),
+    cluster_flows_per_s: Math.round(cl.flowsPerS),
+    cluster_write_spread: Number(cl.spread.toFixed(3)),
+    cluster_propagation_p50_ms: Number(cl.p50.toFixed(2)),
+    cluster_propagation_p99_ms: Number(cl.p99.toFixed(2)),
   }));
 }
 

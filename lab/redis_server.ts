@@ -40,6 +40,8 @@ export interface StartRedisOptions {
   readonly bind?: string;
   /** Port (default: a free loopback port; with `netns` default 6379). */
   readonly port?: number;
+  /** More `redis-server` arguments (e.g. `--cluster-enabled yes`, `lab/redis_cluster.ts`). */
+  readonly extraArgs?: readonly string[];
 }
 
 /** A running throwaway redis-server. */
@@ -85,6 +87,7 @@ export class RedisServer implements AsyncDisposable {
       `${this.dir}/redis.pid`,
     ];
     if (this.options.password) args.push("--requirepass", this.options.password);
+    args.push(...(this.options.extraArgs ?? []));
     for (const u of this.options.aclUsers ?? []) {
       args.push("--user", u.name, "on", `>${u.password}`, ...(u.rules ?? ["~*", "&*", "+@all"]));
     }

@@ -40,6 +40,7 @@ import {
   stringOption,
   UsageError,
 } from "../lib/args.ts";
+import { redisUrlProblem } from "../lib/redis_cluster.ts";
 
 /** Parsed `agent` arguments. */
 export interface AgentArgs {
@@ -111,6 +112,8 @@ export interface AgentArgs {
 /** One-screen usage of `main.ts agent`. */
 export const USAGE =
   `usage: main.ts agent --node-name NAME (--config FILE | --model redis) --redis URL
+  (URL: redis://[USER@]HOST:PORT, rediss://… for TLS, or a Redis Cluster:
+   redis+cluster://HOST:PORT[,HOST:PORT…] — any nodes of it; docs/operators.md)
   [--vip IP[,IP...]] [--no-flow-sync] [--maglev-size M] [--policy FILE.wasm] [--config-poll-ms MS]
   [--policy-follow PATH (follow the active file of \`main.ts policy swap --active PATH\`)]
   [--redis-user USER] [--redis-password-file FILE] [--redis-tls] [--redis-ca FILE]
@@ -242,9 +245,8 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
   const url = flowSync || model === "redis"
     ? stringOption(values, "redis", { required: true })
     : stringOption(values, "redis", { default: "redis://127.0.0.1:6379" });
-  if (!/^rediss?:\/\//.test(url)) {
-    throw new UsageError(`Cannot use --redis "${url}": expected redis:// or rediss://`);
-  }
+  const redisProblem = redisUrlProblem(url);
+  if (redisProblem) throw new UsageError(`Cannot use --redis "${url}": ${redisProblem}`);
   const redis: RedisStoreOptions = { url };
   const user = str("redis-user");
   if (user) redis.username = user;

@@ -29,6 +29,7 @@
  */
 
 import { isIpv4, parseIpv4Cidr } from "../../lib/ipv4.ts";
+import { redisUrlProblem } from "../../lib/redis_cluster.ts";
 
 /** One floating address and the internal gateway address that moves with it. */
 export interface FloatingAddress {
@@ -213,9 +214,8 @@ export function parseEgressConfig(doc: unknown): EgressConfig {
     fail("sync", "expected true or false", root.sync);
   }
   const redis = root.redis === undefined ? undefined : string(root.redis, "redis");
-  if (redis !== undefined && !/^rediss?:\/\//.test(redis)) {
-    fail("redis", "expected a redis:// or rediss:// URL", redis);
-  }
+  const redisProblem = redis === undefined ? null : redisUrlProblem(redis);
+  if (redisProblem) fail("redis", redisProblem, redis);
   const config: EgressConfig = {
     name,
     destinations,

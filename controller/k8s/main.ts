@@ -37,6 +37,7 @@ import { startController } from "./run.ts";
 import { metricsUrl, readStatus } from "../status/collect.ts";
 import { dashboardHandler, StatusFeed } from "../status/dashboard.ts";
 import { RedisStatusStore } from "../status/redis_status_store.ts";
+import { redisUrlProblem } from "../../lib/redis_cluster.ts";
 
 const USAGE = `usage: main.ts controller [OPTIONS]
   [--kubeconfig FILE]           (default: in-cluster, else $KUBECONFIG or ~/.kube/config)
@@ -45,7 +46,8 @@ const USAGE = `usage: main.ts controller [OPTIONS]
   [--lease NAME]                Lease for leader election (default holdfast-controller)
   [--lease-duration-ms N] [--renew-deadline-ms N] [--retry-period-ms N]   (15000, 10000, 2000)
   [--redis URL]                 publish the LB model and the EgressNAT configs here, read the
-                                egress leases (redis:// or rediss://; default: none)
+                                egress leases (redis:// or rediss://; a Redis Cluster:
+                                redis+cluster://HOST:PORT[,HOST:PORT…]; default: none)
   [--redis-user USER] [--redis-password-file FILE]
   [--policy-configmap NAME]     ConfigMap with the WASM policy, validated on every change
                                 (Events PolicyValidated / PolicyRejected; default holdfast-policy)
@@ -95,9 +97,8 @@ export function readControllerArgs(
   const url = stringOption(values, "redis");
   let redis: RedisStoreOptions | undefined;
   if (url !== undefined) {
-    if (!/^rediss?:\/\//.test(url)) {
-      throw new UsageError(`Cannot use --redis "${url}": expected redis:// or rediss://`);
-    }
+    const redisProblem = redisUrlProblem(url);
+    if (redisProblem) throw new UsageError(`Cannot use --redis "${url}": ${redisProblem}`);
     redis = { url, logComponent: "model-store" };
     const user = stringOption(values, "redis-user");
     if (user) redis.username = user;

@@ -42,6 +42,7 @@ import { followKubernetes, KubeBgp } from "./kube_source.ts";
 import { watchFile } from "./watch_file.ts";
 import { FlowRedirect } from "./redirect.ts";
 import { DEFAULT_LIVENESS } from "./liveness.ts";
+import { redisUrlProblem } from "../../lib/redis_cluster.ts";
 
 const USAGE = `usage: main.ts anycast --node NAME (--state FILE | --kube) [OPTIONS]
 
@@ -63,7 +64,7 @@ service runs on this node; with --bgp-config, runs bird to announce those addres
 
 Flow redirection (off by default; needs root, BPF and a shared Redis; docs/anycast.md):
   --redirect               run the flow-aware datapath: moved flows go to the node owning them
-  --redis URL              the flow store shared by the anycast nodes (redis://host:port)
+  --redis URL              the flow store shared by the anycast nodes (redis://host:port, redis+cluster://…)
   --attach IFACE           the uplink (XDP and tc attach here)
   --src-addr IP            this node's address on it (outer source; owner of its own flows)
   --owners IP[,IP...]      every anycast node's --src-addr: flows owned elsewhere are refused
@@ -268,9 +269,8 @@ function redirectOptions(values: CommandLine["values"]) {
     return undefined;
   }
   const url = stringOption(values, "redis", { required: true });
-  if (!/^rediss?:\/\//.test(url)) {
-    throw new UsageError(`Cannot use --redis "${url}": expected redis:// or rediss://`);
-  }
+  const redisProblem = redisUrlProblem(url);
+  if (redisProblem) throw new UsageError(`Cannot use --redis "${url}": ${redisProblem}`);
   const srcAddr = stringOption(values, "src-addr", { required: true });
   const owners = listOption(values, "owners");
   for (const [flag, ip] of [["src-addr", srcAddr], ...owners.map((a) => ["owners", a])]) {

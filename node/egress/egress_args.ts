@@ -18,6 +18,7 @@ import {
   stringOption,
   UsageError,
 } from "../../lib/args.ts";
+import { redisUrlProblem } from "../../lib/redis_cluster.ts";
 
 /** Usage text of `main.ts egress`. */
 export const EGRESS_USAGE = `usage: main.ts egress --config FILE --name POD [OPTIONS]
@@ -35,7 +36,7 @@ hands every owned address to its standby (planned handover, no resets) and exits
   --config-wait-ms N    with --egress: how long to wait for the config (default 120000)
   --name POD            this pod's name among the config's peers                      required
   --redis URL           Redis of the leases (default: the config's "redis"; required
-                        with --egress)
+                        with --egress); redis+cluster://HOST:PORT[,…] for a Redis Cluster
   --metrics-addr H:P    serve /metrics /healthz /readyz there (default: none)
   --no-sync             do not sync conntrack (the baseline: a takeover resets connections)
   --lease-ttl-ms N      lease time to live (default: the ownership's)
@@ -88,9 +89,8 @@ export function readEgressArgs(line: CommandLine): EgressArgs {
     metrics = { hostname: m[1]!, port: Number(m[2]) };
   }
   const redis = stringOption(v, "redis");
-  if (redis !== undefined && !/^rediss?:\/\//.test(redis)) {
-    throw new UsageError(`Cannot use --redis "${redis}": expected redis://HOST:PORT`);
-  }
+  const redisProblem = redis === undefined ? null : redisUrlProblem(redis);
+  if (redisProblem) throw new UsageError(`Cannot use --redis "${redis}": ${redisProblem}`);
   const config = stringOption(v, "config"), egress = stringOption(v, "egress");
   if ((config === undefined) === (egress === undefined)) {
     throw new UsageError("Pass exactly one of --config FILE and --egress NS/NAME");

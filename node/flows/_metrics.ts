@@ -20,6 +20,7 @@ export interface AgentMetrics {
   readonly state: Gauge;
   readonly writeSeconds: Histogram;
   readonly restoreSeconds: Gauge;
+  readonly rewritten: Counter;
 }
 
 /** Registers (or finds) the flow agent's metrics in `r`. */
@@ -64,5 +65,11 @@ export function agentMetrics(r: Registry): AgentMetrics {
       "Time from a new-flow event to its batch being stored (oldest flow of each batch).",
     ),
     restoreSeconds: r.gauge("holdfast_flow_restore_seconds", "Duration of the last restore."),
+    rewritten: r.counter(
+      "holdfast_flows_rewritten_total",
+      "Local flows written to the store by a restore because it lacked them (learned during an " +
+        "outage or a shard failover, or the store lost its data).",
+      vip,
+    ),
   };
 }

@@ -92,6 +92,7 @@ export class Restorer {
         if (removed > 0) metrics.removed.inc({ vip, reason: "stale" }, removed);
       }
       await this.publish(vip, publish);
+      if (publish.length > 0) metrics.rewritten.inc({ vip }, publish.length);
       log.info("flows restored", {
         vip,
         stored,
@@ -133,6 +134,7 @@ export class Restorer {
     }
     for (const [vip, list] of byVip) {
       await this.publish(vip, list);
+      this.#ctx.metrics.rewritten.inc({ vip }, list.length);
       this.#ctx.log.info("flows rewritten to store", { vip, flows: list.length });
     }
   }

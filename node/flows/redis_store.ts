@@ -1,7 +1,9 @@
 /**
  * {@link FlowStore} over Redis (schema in `schema.ts`); connections in `lib/redis_connection.ts`.
  * Authentication: `redis://user:password@host:port` or the `username`/`password` options (Redis
- * ACL users or `requirepass`). TLS: a `rediss://` URL or `tls: {}`, with an optional CA.
+ * ACL users or `requirepass`). TLS: a `rediss://` URL or `tls: {}`, with an optional CA. A Redis
+ * Cluster: `redis+cluster://host:port,…`; every key of one LB IP shares its hash tag (one slot),
+ * so scripts work unchanged, and the stream reads are split per LB IP (see `read`).
  *
  * @module
  */
@@ -22,6 +24,12 @@ import type { FlowBackend } from "../bpf/flow.ts";
 import { RedisConnection, type RedisStoreOptions } from "../../lib/redis_connection.ts";
 
 export { redact, type RedisStoreOptions } from "../../lib/redis_connection.ts";
+
+/**
+ * To a Redis Cluster, an agent following several LB IPs polls their streams this often (ms) when
+ * they had nothing new (one XREAD cannot span slots; see {@link RedisFlowStore.read}).
+ */
+export const CLUSTER_POLL_MS = 20;
 
 function hex16(n: number): string {
   return (n & 0xffff).toString(16).padStart(4, "0");
@@ -251,18 +259,36 @@ export class RedisFlowStore implements FlowStore {
       keys.push(k);
       ids.push(id);
     }
-    const reply = await this.#redis.blocking([
-      "XREAD",
-      "COUNT",
-      String(options.count),
-      "BLOCK",
-      String(options.blockMs),
-      "STREAMS",
-      ...keys,
-      ...ids,
-    ]) as [string, [string, string[]][]][] | null;
+    type Reply = [string, [string, string[]][]][] | null;
+    let replies: Reply[];
+    if (this.#redis.cluster && keys.length > 1) {
+      // A cluster refuses one XREAD over several slots, and a blocking read holds its node's
+      // connection: one non-blocking XREAD per LB IP (node-redis pipelines those going to the
+      // same master), then a short pause when none had news.
+      replies = await Promise.all(
+        keys.map((k, i) =>
+          this.#redis.command(["XREAD", "COUNT", String(options.count), "STREAMS", k, ids[i]!])
+        ),
+      ) as Reply[];
+      if (replies.every((r) => r === null || r.length === 0)) {
+        await new Promise((r) => setTimeout(r, Math.min(options.blockMs, CLUSTER_POLL_MS)));
+      }
+    } else {
+      replies = [
+        await this.#redis.blocking([
+          "XREAD",
+          "COUNT",
+          String(options.count),
+          "BLOCK",
+          String(options.blockMs),
+          "STREAMS",
+          ...keys,
+          ...ids,
+        ]) as Reply,
+      ];
+    }
     const out: FlowChange[] = [];
-    for (const [key, entries] of reply ?? []) {
+    for (const [key, entries] of replies.flatMap((r) => r ?? [])) {
       const vip = byKey.get(key)!;
       for (const [id, kv] of entries) {
         const f: Record<string, string> = {};

@@ -101,7 +101,7 @@ export type NodeOptions = Partial<FlowSyncAgentOptions> & {
 /** An LB node whose agent shares `redis`; dispose to stop it. */
 export async function node(
   name: string,
-  redis: RedisServer,
+  redis: Pick<RedisServer, "url">,
   options: NodeOptions = {},
 ): Promise<Node & AsyncDisposable> {
   const { store: storeOptions, start = true, ...agentOptions } = options;

@@ -69,6 +69,15 @@ export function vipKeys(vip: string, prefix = "hf"): VipKeys {
   };
 }
 
+/**
+ * Version of the Redis flow records (keys, fields, values, stream entries and the scripts that
+ * write them; docs/contracts.md "Format versions"). v1: values `<hex8>:<epoch>:<learned ms>`;
+ * v2: `<backend hex8 or hex32>:<learned ms>` and the IPv6 forms. Readers take v1 and v2 values
+ * ({@link decodeFlowValue}, the scripts match on the backend prefix and the last colon); a value
+ * of neither form is skipped and logged. Bump it with tests/hygiene's golden and CHANGELOG.md.
+ */
+export const FLOW_RECORDS_VERSION = 2;
+
 /** Approximate cap of each LB IP's stream, in entries (each entry is a batch of flows). */
 export const STREAM_MAXLEN = 100_000;
 

@@ -265,13 +265,13 @@ export async function checkRootfs(tarball: string): Promise<void> {
       stdout: "piped",
     });
     const lines = out.split("\n");
-    const want = ["usage: main.ts COMMAND", "usage: main.ts agent"];
-    for (let i = 0; i < 4; i++) {
-      if (!lines[i]?.startsWith(want[i % 2]!)) {
+    const want = ["usage: main.ts COMMAND", "usage: main.ts agent", `holdfast ${VERSION} (git `];
+    for (let i = 0; i < 2 * want.length; i++) {
+      if (!lines[i]?.startsWith(want[i % want.length]!)) {
         throw new Error(`Image check failed: line ${i + 1} is ${JSON.stringify(lines[i])}: ${out}`);
       }
     }
-    if (!lines[4]?.startsWith("Redis server v=")) {
+    if (!lines[2 * want.length]?.startsWith("Redis server v=")) {
       throw new Error(`Image has no redis-server: ${out}`);
     }
   } finally {

@@ -11,6 +11,7 @@
  */
 
 import { readCommandLine, UsageError } from "./lib/args.ts";
+import { versionLine } from "./lib/version.ts";
 
 /** A subcommand: a one-line summary and its lazily imported entry point. */
 interface Command {
@@ -68,7 +69,7 @@ const COMMANDS: Record<string, Command> = {
 function usage(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((n) => n.length));
   return [
-    "usage: main.ts COMMAND [ARGS]   (main.ts COMMAND --help: its options)",
+    "usage: main.ts COMMAND [ARGS]   (main.ts COMMAND --help: its options; main.ts --version)",
     "",
     ...Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
   ].join("\n");
@@ -77,6 +78,10 @@ function usage(): string {
 /** Runs the subcommand named by `args[0]`; returns the process exit code. */
 export async function main(args: string[]): Promise<number> {
   const [first, ...rest] = args;
+  if (first === "--version") {
+    console.log(versionLine());
+    return 0;
+  }
   // Only the command name is parsed here; its own flags (and its --help) are the command's.
   const read = readCommandLine(
     first === "help" ? ["--help"] : args.slice(0, 1),

@@ -285,6 +285,21 @@ export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 export const registry: Registry = new Registry();
 
 /**
+ * Sets `holdfast_build_info{version,commit}` to 1 in `reg`: which release and commit this process
+ * runs (`lib/version.ts`). `serveOps` calls it, so every daemon's `/metrics` has it.
+ */
+export function exportBuildInfo(
+  info: { version: string; commit: string },
+  reg: Registry = registry,
+): void {
+  reg.gauge(
+    "holdfast_build_info",
+    "1, labelled with the Holdfast release and git commit this process runs.",
+    { labelNames: ["version", "commit"] },
+  ).set({ version: info.version, commit: info.commit }, 1);
+}
+
+/**
  * Sets `holdfast_node_info{role,node}` to 1 in `reg`: which node, in which role (`lb`,
  * `anycast`, `egress`), serves this `/metrics` — what `main.ts status` names it by.
  */

@@ -1,6 +1,6 @@
 /**
  * The operations endpoints every Holdfast process serves: `GET /metrics` (Prometheus text from a
- * {@linkcode Registry}), `GET /healthz` (the process runs) and `GET /readyz` (200 once `isReady()`
+ * {@linkcode Registry}, with `holdfast_build_info{version,commit} 1` added), `GET /healthz` (the process runs) and `GET /readyz` (200 once `isReady()`
  * says so, else 503), and whatever more `routes` answers (the controller's `/dashboard`).
  *
  * @example
@@ -14,7 +14,13 @@
  */
 
 import { log, type Logger } from "./log.ts";
-import { CONTENT_TYPE, type Registry, registry as processRegistry } from "./metrics.ts";
+import {
+  CONTENT_TYPE,
+  exportBuildInfo,
+  type Registry,
+  registry as processRegistry,
+} from "./metrics.ts";
+import { buildInfo } from "./version.ts";
 
 /** Serves /metrics, /healthz and /readyz on `listen`; logs `listening` with the bound address. */
 export function serveOps(
@@ -29,6 +35,7 @@ export function serveOps(
 ): Deno.HttpServer {
   const logger = options.logger ?? log;
   const registry = options.registry ?? processRegistry;
+  exportBuildInfo(buildInfo(), registry);
   return Deno.serve({
     ...listen,
     onListen: (addr) => logger.info("listening", { addr: `${addr.hostname}:${addr.port}` }),

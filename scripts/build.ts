@@ -1,10 +1,13 @@
 /**
  * `deno task build`: builds every artefact tests and the demo load — BPF objects (bpf/build.ts)
- * and WASM policy modules (policy-as/build.ts). Each part exports `build(): Promise<void>`.
+ * and WASM policy modules (policy-as/build.ts). Each part exports `build(): Promise<void>`. First
+ * writes `build_info.json`, the git commit `main.ts --version` and `holdfast_build_info` show
+ * (lib/version.ts).
  *
  * @module
  */
 import { readCommandLineOrExit } from "../lib/args.ts";
+import { writeBuildInfo } from "./_build_info.ts";
 
 readCommandLineOrExit(Deno.args, {
   command: "build",
@@ -12,6 +15,8 @@ readCommandLineOrExit(Deno.args, {
   Builds the BPF objects (bpf/build/) and the WASM policy modules (policy-as/build/).`,
   options: {},
 }, () => {});
+
+await writeBuildInfo();
 
 const parts = ["../bpf/build.ts", "../policy-as/build.ts"];
 

@@ -10,7 +10,9 @@
  *    deno.lock, node_modules without the build-only AssemblyScript) and the pinned deno binary
  *    as `/usr/local/bin/deno`; deno.json there says
  *    `"nodeModulesDir": "manual"` so npm packages resolve from node_modules with no network;
- * 3. `podman import` of that tarball as `--tag` (default `holdfast:dev`), with WORKDIR, ENV and
+ * 3. `podman import` of that tarball as `--tag` (default `holdfast:dev`, then also tagged
+ *    `holdfast:<VERSION>` from lib/version.ts; the image carries `build_info.json` with the
+ *    commit), with WORKDIR, ENV and
  *    ENTRYPOINT set (podman is installed with apt-get when missing); `--no-import` stops at the
  *    tarball `.cache/image/holdfast-rootfs.tar`;
  * 4. a check that the image runs: the tarball is unpacked and `deno run main.ts --help` and
@@ -24,6 +26,8 @@
  */
 import { log as rootLog } from "../lib/log.ts";
 import { readCommandLineOrExit, stringOption } from "../lib/args.ts";
+import { VERSION } from "../lib/version.ts";
+import { writeBuildInfo } from "./_build_info.ts";
 
 /** Debian packages of the image: libbpf and conntrack/mnl for the datapath's FFI, ip, TLS roots,
  * redis-server for the Redis Deployment (k8s/redis.yaml), bird2 for the anycast agents
@@ -40,6 +44,9 @@ export const IMAGE_PACKAGES = [
 
 /** The image name `k8s/` manifests use (`deno task deploy --image` replaces it). */
 export const DEFAULT_TAG = "holdfast:dev";
+
+/** The release tag the default build also gets: `holdfast:<VERSION>` (lib/version.ts). */
+export const VERSION_TAG = `holdfast:${VERSION}`;
 
 const SUITE = "bookworm";
 const ROOT = new URL("../", import.meta.url).pathname;
@@ -173,6 +180,9 @@ async function buildRootfsOnce(): Promise<string> {
     const config = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`));
     config.nodeModulesDir = "manual";
     await Deno.writeTextFile(`${stage}/deno.json`, JSON.stringify(config, null, 2) + "\n");
+    // The commit main.ts --version and holdfast_build_info show (lib/version.ts).
+    const commit = await writeBuildInfo(`${stage}/build_info.json`);
+    log.info("build info", { version: VERSION, commit });
     // Everything readable by any user (the controller and Redis run as uid 65532), owned by root.
     const append = (dir: string, prefix: string, files: string[], extra: string[] = []) =>
       sh([
@@ -191,7 +201,7 @@ async function buildRootfsOnce(): Promise<string> {
         ...files,
       ]);
     await append(ROOT, APP, [...PRODUCT], EXCLUDE.map((e) => `--exclude=${e}`));
-    await append(stage, APP, ["deno.json"]);
+    await append(stage, APP, ["deno.json", "build_info.json"]);
     await append(Deno.execPath().replace(/\/deno$/, ""), "usr/local/bin", ["deno"]);
   } finally {
     await Deno.remove(stage, { recursive: true });
@@ -230,7 +240,8 @@ export async function importImage(tarball: string, tag: string): Promise<string>
 }
 
 /**
- * Unpacks the tarball and runs `main.ts --help` and `main.ts agent --help` inside it with chroot,
+ * Unpacks the tarball and runs `main.ts --help`, `main.ts agent --help` and `main.ts --version`
+ * inside it with chroot,
  * in new mount, PID and network namespaces (offline), as root and as uid 65532. Throws on failure.
  */
 export async function checkRootfs(tarball: string): Promise<void> {
@@ -242,7 +253,7 @@ export async function checkRootfs(tarball: string): Promise<void> {
       `mount -t proc proc ${dir}/proc`,
       `mount -t tmpfs tmpfs ${dir}/tmp`,
       ...["0:0", "65532:65532"].flatMap((user) =>
-        ["main.ts --help", "main.ts agent --help"].map((args) =>
+        ["main.ts --help", "main.ts agent --help", "main.ts --version"].map((args) =>
           `chroot --userspec=${user} ${dir} env -i PATH=/usr/local/bin:/usr/bin:/bin ` +
           `DENO_DIR=/tmp/deno-dir-${user.split(":")[0]} DENO_NO_UPDATE_CHECK=1 sh -c ` +
           `'cd /${APP} && deno run -P=agent --no-prompt --quiet ${args}' | head -1`
@@ -254,13 +265,13 @@ export async function checkRootfs(tarball: string): Promise<void> {
       stdout: "piped",
     });
     const lines = out.split("\n");
-    const want = ["usage: main.ts COMMAND", "usage: main.ts agent"];
-    for (let i = 0; i < 4; i++) {
-      if (!lines[i]?.startsWith(want[i % 2]!)) {
+    const want = ["usage: main.ts COMMAND", "usage: main.ts agent", `holdfast ${VERSION} (git `];
+    for (let i = 0; i < 2 * want.length; i++) {
+      if (!lines[i]?.startsWith(want[i % want.length]!)) {
         throw new Error(`Image check failed: line ${i + 1} is ${JSON.stringify(lines[i])}: ${out}`);
       }
     }
-    if (!lines[4]?.startsWith("Redis server v=")) {
+    if (!lines[2 * want.length]?.startsWith("Redis server v=")) {
       throw new Error(`Image has no redis-server: ${out}`);
     }
   } finally {
@@ -284,7 +295,8 @@ if (import.meta.main) {
     command: "image",
     usage: `usage: deno task image [--tag NAME:TAG] [--no-import]   (needs root)
   Builds the Holdfast image (Debian bookworm via mmdebstrap + the product), imports it into
-  podman as NAME:TAG (default ${DEFAULT_TAG}) and checks it runs main.ts --help.
+  podman as NAME:TAG (default ${DEFAULT_TAG}, also tagged ${VERSION_TAG}) and checks it runs
+  main.ts --help and --version.
   --no-import  stop at the tarball .cache/image/holdfast-rootfs.tar (checked all the same)`,
     options: { tag: { type: "string" }, "no-import": { type: "boolean" } },
   }, ({ values }) => ({
@@ -300,8 +312,12 @@ if (import.meta.main) {
   log.info("image checked: main.ts --help runs inside, offline, as root and uid 65532");
   const id = options.import ? await importImage(tarball, options.tag) : null;
   if (id !== null) log.info("imported", { tag: options.tag, id: id.slice(0, 12) });
+  // The default build is also the release's tag; an explicit --tag is the caller's own name.
+  const versionTag = id !== null && options.tag === DEFAULT_TAG ? VERSION_TAG : null;
+  if (id !== null && versionTag !== null) await sh(["podman", "tag", id, versionTag]);
   console.log(JSON.stringify({
     tag: id === null ? null : options.tag,
+    versionTag,
     id: id?.slice(0, 12) ?? null,
     tarball,
     mib: Math.round(bytes / 2 ** 20),

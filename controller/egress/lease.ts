@@ -65,6 +65,13 @@ export interface LeaseStore {
   read(addr: string): Promise<LeaseState | null>;
 }
 
+/**
+ * Version of the leases in Redis (keys, the `HOLDER EPOCH` value, the scripts; docs/contracts.md
+ * "Format versions"). v1 is the first. Every NAT pod of one EgressNAT runs the same scripts on the
+ * same keys, so a change here must stay readable by the previous version's scripts.
+ */
+export const LEASE_VERSION = 1;
+
 // KEYS: lease, epoch counter, want. ARGV: holder, ttl ms, wanter.
 const ACQUIRE = `
 local cur = redis.call('GET', KEYS[1])
@@ -111,6 +118,9 @@ local cur = redis.call('GET', KEYS[1])
 if not cur then return {} end
 return {cur, redis.call('PTTL', KEYS[1])}
 `;
+
+/** The lease scripts (tests/hygiene's golden holds them: they are the format's encoder). */
+export const LEASE_SCRIPTS: Readonly<Record<string, string>> = { ACQUIRE, RENEW, RELEASE, READ };
 
 function checkTtl(ttlMs: number): string {
   if (!Number.isInteger(ttlMs) || ttlMs < 1) {

@@ -21,6 +21,13 @@ export interface StoredEgressConfig {
   readonly key: string;
 }
 
+/**
+ * Version of the stored egress config (key, `json` and `rev` fields, the JSON document;
+ * docs/contracts.md "Format versions"). v1 is the first. A NAT agent refuses a document it cannot
+ * parse (logged) and keeps the config it has.
+ */
+export const EGRESS_CONFIG_VERSION = 1;
+
 // KEYS: config hash. ARGV: json. Returns the revision now.
 const PUBLISH = `
 if redis.call('HGET', KEYS[1], 'json') == ARGV[1] then

@@ -14,6 +14,12 @@
 
 import type { RedisConnection } from "../../lib/redis_connection.ts";
 
+/**
+ * Version of the reports stream's entries ({@link encodeReport}; docs/contracts.md "Format
+ * versions"). v1 is the first. The controller skips (logs) an entry of a kind it does not know.
+ */
+export const REPORTS_VERSION = 1;
+
 /** Approximate length the reports stream is trimmed to. */
 export const REPORTS_MAXLEN = 10_000;
 

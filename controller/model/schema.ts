@@ -40,6 +40,13 @@ export interface ModelKeys {
   readonly settings: string;
 }
 
+/**
+ * Version of the model in Redis (keys, entry JSON, stream fields and ops, the scripts;
+ * docs/contracts.md "Format versions"). v1 is the first. Readers skip (log) an entry they refuse
+ * and read a stream op they do not know as a change without an entry (only `rev` advances).
+ */
+export const MODEL_VERSION = 1;
+
 /** Approximate length the change stream is trimmed to. */
 export const STREAM_MAXLEN = 10_000;
 

@@ -80,6 +80,13 @@ export function lbNodeBgpSettings(
   });
 }
 
+/**
+ * Version of the model settings' JSON ({@link encodeSettings}; docs/contracts.md "Format
+ * versions"). v1 is the first. Readers keep the fields they know and drop (log) bad ones; a field
+ * they do not know is ignored.
+ */
+export const SETTINGS_VERSION = 1;
+
 /** The canonical JSON of `s` (fixed key order, names sorted and unique): equal settings, equal text. */
 export function encodeSettings(s: ModelSettings): string {
   return JSON.stringify({

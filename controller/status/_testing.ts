@@ -7,7 +7,7 @@
 
 import { encodeEntry, type ModelEntry } from "../model/schema.ts";
 import type { EgressLeaseRow, StatusStore, StoredState } from "./model.ts";
-import { Registry } from "../../lib/metrics.ts";
+import { exportBuildInfo, Registry } from "../../lib/metrics.ts";
 
 /** A {@linkcode StatusStore} over a state the test changes; `down` makes reads fail. */
 export class MemoryStatusStore implements StatusStore {
@@ -58,6 +58,8 @@ export interface NodeMetrics {
   /** `service|backend` → state (`active`, `quarantined`, `new`). */
   health?: Record<string, string>;
   anycast?: Record<string, 0 | 1>;
+  /** `holdfast_build_info`'s labels, as serveOps sets them. */
+  build?: { version: string; commit: string };
 }
 
 /** The exposition text of `m`, through the real registry. */
@@ -67,6 +69,7 @@ export function nodeMetricsText(m: NodeMetrics): string {
     { role: m.role, node: m.node },
     1,
   );
+  if (m.build) exportBuildInfo(m.build, r);
   const ips = r.gauge("holdfast_agent_lb_ip", "", { labelNames: ["address"] });
   for (const [address, v] of Object.entries(m.lbIps ?? {})) ips.set({ address }, v);
   if (m.policy) {

@@ -87,6 +87,8 @@ export interface NodeRow {
   readonly lbIps: readonly string[];
   /** Digest of its serving policy module (LB nodes), "" when unknown. */
   readonly policy: string;
+  /** Release and short commit from `holdfast_build_info` (`0.1.0 cbf7d7b5a029`), "" when absent. */
+  readonly version: string;
 }
 
 /** An LB address: its frontends, the LB nodes serving (announcing) it, its stored flows. */
@@ -158,6 +160,12 @@ function hostOf(url: string): string {
 
 const byText = (a: string, b: string) => a < b ? -1 : a > b ? 1 : 0;
 
+/** `holdfast_build_info`'s release and short commit (a roll shows which node runs what). */
+function buildVersion(samples: readonly Sample[]): string {
+  const b = samplesOf(samples, "holdfast_build_info").find((x) => x.value === 1)?.labels;
+  return b?.version ? `${b.version} ${(b.commit ?? "").slice(0, 12)}`.trim() : "";
+}
+
 /** A node's row from its scrape. */
 function nodeRow(s: Scrape): NodeRow {
   const samples = s.samples ?? [];
@@ -173,6 +181,7 @@ function nodeRow(s: Scrape): NodeRow {
     lbIps: on("holdfast_agent_lb_ip").sort(byText),
     policy: samplesOf(samples, "holdfast_policy_module").find((x) => x.value === 1)?.labels
       .digest ?? "",
+    version: buildVersion(samples),
   };
 }
 

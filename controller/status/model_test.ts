@@ -34,7 +34,12 @@ Deno.test("status: LB addresses with the nodes serving them and their flows", as
   });
   store.setEntries([WEB, DNS], "ab".repeat(32));
   const scrape = scraper({
-    "http://a/metrics": { role: "lb", node: "lb1", lbIps: { "10.0.100.1": 1, "10.0.100.2": 1 } },
+    "http://a/metrics": {
+      role: "lb",
+      node: "lb1",
+      lbIps: { "10.0.100.1": 1, "10.0.100.2": 1 },
+      build: { version: "0.1.0", commit: "cbf7d7b5a0296f83d03c4f84b2bbca662937f4d3" },
+    },
     "http://b/metrics": { role: "lb", node: "lb2", lbIps: { "10.0.100.1": 1, "10.0.100.2": 0 } },
     "http://c/metrics": "down",
   });
@@ -64,6 +69,8 @@ Deno.test("status: LB addresses with the nodes serving them and their flows", as
     ["c", "unknown", false],
   ]);
   assertEquals(s.nodes[2]!.error, "connection refused");
+  // Which release each node runs (mixed during a roll); none exposed: "".
+  assertEquals(s.nodes.map((n) => n.version), ["0.1.0 cbf7d7b5a029", "", ""]);
   assertEquals(s.policy.model, "ab".repeat(32));
 });
 

@@ -85,12 +85,13 @@ export function renderStatusText(s: StatusSnapshot): string {
     ),
     section(
       "Nodes",
-      ["NODE", "ROLE", "STATE", "LB IPS", "METRICS"],
+      ["NODE", "ROLE", "STATE", "LB IPS", "VERSION", "METRICS"],
       s.nodes.map((n) => [
         n.node,
         n.role,
         n.up ? "up" : `down: ${n.error ?? ""}`,
         n.lbIps.join(",") || "-",
+        n.version || "-",
         n.url,
       ]),
       "no --agents given",

@@ -43,6 +43,16 @@ export const LIBBPF_SYMBOLS = {
   bpf_map__set_max_entries: { parameters: ["pointer", "u32"], result: "i32" },
   // bool bpf_map__is_pinned(const struct bpf_map *map)
   bpf_map__is_pinned: { parameters: ["pointer"], result: "bool" },
+  // Map definitions as declared (tests/hygiene's pinned-maps golden reads them from an opened,
+  // never loaded, object): enum bpf_map_type bpf_map__type(const struct bpf_map *map), and the
+  // __u32 key_size, value_size, max_entries, map_flags getters; the inner map's template.
+  bpf_map__type: { parameters: ["pointer"], result: "i32" },
+  bpf_map__key_size: { parameters: ["pointer"], result: "u32" },
+  bpf_map__value_size: { parameters: ["pointer"], result: "u32" },
+  bpf_map__max_entries: { parameters: ["pointer"], result: "u32" },
+  bpf_map__map_flags: { parameters: ["pointer"], result: "u32" },
+  // struct bpf_map *bpf_map__inner_map(struct bpf_map *map)
+  bpf_map__inner_map: { parameters: ["pointer"], result: "pointer" },
   // int bpf_obj_get(const char *pathname)
   bpf_obj_get: { parameters: ["buffer"], result: "i32" },
   // int bpf_obj_pin(int fd, const char *pathname)

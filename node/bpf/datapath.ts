@@ -36,7 +36,7 @@ export const DEFAULT_PIN_DIR = "/sys/fs/bpf/holdfast";
 export const DEFAULT_OBJECT_DIR = new URL("../../bpf/build/", import.meta.url).pathname;
 
 /** Maps of the LB object that hold state worth keeping across restarts (pinned). */
-const LB_PINNED_MAPS = [
+export const LB_PINNED_MAPS = [
   "hf_services",
   "hf_backends",
   "hf_maglev",

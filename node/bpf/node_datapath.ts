@@ -32,7 +32,7 @@ export const NODE_PIN_DIR = "/sys/fs/bpf/holdfast-node";
 export const NODE_TC_FILTER: TcFilter = { handle: 0x4846, priority: 0x4846 };
 
 /** Maps pinned (state worth keeping); the counters are too, so metrics do not restart at 0. */
-const NODE_PINNED_MAPS = [
+export const NODE_PINNED_MAPS: readonly string[] = [
   "hf_node_cfg",
   "hf_node_svc",
   "hf_node_svc6",

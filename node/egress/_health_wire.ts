@@ -19,6 +19,11 @@ export interface Heartbeat {
 }
 
 const TAG = "hf-egress-hb";
+/**
+ * Version of the heartbeat datagram, its `v` field (docs/contracts.md "Format versions"). A
+ * datagram of another version decodes to null: ignored, as if the peer were silent.
+ */
+export const HEARTBEAT_VERSION = 1;
 /** Datagrams above this size are not heartbeats. */
 export const MAX_HEARTBEAT_BYTES = 512;
 
@@ -28,7 +33,14 @@ const decoder = new TextDecoder("utf-8", { fatal: true });
 /** The datagram for `hb`. */
 export function encodeHeartbeat(hb: Heartbeat): Uint8Array {
   return encoder.encode(
-    JSON.stringify({ t: TAG, v: 1, n: hb.name, s: hb.seq, b: hb.boot, d: hb.draining ? 1 : 0 }),
+    JSON.stringify({
+      t: TAG,
+      v: HEARTBEAT_VERSION,
+      n: hb.name,
+      s: hb.seq,
+      b: hb.boot,
+      d: hb.draining ? 1 : 0,
+    }),
   );
 }
 
@@ -43,7 +55,7 @@ export function decodeHeartbeat(data: Uint8Array): Heartbeat | null {
   }
   if (typeof v !== "object" || v === null) return null;
   const o = v as Record<string, unknown>;
-  if (o.t !== TAG || o.v !== 1) return null;
+  if (o.t !== TAG || o.v !== HEARTBEAT_VERSION) return null;
   if (typeof o.n !== "string" || o.n === "" || typeof o.b !== "string" || o.b === "") return null;
   if (typeof o.s !== "number" || !Number.isSafeInteger(o.s) || o.s < 0) return null;
   if (o.d !== 0 && o.d !== 1) return null;

@@ -36,7 +36,12 @@ export class SyncWireError extends Error {
 /** Frame types. */
 export const FRAME = { HELLO: 1, UPSERT: 2, REMOVE: 3, BEGIN: 4, END: 5, ACK: 6 } as const;
 const MAGIC = 0x48464353; // "HFCS"
-const VERSION = 1;
+/**
+ * Version of the sync wire, in HELLO (docs/contracts.md "Format versions"). A receiver refuses a
+ * HELLO of another version (`SyncWireError`: the connection is closed and logged), so a sender
+ * must speak the version its peers read.
+ */
+export const SYNC_WIRE_VERSION = 1;
 /** Frame header: length, type. */
 export const HEADER_LEN = 5;
 /** Largest frame accepted (bytes after the length field). */
@@ -90,7 +95,7 @@ export function encodeHello(name: string): Uint8Array {
   const text = new TextEncoder().encode(name).subarray(0, 1024);
   const { bytes, view } = frame(FRAME.HELLO, 8 + text.length);
   view.setUint32(HEADER_LEN, MAGIC);
-  view.setUint16(HEADER_LEN + 4, VERSION);
+  view.setUint16(HEADER_LEN + 4, SYNC_WIRE_VERSION);
   view.setUint16(HEADER_LEN + 6, text.length);
   bytes.set(text, HEADER_LEN + 8);
   return bytes;
@@ -163,9 +168,9 @@ export function decodeFrame(view: DataView, off: number): Frame {
   switch (type) {
     case FRAME.HELLO: {
       if (end - p < 8 || view.getUint32(p) !== MAGIC) throw new SyncWireError("bad HELLO magic");
-      if (view.getUint16(p + 4) !== VERSION) {
+      if (view.getUint16(p + 4) !== SYNC_WIRE_VERSION) {
         throw new SyncWireError(
-          `unsupported version ${view.getUint16(p + 4)}, expected ${VERSION}`,
+          `unsupported version ${view.getUint16(p + 4)}, expected ${SYNC_WIRE_VERSION}`,
         );
       }
       const n = view.getUint16(p + 6);

@@ -10,8 +10,9 @@
 
 import {
   decodeBackend,
-  decodeFlowValue,
+  decodeStreamFlows,
   EXPIRE_SCRIPT,
+  FLOW_RECORDS_VERSION,
   KEY_TTL_FACTOR,
   LEARN_SCRIPT,
   PURGE_SCRIPT,
@@ -22,6 +23,7 @@ import type { FlowChange, FlowStore, PurgeScope, StoredFlow } from "./store.ts";
 import { backendHex } from "./field.ts";
 import type { FlowBackend } from "../bpf/flow.ts";
 import { RedisConnection, type RedisStoreOptions } from "../../lib/redis_connection.ts";
+import { log } from "../../lib/log.ts";
 
 export { redact, type RedisStoreOptions } from "../../lib/redis_connection.ts";
 
@@ -35,16 +37,22 @@ function hex16(n: number): string {
   return (n & 0xffff).toString(16).padStart(4, "0");
 }
 
-function parseStreamFlows(op: "add" | "del", raw: string): StoredFlow[] {
-  const flows: StoredFlow[] = [];
-  for (const item of raw.split(",")) {
-    if (!item) continue;
-    if (op === "add") {
-      const [field, value] = item.split("=") as [string, string];
-      flows.push({ field, backend: decodeFlowValue(value).backend });
-    } else {
-      flows.push({ field: item, backend: 0 });
-    }
+/** Stream items this version could not read (a later version's forms), for the rate of warnings. */
+let unreadable = 0;
+
+function parseStreamFlows(vip: string, id: string, op: string, raw: string): StoredFlow[] {
+  // An op this version does not know (a later version's) carries nothing it can apply.
+  const known = op === "add" || op === "del";
+  const { flows, skipped } = known ? decodeStreamFlows(op, raw) : { flows: [], skipped: 1 };
+  if (skipped > 0 && unreadable++ % 1000 === 0) {
+    log.warn("stream entry items skipped: not a form this version reads", {
+      vip,
+      id,
+      op,
+      skipped,
+      version: FLOW_RECORDS_VERSION,
+      total: unreadable,
+    });
   }
   return flows;
 }
@@ -294,7 +302,7 @@ export class RedisFlowStore implements FlowStore {
         const f: Record<string, string> = {};
         for (let i = 0; i + 1 < kv.length; i += 2) f[kv[i]!] = kv[i + 1]!;
         const op = f.op === "del" ? "del" : "add";
-        const raw = f.flows ?? "";
+        const raw = f.flows ?? "", rawOp = f.op ?? "";
         let flows: StoredFlow[] | null = null;
         out.push({
           vip,
@@ -304,7 +312,7 @@ export class RedisFlowStore implements FlowStore {
           ...(f.reason ? { reason: f.reason } : {}),
           // Parsed on first use: an agent skips its own additions without parsing them.
           get flows(): StoredFlow[] {
-            return flows ??= parseStreamFlows(op, raw);
+            return flows ??= parseStreamFlows(vip, id, rawOp, raw);
           },
         });
       }

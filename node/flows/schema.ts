@@ -43,7 +43,8 @@
  */
 
 import type { FlowBackend } from "../bpf/flow.ts";
-import { backendHex, hexAt, ipv6FromHex } from "./field.ts";
+import type { StoredFlow } from "./store.ts";
+import { backendHex, FIELD4_LENGTH, FIELD6_LENGTH, hexAt, ipv6FromHex } from "./field.ts";
 
 /** Keys of one LB IP. */
 export interface VipKeys {
@@ -68,6 +69,15 @@ export function vipKeys(vip: string, prefix = "hf"): VipKeys {
     events: `${tag}:events`,
   };
 }
+
+/**
+ * Version of the Redis flow records (keys, fields, values, stream entries and the scripts that
+ * write them; docs/contracts.md "Format versions"). v1: values `<hex8>:<epoch>:<learned ms>`;
+ * v2: `<backend hex8 or hex32>:<learned ms>` and the IPv6 forms. Readers take v1 and v2 values
+ * ({@link decodeFlowValue}, the scripts match on the backend prefix and the last colon); a value
+ * of neither form is skipped and logged. Bump it with tests/hygiene's golden and CHANGELOG.md.
+ */
+export const FLOW_RECORDS_VERSION = 2;
 
 /** Approximate cap of each LB IP's stream, in entries (each entry is a batch of flows). */
 export const STREAM_MAXLEN = 100_000;
@@ -106,6 +116,31 @@ export function decodeFlowValue(text: string): { backend: FlowBackend; learnedMs
     );
   }
   return { backend, learnedMs };
+}
+
+/**
+ * The flows of a stream entry's `flows` field: `add` → `field=value,…` (values of v1 or v2),
+ * `del` → `field,…` (backend 0). An item this version cannot read — a field not of 18 or 42 hex
+ * digits, a value of neither form (a later version's) — is skipped and counted, never thrown: the
+ * entry's other flows still apply and the follower moves on.
+ */
+export function decodeStreamFlows(
+  op: "add" | "del",
+  raw: string,
+): { flows: StoredFlow[]; skipped: number } {
+  const flows: StoredFlow[] = [];
+  let skipped = 0;
+  for (const item of raw.split(",")) {
+    if (!item) continue;
+    const eq = op === "add" ? item.indexOf("=") : item.length;
+    const field = item.slice(0, eq);
+    const backend = op === "add" ? decodeBackend(item.slice(eq + 1)) : 0;
+    const fieldOk = (field.length === FIELD4_LENGTH || field.length === FIELD6_LENGTH) &&
+      hexAt(field, 0, field.length) >= 0;
+    if (eq < 0 || backend === undefined || !fieldOk) skipped++;
+    else flows.push({ field, backend });
+  }
+  return { flows, skipped };
 }
 
 /**

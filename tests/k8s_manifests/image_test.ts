@@ -7,6 +7,7 @@
  * Needs root; about 10 s with the Debian root filesystem cached in .cache/image, 30 s without.
  * Imports as holdfast:test and removes it afterwards, so an operator's holdfast:dev is untouched.
  */
+import { VERSION } from "../../lib/version.ts";
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 
@@ -74,6 +75,7 @@ rootTest(
           `mount -t tmpfs tmpfs ${dir}/tmp`,
           inChroot(argv.join(" ")),
           inChroot("deno run -P=agent --no-prompt --quiet main.ts agent --help"),
+          inChroot("deno run -P=agent --no-prompt --quiet main.ts --version"),
           `chroot ${dir} redis-server --version`,
           // The agent for real (in-memory maps, no Redis): every runtime file it loads is there.
           `printf '%s\\n' "$SERVICES" > ${dir}/tmp/services.yaml`,
@@ -94,6 +96,13 @@ rootTest(
         assert(inside.out.includes("usage: main.ts COMMAND"), inside.out);
         assert(inside.out.includes("usage: main.ts agent --node-name NAME"), inside.out);
         assert(inside.out.includes("Redis server v=7"), inside.out);
+        // The release and the commit the image was built from (build_info.json in the image).
+        assert(
+          new RegExp(`holdfast ${VERSION.replaceAll(".", "\\.")} \\(git [0-9a-f]{12}\\)`).test(
+            inside.out,
+          ),
+          inside.out,
+        );
         assert(
           inside.out.includes('"msg":"ready"'),
           `the agent is ready in the image: ${inside.out}`,

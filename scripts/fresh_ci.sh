@@ -8,17 +8,19 @@
 #   bash scripts/fresh_ci.sh             remove, clone, run CI (as root; removes packages!)
 #   bash scripts/fresh_ci.sh --keep      clone and run CI without removing anything
 #   bash scripts/fresh_ci.sh --load      also keep both CPUs busy for the whole run
+#   bash scripts/fresh_ci.sh --only=podman,mmdebstrap   remove just these (of setup's packages)
 #
 # Ends with CI's own last line ("N passed, N failed") and its exit code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-dry=0 keep=0 load=0
+dry=0 keep=0 load=0 only=""
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry=1 ;;
     --keep) keep=1 ;;
     --load) load=1 ;;
+    --only=*) only=",${arg#--only=}," ;;
     -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) echo "Cannot parse fresh_ci.sh arguments: Unknown option \"$arg\" (see --help)" >&2; exit 2 ;;
   esac
@@ -29,6 +31,7 @@ removable=()
 while read -r _ pkg; do
   [[ -z ${pkg:-} ]] && continue
   grep -qx "$pkg" scripts/base-packages.txt && continue
+  [[ -z $only || $only == *",$pkg,"* ]] || continue
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || continue
   [[ " ${removable[*]} " == *" $pkg "* ]] || removable+=("$pkg")
 done < <(grep -v '^#' scripts/packages.txt)

@@ -72,28 +72,68 @@ export async function agreementProblems(lab: EgressLab, count: number): Promise<
       problems.push(`${floatingAddress(k)} held by ${JSON.stringify(holders[k])}`);
       continue;
     }
-    const owner = holders[k]![0]!;
-    const flows = natFlows(lab, owner, k);
-    for (const standby of running.filter((n) => n !== owner)) {
-      const have = natFlows(lab, standby, k);
-      const missing = [...flows.keys()].filter((f) => !have.has(f)).length;
-      const differ = [...flows].filter(([f, port]) => have.has(f) && have.get(f) !== port).length;
-      if (missing + differ > 0) {
-        problems.push(
-          `${standby} (standby of ${floatingAddress(k)}): misses ${missing} and holds ${differ} ` +
-            `with another NAT port of the owner ${owner}'s ${flows.size} established flows`,
-        );
-      }
+    problems.push(...standbyGaps(lab, holders[k]![0]!, k, running));
+  }
+  return problems;
+}
+
+/** Each standby among `running` that misses an established flow of `owner` on address k, or
+ * holds one with another NAT port. */
+function standbyGaps(lab: EgressLab, owner: string, k: number, running: string[]): string[] {
+  const problems: string[] = [];
+  const flows = natFlows(lab, owner, k);
+  for (const standby of running.filter((n) => n !== owner)) {
+    const have = natFlows(lab, standby, k);
+    const missing = [...flows.keys()].filter((f) => !have.has(f)).length;
+    const differ = [...flows].filter(([f, port]) => have.has(f) && have.get(f) !== port).length;
+    if (missing + differ > 0) {
+      problems.push(
+        `${standby} (standby of ${floatingAddress(k)}): misses ${missing} and holds ${differ} ` +
+          `with another NAT port of the owner ${owner}'s ${flows.size} established flows`,
+      );
     }
   }
   return problems;
 }
 
-/** Polls {@linkcode agreementProblems} until none or `timeoutMs`; returns the last ones. */
+/**
+ * Waits until floating address k has one holder with at least `flows` established flows and every
+ * other pod running an agent holds all of them with the same NAT port: what a takeover of k needs
+ * (the sync streamed them). Polls every 100 ms; throws naming what is missing after `timeoutMs`.
+ */
+export async function waitForStandbyFlows(
+  lab: EgressLab,
+  k: number,
+  flows: number,
+  timeoutMs = 15_000,
+): Promise<void> {
+  const running = [...lab.pods.values()].filter((p) => p.agent).map((p) => p.name);
+  const deadline = Date.now() + timeoutMs;
+  let why: string[] = [];
+  for (let i = 0; i < 1_000; i++) {
+    const holders = await lab.holders(k);
+    const owner = holders.length === 1 ? holders[0]! : undefined;
+    const have = owner ? natFlows(lab, owner, k).size : 0;
+    if (!owner) why = [`${floatingAddress(k)} held by ${JSON.stringify(holders)}`];
+    else if (have < flows) why = [`${owner} has ${have} of ${flows} established flows`];
+    else why = standbyGaps(lab, owner, k, running);
+    if (why.length === 0 || Date.now() > deadline) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  if (why.length > 0) {
+    throw new Error(`The standbys of ${floatingAddress(k)} are not ready: ${why.join("; ")}`);
+  }
+}
+
+/**
+ * Polls {@linkcode agreementProblems} until none or `timeoutMs`; returns the last ones. A round
+ * starts a process in each pod to read its metrics (seconds on a loaded machine), so the default
+ * deadline leaves room for several.
+ */
 export async function waitForAgreement(
   lab: EgressLab,
   count: number,
-  timeoutMs = 10_000,
+  timeoutMs = 30_000,
 ): Promise<string[]> {
   const deadline = Date.now() + timeoutMs;
   let problems: string[] = [];

@@ -57,9 +57,16 @@ export class FakeHealth implements HealthView {
   }
 }
 
-/** A {@link LeaseStore} that forwards to a shared one until cut (then every call fails). */
+/**
+ * A {@link LeaseStore} that forwards to a shared one until cut (then every call fails); counts
+ * the acquires and renews that got an answer (a test waits for some instead of for a time).
+ */
 export class CuttableLeases implements LeaseStore {
   cut = false;
+  /** Acquires answered (taken or refused). */
+  acquires = 0;
+  /** Renews that extended the lease. */
+  renewals = 0;
 
   constructor(readonly inner: LeaseStore) {}
 
@@ -68,11 +75,17 @@ export class CuttableLeases implements LeaseStore {
   }
 
   acquire(addr: string, holder: string, ttlMs: number, wanter?: string): Promise<AcquireResult> {
-    return this.#gate().then(() => this.inner.acquire(addr, holder, ttlMs, wanter));
+    return this.#gate().then(() => this.inner.acquire(addr, holder, ttlMs, wanter)).then((r) => {
+      this.acquires++;
+      return r;
+    });
   }
 
   renew(addr: string, holder: string, epoch: number, ttlMs: number): Promise<RenewResult> {
-    return this.#gate().then(() => this.inner.renew(addr, holder, epoch, ttlMs));
+    return this.#gate().then(() => this.inner.renew(addr, holder, epoch, ttlMs)).then((r) => {
+      if (r.renewed) this.renewals++;
+      return r;
+    });
   }
 
   release(addr: string, holder: string, epoch: number): Promise<boolean> {
@@ -149,8 +162,15 @@ export class OwnershipRecorder {
   }
 }
 
-/** Waits until `cond()` holds, polling every 5 ms, or throws after `timeoutMs`. */
-export async function waitFor(what: string, cond: () => boolean, timeoutMs = 3_000): Promise<void> {
+/**
+ * Waits until `cond()` holds, polling every 5 ms, or throws after `timeoutMs` (default 10 s: a
+ * deadline far above the time the condition takes on an idle machine, so load cannot decide).
+ */
+export async function waitFor(
+  what: string,
+  cond: () => boolean,
+  timeoutMs = 10_000,
+): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   while (!cond()) {
     if (performance.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms: ${what}`);

@@ -8,6 +8,13 @@ import { CuttableLeases, FakeHealth, OwnershipRecorder, waitFor } from "./_owner
 const A1 = "198.18.0.100";
 const A2 = "198.18.0.101";
 
+/**
+ * Timing for tests that must not lose the address to a stall of this process: the holder keeps
+ * it through 4 s without a renew (the defaults, ttl 250 / renew 50 / margin 50, give it up after
+ * 200 ms, which a loaded machine can take from the event loop).
+ */
+const PATIENT = { ttlMs: 5_000, renewMs: 100, marginMs: 1_000 };
+
 interface Pod {
   name: string;
   own: EgressOwnership;
@@ -81,62 +88,69 @@ Deno.test("the assigned pod assumes the address with epoch 1; the other stands b
     assertEquals(owner.own.standbyFor(A1), other.name);
     assertEquals(other.own.states().get(A1), "standby");
     assert(owner.registry.expose().includes('holdfast_egress_owner{address="198.18.0.100"} 1'));
-    await new Promise((r) => setTimeout(r, 400)); // renewals keep it
-    assertEquals(rec.holders(A1), [owner.name]);
-  });
+    const renewed = owner.leases.renewals;
+    await waitFor("four renewals", () => owner.leases.renewals >= renewed + 4);
+    assertEquals(rec.holders(A1), [owner.name]); // renewals keep it
+    assertEquals(rec.intervals.length, 1);
+  }, PATIENT);
 });
 
 Deno.test("owner dies: the standby assumes after the lease expired, with a new epoch", async () => {
   await withPair(async ({ owner, other, rec, logs }) => {
+    const died = rec.last(A1)!.epoch;
     await owner.own.stop({ abandon: true });
-    const diedAt = performance.now();
     rec.end(owner.name, A1, "died");
     other.health.set(owner.name, false);
-    await waitFor("the standby owns it", () => rec.holders(A1).length === 1, 1_000);
+    // How fast: bench/egress takeover_ms_p50 and _max; here only what happens.
+    await waitFor("the standby owns it", () => rec.holders(A1).length === 1);
     const took = rec.last(A1)!;
-    assertEquals([took.pod, took.epoch], [other.name, 2]);
-    assert(took.from - diedAt < 1_000, `takeover took ${took.from - diedAt} ms`);
+    assertEquals(took.pod, other.name);
+    assert(took.epoch > died, `epoch ${took.epoch} after ${died}`);
     assertEquals(rec.overlaps(), []);
-    const line = logs.records.find((r) => r.msg === "address assumed" && r.epoch === 2);
+    const line = logs.records.find((r) => r.msg === "address assumed" && r.epoch === took.epoch);
     assertEquals(line?.reason, "owner down");
   });
 });
 
 Deno.test("owner loses the lease store: it forfeits before the standby assumes", async () => {
   await withPair(async ({ owner, other, rec, logs }) => {
+    const cutAt = logs.records.length;
     owner.leases.cut = true;
-    await waitFor("the standby owns it", () => rec.holders(A1)[0] === other.name, 2_000);
+    await waitFor("the standby owns it", () => rec.holders(A1)[0] === other.name);
     assertEquals(rec.overlaps(), []);
-    const forfeit = logs.records.find((r) => r.msg === "address forfeited");
+    const forfeit = logs.records.slice(cutAt).find((r) => r.msg === "address forfeited");
     assertEquals(forfeit?.why, "lease not renewed in time");
     assert(owner.registry.expose().includes("holdfast_egress_lease_renew_failures_total"));
     // Back: the assigned owner asks for it and gets it by planned handover.
     owner.leases.cut = false;
-    await waitFor("back to the owner", () => rec.holders(A1)[0] === owner.name, 3_000);
+    await waitFor("back to the owner", () => rec.holders(A1)[0] === owner.name);
     assertEquals(rec.overlaps(), []);
   });
 });
 
 Deno.test("heartbeats cut both ways: the lease keeps the owner, nobody takes over", async () => {
-  await withPair(async ({ all, rec }) => {
-    const [a, b] = all as [Pod, Pod];
-    a.health.set(b.name, false);
-    b.health.set(a.name, false);
-    await new Promise((r) => setTimeout(r, 800));
+  await withPair(async ({ owner, other, rec }) => {
+    owner.health.set(other.name, false);
+    other.health.set(owner.name, false);
+    // The other pod, alone in its view, tries to take the address; the owner renews meanwhile.
+    const [tried, renewed] = [other.leases.acquires, owner.leases.renewals];
+    await waitFor(
+      "refused acquires and renewals",
+      () => other.leases.acquires >= tried + 4 && owner.leases.renewals >= renewed + 4,
+    );
     assertEquals(rec.intervals.length, 1);
+    assertEquals(rec.holders(A1), [owner.name]);
     assertEquals(rec.overlaps(), []);
-  });
+  }, PATIENT);
 });
 
 Deno.test("drain: flush, forfeit, release in that order; the standby takes over at once", async () => {
   const order: string[] = [];
   await withPair(async ({ owner, other, rec, logs }) => {
-    const t0 = performance.now();
     await owner.own.drain();
     other.health.setPeerDraining(owner.name, true); // its heartbeat says so
-    await waitFor("the standby owns it", () => rec.holders(A1)[0] === other.name, 1_000);
-    const gap = rec.last(A1)!.from - t0;
-    assert(gap < 200, `handover took ${gap} ms`);
+    // The lease lives 60 s: within the wait only the handover (release) can move the address.
+    await waitFor("the standby owns it", () => rec.holders(A1)[0] === other.name);
     assertEquals(rec.overlaps(), []);
     const msgs = logs.records.filter((r) => r.component === "egress-ownership")
       .map((r) => r.msg);
@@ -146,6 +160,9 @@ Deno.test("drain: flush, forfeit, release in that order; the standby takes over 
     assertEquals(assumed?.reason, "handover");
     assertEquals(owner.own.owned().size, 0);
   }, {
+    ttlMs: 60_000,
+    renewMs: 100,
+    marginMs: 1_000,
     beforeHandover: (addr) => {
       order.push(`flush ${addr}`);
       return Promise.resolve();
@@ -165,7 +182,7 @@ Deno.test("a joining pod gets its share by planned handover, never a double owne
     a.health.set(b.name, true);
     await b.own.start();
     assertEquals(a.own.settled(), false); // nat2 is assigned an address nat1 still holds
-    await waitFor("one each", () => a.own.owned().size === 1 && b.own.owned().size === 1, 3_000);
+    await waitFor("one each", () => a.own.owned().size === 1 && b.own.owned().size === 1);
     assertEquals([a.own.settled(), b.own.settled()], [true, true]);
     assertEquals(rec.overlaps(), []);
   } finally {
@@ -185,11 +202,13 @@ Deno.test("an empty lease store (Redis lost its data): the new owner waits one t
       "waiting",
       () => logs.records.some((r) => r.msg === "lease store was empty: waiting"),
     );
-    const t0 = performance.now();
     assertEquals(all[0]!.own.states().get(A1), "owner");
     assertEquals(all[0]!.own.owned().size, 0);
     await waitFor("in use", () => rec.holders(A1).length === 1);
-    assert(rec.last(A1)!.from - t0 > 200, `used after ${rec.last(A1)!.from - t0} ms`);
+    // From the two log lines' own times (a poll's time would shrink the gap under load).
+    const at = (msg: string) => Date.parse(String(logs.records.find((r) => r.msg === msg)?.ts));
+    const waited = at("address assumed") - at("lease store was empty: waiting");
+    assert(waited > 200, `used ${waited} ms after the empty store was seen (ttl 250 ms)`);
   } finally {
     await stopAll(all);
   }
@@ -214,6 +233,7 @@ Deno.test("a re-assume during a pending forfeit waits for it: owner and owned ag
     health: new FakeHealth("nat1", []),
     leases,
     registry,
+    ...PATIENT, // only the cut forfeits; a stall of this process must not
     assume: async (addr) => {
       owned.add(addr);
       await gate(`add ${addr}`);
@@ -231,18 +251,19 @@ Deno.test("a re-assume during a pending forfeit waits for it: owner and owned ag
     gates.shift()!.open();
     await waitFor("owned", () => owned.has(A1));
     leases.cut = true; // renewals fail: the fence forfeits, the removal hangs on its gate
-    await waitFor("the forfeit's removal", () => gates[0]?.op === `remove ${A1}`, 3_000);
+    await waitFor("the forfeit's removal", () => gates[0]?.op === `remove ${A1}`);
     leases.cut = false; // the next step re-acquires (the same holder) and assumes again
-    await waitFor("re-acquired", () => own.owned().has(A1), 3_000);
+    await waitFor("re-acquired", () => own.owned().has(A1));
     // The assume waits for the forfeit before it: nothing else started meanwhile.
     assertEquals(gates.map((g) => g.op), [`remove ${A1}`]);
     assertEquals(ownerGauge(), 0);
     gates.shift()!.open(); // the removal ends (before: it wiped the re-assume's entry)
-    await waitFor("the re-add", () => gates.length === 1, 3_000);
+    await waitFor("the re-add", () => gates.length === 1);
     assertEquals(gates[0]!.op, `add ${A1}`);
     assertEquals([ownerGauge(), owned.has(A1)], [1, true]);
     gates.shift()!.open();
-    await new Promise((r) => setTimeout(r, 100)); // a few renewals: nothing changes
+    const renewed = leases.renewals;
+    await waitFor("a few renewals", () => leases.renewals >= renewed + 3); // nothing changes
     assertEquals([ownerGauge(), owned.has(A1), gates.length], [1, true, 0]);
   } finally {
     await own.stop({ abandon: true });

@@ -42,7 +42,7 @@ rootTest(
       .filter((l) => l.includes('"address forfeited"') && l.includes("not renewed")).length;
     const victim = owners[0]!;
     await lab.killNat(victim);
-    const successor = await waitForSuccessor(lab, 0, victim, 5_000);
+    const successor = await waitForSuccessor(lab, 0, victim, 15_000); // how fast: bench/egress
     const tcp = await Promise.all(clients.map((c) => summary(c, holdMs + 20_000)));
     console.log(JSON.stringify({
       scenario: "agreement",

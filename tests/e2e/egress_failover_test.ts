@@ -44,7 +44,7 @@ rootTest(
     report("hang", r);
     const problems = failoverProblems(r);
     if (r.hungReleased !== true) {
-      problems.push("the resumed agent still holds the address after 3 s");
+      problems.push("the resumed agent still holds the address after 15 s");
     }
     if (problems.length) throw new Error(`egress hang:\n  ${problems.join("\n  ")}`);
   },

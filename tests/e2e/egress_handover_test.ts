@@ -8,6 +8,12 @@
 import { rootTest } from "../harness/mod.ts";
 import { createEgressLab, floatingAddress } from "../../lab/egress.ts";
 import { summary, waitForSuccessor } from "../../lab/egress_scenario.ts";
+import { waitForStandbyFlows } from "../../lab/egress_checks.ts";
+
+/** Waits far above what they take on an idle machine (how fast: bench/egress). */
+const WAIT_MS = 15_000;
+/** A UDP stream with no echo in its last 5 s died (a loaded machine delays one by a second). */
+const DEAD_UDP_MS = 5_000;
 
 function json(line: string): Record<string, unknown> {
   return JSON.parse(line);
@@ -26,7 +32,7 @@ rootTest(
       await lab.startTcp(1, 25, holdMs),
     ];
     const streams = [await lab.startUdp(0, holdMs), await lab.startUdp(1, holdMs)];
-    await new Promise((r) => setTimeout(r, 1_000));
+    for (const k of [0, 1]) await waitForStandbyFlows(lab, k, 25);
     const problems: string[] = [];
     let moved = 0;
     for (const name of lab.pods.keys()) {
@@ -35,7 +41,7 @@ rootTest(
       const code = await lab.drainNat(name);
       if (code !== 0) problems.push(`${name} exited with ${code} after SIGTERM`);
       for (const k of held) {
-        const next = await waitForSuccessor(lab, k, name, 3_000);
+        const next = await waitForSuccessor(lab, k, name, WAIT_MS);
         if (next !== name) moved++;
       }
       await lab.startNat(name);
@@ -58,7 +64,7 @@ rootTest(
       }
     }
     for (const u of udp) {
-      if (Number(u.last_echo_age_ms) > 1_000) {
+      if (Number(u.last_echo_age_ms) > DEAD_UDP_MS) {
         problems.push(
           `a UDP stream died: ${JSON.stringify(u)}`,
         );
@@ -87,7 +93,7 @@ rootTest(
       await lab.startConnectLoop(0, durationMs, 57, 3, 150),
       await lab.startConnectLoop(1, durationMs, 57, 3, 150),
     ];
-    await new Promise((r) => setTimeout(r, 1_000));
+    await new Promise((r) => setTimeout(r, 1_000)); // some connections before the first drain
     const problems: string[] = [];
     let moved = 0;
     for (const name of lab.pods.keys()) {
@@ -95,7 +101,7 @@ rootTest(
       for (const k of [0, 1]) if ((await lab.holders(k)).includes(name)) held.push(k);
       const code = await lab.drainNat(name);
       if (code !== 0) problems.push(`${name} exited with ${code} after SIGTERM`);
-      for (const k of held) if (await waitForSuccessor(lab, k, name, 3_000) !== name) moved++;
+      for (const k of held) if (await waitForSuccessor(lab, k, name, WAIT_MS) !== name) moved++;
       await lab.startNat(name);
       await lab.settle();
       await new Promise((r) => setTimeout(r, 500));
@@ -133,7 +139,7 @@ rootTest(
     const tcp = await lab.startTcp(0, 80, holdMs);
     const idle = await lab.startTcp(0, IDLE, holdMs, 6_000);
     const udp = await lab.startUdp(0, holdMs);
-    await new Promise((r) => setTimeout(r, 1_000));
+    await waitForStandbyFlows(lab, 0, 80 + IDLE); // what the takeover below needs
     let samples = 0, doubles = 0;
     let polling = true;
     const poller = (async () => {
@@ -146,14 +152,19 @@ rootTest(
     try {
       const cutAt = Date.now();
       await lab.partitionNat(owner, true);
-      const successor = await waitForSuccessor(lab, 0, owner, 5_000);
-      const movedMs = Date.now() - cutAt;
+      const successor = await waitForSuccessor(lab, 0, owner, WAIT_MS);
+      const movedMs = Date.now() - cutAt; // logged only: bench/egress measures takeovers
       await new Promise((r) => setTimeout(r, 1_500));
       await lab.partitionNat(owner, false);
-      await new Promise((r) => setTimeout(r, 2_000));
+      await new Promise((r) => setTimeout(r, 2_000)); // the poller watches the heal a while
+      let after = await lab.holders(0);
+      const healDeadline = Date.now() + WAIT_MS;
+      for (let i = 0; i < 1_000 && after.length !== 1 && Date.now() < healDeadline; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        after = await lab.holders(0);
+      }
       polling = false;
       await poller;
-      const after = await lab.holders(0);
       const [t, i, u] = await Promise.all([
         summary(tcp, holdMs + 20_000),
         summary(idle, holdMs + 30_000),
@@ -194,7 +205,7 @@ rootTest(
       if (sources.length !== 1) {
         problems.push(`the UDP stream came from ${JSON.stringify(sources)}`);
       }
-      if (Number(u.last_echo_age_ms) > 1_000) {
+      if (Number(u.last_echo_age_ms) > DEAD_UDP_MS) {
         problems.push(`the UDP stream died: ${JSON.stringify(u)}`);
       }
       if (problems.length) throw new Error(`partition:\n  ${problems.join("\n  ")}`);

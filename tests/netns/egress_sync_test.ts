@@ -20,7 +20,8 @@ function flow(ct: Conntrack, proto: number, dport: number): CtEntry | undefined 
   );
 }
 
-async function waitFor<T>(what: string, fn: () => T | undefined, timeoutMs = 3_000): Promise<T> {
+/** Polls `fn` every 20 ms until it returns a value; 15 s, far above what it takes when idle. */
+async function waitFor<T>(what: string, fn: () => T | undefined, timeoutMs = 15_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = fn();
@@ -80,7 +81,7 @@ rootTest(
         pipelined: true,
       });
       await receiver.start();
-      const again = await waitFor("the resync to restore B", () => flow(ctB, 6, 8080), 5_000);
+      const again = await waitFor("the resync to restore B", () => flow(ctB, 6, 8080));
       assertEquals(again.natSrc, tcpA.natSrc);
 
       // And the connection carries on through B.
@@ -294,7 +295,7 @@ Deno.test("egress sync (stand-ins): flush waits for a peer still connecting and 
     ct: owner,
     events: owner,
     peers: () => [{ name: "late", host: "127.0.0.1", port }],
-    flushTimeoutMs: 5_000,
+    flushTimeoutMs: 30_000, // far above the connect backoff and resync of an idle machine
     registry: new Registry(),
   });
   const receiver = new SyncReceiver({

@@ -59,9 +59,10 @@ const child = new Deno.Command(spec.argv[0]!, {
 }).spawn();
 await pidFile.write(new TextEncoder().encode(String(child.pid)));
 pidFile.close();
-const sink = log.writable.getWriter();
 const copy = async (from: ReadableStream<Uint8Array>) => {
-  for await (const chunk of from) await sink.write(chunk);
+  for await (const chunk of from) {
+    for (let off = 0; off < chunk.length;) off += await log.write(chunk.subarray(off));
+  }
 };
 const copied = Promise.all([copy(child.stdout), copy(child.stderr)]);
 for (const sig of ["SIGTERM", "SIGINT"] as const) {

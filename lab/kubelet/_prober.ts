@@ -45,7 +45,10 @@ for (let i = 0; i < 1_000_000; i++) {
   } catch { /* not written yet */ }
   const ids = Object.keys(targets);
   const ok = await Promise.all(ids.map((id) => probe(targets[id]!)));
-  await Deno.writeTextFile(`${resultsFile}.tmp`, JSON.stringify(Object.fromEntries(ids.map((id, k) => [id, ok[k]]))));
+  await Deno.writeTextFile(
+    `${resultsFile}.tmp`,
+    JSON.stringify(Object.fromEntries(ids.map((id, k) => [id, ok[k]]))),
+  );
   await Deno.rename(`${resultsFile}.tmp`, resultsFile);
   await new Promise((r) => setTimeout(r, 500));
 }

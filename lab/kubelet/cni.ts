@@ -6,7 +6,7 @@
  *   host-side veth (`proxy_arp`) and routes `IP/32` to it;
  * - anti-spoofing: an nft rule on the node drops what arrives from the pod's veth with another
  *   source than the pod's own address (`table inet hf_antispoof`, chain `pods`, prerouting at
- *   priority -150, counters per pod as in lab/node_pods.ts).
+ *   priority -150, counters per pod as in lab/node_pods.ts; IPv6 only from link-local sources).
  *
  * Host-side veth names are never reused (`vk<n>`), so a deleted pod's rule never matches a later
  * pod. A pod's veth is deleted with it (taking its host route); its namespace goes at teardown.
@@ -73,10 +73,17 @@ export class NodePodNetwork {
     await this.topo.exec(this.node, ["sysctl", "-q", "-w", `net.ipv4.conf.${veth}.proxy_arp=1`]);
     await this.topo.addRoute({ host: this.node, to: `${ip}/32`, dev: veth });
     await this.topo.addRoute({ host, to: "default", dev: "eth0" });
-    for (const verdict of [["ip", "saddr", ip, "counter", "accept"], ["counter", "drop"]]) {
+    for (
+      const rule of [
+        ["ip", "saddr", ip, "counter", "accept"],
+        ["ip", "saddr", "!=", ip, "counter", "drop"],
+        // The pod has no IPv6 address of its own: only link-local and unspecified sources.
+        ["ip6", "saddr", "!=", "{", "::,", "fe80::/10", "}", "counter", "drop"],
+      ]
+    ) {
       await this.topo.exec(this.node, [
         ...["nft", "add", "rule", "inet", "hf_antispoof", "pods", "iifname", veth],
-        ...verdict,
+        ...rule,
       ]);
     }
     return { host, ip, veth };

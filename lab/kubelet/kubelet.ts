@@ -185,26 +185,37 @@ export class LabKubelet implements AsyncDisposable {
           return s ? o(s.data) as Record<string, string> : undefined;
         },
       });
-      p.containers = runs.map((run) => ({ run, proc: null, exited: false, restarts: 0, restartAt: 0 }));
+      p.containers = runs.map((run) => ({
+        run,
+        proc: null,
+        exited: false,
+        restarts: 0,
+        restartAt: 0,
+      }));
     } catch (e) {
-      console.error(JSON.stringify({ msg: "lab kubelet cannot run pod", pod: key, error: String(e) }));
+      console.error(
+        JSON.stringify({ msg: "lab kubelet cannot run pod", pod: key, error: String(e) }),
+      );
     }
   }
 
   #spawn(p: RunningPod, c: Container): void {
     const spec = `${p.dir}/${c.run.name}.json`;
-    Deno.writeTextFileSync(spec, JSON.stringify({
-      argv: c.run.argv,
-      env: c.run.env,
-      cwd: c.run.cwd,
-      mounts: [...c.run.mounts, {
-        source: `${this.dir}/sa`,
-        target: "/run/secrets/kubernetes.io/serviceaccount",
-      }],
-      hosts: `${this.dir}/hosts`,
-      log: `${p.dir}/log`,
-      pidFile: `${p.dir}/${c.run.name}.pid`,
-    }));
+    Deno.writeTextFileSync(
+      spec,
+      JSON.stringify({
+        argv: c.run.argv,
+        env: c.run.env,
+        cwd: c.run.cwd,
+        mounts: [...c.run.mounts, {
+          source: `${this.dir}/sa`,
+          target: "/run/secrets/kubernetes.io/serviceaccount",
+        }],
+        hosts: `${this.dir}/hosts`,
+        log: `${p.dir}/log`,
+        pidFile: `${p.dir}/${c.run.name}.pid`,
+      }),
+    );
     c.proc = this.topo.spawn(p.net?.host ?? p.node.name, [
       ...[Deno.execPath(), "run", "--quiet", "-A", CONTAINER, spec],
     ], { stdout: "null", stderr: "null" });

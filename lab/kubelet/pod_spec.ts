@@ -155,7 +155,12 @@ function readiness(pod: Obj, place: PodPlace, c: Any): ProbeSpec | undefined {
   }
   if (p.tcpSocket) {
     const t = o(p.tcpSocket);
-    return { kind: "tcp", host: String(t.host ?? place.podIP), port: portOf(pod, c, t.port), periodSeconds };
+    return {
+      kind: "tcp",
+      host: String(t.host ?? place.podIP),
+      port: portOf(pod, c, t.port),
+      periodSeconds,
+    };
   }
   fail(pod, "a readiness probe other than httpGet or tcpSocket");
 }

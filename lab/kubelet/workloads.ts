@@ -43,7 +43,7 @@ function admits(node: Obj, podSpec: Any): boolean {
     const ok = tolerations.some((t) =>
       (t.operator === "Exists" && (t.key === undefined || t.key === taint.key)) ||
       (t.key === taint.key && (t.value ?? "") === (taint.value ?? ""))
-    ) ;
+    );
     if (!ok) return false;
   }
   return true;
@@ -149,7 +149,9 @@ export class Workloads {
     } else if (current.length > want) {
       const sorted = [...current].sort((a, b) =>
         Number(podReady(a)) - Number(podReady(b)) ||
-        String(o(b.metadata).creationTimestamp).localeCompare(String(o(a.metadata).creationTimestamp))
+        String(o(b.metadata).creationTimestamp).localeCompare(
+          String(o(a.metadata).creationTimestamp),
+        )
       );
       this.#delete(sorted[0]!);
     }

@@ -26,13 +26,13 @@ const WEB = (replicas: number) => [{
     template: {
       metadata: { labels: { app: "web" } },
       spec: {
-        terminationGracePeriodSeconds: 5,
+        terminationGracePeriodSeconds: 15,
         containers: [{
           name: "web",
           image: "holdfast:dev",
           workingDir: "/opt/holdfast",
           command: ["deno", "run", "--allow-net", "lab/clients/lb_peer.ts"],
-          args: ["server", "$(POD_NAME)", "0.0.0.0", "8080"],
+          args: ["server", "$(POD_NAME)", "0.0.0.0", "8080", "drain"],
           env: [{ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }],
           ports: [{ name: "http", containerPort: 8080 }],
           readinessProbe: { tcpSocket: { port: "http" }, periodSeconds: 1 },
@@ -59,54 +59,212 @@ const POOL = {
   spec: { blocks: [{ cidr: "10.0.100.0/28" }] },
 };
 
-rootTest("kubelet: deploy → pods → the LB reaches them with the client's address", async (t) => {
-  await using cluster = await startKubeletCluster();
-  const kubectl = (args: string[], stdin?: unknown) =>
-    cluster.topo.exec("w1", ["kubectl", "--kubeconfig", cluster.kubeconfig, `--cache-dir=${cluster.dir}/kcache`, ...args], {
-      stdin: stdin === undefined
-        ? undefined
-        : (stdin as unknown[]).map((x) => JSON.stringify(x)).join("\n"),
-      timeoutMs: 30_000,
-    });
-  const peer = (args: string[]) =>
-    cluster.topo.exec("client", [
-      ...[Deno.execPath(), "run", "--quiet", "--allow-net", "--allow-read=/tmp", PEER],
-      ...args,
-    ], { timeoutMs: 90_000 });
-  const step = async (name: string, fn: () => Promise<void>) => {
-    if (!(await t.step(name, fn))) throw new Error(`step failed: ${name}`);
-  };
-  try {
-    await step("deno task deploy: every workload rolled out by the lab kubelet", async () => {
-      const out = await cluster.deploy(["--timeout", "60"]);
-      console.log(out);
-    });
+type Spread = { ok: number; failed: number; wrongPeer: number; spread: Record<string, number> };
+type Phase = { phase: number; same: number; moved: number; broken: number; brokenBy?: object };
+
+rootTest(
+  "kubelet: deploy → pods → the LB reaches them with the client's address; scale, a graceful " +
+    "delete, node agents and the LB agent rolled: no held connection to a live pod lost",
+  async (t) => {
+    await using cluster = await startKubeletCluster();
+    const { kube, topo } = cluster;
+    const kubectl = (args: string[], stdin?: unknown[]) =>
+      topo.exec("w1", [
+        ...["kubectl", "--kubeconfig", cluster.kubeconfig, `--cache-dir=${cluster.dir}/kcache`],
+        ...args,
+      ], {
+        stdin: stdin?.map((x) => JSON.stringify(x)).join("\n"),
+        timeoutMs: 30_000,
+      });
+    const peer = (args: string[]) =>
+      topo.exec("client", [
+        ...[Deno.execPath(), "run", "--quiet", "--allow-net", "--allow-read=/tmp", PEER],
+        ...args,
+      ], { timeoutMs: 90_000 });
     let vip = "";
-    await step("pool, Deployment and Service: the Service gets its address", async () => {
-      await kubectl(["apply", "--server-side", "-f", "-"], [POOL, ...WEB(3)]);
-      await until("the Service has an address", async () => {
-        const svc = JSON.parse((await kubectl(["get", "service", "web", "-o", "json"])).stdout);
-        vip = svc.status?.loadBalancer?.ingress?.[0]?.ip ?? "";
-        return vip !== "";
-      }, 60_000, 500);
-    });
-    await step("connections reach the three pods with the client's address", async () => {
+    /** 100 new connections; true when `check` holds for their summary (all must see our address). */
+    const connections = async (what: string, check: (s: Spread) => boolean) => {
       let last = "";
-      await until("100 of 100 connections", async () => {
-        const r = await peer(["client", vip, "80", "100", "10"]);
-        last = r.stdout;
-        const s = JSON.parse(r.stdout.trim().split("\n").pop()!);
-        return s.ok === 100 && Object.keys(s.spread).length === 3;
-      }, 120_000, 1_000).catch((e) => {
+      await until(
+        what,
+        async () => {
+          const r = await peer(["client", vip, "80", "100", "10"]);
+          last = r.stdout;
+          const s = JSON.parse(r.stdout.trim().split("\n").pop()!) as Spread;
+          return s.ok === 100 && s.wrongPeer === 0 && check(s);
+        },
+        120_000,
+        1_000,
+      ).catch((e) => {
         throw new Error(`${e}: ${last}`);
       });
-    });
-  } catch (e) {
-    for (const p of cluster.kube.store.list("/pods")) {
-      const m = p.metadata as Record<string, string>;
-      console.error(`--- ${m.namespace}/${m.name} ${JSON.stringify(p.status)}`);
-      console.error((await cluster.kubelet.logs(m.namespace!, m.name!)).slice(-3000));
+    };
+    const webPods = () =>
+      kube.store.list("/pods", "default").filter((p) =>
+        (p.metadata as { labels?: Record<string, string> }).labels?.app === "web"
+      );
+    const rolledOut = (kind: "daemonsets" | "deployments", name: string) => () => {
+      const w = kube.store.get(`apps/${kind}`, "holdfast-system", name);
+      const st = (w?.status ?? {}) as Record<string, number>;
+      const gen = (w?.metadata as { generation?: number })?.generation;
+      const pods = kube.store.list("/pods", "holdfast-system").filter((p) =>
+        (p.metadata as { name: string }).name.startsWith(`${name}-`)
+      );
+      return st.observedGeneration === gen &&
+        st.updatedNumberScheduled === st.desiredNumberScheduled &&
+        st.numberAvailable === st.desiredNumberScheduled &&
+        pods.length === st.desiredNumberScheduled;
+    };
+    const agentPods = (prefix: string) =>
+      kube.store.list("/pods", "holdfast-system").map((p) => (p.metadata as { name: string }).name)
+        .filter((n) => n.startsWith(`${prefix}-`));
+    const step = async (name: string, fn: () => Promise<void>) => {
+      if (!(await t.step(name, fn))) throw new Error(`step failed: ${name}`);
+    };
+    const go = [1, 2, 3, 4, 5].map((n) => `/tmp/hf-${Deno.pid}-kubelet-go${n}`);
+    for (const f of go) await Deno.remove(f).catch(() => {});
+    try {
+      await step("deno task deploy: every workload rolled out by the lab kubelet", async () => {
+        const out = await cluster.deploy(["--timeout", "180"]);
+        strictEqual(
+          out.includes("daemonset.apps/holdfast-node rolled out (3/3 available)"),
+          true,
+          out,
+        );
+        strictEqual(
+          out.includes("daemonset.apps/holdfast-agent rolled out (1/1 available)"),
+          true,
+          out,
+        );
+      });
+      await step("pool, Deployment and Service: the Service gets its address", async () => {
+        await kubectl(["apply", "--server-side", "-f", "-"], [POOL, ...WEB(3)]);
+        await until(
+          "the Service has an address",
+          async () => {
+            const svc = JSON.parse((await kubectl(["get", "service", "web", "-o", "json"])).stdout);
+            vip = svc.status?.loadBalancer?.ingress?.[0]?.ip ?? "";
+            return vip !== "";
+          },
+          60_000,
+          500,
+        );
+      });
+      await step(
+        "connections reach the three pods, on two nodes, with the client's address",
+        async () => {
+          await connections(
+            "100 of 100 connections over 3 pods",
+            (s) => Object.keys(s.spread).length === 3,
+          );
+          const nodes = new Set(
+            webPods().map((p) => (p.spec as { nodeName: string }).nodeName),
+          );
+          deepStrictEqual([...nodes].sort(), ["w1", "w2"]);
+          for (const n of ["w1", "w2"]) {
+            const [accepted, dropped] = await cluster.kubelet.network(n).antiSpoofCounts();
+            strictEqual(accepted > 0, true, `${n}: pods' replies passed the anti-spoofing rule`);
+            strictEqual(dropped, 0, `${n}: nothing a pod sent was dropped as spoofed`);
+          }
+        },
+      );
+
+      const holder = topo.spawn("client", [
+        ...[Deno.execPath(), "run", "--quiet", "--allow-net", "--allow-read=/tmp"],
+        ...["--allow-env=LB_PEER_DEADLINE_MS", PEER, "hold", vip, "80", "60", ...go],
+      ], { env: { LB_PEER_DEADLINE_MS: "600000" } });
+      const phase0 = JSON.parse(
+        await holder.waitForLine((l) => l.includes('"phase":0'), { timeoutMs: 60_000 }),
+      ) as { held: number; by: Record<string, number> };
+      strictEqual(phase0.held, 60);
+      const phase = async (n: number) => {
+        await Deno.writeTextFile(go[n - 1]!, "");
+        const line = await holder.waitForLine((l) => l.includes(`"phase":${n}`), {
+          timeoutMs: 60_000,
+        });
+        const { msg: _, ...p } = JSON.parse(line) as Phase & { msg: string };
+        return p;
+      };
+
+      await step("scaled 3 → 5: new connections reach five pods, held ones stay", async () => {
+        await kubectl(["apply", "--server-side", "-f", "-"], WEB(5));
+        await connections("connections over 5 pods", (s) => Object.keys(s.spread).length === 5);
+        deepStrictEqual(await phase(1), { phase: 1, same: 60, moved: 0, broken: 0 });
+      });
+
+      const gone = Object.keys(phase0.by).sort()[0]!;
+      const lost = phase0.by[gone]!;
+      await step(
+        `pod ${gone} deleted: it drains (held connections answered, no new ones), then goes`,
+        async () => {
+          await kubectl(["delete", "pod", gone, "--wait=false"]);
+          await connections(`no new connection reaches ${gone}`, (s) => !(gone in s.spread));
+          deepStrictEqual(await phase(2), { phase: 2, same: 60, moved: 0, broken: 0 });
+          await until(
+            `${gone} gone`,
+            () => !webPods().some((p) => (p.metadata as { name: string }).name === gone),
+            60_000,
+            500,
+          );
+          deepStrictEqual(await phase(3), {
+            phase: 3,
+            same: 60 - lost,
+            moved: 0,
+            broken: lost,
+            brokenBy: { [gone]: lost },
+          });
+        },
+      );
+
+      const live = { same: 60 - lost, moved: 0, broken: lost, brokenBy: { [gone]: lost } };
+      await step("every node agent restarted (DaemonSet rolled): nothing more lost", async () => {
+        const before = agentPods("holdfast-node");
+        await kubectl(["-n", "holdfast-system", "rollout", "restart", "daemonset/holdfast-node"]);
+        await until(
+          "holdfast-node rolled out",
+          rolledOut("daemonsets", "holdfast-node"),
+          120_000,
+          500,
+        );
+        const after = agentPods("holdfast-node");
+        strictEqual(after.some((n) => before.includes(n)), false, `new pods: ${after}`);
+        for (const name of after.filter((n) => !n.includes("-lb1-"))) {
+          // The new agent adopted the pinned maps: the pods' frontends were there already.
+          const log = await cluster.kubelet.logs("holdfast-system", name);
+          const start = log.split("\n").find((l) => l.includes('"msg":"starting"'));
+          const adopted = start ? JSON.parse(start).adopted : undefined;
+          strictEqual((adopted?.frontends ?? 0) > 0, true, `${name}: ${start}`);
+        }
+        deepStrictEqual(await phase(4), { phase: 4, ...live });
+        await connections(
+          "new connections after the node agents' restart",
+          (s) => Object.keys(s.spread).length === 5,
+        );
+      });
+
+      await step("the LB agent DaemonSet rolled: nothing more lost", async () => {
+        await kubectl(["-n", "holdfast-system", "rollout", "restart", "daemonset/holdfast-agent"]);
+        await until(
+          "holdfast-agent rolled out",
+          rolledOut("daemonsets", "holdfast-agent"),
+          120_000,
+          500,
+        );
+        deepStrictEqual(await phase(5), { phase: 5, ...live });
+        await connections(
+          "new connections after the LB agent's roll",
+          (s) => Object.keys(s.spread).length === 5,
+        );
+      });
+    } catch (e) {
+      for (const p of kube.store.list("/pods")) {
+        const m = p.metadata as Record<string, string>;
+        console.error(`--- ${m.namespace}/${m.name} ${JSON.stringify(p.status)}`);
+        console.error((await cluster.kubelet.logs(m.namespace!, m.name!)).slice(-2000));
+      }
+      throw e;
+    } finally {
+      for (const f of go) await Deno.remove(f).catch(() => {});
     }
-    throw e;
-  }
-});
+  },
+);

@@ -12,7 +12,7 @@
 
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest, until } from "../harness/mod.ts";
-import { CLIENT, startKubeletCluster } from "../../lab/kubelet/cluster.ts";
+import { startKubeletCluster } from "../../lab/kubelet/cluster.ts";
 
 const PEER = new URL("../../lab/clients/lb_peer.ts", import.meta.url).pathname;
 

@@ -2,7 +2,9 @@
  * The lab kubelet's prober on one node (run inside the node's network namespace, as a kubelet
  * probes from the host network): every 500 ms it reads TARGETS (`{ id: { kind: "http" | "tcp",
  * host, port, path? } }`), probes each (1 s timeout; HTTP: a status 200–399 succeeds) and writes
- * `{ id: boolean }` to RESULTS (through a rename, so readers never see half a file).
+ * `{ id: { ok, fails } }` to RESULTS (`fails`: consecutive failures, which the kubelet compares
+ * with the probe's `failureThreshold`; through a rename, so readers never see half a file). An
+ * unreadable TARGETS keeps the previous targets.
  *
  * usage: deno run --allow-net --allow-read --allow-write _prober.ts TARGETS RESULTS
  *
@@ -38,17 +40,20 @@ async function probe(t: Target): Promise<boolean> {
 }
 
 const [targetsFile, resultsFile] = Deno.args as [string, string];
+let targets: Record<string, Target> = {};
+const fails = new Map<string, number>();
 for (let i = 0; i < 1_000_000; i++) {
-  let targets: Record<string, Target> = {};
   try {
     targets = JSON.parse(await Deno.readTextFile(targetsFile));
-  } catch { /* not written yet */ }
+  } catch { /* not written yet: the previous targets */ }
   const ids = Object.keys(targets);
   const ok = await Promise.all(ids.map((id) => probe(targets[id]!)));
-  await Deno.writeTextFile(
-    `${resultsFile}.tmp`,
-    JSON.stringify(Object.fromEntries(ids.map((id, k) => [id, ok[k]]))),
-  );
+  const results = Object.fromEntries(ids.map((id, k) => {
+    const n = ok[k] ? 0 : (fails.get(id) ?? 0) + 1;
+    fails.set(id, n);
+    return [id, { ok: ok[k], fails: n }];
+  }));
+  await Deno.writeTextFile(`${resultsFile}.tmp`, JSON.stringify(results));
   await Deno.rename(`${resultsFile}.tmp`, resultsFile);
   await new Promise((r) => setTimeout(r, 500));
 }

@@ -5,12 +5,15 @@
  *
  * ```
  *  client 10.10.0.2 ── c0 router ── l1 ── lb1  10.11.1.2 (holdfast.io/lb-node=true, tainted)
+ *                        ├── l2 ── lb2  10.11.2.2 (holdfast.io/lb-node=true, tainted)
  *                        ├── n1 ── w1 10.12.1.2   pods 10.2.1.0/24 behind veths
  *                        └── n2 ── w2 10.12.2.2   pods 10.2.2.0/24 behind veths
  * ```
  *
- * The router sends the address pool `10.0.100.0/28` to lb1 and each pod CIDR to its node. Every
- * node has a bpffs of its own (its host path `/sys/fs/bpf`).
+ * The router routes each pod CIDR to its node, and runs bird2 (lab/_anycast_router.ts, AS 65000,
+ * BFD, ECMP) peering with each LB node's address (AS {@linkcode LB_ASN}): the LB IPs reach the LB
+ * nodes once their agents announce them (the LoadBalancerConfig's `spec.bgp`,
+ * {@linkcode bgpSpec}). Every node has a bpffs of its own (its host path `/sys/fs/bpf`).
  *
  * @module
  */
@@ -20,12 +23,30 @@ import { run } from "../command.ts";
 import { unmountUnder } from "../_anycast_sweep.ts";
 import { type KubeServer, startKubeServer } from "../kube/mod.ts";
 import { attachXdp, BpfObject, DEFAULT_OBJECT_DIR } from "../../node/bpf/mod.ts";
+import { ROUTER_ASN, RouterBird } from "../_anycast_router.ts";
 import { type KubeletNode, LabKubelet } from "./kubelet.ts";
 
 const REPO = new URL("../../", import.meta.url).pathname;
 /** The addresses the router sends to the LB node. */
 export const POOL = "10.0.100.0/28";
-export const CLIENT = "10.10.0.2";
+const CLIENT = "10.10.0.2";
+/** The LB nodes' AS (one for all: the LoadBalancerConfig has one `localAsn`). */
+export const LB_ASN = 65100;
+const BFD = { intervalMs: 100, multiplier: 3 };
+
+/** The LoadBalancerConfig `spec.bgp` that peers each LB node with the router on its link. */
+export function bgpSpec(): Record<string, unknown> {
+  return {
+    localAsn: LB_ASN,
+    prefixes: [POOL],
+    peers: NODES.filter((n) => n.lb).map((n) => ({
+      address: `${n.net}.1`,
+      asn: ROUTER_ASN,
+      bfd: BFD,
+      nodeSelector: { matchLabels: { "kubernetes.io/hostname": n.name } },
+    })),
+  };
+}
 
 /** The running cluster. */
 export interface KubeletCluster extends AsyncDisposable {
@@ -35,12 +56,20 @@ export interface KubeletCluster extends AsyncDisposable {
   readonly kubeconfig: string;
   readonly dir: string;
   readonly nodes: readonly KubeletNode[];
+  /** The router's bird. */
+  readonly router: RouterBird;
+  /**
+   * Kills node `name` as a power cut would: its uplink goes down, every process in its namespace
+   * is killed, the kubelet stops running its pods, the Node and its pods turn NotReady.
+   */
+  killNode(name: string): Promise<void>;
   /** `deno task deploy` against the API server; resolves with its output, throws on failure. */
   deploy(args?: readonly string[]): Promise<string>;
 }
 
 const NODES = [
   { name: "lb1", link: "l1", net: "10.11.1", index: 3, lb: true },
+  { name: "lb2", link: "l2", net: "10.11.2", index: 4, lb: true },
   { name: "w1", link: "n1", net: "10.12.1", index: 1, lb: false },
   { name: "w2", link: "n2", net: "10.12.2", index: 2, lb: false },
 ];
@@ -80,7 +109,6 @@ export async function startKubeletCluster(): Promise<KubeletCluster> {
       ],
       routes: [
         { host: "client", to: "default", via: "10.10.0.1" },
-        { host: "router", to: POOL, via: "10.11.1.2" },
         ...NODES.flatMap((n) => [
           { host: n.name, to: "default", via: `${n.net}.1` },
           { host: "router", to: `10.2.${n.index}.0/24`, via: `${n.net}.2` },
@@ -90,7 +118,27 @@ export async function startKubeletCluster(): Promise<KubeletCluster> {
     cleanups.push(() => topo.destroy());
     const pass = BpfObject.open(`${DEFAULT_OBJECT_DIR}/xdp_pass.o`);
     cleanups.push(() => pass[Symbol.dispose]());
-    attachXdp(pass.program("hf_xdp_pass"), "l1", { netns: topo.ns("router") });
+    for (const n of NODES.filter((n) => n.lb)) {
+      attachXdp(pass.program("hf_xdp_pass"), n.link, { netns: topo.ns("router") });
+    }
+    // Processes a container left (bird daemons, a killed node's): gone before the namespaces.
+    cleanups.push(async () => {
+      for (const host of topo.hosts) {
+        const out = await run(["ip", "netns", "pids", topo.ns(host)], { check: false });
+        for (const pid of out.stdout.split("\n").filter((l) => /^\d+$/.test(l.trim()))) {
+          await run(["kill", "-9", pid.trim()], { check: false });
+        }
+      }
+    });
+    const router = await RouterBird.start(topo, "router", dir, {
+      routerId: "10.10.0.1",
+      bfd: BFD,
+      peers: NODES.filter((n) => n.lb).map((n) => ({
+        name: n.name,
+        address: `${n.net}.2`,
+        asn: LB_ASN,
+      })),
+    });
     const nodes: KubeletNode[] = [];
     for (const n of NODES) {
       const bpffs = `${dir}/bpffs-${n.name}`;
@@ -137,6 +185,21 @@ export async function startKubeletCluster(): Promise<KubeletCluster> {
       kubeconfig,
       dir,
       nodes,
+      router,
+      killNode: async (name) => {
+        const n = NODES.find((x) => x.name === name)!;
+        await topo.setLink("router", n.link, false);
+        await kubelet.killNode(name);
+        const out = await run(["ip", "netns", "pids", topo.ns(name)], { check: false });
+        for (const pid of out.stdout.split("\n").filter((l) => /^\d+$/.test(l.trim()))) {
+          await run(["kill", "-9", pid.trim()], { check: false });
+        }
+        kube.rest.patch(nodeType, "", name, "merge", {
+          status: {
+            conditions: [{ type: "Ready", status: "Unknown", reason: "NodeStatusUnknown" }],
+          },
+        }, { manager: "node-controller", subresource: "status" });
+      },
       deploy: async (args = []) => {
         const out = await new Deno.Command(Deno.execPath(), {
           args: [

@@ -2,12 +2,14 @@
  * The lab kubelet: runs the Pods the API test server schedules on the lab's nodes, as their specs
  * declare (lab/kubelet/pod_spec.ts), each in its node's network namespace (hostNetwork) or in a
  * pod namespace behind the CNI-like helper (cni.ts). It writes each Pod's status (phase, podIP,
- * hostIP, Ready from its readiness probes, run by one prober per node from the node's namespace),
- * restarts containers that exit, and on a delete stops them with SIGTERM, waits up to the pod's
+ * hostIP, Ready from its readiness probes, run by one prober per node from the node's namespace:
+ * ready on a success, not ready after `failureThreshold` failures in a row), restarts containers
+ * that exit, and on a delete stops them with SIGTERM, waits up to the pod's
  * `terminationGracePeriodSeconds`, then releases the pod (its finalizer) so the object goes.
  * Each pass also runs the workload controllers (workloads.ts) and the endpoint-slice controller
  * (endpoints.ts). The API server is reached in every namespace at `127.0.0.1:PORT` through a
  * relay (lab/_anycast_kube.ts); Service names resolve through an `/etc/hosts` kept current.
+ * `killNode` stands for a node's death: nothing on it runs again and its pods turn NotReady.
  *
  * @module
  */
@@ -42,6 +44,8 @@ interface Container {
   readonly run: ContainerRun;
   proc: HostProcess | null;
   exited: boolean;
+  /** The readiness probe's verdict (kept while the prober has no new result). */
+  ready: boolean;
   restarts: number;
   restartAt: number;
 }
@@ -66,6 +70,7 @@ export class LabKubelet implements AsyncDisposable {
   readonly #workloads: Workloads;
   readonly #slices: EndpointSlices;
   #stopped = false;
+  readonly #dead = new Set<string>();
   #loop: Promise<void> | undefined;
   #serial = 0;
 
@@ -125,7 +130,10 @@ export class LabKubelet implements AsyncDisposable {
     this.#workloads.reconcile();
     const store = this.kube.store;
     const byNode = new Map(this.nodes.map((n) => [n.name, n]));
-    const pods = store.list("/pods").filter((p) => byNode.has(String(o(p.spec).nodeName)));
+    const pods = store.list("/pods").filter((p) => {
+      const node = String(o(p.spec).nodeName);
+      return byNode.has(node) && !this.#dead.has(node);
+    });
     const seen = new Set<string>();
     let changed = false;
     for (const pod of pods) {
@@ -141,7 +149,7 @@ export class LabKubelet implements AsyncDisposable {
       }
     }
     for (const [key, p] of this.#pods) {
-      if (!seen.has(key)) {
+      if (!seen.has(key) && !this.#dead.has(p.node.name)) {
         await this.#release(p);
         changed = true;
       }
@@ -189,6 +197,7 @@ export class LabKubelet implements AsyncDisposable {
         run,
         proc: null,
         exited: false,
+        ready: false,
         restarts: 0,
         restartAt: 0,
       }));
@@ -229,12 +238,13 @@ export class LabKubelet implements AsyncDisposable {
   async #containersAndProbes(): Promise<void> {
     const now = Date.now();
     const targets = new Map<string, Record<string, unknown>>(this.nodes.map((n) => [n.name, {}]));
-    const results = new Map<string, Record<string, boolean>>();
+    const results = new Map<string, Record<string, { ok: boolean; fails: number }>>();
     for (const n of this.nodes) {
       const text = await Deno.readTextFile(`${this.dir}/results-${n.name}.json`).catch(() => "{}");
       results.set(n.name, JSON.parse(text));
     }
     for (const p of this.#pods.values()) {
+      if (this.#dead.has(p.node.name)) continue;
       let ready = p.containers.length > 0;
       for (const c of p.containers) {
         const exited = c.exited;
@@ -246,13 +256,16 @@ export class LabKubelet implements AsyncDisposable {
             c.restartAt = 0;
             this.#spawn(p, c);
           }
-          ready = false;
+          ready = c.ready = false;
           continue;
         }
         const id = `${p.key}/${c.run.name}`;
         if (c.run.readiness) {
           targets.get(p.node.name)![id] = c.run.readiness;
-          if (results.get(p.node.name)![id] !== true) ready = false;
+          const r = results.get(p.node.name)![id];
+          if (r?.ok) c.ready = true;
+          else if (r && r.fails >= c.run.readiness.failureThreshold) c.ready = false;
+          if (!c.ready) ready = false;
         }
       }
       const [ns, name] = p.key.split("/") as [string, string];
@@ -264,7 +277,10 @@ export class LabKubelet implements AsyncDisposable {
       }
     }
     for (const [node, t] of targets) {
-      await Deno.writeTextFile(`${this.dir}/probes-${node}.json`, JSON.stringify(t));
+      // Through a rename: the prober never reads half a file.
+      const file = `${this.dir}/probes-${node}.json`;
+      await Deno.writeTextFile(`${file}.tmp`, JSON.stringify(t));
+      await Deno.rename(`${file}.tmp`, file);
     }
   }
 
@@ -301,12 +317,21 @@ export class LabKubelet implements AsyncDisposable {
     if (p.net) await this.#nets.get(p.node.name)!.remove(p.net);
   }
 
-  /** Kills a pod's containers at once, as a node crash would (the pod object stays). */
-  async crash(namespace: string, name: string): Promise<void> {
-    const p = this.#pods.get(`${namespace}/${name}`);
-    if (!p) return;
-    await Promise.all(p.containers.map((c) => c.proc?.stop("SIGKILL", 1_000)));
-    await this.#killLeftovers(p);
+  /**
+   * Node `name` died: its containers are killed at once, nothing on it is run again, and its pods
+   * turn NotReady (as the node lifecycle controller marks them); the pod objects stay.
+   */
+  async killNode(name: string): Promise<void> {
+    this.#dead.add(name);
+    for (const p of this.#pods.values()) {
+      if (p.node.name !== name) continue;
+      await Promise.all(p.containers.map((c) => c.proc?.stop("SIGKILL", 1_000)));
+      await this.#killLeftovers(p);
+      const [ns, pod] = p.key.split("/") as [string, string];
+      this.kube.rest.patch(this.#type("pods"), ns, pod, "merge", {
+        status: { conditions: [{ type: "Ready", status: "False" }] },
+      }, { ...W, subresource: "status" });
+    }
   }
 
   async #writeHosts(): Promise<void> {

@@ -40,6 +40,8 @@ export interface ProbeSpec {
   readonly port: number;
   readonly path?: string;
   readonly periodSeconds: number;
+  /** Consecutive failures before the container is not ready (Kubernetes' default 3). */
+  readonly failureThreshold: number;
 }
 
 /** One container to start. */
@@ -148,10 +150,18 @@ function readiness(pod: Obj, place: PodPlace, c: Any): ProbeSpec | undefined {
   const p = c.readinessProbe as Any | undefined;
   if (p === undefined) return undefined;
   const periodSeconds = Number(p.periodSeconds ?? 10);
+  const failureThreshold = Number(p.failureThreshold ?? 3);
   if (p.httpGet) {
     const h = o(p.httpGet);
     const host = String(h.host ?? place.podIP), port = portOf(pod, c, h.port);
-    return { kind: "http", host, port, path: String(h.path ?? "/"), periodSeconds };
+    return {
+      kind: "http",
+      host,
+      port,
+      path: String(h.path ?? "/"),
+      periodSeconds,
+      failureThreshold,
+    };
   }
   if (p.tcpSocket) {
     const t = o(p.tcpSocket);
@@ -160,6 +170,7 @@ function readiness(pod: Obj, place: PodPlace, c: Any): ProbeSpec | undefined {
       host: String(t.host ?? place.podIP),
       port: portOf(pod, c, t.port),
       periodSeconds,
+      failureThreshold,
     };
   }
   fail(pod, "a readiness probe other than httpGet or tcpSocket");

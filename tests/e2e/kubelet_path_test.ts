@@ -1,18 +1,22 @@
 /**
  * The whole path with nothing set by hand (issue 22 items 3–4): `deno task deploy` applies k8s/
  * to the API test server; the lab kubelet (lab/kubelet/) runs what the manifests declare — the
- * controller, Redis, the LB agent on the LB node, the node agent on every node — and the test
- * Deployment's pods in namespaces behind veths with anti-spoofing. The test then creates an
- * AddressPool, a Deployment of three pods and its Service (port 80 → targetPort 8080, class
- * holdfast.io/lb) with kubectl, as an operator would, and checks that client connections through
- * the router reach the pods with the client's own address; then scales to five and restarts
- * every node agent under held connections. No `main.ts decap`, no address set inside a pod, no
- * per-pod command: the pods run their template's command.
+ * controller, Redis, the LB agent on the two LB nodes, the node agent on every node — and the test
+ * Deployment's pods in namespaces behind veths with anti-spoofing. The test then applies, with
+ * kubectl as an operator would, the LoadBalancerConfig's `spec.bgp` (the LB nodes peer with the
+ * router, ECMP), an AddressPool, a Deployment of three pods and its Service (port 80 → targetPort
+ * `http` = 8080, class holdfast.io/lb), and checks that client connections through the router reach
+ * the pods with the client's own address. Then, under 60 held connections: scale 3 → 5, a pod
+ * deleted (it drains: held connections answered, no new ones, until it exits), every node agent
+ * restarted, the LB agent DaemonSet rolled, an LB node killed — no held connection to a live pod
+ * is lost (the deleted pod's own end when it exits, as in Kubernetes). No `main.ts decap`, no
+ * address set inside a pod, no per-pod command: the pods run their template's command.
  */
 
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest, until } from "../harness/mod.ts";
-import { startKubeletCluster } from "../../lab/kubelet/cluster.ts";
+import { bgpSpec, startKubeletCluster } from "../../lab/kubelet/cluster.ts";
+import { routeGateways } from "../../lab/_anycast_router.ts";
 
 const PEER = new URL("../../lab/clients/lb_peer.ts", import.meta.url).pathname;
 
@@ -52,6 +56,14 @@ const WEB = (replicas: number) => [{
   },
 }];
 
+/** Peering with the router: the LB nodes announce the LB IPs (ECMP at the router). */
+const LBC = {
+  apiVersion: "holdfast.io/v1alpha1",
+  kind: "LoadBalancerConfig",
+  metadata: { name: "default" },
+  spec: { bgp: bgpSpec() },
+};
+
 const POOL = {
   apiVersion: "holdfast.io/v1alpha1",
   kind: "AddressPool",
@@ -64,7 +76,7 @@ type Phase = { phase: number; same: number; moved: number; broken: number; broke
 
 rootTest(
   "kubelet: deploy → pods → the LB reaches them with the client's address; scale, a graceful " +
-    "delete, node agents and the LB agent rolled: no held connection to a live pod lost",
+    "delete, node agents and the LB agent rolled, an LB node killed: no held connection to a live pod lost",
   async (t) => {
     await using cluster = await startKubeletCluster();
     const { kube, topo } = cluster;
@@ -115,30 +127,39 @@ rootTest(
         st.numberAvailable === st.desiredNumberScheduled &&
         pods.length === st.desiredNumberScheduled;
     };
+    /** The router's next hops for the LB IP (its BGP route, ECMP). */
+    const gateways = async () => {
+      const out = await topo.exec("router", ["ip", "-o", "route", "show"]);
+      for (const line of out.stdout.split("\n")) {
+        const g = routeGateways(line, vip) ?? routeGateways(line, "10.0.100.0/28");
+        if (g !== null) return [...g].sort();
+      }
+      return [];
+    };
     const agentPods = (prefix: string) =>
       kube.store.list("/pods", "holdfast-system").map((p) => (p.metadata as { name: string }).name)
         .filter((n) => n.startsWith(`${prefix}-`));
     const step = async (name: string, fn: () => Promise<void>) => {
       if (!(await t.step(name, fn))) throw new Error(`step failed: ${name}`);
     };
-    const go = [1, 2, 3, 4, 5].map((n) => `/tmp/hf-${Deno.pid}-kubelet-go${n}`);
+    const go = [1, 2, 3, 4, 5, 6].map((n) => `/tmp/hf-${Deno.pid}-kubelet-go${n}`);
     for (const f of go) await Deno.remove(f).catch(() => {});
     try {
       await step("deno task deploy: every workload rolled out by the lab kubelet", async () => {
         const out = await cluster.deploy(["--timeout", "180"]);
         strictEqual(
-          out.includes("daemonset.apps/holdfast-node rolled out (3/3 available)"),
+          out.includes("daemonset.apps/holdfast-node rolled out (4/4 available)"),
           true,
           out,
         );
         strictEqual(
-          out.includes("daemonset.apps/holdfast-agent rolled out (1/1 available)"),
+          out.includes("daemonset.apps/holdfast-agent rolled out (2/2 available)"),
           true,
           out,
         );
       });
       await step("pool, Deployment and Service: the Service gets its address", async () => {
-        await kubectl(["apply", "--server-side", "-f", "-"], [POOL, ...WEB(3)]);
+        await kubectl(["apply", "--server-side", "-f", "-"], [LBC, POOL, ...WEB(3)]);
         await until(
           "the Service has an address",
           async () => {
@@ -228,7 +249,7 @@ rootTest(
         );
         const after = agentPods("holdfast-node");
         strictEqual(after.some((n) => before.includes(n)), false, `new pods: ${after}`);
-        for (const name of after.filter((n) => !n.includes("-lb1-"))) {
+        for (const name of after.filter((n) => /-w\d-/.test(n))) {
           // The new agent adopted the pinned maps: the pods' frontends were there already.
           const log = await cluster.kubelet.logs("holdfast-system", name);
           const start = log.split("\n").find((l) => l.includes('"msg":"starting"'));
@@ -256,7 +277,29 @@ rootTest(
           (s) => Object.keys(s.spread).length === 5,
         );
       });
+
+      await step(
+        "LB node lb2 killed: the router drops it, lb1 carries every connection",
+        async () => {
+          await cluster.killNode("lb2");
+          await until(
+            "the router's route only via lb1",
+            async () => {
+              return (await gateways()).join() === "10.11.1.2";
+            },
+            60_000,
+            250,
+          );
+          deepStrictEqual(await phase(6), { phase: 6, ...live });
+          await connections(
+            "new connections through lb1 alone",
+            (s) => Object.keys(s.spread).length === 5,
+          );
+        },
+      );
     } catch (e) {
+      const birdLog = await Deno.readTextFile(`${cluster.dir}/router.log`).catch(() => "");
+      console.error(`--- router bird log\n${birdLog.slice(-3000)}`);
       for (const p of kube.store.list("/pods")) {
         const m = p.metadata as Record<string, string>;
         console.error(`--- ${m.namespace}/${m.name} ${JSON.stringify(p.status)}`);

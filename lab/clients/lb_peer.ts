@@ -1,13 +1,19 @@
 /**
  * TCP peer for the datapath end-to-end test, run inside namespaces.
  *
- *   server NAME HOST PORT          line protocol per connection:
+ *   server NAME HOST PORT [drain]  line protocol per connection:
  *                                  "HELLO" → "NAME PEER_IP:PEER_PORT" (the address the server sees)
- *                                  "UP n" + n bytes → "NAME GOT n SUM"; "DOWN n" → n bytes
+ *                                  "UP n" + n bytes → "NAME GOT n SUM"; "DOWN n" → n bytes.
+ *                                  With `drain`, after SIGTERM the server exits once no connection
+ *                                  is open (a pod's graceful shutdown: it keeps listening, so its
+ *                                  readiness holds and its endpoint stays serving while it drains).
  *   client HOST PORT COUNT CONC    COUNT connections (CONC at a time): HELLO, check the server saw
  *                                  our own address and port, close. Prints one JSON summary.
  *   hold HOST PORT COUNT GO1 GO2   COUNT connections held open: HELLO; then after each file GOi
- *                                  appears, HELLO again on every connection and compare backends.
+ *                                  appears, HELLO again on every connection and compare backends
+ *                                  (phase 0 counts held connections `by` backend; a phase lists
+ *                                  broken ones `brokenBy` backend when there are any). Deadline
+ *                                  60 s, or env LB_PEER_DEADLINE_MS.
  *   bulk HOST PORT BYTES TIMEOUT   one connection: UP BYTES and DOWN BYTES, verified, within TIMEOUT ms.
  *
  * Every loop is bounded by count and a deadline.
@@ -74,11 +80,20 @@ function pattern(n: number): { data: Uint8Array; sum: number } {
   return { data, sum };
 }
 
-async function serve(name: string, hostname: string, port: number): Promise<void> {
+async function serve(name: string, hostname: string, port: number, drain: boolean): Promise<void> {
   const listener = Deno.listen({ hostname, port });
   console.log(JSON.stringify({ msg: "listening", name, hostname, port }));
+  let open = 0, draining = false;
+  if (drain) {
+    Deno.addSignalListener("SIGTERM", () => {
+      draining = true;
+      console.log(JSON.stringify({ msg: "draining", open }));
+      if (open === 0) Deno.exit(0);
+    });
+  }
   for await (const conn of listener) {
     const peer = conn.remoteAddr as Deno.NetAddr;
+    open++;
     (async () => {
       const r = new Reader(conn);
       try {
@@ -99,6 +114,7 @@ async function serve(name: string, hostname: string, port: number): Promise<void
       try {
         conn.close();
       } catch { /* closed */ }
+      if (--open === 0 && draining) Deno.exit(0);
     })();
   }
 }
@@ -166,7 +182,9 @@ async function hold(
   count: number,
   goFiles: string[],
 ): Promise<void> {
-  const deadline = Date.now() + 60_000;
+  const env = "LB_PEER_DEADLINE_MS";
+  const allowed = Deno.permissions.querySync({ name: "env", variable: env }).state === "granted";
+  const deadline = Date.now() + Number((allowed ? Deno.env.get(env) : undefined) ?? 60_000);
   const conns: Array<{ conn: Deno.Conn; r: Reader; backend: string }> = [];
   let failed = 0;
   for (let i = 0; i < count && Date.now() < deadline; i++) {
@@ -179,10 +197,13 @@ async function hold(
       failed++;
     }
   }
-  console.log(JSON.stringify({ msg: "phase", phase: 0, held: conns.length, failed }));
+  const by: Record<string, number> = {};
+  for (const c of conns) by[c.backend] = (by[c.backend] ?? 0) + 1;
+  console.log(JSON.stringify({ msg: "phase", phase: 0, held: conns.length, failed, by }));
   for (const [i, go] of goFiles.entries()) {
     await waitFile(go, deadline);
     let same = 0, moved = 0, broken = 0;
+    const brokenBy: Record<string, number> = {};
     await Promise.all(conns.map(async (c) => {
       try {
         const h = await hello(c.conn, c.r);
@@ -190,9 +211,11 @@ async function hold(
         else moved++;
       } catch {
         broken++;
+        brokenBy[c.backend] = (brokenBy[c.backend] ?? 0) + 1;
       }
     }));
-    console.log(JSON.stringify({ msg: "phase", phase: i + 1, same, moved, broken }));
+    const extra = broken > 0 ? { brokenBy } : {};
+    console.log(JSON.stringify({ msg: "phase", phase: i + 1, same, moved, broken, ...extra }));
   }
   for (const c of conns) c.conn.close();
 }
@@ -233,7 +256,7 @@ async function bulk(
 }
 
 const [mode, ...args] = Deno.args;
-if (mode === "server") await serve(args[0]!, args[1]!, Number(args[2]));
+if (mode === "server") await serve(args[0]!, args[1]!, Number(args[2]), args[3] === "drain");
 else if (mode === "client") {
   await client(args[0]!, Number(args[1]), Number(args[2]), Number(args[3] ?? 10));
 } else if (mode === "hold") await hold(args[0]!, Number(args[1]), Number(args[2]), args.slice(3));

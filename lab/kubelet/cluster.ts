@@ -1,0 +1,223 @@
+/**
+ * A virtual Kubernetes cluster run from the manifests: the API test server (lab/kube/, in this
+ * process), Node objects for network namespaces, and the lab kubelet (kubelet.ts) running what
+ * `deno task deploy` applies. Topology (IPv4):
+ *
+ * ```
+ *  client 10.10.0.2 ── c0 router ── l1 ── lb1  10.11.1.2 (holdfast.io/lb-node=true, tainted)
+ *                        ├── l2 ── lb2  10.11.2.2 (holdfast.io/lb-node=true, tainted)
+ *                        ├── n1 ── w1 10.12.1.2   pods 10.2.1.0/24 behind veths
+ *                        └── n2 ── w2 10.12.2.2   pods 10.2.2.0/24 behind veths
+ * ```
+ *
+ * The router routes each pod CIDR to its node, and runs bird2 (lab/_anycast_router.ts, AS 65000,
+ * BFD, ECMP) peering with each LB node's address (AS {@linkcode LB_ASN}): the LB IPs reach the LB
+ * nodes once their agents announce them (the LoadBalancerConfig's `spec.bgp`,
+ * {@linkcode bgpSpec}). Every node has a bpffs of its own (its host path `/sys/fs/bpf`).
+ *
+ * @module
+ */
+
+import { createTopology, type Topology } from "../netns.ts";
+import { run } from "../command.ts";
+import { unmountUnder } from "../_anycast_sweep.ts";
+import { type KubeServer, startKubeServer } from "../kube/mod.ts";
+import { attachXdp, BpfObject, DEFAULT_OBJECT_DIR } from "../../node/bpf/mod.ts";
+import { ROUTER_ASN, RouterBird } from "../_anycast_router.ts";
+import { type KubeletNode, LabKubelet } from "./kubelet.ts";
+
+const REPO = new URL("../../", import.meta.url).pathname;
+/** The addresses the router sends to the LB node. */
+export const POOL = "10.0.100.0/28";
+const CLIENT = "10.10.0.2";
+/** The LB nodes' AS (one for all: the LoadBalancerConfig has one `localAsn`). */
+export const LB_ASN = 65100;
+const BFD = { intervalMs: 100, multiplier: 3 };
+
+/** The LoadBalancerConfig `spec.bgp` that peers each LB node with the router on its link. */
+export function bgpSpec(): Record<string, unknown> {
+  return {
+    localAsn: LB_ASN,
+    prefixes: [POOL],
+    peers: NODES.filter((n) => n.lb).map((n) => ({
+      address: `${n.net}.1`,
+      asn: ROUTER_ASN,
+      bfd: BFD,
+      nodeSelector: { matchLabels: { "kubernetes.io/hostname": n.name } },
+    })),
+  };
+}
+
+/** The running cluster. */
+export interface KubeletCluster extends AsyncDisposable {
+  readonly topo: Topology;
+  readonly kube: KubeServer;
+  readonly kubelet: LabKubelet;
+  readonly kubeconfig: string;
+  readonly dir: string;
+  readonly nodes: readonly KubeletNode[];
+  /** The router's bird. */
+  readonly router: RouterBird;
+  /**
+   * Kills node `name` as a power cut would: its uplink goes down, every process in its namespace
+   * is killed, the kubelet stops running its pods, the Node and its pods turn NotReady.
+   */
+  killNode(name: string): Promise<void>;
+  /** `deno task deploy` against the API server; resolves with its output, throws on failure. */
+  deploy(args?: readonly string[]): Promise<string>;
+}
+
+const NODES = [
+  { name: "lb1", link: "l1", net: "10.11.1", index: 3, lb: true },
+  { name: "lb2", link: "l2", net: "10.11.2", index: 4, lb: true },
+  { name: "w1", link: "n1", net: "10.12.1", index: 1, lb: false },
+  { name: "w2", link: "n2", net: "10.12.2", index: 2, lb: false },
+];
+
+/** Builds the network, starts the API server and Nodes, and the kubelet. */
+export async function startKubeletCluster(): Promise<KubeletCluster> {
+  const dir = await Deno.makeTempDir({ prefix: `hf-${Deno.pid}-kubelet-` });
+  const cleanups: (() => PromiseLike<void> | void)[] = [];
+  const teardown = async () => {
+    for (const c of cleanups.reverse()) await Promise.resolve(c()).catch(() => {});
+    await unmountUnder(dir);
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  };
+  try {
+    const topo = await createTopology({
+      hosts: [
+        { name: "client" },
+        {
+          name: "router",
+          sysctls: {
+            "net.ipv4.ip_forward": 1,
+            "net.ipv4.conf.all.rp_filter": 2,
+            "net.ipv4.conf.default.rp_filter": 2,
+          },
+        },
+        ...NODES.map((n) => ({ name: n.name, sysctls: { "net.ipv4.ip_forward": 1 } })),
+      ],
+      links: [
+        {
+          a: { host: "client", ifname: "eth0", address: `${CLIENT}/24`, txChecksumOff: true },
+          b: { host: "router", ifname: "c0", address: "10.10.0.1/24" },
+        },
+        ...NODES.map((n) => ({
+          a: { host: "router", ifname: n.link, address: `${n.net}.1/24`, txChecksumOff: true },
+          b: { host: n.name, ifname: "eth0", address: `${n.net}.2/24` },
+        })),
+      ],
+      routes: [
+        { host: "client", to: "default", via: "10.10.0.1" },
+        ...NODES.flatMap((n) => [
+          { host: n.name, to: "default", via: `${n.net}.1` },
+          { host: "router", to: `10.2.${n.index}.0/24`, via: `${n.net}.2` },
+        ]),
+      ],
+    });
+    cleanups.push(() => topo.destroy());
+    const pass = BpfObject.open(`${DEFAULT_OBJECT_DIR}/xdp_pass.o`);
+    cleanups.push(() => pass[Symbol.dispose]());
+    for (const n of NODES.filter((n) => n.lb)) {
+      attachXdp(pass.program("hf_xdp_pass"), n.link, { netns: topo.ns("router") });
+    }
+    // Processes a container left (bird daemons, a killed node's): gone before the namespaces.
+    cleanups.push(async () => {
+      for (const host of topo.hosts) {
+        const out = await run(["ip", "netns", "pids", topo.ns(host)], { check: false });
+        for (const pid of out.stdout.split("\n").filter((l) => /^\d+$/.test(l.trim()))) {
+          await run(["kill", "-9", pid.trim()], { check: false });
+        }
+      }
+    });
+    const router = await RouterBird.start(topo, "router", dir, {
+      routerId: "10.10.0.1",
+      bfd: BFD,
+      peers: NODES.filter((n) => n.lb).map((n) => ({
+        name: n.name,
+        address: `${n.net}.2`,
+        asn: LB_ASN,
+      })),
+    });
+    const nodes: KubeletNode[] = [];
+    for (const n of NODES) {
+      const bpffs = `${dir}/bpffs-${n.name}`;
+      await Deno.mkdir(bpffs);
+      await run(["mount", "-t", "bpf", "bpf", bpffs]);
+      nodes.push({ name: n.name, ip: `${n.net}.2`, index: n.index, bpffs });
+    }
+    const kube = await startKubeServer({ crdDirs: [`${REPO}k8s/crds`] });
+    cleanups.push(() => kube[Symbol.asyncDispose]());
+    const kubeconfig = await kube.writeKubeconfig(`${dir}/kubeconfig`);
+    const nodeType = kube.registry.find("", "v1", "nodes")!;
+    for (const n of NODES) {
+      kube.rest.create(nodeType, "", {
+        metadata: {
+          name: n.name,
+          labels: {
+            "kubernetes.io/hostname": n.name,
+            "kubernetes.io/os": "linux",
+            ...(n.lb ? { "holdfast.io/lb-node": "true" } : {}),
+          },
+        },
+        spec: {
+          podCIDR: `10.2.${n.index}.0/24`,
+          ...(n.lb ? { taints: [{ key: "holdfast.io/lb-node", effect: "NoSchedule" }] } : {}),
+        },
+      }, { manager: "kubelet" });
+      kube.rest.patch(nodeType, "", n.name, "merge", {
+        status: {
+          addresses: [{ type: "InternalIP", address: `${n.net}.2` }, {
+            type: "Hostname",
+            address: n.name,
+          }],
+          conditions: [{ type: "Ready", status: "True", reason: "KubeletReady" }],
+        },
+      }, { manager: "kubelet", subresource: "status" });
+    }
+    const kubelet = new LabKubelet(topo, kube, nodes, dir, kubeconfig);
+    cleanups.push(() => kubelet[Symbol.asyncDispose]());
+    await kubelet.start();
+    return {
+      topo,
+      kube,
+      kubelet,
+      kubeconfig,
+      dir,
+      nodes,
+      router,
+      killNode: async (name) => {
+        const n = NODES.find((x) => x.name === name)!;
+        await topo.setLink("router", n.link, false);
+        await kubelet.killNode(name);
+        const out = await run(["ip", "netns", "pids", topo.ns(name)], { check: false });
+        for (const pid of out.stdout.split("\n").filter((l) => /^\d+$/.test(l.trim()))) {
+          await run(["kill", "-9", pid.trim()], { check: false });
+        }
+        kube.rest.patch(nodeType, "", name, "merge", {
+          status: {
+            conditions: [{ type: "Ready", status: "Unknown", reason: "NodeStatusUnknown" }],
+          },
+        }, { manager: "node-controller", subresource: "status" });
+      },
+      deploy: async (args = []) => {
+        const out = await new Deno.Command(Deno.execPath(), {
+          args: [
+            ...["run", "-P=deploy", "--quiet", "--no-prompt", `${REPO}scripts/deploy.ts`],
+            ...["--kubeconfig", kubeconfig, ...args],
+          ],
+          cwd: REPO,
+          stdout: "piped",
+          stderr: "piped",
+        }).output();
+        const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+        if (!out.success) throw new Error(`deno task deploy failed:\n${text}`);
+        return text;
+      },
+      [Symbol.asyncDispose]: teardown,
+    };
+  } catch (e) {
+    await teardown();
+    throw e;
+  }
+}

@@ -43,9 +43,20 @@ if (spec.mounts.some((m) => m.target.startsWith("/run/"))) {
 await sh(["mount", "--bind", spec.hosts, "/etc/hosts"]);
 // Sources live under /tmp: a volume mounted on /tmp goes last, or it would hide them.
 const onTmp = (m: { target: string }) => m.target === "/tmp" || m.target.startsWith("/tmp/");
+// What the command itself needs (its working directory, the deno binary: the checkout, which may
+// itself live under /tmp, as a CI clone does): a volume mounted over one of them carries a bind of
+// it at the same place inside, so the volume does not hide it.
+const needed = [spec.cwd, spec.argv[0]!.slice(0, spec.argv[0]!.lastIndexOf("/"))];
+const under = (path: string, dir: string) => path === dir || path.startsWith(`${dir}/`);
 for (const m of [...spec.mounts.filter((m) => !onTmp(m)), ...spec.mounts.filter(onTmp)]) {
   await Deno.mkdir(m.target, { recursive: true });
-  await sh(["mount", "--bind", m.source, m.target]);
+  const hidden = needed.filter((p) => p !== "" && under(p, m.target));
+  for (const p of hidden) {
+    const inside = `${m.source}${p.slice(m.target.length)}`;
+    await Deno.mkdir(inside, { recursive: true });
+    await sh(["mount", "--bind", p, inside]);
+  }
+  await sh(["mount", hidden.length > 0 ? "--rbind" : "--bind", m.source, m.target]);
 }
 
 const child = new Deno.Command(spec.argv[0]!, {

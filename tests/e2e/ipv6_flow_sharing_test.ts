@@ -68,8 +68,12 @@ rootTest(
               peer.backend === f.value.backend;
           });
         });
-        const stored = Number(await cluster.redis.cli("hlen", `hf:{${vip6}}:flows`));
-        assert(stored >= 40, `Redis holds ${stored} IPv6 flows of ${vip6}, want ≥ 40`);
+        // Each node writes its flows in bursts of its own: wait (bounded) for both nodes' bursts.
+        let stored = 0;
+        await until(`Redis holds all 40 IPv6 flows of ${vip6} (last seen ${stored})`, async () => {
+          stored = Number(await cluster.redis.cli("hlen", `hf:{${vip6}}:flows`));
+          return stored >= 40;
+        });
         const one = learned1[0]!;
         const value = await cluster.redis.cli("hget", `hf:{${vip6}}:flows`, flowField(one.key));
         assert(

@@ -70,7 +70,7 @@ rootTest(
         });
         // Each node writes its flows in bursts of its own: wait (bounded) for both nodes' bursts.
         let stored = 0;
-        await until(`Redis holds all 40 IPv6 flows of ${vip6} (last seen ${stored})`, async () => {
+        await until(`Redis holding all 40 IPv6 flows of ${vip6}`, async () => {
           stored = Number(await cluster.redis.cli("hlen", `hf:{${vip6}}:flows`));
           return stored >= 40;
         });

@@ -11,6 +11,7 @@
 import type { BfdSettings } from "../node/bgp/mod.ts";
 import type { HostProcess } from "./host_process.ts";
 import type { Topology } from "./netns.ts";
+import { waitEstablishedSince } from "./_bird_session.ts";
 
 /** The router's AS number. */
 export const ROUTER_ASN = 65000;
@@ -254,6 +255,18 @@ export class RouterBird {
     if (!/Reconfigured|Reconfiguration in progress/.test(out)) {
       throw new Error(`Router bird refused its new config "${this.#conf}": ${out.trim()}`);
     }
+  }
+
+  /**
+   * When the session with peer `name` (`hf_<name>`) came up (epoch ms), once Established (bounded
+   * by `timeoutMs`); compare readings with `sameSession` from `_bird_session.ts`.
+   */
+  sessionSince(name: string, timeoutMs = 5_000): Promise<number> {
+    return waitEstablishedSince(
+      (...a) => this.birdc(...a),
+      `hf_${name.replaceAll("-", "_")}`,
+      timeoutMs,
+    );
   }
 
   /** `birdc -s SOCKET ARGS…` in the router's namespace (never throws for birdc's exit code). */

@@ -10,6 +10,7 @@
 
 import type { AnycastLab } from "./anycast.ts";
 import type { RouteWatch } from "./_anycast_router.ts";
+import { establishedSince } from "./_bird_session.ts";
 
 /** One kill's timings, in ms. */
 export interface BirdKillTiming {
@@ -21,47 +22,6 @@ export interface BirdKillTiming {
   readonly routeMs: number;
   /** Session Established → route back (issue 27: was 3–4 s in a quarter to half of kills). */
   readonly routeAfterSessionMs: number;
-}
-
-/**
- * The wall-clock time (epoch ms) of a `Since` column of `birdc show protocols` (`02:02:29.474`,
- * local time of day as bird prints it), taking the day that puts it nearest to `near` (epoch ms),
- * so a session that came up just before midnight reads right after it.
- *
- * @example
- * ```ts
- * import { sinceToEpochMs } from "./_bird_kill.ts";
- * const near = new Date(2026, 10, 29, 0, 0, 1, 0).getTime();
- * const t = sinceToEpochMs("23:59:59.500", near);
- * if (near - t !== 1_500) throw new Error(String(near - t));
- * ```
- */
-export function sinceToEpochMs(since: string, near: number): number {
-  const m = /^(\d{1,2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?$/.exec(since);
-  if (!m) throw new Error(`Cannot read bird's "Since" time ${JSON.stringify(since)}`);
-  const day = new Date(near);
-  const at = (offsetDays: number) =>
-    new Date(
-      day.getFullYear(),
-      day.getMonth(),
-      day.getDate() + offsetDays,
-      Number(m[1]),
-      Number(m[2]),
-      Number(m[3]),
-      Number((m[4] ?? "0").padEnd(3, "0")),
-    ).getTime();
-  return [-1, 0, 1].map(at).reduce((a, b) => Math.abs(a - near) <= Math.abs(b - near) ? a : b);
-}
-
-/**
- * The `Since` time (epoch ms) of the router protocol `name` in `birdc show protocols` output once
- * it is Established, else null.
- */
-export function establishedSince(protocols: string, name: string, near: number): number | null {
-  const row = protocols.split("\n").find((l) => l.startsWith(`${name} `));
-  const f = row?.trim().split(/\s+/) ?? [];
-  if (f[5] !== "Established" || f[4] === undefined) return null;
-  return sinceToEpochMs(f[4], near);
 }
 
 /**

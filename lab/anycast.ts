@@ -16,6 +16,7 @@
  * @module
  */
 
+import { waitEstablishedSince } from "./_bird_session.ts";
 import { createTopology, type LinkSpec, type RouteSpec, type Topology } from "./netns.ts";
 import type { HostProcess } from "./host_process.ts";
 import { run } from "./command.ts";
@@ -228,19 +229,12 @@ export class AnycastLab implements AsyncDisposable {
   }
 
   /**
-   * The `Since` column of the router's session with `node` once it is Established (bounded by
-   * `timeoutMs`). A session that flapped shows a later time: tests compare it across a change.
+   * When the router's session with `node` came up (epoch ms, bird's `Since`), once it is
+   * Established (bounded by `timeoutMs`). Compare readings with `sameSession` (bird's print-time
+   * clock conversion moves an unchanged session's reading by a millisecond).
    */
-  async sessionSince(node: string, timeoutMs = 5_000): Promise<string> {
-    const deadline = Date.now() + timeoutMs;
-    let out = "";
-    for (let i = 0; i < 1_000 && Date.now() < deadline; i++) {
-      out = (await this.birdc("show", "protocols")).stdout;
-      const row = out.split("\n").find((l) => l.startsWith(`hf_${node} `));
-      if (row?.includes("Established")) return row.trim().split(/\s+/).slice(4, 6).join(" ");
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`Router session with "${node}" not Established after ${timeoutMs} ms:\n${out}`);
+  sessionSince(node: string, timeoutMs = 5_000): Promise<number> {
+    return waitEstablishedSince((...a) => this.birdc(...a), `hf_${node}`, timeoutMs);
   }
 
   /**

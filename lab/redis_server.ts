@@ -199,13 +199,16 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
  * in their `/tmp/hf-redis-<creator pid>-*` dirs (Deno gates /proc behind --allow-all).
  * With `staleOnly`, only those whose creating process is gone.
  */
-export async function labRedisPids(options: { staleOnly?: boolean } = {}): Promise<number[]> {
+export async function labRedisPids(
+  options: { staleOnly?: boolean; owner?: (pid: number) => Promise<boolean> } = {},
+): Promise<number[]> {
   const pids: number[] = [];
   const tmp = Deno.env.get("TMPDIR") ?? "/tmp";
   for (const entry of Deno.readDirSync(tmp)) {
     const m = /^hf-redis-(\d+)-/.exec(entry.name);
     if (!m || !entry.isDirectory) continue;
     if (options.staleOnly && await processAlive(Number(m[1]))) continue;
+    if (options.owner && !(await options.owner(Number(m[1])))) continue;
     let pid: number;
     try {
       pid = Number(Deno.readTextFileSync(`${tmp}/${entry.name}/redis.pid`).trim());

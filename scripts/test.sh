@@ -13,6 +13,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 export NO_COLOR=1
+# Marks every process of this run (tests/hygiene/clean_test.ts tells its leftovers by it).
+export HF_TEST_RUN="${HF_TEST_RUN:-$$-$(date +%s)}"
 
 passed=0
 failed=0

@@ -13,7 +13,11 @@
  *   settings (`controller/sources/health_check.ts`) → `healthCheck`, probed by the LB nodes.
  * - Backends: IPv4 and IPv6 EndpointSlices (label `kubernetes.io/service-name`; FQDN slices
  *   skipped), every endpoint address × every port. Ready and not terminating → active;
- *   terminating and serving → terminating; otherwise skipped. Zone from the endpoint. Which
+ *   terminating and serving → terminating; not ready (or terminating and not serving) →
+ *   quarantined: no new flow picks it, but its established flows stay, as kube-proxy's conntrack
+ *   entries outlive a readiness failure — a readiness blip (a flapping probe, an app that closes
+ *   its listener on SIGTERM while it drains) must not cut live connections. A backend's flows
+ *   go only when its endpoint leaves the slice (the pod is gone). Zone from the endpoint. Which
  *   frontend takes which family's backends is `controller/lb/select.ts`'s rule: a service with
  *   frontends of both families (dual stack) pairs each frontend with its own family's slices.
  *
@@ -200,12 +204,9 @@ export function convertEndpointSlice(
   if (ports.length === 0) return out;
   for (const ep of slice.endpoints ?? []) {
     const c = ep.conditions ?? {};
-    let state: "active" | "terminating";
-    if (c.terminating === true) {
-      if (c.serving === false) continue;
-      state = "terminating";
-    } else if (c.ready === false) continue;
-    else state = "active";
+    let state: "active" | "terminating" | "quarantined";
+    if (c.terminating === true) state = c.serving === false ? "quarantined" : "terminating";
+    else state = c.ready === false ? "quarantined" : "active";
     for (const text of ep.addresses) {
       const ip = addressType === "IPv4" ? (isIPv4(text) ? text : undefined) : hostOf(text);
       if (ip === undefined || (addressType === "IPv6") !== ip.startsWith("[")) continue;

@@ -79,7 +79,7 @@ Deno.test("k8s convert: bad annotations and missing names are errors that say wh
   );
 });
 
-Deno.test("k8s convert: EndpointSlice conditions → active / terminating / skipped", () => {
+Deno.test("k8s convert: EndpointSlice conditions → active / terminating / quarantined", () => {
   const slice = {
     metadata: { name: "web-1", namespace: "shop", labels: { "kubernetes.io/service-name": "web" } },
     addressType: "IPv4",
@@ -95,7 +95,10 @@ Deno.test("k8s convert: EndpointSlice conditions → active / terminating / skip
   assertEquals(sliceServiceName(slice), "shop/web");
   assertEquals(convertEndpointSlice(slice), [
     { address: "10.1.0.1:8080/TCP", portName: "http", state: "active", zone: "a" },
+    // Not ready: no new flows, its established ones stay (a readiness blip cuts nothing).
+    { address: "10.1.0.2:8080/TCP", portName: "http", state: "quarantined", zone: undefined },
     { address: "10.1.0.3:8080/TCP", portName: "http", state: "terminating", zone: undefined },
+    { address: "10.1.0.4:8080/TCP", portName: "http", state: "quarantined", zone: undefined },
     { address: "10.1.0.5:8080/TCP", portName: "http", state: "active", zone: undefined },
   ]);
   // An IPv6 slice's addresses become IPv6 backends (RFC 5952, bracketed); FQDN slices are skipped.

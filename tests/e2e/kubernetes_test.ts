@@ -4,8 +4,8 @@
  * nodes' agents run `--model redis` with real XDP. A Service of class `holdfast.io/lb` gets the
  * address the router sends to the LB nodes, every node's maps carry it, and a client's TCP
  * connections through the router reach the backends of its EndpointSlice. An endpoint that
- * becomes terminating gets no new connections while its live ones continue; once removed from the
- * slice its flows are purged.
+ * turns not ready (a readiness blip), then terminating, gets no new connections while its live
+ * ones continue; once removed from the slice its flows are purged.
  *
  * Everything Kubernetes-side lives inside the `ctl` namespace (the API server listens on its
  * loopback; kubectl runs there through `ip netns exec`), so no traffic leaves the test's
@@ -29,7 +29,7 @@ const ECHO = `${REPO}lab/clients/tcp_echo.ts`;
 const HOLD = `${REPO}lab/clients/hold_client.ts`;
 
 /** The EndpointSlice of service `web`: backend j → its state. */
-function slice(endpoints: ReadonlyMap<number, "ready" | "terminating">) {
+function slice(endpoints: ReadonlyMap<number, "ready" | "notReady" | "terminating">) {
   return {
     apiVersion: "discovery.k8s.io/v1",
     kind: "EndpointSlice",
@@ -44,6 +44,8 @@ function slice(endpoints: ReadonlyMap<number, "ready" | "terminating">) {
       addresses: [backendAddress(j)],
       conditions: state === "ready"
         ? { ready: true, serving: true, terminating: false }
+        : state === "notReady"
+        ? { ready: false, serving: false, terminating: false }
         : { ready: false, serving: true, terminating: true },
     })),
   };
@@ -60,14 +62,14 @@ const portsOn = (cluster: Cluster, j: number) =>
   new Set(acceptedBy(cluster, j).map((peer) => Number(peer.split(":")[1])));
 
 rootTest(
-  "kubernetes: a LoadBalancer Service gets its address, reaches every LB node's maps and carries TCP; a terminating endpoint keeps its connections, a removed one's flows are purged",
+  "kubernetes: a LoadBalancer Service gets its address, reaches every LB node's maps and carries TCP; a not-ready or terminating endpoint keeps its connections, a removed one's flows are purged",
   async () => {
     await using cluster = await Cluster.create({ lbNodes: 0, backends: 3, model: "redis" });
     const kube = new KubeSide(cluster);
     await kube.startApiServer();
     // The pool is exactly the address the router sends to the LB nodes.
     await kube.createPoolAndService([`${cluster.vip}/32`]);
-    type State = "ready" | "terminating";
+    type State = "ready" | "notReady" | "terminating";
     const all = new Map<number, State>([[1, "ready"], [2, "ready"], [3, "ready"]]);
     await kube.kubectl(["create", "-f", "-"], slice(all));
     await kube.startController();
@@ -162,16 +164,36 @@ rootTest(
     const accepts = () => [1, 2, 3].reduce((n, j) => n + acceptedBy(cluster, j).length, 0);
     const before3 = portsOn(cluster, 3);
     const accepted0 = accepts();
-    const holdA = await hold(16, 15_000);
+    const holdA = await hold(16, 25_000);
     await waitUntil("A's accepts logged", () => accepts() >= accepted0 + 16);
     const afterA = portsOn(cluster, 3);
-    const holdB = await hold(16, 30_000);
+    const holdB = await hold(16, 40_000);
     await waitUntil("B's accepts logged", () => accepts() >= accepted0 + 32);
     for (const [name, held] of [["A", newOn3(before3)], ["B", newOn3(afterA)]] as const) {
       if (held.length === 0) {
         throw new Error(`no connection of ${name} on backend 3: nothing to test`);
       }
     }
+
+    // Backend 3 not ready (its readiness probe failed once): no new connections to it, its held
+    // ones keep working (checked with A's below) — then ready again.
+    const notReady = new Map(all).set(3, "notReady");
+    await kube.kubectl(["replace", "-f", "-"], slice(notReady));
+    await waitUntil(
+      "backend 3 quarantined in the model",
+      async () =>
+        (await modelBackends(cluster)).includes(`${backendAddress(3)}:8080/TCP quarantined`),
+    );
+    await agentsCaughtUp(cluster);
+    const whileNotReady = await spread(20);
+    if (whileNotReady[2] !== 0) {
+      throw new Error(`not-ready backend 3 accepted ${whileNotReady[2]} of 20 new connections`);
+    }
+    await kube.kubectl(["replace", "-f", "-"], slice(all));
+    await waitUntil(
+      "backend 3 active again in the model",
+      async () => (await modelBackends(cluster)).includes(`${backendAddress(3)}:8080/TCP active`),
+    );
 
     // Backend 3 terminating: no new connections to it; its held ones keep working.
     const terminating = new Map(all).set(3, "terminating");
@@ -186,10 +208,10 @@ rootTest(
     if (fresh[2] !== 0) {
       throw new Error(`terminating backend 3 accepted ${fresh[2]} of 20 new connections`);
     }
-    const summaryA = await clientSummary(holdA, 40_000);
+    const summaryA = await clientSummary(holdA, 50_000);
     if (summaryA.survived !== summaryA.connections) {
       throw new Error(
-        `held connections died while backend 3 was terminating: ${
+        `held connections died while backend 3 was not ready or terminating: ${
           JSON.stringify(summaryA.deaths.slice(0, 5))
         }`,
       );
@@ -220,7 +242,7 @@ rootTest(
       )
     );
     if (!purgeLogged) throw new Error('no agent logged "flows purged" for backend 3');
-    const summaryB = await clientSummary(holdB, 60_000);
+    const summaryB = await clientSummary(holdB, 70_000);
     const wrong = summaryB.deaths.filter((d) => !onBe3B.has(d.port));
     if (wrong.length) {
       throw new Error(`connections to backends 1 and 2 died: ${JSON.stringify(wrong.slice(0, 5))}`);

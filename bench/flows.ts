@@ -21,7 +21,8 @@
  *    with a replica each, flows over 12 LB IPs: flows/s, per-master write spread, propagation.
  *
  * Last line: one JSON object with `flows_per_s`, `redis_set_p16_per_s`, `restore_1m_s`, and
- * the cluster shape's `cluster_flows_per_s`, `cluster_write_spread`, `cluster_propagation_*`.
+ * the cluster shape's `cluster_flows_per_s`, `cluster_write_spread`, `busy_vip_flows_per_s`,
+ * `busy_vip_write_spread` (one LB IP in 16 flow buckets), `cluster_propagation_*`.
  * `FLOWS_BENCH_N` (default 1,000,000) sets N; restore_1m_s is scaled to 1M when N differs.
  * `--quick` (a smoke run of a few seconds, for `./hf test bench`): N = 10,000, one round, a
  * 50,000-request redis-benchmark, 0.5 s of propagation; the figures mean nothing.
@@ -297,6 +298,10 @@ async function main(): Promise<void> {
         cl.p50.toFixed(1)
       } ms, p99 ${cl.p99.toFixed(1)} ms`,
   );
+  console.log(
+    `cluster, one busy LB IP in 16 buckets: ${cl.busyFlowsPerS.toFixed(0)} flows/s, ` +
+      `per-master write spread ±${(100 * cl.busySpread).toFixed(0)}% (goal <= 20%)`,
+  );
 
   console.log(JSON.stringify({
     n: N,
@@ -309,6 +314,8 @@ async function main(): Promise<void> {
     propagation_p99_ms: Number(prop.p99.toFixed(2)),
     cluster_flows_per_s: Math.round(cl.flowsPerS),
     cluster_write_spread: Number(cl.spread.toFixed(3)),
+    busy_vip_flows_per_s: Math.round(cl.busyFlowsPerS),
+    busy_vip_write_spread: Number(cl.busySpread.toFixed(3)),
     cluster_propagation_p50_ms: Number(cl.p50.toFixed(2)),
     cluster_propagation_p99_ms: Number(cl.p99.toFixed(2)),
   }));

@@ -7,6 +7,9 @@
  * - `cluster_write_spread`: the largest deviation of one master's script calls from the mean
  *   over the masters (`INFO commandstats`, EVALSHA + EVAL), as a fraction (0.2 = ±20 %) — with
  *   one hash tag per LB IP, the spread is the luck of the LB IPs' slots;
+ * - `busy_vip_flows_per_s`, `busy_vip_write_spread`: the same write of N flows to ONE LB IP with
+ *   {@link BUSY_BUCKETS} flow buckets (`node/flows/buckets.ts`, `--flow-buckets`): its tags spread
+ *   it over the masters (with one bucket a single master takes every write: spread 2.0);
  * - `cluster_propagation_p50_ms`/`_p99_ms`: agent A learns flows of every LB IP at a steady
  *   rate, the time until agent B's map has each (B polls the LB IPs' streams,
  *   `node/flows/redis_store.ts` `CLUSTER_POLL_MS`).
@@ -26,6 +29,9 @@ import { startRedisCluster } from "../lab/redis_cluster.ts";
 /** LB IPs of the cluster shape. */
 export const CLUSTER_VIPS = 12;
 
+/** Flow buckets of the busy-LB-IP write. */
+export const BUSY_BUCKETS = 16;
+
 const vips = Array.from({ length: CLUSTER_VIPS }, (_, i) => `10.0.110.${i + 1}`);
 const SERVICES = {
   services: vips.map((vip, i) => ({
@@ -35,11 +41,11 @@ const SERVICES = {
   })),
 };
 
-function event(i: number, base: number): FlowEvent {
+function event(i: number, base: number, vipCount = CLUSTER_VIPS): FlowEvent {
   return {
     key: {
       saddr: (base + (i >>> 6)) >>> 0,
-      daddr: (0x0a006e01 + (i % CLUSTER_VIPS)) >>> 0,
+      daddr: (0x0a006e01 + (i % vipCount)) >>> 0,
       sport: 10000 + (i & 63),
       dport: 80,
       proto: 6,
@@ -50,12 +56,18 @@ function event(i: number, base: number): FlowEvent {
   };
 }
 
-function agent(url: string, node: string, table = new MemoryFlowTable(), queue = 100_000) {
-  const store = connectRedisStore({ url });
+function agent(
+  url: string,
+  node: string,
+  table = new MemoryFlowTable(),
+  queue = 100_000,
+  busy = false,
+) {
+  const store = connectRedisStore({ url, ...(busy ? { buckets: BUSY_BUCKETS } : {}) });
   const a = new FlowSyncAgent(table, store, {
     node,
     services: SERVICES,
-    vips,
+    vips: busy ? vips.slice(0, 1) : vips,
     queueCapacity: queue,
     registry: new Registry(),
     readBlockMs: 200,
@@ -73,6 +85,8 @@ function agent(url: string, node: string, table = new MemoryFlowTable(), queue =
 export async function clusterShape(n: number, quick: boolean): Promise<{
   flowsPerS: number;
   spread: number;
+  busyFlowsPerS: number;
+  busySpread: number;
   p50: number;
   p99: number;
 }> {
@@ -91,25 +105,34 @@ export async function clusterShape(n: number, quick: boolean): Promise<{
     }
     return out;
   };
-  const before = await calls();
-  let flowsPerS: number;
-  {
-    await using w = agent(cluster.url, "bench-cw", undefined, n);
+  /** Writes `n` flows (to one LB IP when `busy`): flows/s and the per-master spread of calls. */
+  const write = async (busy: boolean) => {
+    const before = await calls();
+    await using w = agent(cluster.url, busy ? "bench-cbusy" : "bench-cw", undefined, n, busy);
     await w.a.start();
     const t0 = performance.now();
     for (let i = 0; i < n; i += 4096) {
-      for (let j = i; j < Math.min(n, i + 4096); j++) w.a.learn(event(j, 0x0b000000));
+      for (let j = i; j < Math.min(n, i + 4096); j++) {
+        w.a.learn(event(j, busy ? 0x0d000000 : 0x0b000000, busy ? 1 : CLUSTER_VIPS));
+      }
       await new Promise((r) => setImmediate(r));
     }
     await flush(w.a);
-    flowsPerS = n / ((performance.now() - t0) / 1000);
+    const perS = n / ((performance.now() - t0) / 1000);
     if (w.a.queued !== 0 || w.a.dropped !== 0) throw new Error("cluster write incomplete");
-  }
-  const after = await calls();
-  const per = after.map((c, i) => c - (before[i] ?? 0));
-  const mean = per.reduce((s, x) => s + x, 0) / per.length;
-  const spread = Math.max(...per.map((x) => Math.abs(x - mean))) / mean;
-  console.log(`cluster: ${vips.length} LB IPs, script calls per master ${per.join(", ")}`);
+    const after = await calls();
+    const per = after.map((c, i) => c - (before[i] ?? 0));
+    const mean = per.reduce((s, x) => s + x, 0) / per.length;
+    const spread = Math.max(...per.map((x) => Math.abs(x - mean))) / mean;
+    console.log(
+      busy
+        ? `cluster: one LB IP in ${BUSY_BUCKETS} buckets, script calls per master ${per.join(", ")}`
+        : `cluster: ${vips.length} LB IPs, script calls per master ${per.join(", ")}`,
+    );
+    return { perS, spread };
+  };
+  const { perS: flowsPerS, spread } = await write(false);
+  const busy = await write(true);
 
   // Propagation, A → B, through the cluster (B polls its LB IPs' streams).
   const sent = new Map<number, number>();
@@ -147,5 +170,12 @@ export async function clusterShape(n: number, quick: boolean): Promise<{
   if (delays.length < sent.size) throw new Error(`cluster propagation: ${delays.length}`);
   delays.sort((x, y) => x - y);
   const q = (p: number) => delays[Math.min(delays.length - 1, Math.floor(p * delays.length))]!;
-  return { flowsPerS, spread, p50: q(0.5), p99: q(0.99) };
+  return {
+    flowsPerS,
+    spread,
+    busyFlowsPerS: busy.perS,
+    busySpread: busy.spread,
+    p50: q(0.5),
+    p99: q(0.99),
+  };
 }

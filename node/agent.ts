@@ -113,6 +113,7 @@ export async function main(
       config: a.config ?? null,
       model: a.model ?? null,
       flow_sync: a.flowSync,
+      flow_buckets: a.redis.buckets ?? 1,
       redis: a.flowSync || a.model ? redact(a.redis.url) : null,
     });
     // Not ready while flows are restored, or while the lbNodeSelector leaves this node out.

@@ -25,7 +25,11 @@
  * @module
  */
 
-import type { RedisStoreOptions } from "./flows/redis_store.ts";
+import type { FlowStoreOptions } from "./flows/redis_store.ts";
+import { MAX_FLOW_BUCKETS } from "./flows/buckets.ts";
+import { USAGE } from "./_agent_usage.ts";
+
+export { USAGE };
 import { flowAddress } from "./flows/field.ts";
 import { formatFlowAddress } from "./bpf/flow.ts";
 import type { LogLevel } from "../lib/log.ts";
@@ -50,7 +54,8 @@ export interface AgentArgs {
   model?: "redis";
   /** Share flows through Redis (default true; false = Maglev only). */
   flowSync: boolean;
-  redis: RedisStoreOptions;
+  /** Connection and flow layout (`buckets`: `--flow-buckets`, node/flows/buckets.ts). */
+  redis: FlowStoreOptions;
   /** LB IPs to follow in addition to the config's frontends. */
   vips: string[];
   nodeName: string;
@@ -109,32 +114,6 @@ export interface AgentArgs {
   health: boolean;
 }
 
-/** One-screen usage of `main.ts agent`. */
-export const USAGE =
-  `usage: main.ts agent --node-name NAME (--config FILE | --model redis) --redis URL
-  (URL: redis://[USER@]HOST:PORT, rediss://… for TLS, or a Redis Cluster:
-   redis+cluster://HOST:PORT[,HOST:PORT…] — any nodes of it; docs/operators.md)
-  [--vip IP[,IP...]] [--no-flow-sync] [--maglev-size M] [--policy FILE.wasm] [--config-poll-ms MS]
-  [--policy-follow PATH (follow the active file of \`main.ts policy swap --active PATH\`)]
-  [--redis-user USER] [--redis-password-file FILE] [--redis-tls] [--redis-ca FILE]
-  [--listen HOST:PORT (default 127.0.0.1:9470; "none" to disable)]
-  [--datapath bpf|memory (default bpf)] [--pin-dir DIR] [--object-dir DIR]
-  [--max-flows N] [--max-services N] [--max-backends N]
-  [--node-address IP (attach XDP to the interface holding IP; default --src-addr)]
-  [--attach IFACE (wins over --node-address for the interface)] [--netns NS]
-  [--src-addr IP --encap-port PORT --seed N]
-  [--src-addr6 IPV6|auto (this node's IPv6 address, outer source to IPv6 backends; auto = the
-    attach interface's one global IPv6 address; needs --src-addr or --node-address)]
-  [(--encap-port, if given, wins over the model's encapPort; default: the model's, else 6080)]
-  [--event-budget N (flows shared per second per CPU; default 20000; docs/contracts.md)]
-  [--idle-timeout-ms MS] [--sweep-interval-ms MS] [--queue-capacity N]
-  [--learn-window-ms MS (longest wait gathering new flows into one burst; default 200, 0-10000)]
-  [--full-reconcile-interval-ms MS (default 30000; 0 = never)]
-  [--health on|off (default on: probe the backends of services with a healthCheck)]
-  [--bgp-config FILE (announce the LB IPs via bird while ready; wins over the model's spec.bgp)]
-  [--bgp-dir DIR (bird's directory, with --bgp-config or the model's spec.bgp; docs/anycast.md)]
-  [--log-level debug|info|warn|error]`;
-
 const string = { type: "string" } as const;
 
 /** The `agent` command for lib/args.ts: its name, usage and options. */
@@ -177,6 +156,7 @@ export const AGENT_COMMAND = {
     "sweep-interval-ms": string,
     "queue-capacity": string,
     "learn-window-ms": string,
+    "flow-buckets": string,
     "full-reconcile-interval-ms": string,
     "log-level": string,
     health: string,
@@ -247,7 +227,16 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
     : stringOption(values, "redis", { default: "redis://127.0.0.1:6379" });
   const redisProblem = redisUrlProblem(url);
   if (redisProblem) throw new UsageError(`Cannot use --redis "${url}": ${redisProblem}`);
-  const redis: RedisStoreOptions = { url };
+  const buckets = values["flow-buckets"] === undefined
+    ? undefined
+    : intOption(values, "flow-buckets", { max: MAX_FLOW_BUCKETS })!;
+  if (buckets !== undefined && (buckets < 1 || (buckets & (buckets - 1)) !== 0)) {
+    throw new UsageError(`Cannot use --flow-buckets ${buckets}: a power of two, 1 to 256`, USAGE);
+  }
+  const redis: { -readonly [K in keyof FlowStoreOptions]: FlowStoreOptions[K] } = {
+    url,
+    ...(buckets === undefined ? {} : { buckets }),
+  };
   const user = str("redis-user");
   if (user) redis.username = user;
   const pwFile = str("redis-password-file");

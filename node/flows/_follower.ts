@@ -13,8 +13,21 @@ import type { AgentContext } from "./_context.ts";
 import { flowAddress, flowId, parseFlowField } from "./field.ts";
 import type { FlowChange } from "./store.ts";
 
-/** Orders stream entry IDs (`<ms>-<seq>`): negative when `a` is older than `b`. */
+/**
+ * Orders stream entry IDs (`<ms>-<seq>`): negative when `a` is older than `b`. A bucketed LB IP's
+ * position (`buckets.ts`: one ID per bucket, joined by `|`) is newer when any bucket's ID is.
+ */
 export function compareStreamIds(a: string, b: string): number {
+  if (a.includes("|") || b.includes("|")) {
+    const as = a.split("|"), bs = b.split("|");
+    let older = false;
+    for (let i = 0; i < Math.max(as.length, bs.length); i++) {
+      const d = compareStreamIds(as[i] ?? "0-0", bs[i] ?? "0-0");
+      if (d > 0) return 1;
+      if (d < 0) older = true;
+    }
+    return older ? -1 : 0;
+  }
   const [am = "0", as = "0"] = a.split("-");
   const [bm = "0", bs = "0"] = b.split("-");
   const d = Number(am) - Number(bm);

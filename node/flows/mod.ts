@@ -43,7 +43,12 @@ export { flowAddress, flowField, parseFlowField } from "./field.ts";
 export { type FlowTable, MemoryFlowTable } from "./table.ts";
 export { BpfFlowTable, BpfFlowTable6, DualFlowTable } from "../bpf/flow_table.ts";
 export * from "./store.ts";
-export { connectRedisStore, RedisFlowStore, type RedisStoreOptions } from "./redis_store.ts";
+export {
+  connectRedisStore,
+  type FlowStoreOptions,
+  RedisFlowStore,
+  type RedisStoreOptions,
+} from "./redis_store.ts";
 export { purgeBackendFlows, purgeRemovedBackends } from "./purge.ts";
 export {
   formatFrontend,

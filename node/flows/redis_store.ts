@@ -2,17 +2,17 @@
  * {@link FlowStore} over Redis (schema in `schema.ts`); connections in `lib/redis_connection.ts`.
  * Authentication: `redis://user:password@host:port` or the `username`/`password` options (Redis
  * ACL users or `requirepass`). TLS: a `rediss://` URL or `tls: {}`, with an optional CA. A Redis
- * Cluster: `redis+cluster://host:port,…`; every key of one LB IP shares its hash tag (one slot),
- * so scripts work unchanged, and the stream reads are split per LB IP (see `read`).
+ * Cluster: `redis+cluster://host:port,…`; every key of one LB IP's bucket shares its hash tag (one
+ * slot), so scripts work unchanged, and the stream reads are split per tag (see `read`). With
+ * `buckets` > 1 an LB IP's flows spread over that many tags (`buckets.ts`), so over several
+ * masters: every call fans out to the buckets its flows fall in.
  *
  * @module
  */
 
 import {
   decodeBackend,
-  decodeStreamFlows,
   EXPIRE_SCRIPT,
-  FLOW_RECORDS_VERSION,
   KEY_TTL_FACTOR,
   LEARN_SCRIPT,
   PURGE_SCRIPT,
@@ -23,48 +23,43 @@ import type { FlowChange, FlowStore, PurgeScope, StoredFlow } from "./store.ts";
 import { backendHex } from "./field.ts";
 import type { FlowBackend } from "../bpf/flow.ts";
 import { RedisConnection, type RedisStoreOptions } from "../../lib/redis_connection.ts";
-import { log } from "../../lib/log.ts";
+import { readStreams } from "./_stream_read.ts";
+
+export { CLUSTER_POLL_MS } from "./_stream_read.ts";
+import { bucketTags, checkFlowBuckets, groupByBucket, joinPositions } from "./buckets.ts";
 
 export { redact, type RedisStoreOptions } from "../../lib/redis_connection.ts";
-
-/**
- * To a Redis Cluster, an agent following several LB IPs polls their streams this often (ms) when
- * they had nothing new (one XREAD cannot span slots; see {@link RedisFlowStore.read}).
- */
-export const CLUSTER_POLL_MS = 20;
 
 function hex16(n: number): string {
   return (n & 0xffff).toString(16).padStart(4, "0");
 }
 
-/** Stream items this version could not read (a later version's forms), for the rate of warnings. */
-let unreadable = 0;
-
-function parseStreamFlows(vip: string, id: string, op: string, raw: string): StoredFlow[] {
-  // An op this version does not know (a later version's) carries nothing it can apply.
-  const known = op === "add" || op === "del";
-  const { flows, skipped } = known ? decodeStreamFlows(op, raw) : { flows: [], skipped: 1 };
-  if (skipped > 0 && unreadable++ % 1000 === 0) {
-    log.warn("stream entry items skipped: not a form this version reads", {
-      vip,
-      id,
-      op,
-      skipped,
-      version: FLOW_RECORDS_VERSION,
-      total: unreadable,
-    });
-  }
-  return flows;
+/** {@link RedisStoreOptions} and the flow layout. */
+export interface FlowStoreOptions extends RedisStoreOptions {
+  /** Hash tags per LB IP (`buckets.ts`; default 1, the layout every version reads). */
+  readonly buckets?: number;
 }
 
 /** The Redis-backed flow store. Create with {@link connectRedisStore}. */
 export class RedisFlowStore implements FlowStore {
   readonly #redis: RedisConnection;
   readonly #prefix: string;
+  readonly #buckets: number;
 
-  constructor(readonly options: RedisStoreOptions) {
+  constructor(readonly options: FlowStoreOptions) {
     this.#prefix = options.prefix ?? "hf";
+    this.#buckets = checkFlowBuckets(options.buckets ?? 1);
     this.#redis = new RedisConnection(options);
+  }
+
+  /** Hash tags per LB IP. */
+  get buckets(): number {
+    return this.#buckets;
+  }
+
+  /** The tags of `vip`'s buckets (just `vip` with one bucket). */
+  #tags(vip: string): string[] {
+    return bucketTags(vip, this.#buckets);
   }
 
   /** Whether the command connection is up. */
@@ -84,11 +79,13 @@ export class RedisFlowStore implements FlowStore {
   async instanceId(vips: readonly string[]): Promise<string> {
     // A token per LB IP rather than INFO's run_id: works for an ACL user without @dangerous,
     // and in a cluster it follows the shard that holds the LB IP.
-    const tokens = await Promise.all(vips.map(async (vip) => {
-      const key = vipKeys(vip, this.#prefix).instance;
-      await this.#redis.command(["SET", key, crypto.randomUUID(), "NX"]);
-      return String(await this.#redis.command(["GET", key]));
-    }));
+    const tokens = await Promise.all(
+      vips.flatMap((v) => this.#tags(v)).map(async (vip) => {
+        const key = vipKeys(vip, this.#prefix).instance;
+        await this.#redis.command(["SET", key, crypto.randomUUID(), "NX"]);
+        return String(await this.#redis.command(["GET", key]));
+      }),
+    );
     return tokens.join(",");
   }
 
@@ -98,6 +95,17 @@ export class RedisFlowStore implements FlowStore {
     options: { node: string; nowMs: number; idleTimeoutMs: number },
   ): Promise<void> {
     if (flows.length === 0) return;
+    if (this.#buckets === 1) return await this.#learn(vip, flows, options);
+    const tags = this.#tags(vip);
+    const groups = groupByBucket(flows, (f) => f.field, this.#buckets);
+    await Promise.all([...groups].map(([b, group]) => this.#learn(tags[b]!, group, options)));
+  }
+
+  async #learn(
+    vip: string,
+    flows: readonly StoredFlow[],
+    options: { node: string; nowMs: number; idleTimeoutMs: number },
+  ): Promise<void> {
     const k = vipKeys(vip, this.#prefix);
     const ttl = String(Math.max(1000, options.idleTimeoutMs * KEY_TTL_FACTOR));
     const args = [options.node, ttl, String(STREAM_MAXLEN)];
@@ -118,6 +126,20 @@ export class RedisFlowStore implements FlowStore {
     options: { idleTimeoutMs: number },
   ): Promise<void> {
     if (seen.length === 0) return;
+    if (this.#buckets > 1) {
+      const tags = this.#tags(vip);
+      const groups = groupByBucket(seen, (s) => s.field, this.#buckets);
+      await Promise.all([...groups].map(([b, group]) => this.#touch(tags[b]!, group, options)));
+      return;
+    }
+    await this.#touch(vip, seen, options);
+  }
+
+  async #touch(
+    vip: string,
+    seen: readonly { field: string; lastSeenMs: number }[],
+    options: { idleTimeoutMs: number },
+  ): Promise<void> {
     const [flows, seenKey, events] = this.#keys(vip) as [string, string, string];
     const sends: Promise<unknown>[] = [];
     for (let i = 0; i < seen.length; i += 1000) {
@@ -133,6 +155,16 @@ export class RedisFlowStore implements FlowStore {
   }
 
   async expire(
+    vip: string,
+    cutoffMs: number,
+    options: { node: string; lockMs: number },
+  ): Promise<string[]> {
+    const gone: string[] = [];
+    for (const tag of this.#tags(vip)) gone.push(...await this.#expire(tag, cutoffMs, options));
+    return gone;
+  }
+
+  async #expire(
     vip: string,
     cutoffMs: number,
     options: { node: string; lockMs: number },
@@ -166,6 +198,21 @@ export class RedisFlowStore implements FlowStore {
 
   async exists(vip: string, fields: readonly string[]): Promise<boolean[]> {
     if (fields.length === 0) return [];
+    if (this.#buckets > 1) {
+      const tags = this.#tags(vip);
+      const idx = fields.map((_, i) => i);
+      const groups = groupByBucket(idx, (i) => fields[i]!, this.#buckets);
+      const out = new Array<boolean>(fields.length);
+      await Promise.all([...groups].map(async ([b, group]) => {
+        const found = await this.#exists(tags[b]!, group.map((i) => fields[i]!));
+        group.forEach((i, j) => out[i] = found[j]!);
+      }));
+      return out;
+    }
+    return await this.#exists(vip, fields);
+  }
+
+  async #exists(vip: string, fields: readonly string[]): Promise<boolean[]> {
     const key = vipKeys(vip, this.#prefix).flows;
     const out: boolean[] = [];
     const sends: Promise<unknown>[] = [];
@@ -179,6 +226,10 @@ export class RedisFlowStore implements FlowStore {
   }
 
   async *scan(vip: string, options: { pageSize?: number } = {}): AsyncIterable<StoredFlow[]> {
+    for (const tag of this.#tags(vip)) yield* this.#scan(tag, options);
+  }
+
+  async *#scan(vip: string, options: { pageSize?: number }): AsyncIterable<StoredFlow[]> {
     const key = vipKeys(vip, this.#prefix).flows;
     const count = String(options.pageSize ?? 10_000);
     type Page = [string, string[]];
@@ -199,6 +250,18 @@ export class RedisFlowStore implements FlowStore {
   }
 
   async purgeBackend(
+    scope: PurgeScope,
+    backend: FlowBackend,
+    options: { node: string },
+  ): Promise<string[]> {
+    const gone: string[] = [];
+    for (const tag of this.#tags(scope.vip)) {
+      gone.push(...await this.#purge({ ...scope, vip: tag }, backend, options));
+    }
+    return gone;
+  }
+
+  async #purge(
     scope: PurgeScope,
     backend: FlowBackend,
     options: { node: string },
@@ -239,6 +302,13 @@ export class RedisFlowStore implements FlowStore {
   }
 
   async streamTail(vip: string): Promise<string> {
+    if (this.#buckets > 1) {
+      return joinPositions(await Promise.all(this.#tags(vip).map((t) => this.#streamTail(t))));
+    }
+    return await this.#streamTail(vip);
+  }
+
+  async #streamTail(vip: string): Promise<string> {
     const r = await this.#redis.command([
       "XREVRANGE",
       vipKeys(vip, this.#prefix).events,
@@ -250,74 +320,14 @@ export class RedisFlowStore implements FlowStore {
     return r[0]?.[0] ?? "0-0";
   }
 
-  async read(
+  read(
     positions: ReadonlyMap<string, string>,
     options: { blockMs: number; count: number },
   ): Promise<FlowChange[]> {
-    if (positions.size === 0) {
-      await new Promise((r) => setTimeout(r, options.blockMs));
-      return [];
-    }
-    const byKey = new Map<string, string>();
-    const keys: string[] = [];
-    const ids: string[] = [];
-    for (const [vip, id] of positions) {
-      const k = vipKeys(vip, this.#prefix).events;
-      byKey.set(k, vip);
-      keys.push(k);
-      ids.push(id);
-    }
-    type Reply = [string, [string, string[]][]][] | null;
-    let replies: Reply[];
-    if (this.#redis.cluster && keys.length > 1) {
-      // A cluster refuses one XREAD over several slots, and a blocking read holds its node's
-      // connection: one non-blocking XREAD per LB IP (node-redis pipelines those going to the
-      // same master), then a short pause when none had news.
-      replies = await Promise.all(
-        keys.map((k, i) =>
-          this.#redis.command(["XREAD", "COUNT", String(options.count), "STREAMS", k, ids[i]!])
-        ),
-      ) as Reply[];
-      if (replies.every((r) => r === null || r.length === 0)) {
-        await new Promise((r) => setTimeout(r, Math.min(options.blockMs, CLUSTER_POLL_MS)));
-      }
-    } else {
-      replies = [
-        await this.#redis.blocking([
-          "XREAD",
-          "COUNT",
-          String(options.count),
-          "BLOCK",
-          String(options.blockMs),
-          "STREAMS",
-          ...keys,
-          ...ids,
-        ]) as Reply,
-      ];
-    }
-    const out: FlowChange[] = [];
-    for (const [key, entries] of replies.flatMap((r) => r ?? [])) {
-      const vip = byKey.get(key)!;
-      for (const [id, kv] of entries) {
-        const f: Record<string, string> = {};
-        for (let i = 0; i + 1 < kv.length; i += 2) f[kv[i]!] = kv[i + 1]!;
-        const op = f.op === "del" ? "del" : "add";
-        const raw = f.flows ?? "", rawOp = f.op ?? "";
-        let flows: StoredFlow[] | null = null;
-        out.push({
-          vip,
-          id,
-          node: f.node ?? "",
-          op,
-          ...(f.reason ? { reason: f.reason } : {}),
-          // Parsed on first use: an agent skips its own additions without parsing them.
-          get flows(): StoredFlow[] {
-            return flows ??= parseStreamFlows(vip, id, rawOp, raw);
-          },
-        });
-      }
-    }
-    return out;
+    return readStreams(this.#redis, positions, options, (vip) => ({
+      tags: this.#tags(vip),
+      events: (tag) => vipKeys(tag, this.#prefix).events,
+    }));
   }
 
   /** Closes the connections. */
@@ -327,6 +337,6 @@ export class RedisFlowStore implements FlowStore {
 }
 
 /** Creates a {@link RedisFlowStore}; it connects in the background (see `ready`). */
-export function connectRedisStore(options: RedisStoreOptions): RedisFlowStore {
+export function connectRedisStore(options: FlowStoreOptions): RedisFlowStore {
   return new RedisFlowStore(options);
 }

@@ -9,8 +9,8 @@ import { type AnyFlowEvent, type FlowEvent, makeFlowKey } from "../../node/bpf/f
 import { MemoryFlowTable } from "../../node/flows/table.ts";
 import {
   connectRedisStore,
+  type FlowStoreOptions,
   type RedisFlowStore,
-  type RedisStoreOptions,
 } from "../../node/flows/redis_store.ts";
 import { Registry } from "../../lib/metrics.ts";
 import type { RedisServer } from "../../lab/redis_server.ts";
@@ -93,7 +93,7 @@ export interface Node {
 
 /** Options of {@linkcode node}: agent options (default LB IPs `[VIP]`), store options, start. */
 export type NodeOptions = Partial<FlowSyncAgentOptions> & {
-  store?: Partial<RedisStoreOptions>;
+  store?: Partial<FlowStoreOptions>;
   /** Start the agent (restore, follow) before returning (default true). */
   start?: boolean;
 };

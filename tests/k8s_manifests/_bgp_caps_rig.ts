@@ -87,8 +87,11 @@ export async function withBgpCapsRig<R>(
         const deadline = Date.now() + deadlineMs;
         for (let i = 0; i < deadlineMs / 100 && Date.now() < deadline; i++) {
           await new Promise((r) => setTimeout(r, 100));
-          const protocols = (await router.birdc("show", "protocols")).stdout;
+          // Routes first: a route read before the session line implies the session was up by
+          // then (read the other way round, a session coming up between the two reads showed a
+          // route with no Established session).
           const routes = (await router.birdc("show", "route")).stdout;
+          const protocols = (await router.birdc("show", "protocols")).stdout;
           view = {
             lines: [...proc.lines],
             established: /hf_n1\s.*Established/.test(protocols),

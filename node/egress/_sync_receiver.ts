@@ -69,6 +69,10 @@ interface ConnState {
   applied: number;
   /** Epoch of this connection's latest resync. */
   epoch: number;
+  /** Closes the connection (a newer one from the same sender supersedes it). */
+  close: () => void;
+  /** A newer connection from the same sender took over: this one's frames are ignored. */
+  superseded: boolean;
 }
 
 const EPOCHS = 2 ** 20;
@@ -92,6 +96,8 @@ export class SyncReceiver {
   readonly #addrIds = new Map<number, number>();
   readonly #addrs: number[] = [0];
   readonly #conns = new Set<Deno.TcpConn>();
+  /** The live connection of each sender (by its HELLO name). */
+  readonly #bySender = new Map<string, ConnState>();
   #listener: Deno.TcpListener | null = null;
   #accepting: Promise<void> = Promise.resolve();
   #serving = new Set<Promise<void>>();
@@ -171,6 +177,12 @@ export class SyncReceiver {
       name: "",
       applied: 0,
       epoch: 0,
+      superseded: false,
+      close: () => {
+        try {
+          conn.close();
+        } catch { /* closed */ }
+      },
     };
     this.#conns.add(conn);
     conn.setNoDelay(true);
@@ -200,6 +212,7 @@ export class SyncReceiver {
         });
       }
     } finally {
+      if (this.#bySender.get(state.name) === state) this.#bySender.delete(state.name);
       this.#conns.delete(conn);
       try {
         conn.close();
@@ -215,11 +228,27 @@ export class SyncReceiver {
   }
 
   async #apply(f: Frame, state: ConnState): Promise<void> {
+    // An older connection of a sender that reconnected (its TCP outlived a partition, and what it
+    // had queued arrives after the heal): its frames are stale, and its END would drop entries the
+    // newer connection's resync just refreshed.
+    if (state.superseded) return;
     switch (f.type) {
-      case FRAME.HELLO:
+      case FRAME.HELLO: {
         state.name = f.name;
+        const older = this.#bySender.get(f.name);
+        this.#bySender.set(f.name, state);
+        if (older && older !== state) {
+          older.superseded = true;
+          older.close();
+          this.#log.info("sync sender reconnected: older connection closed", {
+            peer: f.name,
+            address: state.peer,
+            older: older.peer,
+          });
+        }
         this.#log.info("sync sender connected", { peer: f.name, address: state.peer });
         return;
+      }
       case FRAME.UPSERT:
         return await this.#upsert(f, state.epoch);
       case FRAME.REMOVE:
@@ -317,6 +346,9 @@ export class SyncReceiver {
     this.#known.forEach((src, dst, ports, proto, v) => {
       const epoch = Math.floor(v / ADDR_IDS), id = v % ADDR_IDS;
       if (epoch === state.epoch || id === 0 || !addrs.has(this.#addrs[id]!)) return;
+      // Refreshed by a later resync (of another connection): not stale.
+      const ahead = (epoch - state.epoch + EPOCHS) % EPOCHS;
+      if (epoch !== 0 && ahead < EPOCHS / 2) return;
       if (skip?.has(this.#addrs[id]!)) return;
       const orig = { src, dst, sport: ports >>> 16, dport: ports & 0xffff, proto: proto as 6 | 17 };
       stale.push({ orig, reply: inverse(orig), status: 0, timeoutS: 0 });

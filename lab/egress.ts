@@ -67,6 +67,8 @@ export interface EgressLabOptions {
   readonly configFromRedis?: boolean;
   /** Agents serve /metrics on 127.0.0.1:9470 in their pod (`lab/egress_checks.ts` reads it). */
   readonly metrics?: boolean;
+  /** BGP mode (`lab/egress_bgp.ts`): a `bgp` section peering with `ext`, `--announce bgp`. */
+  readonly bgp?: boolean;
 }
 
 /** A NAT pod of the lab. */
@@ -116,6 +118,7 @@ export class EgressLab implements AsyncDisposable {
       name,
       ...(this.options.sync ?? true ? [] : ["--no-sync"]),
       ...(this.options.metrics ? ["--metrics-addr", "127.0.0.1:9470"] : []),
+      ...(this.options.bgp ? ["--announce", "bgp", "--bgp-dir", `${this.redis.dir}/${name}`] : []),
     ], { stderr: "inherit" });
     pod.agent = agent;
     if (this.options.verbose) agent.tailToStderr();
@@ -329,6 +332,9 @@ export function labEgressConfig(options: EgressLabOptions): Record<string, unkno
     snatPorts: "10000-29999",
     sync: options.sync ?? true,
     redis: `redis://${REDIS_ADDR}:6379`,
+    ...(options.bgp
+      ? { bgp: { localAsn: 65100, peers: [{ address: SERVER, asn: 65000, bfd: true }] } }
+      : {}),
   };
 }
 

@@ -112,9 +112,14 @@ export class EgressBgp {
   #feed(): void {
     if (this.#stopped) return;
     const pid = this.#bird.daemon.pid;
-    if (this.#watchdog.birdPid !== pid || this.#watchdog.ended) {
+    // A new bird (restarted by the supervisor) gets a new watchdog; an ended one over the same
+    // pid means bird was killed (or the watchdog was): nothing to watch until the restart.
+    if (this.#watchdog.birdPid !== pid) {
       void this.#watchdog.stop();
       this.#watchdog = BirdWatchdog.start(pid, this.#log);
+      // The new bird started with the addresses still valid (`validNow`): what the old one was
+      // withdrawing is not announced any more.
+      this.#leaving.clear();
     }
     let deadline = Infinity;
     for (const [addr, last] of this.#wanted) {

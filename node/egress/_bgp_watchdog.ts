@@ -26,14 +26,15 @@ const NO_DEADLINE_S = 3600;
 
 // $1: bird's pid. Reads deadlines (seconds) line by line; kills bird when one passes or input ends.
 const SCRIPT = `t=${NO_DEADLINE_S}
-while IFS= read -r -t "$t" line; do
+while :; do
+  IFS= read -r -t "$t" line; rc=$?
+  [ "$rc" -ne 0 ] && break
   [ "$line" = exit ] && exit 0
   t=$line
 done
-rc=$?
 why=agent-gone; [ "$rc" -gt 128 ] && why=deadline-passed
 kill -KILL "$1" 2>/dev/null
-printf '{"level":"warn","component":"egress-bgp-watchdog","msg":"bird killed: the agent did not renew its announcement in time","why":"%s","bird_pid":%s}\\n' "$why" "$1" >&2
+printf '{"level":"warn","component":"egress-bgp-watchdog","msg":"bird killed: the agent did not report a valid lease in time","why":"%s","bird_pid":%s}\\n' "$why" "$1" >&2
 `;
 
 /** A watchdog over one bird process. */
@@ -83,9 +84,8 @@ export class BirdWatchdog {
       : Math.max(0.001, (deadline - performance.now()) / 1000).toFixed(3);
     if (s === this.#last && deadline === Infinity) return;
     this.#last = s;
-    this.#writer.write(new TextEncoder().encode(`${s}\n`)).catch((err) => {
-      if (!this.#closed) this.#log.warn("cannot feed the bird watchdog", { err });
-    });
+    // A write fails only once the watchdog has ended (it killed bird): logged by `status`.
+    this.#writer.write(new TextEncoder().encode(`${s}\n`)).catch(() => {});
   }
 
   /** Ends the watchdog without killing bird. */

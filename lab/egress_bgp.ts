@@ -31,6 +31,8 @@ export function podOfHop(hop: string): string {
 export interface RouteChange {
   /** performance.now() when the monitor line was read. */
   readonly at: number;
+  /** The same moment, epoch ms (to compare with the agents' log times). */
+  readonly wall: number;
   /** Next hops after the change (empty: no route). */
   readonly hops: string[];
 }
@@ -42,7 +44,7 @@ export class RouteHistory {
 
   constructor(readonly prefix: string, readonly monitor: HostProcess, initial: string[]) {
     this.#seen = monitor.lineCount;
-    this.changes.push({ at: performance.now(), hops: initial.sort() });
+    this.changes.push({ at: performance.now(), wall: Date.now(), hops: initial.sort() });
   }
 
   #drain(): void {
@@ -50,7 +52,7 @@ export class RouteHistory {
     for (; this.#seen < this.monitor.lineCount; this.#seen++) {
       const line = this.monitor.lines[this.#seen - offset];
       const hops = line === undefined ? null : routeGateways(line, this.prefix);
-      if (hops) this.changes.push({ at: performance.now(), hops: hops.sort() });
+      if (hops) this.changes.push({ at: performance.now(), wall: Date.now(), hops: hops.sort() });
     }
   }
 
@@ -105,7 +107,7 @@ export class EgressBgpLab implements AsyncDisposable {
       `${address}/32`,
     ]);
     const hops = routeGateways(now.stdout, address) ?? [];
-    history.changes[0] = { at: performance.now(), hops: hops.sort() };
+    history.changes[0] = { at: performance.now(), wall: Date.now(), hops: hops.sort() };
     return history;
   }
 

@@ -24,8 +24,8 @@ import type { Logger } from "../../lib/log.ts";
 /** When nothing is announced: no deadline (an hour, renewed every tick). */
 const NO_DEADLINE_S = 3600;
 
-// $1: bird's pid. Reads deadlines (seconds) line by line; kills bird when one passes or input ends.
-const SCRIPT = `t=${NO_DEADLINE_S}
+/** The watchdog (`bash -c SCRIPT NAME BIRD_PID`): reads deadlines (seconds left) line by line; kills bird when one passes or its input ends. */
+export const WATCHDOG_SCRIPT = `t=${NO_DEADLINE_S}
 while :; do
   IFS= read -r -t "$t" line; rc=$?
   [ "$rc" -ne 0 ] && break
@@ -34,7 +34,7 @@ while :; do
 done
 why=agent-gone; [ "$rc" -gt 128 ] && why=deadline-passed
 kill -KILL "$1" 2>/dev/null
-printf '{"level":"warn","component":"egress-bgp-watchdog","msg":"bird killed: the agent did not report a valid lease in time","why":"%s","bird_pid":%s}\\n' "$why" "$1" >&2
+printf '{"level":"warn","component":"egress-bgp-watchdog","msg":"bird killed: its agent is gone or missed its lease deadline","why":"%s","bird_pid":%s}\\n' "$why" "$1" >&2
 `;
 
 /** A watchdog over one bird process. */
@@ -60,7 +60,7 @@ export class BirdWatchdog {
   /** Starts a watchdog for bird `birdPid` (no deadline until the first {@linkcode feed}). */
   static start(birdPid: number, log: Logger): BirdWatchdog {
     const child = new Deno.Command("bash", {
-      args: ["-c", SCRIPT, "hf-bird-watchdog", String(birdPid)],
+      args: ["-c", WATCHDOG_SCRIPT, "hf-bird-watchdog", String(birdPid)],
       stdin: "piped",
       stdout: "null",
       stderr: "inherit",

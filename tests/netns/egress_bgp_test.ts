@@ -8,6 +8,8 @@
  */
 import { rootTest } from "../harness/mod.ts";
 import { floatingAddress } from "../../lab/egress.ts";
+import { waitForStandbyFlows } from "../../lab/egress_checks.ts";
+import { clientSummary } from "../../lab/clients/summary.ts";
 import {
   createEgressBgpLab,
   natExternal,
@@ -43,21 +45,34 @@ async function setUp(lab: Awaited<ReturnType<typeof createEgressBgpLab>>) {
 }
 
 rootTest(
-  "egress bgp: the owner is SIGKILLed — the route follows to the new owner, never two next hops",
+  "egress bgp: the owner is SIGKILLed — the route follows to the new owner, never two next hops; TCP and UDP through it survive",
   async () => {
     await using lab = await createEgressBgpLab({
       natPods: 2,
       addresses: 1,
       verbose: Deno.env.get("HF_VERBOSE") === "1",
     });
+    await lab.lab.startServer();
     const { owner, other, route } = await setUp(lab);
+    // The server's replies reach the owner through the router's /32 (no GARP in bgp mode).
+    const holdMs = 9_000, connections = 20;
+    const tcp = await lab.lab.startTcp(0, connections, holdMs);
+    const udp = await lab.lab.startUdp(0, holdMs, 100);
+    await waitForStandbyFlows(lab.lab, 0, connections);
     const pod = lab.lab.pods.get(owner)!;
     await pod.agent!.stop("SIGKILL");
     pod.agent = null;
     await route.until((h) => h.join() === natExternal(lab.lab.pods.get(other)!.index), 15_000);
     noDoubles(route);
+    const t = await clientSummary(tcp, holdMs + 20_000);
+    const u = await clientSummary<Record<string, number>>(udp, holdMs + 10_000);
+    const sources = lab.lab.server!.udp.lines.filter((l) => l.includes('"msg":"udp source"'));
     const hops = route.changes.map((c) => c.hops.map(podOfHop).join("+") || "none");
-    console.log(JSON.stringify({ scenario: "kill", owner, route: hops }));
+    console.log(JSON.stringify({ scenario: "kill", owner, route: hops, tcp: t, udp: u }));
+    noDoubles(route);
+    assert(t.survived === connections, `TCP: ${t.survived} of ${connections} survived`);
+    assert(Number(u.last_echo_age_ms) < 5_000, `the UDP stream stopped: ${JSON.stringify(u)}`);
+    assert(sources.length === 1, `the server saw the UDP stream from several sources: ${sources}`);
   },
 );
 

@@ -118,8 +118,12 @@ export class EgressBgp {
       void this.#watchdog.stop();
       this.#watchdog = BirdWatchdog.start(pid, this.#log);
       // The new bird started with the addresses still valid (`validNow`): what the old one was
-      // withdrawing is not announced any more.
+      // withdrawing is not announced any more. One started just before a withdrawal (with an
+      // address no longer wanted) is killed at once; the next start leaves that address out.
       this.#leaving.clear();
+      for (const a of this.#bird.daemon.announced) {
+        if (!this.#wanted.has(a)) this.#leaving.set(a, 0);
+      }
     }
     let deadline = Infinity;
     for (const [addr, last] of this.#wanted) {
@@ -165,22 +169,36 @@ export class EgressBgp {
     });
   }
 
-  /** Withdraws `addr` (the holder's remove, on forfeit); resolves once bird applied it. */
+  /**
+   * Withdraws `addr` (the holder's remove, on forfeit); resolves once bird applied it, or once
+   * the bird that could not apply it is gone.
+   */
   async withdraw(addr: string, why: string): Promise<void> {
     const last = this.#wanted.get(addr);
     if (last === undefined && !this.announced.includes(addr)) return;
     this.#wanted.delete(addr);
     this.#leaving.set(addr, last ?? performance.now());
     const t0 = performance.now();
-    try {
-      await this.#apply();
-    } catch (err) {
-      // bird is gone or hung: its sessions end with it (the watchdog kills it by the deadline).
-      this.#log.error("cannot withdraw floating address; the watchdog ends bird by its deadline", {
-        address: addr,
-        err,
-      });
-      return;
+    // Bounded: a bird that cannot apply it is killed, and the supervisor starts the next one with
+    // the still-valid addresses only; one that started just before (with `addr`) is retried.
+    for (let attempt = 1;; attempt++) {
+      try {
+        await this.#apply();
+        break;
+      } catch (err) {
+        // The withdrawal must be done before the forfeit completes (a planned handover releases
+        // the lease next): bird goes now (the watchdog kills it at once), its sessions with it.
+        this.#log.error("cannot withdraw floating address; killing bird", {
+          address: addr,
+          attempt,
+          err,
+        });
+        const daemon = this.#bird.daemon;
+        this.#leaving.set(addr, performance.now());
+        this.#feed();
+        await Promise.race([daemon.exited, sleep(2_000)]);
+        if (attempt >= 3) return;
+      }
     }
     this.#log.info("floating address withdrawn", {
       address: addr,

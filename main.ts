@@ -34,7 +34,7 @@ const COMMANDS: Record<string, Command> = {
   },
   egress: {
     summary: "run an egress NAT pod: SNAT, floating addresses, heartbeats, conntrack sync",
-    load: () => import("./node/egress/agent.ts"),
+    load: () => import("./node/egress/main.ts"),
   },
   controller: {
     summary: "the Kubernetes controller: addresses, status, Events, the LB model in Redis",

@@ -17,6 +17,10 @@
  *    sender's start to the standby's ACK of the connect-time resync: `sync_cold_entries_per_s`,
  *    what a restarted pod gets, issue 29) and the owner's longest event-loop stall meanwhile.
  *
+ * 4. BGP convergence (`bench/_egress_bgp.ts`): in BGP mode, the owner SIGKILLed ROUNDS times (10;
+ *    `--quick` 3): the successor's `address assumed` → the router's kernel route via it, p50/max,
+ *    and the moments the router had two next hops (must be 0).
+ *
  * Last line: one JSON object with `sync_entries_per_s`, `detect_ms_p50`, `takeover_ms_p50`,
  * `takeover_ms_max`, `survived`, `connections` and the baseline's `baseline_survived`.
  * Goals (issue 11): survived == connections, takeover_ms_max ≤ 400, sync ≥ 250,000/s. Anchors:
@@ -30,6 +34,7 @@ import { createEgressLab } from "../lab/egress.ts";
 import { runFailover, takeoverTimes, waitForSuccessor } from "../lab/egress_scenario.ts";
 import { median } from "./_stats.ts";
 import { measureSync, type SyncMeasurement } from "./_egress_sync.ts";
+import { type BgpConvergence, measureBgpConvergence } from "./_egress_bgp.ts";
 
 const OPTIONS = {
   command: "bench:egress",
@@ -124,6 +129,12 @@ note("baseline kill run (sync off)", {
   udp_sources: baseline.udpSources,
 });
 const sync = await syncRate(args.quick);
+let bgp: BgpConvergence | null = null;
+try {
+  bgp = await measureBgpConvergence(args.quick ? 3 : 10, note);
+} catch (err) {
+  note("bgp measure failed", { err: (err as Error).message });
+}
 
 const got = (k: keyof Sample) => samples.map((s) => s[k]).filter((v): v is number => v !== null);
 const takeover = got("takeover"), detect = got("detect"), assume = got("assume");
@@ -152,6 +163,11 @@ const result = {
   sync_cold_entries_per_s: sync?.cold_sync_entries_per_s ?? null,
   sync_sender_loop_stall_ms_max: sync?.sender_loop_stall_ms_max ?? null,
   sync_entries: sync?.entries ?? null,
+  bgp_converge_ms_p50: bgp ? median(bgp.convergeMs) : null,
+  bgp_converge_ms_max: bgp && bgp.convergeMs.length > 0 ? Math.max(...bgp.convergeMs) : null,
+  bgp_failovers: bgp ? bgp.convergeMs.length : null,
+  bgp_unseen: bgp?.unseen ?? null,
+  bgp_two_next_hops: bgp?.doubles ?? null,
   quick: args.quick,
 };
 console.log(JSON.stringify(result));

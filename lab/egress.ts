@@ -36,6 +36,7 @@ export const TCP_PORT = 8080;
 /** UDP echo port of the server. */
 export const UDP_PORT = 8081;
 const REDIS_ADDR = "10.8.0.254";
+const LAB_BGP = { localAsn: 65100, peers: [{ address: SERVER, asn: 65000, bfd: true }] };
 
 /** Floating address k. */
 export function floatingAddress(k: number): string {
@@ -67,6 +68,8 @@ export interface EgressLabOptions {
   readonly configFromRedis?: boolean;
   /** Agents serve /metrics on 127.0.0.1:9470 in their pod (`lab/egress_checks.ts` reads it). */
   readonly metrics?: boolean;
+  /** BGP mode (`lab/egress_bgp.ts`): a `bgp` section peering with `ext`, `--announce bgp`. */
+  readonly bgp?: boolean;
 }
 
 /** A NAT pod of the lab. */
@@ -116,6 +119,7 @@ export class EgressLab implements AsyncDisposable {
       name,
       ...(this.options.sync ?? true ? [] : ["--no-sync"]),
       ...(this.options.metrics ? ["--metrics-addr", "127.0.0.1:9470"] : []),
+      ...(this.options.bgp ? ["--announce", "bgp", "--bgp-dir", `${this.redis.dir}/${name}`] : []),
     ], { stderr: "inherit" });
     pod.agent = agent;
     if (this.options.verbose) agent.tailToStderr();
@@ -329,6 +333,7 @@ export function labEgressConfig(options: EgressLabOptions): Record<string, unkno
     snatPorts: "10000-29999",
     sync: options.sync ?? true,
     redis: `redis://${REDIS_ADDR}:6379`,
+    ...(options.bgp ? { bgp: LAB_BGP } : {}),
   };
 }
 
@@ -363,9 +368,7 @@ export async function createEgressLab(options: EgressLabOptions = {}): Promise<E
       { name: "wan" },
       ...clients.map((name) => ({ name })),
       ...nats.map((name) => ({ name })),
-      {
-        name: "ext",
-      },
+      { name: "ext" },
     ],
     links,
     routes: clients.map((host, k) => ({ host, to: "198.18.0.0/24", via: gatewayAddress(k) })),

@@ -30,6 +30,9 @@
 
 import { isIpv4, parseIpv4Cidr } from "../../lib/ipv4.ts";
 import { redisUrlProblem } from "../../lib/redis_cluster.ts";
+import { type EgressBgp, parseEgressBgp } from "./bgp_config.ts";
+
+export type { EgressBgp } from "./bgp_config.ts";
 
 /** One floating address and the internal gateway address that moves with it. */
 export interface FloatingAddress {
@@ -73,6 +76,8 @@ export interface EgressConfig {
   readonly sync: boolean;
   /** Redis URL of the leases (`--redis` overrides it). */
   readonly redis?: string;
+  /** Announce the owned floating addresses over BGP (`bgp_config.ts`); absent: no BGP. */
+  readonly bgp?: EgressBgp;
 }
 
 /** A configuration that cannot be used; the message names the file and field. */
@@ -159,6 +164,7 @@ const KNOWN = new Set([
   "snatPorts",
   "sync",
   "redis",
+  "bgp",
 ]);
 
 /** Validates a parsed JSON document; throws {@link EgressConfigError} naming the field. */
@@ -216,6 +222,8 @@ export function parseEgressConfig(doc: unknown): EgressConfig {
   const redis = root.redis === undefined ? undefined : string(root.redis, "redis");
   const redisProblem = redis === undefined ? null : redisUrlProblem(redis);
   if (redisProblem) fail("redis", redisProblem, redis);
+  const bgp = root.bgp === undefined ? undefined : parseEgressBgp(root.bgp);
+  if (bgp && "field" in bgp) fail(bgp.field, bgp.message);
   const config: EgressConfig = {
     name,
     destinations,
@@ -237,6 +245,7 @@ export function parseEgressConfig(doc: unknown): EgressConfig {
     snatPorts,
     sync: root.sync === undefined ? true : root.sync as boolean,
     redis,
+    ...(bgp ? { bgp } : {}),
   };
   if (config.ports.health === config.ports.sync) {
     fail("ports.sync", "must differ from ports.health", config.ports.sync);

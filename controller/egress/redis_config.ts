@@ -23,10 +23,11 @@ export interface StoredEgressConfig {
 
 /**
  * Version of the stored egress config (key, `json` and `rev` fields, the JSON document;
- * docs/contracts.md "Format versions"). v1 is the first. A NAT agent refuses a document it cannot
- * parse (logged) and keeps the config it has.
+ * docs/contracts.md "Format versions"). v1 is the first; v2 adds the optional `bgp` section (a
+ * document without it is exactly a v1 one, and v2 agents read v1 documents). A NAT agent refuses a
+ * document it cannot parse (logged) and keeps the config it has: a v1 agent refuses one with `bgp`.
  */
-export const EGRESS_CONFIG_VERSION = 1;
+export const EGRESS_CONFIG_VERSION = 2;
 
 // KEYS: config hash. ARGV: json. Returns the revision now.
 const PUBLISH = `

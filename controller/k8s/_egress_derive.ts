@@ -91,6 +91,7 @@ export function deriveEgressConfig(nat: KubeObject, pods: readonly KubeObject[])
     ...(spec.ports !== undefined ? { ports: spec.ports } : {}),
     ...(spec.snatPorts !== undefined ? { snatPorts: spec.snatPorts } : {}),
     ...(spec.sync !== undefined ? { sync: spec.sync } : {}),
+    ...(spec.bgp !== undefined ? { bgp: spec.bgp } : {}),
   };
   try {
     return { config: parseEgressConfig(doc), pods: mine.length };

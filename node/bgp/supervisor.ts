@@ -37,6 +37,13 @@ export interface BirdSupervisorOptions {
   readonly maxRestarts?: number;
   /** Announce mode `lb`: the addresses to announce from the start (default none). */
   readonly announced?: readonly string[];
+  /**
+   * Announce mode `lb`: what a restarted bird announces, asked at the restart (default: the
+   * addresses last given to {@linkcode BirdSupervisor.announce}). The egress NAT's owner passes
+   * the addresses whose lease is still valid: a bird killed while the agent was stopped must not
+   * come back announcing an address the agent lost meanwhile.
+   */
+  readonly announcedNow?: () => readonly string[];
 }
 
 /** A bird daemon kept running until {@linkcode BirdSupervisor.stop}. */
@@ -106,7 +113,7 @@ export class BirdSupervisor implements AsyncDisposable {
           this.#daemon = await BirdDaemon.start(this.#settings, {
             ...this.options,
             problems: this.#problems,
-            announced: this.#announced,
+            announced: this.options.announcedNow?.() ?? this.#announced,
           });
           since = performance.now();
           break;

@@ -43,11 +43,16 @@ export async function removeFloating(fa: FloatingAddress, ifs: EgressInterfaces)
 }
 
 /**
- * Announces the floating address on the external segment and the gateway on the internal one
- * with one gratuitous ARP each.
+ * Announces the gateway on the internal segment and (unless `external` is false: BGP mode, the
+ * routers learn the owner from its announcement) the floating address on the external one, with
+ * one gratuitous ARP each.
  */
-export function announceFloating(fa: FloatingAddress, ifs: EgressInterfaces): void {
-  sendGratuitousArp(ifs.external, ipv4Bytes(fa.address));
+export function announceFloating(
+  fa: FloatingAddress,
+  ifs: EgressInterfaces,
+  external = true,
+): void {
+  if (external) sendGratuitousArp(ifs.external, ipv4Bytes(fa.address));
   sendGratuitousArp(ifs.internal, ipv4Bytes(fa.gateway));
 }
 

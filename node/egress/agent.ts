@@ -13,16 +13,16 @@
  *    and adds the floating and gateway /32s (rules and injected entries are already there),
  *    `forfeit` removes them at once (fencing), `beforeHandover` flushes the sync stream.
  *
- * SIGTERM hands every owned address over (drain: no resets) and exits; SIGINT just stops.
+ * With `announce` `bgp` or `both` the pod's bird announces the owned addresses (`_bgp.ts`).
+ * SIGTERM hands every owned address over (drain: no resets) and exits; SIGINT just stops
+ * (`main.ts`, the command).
  * `--metrics-addr` serves /metrics, /healthz and /readyz (ready once ownership runs).
  *
  * @module
  */
 
-import { log as rootLog, type Logger, setLogLevel } from "../../lib/log.ts";
-import { exportNodeInfo, type Registry, registry as processRegistry } from "../../lib/metrics.ts";
-import { readCommandLine } from "../../lib/args.ts";
-import { serveOps } from "../../lib/ops_http.ts";
+import { log as rootLog, type Logger } from "../../lib/log.ts";
+import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 import { RedisConnection } from "../../lib/redis_connection.ts";
 import { Conntrack, ConntrackEvents } from "../conntrack/mod.ts";
@@ -32,16 +32,16 @@ import {
   type FloatingAddress,
   selfPeer,
 } from "../../controller/egress/config.ts";
-import { loadAgentConfig, type LoadedConfig } from "./_redis_config.ts";
 import { installEgressRules } from "./nft.ts";
 import { addFloating, announceFloating, heldFloating, removeFloating } from "./addresses.ts";
 import { setSysctls } from "./_command.ts";
-import { EGRESS_COMMAND, readEgressArgs } from "./egress_args.ts";
 import { PeerHealth } from "./health.ts";
 import { EgressOwnership } from "./ownership.ts";
 import { AddressHolder } from "./_address_holder.ts";
 import { HANDOVER_LINGER_MS, plannedHandover } from "./_sync_linger.ts";
 import { SyncReceiver, SyncSender } from "./sync.ts";
+import { EgressBgp } from "./_bgp.ts";
+import type { AnnounceMode } from "./egress_args.ts";
 
 /** Options of an {@link EgressAgent}. */
 export interface EgressAgentOptions {
@@ -53,6 +53,14 @@ export interface EgressAgentOptions {
   readonly sync: boolean;
   /** Lease time to live (default: the ownership's). */
   readonly leaseTtlMs?: number;
+  /**
+   * How the owner draws the external side's traffic (docs/egress.md "BGP mode"): gratuitous ARP
+   * on the external segment, a BGP announcement of the /32 (the config's `bgp` section), or
+   * both. The internal gateway's gratuitous ARP is sent in every mode. Default `garp`.
+   */
+  readonly announce?: AnnounceMode;
+  /** bird's directory in BGP mode (default `/run/holdfast/bird-egress-POD`). */
+  readonly bgpDir?: string;
   readonly log?: Logger;
   readonly registry?: Registry;
 }
@@ -71,6 +79,7 @@ export class EgressAgent {
   /** The other NAT pods (replaced live by {@link setPeers}). */
   #others: EgressPeer[] = [];
   #ownership: EgressOwnership | null = null;
+  #bgp: EgressBgp | null = null;
   #ready = false;
   readonly #metrics;
 
@@ -213,6 +222,7 @@ export class EgressAgent {
       });
     }
 
+    await this.#startBgp(self.address);
     const redis = new RedisConnection({ url: this.#o.redisUrl, logComponent: "egress-lease" });
     this.#stops.push(() => redis.close());
     const ownership = new EgressOwnership({
@@ -272,6 +282,31 @@ export class EgressAgent {
     this.#stops.push(() => lock.close());
   }
 
+  /** The announce mode's side: GARP on the external segment, BGP, or both. */
+  get #garpExternal(): boolean {
+    return (this.#o.announce ?? "garp") !== "bgp";
+  }
+
+  /** BGP mode: the pod's bird, announcing nothing until ownership assumes (module `_bgp.ts`). */
+  async #startBgp(routerId: string): Promise<void> {
+    const mode = this.#o.announce ?? "garp";
+    if (mode === "garp") return;
+    const section = this.#config.bgp;
+    if (!section) {
+      throw new Error(`Cannot announce over BGP (--announce ${mode}): the config has no "bgp"`);
+    }
+    const bgp = await EgressBgp.start(section, {
+      dir: this.#o.bgpDir ?? `/run/holdfast/bird-egress-${this.#o.self}`,
+      routerId,
+      floating: this.#config.addresses.map((fa) => fa.address),
+      validUntil: (addr) => this.#ownership?.validUntil(addr),
+      log: this.#log.with({ component: "egress-bgp" }),
+    });
+    this.#bgp = bgp;
+    // Stopped after ownership (stops run in reverse): every forfeit has withdrawn by then.
+    this.#stops.push(() => bgp.stop(500));
+  }
+
   #floating(addr: string): FloatingAddress {
     const fa = this.#byAddress.get(addr);
     if (!fa) throw new Error(`Cannot hold "${addr}": not a floating address of the config`);
@@ -286,9 +321,10 @@ export class EgressAgent {
     // addressed to the destination, replies are de-NATed before routing), so the ~30 ms of an
     // `ip` process start stay off the takeover path. Once more after the addresses are up, for a
     // neighbour that asked in between.
-    announceFloating(fa, this.#config.interfaces);
-    await addFloating(fa, this.#config.interfaces);
-    announceFloating(fa, this.#config.interfaces);
+    const garp = this.#garpExternal;
+    announceFloating(fa, this.#config.interfaces, garp);
+    await Promise.all([addFloating(fa, this.#config.interfaces), this.#bgp?.announce(addr)]);
+    announceFloating(fa, this.#config.interfaces, garp);
     const ms = performance.now() - t0;
     this.#metrics.assumed.inc({ address: addr });
     this.#metrics.assumeSeconds.observe(undefined, ms / 1000);
@@ -303,7 +339,11 @@ export class EgressAgent {
   /** The holder's remove. */
   async #remove(addr: string, why: string): Promise<void> {
     const fa = this.#floating(addr);
-    await removeFloating(fa, this.#config.interfaces);
+    // Both before the forfeit completes (and a planned handover releases the lease).
+    await Promise.all([
+      removeFloating(fa, this.#config.interfaces),
+      this.#bgp?.withdraw(addr, why),
+    ]);
     this.#metrics.forfeited.inc({ address: addr });
     this.#log.info("floating address removed", { address: addr, gateway: fa.gateway, why });
   }
@@ -332,69 +372,4 @@ export class EgressAgent {
       );
     }
   }
-}
-
-/**
- * Runs `main.ts egress` until SIGTERM (drain, then stop) or SIGINT (stop). Exit codes: 0 clean
- * stop, 1 cannot start, 2 bad command line.
- */
-export async function main(args: string[]): Promise<number> {
-  const read = readCommandLine(args, EGRESS_COMMAND, readEgressArgs);
-  if ("exit" in read) return read.exit;
-  const a = read.options;
-  setLogLevel(a.logLevel);
-  const log = rootLog.with({ component: "egress", pod: a.name });
-  let loaded: LoadedConfig;
-  try {
-    loaded = await loadAgentConfig(a, log, (peers) => agent.setPeers(peers));
-  } catch (err) {
-    log.error("cannot start", { err });
-    return 1;
-  }
-  const { config, follower } = loaded;
-  const redisUrl = a.redis ?? config.redis;
-  if (!redisUrl) {
-    log.error("cannot start", { err: 'no Redis: pass --redis or set "redis" in the config' });
-    return 1;
-  }
-  let signal: "SIGTERM" | "SIGINT" | null = null;
-  let wake = () => {};
-  const stopped = new Promise<void>((resolve) => wake = resolve);
-  const onTerm = () => (signal ??= "SIGTERM", wake());
-  const onInt = () => (signal ??= "SIGINT", wake());
-  Deno.addSignalListener("SIGTERM", onTerm);
-  Deno.addSignalListener("SIGINT", onInt);
-  const agent = new EgressAgent(config, {
-    self: a.name,
-    redisUrl,
-    sync: config.sync && !a.noSync,
-    leaseTtlMs: a.leaseTtlMs,
-    log: log.with({ egress: config.name }),
-  });
-  exportNodeInfo("egress", a.name);
-  const server = a.metrics ? serveOps(a.metrics, () => agent.ready, { logger: log }) : null;
-  let code = 0;
-  try {
-    log.info("starting", {
-      config: a.config ?? `redis ${a.egress}`,
-      egress: config.name,
-      sync: config.sync && !a.noSync,
-    });
-    await agent.start();
-    follower?.start();
-    await stopped;
-    if (signal === "SIGTERM" && agent.ready) await agent.drain();
-  } catch (err) {
-    log.error("cannot run", { err });
-    code = 1;
-  } finally {
-    follower?.stop();
-    await agent.stop();
-    await loaded.close();
-    await server?.shutdown();
-    Deno.removeSignalListener("SIGTERM", onTerm);
-    Deno.removeSignalListener("SIGINT", onInt);
-    log.info("stopped", { signal, code });
-  }
-  return code;
 }

@@ -40,6 +40,12 @@ hands every owned address to its standby (planned handover, no resets) and exits
   --metrics-addr H:P    serve /metrics /healthz /readyz there (default: none)
   --no-sync             do not sync conntrack (the baseline: a takeover resets connections)
   --lease-ttl-ms N      lease time to live (default: the ownership's)
+  --announce MODE       how routers and neighbours on the external side find the owner:
+                        garp (gratuitous ARP), bgp (announce the /32 to the config's "bgp"
+                        peers through the pod's bird), both, or auto (default: both when the
+                        config has a "bgp" section, else garp)
+  --bgp-dir DIR         bird's config, socket, pid file and log (default
+                        /run/holdfast/bird-egress-POD)
   --log-level L         debug | info | warn | error (default info)
   -h, --help            this text`;
 
@@ -56,9 +62,14 @@ export const EGRESS_COMMAND = {
     "metrics-addr": { type: "string" },
     "no-sync": { type: "boolean" },
     "lease-ttl-ms": { type: "string" },
+    announce: { type: "string" },
+    "bgp-dir": { type: "string" },
     "log-level": { type: "string" },
   },
 } as const;
+
+/** How the owner of a floating address draws the external side's traffic. */
+export type AnnounceMode = "garp" | "bgp" | "both";
 
 /** Parsed `egress` arguments. */
 export interface EgressArgs {
@@ -73,6 +84,9 @@ export interface EgressArgs {
   metrics: { hostname: string; port: number } | null;
   noSync: boolean;
   leaseTtlMs?: number;
+  /** `--announce` (`auto`: decided by the config's `bgp` section). */
+  announce: AnnounceMode | "auto";
+  bgpDir?: string;
   logLevel: LogLevel;
 }
 
@@ -110,6 +124,8 @@ export function readEgressArgs(line: CommandLine): EgressArgs {
     metrics,
     noSync: v["no-sync"] === true,
     leaseTtlMs: intOption(v, "lease-ttl-ms", { min: 50, max: 600_000 }),
+    announce: choiceOption(v, "announce", ["auto", "garp", "bgp", "both"]),
+    bgpDir: stringOption(v, "bgp-dir"),
     logLevel: choiceOption(v, "log-level", ["info", "debug", "warn", "error"]),
   };
 }

@@ -155,6 +155,12 @@ export class EgressOwnership {
     return out;
   }
 
+  /** Until when (`performance.now()`) `addr` may be used (its fence); undefined: not owned. */
+  validUntil(addr: string): number | undefined {
+    const slot = this.#slots.get(addr);
+    return slot?.state === "owner" ? slot.validUntil : undefined;
+  }
+
   /** Whether this pod uses exactly the addresses the assignment gives it (no rebalance due). */
   settled(): boolean {
     const assignment = this.#assignment();

@@ -253,6 +253,11 @@ export const FORMATS: readonly Format[] = [
         sources: [{ prefix: "10.8.0.11/32" }],
         peers: [{ name: "nat1", address: "10.8.0.21" }, { name: "nat2", address: "10.8.0.22" }],
         snatPorts: "10000-29999",
+        bgp: {
+          localAsn: 65100,
+          peers: [{ address: "198.18.0.1", asn: 65000, bfd: { intervalMs: 100, multiplier: 3 } }],
+          communities: ["65000:100"],
+        },
       });
       return lines(
         ["key", egressConfigKey(config.name)],

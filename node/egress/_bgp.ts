@@ -1,0 +1,221 @@
+/**
+ * BGP for a NAT pod's floating addresses (`main.ts egress --announce bgp|both`, docs/egress.md
+ * "BGP mode"): the pod's own bird (node/bgp/, announce mode `lb`: static routes the agent names)
+ * announces the /32 (/128) of exactly the addresses this pod owns, to the peers of the config's
+ * `bgp` section, so a router forwards the replies and new connections to the current owner.
+ *
+ * Order: the address holder (`_address_holder.ts`, one writer per address) calls
+ * {@linkcode EgressBgp.announce} on assume and {@linkcode EgressBgp.withdraw} on forfeit, and a
+ * forfeit completes (so the lease is released, on a planned handover) only once bird has applied
+ * the withdrawal. The standby announces only after it holds the lease, which Redis gives it only
+ * after that release or after the old lease expired (fencing epochs, controller/egress/lease.ts).
+ * An agent that cannot withdraw itself (stopped, starving, killed) is covered by the
+ * {@linkcode BirdWatchdog}: bird is killed by the lease deadline the agent last reported.
+ *
+ * Changes are applied one at a time (one `birdc configure` each, coalesced: a change waits only
+ * for the one running, then the latest wanted set is applied).
+ *
+ * @module
+ */
+
+import { log as rootLog, type Logger } from "../../lib/log.ts";
+import { sleep } from "../../lib/backoff.ts";
+import { BirdSupervisor } from "../bgp/supervisor.ts";
+import {
+  type EgressBgp as EgressBgpSection,
+  egressBirdSettings,
+} from "../../controller/egress/bgp_config.ts";
+import { BirdWatchdog } from "./_bgp_watchdog.ts";
+
+/** How often the watchdog is told the deadline (well inside the ownership's 200 ms window). */
+export const WATCHDOG_FEED_MS = 20;
+
+/** Options of {@linkcode EgressBgp.start}. */
+export interface EgressBgpOptions {
+  /** bird's directory (config, control socket, pid file, log). */
+  readonly dir: string;
+  /** This pod's address (its peer address in the config): bird's router id. */
+  readonly routerId: string;
+  /** Every floating address of the config (only their host routes are ever exported). */
+  readonly floating: readonly string[];
+  /**
+   * Until when (`performance.now()`) this pod may use `addr`: the ownership's fencing deadline
+   * (`EgressOwnership.validUntil`); undefined when it does not own it.
+   */
+  readonly validUntil: (addr: string) => number | undefined;
+  readonly log?: Logger;
+}
+
+/** A NAT pod's BGP speaker; see the module doc. */
+export class EgressBgp {
+  readonly #bird: BirdSupervisor;
+  readonly #o: EgressBgpOptions;
+  readonly #log: Logger;
+  /** Addresses wanted announced, with the latest lease deadline known for each. */
+  readonly #wanted = new Map<string, number>();
+  /** Deadlines of addresses withdrawn but maybe still announced (until the withdrawal applies). */
+  readonly #leaving = new Map<string, number>();
+  #chain: Promise<void> = Promise.resolve();
+  #watchdog: BirdWatchdog;
+  #timer: ReturnType<typeof setInterval>;
+  #stopped = false;
+
+  private constructor(bird: BirdSupervisor, options: EgressBgpOptions, log: Logger) {
+    this.#bird = bird;
+    this.#o = options;
+    this.#log = log;
+    this.#watchdog = BirdWatchdog.start(bird.daemon.pid, log);
+    this.#timer = setInterval(() => this.#feed(), WATCHDOG_FEED_MS);
+  }
+
+  /**
+   * Starts (or adopts, node/bgp/bird.ts) the pod's bird announcing nothing: a bird a killed agent
+   * left is reconfigured to announce nothing before this pod owns anything.
+   */
+  static async start(section: EgressBgpSection, options: EgressBgpOptions): Promise<EgressBgp> {
+    const log = options.log ?? rootLog.with({ component: "egress-bgp" });
+    let self: EgressBgp | null = null;
+    const settings = egressBirdSettings(section, options.routerId, options.floating);
+    const bird = await BirdSupervisor.start(settings, {
+      dir: options.dir,
+      log,
+      announced: [],
+      announcedNow: () => (self === null ? [] : self.validNow()),
+    });
+    self = new EgressBgp(bird, options, log);
+    log.info("BGP speaker started", {
+      dir: options.dir,
+      routerId: options.routerId,
+      localAsn: section.localAsn,
+      peers: section.peers.map((p) => p.address),
+    });
+    return self;
+  }
+
+  /** The addresses bird announces now (as last applied). */
+  get announced(): readonly string[] {
+    return this.#bird.daemon.announced;
+  }
+
+  /** bird's control socket (`birdc -s`). */
+  get socket(): string {
+    return this.#bird.daemon.socket;
+  }
+
+  /** Owned addresses whose lease is still valid now (what a restarted bird may announce). */
+  validNow(): string[] {
+    const now = performance.now();
+    return [...this.#wanted.keys()].filter((a) => (this.#o.validUntil(a) ?? 0) > now);
+  }
+
+  /** Tells the watchdog (a new one for a restarted bird) the earliest deadline announced. */
+  #feed(): void {
+    if (this.#stopped) return;
+    const pid = this.#bird.daemon.pid;
+    // A new bird (restarted by the supervisor) gets a new watchdog; an ended one over the same
+    // pid means bird was killed (or the watchdog was): nothing to watch until the restart.
+    if (this.#watchdog.birdPid !== pid) {
+      void this.#watchdog.stop();
+      this.#watchdog = BirdWatchdog.start(pid, this.#log);
+      // The new bird started with the addresses still valid (`validNow`): what the old one was
+      // withdrawing is not announced any more. One started just before a withdrawal (with an
+      // address no longer wanted) is killed at once; the next start leaves that address out.
+      this.#leaving.clear();
+      for (const a of this.#bird.daemon.announced) {
+        if (!this.#wanted.has(a)) this.#leaving.set(a, 0);
+      }
+    }
+    let deadline = Infinity;
+    for (const [addr, last] of this.#wanted) {
+      const now = this.#o.validUntil(addr) ?? last;
+      this.#wanted.set(addr, now);
+      deadline = Math.min(deadline, now);
+    }
+    for (const last of this.#leaving.values()) deadline = Math.min(deadline, last);
+    this.#watchdog.feed(deadline);
+  }
+
+  /** Applies the wanted set after the change running now (one `birdc configure` at a time). */
+  #apply(): Promise<void> {
+    const run = this.#chain.then(async () => {
+      const next = [...this.#wanted.keys()];
+      await this.#bird.announce(next);
+      for (const addr of this.#leaving.keys()) {
+        if (!this.#wanted.has(addr)) this.#leaving.delete(addr);
+      }
+    });
+    this.#chain = run.catch(() => {});
+    return run;
+  }
+
+  /**
+   * Announces `addr` (the holder's add, on assume): the watchdog learns its lease deadline
+   * first, then bird announces it. Resolves once bird applied it; throws when bird refused.
+   */
+  async announce(addr: string): Promise<void> {
+    if (this.#stopped) return;
+    const deadline = this.#o.validUntil(addr);
+    if (deadline === undefined || deadline <= performance.now()) {
+      throw new Error(`Cannot announce ${addr}: its lease is no longer valid`);
+    }
+    this.#wanted.set(addr, deadline);
+    this.#leaving.delete(addr);
+    this.#feed();
+    const t0 = performance.now();
+    await this.#apply();
+    this.#log.info("floating address announced", {
+      address: addr,
+      ms: Math.round((performance.now() - t0) * 10) / 10,
+    });
+  }
+
+  /**
+   * Withdraws `addr` (the holder's remove, on forfeit); resolves once bird applied it, or once
+   * the bird that could not apply it is gone.
+   */
+  async withdraw(addr: string, why: string): Promise<void> {
+    const last = this.#wanted.get(addr);
+    if (last === undefined && !this.announced.includes(addr)) return;
+    this.#wanted.delete(addr);
+    this.#leaving.set(addr, last ?? performance.now());
+    const t0 = performance.now();
+    // Bounded: a bird that cannot apply it is killed, and the supervisor starts the next one with
+    // the still-valid addresses only; one that started just before (with `addr`) is retried.
+    for (let attempt = 1;; attempt++) {
+      try {
+        await this.#apply();
+        break;
+      } catch (err) {
+        // The withdrawal must be done before the forfeit completes (a planned handover releases
+        // the lease next): bird goes now (the watchdog kills it at once), its sessions with it.
+        this.#log.error("cannot withdraw floating address; killing bird", {
+          address: addr,
+          attempt,
+          err,
+        });
+        const daemon = this.#bird.daemon;
+        this.#leaving.set(addr, performance.now());
+        this.#feed();
+        await Promise.race([daemon.exited, sleep(2_000)]);
+        if (attempt >= 3) return;
+      }
+    }
+    this.#log.info("floating address withdrawn", {
+      address: addr,
+      why,
+      ms: Math.round((performance.now() - t0) * 10) / 10,
+    });
+  }
+
+  /** Withdraws everything, waits `waitMs` for the routers, stops bird and the watchdog. */
+  async stop(waitMs = 0): Promise<void> {
+    if (this.#stopped) return;
+    const had = [...this.announced];
+    for (const addr of [...this.#wanted.keys()]) await this.withdraw(addr, "agent stopping");
+    this.#stopped = true;
+    clearInterval(this.#timer);
+    if (had.length > 0 && waitMs > 0) await sleep(waitMs);
+    await this.#watchdog.stop();
+    await this.#bird.stop();
+  }
+}

@@ -1,7 +1,7 @@
 /**
  * TCP peer for the datapath end-to-end test, run inside namespaces.
  *
- *   server NAME HOST PORT [drain]  line protocol per connection:
+ *   server NAME HOST PORT [drain]  line protocol per connection (HOST "::": both families):
  *                                  "HELLO" → "NAME PEER_IP:PEER_PORT" (the address the server sees)
  *                                  "UP n" + n bytes → "NAME GOT n SUM"; "DOWN n" → n bytes.
  *                                  With `drain`, after SIGTERM the server exits once no connection
@@ -93,6 +93,8 @@ async function serve(name: string, hostname: string, port: number, drain: boolea
   }
   for await (const conn of listener) {
     const peer = conn.remoteAddr as Deno.NetAddr;
+    // Listening on "::" takes IPv4 too, as IPv4-mapped addresses: reported as the IPv4 address.
+    const seen = peer.hostname.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, "");
     open++;
     (async () => {
       const r = new Reader(conn);
@@ -102,7 +104,7 @@ async function serve(name: string, hostname: string, port: number, drain: boolea
           if (l === null) break;
           const [cmd, arg] = l.split(" ");
           if (cmd === "HELLO") {
-            await conn.write(enc.encode(`${name} ${peer.hostname}:${peer.port}\n`));
+            await conn.write(enc.encode(`${name} ${seen}:${peer.port}\n`));
           } else if (cmd === "UP") {
             const sum = await r.bytes(Number(arg));
             if (sum === null) break;

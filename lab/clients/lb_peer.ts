@@ -15,6 +15,10 @@
  *                                  broken ones `brokenBy` backend when there are any). Deadline
  *                                  60 s, or env LB_PEER_DEADLINE_MS.
  *   bulk HOST PORT BYTES TIMEOUT   one connection: UP BYTES and DOWN BYTES, verified, within TIMEOUT ms.
+ *   watch HOST PORT MS STOP        new connections (HELLO, close), 8 at a time, each given up after
+ *                                  500 ms, until MS ms passed or file STOP appears; prints
+ *                                  {"msg":"first","backend","t"} (t: Date.now()) the first time each
+ *                                  backend answers, then one JSON summary.
  *
  * Every loop is bounded by count and a deadline.
  *
@@ -257,6 +261,47 @@ async function bulk(
   );
 }
 
+async function watch(hostname: string, port: number, ms: number, stop: string): Promise<void> {
+  const deadline = Date.now() + ms, seen = new Set<string>();
+  let ok = 0, failed = 0, stopped = false;
+  const attempt = async () => {
+    const conn = await Deno.connect({ hostname, port });
+    try {
+      return (await hello(conn, new Reader(conn))).backend;
+    } finally {
+      conn.close();
+    }
+  };
+  const worker = async () => {
+    while (Date.now() < deadline && !stopped) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<null>((r) => timer = setTimeout(() => r(null), 500));
+      const backend = await Promise.race([attempt().catch(() => null), late]);
+      clearTimeout(timer);
+      if (backend === null) {
+        failed++;
+        continue;
+      }
+      ok++;
+      if (!seen.has(backend)) {
+        seen.add(backend);
+        console.log(JSON.stringify({ msg: "first", backend, t: Date.now() }));
+      }
+    }
+  };
+  const stopper = (async () => {
+    while (Date.now() < deadline && !stopped) {
+      await waitFile(stop, Math.min(deadline, Date.now() + 100)).then(
+        () => stopped = true,
+        () => {},
+      );
+    }
+  })();
+  await Promise.all([...Array.from({ length: 8 }, worker), stopper]);
+  console.log(JSON.stringify({ msg: "done", ok, failed, backends: [...seen] }));
+  Deno.exit(0); // attempts given up on may still be pending
+}
+
 const [mode, ...args] = Deno.args;
 if (mode === "server") await serve(args[0]!, args[1]!, Number(args[2]), args[3] === "drain");
 else if (mode === "client") {
@@ -264,7 +309,11 @@ else if (mode === "client") {
 } else if (mode === "hold") await hold(args[0]!, Number(args[1]), Number(args[2]), args.slice(3));
 else if (mode === "bulk") {
   await bulk(args[0]!, Number(args[1]), Number(args[2]), Number(args[3] ?? 10_000));
+} else if (mode === "watch") {
+  await watch(args[0]!, Number(args[1]), Number(args[2]), args[3]!);
 } else {
-  console.error(`usage: _lb_peer.ts server|client|hold|bulk ..., got ${JSON.stringify(mode)}`);
+  console.error(
+    `usage: _lb_peer.ts server|client|hold|bulk|watch ..., got ${JSON.stringify(mode)}`,
+  );
   Deno.exit(2);
 }

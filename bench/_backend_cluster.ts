@@ -88,6 +88,10 @@ export interface ClusterTrial {
   readonly lostAfterLbKill: number;
   /** Pod ready → first connection through the LB reaching it, ms (with `readySamples`). */
   readonly readyToReachableMs: number[];
+  /** Pod ready → the controller's next `model published` line, ms (where the time goes). */
+  readonly readyToModelMs: number[];
+  /** Pod ready → its node agent's `serves` line, ms. */
+  readonly readyToNodeAgentMs: number[];
 }
 
 /**
@@ -218,9 +222,45 @@ export async function clusterTrial(flowSync: boolean, readySamples: number): Pro
     polling = false;
     await poller;
     const first = firstAt();
-    const readyToReachableMs = [...readyAt].filter(([n]) => first.has(n))
-      .map(([n, t]) => first.get(n)! - t);
-    return { flowSync, held, lostAfterScale, lostAfterLbKill, readyToReachableMs };
+    const measured = [...readyAt].filter(([n]) => first.has(n));
+    const readyToReachableMs = measured.map(([n, t]) => first.get(n)! - t);
+    // Where the time goes, from the components' own log lines (ISO times, ms).
+    const logs = async (prefix: string) => {
+      const out: { ts: number; line: string }[] = [];
+      for (
+        const p of kube.store.list("/pods", "holdfast-system").filter((p) =>
+          name(p).startsWith(prefix)
+        )
+      ) {
+        for (const line of (await cluster.kubelet.logs("holdfast-system", name(p))).split("\n")) {
+          const ts = /"ts":"([^"]+)"/.exec(line)?.[1];
+          if (ts) out.push({ ts: Date.parse(ts), line });
+        }
+      }
+      return out.sort((a, b) => a.ts - b.ts);
+    };
+    const published = (await logs("holdfast-controller-")).filter((l) =>
+      l.line.includes('"msg":"model published"')
+    );
+    const serves = await logs("holdfast-node-");
+    const after = (list: { ts: number }[], t: number) =>
+      (list.find((l) => l.ts >= t)?.ts ?? NaN) - t;
+    const readyToModelMs = measured.map(([, t]) => after(published, t));
+    const readyToNodeAgentMs = measured.map(([n, t]) =>
+      after(
+        serves.filter((l) => l.line.includes(`"msg":"pod ${n} `) && l.line.includes(" serves ")),
+        t,
+      )
+    );
+    return {
+      flowSync,
+      held,
+      lostAfterScale,
+      lostAfterLbKill,
+      readyToReachableMs,
+      readyToModelMs,
+      readyToNodeAgentMs,
+    };
   } finally {
     for (const f of files) await Deno.remove(f).catch(() => {});
   }

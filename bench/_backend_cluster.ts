@@ -4,8 +4,9 @@
  * behind a Service of class holdfast.io/lb, as tests/e2e/kubelet_path_test.ts runs it.
  *
  * - **Pod ready → reachable through the LB**: while the Deployment scales up, the bench polls the
- *   API server's store every 5 ms for the moment each new pod's Ready condition turns True, and a
- *   client in the client namespace opens new connections to the LB IP, 8 at a time
+ *   API server's store every 5 ms for the moment each new pod's Ready condition turns True (two
+ *   pods of a scale 3 → 5, then one at a time at a steady 6 pods), and a
+ *   client in the client namespace opens new connections to the LB IP, 16 at a time
  *   (lab/clients/lb_peer.ts `watch`), noting when each pod first answers. The figure is the
  *   difference: the lab endpoint-slice controller (same pass as the Ready write), the controller's
  *   informers, the model in Redis, the LB agents' Maglev tables and the node agent's entry.
@@ -92,6 +93,8 @@ export interface ClusterTrial {
   readonly readyToModelMs: number[];
   /** Pod ready → its node agent's `serves` line, ms. */
   readonly readyToNodeAgentMs: number[];
+  /** New connections per second the watcher made (its resolution: pods / this). */
+  readonly watchPerS: number;
 }
 
 /**
@@ -172,7 +175,7 @@ export async function clusterTrial(flowSync: boolean, readySamples: number): Pro
       }
     })();
     const watcher = readySamples > 0
-      ? topo.spawn("client", [...deno, PEER, "watch", vip, "80", "600000", stop])
+      ? topo.spawn("client", [...deno, PEER, "watch", vip, "80", "600000", stop, "16"])
       : undefined;
     /** When each pod first answered the watcher (its `first` lines). */
     const firstAt = () =>
@@ -211,14 +214,19 @@ export async function clusterTrial(flowSync: boolean, readySamples: number): Pro
       return out.stdout.split("\n").some((l) => routeGateways(l, vip)?.join() === "10.11.1.2");
     }, 60_000);
     const lostAfterLbKill = (await phase(2, go2)).broken as number;
+    // More samples at a steady 6 pods: up to 6 (a new pod, measured), back to 5 (the newest goes).
     for (let n = 2; n < readySamples; n++) {
-      await kubectl(["apply", "--server-side", "-f", "-"], web(4 + n));
+      await kubectl(["apply", "--server-side", "-f", "-"], web(6));
       await reached(n + 1);
+      await kubectl(["apply", "--server-side", "-f", "-"], web(5));
+      await until("back to 5 pods", () => pods().length === 5, 60_000);
     }
     await Deno.writeTextFile(stop, "");
-    if (watcher) {
-      await watcher.waitForLine((l) => l.includes('"msg":"done"'), { timeoutMs: 30_000 });
-    }
+    const done = watcher
+      ? JSON.parse(
+        await watcher.waitForLine((l) => l.includes('"msg":"done"'), { timeoutMs: 30_000 }),
+      )
+      : undefined;
     polling = false;
     await poller;
     const first = firstAt();
@@ -260,6 +268,7 @@ export async function clusterTrial(flowSync: boolean, readySamples: number): Pro
       readyToReachableMs,
       readyToModelMs,
       readyToNodeAgentMs,
+      watchPerS: done?.per_s ?? 0,
     };
   } finally {
     for (const f of files) await Deno.remove(f).catch(() => {});

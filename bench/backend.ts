@@ -239,6 +239,8 @@ async function inCluster() {
       // Where the time goes (p50): the controller's model in Redis, the node agent's entry.
       to_model_published_p50: p50(ours.readyToModelMs),
       to_node_agent_p50: p50(ours.readyToNodeAgentMs),
+      // The watcher's rate: a pod with 1/N of the connections is hit within ~N/rate s.
+      watch_connections_per_s: ours.watchPerS,
     },
     held_connections: { ours: lost(ours), no_flow_sync: lost(baseline) },
   };

@@ -15,10 +15,10 @@
  *                                  broken ones `brokenBy` backend when there are any). Deadline
  *                                  60 s, or env LB_PEER_DEADLINE_MS.
  *   bulk HOST PORT BYTES TIMEOUT   one connection: UP BYTES and DOWN BYTES, verified, within TIMEOUT ms.
- *   watch HOST PORT MS STOP        new connections (HELLO, close), 8 at a time, each given up after
- *                                  500 ms, until MS ms passed or file STOP appears; prints
+ *   watch HOST PORT MS STOP [CONC] new connections (HELLO, close), CONC (8) at a time, each given up
+ *                                  after 500 ms, until MS ms passed or file STOP appears; prints
  *                                  {"msg":"first","backend","t"} (t: Date.now()) the first time each
- *                                  backend answers, then one JSON summary.
+ *                                  backend answers, then one JSON summary (with connections/s).
  *
  * Every loop is bounded by count and a deadline.
  *
@@ -261,8 +261,14 @@ async function bulk(
   );
 }
 
-async function watch(hostname: string, port: number, ms: number, stop: string): Promise<void> {
-  const deadline = Date.now() + ms, seen = new Set<string>();
+async function watch(
+  hostname: string,
+  port: number,
+  ms: number,
+  stop: string,
+  conc: number,
+): Promise<void> {
+  const started = Date.now(), deadline = started + ms, seen = new Set<string>();
   let ok = 0, failed = 0, stopped = false;
   const attempt = async () => {
     const conn = await Deno.connect({ hostname, port });
@@ -297,8 +303,9 @@ async function watch(hostname: string, port: number, ms: number, stop: string): 
       );
     }
   })();
-  await Promise.all([...Array.from({ length: 8 }, worker), stopper]);
-  console.log(JSON.stringify({ msg: "done", ok, failed, backends: [...seen] }));
+  await Promise.all([...Array.from({ length: conc }, worker), stopper]);
+  const perS = Math.round(ok / ((Date.now() - started) / 1000));
+  console.log(JSON.stringify({ msg: "done", ok, failed, per_s: perS, backends: [...seen] }));
   Deno.exit(0); // attempts given up on may still be pending
 }
 
@@ -310,7 +317,7 @@ else if (mode === "client") {
 else if (mode === "bulk") {
   await bulk(args[0]!, Number(args[1]), Number(args[2]), Number(args[3] ?? 10_000));
 } else if (mode === "watch") {
-  await watch(args[0]!, Number(args[1]), Number(args[2]), args[3]!);
+  await watch(args[0]!, Number(args[1]), Number(args[2]), args[3]!, Number(args[4] ?? 8));
 } else {
   console.error(
     `usage: _lb_peer.ts server|client|hold|bulk|watch ..., got ${JSON.stringify(mode)}`,

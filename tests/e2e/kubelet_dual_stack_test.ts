@@ -10,12 +10,15 @@
  * the controller gives the Service an address of each family. Then: IPv6 client connections
  * through the router to the IPv6 LB address reach the pods' IPv6 addresses with the client's own
  * address (the anti-spoofing rule accepts the pods' IPv6 replies and drops none), IPv4 ones too;
- * 40 IPv6 connections held through a scale 3 → 5 and a restart of every node agent: none lost.
+ * 40 IPv6 connections held through a scale 3 → 5, a restart of every node agent and an LB node
+ * killed (the router's BFD over IPv6 drops it; the other LB node has its flows from Redis): none
+ * lost.
  */
 
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest, until } from "../harness/mod.ts";
 import { bgpSpec, CLIENT6, POOL, POOL6, startKubeletCluster } from "../../lab/kubelet/cluster.ts";
+import { routeGateways } from "../../lab/_anycast_router.ts";
 
 const PEER = new URL("../../lab/clients/lb_peer.ts", import.meta.url).pathname;
 
@@ -72,7 +75,7 @@ type Spread = { ok: number; failed: number; wrongPeer: number; spread: Record<st
 
 rootTest(
   "kubelet, dual stack: IPv6 connections to a dual-stack Service reach the pods' IPv6 addresses " +
-    "with the client's address; held ones survive a scale and the node agents' restart",
+    "with the client's address; held ones survive a scale, the node agents' restart, an LB node killed",
   async (t) => {
     await using cluster = await startKubeletCluster({ ipv6: true });
     const { kube, topo } = cluster;
@@ -119,7 +122,7 @@ rootTest(
     const step = async (name: string, fn: () => Promise<void>) => {
       if (!(await t.step(name, fn))) throw new Error(`step failed: ${name}`);
     };
-    const go = [1, 2].map((n) => `/tmp/hf-${Deno.pid}-kubelet6-go${n}`);
+    const go = [1, 2, 3].map((n) => `/tmp/hf-${Deno.pid}-kubelet6-go${n}`);
     for (const f of go) await Deno.remove(f).catch(() => {});
     try {
       await step("deno task deploy on dual-stack nodes: every workload rolled out", async () => {
@@ -214,6 +217,25 @@ rootTest(
         await until("holdfast-node rolled out", rolledOut("holdfast-node"), 120_000, 500);
         deepStrictEqual(await phase(2), { phase: 2, same: 40, moved: 0, broken: 0 });
         await connections(vip6, "IPv6 connections after the restart", (s) => {
+          return Object.keys(s.spread).length === 5;
+        });
+      });
+
+      await step("LB node lb2 killed: lb1 carries every IPv6 connection", async () => {
+        await cluster.killNode("lb2");
+        await until(
+          "the router's IPv6 route only via lb1",
+          async () => {
+            const out = await topo.exec("router", ["ip", "-6", "-o", "route", "show"]);
+            return out.stdout.split("\n").some((l) =>
+              routeGateways(l, vip6)?.join() === "2001:db8:11:1::2"
+            );
+          },
+          60_000,
+          250,
+        );
+        deepStrictEqual(await phase(3), { phase: 3, same: 40, moved: 0, broken: 0 });
+        await connections(vip6, "IPv6 connections through lb1 alone", (s) => {
           return Object.keys(s.spread).length === 5;
         });
       });

@@ -19,9 +19,13 @@
  *     replies translated on its uplink) vs straight to the pod's own address through the same
  *     router and node (`plain`: the path a pod's traffic takes without Holdfast; the node's
  *     programs see it and pass it), alternating, the median of the rounds.
+ *  3. The whole path in the lab kubelet's cluster (bench/_backend_cluster.ts, k8s/ as deployed):
+ *     pod ready → first connection through the LB reaching it (p50, max of `--ready-samples`),
+ *     and connections held through a scale 3 → 5 and an LB node killed: lost as deployed vs
+ *     with the LB agents on `--no-flow-sync` (a stateless peer), each in a fresh cluster.
  *
  * Run: `deno task bench:backend` (root). Flags: `--calls=C` (20000), `--repeat=R` (20000),
- * `--rounds=N` (5), `--bytes=B` (16 MiB), `--quick` (seconds; not a figure). The last line is one
+ * `--rounds=N` (5), `--bytes=B` (16 MiB), `--ready-samples=S` (8), `--quick` (not a figure). The last line is one
  * JSON object.
  *
  * @module
@@ -42,16 +46,19 @@ import { tcpFrame } from "../lab/packets.ts";
 import { encapsulatedAny, tcpFrame6 } from "../lab/packets6.ts";
 import { POD_VIP, POD_VIP6, startNodePodsLab } from "../lab/node_pods.ts";
 import { median } from "./_stats.ts";
+import { clusterTrial } from "./_backend_cluster.ts";
 
 const OPTS = readCommandLineOrExit(Deno.args, {
   command: "bench:backend",
-  usage: `usage: deno task bench:backend [--calls=C] [--repeat=R] [--rounds=N] [--bytes=B] [--quick]
-  --quick: calls=500, repeat=500, rounds=1, bytes=1 MiB (a smoke test of seconds, not a figure)`,
+  usage:
+    `usage: deno task bench:backend [--calls=C] [--repeat=R] [--rounds=N] [--bytes=B] [--ready-samples=S] [--quick]
+  --quick: calls=500, repeat=500, rounds=1, bytes=1 MiB, ready-samples=2 (a smoke test, not a figure)`,
   options: {
     calls: { type: "string" },
     repeat: { type: "string" },
     rounds: { type: "string" },
     bytes: { type: "string" },
+    "ready-samples": { type: "string" },
     quick: { type: "boolean" },
   },
 }, ({ values }) => {
@@ -62,6 +69,7 @@ const OPTS = readCommandLineOrExit(Deno.args, {
     repeat: intOption(values, "repeat", { default: quick ? 500 : 20_000, min: 1 }),
     rounds: intOption(values, "rounds", { default: quick ? 1 : 5, min: 1 }),
     bytes: intOption(values, "bytes", { default: quick ? 1 << 20 : 16 << 20, min: 1024 }),
+    readySamples: intOption(values, "ready-samples", { default: quick ? 2 : 8, min: 2, max: 100 }),
   };
 });
 
@@ -211,14 +219,43 @@ async function realPackets() {
   }
 }
 
+/** Part 3: the whole path in the lab kubelet's cluster, ours and the stateless baseline. */
+async function inCluster() {
+  const ours = await clusterTrial(true, OPTS.readySamples);
+  const baseline = await clusterTrial(false, 0);
+  const ms = [...ours.readyToReachableMs].sort((a, b) => a - b);
+  const p50 = (xs: number[]) => median(xs.filter((x) => Number.isFinite(x)));
+  const lost = (t: typeof ours) => ({
+    held: t.held,
+    lost_after_scale: t.lostAfterScale,
+    lost_after_lb_kill: t.lostAfterLbKill,
+  });
+  return {
+    ready_to_reachable_ms: {
+      samples: ms.length,
+      p50: median(ms),
+      max: ms.at(-1),
+      all: ms,
+      // Where the time goes (p50): the controller's model in Redis, the node agent's entry.
+      to_model_published_p50: p50(ours.readyToModelMs),
+      to_node_agent_p50: p50(ours.readyToNodeAgentMs),
+      // The watcher's rate: a pod with 1/N of the connections is hit within ~N/rate s.
+      watch_connections_per_s: ours.watchPerS,
+    },
+    held_connections: { ours: lost(ours), no_flow_sync: lost(baseline) },
+  };
+}
+
 const packets = await perPacket();
 const real = await realPackets();
+const cluster = await inCluster();
 console.log(JSON.stringify({
   bench: "backend",
   quick: OPTS.quick,
   method: "BPF_PROG_TEST_RUN beside a no-op tc program; bulk transfers through veths",
   ...packets,
   real_packets: { bytes_each_way: OPTS.bytes, rounds: OPTS.rounds, ...real },
+  cluster,
   calls: OPTS.calls,
   repeat: OPTS.repeat,
 }));

@@ -11,7 +11,8 @@ export const USAGE =
   [--listen HOST:PORT (default 127.0.0.1:9470; "none" to disable)]
   [--datapath bpf|memory (default bpf)] [--pin-dir DIR] [--object-dir DIR]
   [--max-flows N] [--max-services N] [--max-backends N]
-  [--node-address IP (attach XDP to the interface holding IP; default --src-addr)]
+  [--node-address IP[,IPV6] (attach XDP to the interface holding IP; default --src-addr and
+    --src-addr6: Kubernetes' status.hostIPs)]
   [--attach IFACE (wins over --node-address for the interface)] [--netns NS]
   [--src-addr IP --encap-port PORT --seed N]
   [--src-addr6 IPV6|auto (this node's IPv6 address, outer source to IPv6 backends; auto = the

@@ -19,8 +19,9 @@
  * `--src-addr6 IP|auto` is this node's IPv6 address (the outer source to IPv6 backends, written
  * to `hf_config6`; docs/contracts.md "IPv6"): `auto` takes the one global-scope IPv6 address of
  * the attach interface (`--attach` or the one holding `--node-address`: {@link globalIpv6Of}).
- * `--node-address` stays IPv4: the IPv4 source address and the encap port/seed in `hf_config`
- * serve both families, so `--src-addr6` needs `--src-addr` or `--node-address`.
+ * `--node-address IPV4,IPV6` (a dual-stack node's `status.hostIPs`) makes the IPv6 one the default
+ * `--src-addr6`. The IPv4 address is required: the IPv4 source address and the encap port/seed
+ * in `hf_config` serve both families, so `--src-addr6` needs `--src-addr` or `--node-address`.
  *
  * @module
  */
@@ -45,6 +46,8 @@ import {
   UsageError,
 } from "../lib/args.ts";
 import { redisUrlProblem } from "../lib/redis_cluster.ts";
+
+export { globalIpv6Of, interfaceHolding } from "./_interfaces.ts";
 
 /** Parsed `agent` arguments. */
 export interface AgentArgs {
@@ -259,10 +262,18 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
 
   const attach = str("attach");
   const netns = str("netns");
-  const nodeAddress = str("node-address");
+  // `--node-address IPV4[,IPV6]` (Kubernetes' `status.hostIPs`): the IPv6 one is the default
+  // `--src-addr6`; the IPv4 one finds the interface and is the default `--src-addr`.
+  const listed = listOption(values, "node-address");
+  const nodeAddress = listed.find((a) => !a.includes(":")) ??
+    (listed.length ? listed[0] : undefined);
   if (nodeAddress) ipv4("node-address", nodeAddress);
+  const nodeAddress6 = listed.filter((a) => a.includes(":"));
+  if (listed.length > 2 || nodeAddress6.length > 1) {
+    throw new UsageError(`Cannot use --node-address "${listed}": one IPv4 and one IPv6 at most`);
+  }
   const srcAddr = str("src-addr") ?? nodeAddress;
-  const srcAddr6 = str("src-addr6");
+  const srcAddr6 = str("src-addr6") ?? nodeAddress6[0];
   if (srcAddr6) checkSrcAddr6(srcAddr6, { srcAddr, attach: attach ?? nodeAddress });
   const where = netns ? { netns } : {};
   const out: AgentArgs = {
@@ -337,50 +348,4 @@ function checkSrcAddr6(text: string, has: { srcAddr?: string; attach?: string })
     if (err instanceof UsageError) throw err;
     bad((err as Error).message, err);
   }
-}
-
-/**
- * The one global-scope IPv6 address ({@link isGlobalUnicastIpv6}) of interface `ifname` among
- * `interfaces` (`Deno.networkInterfaces()`, in `--netns` if given): `--src-addr6 auto`. Throws
- * naming the interface and what it holds when it has none, or several (name one then).
- */
-export function globalIpv6Of(
-  ifname: string,
-  interfaces: readonly Deno.NetworkInterfaceInfo[],
-  netns?: string,
-): string {
-  const found = interfaces.filter((i) =>
-    i.name === ifname && i.family === "IPv6" && isGlobalUnicastIpv6(i.address)
-  ).map((i) => i.address);
-  if (found.length === 1) return found[0]!;
-  const held = interfaces.filter((i) => i.name === ifname).map((i) => i.address);
-  throw new Error(
-    `Cannot pick --src-addr6 auto on "${ifname}"${netns ? ` in netns "${netns}"` : ""}: ${
-      found.length === 0
-        ? `it has no global IPv6 address (holds: ${held.join(", ") || "none"})`
-        : `it has ${found.length} global IPv6 addresses (${found.join(", ")}); name one`
-    }`,
-  );
-}
-
-/**
- * The name of the interface holding IPv4 `address` among `interfaces` (what
- * `Deno.networkInterfaces()` returns, in the agent's namespace or `--netns`). Throws naming the
- * address and every interface seen with its addresses when none holds it.
- */
-export function interfaceHolding(
-  address: string,
-  interfaces: readonly Deno.NetworkInterfaceInfo[],
-  netns?: string,
-): string {
-  const found = interfaces.find((i) => i.family === "IPv4" && i.address === address);
-  if (found) return found.name;
-  const seen = new Map<string, string[]>();
-  for (const i of interfaces) seen.set(i.name, [...(seen.get(i.name) ?? []), i.address]);
-  const list = [...seen].map(([name, addrs]) => `${name} (${addrs.join(", ")})`).join(", ");
-  throw new Error(
-    `Cannot find the interface for --node-address "${address}"${
-      netns ? ` in netns "${netns}"` : ""
-    }: no interface holds it; seen: ${list || "none"}`,
-  );
 }

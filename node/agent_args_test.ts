@@ -244,6 +244,33 @@ Deno.test("agent --src-addr6: an address or auto; absent = hf_config6 untouched"
   }
 });
 
+Deno.test("agent --node-address IPV4,IPV6 (status.hostIPs): the IPv6 one is the --src-addr6", () => {
+  const base = ["--config=s.yaml", "--node-name=lb1", "--no-flow-sync"];
+  for (const list of ["10.2.1.2,2001:db8:11::2", "2001:db8:11::2,10.2.1.2"]) {
+    const a = parseAgentArgs([...base, "--node-address", list]);
+    assertEquals([a.attach, a.configure?.srcAddr, a.srcAddr6], [
+      { address: "10.2.1.2" },
+      "10.2.1.2",
+      "2001:db8:11::2",
+    ]);
+  }
+  // --src-addr6 wins; one address stays IPv4 only
+  const b = parseAgentArgs([...base, "--node-address=10.2.1.2,2001:db8:11::2", "--src-addr6=auto"]);
+  assertEquals(b.srcAddr6, "auto");
+  assertEquals("srcAddr6" in parseAgentArgs([...base, "--node-address=10.2.1.2"]), false);
+  const cases: [string, string][] = [
+    ["2001:db8:11::2", 'Cannot use --node-address "2001:db8:11::2"'],
+    ["10.2.1.2,2001:db8:11::2,2001:db8:11::3", "one IPv4 and one IPv6 at most"],
+    ["10.2.1.2,fe80::1", "not a global unicast IPv6 address"],
+  ];
+  for (const [list, want] of cases) {
+    throws(
+      () => parseAgentArgs([...base, "--node-address", list]),
+      (e: Error) => e.message.includes(want),
+    );
+  }
+});
+
 Deno.test("agent --src-addr6 auto: the attach interface's one global IPv6 address", () => {
   const ifaces = [
     { name: "eth0", family: "IPv4", address: "10.2.1.2" },

@@ -1,7 +1,7 @@
 /**
  * TCP peer for the datapath end-to-end test, run inside namespaces.
  *
- *   server NAME HOST PORT [drain]  line protocol per connection:
+ *   server NAME HOST PORT [drain]  line protocol per connection (HOST "::": both families):
  *                                  "HELLO" → "NAME PEER_IP:PEER_PORT" (the address the server sees)
  *                                  "UP n" + n bytes → "NAME GOT n SUM"; "DOWN n" → n bytes.
  *                                  With `drain`, after SIGTERM the server exits once no connection
@@ -15,6 +15,10 @@
  *                                  broken ones `brokenBy` backend when there are any). Deadline
  *                                  60 s, or env LB_PEER_DEADLINE_MS.
  *   bulk HOST PORT BYTES TIMEOUT   one connection: UP BYTES and DOWN BYTES, verified, within TIMEOUT ms.
+ *   watch HOST PORT MS STOP [CONC] new connections (HELLO, close), CONC (8) at a time, each given up
+ *                                  after 500 ms, until MS ms passed or file STOP appears; prints
+ *                                  {"msg":"first","backend","t"} (t: Date.now()) the first time each
+ *                                  backend answers, then one JSON summary (with connections/s).
  *
  * Every loop is bounded by count and a deadline.
  *
@@ -93,6 +97,8 @@ async function serve(name: string, hostname: string, port: number, drain: boolea
   }
   for await (const conn of listener) {
     const peer = conn.remoteAddr as Deno.NetAddr;
+    // Listening on "::" takes IPv4 too, as IPv4-mapped addresses: reported as the IPv4 address.
+    const seen = peer.hostname.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, "");
     open++;
     (async () => {
       const r = new Reader(conn);
@@ -102,7 +108,7 @@ async function serve(name: string, hostname: string, port: number, drain: boolea
           if (l === null) break;
           const [cmd, arg] = l.split(" ");
           if (cmd === "HELLO") {
-            await conn.write(enc.encode(`${name} ${peer.hostname}:${peer.port}\n`));
+            await conn.write(enc.encode(`${name} ${seen}:${peer.port}\n`));
           } else if (cmd === "UP") {
             const sum = await r.bytes(Number(arg));
             if (sum === null) break;
@@ -255,6 +261,54 @@ async function bulk(
   );
 }
 
+async function watch(
+  hostname: string,
+  port: number,
+  ms: number,
+  stop: string,
+  conc: number,
+): Promise<void> {
+  const started = Date.now(), deadline = started + ms, seen = new Set<string>();
+  let ok = 0, failed = 0, stopped = false;
+  const attempt = async () => {
+    const conn = await Deno.connect({ hostname, port });
+    try {
+      return (await hello(conn, new Reader(conn))).backend;
+    } finally {
+      conn.close();
+    }
+  };
+  const worker = async () => {
+    while (Date.now() < deadline && !stopped) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<null>((r) => timer = setTimeout(() => r(null), 500));
+      const backend = await Promise.race([attempt().catch(() => null), late]);
+      clearTimeout(timer);
+      if (backend === null) {
+        failed++;
+        continue;
+      }
+      ok++;
+      if (!seen.has(backend)) {
+        seen.add(backend);
+        console.log(JSON.stringify({ msg: "first", backend, t: Date.now() }));
+      }
+    }
+  };
+  const stopper = (async () => {
+    while (Date.now() < deadline && !stopped) {
+      await waitFile(stop, Math.min(deadline, Date.now() + 100)).then(
+        () => stopped = true,
+        () => {},
+      );
+    }
+  })();
+  await Promise.all([...Array.from({ length: conc }, worker), stopper]);
+  const perS = Math.round(ok / ((Date.now() - started) / 1000));
+  console.log(JSON.stringify({ msg: "done", ok, failed, per_s: perS, backends: [...seen] }));
+  Deno.exit(0); // attempts given up on may still be pending
+}
+
 const [mode, ...args] = Deno.args;
 if (mode === "server") await serve(args[0]!, args[1]!, Number(args[2]), args[3] === "drain");
 else if (mode === "client") {
@@ -262,7 +316,11 @@ else if (mode === "client") {
 } else if (mode === "hold") await hold(args[0]!, Number(args[1]), Number(args[2]), args.slice(3));
 else if (mode === "bulk") {
   await bulk(args[0]!, Number(args[1]), Number(args[2]), Number(args[3] ?? 10_000));
+} else if (mode === "watch") {
+  await watch(args[0]!, Number(args[1]), Number(args[2]), args[3]!, Number(args[4] ?? 8));
 } else {
-  console.error(`usage: _lb_peer.ts server|client|hold|bulk ..., got ${JSON.stringify(mode)}`);
+  console.error(
+    `usage: _lb_peer.ts server|client|hold|bulk|watch ..., got ${JSON.stringify(mode)}`,
+  );
   Deno.exit(2);
 }

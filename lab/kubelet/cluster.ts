@@ -10,6 +10,11 @@
  *                        └── n2 ── w2 10.12.2.2   pods 10.2.2.0/24 behind veths
  * ```
  *
+ * With `ipv6` the cluster is dual stack: every link has IPv6 too (client `2001:db8:10::2`, node
+ * links `2001:db8:11:K::/64` and `2001:db8:12:K::/64`, `::2` the node), each node an IPv6 pod CIDR
+ * (`2001:db8:2:N::/64`, cni.ts), Nodes list both addresses and CIDRs, and the LB nodes also peer
+ * with the router over IPv6 for the IPv6 pool {@linkcode POOL6} (a session per family).
+ *
  * The router routes each pod CIDR to its node, and runs bird2 (lab/_anycast_router.ts, AS 65000,
  * BFD, ECMP) peering with each LB node's address (AS {@linkcode LB_ASN}): the LB IPs reach the LB
  * nodes once their agents announce them (the LoadBalancerConfig's `spec.bgp`,
@@ -25,26 +30,39 @@ import { type KubeServer, startKubeServer } from "../kube/mod.ts";
 import { attachXdp, BpfObject, DEFAULT_OBJECT_DIR } from "../../node/bpf/mod.ts";
 import { ROUTER_ASN, RouterBird } from "../_anycast_router.ts";
 import { type KubeletNode, LabKubelet } from "./kubelet.ts";
+import { podCidr6 } from "./cni.ts";
 
 const REPO = new URL("../../", import.meta.url).pathname;
 /** The addresses the router sends to the LB node. */
 export const POOL = "10.0.100.0/28";
+/** The IPv6 addresses the router sends to the LB nodes (dual stack). */
+export const POOL6 = "2001:db8:100::/124";
 const CLIENT = "10.10.0.2";
+/** The client's IPv6 address (dual stack). */
+export const CLIENT6 = "2001:db8:10::2";
 /** The LB nodes' AS (one for all: the LoadBalancerConfig has one `localAsn`). */
 export const LB_ASN = 65100;
 const BFD = { intervalMs: 100, multiplier: 3 };
 
-/** The LoadBalancerConfig `spec.bgp` that peers each LB node with the router on its link. */
-export function bgpSpec(): Record<string, unknown> {
+/**
+ * The LoadBalancerConfig `spec.bgp` that peers each LB node with the router on its link; with
+ * `ipv6`, over IPv6 too for {@linkcode POOL6}.
+ */
+export function bgpSpec(ipv6 = false): Record<string, unknown> {
+  const lbs = NODES.filter((n) => n.lb);
+  const peer = (n: typeof lbs[number], address: string) => ({
+    address,
+    asn: ROUTER_ASN,
+    bfd: BFD,
+    nodeSelector: { matchLabels: { "kubernetes.io/hostname": n.name } },
+  });
   return {
     localAsn: LB_ASN,
-    prefixes: [POOL],
-    peers: NODES.filter((n) => n.lb).map((n) => ({
-      address: `${n.net}.1`,
-      asn: ROUTER_ASN,
-      bfd: BFD,
-      nodeSelector: { matchLabels: { "kubernetes.io/hostname": n.name } },
-    })),
+    prefixes: ipv6 ? [POOL, POOL6] : [POOL],
+    peers: [
+      ...lbs.map((n) => peer(n, `${n.net}.1`)),
+      ...(ipv6 ? lbs.map((n) => peer(n, `${n.net6}::1`)) : []),
+    ],
   };
 }
 
@@ -68,14 +86,31 @@ export interface KubeletCluster extends AsyncDisposable {
 }
 
 const NODES = [
-  { name: "lb1", link: "l1", net: "10.11.1", index: 3, lb: true },
-  { name: "lb2", link: "l2", net: "10.11.2", index: 4, lb: true },
-  { name: "w1", link: "n1", net: "10.12.1", index: 1, lb: false },
-  { name: "w2", link: "n2", net: "10.12.2", index: 2, lb: false },
+  { name: "lb1", link: "l1", net: "10.11.1", net6: "2001:db8:11:1", index: 3, lb: true },
+  { name: "lb2", link: "l2", net: "10.11.2", net6: "2001:db8:11:2", index: 4, lb: true },
+  { name: "w1", link: "n1", net: "10.12.1", net6: "2001:db8:12:1", index: 1, lb: false },
+  { name: "w2", link: "n2", net: "10.12.2", net6: "2001:db8:12:2", index: 2, lb: false },
 ];
 
+/** IPv6 in fresh namespaces: no duplicate address detection, addresses kept on link down. */
+const SYSCTLS6 = {
+  "net.ipv6.conf.all.accept_dad": 0,
+  "net.ipv6.conf.default.accept_dad": 0,
+  "net.ipv6.conf.all.keep_addr_on_down": 1,
+  "net.ipv6.conf.all.forwarding": 1,
+};
+
+/** Options of {@linkcode startKubeletCluster}. */
+export interface KubeletClusterOptions {
+  /** Dual stack (default false: IPv4 only). */
+  readonly ipv6?: boolean;
+}
+
 /** Builds the network, starts the API server and Nodes, and the kubelet. */
-export async function startKubeletCluster(): Promise<KubeletCluster> {
+export async function startKubeletCluster(
+  options: KubeletClusterOptions = {},
+): Promise<KubeletCluster> {
+  const v6 = options.ipv6 === true;
   const dir = await Deno.makeTempDir({ prefix: `hf-${Deno.pid}-kubelet-` });
   const cleanups: (() => PromiseLike<void> | void)[] = [];
   const teardown = async () => {
@@ -86,16 +121,20 @@ export async function startKubeletCluster(): Promise<KubeletCluster> {
   try {
     const topo = await createTopology({
       hosts: [
-        { name: "client" },
+        { name: "client", ...(v6 ? { sysctls: SYSCTLS6 } : {}) },
         {
           name: "router",
           sysctls: {
             "net.ipv4.ip_forward": 1,
             "net.ipv4.conf.all.rp_filter": 2,
             "net.ipv4.conf.default.rp_filter": 2,
+            ...(v6 ? SYSCTLS6 : {}),
           },
         },
-        ...NODES.map((n) => ({ name: n.name, sysctls: { "net.ipv4.ip_forward": 1 } })),
+        ...NODES.map((n) => ({
+          name: n.name,
+          sysctls: { "net.ipv4.ip_forward": 1, ...(v6 ? SYSCTLS6 : {}) },
+        })),
       ],
       links: [
         {
@@ -116,6 +155,19 @@ export async function startKubeletCluster(): Promise<KubeletCluster> {
       ],
     });
     cleanups.push(() => topo.destroy());
+    if (v6) {
+      const addr6 = (h: string, dev: string, a: string) =>
+        topo.exec(h, ["ip", "-6", "addr", "add", a, "dev", dev, "nodad"]);
+      await addr6("client", "eth0", `${CLIENT6}/64`);
+      await addr6("router", "c0", "2001:db8:10::1/64");
+      await topo.addRoute({ host: "client", to: "default", via: "2001:db8:10::1" });
+      for (const n of NODES) {
+        await addr6("router", n.link, `${n.net6}::1/64`);
+        await addr6(n.name, "eth0", `${n.net6}::2/64`);
+        await topo.addRoute({ host: n.name, to: "default", via: `${n.net6}::1` });
+        await topo.addRoute({ host: "router", to: podCidr6(n.index), via: `${n.net6}::2` });
+      }
+    }
     const pass = BpfObject.open(`${DEFAULT_OBJECT_DIR}/xdp_pass.o`);
     cleanups.push(() => pass[Symbol.dispose]());
     for (const n of NODES.filter((n) => n.lb)) {
@@ -133,18 +185,23 @@ export async function startKubeletCluster(): Promise<KubeletCluster> {
     const router = await RouterBird.start(topo, "router", dir, {
       routerId: "10.10.0.1",
       bfd: BFD,
-      peers: NODES.filter((n) => n.lb).map((n) => ({
-        name: n.name,
-        address: `${n.net}.2`,
-        asn: LB_ASN,
-      })),
+      peers: NODES.filter((n) => n.lb).flatMap((n) => [
+        { name: n.name, address: `${n.net}.2`, asn: LB_ASN },
+        ...(v6 ? [{ name: n.name, address: `${n.net6}::2`, asn: LB_ASN }] : []),
+      ]),
     });
     const nodes: KubeletNode[] = [];
     for (const n of NODES) {
       const bpffs = `${dir}/bpffs-${n.name}`;
       await Deno.mkdir(bpffs);
       await run(["mount", "-t", "bpf", "bpf", bpffs]);
-      nodes.push({ name: n.name, ip: `${n.net}.2`, index: n.index, bpffs });
+      nodes.push({
+        name: n.name,
+        ip: `${n.net}.2`,
+        ...(v6 ? { ip6: `${n.net6}::2` } : {}),
+        index: n.index,
+        bpffs,
+      });
     }
     const kube = await startKubeServer({ crdDirs: [`${REPO}k8s/crds`] });
     cleanups.push(() => kube[Symbol.asyncDispose]());
@@ -162,15 +219,17 @@ export async function startKubeletCluster(): Promise<KubeletCluster> {
         },
         spec: {
           podCIDR: `10.2.${n.index}.0/24`,
+          podCIDRs: [`10.2.${n.index}.0/24`, ...(v6 ? [podCidr6(n.index)] : [])],
           ...(n.lb ? { taints: [{ key: "holdfast.io/lb-node", effect: "NoSchedule" }] } : {}),
         },
       }, { manager: "kubelet" });
       kube.rest.patch(nodeType, "", n.name, "merge", {
         status: {
-          addresses: [{ type: "InternalIP", address: `${n.net}.2` }, {
-            type: "Hostname",
-            address: n.name,
-          }],
+          addresses: [
+            { type: "InternalIP", address: `${n.net}.2` },
+            ...(v6 ? [{ type: "InternalIP", address: `${n.net6}::2` }] : []),
+            { type: "Hostname", address: n.name },
+          ],
           conditions: [{ type: "Ready", status: "True", reason: "KubeletReady" }],
         },
       }, { manager: "kubelet", subresource: "status" });

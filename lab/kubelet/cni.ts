@@ -1,12 +1,15 @@
 /**
  * A CNI-like helper for the lab kubelet: each pod is a network namespace behind a veth to its
- * node, with an address from the node's pod CIDR (`10.2.N.0/24`), as Calico makes them:
+ * node, with an address from the node's pod CIDR (`10.2.N.0/24`) and, on a dual-stack node, one
+ * from its IPv6 pod CIDR (`2001:db8:2:N::/64`), as Calico makes them:
  *
- * - the pod's `eth0` holds `IP/32`, its default route is `dev eth0`; the node answers ARP on the
- *   host-side veth (`proxy_arp`) and routes `IP/32` to it;
+ * - the pod's `eth0` holds `IP/32` (and `IP6/128`), its default route is `dev eth0` (IPv6: via
+ *   `fe80::1`, which every host-side veth holds, as Calico's veths share one link-local address);
+ *   the node answers ARP on the host-side veth (`proxy_arp`) and routes `IP/32` (`IP6/128`) to it;
  * - anti-spoofing: an nft rule on the node drops what arrives from the pod's veth with another
  *   source than the pod's own address (`table inet hf_antispoof`, chain `pods`, prerouting at
- *   priority -150, counters per pod as in lab/node_pods.ts; IPv6 only from link-local sources).
+ *   priority -150, counters per pod and family as in lab/node_pods.ts; IPv6 besides the pod's own
+ *   address only link-local and unspecified sources, for neighbour discovery).
  *
  * Host-side veth names are never reused (`vk<n>`), so a deleted pod's rule never matches a later
  * pod. A pod's veth is deleted with it (taking its host route); its namespace goes at teardown.
@@ -21,6 +24,8 @@ export interface PodNet {
   /** The topology host of the pod's namespace. */
   readonly host: string;
   readonly ip: string;
+  /** Its IPv6 address on a dual-stack node. */
+  readonly ip6?: string;
   /** The host-side veth on the node. */
   readonly veth: string;
 }
@@ -38,16 +43,22 @@ export class NodePodNetwork {
   static #serial = 0;
   #ready: Promise<void> | undefined;
 
-  /** `index` N gives the pod CIDR `10.2.N.0/24`. */
+  /** `index` N gives the pod CIDR `10.2.N.0/24` (and with `ipv6`, `2001:db8:2:N::/64`). */
   constructor(
     readonly topo: Topology,
     readonly node: string,
     readonly index: number,
     readonly dir: string,
+    readonly ipv6 = false,
   ) {}
 
   get cidr(): string {
     return `10.2.${this.index}.0/24`;
+  }
+
+  /** The IPv6 pod CIDR (dual stack). */
+  get cidr6(): string {
+    return podCidr6(this.index);
   }
 
   #init(): Promise<void> {
@@ -62,10 +73,15 @@ export class NodePodNetwork {
   async add(): Promise<PodNet> {
     await this.#init();
     if (this.#next > 250) throw new Error(`pod CIDR ${this.cidr} of ${this.node} is exhausted`);
-    const ip = `10.2.${this.index}.${this.#next++}`;
+    const last = this.#next++;
+    const ip = `10.2.${this.index}.${last}`;
+    const ip6 = this.ipv6 ? `2001:db8:2:${this.index}::${last.toString(16)}` : undefined;
     const n = ++NodePodNetwork.#serial;
     const host = `pod${n}`, veth = `vk${n}`;
-    await this.topo.addHost({ name: host });
+    await this.topo.addHost({
+      name: host,
+      sysctls: { "net.ipv6.conf.all.accept_dad": 0, "net.ipv6.conf.default.accept_dad": 0 },
+    });
     await this.topo.addLink({
       a: { host: this.node, ifname: veth },
       b: { host, ifname: "eth0", address: `${ip}/32` },
@@ -73,12 +89,32 @@ export class NodePodNetwork {
     await this.topo.exec(this.node, ["sysctl", "-q", "-w", `net.ipv4.conf.${veth}.proxy_arp=1`]);
     await this.topo.addRoute({ host: this.node, to: `${ip}/32`, dev: veth });
     await this.topo.addRoute({ host, to: "default", dev: "eth0" });
+    if (ip6) {
+      const addr6 = (h: string, dev: string, a: string) =>
+        this.topo.exec(h, ["ip", "-6", "addr", "add", a, "dev", dev, "nodad"]);
+      await addr6(this.node, veth, "fe80::1/64");
+      await addr6(host, "eth0", `${ip6}/128`);
+      await this.topo.addRoute({ host: this.node, to: `${ip6}/128`, dev: veth });
+      await this.topo.exec(host, [
+        "ip",
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        "fe80::1",
+        "dev",
+        "eth0",
+      ]);
+    }
+    const own6 = ip6 ? [`${ip6},`] : [];
     for (
       const rule of [
         ["ip", "saddr", ip, "counter", "accept"],
         ["ip", "saddr", "!=", ip, "counter", "drop"],
-        // The pod has no IPv6 address of its own: only link-local and unspecified sources.
-        ["ip6", "saddr", "!=", "{", "::,", "fe80::/10", "}", "counter", "drop"],
+        ...(ip6 ? [["ip6", "saddr", ip6, "counter", "accept"]] : []),
+        // Besides its own address: only link-local and unspecified sources (neighbour discovery).
+        ["ip6", "saddr", "!=", "{", ...own6, "::,", "fe80::/10", "}", "counter", "drop"],
       ]
     ) {
       await this.topo.exec(this.node, [
@@ -86,7 +122,7 @@ export class NodePodNetwork {
         ...rule,
       ]);
     }
-    return { host, ip, veth };
+    return { host, ip, ...(ip6 ? { ip6 } : {}), veth };
   }
 
   /** Removes a pod's veth (and with it the host route). */
@@ -94,15 +130,21 @@ export class NodePodNetwork {
     await this.topo.exec(this.node, ["ip", "link", "del", pod.veth], { check: false });
   }
 
-  /** Packets the anti-spoofing rules [accepted, dropped] on this node. */
-  async antiSpoofCounts(): Promise<[number, number]> {
+  /** Packets the anti-spoofing rules [accepted, dropped] on this node (one family, or both). */
+  async antiSpoofCounts(family?: "ip" | "ip6"): Promise<[number, number]> {
     await this.#init();
     const out = await this.topo.exec(this.node, ["nft", "list", "table", "inet", "hf_antispoof"]);
     let accepted = 0, dropped = 0;
-    for (const m of out.stdout.matchAll(/counter packets (\d+) bytes \d+ (accept|drop)/g)) {
+    const lines = out.stdout.split("\n").filter((l) => !family || l.includes(` ${family} saddr `));
+    for (const m of lines.join("\n").matchAll(/counter packets (\d+) bytes \d+ (accept|drop)/g)) {
       if (m[2] === "accept") accepted += Number(m[1]);
       else dropped += Number(m[1]);
     }
     return [accepted, dropped];
   }
+}
+
+/** The IPv6 pod CIDR of node index N. */
+export function podCidr6(index: number): string {
+  return `2001:db8:2:${index}::/64`;
 }

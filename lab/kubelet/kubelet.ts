@@ -34,7 +34,9 @@ const W = { manager: "kubelet" };
 export interface KubeletNode {
   readonly name: string;
   readonly ip: string;
-  /** Index N of its pod CIDR 10.2.N.0/24. */
+  /** Its IPv6 address on a dual-stack node (its pods get IPv6 addresses too). */
+  readonly ip6?: string;
+  /** Index N of its pod CIDR 10.2.N.0/24 (IPv6: cni.ts podCidr6). */
   readonly index: number;
   /** Its bpffs (mounted by the caller). */
   readonly bpffs: string;
@@ -83,7 +85,9 @@ export class LabKubelet implements AsyncDisposable {
   ) {
     this.#workloads = new Workloads(kube.rest);
     this.#slices = new EndpointSlices(kube.rest);
-    for (const n of nodes) this.#nets.set(n.name, new NodePodNetwork(topo, n.name, n.index, dir));
+    for (const n of nodes) {
+      this.#nets.set(n.name, new NodePodNetwork(topo, n.name, n.index, dir, n.ip6 !== undefined));
+    }
   }
 
   /** The pod network helper of `node`. */
@@ -164,6 +168,8 @@ export class LabKubelet implements AsyncDisposable {
     const host = o(pod.spec).hostNetwork === true;
     const net = host ? undefined : await this.#nets.get(node.name)!.add();
     const ip = net?.ip ?? node.ip;
+    const hostIPs = [node.ip, ...(node.ip6 ? [node.ip6] : [])];
+    const podIPs = net ? [net.ip, ...(net.ip6 ? [net.ip6] : [])] : hostIPs;
     const dir = `${this.dir}/pod-${++this.#serial}`;
     await Deno.mkdir(dir, { recursive: true });
     const relay = net ? relayIntoNamespace(this.topo.ns(net.host), this.kube.port) : undefined;
@@ -172,8 +178,9 @@ export class LabKubelet implements AsyncDisposable {
     const status = {
       phase: "Running",
       hostIP: node.ip,
+      hostIPs: hostIPs.map((ip) => ({ ip })),
       podIP: ip,
-      podIPs: [{ ip }],
+      podIPs: podIPs.map((ip) => ({ ip })),
       startTime: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
       conditions: [{ type: "Ready", status: "False" }],
     };
@@ -185,6 +192,8 @@ export class LabKubelet implements AsyncDisposable {
         nodeName: node.name,
         hostIP: node.ip,
         podIP: ip,
+        hostIPs,
+        podIPs,
         bpffs: node.bpffs,
         dir,
         kubeconfig: "/run/secrets/kubernetes.io/serviceaccount/kubeconfig",

@@ -23,6 +23,9 @@ export interface PodPlace {
   readonly nodeName: string;
   readonly hostIP: string;
   readonly podIP: string;
+  /** Every address of the node / pod, primary first (dual stack: IPv4, IPv6). */
+  readonly hostIPs?: readonly string[];
+  readonly podIPs?: readonly string[];
   /** The node's bpffs (the host path `/sys/fs/bpf` on that node). */
   readonly bpffs: string;
   /** A directory of the pod's own (emptyDir and secret volumes). */
@@ -80,6 +83,8 @@ function fieldValue(pod: Obj, place: PodPlace, path: string): string {
     "spec.serviceAccountName": s.serviceAccountName ?? "default",
     "status.podIP": place.podIP,
     "status.hostIP": place.hostIP,
+    "status.podIPs": (place.podIPs ?? [place.podIP]).join(","),
+    "status.hostIPs": (place.hostIPs ?? [place.hostIP]).join(","),
   };
   if (!(path in values)) fail(pod, `fieldRef ${path}`);
   return String(values[path]);

@@ -34,7 +34,7 @@ export const NODE_USAGE =
   from the LB IP and port straight to the client. Runs until SIGTERM; the programs and pinned
   maps stay, so traffic continues across a restart.
   --uplink: where encapsulated packets arrive and replies leave; or --node-address: the
-  interfaces holding the node's addresses (in Kubernetes status.hostIP). --netns: a network
+  interfaces holding the node's addresses (in Kubernetes status.hostIPs). --netns: a network
   namespace to work in (the lab).`;
 
 export const NODE_COMMAND = {

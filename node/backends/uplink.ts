@@ -1,6 +1,6 @@
 /**
  * The node's uplinks when `--uplink` does not name them: the interfaces holding the node's
- * addresses (`--node-address`, in Kubernetes `status.hostIP`), found with
+ * addresses (`--node-address`, in Kubernetes `status.hostIPs`), found with
  * `Deno.networkInterfaces()` (the `sys` permission; in `--netns` if given), as the LB agent finds
  * its XDP interface (node/agent_args.ts `interfaceHolding`).
  *

@@ -207,11 +207,12 @@ Deno.test("k8s/agent.yaml: host network on LB nodes, the measured capabilities",
     assert(args.includes(part), `agent args carry "${part}": ${args}`);
   }
   assert(args.includes("--redis-password-file /run/secrets/redis/password"), args);
-  // XDP on each node's own interface: the one holding the node's address.
-  assert(args.includes("--node-address $(HOST_IP)"), args);
+  // XDP on each node's own interface: the one holding the node's address; its IPv6 address
+  // (dual stack) is the outer source to IPv6 pods.
+  assert(args.includes("--node-address $(HOST_IPS)"), args);
   assertEquals(
-    c.env.find((e: Obj) => e.name === "HOST_IP")?.valueFrom?.fieldRef?.fieldPath,
-    "status.hostIP",
+    c.env.find((e: Obj) => e.name === "HOST_IPS")?.valueFrom?.fieldRef?.fieldPath,
+    "status.hostIPs",
   );
   // Only the agents are on the host network or add capabilities.
   const anycast = one(all, "DaemonSet", "holdfast-anycast");
@@ -267,13 +268,13 @@ Deno.test("k8s/node.yaml: every node, host network, BPF NET_ADMIN PERFMON, --kub
       "--redis-password-file /run/secrets/redis/password",
       "--pin-dir /sys/fs/bpf/holdfast-node",
       "--listen 127.0.0.1:9472",
-      "--node-address $(HOST_IP)",
+      "--node-address $(HOST_IPS)",
     ]
   ) assert(args.includes(part), `node args carry "${part}": ${args}`);
   assertEquals(c.readinessProbe.httpGet, { host: "127.0.0.1", path: "/readyz", port: 9472 });
   assertEquals(
-    c.env.find((e: Obj) => e.name === "HOST_IP")?.valueFrom?.fieldRef?.fieldPath,
-    "status.hostIP",
+    c.env.find((e: Obj) => e.name === "HOST_IPS")?.valueFrom?.fieldRef?.fieldPath,
+    "status.hostIPs",
   );
   const bpffs = pod.volumes.find((v: Obj) => v.hostPath?.path === "/sys/fs/bpf");
   assert(

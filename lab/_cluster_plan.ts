@@ -62,6 +62,17 @@ export interface ClusterOptions {
   readonly healthCheck?: Readonly<Record<string, unknown>>;
   /** More `main.ts agent` arguments for every agent, e.g. `["--policy-follow", PATH]`. */
   readonly agentArgs?: readonly string[];
+  /**
+   * The release LB agents run (default this checkout): another build's `main.ts` and `deno.json`
+   * (`lab/previous_release.ts`); {@linkcode Cluster.setRelease} changes it per node.
+   */
+  readonly release?: AgentRelease;
+}
+
+/** Which build an LB agent runs: its `main.ts` and the `deno.json` of its permission sets. */
+export interface AgentRelease {
+  readonly main: string;
+  readonly config: string;
 }
 
 /** The UDP port of the encapsulation from LB nodes to backends. */

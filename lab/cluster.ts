@@ -47,6 +47,7 @@ export { unmountUnder };
 import { waitRouteVias } from "./cluster_probe.ts";
 import {
   addSpoke6,
+  type AgentRelease,
   BACKEND_HEALTH_PORT,
   backendAddress,
   type ClusterOptions,
@@ -62,6 +63,7 @@ import {
 } from "./_cluster_plan.ts";
 
 export {
+  type AgentRelease,
   BACKEND_HEALTH_PORT,
   backendAddress,
   backendAddress6,
@@ -101,6 +103,8 @@ export class Cluster implements AsyncDisposable {
   readonly #verbose: boolean;
   readonly #healthCheck: Readonly<Record<string, unknown>> | undefined;
   readonly #agentArgs: readonly string[];
+  readonly #release: AgentRelease | undefined;
+  readonly #releases = new Map<number, AgentRelease | undefined>();
   readonly #handles: Disposable[] = [];
   #pass: BpfObject | null = null;
   #router: RouterBird | null = null;
@@ -120,6 +124,15 @@ export class Cluster implements AsyncDisposable {
     this.#verbose = options.verbose ?? false;
     this.#healthCheck = options.healthCheck;
     this.#agentArgs = options.agentArgs ?? [];
+    this.#release = options.release;
+  }
+
+  /**
+   * The build LB node i's agent runs from its next start (`startAgent`; undefined: this
+   * checkout), as a DaemonSet rolling to another image would run it.
+   */
+  setRelease(i: number, release: AgentRelease | undefined): void {
+    this.#releases.set(i, release);
   }
 
   /** Builds the network, Redis, the backends and the LB nodes, and waits until all are ready. */
@@ -300,12 +313,14 @@ export class Cluster implements AsyncDisposable {
       flowSync: this.flowSync,
       extra: this.#agentArgs,
     });
+    const release = this.#releases.has(i) ? this.#releases.get(i) : this.#release;
     node.agent = this.topo.spawn(node.host, [
       Deno.execPath(),
       "run",
+      ...(release ? ["--config", release.config] : []),
       "-P=agent",
       "--quiet",
-      MAIN,
+      release?.main ?? MAIN,
       ...args,
     ], {
       stderr: this.#verbose ? "inherit" : "null",

@@ -1,0 +1,106 @@
+/**
+ * Upgrading Holdfast's LB agents under traffic (issue 26): the virtual cluster's four LB nodes run
+ * the previous release (`scripts/previous-release.txt`, exported and built by
+ * `lab/previous_release.ts`), and the LB agents are rolled to this build one node at a time, as a
+ * DaemonSet rolls them: each new agent adopts the programs and pinned maps the old one left. In
+ * the mixed state new connections are learned by both versions; an old LB node dies (its flows go
+ * to new and old nodes: shared old → new), then a new one (shared new → old). Then the rollback:
+ * the remaining new agents are replaced by the previous release again, over the pins this build
+ * made. Every held connection survives, through every step.
+ */
+import { rootTest } from "../harness/mod.ts";
+import { Cluster } from "../../lab/cluster.ts";
+import { clientSummary } from "../../lab/clients/summary.ts";
+import type { HoldSummary } from "../../lab/clients/summary.ts";
+import { previousRelease } from "../../lab/previous_release.ts";
+
+/** Which build LB node i's agent runs now, from its `starting` line (this build logs more). */
+function builds(cluster: Cluster): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [i, n] of cluster.lbNodes) {
+    const start = n.agent?.lines.find((l) => l.includes('"msg":"starting"'));
+    if (start) out[`lb${i}`] = start.includes('"flow_buckets"') ? "current" : "previous";
+  }
+  return out;
+}
+
+function check(what: string, s: HoldSummary): string | null {
+  if (s.survived === s.connections) return null;
+  return `${what}: ${s.connections - s.survived} of ${s.connections} lost: ${
+    JSON.stringify(s.deaths.slice(0, 5))
+  }`;
+}
+
+rootTest(
+  "upgrade: LB agents rolled from the previous release to this build and back, one node at a time, under held connections; flows shared across versions both ways",
+  async () => {
+    const previous = await previousRelease();
+    await using cluster = await Cluster.create({
+      lbNodes: 4,
+      backends: 3,
+      ipv6: false,
+      release: previous,
+    });
+    const steps: { step: string; builds: Record<string, string> }[] = [];
+    const note = (step: string) => steps.push({ step, builds: builds(cluster) });
+    note(`all on ${previous.version}`);
+    if (Object.values(builds(cluster)).some((b) => b !== "previous")) {
+      throw new Error(`not every LB node runs the previous release: ${JSON.stringify(steps)}`);
+    }
+    // A: open before the upgrade, held through all of it.
+    const a = await cluster.startClient(40, 75_000);
+    await a.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 30_000 });
+
+    // Roll forward lb1 and lb2, one at a time (the agent replaced, datapath and pins kept).
+    for (const i of [1, 2]) {
+      await cluster.killAgent(i);
+      cluster.setRelease(i, undefined);
+      await cluster.startAgent(i);
+      note(`lb${i} rolled to this build`);
+    }
+    // B: opened in the mixed state, so both versions learn some of them.
+    const b = await cluster.startClient(40, 55_000);
+    await b.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 30_000 });
+
+    // An old node dies: its flows move to lb1, lb2 (this build) and lb4 (previous).
+    await cluster.killLbNode(3);
+    note("lb3 (previous) died");
+    // A new node dies: its flows move to lb2 (this build) and lb4 (previous).
+    await cluster.killLbNode(1);
+    note("lb1 (this build) died");
+    // lb4 rolls forward too; then the rollback: lb2 and lb4 back to the previous release, over
+    // the pins this build made.
+    await cluster.killAgent(4);
+    cluster.setRelease(4, undefined);
+    await cluster.startAgent(4);
+    note("lb4 rolled to this build");
+    for (const i of [2, 4]) {
+      await cluster.killAgent(i);
+      cluster.setRelease(i, previous);
+      await cluster.startAgent(i);
+      note(`lb${i} rolled back to ${previous.version}`);
+    }
+    const [sa, sb] = await Promise.all([
+      clientSummary<HoldSummary>(a, 120_000),
+      clientSummary<HoldSummary>(b, 120_000),
+    ]);
+    console.log(JSON.stringify({ previous: previous.commit, steps, a: sa, b: sb }));
+    const expected = [
+      "previous",
+      "previous",
+      "current",
+      "current",
+      "current",
+      "current",
+      "previous",
+      "previous",
+    ];
+    const lb2 = steps.map((s) => s.builds.lb2 ?? "-");
+    if (lb2.join() !== expected.join()) {
+      throw new Error(`lb2 ran ${lb2.join()}, want ${expected.join()}: ${JSON.stringify(steps)}`);
+    }
+    const problems = [check("held through the upgrade", sa), check("opened mixed", sb)]
+      .filter((p) => p !== null);
+    if (problems.length) throw new Error(problems.join("\n"));
+  },
+);

@@ -1,7 +1,7 @@
 /**
  * Holdfast's own CRDs (`k8s/crds/`) and manifests (`k8s/`) load into the test server, are
- * served, and validate objects the way a cluster would after `kubectl apply -f k8s/crds`
- * (each test is skipped while what it reads is absent).
+ * served, and validate objects the way a cluster would after `kubectl apply -f k8s/crds`. The
+ * files are part of the repository: a missing one fails the test that reads it (never a skip).
  */
 import { startKubeServer } from "../../lab/kube/mod.ts";
 import { loadManifests } from "../../lab/kube/manifests.ts";
@@ -9,12 +9,9 @@ import { assert, assertEquals, assertStringIncludes } from "./_assert.ts";
 import { kubectlEnv } from "./_kubectl.ts";
 
 const CRDS = new URL("../../k8s/crds/", import.meta.url).pathname;
-const haveCrds = await Deno.stat(CRDS).then(() => true, () => false);
-const havePools = await Deno.stat(`${CRDS}addresspools.yaml`).then(() => true, () => false);
 
 Deno.test({
   name: "k8s/crds: every CRD loads and its kinds are served",
-  ignore: !haveCrds,
   async fn() {
     const crds = (await loadManifests(CRDS)).filter((o) => o.kind === "CustomResourceDefinition");
     assert(crds.length > 0, "k8s/crds holds CRDs");
@@ -38,7 +35,6 @@ Deno.test({
 Deno.test({
   name:
     "k8s/crds: kubectl applies the CRDs and AddressPools; an invalid pool is refused naming the field",
-  ignore: !havePools,
   async fn() {
     await using env = await kubectlEnv();
     await env.ok(["apply", "-f", CRDS]);
@@ -78,12 +74,10 @@ Deno.test({
 });
 
 const K8S = new URL("../../k8s/", import.meta.url).pathname;
-const haveManifests = await Deno.stat(`${K8S}namespace.yaml`).then(() => true, () => false);
 
 Deno.test({
   name:
     "k8s/: kubectl applies every manifest (client-side, then server-side over it) without errors",
-  ignore: !haveManifests || !haveCrds,
   async fn() {
     await using env = await kubectlEnv({ simulateRollouts: true });
     await env.ok(["apply", "-f", CRDS]);

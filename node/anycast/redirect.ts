@@ -38,6 +38,14 @@ import { IpLoopback, runIp } from "./loopback.ts";
 import { type AnycastService, managedAddresses } from "./model.ts";
 import { redirectAddress, redirectConfig } from "./redirect_config.ts";
 import { OwnerPurger } from "./redirect_purge.ts";
+
+/**
+ * Longest wait gathering new flows into one burst on an anycast node (the LB agent's default is
+ * 200 ms): a node that drains is withdrawn at once, and a connection it accepted in its last
+ * moments survives the move only if its flow is shared before its next packet lands elsewhere. 50
+ * ms keeps that window short at a bounded cost (at most 20 bursts a second, ~1 ms of CPU each).
+ */
+export const REDIRECT_LEARN_WINDOW_MS = 50;
 import { OwnerLiveness, RedisLivenessStore } from "./liveness.ts";
 
 /** Options of {@linkcode FlowRedirect.open}. */
@@ -143,6 +151,7 @@ export class FlowRedirect {
     const dp = await openDatapath({
       datapath: "bpf",
       attach: { ifname: o.attach },
+      learnWindowMs: REDIRECT_LEARN_WINDOW_MS,
       ...(o.pinDir ? { pinDir: o.pinDir } : {}),
       configure: { srcAddr: o.srcAddr, encapPort, seed: o.seed ?? 0 },
     });

@@ -125,6 +125,7 @@ export async function openDatapath(a: DatapathArgs): Promise<NodeDatapath> {
     },
     attach() {
       if (attach) dp.attach(attach.ifname, attach.netns ? { netns: attach.netns } : {});
+      else dp.finishMigrations();
     },
     attachTo: attach?.ifname ?? null,
     ...(configure

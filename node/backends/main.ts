@@ -145,6 +145,7 @@ export async function main(
     exportNodeMetrics(dp, registry);
     const uplinks = a.uplinks.length > 0 ? [...a.uplinks] : nodeUplinks(a.nodeAddresses, a.netns);
     for (const ifname of uplinks) dp.attach(ifname, { netns: a.netns });
+    dp.finishMigrations(); // every uplink has the new programs: the old maps go
     // 2. The LB model and 3. the pods: each change reconciles.
     const b = backends;
     const stopModel = await followModel(

@@ -185,6 +185,8 @@ interface Migration {
 /** Migrations filled, waiting for the program swap. */
 export class PendingMigrations {
   #pending: Migration[];
+  /** Entries carried per migrated map, once {@linkcode finish} ran. */
+  readonly carried = new Map<string, number>();
 
   constructor(
     readonly pinDir: string,
@@ -201,10 +203,11 @@ export class PendingMigrations {
 
   /**
    * After the swap: carries over what the old programs added since the fill, unlinks each old
-   * pin and logs `migrated map X (N entries)`. Returns the entries carried per map.
+   * pin and logs `migrated map X (N entries)`. Returns the entries carried per map (also on a
+   * later call, which has nothing left to do).
    */
   finish(): Map<string, number> {
-    const out = new Map<string, number>();
+    const out = this.carried;
     for (const m of this.#pending) {
       const late = ARRAYS.has(m.old.type) || m.old.type === TYPE.RINGBUF
         ? { copied: 0, dropped: 0 }

@@ -28,6 +28,7 @@ import { BpfFlowTable } from "./flow_table.ts";
 import { BpfLBMaps } from "./lbmaps_bpf.ts";
 import { MAGLEV_TABLES_DIR, MaglevTableStore } from "./_maglev_tables.ts";
 import { isBpffs, mkdirP, rmdirPath, unlinkPath } from "./_ffi.ts";
+import { MIGRATING_SUFFIX } from "./_pin_migrate.ts";
 
 /** Default bpffs directory for the LB node's pinned maps. */
 export const DEFAULT_PIN_DIR = "/sys/fs/bpf/holdfast";
@@ -292,7 +293,10 @@ export class Datapath implements Disposable {
   static unpin(pinDir: string = DEFAULT_PIN_DIR): void {
     const services = pinnedMaxEntries(`${pinDir}/hf_maglev`) ?? HF_MAX.SERVICES;
     MaglevTableStore.unpin(`${pinDir}/${MAGLEV_TABLES_DIR}`, services);
-    for (const name of LB_PINNED_MAPS) unlinkPath(`${pinDir}/${name}`);
+    for (const name of LB_PINNED_MAPS) {
+      unlinkPath(`${pinDir}/${name}`);
+      unlinkPath(`${pinDir}/${name}${MIGRATING_SUFFIX}`); // a migration that never finished
+    }
     rmdirPath(pinDir);
   }
 

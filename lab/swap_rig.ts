@@ -64,6 +64,8 @@ export interface SwapRigOptions {
 /** The rig; `close()` removes the namespaces, pins and objects. */
 export class SwapRig implements AsyncDisposable {
   lb!: Datapath;
+  /** The LB program's attachment on lb1's eth0, the latest. */
+  attachment!: XdpAttachment;
   readonly decaps: DecapDatapath[] = [];
   readonly #pass: BpfObject;
   readonly #frame: Uint8Array;
@@ -113,6 +115,7 @@ export class SwapRig implements AsyncDisposable {
     const migrated = next.finishMigrations();
     this.lb[Symbol.dispose]();
     this.lb = next;
+    this.attachment = attachment;
     return { loadMs: t1 - t0, attachMs, attachment, migrated };
   }
 
@@ -231,7 +234,7 @@ export class SwapRig implements AsyncDisposable {
       new DataView(frame.buffer).setUint16(40, 0); // UDP checksum 0: the generator sets ports
       const rig = new SwapRig(topo, pinDir, options.flows ?? 64, pass, frame);
       rig.lb = await rig.openLb(options.maxFlows ? { maxFlows: options.maxFlows } : {});
-      rig.lb.attach("eth0", { netns: topo.ns("lb1"), mode: "native" });
+      rig.attachment = rig.lb.attach("eth0", { netns: topo.ns("lb1"), mode: "native" });
       await rig.swapDecap();
       return rig;
     } catch (e) {

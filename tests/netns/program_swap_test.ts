@@ -10,35 +10,47 @@
 
 import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
 import { rootTest, until } from "../harness/mod.ts";
-import { SwapRig } from "../../lab/swap_rig.ts";
+import { SwapRig, type Traffic } from "../../lab/swap_rig.ts";
 
 const FLOWS = 64;
 
+/** Runs `fn` while the generator sends; returns what `fn` returned and the frames sent. */
+async function underTraffic<T>(
+  rig: SwapRig,
+  fn: (t: Traffic) => Promise<T>,
+): Promise<{ value: T; sent: number }> {
+  const t = rig.traffic();
+  try {
+    const value = await fn(t);
+    return { value, sent: await t.stop() };
+  } finally {
+    await t.stop().catch(() => {}); // the worker stops whatever happened
+  }
+}
+
 /** Waits until the generator has sent `n` more batches. */
-async function flowing(t: { batches(): number }, n: number): Promise<void> {
+async function flowing(t: Traffic, n: number): Promise<void> {
   const from = t.batches();
   await until(`${n} batches sent`, () => t.batches() >= from + n, 30_000);
+}
+
+/** A control run: the paced generator loses nothing without a swap, and every flow is learned. */
+async function control(rig: SwapRig): Promise<void> {
+  const { sent } = await underTraffic(rig, (t) => flowing(t, 50));
+  strictEqual(await rig.settle(sent), sent, "control run: every frame decapsulated");
+  strictEqual(rig.flowPlacements().size, FLOWS, "every five-tuple has its flow entry");
 }
 
 rootTest(
   "LB (XDP) and decap (tc) programs replaced under traffic: no frame lost, flows kept",
   async () => {
     await using rig = await SwapRig.open({ flows: FLOWS });
-    {
-      // Control: the rig itself loses nothing (paced generator), and every flow is learned.
-      const t = rig.traffic();
-      await flowing(t, 100);
-      const sent = await t.stop();
-      strictEqual(await rig.settle(sent), sent, "control run: every frame decapsulated");
-    }
+    await control(rig);
     const placements = rig.flowPlacements();
-    strictEqual(placements.size, FLOWS, "every five-tuple has its flow entry");
     const newFlows = rig.lb.reasons().tx_new;
     const before = rig.delivered();
-
-    const t = rig.traffic();
-    let progId = rig.lb.attach("eth0", { netns: rig.topo.ns("lb1"), mode: "native" }).progId;
-    try {
+    let progId = rig.attachment.progId;
+    const { sent } = await underTraffic(rig, async (t) => {
       for (let i = 0; i < 5; i++) {
         await flowing(t, 20);
         const swap = await rig.swapLb();
@@ -48,9 +60,7 @@ rootTest(
         if (i === 2) await rig.swapDecap();
       }
       await flowing(t, 20);
-    } finally {
-      var sent = await t.stop();
-    }
+    });
     const got = (await rig.settle(before + sent)) - before;
     strictEqual(got, sent, `frames lost across 5 XDP and 1 tc replacements: ${sent - got}`);
     deepStrictEqual(rig.flowPlacements(), placements, "the same flows, the same backends");
@@ -60,24 +70,16 @@ rootTest(
 
 rootTest("a grown flow map is migrated under traffic: flows carried, no frame lost", async () => {
   await using rig = await SwapRig.open({ flows: FLOWS, maxFlows: 4096 });
-  {
-    const t = rig.traffic();
-    await flowing(t, 50);
-    const sent = await t.stop();
-    strictEqual(await rig.settle(sent), sent, "control run: every frame decapsulated");
-  }
+  await control(rig);
   const placements = rig.flowPlacements();
   const newFlows = rig.lb.reasons().tx_new;
   const before = rig.delivered();
-  const t = rig.traffic();
-  let swap;
-  try {
+  const { value: swap, sent } = await underTraffic(rig, async (t) => {
     await flowing(t, 20);
-    swap = await rig.swapLb({ maxFlows: 8192 });
+    const swap = await rig.swapLb({ maxFlows: 8192 });
     await flowing(t, 20);
-  } finally {
-    var sent = await t.stop();
-  }
+    return swap;
+  });
   strictEqual(swap.migrated.get("hf_flows"), FLOWS, "every flow carried into the new map");
   strictEqual(rig.lb.maps.flows.maxEntries, 8192);
   const got = (await rig.settle(before + sent)) - before;

@@ -100,17 +100,15 @@ export class SwapRig implements AsyncDisposable {
 
   /**
    * Replaces the LB program on lb1's eth0 with a newly loaded one (as an upgraded agent does:
-   * open over the pins, program, attach) — atomically, or with `detachFirst` detached first.
+   * open over the pins, program, attach) — atomically, or with `detachFirst` as a restart that
+   * detaches on stop would: detached first, attached once the new one is loaded and programmed.
    */
   async swapLb(options: { detachFirst?: boolean; maxFlows?: number } = {}): Promise<LbSwap> {
+    if (options.detachFirst) this.attachment.detach();
     const t0 = performance.now();
     const next = await this.openLb(options.maxFlows ? { maxFlows: options.maxFlows } : {});
     const t1 = performance.now();
-    const attachment = next.attach("eth0", {
-      netns: this.topo.ns("lb1"),
-      mode: "native",
-      ...(options.detachFirst ? { detachFirst: true } : {}),
-    });
+    const attachment = next.attach("eth0", { netns: this.topo.ns("lb1"), mode: "native" });
     const attachMs = performance.now() - t1;
     const migrated = next.finishMigrations();
     this.lb[Symbol.dispose]();

@@ -66,13 +66,13 @@ function xdpOpts(oldProgFd: number): Uint8Array {
  * Attaches the XDP program on an interface, or replaces the one there atomically: the program
  * found is passed as the expected old one (`XDP_FLAGS_REPLACE`), so packets meet either the old
  * or the new program and never none, and a program another process attached meanwhile makes the
- * call fail (EEXIST) rather than be overwritten. `options.detachFirst` is the non-atomic path
- * (detach, then attach) that benchmarks compare against.
+ * call fail (EEXIST) rather than be overwritten. With none there, attaches only if still none
+ * (`XDP_FLAGS_UPDATE_IF_NOEXIST`).
  */
 export function attachXdp(
   prog: BpfProgram,
   ifname: string,
-  options: IfaceOptions & { mode?: XdpMode; detachFirst?: boolean } = {},
+  options: IfaceOptions & { mode?: XdpMode } = {},
 ): XdpAttachment {
   const mode = options.mode ?? "native";
   const flags = XDP_FLAGS[mode];
@@ -81,10 +81,7 @@ export function attachXdp(
   const [ifindex, replacedId] = inNetns(options.netns, () => {
     const idx = ifIndex(ifname);
     const oldId = queryXdp(idx, flags, where);
-    if (oldId !== 0 && options.detachFirst) {
-      check(bpf().bpf_xdp_detach(idx, flags, null), `Cannot detach XDP from ${where}`);
-    }
-    if (oldId === 0 || options.detachFirst || oldId === progId) {
+    if (oldId === 0 || oldId === progId) {
       check(
         bpf().bpf_xdp_attach(
           idx,

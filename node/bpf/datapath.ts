@@ -306,7 +306,7 @@ export class Datapath implements Disposable {
    */
   attach(
     ifname: string,
-    options: { netns?: string; mode?: XdpMode; detachFirst?: boolean } = {},
+    options: { netns?: string; mode?: XdpMode } = {},
   ): XdpAttachment {
     const started = performance.now();
     const a = attachXdp(this.program, ifname, options);

@@ -22,6 +22,8 @@ import {
 import { MIGRATING_SUFFIX } from "../../node/bpf/_pin_migrate.ts";
 import { rmdirPath, unlinkPath } from "../../node/bpf/_ffi.ts";
 import { captureLogs } from "../../lib/log.ts";
+import { Registry } from "../../lib/metrics.ts";
+import { exportPinMetrics } from "../../node/bpf/metrics.ts";
 import { udpFrame } from "../../lab/packets.ts";
 import { ipv4Bytes } from "../../lib/ipv4.ts";
 

@@ -5,8 +5,10 @@
  *
  * - `replace`: what an agent restart or upgrade does now — load the new object over the pins
  *   (every map reused), program it, `bpf_xdp_attach` with `XDP_FLAGS_REPLACE` and the old program
- *   as the expected one. (Agents before this change called the same kernel replace without the
- *   expected program; the kernel swaps the program the same way, so their loss is this one's.)
+ *   as the expected one.
+ * - `replace-unchecked`: what a restart did before — the same, but `bpf_xdp_attach` without the
+ *   expected program (the kernel swaps the program the same way; no guard against a program
+ *   another process attached meanwhile).
  * - `detach-attach`: the non-atomic way, as a restart that detaches its program on stop would —
  *   detach the old program, load and program the new one, attach it.
  * - `migrate`: the new object's flow map has another size (a layout change): a new map filled
@@ -67,7 +69,13 @@ const OPTS = readCommandLineOrExit(Deno.args, {
   };
 });
 
-const MODES = ["replace", "detach-attach", "migrate", "unpin-restart"] as const;
+const MODES = [
+  "replace",
+  "replace-unchecked",
+  "detach-attach",
+  "migrate",
+  "unpin-restart",
+] as const;
 type Mode = typeof MODES[number];
 /** The flow map sizes a migration alternates between. */
 const SIZES = [262_144, 131_072] as const;
@@ -139,6 +147,7 @@ async function once(rig: SwapRig, mode: Mode | "control"): Promise<Result> {
   try {
     await waitBatches(t, OPTS.window);
     if (mode === "replace") swap = await rig.swapLb();
+    if (mode === "replace-unchecked") swap = await rig.swapLb({ unchecked: true });
     if (mode === "detach-attach") swap = await rig.swapLb({ detachFirst: true });
     if (mode === "migrate") {
       sizeIndex = 1 - sizeIndex;
@@ -181,7 +190,7 @@ async function bench(): Promise<void> {
       const rs = results.filter((r) => r.mode === mode);
       const sent = rs.reduce((s, r) => s + r.sent, 0);
       const lost = rs.reduce((s, r) => s + r.lost, 0);
-      return [mode.replace("-", "_"), {
+      return [mode.replaceAll("-", "_"), {
         runs: rs.length,
         sent,
         lost,

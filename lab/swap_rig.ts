@@ -23,8 +23,12 @@ import {
   Datapath,
   DecapDatapath,
   DEFAULT_OBJECT_DIR,
+  ifIndex,
+  inNetns,
   type XdpAttachment,
 } from "../node/bpf/mod.ts";
+import { programId } from "../node/bpf/attach.ts";
+import { bpf } from "../node/bpf/_ffi.ts";
 import { createTopology, routerSpoke, type Topology } from "./netns.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 import { udpFrame } from "./packets.ts";
@@ -101,20 +105,49 @@ export class SwapRig implements AsyncDisposable {
   /**
    * Replaces the LB program on lb1's eth0 with a newly loaded one (as an upgraded agent does:
    * open over the pins, program, attach) — atomically, or with `detachFirst` as a restart that
-   * detaches on stop would: detached first, attached once the new one is loaded and programmed.
+   * detaches on stop would: detached first, attached once the new one is loaded and programmed;
+   * `unchecked`: the kernel replace as agents before `XDP_FLAGS_REPLACE` called it (no expected
+   * program).
    */
-  async swapLb(options: { detachFirst?: boolean; maxFlows?: number } = {}): Promise<LbSwap> {
+  async swapLb(
+    options: { detachFirst?: boolean; unchecked?: boolean; maxFlows?: number } = {},
+  ): Promise<LbSwap> {
     if (options.detachFirst) this.attachment.detach();
     const t0 = performance.now();
     const next = await this.openLb(options.maxFlows ? { maxFlows: options.maxFlows } : {});
     const t1 = performance.now();
-    const attachment = next.attach("eth0", { netns: this.topo.ns("lb1"), mode: "native" });
+    const netns = this.topo.ns("lb1");
+    const attachment = options.unchecked
+      ? this.#attachUnchecked(next)
+      : next.attach("eth0", { netns, mode: "native" });
     const attachMs = performance.now() - t1;
     const migrated = next.finishMigrations();
     this.lb[Symbol.dispose]();
     this.lb = next;
     this.attachment = attachment;
     return { loadMs: t1 - t0, attachMs, attachment, migrated };
+  }
+
+  /** `bpf_xdp_attach(ifindex, fd, XDP_FLAGS_DRV_MODE, NULL)`, the call agents made before. */
+  #attachUnchecked(dp: Datapath): XdpAttachment {
+    const netns = this.topo.ns("lb1");
+    const ifindex = inNetns(netns, () => {
+      const idx = ifIndex("eth0");
+      const r = bpf().bpf_xdp_attach(idx, dp.program.fd, 4, /* XDP_FLAGS_DRV_MODE */ null);
+      if (r < 0) throw new Error(`Cannot attach hf_lb in ${netns}: errno ${-r}`);
+      return idx;
+    });
+    dp.finishMigrations();
+    const progId = programId(dp.program);
+    return {
+      ifname: "eth0",
+      ifindex,
+      netns,
+      mode: "native",
+      replacedId: this.attachment.progId,
+      progId,
+      detach: () => this.attachment.detach(),
+    };
   }
 
   /** Replaces hf_decap/hf_mss_clamp on be1's eth0 with a newly loaded object (tc replace). */

@@ -139,14 +139,15 @@ export class SwapRig implements AsyncDisposable {
     });
     dp.finishMigrations();
     const progId = programId(dp.program);
+    const previous = this.attachment;
     return {
       ifname: "eth0",
       ifindex,
       netns,
       mode: "native",
-      replacedId: this.attachment.progId,
+      replacedId: previous.progId,
       progId,
-      detach: () => this.attachment.detach(),
+      detach: () => previous.detach(),
     };
   }
 

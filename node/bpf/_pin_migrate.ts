@@ -25,7 +25,7 @@
  */
 
 import { log } from "../../lib/log.ts";
-import { renamePath, unlinkPath } from "./_ffi.ts";
+import { bpf, renamePath, unlinkPath } from "./_ffi.ts";
 import { BpfError, ERRNO } from "./errors.ts";
 import { BpfMap, UPDATE } from "./map.ts";
 
@@ -244,19 +244,64 @@ export function copyEntries(
 ): { copied: number; dropped: number } {
   if (from.type === TYPE.RINGBUF) return { copied: 0, dropped: 0 };
   const { keys, values, count } = from.lookupBatch(4096);
-  const ks = from.keySize, vs = from.userValueSize;
+  const ks = from.keySize, vs = from.userValueSize, nvs = into.userValueSize;
   const slots = vs / slotSize(from);
   let copied = 0, dropped = 0;
-  for (let i = 0; i < count; i++) {
-    const key = keys.subarray(i * ks, (i + 1) * ks);
-    const value = values.subarray(i * vs, (i + 1) * vs);
-    const r = OF_MAPS.has(from.type)
-      ? putInnerMap(into, key, value, flags)
-      : tryUpdate(into, key, convert(value, slots, from, into), flags);
-    if (r === "ok") copied++;
-    else if (r === "full") dropped++;
+  for (let start = 0; start < count; start += CHUNK) {
+    const n = Math.min(CHUNK, count - start);
+    const ck = keys.subarray(start * ks, (start + n) * ks);
+    if (!OF_MAPS.has(from.type)) {
+      const cv = new Uint8Array(n * nvs);
+      for (let i = 0; i < n; i++) {
+        const v = values.subarray((start + i) * vs, (start + i + 1) * vs);
+        cv.set(convert(v, slots, from, into), i * nvs);
+      }
+      // One batch call for the chunk; a failure (a key that exists under NOEXIST, a full map)
+      // redoes the chunk one entry at a time, each outcome counted.
+      if (flags === UPDATE.ANY && tryBatch(into, ck, cv)) {
+        copied += n;
+        continue;
+      }
+      for (let i = 0; i < n; i++) {
+        const r = rawUpdate(
+          into,
+          ck.subarray(i * ks, (i + 1) * ks),
+          cv.subarray(i * nvs, (i + 1) * nvs),
+          flags,
+        );
+        if (r === "ok") copied++;
+        else if (r === "full") dropped++;
+      }
+      continue;
+    }
+    for (let i = 0; i < n; i++) {
+      const v = values.subarray((start + i) * vs, (start + i + 1) * vs);
+      const r = putInnerMap(into, ck.subarray(i * ks, (i + 1) * ks), v, flags);
+      if (r === "ok") copied++;
+      else if (r === "full") dropped++;
+    }
   }
   return { copied, dropped };
+}
+
+const CHUNK = 4096;
+
+function tryBatch(into: BpfMap, keys: Uint8Array, values: Uint8Array): boolean {
+  try {
+    return into.updateBatch(keys, values, UPDATE.ANY) === keys.length / into.keySize;
+  } catch (e) {
+    if (e instanceof BpfError) return false;
+    throw e;
+  }
+}
+
+/** One update by the raw call: the outcome without an exception per existing key. */
+function rawUpdate(m: BpfMap, key: Uint8Array, value: Uint8Array, flags: bigint) {
+  const r = bpf().bpf_map_update_elem(m.fd, key, value, flags);
+  if (r === 0) return "ok";
+  if (r === -ERRNO.EEXIST) return "exists";
+  if (r === -ERRNO.E2BIG || r === -ERRNO.ENOSPC) return "full";
+  throw new BpfError(`Cannot copy an entry into map "${m.name}"`, -r);
 }
 
 /** Puts the inner map whose ID `value` holds into `into` at `key` (0: an empty slot, skipped). */
@@ -266,7 +311,7 @@ function putInnerMap(into: BpfMap, key: Uint8Array, value: Uint8Array, flags: bi
   using inner = BpfMap.fromId(id);
   const fd = new Uint8Array(4);
   new DataView(fd.buffer).setUint32(0, inner.fd, true);
-  return tryUpdate(into, key, fd, flags);
+  return rawUpdate(into, key, fd, flags);
 }
 
 function slotSize(m: BpfMap): number {
@@ -280,16 +325,4 @@ function convert(value: Uint8Array, slots: number, from: BpfMap, into: BpfMap): 
   const n = Math.min(from.valueSize, into.valueSize);
   for (let s = 0; s < slots; s++) out.set(value.subarray(s * a, s * a + n), s * b);
   return out;
-}
-
-function tryUpdate(m: BpfMap, key: Uint8Array, value: Uint8Array, flags: bigint) {
-  try {
-    m.update(key, value, flags);
-    return "ok";
-  } catch (e) {
-    if (!(e instanceof BpfError)) throw e;
-    if (e.errno === ERRNO.EEXIST) return "exists";
-    if (e.errno === ERRNO.E2BIG || e.errno === ERRNO.ENOSPC) return "full";
-    throw e;
-  }
 }

@@ -78,7 +78,7 @@ const MODES = [
   "unpin-restart",
 ] as const;
 type Mode = typeof MODES[number];
-/** The flow map sizes a migration alternates between. */
+/** The flow map sizes a migration alternates between (the other one than the map's). */
 const SIZES = [262_144, 131_072] as const;
 
 function log(msg: string, fields: Record<string, unknown> = {}): void {
@@ -136,8 +136,6 @@ interface Result {
   readonly pps: number;
 }
 
-let sizeIndex = 0;
-
 /** One swap of `mode` inside a window of traffic (`control`: none). */
 async function once(rig: SwapRig, mode: Mode | "control"): Promise<Result> {
   prefill(rig, OPTS.prefill);
@@ -151,8 +149,10 @@ async function once(rig: SwapRig, mode: Mode | "control"): Promise<Result> {
     if (mode === "replace-unchecked") swap = await rig.swapLb({ unchecked: true });
     if (mode === "detach-attach") swap = await rig.swapLb({ detachFirst: true });
     if (mode === "migrate") {
-      sizeIndex = 1 - sizeIndex;
-      swap = await rig.swapLb({ maxFlows: SIZES[sizeIndex] });
+      const size = rig.lb.maps.flows.maxEntries === SIZES[0] ? SIZES[1] : SIZES[0];
+      const s = await rig.swapLb({ maxFlows: size });
+      if (!s.migrated.has("hf_flows")) throw new Error(`hf_flows was not migrated to ${size}`);
+      swap = s;
     }
     if (mode === "unpin-restart") {
       Datapath.unpin(rig.pinDir);

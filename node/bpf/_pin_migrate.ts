@@ -295,8 +295,16 @@ function tryBatch(into: BpfMap, keys: Uint8Array, values: Uint8Array): boolean {
   }
 }
 
-/** One update by the raw call: the outcome without an exception per existing key. */
+/**
+ * One update by the raw call: the outcome without an exception per existing key. Under NOEXIST
+ * a lookup goes first: an LRU map takes a free node before it finds the key exists, and running
+ * short of free nodes makes it evict — a catch-up pass over a nearly full map must not.
+ */
 function rawUpdate(m: BpfMap, key: Uint8Array, value: Uint8Array, flags: bigint) {
+  if (flags === UPDATE.NOEXIST) {
+    const scratch = new Uint8Array(m.userValueSize);
+    if (bpf().bpf_map_lookup_elem(m.fd, key, scratch) === 0) return "exists";
+  }
   const r = bpf().bpf_map_update_elem(m.fd, key, value, flags);
   if (r === 0) return "ok";
   if (r === -ERRNO.EEXIST) return "exists";

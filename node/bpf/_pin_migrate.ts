@@ -246,6 +246,8 @@ export function copyEntries(
   const { keys, values, count } = from.lookupBatch(4096);
   const ks = from.keySize, vs = from.userValueSize, nvs = into.userValueSize;
   const slots = vs / slotSize(from);
+  // Under NOEXIST (a catch-up), the keys `into` holds, read in one pass: only the others are sent.
+  const present = flags === UPDATE.NOEXIST ? keySet(into) : null;
   let copied = 0, dropped = 0;
   for (let start = 0; start < count; start += CHUNK) {
     const n = Math.min(CHUNK, count - start);
@@ -263,12 +265,9 @@ export function copyEntries(
         continue;
       }
       for (let i = 0; i < n; i++) {
-        const r = rawUpdate(
-          into,
-          ck.subarray(i * ks, (i + 1) * ks),
-          cv.subarray(i * nvs, (i + 1) * nvs),
-          flags,
-        );
+        const key = ck.subarray(i * ks, (i + 1) * ks);
+        if (present?.has(keyText(key))) continue;
+        const r = rawUpdate(into, key, cv.subarray(i * nvs, (i + 1) * nvs), flags);
         if (r === "ok") copied++;
         else if (r === "full") dropped++;
       }
@@ -285,6 +284,19 @@ export function copyEntries(
 }
 
 const CHUNK = 4096;
+
+function keyText(key: Uint8Array): string {
+  return String.fromCharCode(...key);
+}
+
+function keySet(m: BpfMap): Set<string> {
+  const { keys, count } = m.lookupBatch(4096);
+  const out = new Set<string>();
+  for (let i = 0; i < count; i++) {
+    out.add(keyText(keys.subarray(i * m.keySize, (i + 1) * m.keySize)));
+  }
+  return out;
+}
 
 function tryBatch(into: BpfMap, keys: Uint8Array, values: Uint8Array): boolean {
   try {

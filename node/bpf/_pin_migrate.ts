@@ -209,6 +209,7 @@ export class PendingMigrations {
   finish(): Map<string, number> {
     const out = this.carried;
     for (const m of this.#pending) {
+      const started = performance.now();
       const late = ARRAYS.has(m.old.type) || m.old.type === TYPE.RINGBUF
         ? { copied: 0, dropped: 0 }
         : copyEntries(m.old, m.into, UPDATE.NOEXIST);
@@ -223,6 +224,7 @@ export class PendingMigrations {
         dropped: m.dropped + late.dropped,
         changed,
         fill_ms: Math.round(m.ms * 10) / 10,
+        catch_up_ms: Math.round((performance.now() - started) * 10) / 10,
       });
       out.set(m.name, entries);
       m.old[Symbol.dispose]();
@@ -246,9 +248,23 @@ export function copyEntries(
   const { keys, values, count } = from.lookupBatch(4096);
   const ks = from.keySize, vs = from.userValueSize, nvs = into.userValueSize;
   const slots = vs / slotSize(from);
-  // Under NOEXIST (a catch-up), the keys `into` holds, read in one pass: only the others are sent.
-  const present = flags === UPDATE.NOEXIST ? keySet(into) : null;
   let copied = 0, dropped = 0;
+  const count1 = (r: string) => r === "ok" ? copied++ : r === "full" ? dropped++ : 0;
+  if (flags === UPDATE.NOEXIST) {
+    // A catch-up: the keys `into` holds, read in one pass; only the others are written.
+    const present = keySet(into);
+    for (let i = 0; i < count; i++) {
+      const key = keys.subarray(i * ks, (i + 1) * ks);
+      if (present.has(keyText(key))) continue;
+      const v = values.subarray(i * vs, (i + 1) * vs);
+      count1(
+        OF_MAPS.has(from.type)
+          ? putInnerMap(into, key, v, flags)
+          : rawUpdate(into, key, convert(v, slots, from, into), flags),
+      );
+    }
+    return { copied, dropped };
+  }
   for (let start = 0; start < count; start += CHUNK) {
     const n = Math.min(CHUNK, count - start);
     const ck = keys.subarray(start * ks, (start + n) * ks);
@@ -258,26 +274,21 @@ export function copyEntries(
         const v = values.subarray((start + i) * vs, (start + i + 1) * vs);
         cv.set(convert(v, slots, from, into), i * nvs);
       }
-      // One batch call for the chunk; a failure (a key that exists under NOEXIST, a full map)
+      // One batch call for the chunk; a failure (a full map, an index past an array's end)
       // redoes the chunk one entry at a time, each outcome counted.
-      if (flags === UPDATE.ANY && tryBatch(into, ck, cv)) {
+      if (tryBatch(into, ck, cv)) {
         copied += n;
         continue;
       }
       for (let i = 0; i < n; i++) {
         const key = ck.subarray(i * ks, (i + 1) * ks);
-        if (present?.has(keyText(key))) continue;
-        const r = rawUpdate(into, key, cv.subarray(i * nvs, (i + 1) * nvs), flags);
-        if (r === "ok") copied++;
-        else if (r === "full") dropped++;
+        count1(rawUpdate(into, key, cv.subarray(i * nvs, (i + 1) * nvs), flags));
       }
       continue;
     }
     for (let i = 0; i < n; i++) {
       const v = values.subarray((start + i) * vs, (start + i + 1) * vs);
-      const r = putInnerMap(into, ck.subarray(i * ks, (i + 1) * ks), v, flags);
-      if (r === "ok") copied++;
-      else if (r === "full") dropped++;
+      count1(putInnerMap(into, ck.subarray(i * ks, (i + 1) * ks), v, flags));
     }
   }
   return { copied, dropped };
@@ -286,7 +297,7 @@ export function copyEntries(
 const CHUNK = 4096;
 
 function keyText(key: Uint8Array): string {
-  return String.fromCharCode(...key);
+  return String.fromCharCode.apply(null, key as unknown as number[]);
 }
 
 function keySet(m: BpfMap): Set<string> {

@@ -102,23 +102,28 @@ export function planPins(
     const aside = pinnedLayout(path + MIGRATING_SUFFIX);
     const changed = pinned === null ? [] : layoutChanges(pinned, next);
     if (aside !== null) {
+      if (changed.length > 0 || !carriable(aside, next)) {
+        throw refusal(pinDir, name, ["left by an interrupted migration", ...changed]);
+      }
       decisions.push({ map: name, action: "migrated", changed: ["resumed"] });
-      if (changed.length > 0) throw refusal(pinDir, name, ["left by an interrupted migration"]);
     } else if (pinned === null) {
       decisions.push({ map: name, action: "created" });
     } else if (changed.length === 0) {
       decisions.push({ map: name, action: "reused" });
     } else {
-      const copyable = COPYABLE.has(pinned.type) && pinned.type === next.type &&
-        pinned.keySize === next.keySize;
-      const ring = pinned.type === TYPE.RINGBUF && next.type === TYPE.RINGBUF;
-      if (!copyable && !ring) throw refusal(pinDir, name, changed);
+      if (!carriable(pinned, next)) throw refusal(pinDir, name, changed);
       decisions.push({ map: name, action: "migrated", changed });
       moves.push([path, path + MIGRATING_SUFFIX]);
     }
   }
   for (const [from, to] of moves) renamePath(from, to);
   return new PinPlan(pinDir, decisions, moves);
+}
+
+/** Whether entries of a map of layout `old` can be carried into one of layout `next`. */
+function carriable(old: MapLayout, next: MapLayout): boolean {
+  if (old.type === TYPE.RINGBUF) return next.type === TYPE.RINGBUF; // made anew, nothing copied
+  return COPYABLE.has(old.type) && old.type === next.type && old.keySize === next.keySize;
 }
 
 function refusal(pinDir: string, name: string, changed: readonly string[]): BpfError {
@@ -161,7 +166,8 @@ export class PinPlan {
       const into = mapOf(d.map);
       const resumed = d.changed?.[0] === "resumed";
       const started = performance.now();
-      const n = copyEntries(old, into, resumed ? UPDATE.NOEXIST : UPDATE.ANY);
+      // Resumed: entries the interrupted fill already carried count as carried.
+      const n = copyEntries(old, into, resumed ? UPDATE.NOEXIST : UPDATE.ANY, resumed);
       bpfLog(`migrating map ${d.map}: ${n.copied} entries copied before the program swap`, {
         map: d.map,
         pin_dir: this.pinDir,
@@ -236,13 +242,15 @@ export class PendingMigrations {
 
 /**
  * Copies every entry of `from` into `into` (values converted per CPU slot: the common prefix,
- * the rest zeroed). With `UPDATE.NOEXIST`, keys already in `into` are left alone. Entries that
+ * the rest zeroed). With `UPDATE.NOEXIST`, keys already in `into` are left alone (counted as
+ * copied with `countPresent`). Entries that
  * do not fit (an array index past the new size, a full hash) are counted as dropped.
  */
 export function copyEntries(
   from: BpfMap,
   into: BpfMap,
   flags: bigint,
+  countPresent = false,
 ): { copied: number; dropped: number } {
   if (from.type === TYPE.RINGBUF) return { copied: 0, dropped: 0 };
   const { keys, values, count } = from.lookupBatch(4096);
@@ -255,7 +263,10 @@ export function copyEntries(
     const present = keySet(into);
     for (let i = 0; i < count; i++) {
       const key = keys.subarray(i * ks, (i + 1) * ks);
-      if (present.has(keyText(key))) continue;
+      if (present.has(keyText(key))) {
+        if (countPresent) copied++;
+        continue;
+      }
       const v = values.subarray(i * vs, (i + 1) * vs);
       count1(
         OF_MAPS.has(from.type)

@@ -186,3 +186,61 @@ rootTest(
     }
   },
 );
+
+rootTest(
+  "an interrupted migration resumes; a changed key size is refused, renaming nothing",
+  async () => {
+    const pinDir = `/sys/fs/bpf/hf-test-migrate-resume-${Deno.pid}`;
+    await ensureBpffs(pinDir);
+    try {
+      {
+        using v1 = open(1, pinDir);
+        for (const src of sources.slice(0, 20)) packet(v1, src);
+      }
+      {
+        // The agent dies between load and attach: old pins aside, new maps pinned and filled.
+        using v2 = open(2, pinDir);
+        strictEqual(v2.map("hf_probe_hash").keys().length, 20);
+        ok(exists(`${pinDir}/hf_probe_hash${MIGRATING_SUFFIX}`));
+      }
+      {
+        using logs = captureLogs();
+        using v2 = open(2, pinDir);
+        deepStrictEqual(v2.migrations!.decisions.map((d) => [d.map, d.action, d.changed]), [
+          ["hf_probe_hash", "migrated", ["resumed"]],
+          ["hf_probe_lru", "migrated", ["resumed"]],
+          ["hf_probe_pcpu", "migrated", ["resumed"]],
+          ["hf_probe_same", "reused", undefined],
+        ]);
+        v2.migrations!.finish();
+        strictEqual(v2.map("hf_probe_hash").keys().length, 20, "the entries, once each");
+        ok(!exists(`${pinDir}/hf_probe_hash${MIGRATING_SUFFIX}`), "the old pin is gone");
+        ok(logs.records.some((r) => r.msg === "migrated map hf_probe_hash (20 entries)"));
+      }
+      {
+        // A hash keyed by 8 bytes where the object's has 4: refused before anything moves.
+        unlinkPath(`${pinDir}/hf_probe_hash`);
+        using other = BpfMap.create(1, { name: "x", keySize: 8, valueSize: 16, maxEntries: 256 });
+        other.pin(`${pinDir}/hf_probe_hash`);
+        let error = "";
+        try {
+          open(2, pinDir)[Symbol.dispose]();
+        } catch (e) {
+          error = (e as Error).message;
+        }
+        ok(error.includes('Cannot migrate map "hf_probe_hash"'), error);
+        ok(error.includes("key size 8 → 4"), error);
+        ok(
+          exists(`${pinDir}/hf_probe_hash`) && !exists(`${pinDir}/hf_probe_lru${MIGRATING_SUFFIX}`),
+        );
+      }
+    } finally {
+      for (const m of MAPS) {
+        for (const s of ["", MIGRATING_SUFFIX]) {
+          unlinkPath(`${pinDir}/${m}${s}`);
+        }
+      }
+      rmdirPath(pinDir);
+    }
+  },
+);

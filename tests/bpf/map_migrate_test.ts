@@ -173,6 +173,16 @@ rootTest(
           "hf_services6",
         ]);
         const carried = dp.finishMigrations();
+        const registry = new Registry();
+        exportPinMetrics(dp.object.migrations, registry);
+        const text = registry.expose();
+        for (
+          const line of [
+            'holdfast_bpf_pinned_maps{action="migrated"} 6',
+            'holdfast_bpf_pinned_maps{action="reused"} 8',
+            'holdfast_bpf_migrated_entries{map="hf_flows"} 50',
+          ]
+        ) ok(text.includes(line), `metrics lack ${line}:\n${text}`);
         strictEqual(carried.get("hf_flows"), 50);
         strictEqual(carried.get("hf_maglev"), 1);
         strictEqual(dp.maps.flows.maxEntries, 1000);

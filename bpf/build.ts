@@ -19,6 +19,11 @@ const CFLAGS = [
   "-I/usr/include/x86_64-linux-gnu",
 ];
 
+/** Sources built a second time with extra flags, as `[object, flags]` (test-only variants). */
+const VARIANTS: Readonly<Record<string, ReadonlyArray<readonly [string, readonly string[]]>>> = {
+  "migrate_probe.c": [["migrate_probe_v2.o", ["-DHF_PROBE_V2"]]],
+};
+
 /** Compiles all `bpf/*.c` into `bpf/build/`; throws with clang's output on the first failure. */
 export async function build(): Promise<void> {
   await Deno.mkdir(OUT_DIR, { recursive: true });
@@ -27,12 +32,16 @@ export async function build(): Promise<void> {
     if (entry.isFile && entry.name.endsWith(".c")) sources.push(entry.name);
   }
   sources.sort();
-  await Promise.all(sources.map(async (name) => {
+  const jobs = sources.flatMap((name) => [
+    [name, name.replace(/\.c$/, ".o"), []] as const,
+    ...(VARIANTS[name] ?? []).map(([o, flags]) => [name, o, flags] as const),
+  ]);
+  await Promise.all(jobs.map(async ([name, object, flags]) => {
     const src = new URL(name, BPF_DIR).pathname;
-    const out = new URL(name.replace(/\.c$/, ".o"), OUT_DIR).pathname;
+    const out = new URL(object, OUT_DIR).pathname;
     const started = performance.now();
     const result = await new Deno.Command("clang", {
-      args: [...CFLAGS, "-c", src, "-o", out],
+      args: [...CFLAGS, ...flags, "-c", src, "-o", out],
       stdout: "piped",
       stderr: "piped",
     }).output();
@@ -46,7 +55,7 @@ export async function build(): Promise<void> {
       level: "info",
       msg: "bpf: compiled",
       source: `bpf/${name}`,
-      object: `bpf/build/${name.replace(/\.c$/, ".o")}`,
+      object: `bpf/build/${object}`,
       ms: Math.round(performance.now() - started),
     }));
   }));

@@ -13,6 +13,7 @@ import { registry } from "../lib/metrics.ts";
 import { pinnedEncapPort } from "./_lb_node_role.ts";
 import { type AgentArgs, globalIpv6Of, interfaceHolding } from "./agent_args.ts";
 import { Datapath, exportDatapathMetrics, HF_MAX, inNetns, Ipv6Maps } from "./bpf/mod.ts";
+import { exportPinMetrics } from "./bpf/metrics.ts";
 import type { AnyFlowEvent } from "./bpf/flow.ts";
 import { DualFlowTable } from "./bpf/flow_table.ts";
 import { type FlowTable, MemoryFlowTable } from "./flows/table.ts";
@@ -109,6 +110,7 @@ export async function openDatapath(a: DatapathArgs): Promise<NodeDatapath> {
   const v6 = new Ipv6Maps(dp.object);
   if (srcAddr6) v6.configure(srcAddr6);
   exportDatapathMetrics(dp, registry);
+  exportPinMetrics(dp.object.migrations, registry);
   return {
     kind: "bpf",
     lbMaps: dp.lbMaps(),
@@ -125,6 +127,7 @@ export async function openDatapath(a: DatapathArgs): Promise<NodeDatapath> {
     },
     attach() {
       if (attach) dp.attach(attach.ifname, attach.netns ? { netns: attach.netns } : {});
+      else dp.finishMigrations();
     },
     attachTo: attach?.ifname ?? null,
     ...(configure

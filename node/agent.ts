@@ -8,7 +8,8 @@
  * ```
  *
  * 1. Datapath: loads the XDP load balancer reusing the maps pinned in `--pin-dir` (a restart
- *    loses no flow and renumbers nothing) and writes the node settings. `--datapath memory`
+ *    loses no flow and renumbers nothing; a map whose layout changed is migrated, finished after
+ *    the attach: `bpf/_pin_migrate.ts`) and writes the node settings. `--datapath memory`
  *    uses in-memory maps instead, to run everything else without root.
  * 2. Control plane: tables + Writer + the BPF-maps reconciler over those maps, fed by the file
  *    source following `--config` (re-read when it changes; a bad file is logged and the last good
@@ -31,7 +32,8 @@
  * Health (unless `--health off`): backends of services with a `healthCheck` are probed from here,
  *    judged by the policy's `health_step`; a quarantine drops them from the tables (`node/health/`).
  * 4. Attach XDP to `--attach` (or the interface holding `--node-address`, found before the
- *    datapath loads), last, so the first packet finds programmed maps and flows.
+ *    datapath loads), last, so the first packet finds programmed maps and flows: a program
+ *    already there (the previous agent's) is replaced atomically (`XDP_FLAGS_REPLACE`).
  *
  * `GET /readyz` answers 503 until then and 200 after, together with a `{"msg":"ready"}` log
  * line, so a router never sends this node traffic it cannot place. `GET /metrics` serves

@@ -32,6 +32,7 @@ import { type FileConfig, parseConfig } from "../../controller/sources/file_sour
 import { RedisModelSource } from "../../controller/sources/redis_source.ts";
 import { connectModelStore } from "../../controller/model/mod.ts";
 import { NODE_PIN_DIR, NodeDatapath } from "../bpf/node_datapath.ts";
+import { exportPinMetrics } from "../bpf/metrics.ts";
 import { monotonicNs } from "../bpf/_ffi.ts";
 import { watchFile } from "../anycast/watch_file.ts";
 import { NODE_COMMAND, type NodeArgs, readNodeArgs } from "./args.ts";
@@ -143,8 +144,10 @@ export async function main(
     dp.configure({ encapPort, mssMax: a.mssMax });
     backends = new NodeBackends(dp, nlog, registry);
     exportNodeMetrics(dp, registry);
+    exportPinMetrics(dp.object.migrations, registry);
     const uplinks = a.uplinks.length > 0 ? [...a.uplinks] : nodeUplinks(a.nodeAddresses, a.netns);
     for (const ifname of uplinks) dp.attach(ifname, { netns: a.netns });
+    dp.finishMigrations(); // every uplink has the new programs: the old maps go
     // 2. The LB model and 3. the pods: each change reconciles.
     const b = backends;
     const stopModel = await followModel(

@@ -103,6 +103,10 @@ export const LIBBPF_SYMBOLS = {
   bpf_xdp_detach: { parameters: ["i32", "u32", "buffer"], result: "i32" },
   // int bpf_xdp_query_id(int ifindex, int flags, __u32 *prog_id)
   bpf_xdp_query_id: { parameters: ["i32", "i32", "buffer"], result: "i32" },
+  // int bpf_prog_get_fd_by_id(__u32 id)
+  bpf_prog_get_fd_by_id: { parameters: ["u32"], result: "i32" },
+  // int bpf_tc_query(const struct bpf_tc_hook *hook, struct bpf_tc_opts *opts)
+  bpf_tc_query: { parameters: ["buffer", "buffer"], result: "i32" },
   // int bpf_tc_hook_create(struct bpf_tc_hook *hook)
   bpf_tc_hook_create: { parameters: ["buffer"], result: "i32" },
   // int bpf_tc_hook_destroy(struct bpf_tc_hook *hook)
@@ -151,6 +155,8 @@ export const LIBC_SYMBOLS = {
   mkdir: { parameters: ["buffer", "u32"], result: "i32" },
   // int unlink(const char *pathname)
   unlink: { parameters: ["buffer"], result: "i32" },
+  // int rename(const char *oldpath, const char *newpath)
+  rename: { parameters: ["buffer", "buffer"], result: "i32" },
   // int rmdir(const char *pathname)
   rmdir: { parameters: ["buffer"], result: "i32" },
   // int statfs(const char *path, struct statfs *buf)
@@ -308,6 +314,13 @@ export function unlinkPath(path: string): boolean {
   const e = errno();
   if (e === 2) return false;
   throw new Error(`Cannot remove "${path}": errno ${e}`);
+}
+
+/** Renames a file (a pin, within one bpffs) through libc; throws with the errno. */
+export function renamePath(from: string, to: string): void {
+  if (c().rename(cstr(from), cstr(to)) < 0) {
+    throw new Error(`Cannot rename "${from}" to "${to}": errno ${errno()}`);
+  }
 }
 
 /** Removes an empty directory through libc; false when it did not exist. */

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { attachXdp, type XdpAttachment, type XdpMode } from "./attach.ts";
+import { attachXdp, logAttach, type XdpAttachment, type XdpMode } from "./attach.ts";
 import { BpfMap } from "./map.ts";
 import { BpfError, ERRNO } from "./errors.ts";
 import { BpfObject, type BpfProgram } from "./object.ts";
@@ -28,6 +28,7 @@ import { BpfFlowTable } from "./flow_table.ts";
 import { BpfLBMaps } from "./lbmaps_bpf.ts";
 import { MAGLEV_TABLES_DIR, MaglevTableStore } from "./_maglev_tables.ts";
 import { isBpffs, mkdirP, rmdirPath, unlinkPath } from "./_ffi.ts";
+import { MIGRATING_SUFFIX } from "./_pin_migrate.ts";
 
 /** Default bpffs directory for the LB node's pinned maps. */
 export const DEFAULT_PIN_DIR = "/sys/fs/bpf/holdfast";
@@ -132,9 +133,9 @@ function pinnedMaxEntries(path: string): number | null {
 }
 
 /**
- * max_entries to set before load. A size given explicitly must match a map already pinned in
- * `pinDir` (a pinned map cannot be resized without losing its state: the error says so); a size
- * not given adopts the pinned map's, so a restart without the flags keeps what is there.
+ * max_entries to set before load. A size not given adopts the pinned map's, so a restart without
+ * the flags keeps what is there; a size given that differs from a pinned map's makes the load
+ * migrate that map (`_pin_migrate.ts`: a new map filled from the old before the program swap).
  */
 export function loadSizes(
   options: Pick<DatapathOptions, "maxServices" | "maxBackends" | "maxFlows" | "ringBytes">,
@@ -150,35 +151,20 @@ export function loadSizes(
       );
     }
     for (const name of maps) {
-      const size = sizeOrPinned(
-        name,
-        want,
-        pinDir,
-        (pinned) =>
-          `Cannot size map "${name}" to ${want} entries (${flag}): the map pinned at "${pinDir}/${name}" ` +
-          `holds ${pinned}. Start with ${flag} ${pinned}, or unpin the maps (Datapath.unpin("${pinDir}"), losing flows and tables) to resize`,
-      );
+      const size = sizeOrPinned(name, want, pinDir);
       if (size !== null) sizes[name] = size;
     }
   }
   return sizes;
 }
 
-/**
- * max_entries of map `name`: `want`, which must equal a map pinned in `pinDir` (else RangeError
- * with `mismatch`'s message), or the pinned map's when `want` is not given; null when neither.
- */
+/** max_entries of map `name`: `want`, else the map pinned in `pinDir`'s; null when neither. */
 function sizeOrPinned(
   name: string,
   want: number | undefined,
   pinDir: string | null,
-  mismatch: (pinned: number) => string,
 ): number | null {
-  const pinned = pinDir === null ? null : pinnedMaxEntries(`${pinDir}/${name}`);
-  if (want !== undefined && pinned !== null && pinned !== want) {
-    throw new RangeError(mismatch(pinned));
-  }
-  return want ?? pinned;
+  return want ?? (pinDir === null ? null : pinnedMaxEntries(`${pinDir}/${name}`));
 }
 
 /** max_entries of the new-flow rings: `want` (checked) or, if not given, the pinned rings'. */
@@ -190,13 +176,7 @@ function ringSizes(want: number | undefined, pinDir: string | null): Record<stri
   }
   const sizes: Record<string, number> = {};
   for (const name of ["hf_events", "hf_events6"]) {
-    const size = sizeOrPinned(
-      name,
-      want,
-      pinDir,
-      (pinned) =>
-        `Cannot size ring "${name}" to ${want} bytes: the ring pinned at "${pinDir}/${name}" holds ${pinned}`,
-    );
+    const size = sizeOrPinned(name, want, pinDir);
     if (size !== null) sizes[name] = size;
   }
   return sizes;
@@ -291,6 +271,7 @@ export class Datapath implements Disposable {
         pinDir: pinDir ?? undefined,
         pinMaps: pinDir === null ? undefined : LB_PINNED_MAPS,
         maxEntries,
+        migrate: true,
       });
       return new Datapath(object, pinDir);
     } catch (e) {
@@ -312,13 +293,34 @@ export class Datapath implements Disposable {
   static unpin(pinDir: string = DEFAULT_PIN_DIR): void {
     const services = pinnedMaxEntries(`${pinDir}/hf_maglev`) ?? HF_MAX.SERVICES;
     MaglevTableStore.unpin(`${pinDir}/${MAGLEV_TABLES_DIR}`, services);
-    for (const name of LB_PINNED_MAPS) unlinkPath(`${pinDir}/${name}`);
+    for (const name of LB_PINNED_MAPS) {
+      unlinkPath(`${pinDir}/${name}`);
+      unlinkPath(`${pinDir}/${name}${MIGRATING_SUFFIX}`); // a migration that never finished
+    }
     rmdirPath(pinDir);
   }
 
-  /** Attaches (or atomically replaces) hf_lb on an interface, native mode by default. */
-  attach(ifname: string, options: { netns?: string; mode?: XdpMode } = {}): XdpAttachment {
-    return attachXdp(this.program, ifname, options);
+  /**
+   * Attaches hf_lb on an interface, native mode by default, or replaces the program there
+   * atomically (attach.ts), then finishes the maps migrated at load ({@linkcode finishMigrations}).
+   */
+  attach(
+    ifname: string,
+    options: { netns?: string; mode?: XdpMode } = {},
+  ): XdpAttachment {
+    const started = performance.now();
+    const a = attachXdp(this.program, ifname, options);
+    logAttach(a, "xdp", performance.now() - started);
+    this.finishMigrations();
+    return a;
+  }
+
+  /**
+   * Completes the migrations of maps whose pinned layout changed (`_pin_migrate.ts`): call once
+   * the old programs are replaced (attach does). Returns the entries carried per map.
+   */
+  finishMigrations(): Map<string, number> {
+    return this.object.migrations?.finish() ?? new Map();
   }
 
   /** Writes the node settings (outer source address, encap port, seed). */

@@ -94,3 +94,37 @@ export function exportDatapathMetrics(source: DatapathCounters, registry: Regist
     scrape.set(undefined, (performance.now() - started) / 1000);
   });
 }
+
+/** What {@linkcode exportPinMetrics} reads: a load's pinned-map decisions (`_pin_migrate.ts`). */
+export interface PinDecisions {
+  readonly decisions: readonly { readonly map: string; readonly action: string }[];
+  /** Entries carried per migrated map, once finished. */
+  readonly carried: ReadonlyMap<string, number>;
+}
+
+/**
+ * Registers what became of the pinned maps at this process's load: `holdfast_bpf_pinned_maps`
+ * by action (reused, created, migrated) and `holdfast_bpf_migrated_entries` per migrated map
+ * (read at scrape time: 0 until the migration finished after the program swap).
+ */
+export function exportPinMetrics(pins: PinDecisions | null, registry: Registry): void {
+  if (pins === null) return;
+  const maps = registry.gauge(
+    "holdfast_bpf_pinned_maps",
+    "Pinned BPF maps at this agent's load, by what became of them (reused, created, migrated)",
+    { labelNames: ["action"] },
+  );
+  for (const action of ["reused", "created", "migrated"]) {
+    maps.set({ action }, pins.decisions.filter((d) => d.action === action).length);
+  }
+  const migrated = pins.decisions.filter((d) => d.action === "migrated");
+  if (migrated.length === 0) return;
+  const entries = registry.gauge(
+    "holdfast_bpf_migrated_entries",
+    "Entries carried into each pinned map migrated at this agent's load (layout changed)",
+    { labelNames: ["map"] },
+  );
+  entries.onCollect(() => {
+    for (const d of migrated) entries.set({ map: d.map }, pins.carried.get(d.map) ?? 0);
+  });
+}

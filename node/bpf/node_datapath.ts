@@ -9,7 +9,7 @@
  * @module
  */
 
-import { attachTc, type TcAttachment, type TcFilter } from "./attach.ts";
+import { attachTc, logAttach, type TcAttachment, type TcFilter } from "./attach.ts";
 import type { BpfMap } from "./map.ts";
 import { BpfObject, type BpfProgram } from "./object.ts";
 import { type DecapConfig, encodeDecapConfig, u32 } from "./structs.ts";
@@ -83,6 +83,7 @@ export class NodeDatapath implements Disposable {
     const object = BpfObject.open(`${options.objectDir ?? DEFAULT_OBJECT_DIR}/node_tc.o`, {
       pinDir: pinDir ?? undefined,
       pinMaps: pinDir === null ? undefined : NODE_PINNED_MAPS,
+      migrate: true,
     });
     return new NodeDatapath(object);
   }
@@ -133,18 +134,30 @@ export class NodeDatapath implements Disposable {
     return n;
   }
 
-  /** Attaches hf_node_in to ingress and hf_node_out to egress of `ifname` (replacing ours). */
+  /**
+   * Attaches hf_node_in to ingress and hf_node_out to egress of `ifname`, replacing ours in one
+   * step each (`BPF_TC_F_REPLACE` on our handle/priority), then finishes the maps migrated at
+   * load once every uplink has the new programs (`finishMigrations`, called by the agent).
+   */
   attach(ifname: string, options: { netns?: string } = {}): [TcAttachment, TcAttachment] {
     const filter = NODE_TC_FILTER;
-    return [
-      attachTc(this.nodeIn, ifname, { ...options, direction: "ingress", filter }),
-      attachTc(this.nodeOut, ifname, {
-        ...options,
-        direction: "egress",
-        createQdisc: false,
-        filter,
-      }),
-    ];
+    const started = performance.now();
+    const ingress = attachTc(this.nodeIn, ifname, { ...options, direction: "ingress", filter });
+    logAttach(ingress, "tc", performance.now() - started);
+    const t = performance.now();
+    const egress = attachTc(this.nodeOut, ifname, {
+      ...options,
+      direction: "egress",
+      createQdisc: false,
+      filter,
+    });
+    logAttach(egress, "tc", performance.now() - t);
+    return [ingress, egress];
+  }
+
+  /** Completes migrated maps (`_pin_migrate.ts`) once the old programs are replaced. */
+  finishMigrations(): Map<string, number> {
+    return this.object.migrations?.finish() ?? new Map();
   }
 
   /** Node counters summed over CPUs. */

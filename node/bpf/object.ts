@@ -8,6 +8,7 @@
 import { bpf, c, cstr, errno, readCstr } from "./_ffi.ts";
 import { BpfError, check } from "./errors.ts";
 import { BpfMap } from "./map.ts";
+import { type MapLayout, type PendingMigrations, type PinPlan, planPins } from "./_pin_migrate.ts";
 
 /**
  * A loaded program. From {@linkcode BpfObject.program} its fd belongs to the object (dispose is
@@ -63,6 +64,12 @@ export interface OpenObjectOptions {
   readonly maxEntries?: Readonly<Record<string, number>>;
   /** Existing map fds to reuse for named maps instead of creating them. */
   readonly reuseFds?: Readonly<Record<string, number>>;
+  /**
+   * With `pinDir`: a pinned map whose layout differs from the object's is migrated instead of
+   * failing the load (`_pin_migrate.ts`): filled at load, finished by
+   * {@linkcode BpfObject.migrations}' `finish()` once the programs are swapped in.
+   */
+  readonly migrate?: boolean;
 }
 
 /** An opened and loaded BPF object file. Dispose to close it (pinned maps stay in bpffs). */
@@ -70,6 +77,8 @@ export class BpfObject implements Disposable {
   #obj: Deno.PointerValue;
   readonly path: string;
   readonly #maps = new Map<string, BpfMap>();
+  /** With `migrate`: the pinned maps' decisions and the migrations to finish after the swap. */
+  migrations: PendingMigrations | null = null;
 
   private constructor(obj: Deno.PointerValue, path: string) {
     this.#obj = obj;
@@ -82,6 +91,7 @@ export class BpfObject implements Disposable {
     const obj = lib.bpf_object__open_file(cstr(path), null);
     if (obj === null) throw new BpfError(`Cannot open BPF object "${path}"`, errno());
     const self = new BpfObject(obj, path);
+    let plan: PinPlan | null = null;
     try {
       for (const [name, n] of Object.entries(options.maxEntries ?? {})) {
         check(
@@ -95,6 +105,9 @@ export class BpfObject implements Disposable {
           `Cannot reuse fd ${fd} for map "${name}" of "${path}"`,
         );
       }
+      plan = options.pinDir !== undefined && options.migrate
+        ? planPins(options.pinDir, options.pinMaps ?? self.#mapNames(), (n) => self.#layout(n))
+        : null;
       if (options.pinDir !== undefined) {
         for (const name of options.pinMaps ?? self.#mapNames()) {
           const pinPath = `${options.pinDir}/${name}`;
@@ -105,8 +118,10 @@ export class BpfObject implements Disposable {
         }
       }
       check(lib.bpf_object__load(obj), `Cannot load BPF object "${path}"`);
+      self.migrations = plan?.fill((name) => self.map(name)) ?? null;
     } catch (e) {
       self[Symbol.dispose]();
+      if (self.migrations === null) plan?.rollback();
       throw e;
     }
     return self;
@@ -121,6 +136,17 @@ export class BpfObject implements Disposable {
     const m = bpf().bpf_object__find_map_by_name(this.#raw(), cstr(name));
     if (m === null) throw new Error(`Cannot find map "${name}" in BPF object "${this.path}"`);
     return m;
+  }
+
+  #layout(name: string): MapLayout {
+    const m = this.#rawMap(name), lib = bpf();
+    return {
+      type: lib.bpf_map__type(m),
+      keySize: lib.bpf_map__key_size(m),
+      valueSize: lib.bpf_map__value_size(m),
+      maxEntries: lib.bpf_map__max_entries(m),
+      flags: lib.bpf_map__map_flags(m),
+    };
   }
 
   #mapNames(): string[] {

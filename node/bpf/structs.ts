@@ -13,10 +13,11 @@ import { HF_ENCAP_PORT_DEFAULT } from "./consts.ts";
  * Version of the pinned BPF maps: key and value layouts (here, flow.ts, structs6.ts,
  * node_structs.ts; bpf/structs.h, structs6.h), map types, flags and default sizes (bpf/maps.h,
  * maps6.h, node_maps.h) of the maps `datapath.ts` and `node_datapath.ts` pin (docs/contracts.md
- * "Format versions"). v1 is the first. Pins of another layout are refused by the kernel when the
- * object is loaded over them: the agent stops with an error naming the pin directory. Pins from
- * before v1 whose only difference is `hf_maglev`'s template flags or smaller rings are taken
- * (`_maglev_tables.ts`, `datapath.ts`).
+ * "Format versions"). v1 is the first. Pins of another layout are migrated when the object is
+ * loaded over them (`_pin_migrate.ts`: a new map filled from the old one); a changed key size or
+ * map type stops the agent with an error naming the map. Pins from before v1 whose only
+ * difference is `hf_maglev`'s template flags or smaller rings are taken (`_maglev_tables.ts`,
+ * `datapath.ts`).
  */
 export const BPF_MAPS_VERSION = 1;
 

@@ -185,6 +185,23 @@ rootTest(
           const last = logs.records.filter((r) => r.msg === "node state applied").pop();
           strictEqual(last?.added, 0, "nothing to rewrite after a restart");
           strictEqual(last?.removed, 0, "nothing removed after a restart");
+          // In place: both tc programs replaced on their filter, every pinned map reused as is.
+          for (const direction of ["ingress", "egress"]) {
+            const swap = logs.records.find((r) =>
+              r.msg.startsWith("replaced program on ") && r.direction === direction
+            );
+            strictEqual(
+              typeof swap?.old_prog_id === "number" && swap.old_prog_id > 0 &&
+                swap.old_prog_id !== swap.prog_id,
+              true,
+              `${direction}: ${JSON.stringify(swap)}`,
+            );
+          }
+          strictEqual(
+            logs.records.filter((r) => r.msg === "reused map hf_node_flows").length,
+            1,
+            "the restart reused the pinned flow map",
+          );
           await Deno.writeTextFile(go[1]!, "");
           const p2 = JSON.parse(
             await holder.waitForLine((l) => l.includes('"phase":2'), { timeoutMs: 30_000 }),

@@ -21,6 +21,16 @@ import { run } from "./command.ts";
 import type { HostProcess } from "./host_process.ts";
 import { createTopology, type LinkSpec, type Topology } from "./netns.ts";
 import { type RedisServer, startRedis } from "./redis_server.ts";
+import type { AgentRelease } from "./_cluster_plan.ts";
+import {
+  floatingAddress,
+  gatewayAddress,
+  labEgressConfig,
+  REDIS_ADDR,
+  SERVER,
+  TCP_PORT,
+  UDP_PORT,
+} from "./_egress_config.ts";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 const TCP_ECHO = new URL("./clients/tcp_echo.ts", import.meta.url).pathname;
@@ -29,24 +39,14 @@ const HOLD = new URL("./clients/hold_client.ts", import.meta.url).pathname;
 const UDP_STREAM = new URL("./clients/udp_stream.ts", import.meta.url).pathname;
 const LOOP = new URL("./clients/connect_loop.ts", import.meta.url).pathname;
 
-/** The external server's address (the destination). */
-export const SERVER = "198.18.0.1";
-/** TCP echo port of the server. */
-export const TCP_PORT = 8080;
-/** UDP echo port of the server. */
-export const UDP_PORT = 8081;
-const REDIS_ADDR = "10.8.0.254";
-const LAB_BGP = { localAsn: 65100, peers: [{ address: SERVER, asn: 65000, bfd: true }] };
-
-/** Floating address k. */
-export function floatingAddress(k: number): string {
-  return `198.18.0.${100 + k}`;
-}
-
-/** Gateway address of floating address k. */
-export function gatewayAddress(k: number): string {
-  return `10.8.0.${100 + k}`;
-}
+export {
+  floatingAddress,
+  gatewayAddress,
+  labEgressConfig,
+  SERVER,
+  TCP_PORT,
+  UDP_PORT,
+} from "./_egress_config.ts";
 
 /** Options of {@linkcode createEgressLab}. */
 export interface EgressLabOptions {
@@ -77,6 +77,8 @@ export interface NatPod {
   readonly name: string;
   readonly index: number;
   agent: HostProcess | null;
+  /** The build its next agent runs (`lab/previous_release.ts`); unset: this checkout. */
+  release?: AgentRelease;
 }
 
 /** A live egress lab; dispose it to tear everything down. */
@@ -108,9 +110,10 @@ export class EgressLab implements AsyncDisposable {
     const agent = this.topo.spawn(name, [
       Deno.execPath(),
       "run",
+      ...(pod.release ? ["--config", pod.release.config] : []),
       "-P=egress",
       "--quiet",
-      MAIN,
+      pod.release?.main ?? MAIN,
       "egress",
       ...(this.options.configFromRedis
         ? ["--egress", "lab/egress", "--redis", `redis://${REDIS_ADDR}:6379`]
@@ -310,31 +313,6 @@ export class EgressLab implements AsyncDisposable {
     await this.topo.destroy();
     await this.redis[Symbol.asyncDispose]();
   }
-}
-
-/** The egress config the lab's NAT pods share. */
-export function labEgressConfig(options: EgressLabOptions): Record<string, unknown> {
-  const n = options.natPods ?? 2, m = options.addresses ?? 2;
-  return {
-    name: "lab/egress",
-    destinations: ["198.18.0.0/24"],
-    addresses: Array.from({ length: m }, (_, k) => ({
-      address: floatingAddress(k),
-      gateway: gatewayAddress(k),
-    })),
-    sources: Array.from({ length: m }, (_, k) => ({ prefix: `10.8.0.${11 + k}/32` })),
-    peers: Array.from(
-      { length: n },
-      (_, i) => ({ name: `nat${i + 1}`, address: `10.8.0.${21 + i}` }),
-    ),
-    healthCheck: options.healthCheck ?? { intervalMs: 100, multiplier: 3 },
-    // A port range the clients' ephemeral ports are outside of: a NAT pod that did not get the
-    // entry picks another port, so a takeover without sync cannot look like it survived.
-    snatPorts: "10000-29999",
-    sync: options.sync ?? true,
-    redis: `redis://${REDIS_ADDR}:6379`,
-    ...(options.bgp ? { bgp: LAB_BGP } : {}),
-  };
 }
 
 /** Builds the lab (namespaces, bridges, Redis, config); NAT agents and clients are started after. */

@@ -10,8 +10,12 @@
  * @module
  */
 
-/** The release version (semantic: 0.MINOR.PATCH while formats may still change in a minor). */
-export const VERSION = "0.1.0";
+/**
+ * The release version (semantic: 0.MINOR.PATCH while formats may still change in a minor; `-dev`
+ * while the next release is being built, CHANGELOG.md "Unreleased"). The previous release, which
+ * the upgrade tests run beside this one, is named in `scripts/previous-release.txt`.
+ */
+export const VERSION = "0.2.0-dev";
 
 /** The file `./hf build` and the image build write: `{"commit":"<git sha>"}`. */
 export const BUILD_INFO_FILE = new URL("../build_info.json", import.meta.url);

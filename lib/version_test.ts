@@ -16,7 +16,7 @@ Deno.test("version: the line names the release and a short commit", () => {
     versionLine({ version: "0.1.0", commit: "unknown" }),
     "holdfast 0.1.0 (git unknown)",
   );
-  assertEquals(/^\d+\.\d+\.\d+$/.test(VERSION), true);
+  assertEquals(/^\d+\.\d+\.\d+(-dev)?$/.test(VERSION), true);
   assertEquals(buildInfoJson("abc1234"), '{"commit":"abc1234"}\n');
 });
 

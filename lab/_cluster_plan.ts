@@ -60,6 +60,13 @@ export interface ClusterOptions {
    * then serve `GET /healthz` on {@linkcode BACKEND_HEALTH_PORT}. Default none (no probing).
    */
   readonly healthCheck?: Readonly<Record<string, unknown>>;
+  /**
+   * Run a Redis Cluster (three masters, a replica each) in `ctl` instead of one Redis
+   * (lab/_cluster_store.ts; default false).
+   */
+  readonly redisCluster?: boolean;
+  /** With `redisCluster`: hash tags per LB IP, every agent's `--flow-buckets` (default 1). */
+  readonly flowBuckets?: number;
   /** More `main.ts agent` arguments for every agent, e.g. `["--policy-follow", PATH]`. */
   readonly agentArgs?: readonly string[];
 }

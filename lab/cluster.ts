@@ -8,7 +8,7 @@
  *  10.1.0.2   (ECMP to    └─ lN ── lbN                   │
  *              the VIP)   ┌─ b1 ── be1 (decap, VIP on lo, echo server) ◀┘
  *                         ├─ bM ── beM        replies go straight to the client (DSR)
- *                         └─ r0 ── ctl (redis-server 10.9.0.2:6379)
+ *                         └─ r0 ── ctl (redis-server 10.9.0.2:6379, or a Redis Cluster)
  * ```
  *
  * LB node i: router side `l{i}` 10.2.i.1/24, node side `eth0` 10.2.i.2/24. Backend j: router side
@@ -27,6 +27,9 @@
  * /128, which the router's bird installs as an IPv6 ECMP route. The echo servers listen on both
  * LB IPs; {@linkcode Cluster.startClient} takes the family.
  *
+ * With `redisCluster: true` the store is a Redis Cluster of three masters with a replica each in
+ * `ctl` (lab/_cluster_store.ts), agents given `--redis redis+cluster://…` and `--flow-buckets`.
+ *
  * With `model: "redis"` agents follow the model a controller publishes in the cluster's Redis
  * instead of the services file (the test runs the API server and controller in `ctl`).
  *
@@ -35,7 +38,8 @@
 import { run as runRoot } from "./command.ts";
 import type { HostProcess } from "./host_process.ts";
 import { createTopology, routerSpoke, type Topology } from "./netns.ts";
-import { type RedisServer, startRedis } from "./redis_server.ts";
+import type { RedisServer } from "./redis_server.ts";
+import { ClusterStore } from "./_cluster_store.ts";
 import { attachXdp, BpfObject, DecapDatapath, DEFAULT_OBJECT_DIR } from "../node/bpf/mod.ts";
 import { addLocalVip6 } from "../node/bpf/mod.ts";
 import { startConnectLoop, startHoldClient } from "./_cluster_clients.ts";
@@ -107,7 +111,8 @@ export class Cluster implements AsyncDisposable {
 
   private constructor(
     readonly topo: Topology,
-    readonly redis: RedisServer,
+    /** The flow store: one Redis, or a Redis Cluster (`redisCluster`). */
+    readonly store: ClusterStore,
     readonly configPath: string,
     readonly dir: string,
     options: ClusterOptions,
@@ -120,6 +125,12 @@ export class Cluster implements AsyncDisposable {
     this.#verbose = options.verbose ?? false;
     this.#healthCheck = options.healthCheck;
     this.#agentArgs = options.agentArgs ?? [];
+  }
+
+  /** The single Redis (throws with `redisCluster`: see {@linkcode Cluster.store}). */
+  get redis(): RedisServer {
+    if (!this.store.server) throw new Error("This cluster's store is a Redis Cluster");
+    return this.store.server;
   }
 
   /** Builds the network, Redis, the backends and the LB nodes, and waits until all are ready. */
@@ -138,11 +149,11 @@ export class Cluster implements AsyncDisposable {
       links: [client.link, ctl.link],
       routes: [client.route, ctl.route],
     });
-    let redis: RedisServer | undefined;
+    let store: ClusterStore | undefined;
     const dir = await Deno.makeTempDir({ prefix: `hf-cluster-${Deno.pid}-` });
     try {
-      redis = await startRedis({ netns: topo.ns("ctl"), bind: "10.9.0.2", port: 6379 });
-      const cluster = new Cluster(topo, redis, `${dir}/services.json`, dir, options);
+      store = await ClusterStore.start(topo, options);
+      const cluster = new Cluster(topo, store, `${dir}/services.json`, dir, options);
       if (cluster.vip6 !== null) await addSpoke6(topo, "client", "c0", "2001:db8:1");
       cluster.#router = await RouterBird.start(topo, "router", dir, {
         routerId: "10.9.0.1",
@@ -156,7 +167,7 @@ export class Cluster implements AsyncDisposable {
       return cluster;
     } catch (err) {
       await topo.destroy();
-      await redis?.[Symbol.asyncDispose]();
+      await store?.[Symbol.asyncDispose]();
       await unmountUnder(dir);
       await Deno.remove(dir, { recursive: true }).catch(() => {});
       throw err;
@@ -294,11 +305,14 @@ export class Cluster implements AsyncDisposable {
       dualStack: this.vip6 !== null,
       configPath: this.model === "redis" ? null : this.configPath,
       pinDir: this.bpffs(i),
-      redisUrl: this.redis.url,
+      redisUrl: this.store.url,
       bgpConfig: this.#bgpConfig(i),
       birdDir: this.birdDir(i),
       flowSync: this.flowSync,
-      extra: this.#agentArgs,
+      extra: [
+        ...(this.store.buckets > 1 ? ["--flow-buckets", String(this.store.buckets)] : []),
+        ...this.#agentArgs,
+      ],
     });
     node.agent = this.topo.spawn(node.host, [
       Deno.execPath(),
@@ -379,7 +393,7 @@ export class Cluster implements AsyncDisposable {
     for (const h of this.#handles.splice(0)) h[Symbol.dispose]();
     this.#pass?.[Symbol.dispose]();
     await unmountUnder(this.dir);
-    await this.redis[Symbol.asyncDispose]();
+    await this.store[Symbol.asyncDispose]();
     await Deno.remove(this.dir, { recursive: true }).catch(() => {});
   }
 }

@@ -5,7 +5,8 @@
  * the store.
  *
  * - some live agent logged `flow store unavailable` after the kill (the failover reached it);
- * - every live agent is back in sync (`holdfast_flow_store_up 1`);
+ * - every live agent is back in sync (`holdfast_flow_store_up 1`; how long each was out of sync,
+ *   from its log, is reported);
  * - the flows learned meanwhile were written back: `holdfast_flows_rewritten_total` summed over
  *   live agents, and `published` of their `flows restored` lines since the kill, above 0;
  * - every flow a live agent learned itself (not a peer's, not awaiting its event) of the IPv4 LB
@@ -51,10 +52,18 @@ export async function checkFailoverWritten(
   const checks: Check[] = [];
   const live = [...cluster.lbNodes.values()].filter((n) => n.agent !== null);
   const noticed: string[] = [];
+  /** Per agent, ms from its first `flow store unavailable` to its last `flow store available`. */
+  const outageMs: Record<string, number> = {};
   let published = 0;
   for (const n of live) {
     const since = linesSince(n.agent!, from.get(n.index) ?? 0);
-    if (since.some((l) => l.includes('"msg":"flow store unavailable"'))) noticed.push(n.host);
+    const at = (msg: string) => since.filter((l) => l.includes(`"msg":"${msg}"`));
+    const down = at("flow store unavailable")[0];
+    const up = at("flow store available").at(-1);
+    if (down) noticed.push(n.host);
+    if (down && up) {
+      outageMs[n.host] = Date.parse(JSON.parse(up).ts) - Date.parse(JSON.parse(down).ts);
+    }
     for (const l of since) {
       if (l.includes('"msg":"flows restored"')) published += Number(JSON.parse(l).published) || 0;
     }
@@ -81,7 +90,7 @@ export async function checkFailoverWritten(
   checks.push({
     what: "every live agent back in sync with the store after the failover",
     ok: live.length > 0 && down.length === 0,
-    seen: `not in sync: ${JSON.stringify(down)}`,
+    seen: `not in sync: ${JSON.stringify(down)}; out of sync (ms): ${JSON.stringify(outageMs)}`,
   });
   checks.push({
     what: "flows learned during the failover written back (rewritten metric, flows restored)",

@@ -60,6 +60,13 @@ export interface ClusterOptions {
    * then serve `GET /healthz` on {@linkcode BACKEND_HEALTH_PORT}. Default none (no probing).
    */
   readonly healthCheck?: Readonly<Record<string, unknown>>;
+  /**
+   * Run a Redis Cluster (three masters, a replica each) in `ctl` instead of one Redis
+   * (lab/_cluster_store.ts; default false).
+   */
+  readonly redisCluster?: boolean;
+  /** With `redisCluster`: hash tags per LB IP, every agent's `--flow-buckets` (default 1). */
+  readonly flowBuckets?: number;
   /** More `main.ts agent` arguments for every agent, e.g. `["--policy-follow", PATH]`. */
   readonly agentArgs?: readonly string[];
   /**
@@ -182,7 +189,24 @@ export interface LbAgentPlan {
   readonly bgpConfig: string;
   readonly birdDir: string;
   readonly flowSync: boolean;
+  /** Flow buckets per LB IP (`--flow-buckets`; 1: the flag is left out). */
+  readonly flowBuckets?: number;
   readonly extra: readonly string[];
+}
+
+const MAIN = new URL("../main.ts", import.meta.url).pathname;
+
+/** The argv of an LB agent of `release` (undefined: this checkout) with `main.ts` arguments. */
+export function lbAgentCommand(release: AgentRelease | undefined, args: readonly string[]) {
+  return [
+    Deno.execPath(),
+    "run",
+    ...(release ? ["--config", release.config] : []),
+    "-P=agent",
+    "--quiet",
+    release?.main ?? MAIN,
+    ...args,
+  ];
 }
 
 /** The `main.ts` arguments of LB node i's agent. */
@@ -196,6 +220,7 @@ export function lbAgentArgs(i: number, plan: LbAgentPlan): string[] {
     ...["--bgp-config", plan.bgpConfig, "--bgp-dir", plan.birdDir],
     // No --vip: the agent follows its config's frontends (the cluster's LB IPs among them).
     ...(plan.flowSync ? [] : ["--no-flow-sync"]),
+    ...((plan.flowBuckets ?? 1) > 1 ? ["--flow-buckets", String(plan.flowBuckets)] : []),
     ...plan.extra,
   ];
 }

@@ -76,11 +76,14 @@ export interface RunResult {
 /**
  * One step of a scenario: a disturbance of LB node `i` or backend `j` (a method of
  * {@linkcode Disturbances}, which also checks that it happened), Redis's restart, or a pause of
- * `ms` milliseconds.
+ * `ms` milliseconds; with a Redis Cluster, the master of the LB IP's flows killed; or steps run
+ * `together` (concurrently).
  */
 export type Step =
   | readonly ["killLbNode" | "addLbNode" | "killAgent" | "startAgent" | "addBackend", number]
   | readonly ["restartRedis"]
+  | readonly ["killFlowMaster"]
+  | readonly ["together", readonly Step[]]
   | readonly ["sleep", number];
 
 /** A scenario: cluster shape and what happens while connections are held. */
@@ -98,6 +101,11 @@ export interface Scenario {
   readonly baselineLoses?: boolean;
   /** The disturbances, in order, from 1.5 s after the connections opened. */
   readonly steps: readonly Step[];
+  /**
+   * The store: a Redis Cluster (three masters, a replica each) with `flowBuckets` hash tags per
+   * LB IP (lab/_cluster_store.ts). Such scenarios run for Holdfast only. Default: one Redis.
+   */
+  readonly redisCluster?: { readonly flowBuckets: number };
 }
 
 /** The scenarios: the five of the stateful-flows issue and an LB node that comes back. */
@@ -160,10 +168,28 @@ export const SCENARIOS: readonly Scenario[] = [
   },
 ];
 
+/**
+ * Chaos with a Redis Cluster as the store (tests/e2e/shard_failover_chaos_test.ts): not in
+ * {@linkcode SCENARIOS}, whose test also runs the baseline.
+ */
+export const SHARD_SCENARIOS: readonly Scenario[] = [
+  {
+    name: "shard-failover-lb-node-dies",
+    description: "the Redis Cluster master of the LB IP's first flow bucket is SIGKILLed (its " +
+      "replica promoted) while LB node 1 of 4 dies (link down, agent killed)",
+    start: { lbNodes: 4, backends: 3 },
+    redisCluster: { flowBuckets: 8 },
+    steps: [["together", [["killFlowMaster"], ["killLbNode", 1]]]],
+  },
+];
+
 /** Runs `steps` in order on a cluster through `disturb`, which records what each one did. */
 export async function runSteps(steps: readonly Step[], disturb: Disturbances): Promise<void> {
   for (const step of steps) {
     if (step[0] === "sleep") await sleep(step[1]);
+    else if (step[0] === "together") {
+      await Promise.all(step[1].map((s) => runSteps([s], disturb)));
+    } else if (step[0] === "killFlowMaster") await disturb.killFlowMaster();
     else if (step[0] === "restartRedis") await disturb.restartRedis();
     else await disturb[step[0]](step[1]);
   }
@@ -192,6 +218,8 @@ export async function runScenario(
     ...scenario.start,
     flowSync: mode === "holdfast",
     verbose: options.verbose,
+    redisCluster: scenario.redisCluster !== undefined,
+    flowBuckets: scenario.redisCluster?.flowBuckets,
   });
   const [count, durationMs] = [options.connections ?? 40, options.durationMs ?? 10_000];
   const dual = cluster.vip6 !== null;
@@ -205,7 +233,7 @@ export async function runScenario(
   ]);
   await sleep(1_500); // flows learned and shared before anything changes
   const ipv6Shared = mode === "holdfast" && cluster.vip6 !== null &&
-    Number(await cluster.redis.cli("hlen", `hf:{${cluster.vip6}}:flows`)) > 0;
+    await cluster.store.storedFlows(cluster.vip6) > 0;
   const disturb = new Disturbances(cluster, { ipv6Shared });
   await runSteps(scenario.steps, disturb);
   const [ipv4, ipv6] = await Promise.all(
@@ -287,27 +315,30 @@ export function holdfastProblems(r: RunResult): string[] {
   return problems;
 }
 
+const ALL = [...SCENARIOS, ...SHARD_SCENARIOS];
+
 /** `deno task chaos`: every scenario in both modes; the last line is the JSON totals. */
 export async function main(args: string[]): Promise<number> {
   const read = readCommandLine(args, {
     command: "chaos",
     usage: `usage: ./hf chaos [--verbose] [SCENARIO...]   (deno task chaos; as root)
-  Each scenario (default: all) for Holdfast and the baseline: ${
-      SCENARIOS.map((s) => s.name).join(", ")
+  Each scenario (default: all) for Holdfast and the baseline (Redis Cluster ones: Holdfast only): ${
+      ALL.map((s) => s.name).join(", ")
     }`,
     positionals: true,
     options: { verbose: { type: "boolean" } },
   }, ({ values, positionals }) => {
-    const unknown = positionals.find((p) => !SCENARIOS.some((s) => s.name === p));
+    const unknown = positionals.find((p) => !ALL.some((s) => s.name === p));
     if (unknown !== undefined) throw new UsageError(`Unknown scenario "${unknown}"`);
     return { only: positionals, verbose: values.verbose === true };
   });
   if ("exit" in read) return read.exit;
   const { only, verbose } = read.options;
   const results: RunResult[] = [];
-  for (const scenario of SCENARIOS) {
+  for (const scenario of ALL) {
     if (only.length && !only.includes(scenario.name)) continue;
-    for (const mode of ["holdfast", "baseline"] as const) {
+    const modes = scenario.redisCluster ? ["holdfast"] as const : ["holdfast", "baseline"] as const;
+    for (const mode of modes) {
       const r = await runScenario(scenario, mode, { verbose });
       results.push(r);
       const failed = r.checks.filter((c) => !c.ok);

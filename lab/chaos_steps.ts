@@ -12,6 +12,7 @@ import { installAtomically } from "../policy-as/host/cli.ts";
 import { moduleDigest } from "../policy-as/host/policy_module.ts";
 import { backendAddress, backendAddress6, type Cluster, lbAddress, lbAddress6 } from "./cluster.ts";
 import { backendsOf, configuredBackends, forwardedBy, routeVias } from "./cluster_probe.ts";
+import { checkFailoverWritten } from "./_chaos_shard.ts";
 
 /** One piece of evidence that a disturbance happened as described. */
 export interface Check {
@@ -175,6 +176,45 @@ export class Disturbances {
           noticed,
           noticed ? "logged" : `no log; its store lines since: ${JSON.stringify(said)}`,
         );
+      }
+    });
+  }
+
+  /**
+   * The Redis Cluster master holding the IPv4 LB IP's first flow bucket is SIGKILLed: checks
+   * that its process died and that its replica took the slots over, and (at
+   * {@linkcode settle}) that live agents noticed the failover, came back in sync, counted the
+   * flows they wrote back, and that every flow they learned is in the store (lab/_chaos_shard.ts).
+   */
+  async killFlowMaster(): Promise<void> {
+    const { store, vip } = this.cluster;
+    const rc = store.cluster;
+    if (!rc) throw new Error("killFlowMaster needs a cluster with redisCluster");
+    const victim = await store.masterOf(vip);
+    const pid = victim.pid;
+    const from = new Map([...this.cluster.lbNodes].map(([i, n]) => [i, n.agent?.lineCount ?? 0]));
+    await victim.stop("SIGKILL");
+    const alive = pid !== null && await processAlive(pid);
+    this.#check(
+      `the master of ${store.flowsKey(vip)} (port ${victim.port}) killed`,
+      pid !== null && !alive,
+      `pid ${pid}`,
+    );
+    let promoted = "";
+    try {
+      await rc.waitHealthy();
+      promoted = String((await store.masterOf(vip)).port);
+    } catch (err) {
+      promoted = (err as Error).message;
+    }
+    this.#check(
+      `a replica took ${store.flowsKey(vip)} over from port ${victim.port}`,
+      /^\d+$/.test(promoted) && promoted !== String(victim.port),
+      `master now ${promoted}`,
+    );
+    this.#later.push(async () => {
+      for (const c of await checkFailoverWritten(this.cluster, from)) {
+        this.#check(c.what, c.ok, c.seen);
       }
     });
   }

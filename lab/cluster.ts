@@ -8,7 +8,7 @@
  *  10.1.0.2   (ECMP to    └─ lN ── lbN                   │
  *              the VIP)   ┌─ b1 ── be1 (decap, VIP on lo, echo server) ◀┘
  *                         ├─ bM ── beM        replies go straight to the client (DSR)
- *                         └─ r0 ── ctl (redis-server 10.9.0.2:6379)
+ *                         └─ r0 ── ctl (redis-server 10.9.0.2:6379, or a Redis Cluster)
  * ```
  *
  * LB node i: router side `l{i}` 10.2.i.1/24, node side `eth0` 10.2.i.2/24. Backend j: router side
@@ -16,8 +16,8 @@
  * its bird2 installs (`merge paths yes`, lab/_anycast_router.ts) from what the LB nodes announce:
  * each agent runs with `--bgp-config` (eBGP with BFD to 10.2.i.1, AS 65100+i), announcing its LB
  * IPs only once ready and withdrawing them first on SIGTERM (node/bgp/lb_announcer.ts);
- * `fib_multipath_hash_policy=1` spreads by 5-tuple. Services and backends reach every agent through one JSON file (the file data source),
- * rewritten when backends change.
+ * `fib_multipath_hash_policy=1` spreads by 5-tuple. Services and backends reach every agent
+ * through one JSON file (the file data source), rewritten when backends change.
  *
  * Dual stack by default (`ipv6: false` for IPv4 only; the Redis model's cluster is IPv4 only unless
  * asked): every link also has IPv6 (lab/_cluster6.ts: plan, DAD off), a second service
@@ -27,6 +27,9 @@
  * /128, which the router's bird installs as an IPv6 ECMP route. The echo servers listen on both
  * LB IPs; {@linkcode Cluster.startClient} takes the family.
  *
+ * With `redisCluster: true` the store is a Redis Cluster of three masters with a replica each in
+ * `ctl` (lab/_cluster_store.ts), agents given `--redis redis+cluster://…` and `--flow-buckets`.
+ *
  * With `model: "redis"` agents follow the model a controller publishes in the cluster's Redis
  * instead of the services file (the test runs the API server and controller in `ctl`).
  *
@@ -35,7 +38,8 @@
 import { run as runRoot } from "./command.ts";
 import type { HostProcess } from "./host_process.ts";
 import { createTopology, routerSpoke, type Topology } from "./netns.ts";
-import { type RedisServer, startRedis } from "./redis_server.ts";
+import type { RedisServer } from "./redis_server.ts";
+import { ClusterStore } from "./_cluster_store.ts";
 import { attachXdp, BpfObject, DecapDatapath, DEFAULT_OBJECT_DIR } from "../node/bpf/mod.ts";
 import { addLocalVip6 } from "../node/bpf/mod.ts";
 import { startConnectLoop, startHoldClient } from "./_cluster_clients.ts";
@@ -58,6 +62,7 @@ import {
   lbAddress,
   lbAddress6,
   lbAgentArgs,
+  lbAgentCommand,
   lbNodeBgp,
   ROUTER_SYSCTLS,
 } from "./_cluster_plan.ts";
@@ -73,7 +78,6 @@ export {
   lbAddress6,
 } from "./_cluster_plan.ts";
 
-const MAIN = new URL("../main.ts", import.meta.url).pathname;
 const ECHO = new URL("./clients/tcp_echo.ts", import.meta.url).pathname;
 
 /** One LB node's live parts. */
@@ -111,7 +115,8 @@ export class Cluster implements AsyncDisposable {
 
   private constructor(
     readonly topo: Topology,
-    readonly redis: RedisServer,
+    /** The flow store: one Redis, or a Redis Cluster (`redisCluster`). */
+    readonly store: ClusterStore,
     readonly configPath: string,
     readonly dir: string,
     options: ClusterOptions,
@@ -127,12 +132,15 @@ export class Cluster implements AsyncDisposable {
     this.#release = options.release;
   }
 
-  /**
-   * The build LB node i's agent runs from its next start (`startAgent`; undefined: this
-   * checkout), as a DaemonSet rolling to another image would run it.
-   */
+  /** The build LB node i's agent runs from its next start (undefined: this checkout). */
   setRelease(i: number, release: AgentRelease | undefined): void {
     this.#releases.set(i, release);
+  }
+
+  /** The single Redis (throws with `redisCluster`: see {@linkcode Cluster.store}). */
+  get redis(): RedisServer {
+    if (!this.store.server) throw new Error("This cluster's store is a Redis Cluster");
+    return this.store.server;
   }
 
   /** Builds the network, Redis, the backends and the LB nodes, and waits until all are ready. */
@@ -151,11 +159,11 @@ export class Cluster implements AsyncDisposable {
       links: [client.link, ctl.link],
       routes: [client.route, ctl.route],
     });
-    let redis: RedisServer | undefined;
+    let store: ClusterStore | undefined;
     const dir = await Deno.makeTempDir({ prefix: `hf-cluster-${Deno.pid}-` });
     try {
-      redis = await startRedis({ netns: topo.ns("ctl"), bind: "10.9.0.2", port: 6379 });
-      const cluster = new Cluster(topo, redis, `${dir}/services.json`, dir, options);
+      store = await ClusterStore.start(topo, options);
+      const cluster = new Cluster(topo, store, `${dir}/services.json`, dir, options);
       if (cluster.vip6 !== null) await addSpoke6(topo, "client", "c0", "2001:db8:1");
       cluster.#router = await RouterBird.start(topo, "router", dir, {
         routerId: "10.9.0.1",
@@ -169,7 +177,7 @@ export class Cluster implements AsyncDisposable {
       return cluster;
     } catch (err) {
       await topo.destroy();
-      await redis?.[Symbol.asyncDispose]();
+      await store?.[Symbol.asyncDispose]();
       await unmountUnder(dir);
       await Deno.remove(dir, { recursive: true }).catch(() => {});
       throw err;
@@ -286,8 +294,7 @@ export class Cluster implements AsyncDisposable {
     return `${this.dir}/lb${i}.bgp.json`;
   }
 
-  /** LB node i's bird directory (bird.conf, bird.ctl, bird.pid, bird.log; a killed agent leaves
-   * its bird running and the next agent adopts it: node/bgp/bird.ts). */
+  /** LB node i's bird directory (its bird outlives a killed agent; the next adopts it). */
   birdDir(i: number): string {
     return `${this.dir}/lb${i}.bird`;
   }
@@ -307,22 +314,15 @@ export class Cluster implements AsyncDisposable {
       dualStack: this.vip6 !== null,
       configPath: this.model === "redis" ? null : this.configPath,
       pinDir: this.bpffs(i),
-      redisUrl: this.redis.url,
+      redisUrl: this.store.url,
       bgpConfig: this.#bgpConfig(i),
       birdDir: this.birdDir(i),
       flowSync: this.flowSync,
+      flowBuckets: this.store.buckets,
       extra: this.#agentArgs,
     });
     const release = this.#releases.has(i) ? this.#releases.get(i) : this.#release;
-    node.agent = this.topo.spawn(node.host, [
-      Deno.execPath(),
-      "run",
-      ...(release ? ["--config", release.config] : []),
-      "-P=agent",
-      "--quiet",
-      release?.main ?? MAIN,
-      ...args,
-    ], {
+    node.agent = this.topo.spawn(node.host, lbAgentCommand(release, args), {
       stderr: this.#verbose ? "inherit" : "null",
     });
     if (this.#verbose) node.agent.tailToStderr();
@@ -394,7 +394,7 @@ export class Cluster implements AsyncDisposable {
     for (const h of this.#handles.splice(0)) h[Symbol.dispose]();
     this.#pass?.[Symbol.dispose]();
     await unmountUnder(this.dir);
-    await this.redis[Symbol.asyncDispose]();
+    await this.store[Symbol.asyncDispose]();
     await Deno.remove(this.dir, { recursive: true }).catch(() => {});
   }
 }

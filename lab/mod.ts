@@ -6,8 +6,10 @@
  * - `netns.ts` declares topologies (hosts, veth links, ECMP routes); `host_process.ts` is a
  *   process inside a host;
  * - `redis_server.ts` a throwaway redis-server, also inside a namespace;
- * - `cluster.ts` the virtual cluster, `cluster_probe.ts` what it is doing;
- * - `chaos.ts` the chaos scenarios (`deno task chaos`), `demo.ts` the demo (`main.ts demo`);
+ * - `cluster.ts` the virtual cluster (its store, one Redis or a Redis Cluster: `_cluster_store.ts`),
+ *   `cluster_probe.ts` what it is doing;
+ * - `chaos.ts` the chaos scenarios (`deno task chaos`; shard failover checks: `_chaos_shard.ts`),
+ *   `demo.ts` the demo (`main.ts demo`);
  * - `anycast.ts` the anycast lab (a bird2 router, nodes running `main.ts anycast`, pods as HTTP
  *   servers; imported directly: not re-exported here);
  * - `egress.ts` the egress NAT lab (clients, NAT pods, two bridged segments, a server),

@@ -19,7 +19,11 @@ export function agentCommand(
   options: AnycastLabOptions,
   redirect?: RedirectParts,
 ): { args: string[]; permissions: string[] } {
-  const command = plainCommand(lab, name, birdDir, options);
+  const plain = plainCommand(lab, name, birdDir, options);
+  // Another build runs under its own deno.json (its imports).
+  const command = options.release
+    ? { ...plain, permissions: ["--config", options.release.config, ...plain.permissions] }
+    : plain;
   if (!redirect) return command;
   const perms = command.permissions.filter((p) => p !== "--allow-net=127.0.0.1");
   return {

@@ -35,6 +35,7 @@ import {
 import { addAnycastIpv6, anycastNodeBgp, anycastSysctls6 } from "./_anycast_ipv6.ts";
 import { RedirectParts } from "./_anycast_redirect.ts";
 import { agentCommand } from "./_anycast_agent.ts";
+import type { AgentRelease } from "./_cluster_plan.ts";
 
 export { RouteWatch };
 
@@ -77,6 +78,8 @@ export interface AnycastLabOptions {
    * over IPv6 carrying its /128s from 2001:db8:100::/64.
    */
   readonly ipv6?: boolean;
+  /** The build the agents run (`lab/previous_release.ts`; default this checkout). */
+  readonly release?: AgentRelease;
 }
 
 /** One node of the lab. */
@@ -197,7 +200,7 @@ export class AnycastLab implements AsyncDisposable {
         const birdDir = `${dir}/${name}.bird`;
         if (options.kube) lab.#relays.push(relayIntoNamespace(topo.ns(name), options.kube.port));
         const command = agentCommand(lab, name, birdDir, options, lab.#redirect);
-        const agent = topo.spawnDeno(name, MAIN, command);
+        const agent = topo.spawnDeno(name, options.release?.main ?? MAIN, command);
         lab.nodes.set(name, { name, address: `10.9.${i + 1}.2`, agent, birdDir });
       }
       for (const node of lab.nodes.values()) {
@@ -339,17 +342,19 @@ export class AnycastLab implements AsyncDisposable {
    */
   async restartAgent(
     name: string,
-    o: { signal?: Deno.Signal; meanwhile?: () => Promise<unknown> } = {},
+    o: { signal?: Deno.Signal; meanwhile?: () => Promise<unknown>; release?: AgentRelease | null } =
+      {},
   ): Promise<HostProcess> {
     const node = this.nodes.get(name);
     if (!node) throw new Error(`No node "${name}"`);
     await node.agent.stop(o.signal ?? "SIGKILL", 10_000);
     await o.meanwhile?.();
-    const agent = this.topo.spawnDeno(
-      name,
-      MAIN,
-      agentCommand(this, name, node.birdDir, this.#options, this.#redirect),
-    );
+    // `release`: the build the new agent runs (null: this checkout; unset: the lab's).
+    const opts = o.release === undefined
+      ? this.#options
+      : { ...this.#options, release: o.release ?? undefined };
+    const command = agentCommand(this, name, node.birdDir, opts, this.#redirect);
+    const agent = this.topo.spawnDeno(name, opts.release?.main ?? MAIN, command);
     this.nodes.set(name, { ...node, agent });
     const ready = this.#options.stateful ? '"msg":"ready"' : '"msg":"anycast agent ready"';
     await agent.waitForLine((l) => l.includes(ready), {

@@ -101,8 +101,10 @@ export async function reconcileWorkload(
         ...(kind === "Deployment" ? { replicas: want.spec.replicas } : {}),
       });
     } catch (err) {
-      writes.inc({ kind, op, result: "error" });
-      logger.warn("egress workload not written; retrying", {
+      const e = err as { code?: unknown; statusCode?: unknown } | null;
+      const raced = (e?.code ?? e?.statusCode) === 409; // the cache was behind: next pass
+      writes.inc({ kind, op, result: raced ? "conflict" : "error" });
+      (raced ? logger.debug : logger.warn).call(logger, "egress workload not written; retrying", {
         egress: key,
         kind,
         op,

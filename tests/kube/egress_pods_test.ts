@@ -210,6 +210,13 @@ Deno.test("egress NAT pods: the controller owns a Deployment and a PDB per Egres
       async () => (await readStoredEgressConfig(redis, "default/internet"))?.clients.length === 2,
     );
 
+    // The CRD refuses a source with both a prefix and a selector (CEL rule), naming the field.
+    const refused = await custom.createNamespacedCustomObject(egressNat("both", {
+      sources: [{ prefix: "10.9.0.0/26", podSelector: {} }],
+    })).then(() => "", (err) => String(err?.body ?? err));
+    assert(refused.includes("set either prefix or podSelector/namespaceSelector"), refused);
+    assert(refused.includes("spec.sources[0]"), refused);
+
     // Deleting the EgressNAT removes its Deployment and PDB (owner references, garbage collector).
     await custom.deleteNamespacedCustomObject({ ...CRD, name: "internet" });
     await waitFor(

@@ -75,6 +75,8 @@ rootTest(
       const dep = kube.store.get("apps/deployments", NS, "internet") as Any;
       strictEqual(dep.metadata.ownerReferences[0].kind, "EgressNAT");
       strictEqual(dep.spec.replicas, 2);
+      // The controller's own image (k8s/controller.yaml --egress-image, what deploy installed).
+      strictEqual(dep.spec.template.spec.containers[0].image, "holdfast:dev");
     });
     await step(
       "the lab kubelet runs two NAT pods; they get ready; one owns the address",

@@ -7,7 +7,8 @@
  * references let Kubernetes' garbage collector remove both with the EgressNAT.
  *
  * The result is the EgressNAT's `NATPods` condition: True `Managed`, or False `InvalidSpec`
- * (the message names the field) / `Conflict`.
+ * (the message names the field) / `Conflict` / `Deleting` (an EgressNAT being deleted gets
+ * nothing made again, so a Foreground delete ends).
  *
  * @module
  */
@@ -61,6 +62,11 @@ export async function reconcileWorkload(
     message,
     ...g,
   });
+  // Being deleted (Foreground: the collector waits for the Deployment and PDB to go): make
+  // nothing, or the owner would wait for ever.
+  if (nat.metadata?.deletionTimestamp) {
+    return cond("False", "Deleting", "the EgressNAT is being deleted");
+  }
   const derived = deriveWorkload(nat, options);
   if ("problem" in derived) return cond("False", "InvalidSpec", derived.problem);
   const uid = nat.metadata?.uid ?? "";

@@ -19,6 +19,7 @@ export interface KubeObject {
     labels?: Record<string, string>;
     annotations?: Record<string, string>;
     creationTimestamp?: string | Date | null;
+    deletionTimestamp?: string | Date | null;
     ownerReferences?: {
       apiVersion?: string;
       kind?: string;

@@ -14,8 +14,9 @@
  * - **Orphan**: the dependents lose their reference to the owner and stay; then the owner goes.
  *
  * Dependents are found by uid across every stored type (the real collector also matches by uid).
- * Not done: a dependent created with a reference to an owner that never existed is not collected
- * (the real collector deletes it after checking with the API).
+ * An object created with references only to owners that do not exist (an owner deleted a moment
+ * before, as a controller acting on a stale cache does) is deleted at once; the real collector
+ * does so after checking with the API.
  *
  * @module
  */
@@ -154,6 +155,17 @@ export class GarbageCollector {
   foreground(uid: string): void {
     this.#collect(uid, "Foreground");
     this.#settle(uid);
+  }
+
+  /**
+   * After a create: an object whose owner references all name owners that do not exist (their
+   * uid is stored nowhere, e.g. an owner deleted just before) is deleted, as the real collector
+   * deletes dependents whose owners are all absent.
+   */
+  created(type: ResourceType, object: Obj): void {
+    const refs = ownerRefs(object);
+    if (refs.length === 0 || refs.some((r) => this.#index.byUid(String(r.uid)))) return;
+    this.rest.delete(type, ...this.#where({ type, object }), { propagationPolicy: "Background" });
   }
 
   /** After an object is gone: its dependents are collected, a waiting owner may be released. */

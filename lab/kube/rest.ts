@@ -196,11 +196,9 @@ export class Rest {
     obj = checked.obj;
     if (!opts.applied) recordUpdate(undefined, obj, this.#writer(type, opts), listKeysFor(type));
     if (opts.dryRun) return { object: obj, warnings: checked.warnings, created: true };
-    return {
-      object: this.#write(type, obj),
-      warnings: checked.warnings,
-      created: true,
-    };
+    const object = this.#write(type, obj);
+    this.#gc.created(type, object); // owners that do not exist: collected at once (gc.ts)
+    return { object, warnings: checked.warnings, created: true };
   }
 
   #writer(type: ResourceType, opts: WriteOptions): Writer {

@@ -217,6 +217,24 @@ Deno.test("egress NAT pods: the controller owns a Deployment and a PDB per Egres
     assert(refused.includes("set either prefix or podSelector/namespaceSelector"), refused);
     assert(refused.includes("spec.sources[0]"), refused);
 
+    // A Foreground delete ends: the controller does not make again what the collector deletes.
+    await custom.createNamespacedCustomObject(egressNat("fg"));
+    await waitFor("fg's Deployment", async () => (await deployment("fg")) !== undefined);
+    await custom.deleteNamespacedCustomObject({
+      ...CRD,
+      name: "fg",
+      propagationPolicy: "Foreground",
+    });
+    await waitFor(
+      "fg and its objects gone",
+      async () =>
+        (await deployment("fg")) === undefined && (await pdb("fg")) === undefined &&
+        (await custom.getNamespacedCustomObject({ ...CRD, name: "fg" }).then(
+          () => false,
+          () => true,
+        )),
+    );
+
     // Deleting the EgressNAT removes its Deployment and PDB (owner references, garbage collector).
     await custom.deleteNamespacedCustomObject({ ...CRD, name: "internet" });
     await waitFor(

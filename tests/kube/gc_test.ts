@@ -3,7 +3,8 @@
  * delete removes the owner's dependents (a chain too) but only unlinks a dependent that has
  * another live owner; `--cascade=orphan` keeps the dependents without the reference;
  * `--cascade=foreground` keeps the owner (deletionTimestamp, finalizer foregroundDeletion) until
- * a dependent held by a finalizer of its own is gone. PodDisruptionBudgets are served
+ * a dependent held by a finalizer of its own is gone; an object created with a reference only to
+ * an owner that is gone is collected. PodDisruptionBudgets are served
  * (`kubectl get pdb`).
  */
 import { assert, assertEquals, assertStringIncludes } from "./_assert.ts";
@@ -130,4 +131,12 @@ Deno.test("kube gc: Background, Orphan and Foreground deletes of owners, with ku
   await env.ok(["create", "-f", "-"], configMap("dep4", [ref("ConfigMap", "v1", owner4)]));
   await env.ok(["delete", "configmap", "owner4", "--cascade=foreground"]);
   assert(!(await exists("configmap owner4")) && !(await exists("configmap dep4")), "both gone");
+
+  // Created with a reference only to an owner that does not exist (deleted a moment before):
+  // collected.
+  await env.ok(
+    ["create", "-f", "-"],
+    configMap("late", [ref("ConfigMap", "v1", owner4)]),
+  );
+  assert(!(await exists("configmap late")), "a dependent of a gone owner is collected");
 });

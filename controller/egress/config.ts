@@ -185,7 +185,8 @@ export function parseEgressConfig(doc: unknown): EgressConfig {
   unique(addresses.map((a) => a.address), "addresses.address");
   unique(addresses.map((a) => a.gateway), "addresses.gateway");
   const floating = new Set(addresses.map((a) => a.address));
-  const sources = array(root.sources, "sources").map((s, i): EgressSource => {
+  // Empty since v2 of the stored config: selectors that pick no pod yet (redis_config.ts).
+  const sources = array(root.sources, "sources", 0).map((s, i): EgressSource => {
     const o = object(s, `sources[${i}]`);
     const address = o.address === undefined
       ? addresses[i % addresses.length]!.address

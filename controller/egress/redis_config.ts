@@ -5,36 +5,44 @@
  *
  * One hash per EgressNAT, `hf:egress:{NS/NAME}:config` (the `{…}` hash tag of the leases, so it
  * shares their slot): field `json` is the config (the document {@linkcode parseEgressConfig}
- * accepts), field `rev` grows by one each time `json` changes. Publishing the same document again
- * changes nothing (one Lua script, atomic on the server).
+ * accepts), field `clients` the client pods its selectors pick (clients.ts; v2), field `rev`
+ * grows by one each time `json` or `clients` changes. Publishing the same again changes nothing
+ * (one Lua script, atomic on the server).
  *
  * @module
  */
 
 import type { RedisConnection } from "../../lib/redis_connection.ts";
 import { type EgressConfig, EgressConfigError, parseEgressConfig } from "./config.ts";
+import { decodeEgressClients, type EgressClient, encodeEgressClients } from "./clients.ts";
 
 /** A config as stored: the validated config, its revision and the key it came from. */
 export interface StoredEgressConfig {
   readonly config: EgressConfig;
   readonly rev: number;
   readonly key: string;
+  /** The selected client pods (field `clients`; none in a v1 hash). */
+  readonly clients: readonly EgressClient[];
 }
 
 /**
- * Version of the stored egress config (key, `json` and `rev` fields, the JSON document;
- * docs/contracts.md "Format versions"). v1 is the first; v2 adds the optional `bgp` section (a
- * document without it is exactly a v1 one, and v2 agents read v1 documents). A NAT agent refuses a
- * document it cannot parse (logged) and keeps the config it has: a v1 agent refuses one with `bgp`.
+ * Version of the stored egress config (key, `json`, `clients` and `rev` fields, the JSON
+ * documents; docs/contracts.md "Format versions"). v1: `json` and `rev`. v2 (both optional, so a
+ * v2 reader takes v1 documents): the `bgp` section of `json` (a document without it is exactly a
+ * v1 one; a v1 agent refuses one with it), the `clients` field (the pods `spec.sources` selectors
+ * pick; v1 readers never read it), and `json.sources` may be empty (a selector that picks no pod
+ * yet; a v1 NAT agent refuses that document). A NAT agent refuses a document it cannot parse
+ * (logged) and keeps the config it has.
  */
 export const EGRESS_CONFIG_VERSION = 2;
 
-// KEYS: config hash. ARGV: json. Returns the revision now.
+// KEYS: config hash. ARGV: json, clients. Returns the revision now.
 const PUBLISH = `
-if redis.call('HGET', KEYS[1], 'json') == ARGV[1] then
+local now = redis.call('HMGET', KEYS[1], 'json', 'clients')
+if now[1] == ARGV[1] and (now[2] or '{"pods":[]}') == ARGV[2] then
   return tonumber(redis.call('HGET', KEYS[1], 'rev') or '0')
 end
-redis.call('HSET', KEYS[1], 'json', ARGV[1])
+redis.call('HSET', KEYS[1], 'json', ARGV[1], 'clients', ARGV[2])
 return redis.call('HINCRBY', KEYS[1], 'rev', 1)
 `;
 
@@ -48,22 +56,39 @@ export function egressConfigKey(egressName: string, prefix = "hf"): string {
   return `${prefix}:egress:{${egressName}}:config`;
 }
 
-/** Publishes `config` (as JSON); returns its revision (unchanged when the document is). */
+/**
+ * Publishes `config` (as JSON) and the selected `clients`; returns the revision (unchanged when
+ * both documents are).
+ */
 export async function publishEgressConfig(
   redis: RedisConnection,
   config: EgressConfig,
   prefix?: string,
+  clients: readonly EgressClient[] = [],
 ): Promise<number> {
   const key = egressConfigKey(config.name, prefix);
-  return Number(await redis.eval(PUBLISH, [key], [JSON.stringify(config)]));
+  return Number(
+    await redis.eval(PUBLISH, [key], [JSON.stringify(config), encodeEgressClients(clients)]),
+  );
 }
 
 /**
  * The command that publishes `config`, as `redis-cli` arguments (`EVAL` of the same script as
  * {@linkcode publishEgressConfig}): for a Redis only reachable from inside a lab namespace.
  */
-export function publishEgressConfigArgs(config: EgressConfig, prefix?: string): string[] {
-  return ["EVAL", PUBLISH, "1", egressConfigKey(config.name, prefix), JSON.stringify(config)];
+export function publishEgressConfigArgs(
+  config: EgressConfig,
+  prefix?: string,
+  clients: readonly EgressClient[] = [],
+): string[] {
+  return [
+    "EVAL",
+    PUBLISH,
+    "1",
+    egressConfigKey(config.name, prefix),
+    JSON.stringify(config),
+    encodeEgressClients(clients),
+  ];
 }
 
 /** Removes the config of `egressName` (its EgressNAT was deleted); leases are left to expire. */
@@ -95,8 +120,8 @@ export async function readStoredEgressConfig(
   prefix?: string,
 ): Promise<StoredEgressConfig | null> {
   const key = egressConfigKey(egressName, prefix);
-  const r = await redis.command(["HMGET", key, "json", "rev"]) as (string | null)[];
-  const [json, rev] = [r?.[0] ?? null, r?.[1] ?? null];
+  const r = await redis.command(["HMGET", key, "json", "rev", "clients"]) as (string | null)[];
+  const [json, rev, clients] = [r?.[0] ?? null, r?.[1] ?? null, r?.[2] ?? null];
   if (json === null) return null;
   let doc: unknown;
   try {
@@ -107,7 +132,12 @@ export async function readStoredEgressConfig(
     });
   }
   try {
-    return { config: parseEgressConfig(doc), rev: Number(rev ?? 0), key };
+    return {
+      config: parseEgressConfig(doc),
+      rev: Number(rev ?? 0),
+      key,
+      clients: decodeEgressClients(clients),
+    };
   } catch (err) {
     if (!(err instanceof EgressConfigError)) throw err;
     throw new EgressConfigError(err.field, `Cannot use egress config "${key}": ${err.message}`, {

@@ -16,10 +16,12 @@
  * @module
  */
 
+import type { EgressClient } from "../egress/clients.ts";
 import { type EgressConfig, EgressConfigError, parseEgressConfig } from "../egress/config.ts";
 import type { LeaseState } from "../egress/lease.ts";
 import type { IpamCondition } from "../ipam/mod.ts";
 import { keyOf, type KubeObject } from "./objects.ts";
+import { readSources, resolveSources, SourceSpecError } from "./_egress_sources.ts";
 
 /** The label naming a NAT pod's EgressNAT. */
 export const EGRESS_LABEL = "holdfast.io/egress";
@@ -28,7 +30,12 @@ export const INVALID_SPEC = "InvalidSpec";
 
 /** What an EgressNAT derives to: a config, or why not. */
 export type Derived =
-  | { readonly config: EgressConfig; readonly pods: number }
+  | {
+    readonly config: EgressConfig;
+    readonly pods: number;
+    /** Client pods picked by `spec.sources` selectors (`_egress_sources.ts`). */
+    readonly clients: EgressClient[];
+  }
   | { readonly problem: string; readonly reason: "InvalidSpec" | "NoNATPods" };
 
 /** The NAT pods of `nat` among `pods` (see the module doc), sorted by name. */
@@ -52,8 +59,21 @@ function specField(field: string, pods: readonly KubeObject[]): string {
   return field.startsWith("peers") ? "pods" : `spec.${field}`;
 }
 
-/** The config `nat` and its NAT pods say, validated by `parseEgressConfig`, or the problem. */
-export function deriveEgressConfig(nat: KubeObject, pods: readonly KubeObject[]): Derived {
+/** Every pod and namespace, for `spec.sources` selectors. */
+export interface ClientView {
+  readonly pods: readonly KubeObject[];
+  readonly namespaces: readonly KubeObject[];
+}
+
+/**
+ * The config `nat` and its NAT pods say, validated by `parseEgressConfig`, or the problem;
+ * selectors in `spec.sources` pick among `clients` (none without it).
+ */
+export function deriveEgressConfig(
+  nat: KubeObject,
+  pods: readonly KubeObject[],
+  clients: ClientView = { pods: [], namespaces: [] },
+): Derived {
   const spec = nat.spec ?? {};
   const invalid = (field: string, why: string): Derived => ({
     problem: `field "${field}": ${why}`,
@@ -69,8 +89,21 @@ export function deriveEgressConfig(nat: KubeObject, pods: readonly KubeObject[])
       `expected ${addresses.length} (one per spec.addresses, same order), got ${spec.gateways.length}`,
     );
   }
-  if (!Array.isArray(spec.sources)) {
-    return invalid("spec.sources", "required: the client prefixes whose traffic is NATed");
+  let entries;
+  try {
+    entries = readSources(spec.sources);
+  } catch (err) {
+    if (!(err instanceof SourceSpecError)) throw err;
+    return { problem: err.message, reason: INVALID_SPEC };
+  }
+  const pinned = entries.findIndex((e) =>
+    e.address !== undefined && !addresses.includes(e.address)
+  );
+  if (pinned >= 0) {
+    return invalid(
+      `spec.sources[${pinned}].address`,
+      `expected one of spec.addresses, got "${entries[pinned]!.address}"`,
+    );
   }
   const mine = natPods(nat, pods);
   if (mine.length === 0) {
@@ -80,11 +113,19 @@ export function deriveEgressConfig(nat: KubeObject, pods: readonly KubeObject[])
       reason: "NoNATPods",
     };
   }
+  const resolved = resolveSources(
+    nat,
+    entries,
+    addresses.map(String),
+    clients.pods,
+    clients.namespaces,
+    EGRESS_LABEL,
+  );
   const doc = {
     name: keyOf(nat),
     destinations: spec.destinations,
     addresses: addresses.map((address, i) => ({ address, gateway: spec.gateways[i] })),
-    sources: spec.sources,
+    sources: resolved.sources,
     peers: mine.map((p) => ({ name: p.metadata!.name, address: p.status.podIP })),
     ...(spec.interfaces !== undefined ? { interfaces: spec.interfaces } : {}),
     ...(spec.healthCheck !== undefined ? { healthCheck: spec.healthCheck } : {}),
@@ -94,7 +135,7 @@ export function deriveEgressConfig(nat: KubeObject, pods: readonly KubeObject[])
     ...(spec.bgp !== undefined ? { bgp: spec.bgp } : {}),
   };
   try {
-    return { config: parseEgressConfig(doc), pods: mine.length };
+    return { config: parseEgressConfig(doc), pods: mine.length, clients: resolved.clients };
   } catch (err) {
     if (!(err instanceof EgressConfigError)) throw err;
     const why = err.message.replace(/^field "[^"]*": /, "").replace(

@@ -30,6 +30,8 @@ import {
   ownersOf,
   readyCondition,
 } from "./_egress_derive.ts";
+import type { EgressWorkloadOptions } from "./_egress_workload.ts";
+import { NAT_PODS, reconcileWorkload, type WorkloadWriter } from "./_egress_workloads.ts";
 import { type ClusterView, keyOf, type KubeObject } from "./objects.ts";
 import { type ClusterWriter, mergeConditions, sameConditions } from "./status.ts";
 
@@ -63,6 +65,12 @@ export interface EgressReconcilerOptions {
   pollMs?: number;
   /** Quiet time before a triggered pass, ms (default 20). */
   debounceMs?: number;
+  /**
+   * Make each EgressNAT's NAT pods (Deployment + PodDisruptionBudget, `_egress_workloads.ts`)
+   * with these options through `workloadWriter` (absent: the operator makes them).
+   */
+  workload?: EgressWorkloadOptions;
+  workloadWriter?: WorkloadWriter;
   /** Clock of conditions' lastTransitionTime. */
   now?: () => Date;
   logger?: Logger;
@@ -157,19 +165,29 @@ export class EgressReconciler {
   /** Reconciles one object; false when its spec is invalid. */
   async #one(nat: KubeObject, pods: readonly KubeObject[]): Promise<boolean> {
     const key = keyOf(nat);
-    const derived = deriveEgressConfig(nat, pods);
+    const derived = deriveEgressConfig(nat, pods, {
+      pods: this.#o.view.list("pods"),
+      namespaces: this.#o.view.list("namespaces"),
+    });
     const redis = this.#o.redis;
     let owners: EgressOwner[] | undefined;
     if ("config" in derived && redis) {
-      const json = JSON.stringify(derived.config);
+      const json = JSON.stringify([derived.config, derived.clients]);
       if (this.#published.get(key) !== json) {
-        const rev = await publishEgressConfig(redis, derived.config, this.#o.prefix);
+        const rev = await publishEgressConfig(
+          redis,
+          derived.config,
+          this.#o.prefix,
+          derived.clients,
+        );
         this.#published.set(key, json);
         published.inc();
         this.#log.info("egress config published", {
           egress: key,
           rev,
           peers: derived.config.peers.map((p) => p.name),
+          sources: derived.config.sources.length,
+          clients: derived.clients.length,
         });
       }
       const leases = new RedisLeaseStore(redis, key, { prefix: this.#o.prefix });
@@ -179,30 +197,50 @@ export class EgressReconciler {
       }
       owners = ownersOf(derived.config, found);
     }
-    const ready = readyCondition(nat, derived, owners);
+    const conditions = [readyCondition(nat, derived, owners)];
+    const { workload, workloadWriter } = this.#o;
+    if (workload && workloadWriter) {
+      const v = this.#o.view;
+      conditions.push(
+        await reconcileWorkload(
+          nat,
+          v.list("egressdeployments"),
+          v.list("egresspdbs"),
+          workload,
+          workloadWriter,
+          this.#log,
+          () => this.#leader(),
+        ),
+      );
+    }
     const current = nat.status ?? {};
     const ownersNow = owners ?? current.owners ?? [];
-    const same = sameConditions(current.conditions, [ready]) &&
+    const same = sameConditions(current.conditions, conditions) &&
       JSON.stringify(current.owners ?? []) === JSON.stringify(ownersNow);
-    if (!same) await this.#writeStatus(nat, ready, ownersNow);
-    return !("problem" in derived && derived.reason === INVALID_SPEC);
+    if (!same) await this.#writeStatus(nat, conditions, ownersNow);
+    return !conditions.some((c) => c.reason === INVALID_SPEC);
   }
 
   async #writeStatus(
     nat: KubeObject,
-    ready: ReturnType<typeof readyCondition>,
+    conditions: ReturnType<typeof readyCondition>[],
     owners: readonly EgressOwner[],
   ): Promise<void> {
     const key = keyOf(nat);
     const rv = nat.metadata?.resourceVersion ?? "";
+    const [ready, natPods] = conditions as [typeof conditions[0], typeof conditions[0] | undefined];
     const status: Record<string, unknown> = {
       owners,
-      conditions: mergeConditions(nat.status?.conditions, [ready], this.#o.now?.() ?? new Date()),
+      conditions: mergeConditions(
+        nat.status?.conditions,
+        conditions,
+        this.#o.now?.() ?? new Date(),
+      ),
       ...(nat.metadata?.generation !== undefined
         ? { observedGeneration: nat.metadata.generation }
         : {}),
     };
-    const json = JSON.stringify([owners, ready]);
+    const json = JSON.stringify([owners, conditions]);
     const w = this.#written.get(key);
     if (w && w.rv === rv && w.json === json) return; // written; the informer has not caught up
     if (!this.#leader()) return;
@@ -220,6 +258,7 @@ export class EgressReconciler {
       this.#log.info("egress status written", {
         egress: key,
         ready: `${ready.status} ${ready.reason}`,
+        ...(natPods ? { natPods: `${natPods.status} ${natPods.reason}` } : {}),
         owners: owners.map((o) => `${o.address}=${o.pod}@${o.epoch}`),
       });
     } catch (err) {
@@ -227,22 +266,29 @@ export class EgressReconciler {
       this.#log.warn("egress status not written; retrying", { egress: key, error: String(err) });
       return;
     }
-    const before = nat.status?.conditions?.find((c: { type: string }) => c.type === "Ready");
-    if (ready.reason === INVALID_SPEC && before?.message !== ready.message) {
+    for (const c of conditions) {
+      const before = nat.status?.conditions?.find((x: { type: string }) => x.type === c.type);
+      const warn = c.reason === INVALID_SPEC || (c.type === NAT_PODS && c.status === "False");
+      if (!warn || before?.message === c.message) continue;
       await this.#o.writer.emitEvent({
         regarding: { ...target, resourceVersion: undefined },
         type: "Warning",
-        reason: INVALID_SPEC,
-        note: ready.message,
-        action: "Validate",
+        reason: c.type === NAT_PODS && c.reason !== INVALID_SPEC ? `NATPods${c.reason}` : c.reason,
+        note: c.message,
+        action: c.type === NAT_PODS ? "CreateNATPods" : "Validate",
       }).catch((err) =>
         this.#log.warn("event not written", {
           egress: key,
-          reason: INVALID_SPEC,
+          reason: c.reason,
           error: String(err),
         })
       );
-      this.#log.warn("egress spec invalid", { egress: key, problem: ready.message });
+      this.#log.warn(c.type === NAT_PODS ? "egress NAT pods not managed" : "egress spec invalid", {
+        egress: key,
+        condition: c.type,
+        reason: c.reason,
+        problem: c.message,
+      });
     }
   }
 

@@ -60,6 +60,8 @@ function specs(
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  const apps = kc.makeApiClient(k8s.AppsV1Api);
+  const policyApi = kc.makeApiClient(k8s.PolicyV1Api);
   const crd = (plural: string): ResourceSpec => ({
     watchPath: `/apis/${GROUP}/${VERSION}/${plural}`,
     list: () => custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural }),
@@ -80,6 +82,27 @@ function specs(
       watchPath: "/api/v1/pods",
       params: { labelSelector: EGRESS_POD_LABEL },
       list: () => core.listPodForAllNamespaces({ labelSelector: EGRESS_POD_LABEL }) as never,
+    },
+    egressdeployments: {
+      watchPath: "/apis/apps/v1/deployments",
+      params: { labelSelector: EGRESS_POD_LABEL },
+      list: () => apps.listDeploymentForAllNamespaces({ labelSelector: EGRESS_POD_LABEL }) as never,
+    },
+    egresspdbs: {
+      watchPath: "/apis/policy/v1/poddisruptionbudgets",
+      params: { labelSelector: EGRESS_POD_LABEL },
+      list: () =>
+        policyApi.listPodDisruptionBudgetForAllNamespaces({
+          labelSelector: EGRESS_POD_LABEL,
+        }) as never,
+    },
+    pods: {
+      watchPath: "/api/v1/pods",
+      list: () => core.listPodForAllNamespaces() as never,
+    },
+    namespaces: {
+      watchPath: "/api/v1/namespaces",
+      list: () => core.listNamespace() as never,
     },
     nodes: {
       watchPath: "/api/v1/nodes",

@@ -9,6 +9,8 @@
 
 import * as k8s from "@kubernetes/client-node";
 import { keepAliveConfig } from "./_keep_alive.ts";
+import type { WorkloadWriter } from "./_egress_workloads.ts";
+import type { KubeObject } from "./objects.ts";
 import {
   type ClusterWriter,
   type EventInput,
@@ -31,8 +33,10 @@ function precondition(target: ObjectTarget): { metadata?: { resourceVersion: str
 }
 
 /** Writes through `@kubernetes/client-node` as `identity` (the Events' `reportingInstance`). */
-export class KubeClusterWriter implements ClusterWriter {
+export class KubeClusterWriter implements ClusterWriter, WorkloadWriter {
   readonly #core: k8s.CoreV1Api;
+  readonly #apps: k8s.AppsV1Api;
+  readonly #policy: k8s.PolicyV1Api;
   readonly #custom: k8s.CustomObjectsApi;
   readonly #events: k8s.EventsV1Api;
   readonly #close: () => void;
@@ -41,6 +45,8 @@ export class KubeClusterWriter implements ClusterWriter {
     const kept = keepAliveConfig(kc);
     this.#close = kept.close;
     this.#core = kept.kc.makeApiClient(k8s.CoreV1Api);
+    this.#apps = kept.kc.makeApiClient(k8s.AppsV1Api);
+    this.#policy = kept.kc.makeApiClient(k8s.PolicyV1Api);
     this.#custom = kept.kc.makeApiClient(k8s.CustomObjectsApi);
     this.#events = kept.kc.makeApiClient(k8s.EventsV1Api);
   }
@@ -57,6 +63,23 @@ export class KubeClusterWriter implements ClusterWriter {
       body: { ...precondition(target), status },
       fieldManager: FIELD_MANAGER,
     }, MERGE);
+  }
+
+  /** Creates an EgressNAT's Deployment or PodDisruptionBudget (`_egress_workloads.ts`). */
+  async createWorkload(obj: KubeObject): Promise<void> {
+    const namespace = obj.metadata?.namespace ?? "default";
+    const request = { namespace, body: obj as never, fieldManager: FIELD_MANAGER };
+    if (obj.kind === "Deployment") await this.#apps.createNamespacedDeployment(request);
+    else await this.#policy.createNamespacedPodDisruptionBudget(request);
+  }
+
+  /** Replaces one (its resourceVersion a precondition: a concurrent change gets 409). */
+  async replaceWorkload(obj: KubeObject): Promise<void> {
+    const namespace = obj.metadata?.namespace ?? "default";
+    const name = obj.metadata?.name ?? "";
+    const request = { name, namespace, body: obj as never, fieldManager: FIELD_MANAGER };
+    if (obj.kind === "Deployment") await this.#apps.replaceNamespacedDeployment(request);
+    else await this.#policy.replaceNamespacedPodDisruptionBudget(request);
   }
 
   async patchObjectStatus(target: ObjectTarget, status: Record<string, unknown>): Promise<void> {

@@ -38,6 +38,7 @@ import { metricsUrl, readStatus } from "../status/collect.ts";
 import { dashboardHandler, StatusFeed } from "../status/dashboard.ts";
 import { RedisStatusStore } from "../status/redis_status_store.ts";
 import { redisUrlProblem } from "../../lib/redis_cluster.ts";
+import { defaultImage, type EgressWorkloadOptions } from "./_egress_workload.ts";
 
 const USAGE = `usage: main.ts controller [OPTIONS]
   [--kubeconfig FILE]           (default: in-cluster, else $KUBECONFIG or ~/.kube/config)
@@ -53,6 +54,12 @@ const USAGE = `usage: main.ts controller [OPTIONS]
                                 (Events PolicyValidated / PolicyRejected; default holdfast-policy)
   [--listen HOST:PORT]          /metrics, /healthz, /readyz, and with --redis /dashboard
                                 (default 0.0.0.0:9480; "none")
+  [--egress-nat-pods on|off]    make each EgressNAT's NAT pods: a Deployment and a
+                                PodDisruptionBudget it owns (default on; needs --redis)
+  [--egress-image REF]          their image (default holdfast:<this version>)
+  [--egress-redis URL]          Redis as the NAT pods reach it (default --redis, no password)
+  [--egress-redis-secret NAME]  Secret in the EgressNAT's namespace with key "password" (default
+                                holdfast-redis with --redis-password-file; "none": no password)
   [--agents URL,...]            the dashboard also reads these nodes' /metrics (http://HOST:PORT)
   [--log-level info|debug|warn|error]`;
 
@@ -68,6 +75,8 @@ export interface ControllerArgs {
   redis?: RedisStoreOptions;
   policyConfigMap: string;
   listen: { hostname: string; port: number } | null;
+  /** How NAT pods are made (undefined: not at all). */
+  egressWorkload?: EgressWorkloadOptions;
   /** `/metrics` URLs the dashboard reads besides Redis. */
   agents: string[];
   logLevel: LogLevel;
@@ -87,6 +96,10 @@ const OPTIONS = {
   "policy-configmap": { type: "string" },
   listen: { type: "string" },
   agents: { type: "string", multiple: true },
+  "egress-nat-pods": { type: "string" },
+  "egress-image": { type: "string" },
+  "egress-redis": { type: "string" },
+  "egress-redis-secret": { type: "string" },
   "log-level": { type: "string" },
 } as const;
 
@@ -123,6 +136,7 @@ export function readControllerArgs(
     listen = { hostname: m[1]!, port: Number(m[2]) };
   }
   return {
+    egressWorkload: readEgressWorkload(values, redis),
     kubeconfig: stringOption(values, "kubeconfig"),
     namespace: stringOption(values, "namespace", { default: "holdfast-system" }),
     identity: stringOption(values, "identity", { default: Deno.hostname() }),
@@ -141,6 +155,27 @@ export function readControllerArgs(
       }
     }),
     logLevel: choiceOption<LogLevel>(values, "log-level", ["info", "debug", "warn", "error"]),
+  };
+}
+
+function readEgressWorkload(
+  values: Record<string, string | boolean | (string | boolean)[] | undefined>,
+  redis: RedisStoreOptions | undefined,
+): EgressWorkloadOptions | undefined {
+  if (choiceOption(values, "egress-nat-pods", ["on", "off"]) === "off" || !redis) return undefined;
+  const url = stringOption(values, "egress-redis", {
+    default: redis.url.replace(/\/\/[^@/]*@/, "//"),
+  });
+  const problem = redisUrlProblem(url);
+  if (problem) throw new UsageError(`Cannot use --egress-redis "${url}": ${problem}`);
+  const secret = stringOption(values, "egress-redis-secret", {
+    default: redis.password !== undefined ? "holdfast-redis" : "none",
+  });
+  return {
+    image: stringOption(values, "egress-image", { default: defaultImage() }),
+    redisUrl: url,
+    ...(redis.username !== undefined ? { redisUser: redis.username } : {}),
+    ...(secret !== "none" ? { redisPasswordSecret: secret } : {}),
   };
 }
 
@@ -188,6 +223,7 @@ export async function main(argv: string[]): Promise<number> {
     identity: args.identity,
     isLeader,
     egressRedis,
+    egressWorkload: args.egressWorkload,
     reportsRedis: egressRedis, // its blocking connection follows the LB nodes' reports
     logger,
     policyConfigMap: { namespace: args.namespace, name: args.policyConfigMap },

@@ -19,6 +19,15 @@ export interface KubeObject {
     labels?: Record<string, string>;
     annotations?: Record<string, string>;
     creationTimestamp?: string | Date | null;
+    deletionTimestamp?: string | Date | null;
+    ownerReferences?: {
+      apiVersion?: string;
+      kind?: string;
+      name?: string;
+      uid?: string;
+      controller?: boolean;
+      blockOwnerDeletion?: boolean;
+    }[];
   };
   // deno-lint-ignore no-explicit-any
   [field: string]: any;
@@ -40,6 +49,14 @@ export type ResourceName =
   | "egressnats"
   /** NAT pods: pods labelled `holdfast.io/egress` (any namespace). */
   | "egresspods"
+  /** Deployments labelled `holdfast.io/egress`: the NAT pods' the controller makes. */
+  | "egressdeployments"
+  /** PodDisruptionBudgets labelled `holdfast.io/egress`. */
+  | "egresspdbs"
+  /** Every pod: clients picked by EgressNATs' `spec.sources[].podSelector`. */
+  | "pods"
+  /** Namespaces: their labels for `spec.sources[].namespaceSelector`. */
+  | "namespaces"
   /** The policy ConfigMap (one object, by name, in the controller's namespace). */
   | "policy"
   /** Nodes: `lbNodeSelector` picks the LB nodes among them (controller/k8s/_settings.ts). */
@@ -55,6 +72,10 @@ export const RESOURCES: readonly ResourceName[] = [
   "endpointslices",
   "egressnats",
   "egresspods",
+  "egressdeployments",
+  "egresspdbs",
+  "pods",
+  "namespaces",
   "nodes",
 ];
 

@@ -30,6 +30,9 @@ import { CONFIG_NAME } from "./_config.ts";
 import { type DerivedSettings, deriveSettings, settingsForLog } from "./_settings.ts";
 import { LbController } from "./controller.ts";
 import { EgressReconciler } from "./egress.ts";
+import type { EgressWorkloadOptions } from "./_egress_workload.ts";
+import type { WorkloadWriter } from "./_egress_workloads.ts";
+import { usesSelectors } from "./_egress_sources.ts";
 import { Informers } from "./informers.ts";
 import { PolicyChecker, type PolicyValidator } from "./policy.ts";
 import { KubeClusterWriter } from "./kube_writer.ts";
@@ -56,6 +59,11 @@ export interface StartControllerOptions {
   egressRedis?: RedisConnection;
   /** EgressNAT lease poll period (default 1,000 ms). */
   egressPollMs?: number;
+  /**
+   * Make each EgressNAT's NAT pods (Deployment + PodDisruptionBudget) with these options
+   * (needs `egressRedis`; absent: the operator makes them).
+   */
+  egressWorkload?: EgressWorkloadOptions;
   /** Redis of the LB model: LB nodes' reports there become Events (`reports.ts`; absent: none). */
   reportsRedis?: RedisConnection;
   /** Gathering window of report Events, ms (default 2,000). */
@@ -123,6 +131,10 @@ export function startController(
     redis: options.egressRedis,
     isLeader: options.isLeader,
     pollMs: options.egressPollMs,
+    workload: options.egressRedis ? options.egressWorkload : undefined,
+    workloadWriter: "createWorkload" in clusterWriter
+      ? clusterWriter as unknown as WorkloadWriter
+      : undefined,
     logger,
   });
   const reports = options.reportsRedis
@@ -136,7 +148,16 @@ export function startController(
     })
     : undefined;
   reports?.start();
-  const notLb = new Set(["policy", "egressnats", "egresspods", "nodes"]);
+  const notLb = new Set([
+    "policy",
+    "egressnats",
+    "egresspods",
+    "egressdeployments",
+    "egresspdbs",
+    "pods",
+    "namespaces",
+    "nodes",
+  ]);
   let derived: DerivedSettings = { settings: {} };
   let derivedKey = JSON.stringify(derived);
   const settingsListeners: ((settings: ModelSettings) => void)[] = [];
@@ -161,7 +182,11 @@ export function startController(
     onBatch: (batch) => {
       if (batch.nodes || batch.loadbalancerconfigs) updateSettings();
       if (batch.policy) policy?.check(informers.list("policy"));
-      if (batch.egressnats || batch.egresspods) egress.trigger(0);
+      const egressBatch = batch.egressnats || batch.egresspods || batch.egressdeployments ||
+        batch.egresspdbs;
+      const clients = (batch.pods || batch.namespaces) &&
+        informers.list("egressnats").some(usesSelectors);
+      if (egressBatch || clients) egress.trigger(0);
       // The batch is already debounced: reconcile at once.
       if (Object.keys(batch).some((r) => !notLb.has(r))) controller.trigger(0);
     },

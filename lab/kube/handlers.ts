@@ -13,6 +13,7 @@ import type { Store } from "./store.ts";
 import { type Matcher, parseFieldSelector, parseLabelSelector } from "./selectors.ts";
 import { type IncludeObject, toTable } from "./table.ts";
 import { watchStream } from "./watch.ts";
+import { type PropagationPolicy, readPolicy } from "./gc.ts";
 import { ApiError, badRequest, notAllowed, statusObject, unsupportedMediaType } from "./status.ts";
 
 /** A request for a resource: type, namespace (undefined: all), name and subresource. */
@@ -235,19 +236,17 @@ function patchType(req: Request): "merge" | "json" | "strategic" | "apply" {
 async function remove(ctx: HandlerContext, t: Target, req: Request, url: URL): Promise<Response> {
   const text = await req.text();
   const opts = (text.trim() ? JSON.parse(text) : {}) as Obj;
-  const policy = String(
-    url.searchParams.get("propagationPolicy") ?? opts.propagationPolicy ?? "Background",
+  const policy = readPolicy(
+    url.searchParams.get("propagationPolicy") ?? opts.propagationPolicy ??
+      (opts.orphanDependents === true ? "Orphan" : undefined),
   );
-  if (policy === "Foreground") {
-    throw badRequest(
-      `propagationPolicy "Foreground" is not supported by the Holdfast test API server (it has no garbage collector)`,
-    );
-  }
+  if (!["Background", "Foreground", "Orphan"].includes(policy)) throw badRequest(policy);
   const dryRun = url.searchParams.get("dryRun") === "All" ||
     ((opts.dryRun ?? []) as string[]).includes("All");
   const { object, pending } = ctx.rest.delete(t.type, t.namespace ?? "", t.name!, {
     dryRun,
     preconditions: opts.preconditions as Obj | undefined,
+    propagationPolicy: policy as PropagationPolicy,
   });
   if (pending) return json(200, withVersion(t.type, object));
   const meta = object.metadata as Obj;

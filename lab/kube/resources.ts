@@ -232,6 +232,15 @@ const BUILTINS: readonly BuiltinSpec[] = [
     gen: true,
     cat: ["all"],
   },
+  {
+    g: "policy",
+    v: "v1",
+    kind: "PodDisruptionBudget",
+    plural: "poddisruptionbudgets",
+    short: ["pdb"],
+    status: true,
+    gen: true,
+  },
   { g: "rbac.authorization.k8s.io", v: "v1", kind: "Role", plural: "roles" },
   { g: "rbac.authorization.k8s.io", v: "v1", kind: "RoleBinding", plural: "rolebindings" },
   {

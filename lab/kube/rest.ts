@@ -23,12 +23,14 @@ import { admitObject } from "./admission.ts";
 import { recordUpdate, serverSideApply, type Writer } from "./apply.ts";
 import { jsonPatch, mergePatch, strategicMerge } from "./patch.ts";
 import { applyDefaults } from "./defaults.ts";
+import { FOREGROUND_FINALIZER, GarbageCollector, type PropagationPolicy } from "./gc.ts";
 import { ServiceAllocator } from "./service_alloc.ts";
 import { prepareServiceUpdate } from "./service_strategy.ts";
 import {
   alreadyExists,
   ApiError,
   badRequest,
+  checkPreconditions,
   conflict,
   notFound,
   unsupportedMediaType,
@@ -86,10 +88,12 @@ function withoutMetaAndStatus(obj: Obj): string {
 export class Rest {
   readonly registry: Registry;
   readonly #alloc: ServiceAllocator;
+  readonly #gc: GarbageCollector;
 
   constructor(registry: Registry) {
     this.registry = registry;
     this.#alloc = new ServiceAllocator(registry.store);
+    this.#gc = new GarbageCollector(registry, this);
   }
 
   /** Admission, then (Services) what the allocator refuses: node ports and cluster IPs in use. */
@@ -192,11 +196,9 @@ export class Rest {
     obj = checked.obj;
     if (!opts.applied) recordUpdate(undefined, obj, this.#writer(type, opts), listKeysFor(type));
     if (opts.dryRun) return { object: obj, warnings: checked.warnings, created: true };
-    return {
-      object: this.#write(type, obj),
-      warnings: checked.warnings,
-      created: true,
-    };
+    const object = this.#write(type, obj);
+    this.#gc.created(type, object); // owners that do not exist: collected at once (gc.ts)
+    return { object, warnings: checked.warnings, created: true };
   }
 
   #writer(type: ResourceType, opts: WriteOptions): Writer {
@@ -354,42 +356,39 @@ export class Rest {
       }
     }
     const gone = this.registry.store.remove(storageKey(type), type.namespaced ? ns : "", name);
+    if (gone) this.#gc.removed(gone);
     return gone && readAs(type, gone);
   }
 
   /**
    * DELETE: removes the object now, or, when it has finalizers, marks it deleting
    * (`deletionTimestamp`) until an update removes the last one. `preconditions` as in
-   * DeleteOptions (uid, resourceVersion).
+   * DeleteOptions (uid, resourceVersion); dependents by `propagationPolicy` (gc.ts).
    */
   delete(
     type: ResourceType,
     ns: string,
     name: string,
-    options: { dryRun?: boolean; preconditions?: Obj } = {},
+    options: { dryRun?: boolean; preconditions?: Obj; propagationPolicy?: PropagationPolicy } = {},
   ): { object: Obj; pending: boolean } {
     const current = this.get(type, ns, name);
     const cm = meta(current);
-    const pre = options.preconditions ?? {};
-    if (pre.resourceVersion !== undefined && pre.resourceVersion !== cm.resourceVersion) {
-      throw conflict(
-        this.#subject(type, name),
-        `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${cm.resourceVersion}`,
-      );
-    }
-    if (pre.uid !== undefined && pre.uid !== cm.uid) {
-      throw conflict(
-        this.#subject(type, name),
-        `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${cm.uid}`,
-      );
-    }
+    checkPreconditions(this.#subject(type, name), options.preconditions ?? {}, cm);
     if (options.dryRun) return { object: current, pending: false };
+    const policy = options.propagationPolicy, uid = String(cm.uid);
+    if (policy === "Orphan" && !cm.deletionTimestamp) this.#gc.orphan(uid);
+    if (policy === "Foreground" && !cm.deletionTimestamp) {
+      cm.finalizers = [...((cm.finalizers ?? []) as string[]), FOREGROUND_FINALIZER];
+    }
     if (((cm.finalizers ?? []) as unknown[]).length > 0) {
       if (cm.deletionTimestamp) return { object: current, pending: true };
       cm.deletionTimestamp = timestamp();
       cm.deletionGracePeriodSeconds = 0;
       if (type.generation) cm.generation = Number(cm.generation ?? 0) + 1;
-      return { object: this.#write(type, current), pending: true };
+      const object = this.#write(type, current);
+      if (policy === "Foreground") this.#gc.foreground(uid);
+      const after = this.#read(type, ns, name);
+      return after ? { object: after, pending: true } : { object, pending: false };
     }
     return { object: this.#removeNow(type, ns, name) ?? current, pending: false };
   }

@@ -109,6 +109,24 @@ export function conflict(s: Subject, why: string): ApiError {
   );
 }
 
+/** 409 when a delete's preconditions (uid, resourceVersion) do not hold for `meta`. */
+export function checkPreconditions(
+  s: Subject,
+  pre: Record<string, unknown>,
+  meta: Record<string, unknown>,
+): void {
+  for (const [field, name] of [["resourceVersion", "ResourceVersion"], ["uid", "UID"]]) {
+    if (pre[field!] !== undefined && pre[field!] !== meta[field!]) {
+      throw conflict(
+        s,
+        `Precondition failed: ${name} in precondition: ${pre[field!]}, ${name} in object meta: ${
+          meta[field!]
+        }`,
+      );
+    }
+  }
+}
+
 /** 422 `Invalid`: `Kind.group "name" is invalid: field: message, ...`. */
 export function invalid(kind: string, s: Subject, causes: readonly StatusCause[]): ApiError {
   const what = s.group ? `${kind}.${s.group}` : kind;

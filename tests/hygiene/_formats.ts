@@ -261,7 +261,15 @@ export const FORMATS: readonly Format[] = [
       });
       return lines(
         ["key", egressConfigKey(config.name)],
-        ["publish", JSON.stringify(publishEgressConfigArgs(config))],
+        [
+          "publish",
+          JSON.stringify(publishEgressConfigArgs(config, undefined, [{
+            pod: "shop/web-1",
+            node: "n1",
+            ips: ["10.8.0.11", "fd00:8::11"],
+            address: "198.18.0.100",
+          }])),
+        ],
       );
     },
   },

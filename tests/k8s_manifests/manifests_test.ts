@@ -166,6 +166,11 @@ Deno.test("k8s/: no container is privileged; each drops ALL and has a read-only 
     assertEquals(sc.readOnlyRootFilesystem, true, `${where}: readOnlyRootFilesystem`);
     assertEquals(sc.capabilities?.drop, ["ALL"], `${where}: drops ALL`);
     assertEquals(container.image, "holdfast:dev", `${where}: the image deploy --image replaces`);
+    const egressImage = (container.args ?? []).indexOf("--egress-image");
+    if (container.name === "controller" || egressImage >= 0) {
+      // The NAT pods the controller makes run its image: deploy --image replaces this value too.
+      assertEquals(container.args[egressImage + 1], "holdfast:dev", `${where}: NAT pods' image`);
+    }
     assert(
       container.resources?.requests && container.resources?.limits?.memory,
       `${where}: resources`,

@@ -2,10 +2,12 @@
  * The Redis of `k8s/redis.yaml`, started with the manifest's own start script (its paths moved to
  * a temp dir, its port to a free loopback one): the default user is off, the password comes from
  * the Secret file, and the holdfast user can use keys under hf: (including scripts) and nothing
- * else: no other keys, no admin commands. A password with a space is refused at start.
+ * else: no other keys, no admin commands; the egress lease scripts run. A password with a space is
+ * refused at start.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { type Obj, one, readManifests } from "./_manifests.ts";
+import { LEASE_SCRIPTS } from "../../controller/egress/lease.ts";
 
 const redis = one(await readManifests(), "Deployment", "holdfast-redis");
 const container = redis.spec.template.spec.containers.find((c: Obj) => c.name === "redis");
@@ -66,6 +68,22 @@ Deno.test("k8s/redis.yaml: default user off, holdfast confined to hf:* without a
       await cli(port, ["EVAL", "return redis.call('GET', KEYS[1])", "1", "hf:x"], user),
       "1",
     );
+    // The egress lease scripts (NAT pods) run as holdfast: ACQUIRE reads TIME, which no
+    // category the user has includes (issue 23: NAT pods never acquired in the lab cluster).
+    const k = "hf:egress:{ns/nat}:";
+    const acquire = await cli(port, [
+      "EVAL",
+      LEASE_SCRIPTS.ACQUIRE!,
+      "3",
+      `${k}lease:198.18.0.100`,
+      `${k}epoch:198.18.0.100`,
+      `${k}want:198.18.0.100`,
+      "pod-a/boot",
+      "250",
+      "",
+    ], user);
+    assert(!acquire.includes("ERR") && !acquire.includes("NOPERM"), `ACQUIRE: ${acquire}`);
+    assert(acquire.startsWith("1"), `ACQUIRE took the lease: ${acquire}`);
     for (
       const [args, what] of [
         [["SET", "other", "1"], "a key outside hf:"],

@@ -341,7 +341,7 @@ Deno.test("api: what is not supported is refused with a Status naming it", async
     ["GET", `${CM}?labelSelector=a%20in%20b`, 400, "unable to parse requirement"],
     ["GET", `${CM}?fieldSelector=data.x%3Dy`, 400, "field label not supported: data.x"],
     ["GET", `${CM}?watch=true&resourceVersion=abc`, 400, "invalid resourceVersion"],
-    ["DELETE", `${CM}/x?propagationPolicy=Foreground`, 400, "Foreground"],
+    ["DELETE", `${CM}/x?propagationPolicy=Sideways`, 400, "not one of Background, Foreground"],
     ["PATCH", `${CM}/x`, 415, "unknown format", { "content-type": "application/x-yaml" }],
   ];
   for (const [method, path, code, text, headers] of cases) {

@@ -6,7 +6,8 @@
  * the mixed state new connections are learned by both versions; an old LB node dies (its flows go
  * to new and old nodes: shared old → new), then a new one (shared new → old). Then the rollback:
  * the remaining new agents are replaced by the previous release again, over the pins this build
- * made. Every held connection survives, through every step.
+ * made. Every held connection survives, through every step, and of the new connections opened all
+ * along (20 a second) none fails.
  */
 import { rootTest } from "../harness/mod.ts";
 import { Cluster } from "../../lab/cluster.ts";
@@ -22,6 +23,13 @@ function builds(cluster: Cluster): Record<string, string> {
     if (start) out[`lb${i}`] = start.includes('"flow_buckets"') ? "current" : "previous";
   }
   return out;
+}
+
+/** The connect loop's summary (lab/clients/connect_loop.ts). */
+interface LoopSummary {
+  attempts: number;
+  ok: number;
+  failed: number;
 }
 
 function check(what: string, s: HoldSummary): string | null {
@@ -50,6 +58,8 @@ rootTest(
     // A: open before the upgrade, held through all of it.
     const a = await cluster.startClient(40, 75_000);
     await a.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 30_000 });
+    // New connections all along (20 a second, each an exchange and a close), as a request load.
+    const loop = await cluster.startConnectLoop(60_000, 50);
 
     // Roll forward lb1 and lb2, one at a time (the agent replaced, datapath and pins kept).
     for (const i of [1, 2]) {
@@ -80,11 +90,12 @@ rootTest(
       await cluster.startAgent(i);
       note(`lb${i} rolled back to ${previous.version}`);
     }
-    const [sa, sb] = await Promise.all([
+    const [sa, sb, sl] = await Promise.all([
       clientSummary<HoldSummary>(a, 120_000),
       clientSummary<HoldSummary>(b, 120_000),
+      clientSummary<LoopSummary>(loop, 120_000),
     ]);
-    console.log(JSON.stringify({ previous: previous.commit, steps, a: sa, b: sb }));
+    console.log(JSON.stringify({ previous: previous.commit, steps, a: sa, b: sb, loop: sl }));
     const expected = [
       "previous",
       "previous",
@@ -101,6 +112,9 @@ rootTest(
     }
     const problems = [check("held through the upgrade", sa), check("opened mixed", sb)]
       .filter((p) => p !== null);
+    if (sl.failed > 0 || sl.ok === 0) {
+      problems.push(`${sl.failed} of ${sl.attempts} new connections failed: ${JSON.stringify(sl)}`);
+    }
     if (problems.length) throw new Error(problems.join("\n"));
   },
 );

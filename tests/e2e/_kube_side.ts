@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type Cluster, type HostProcess } from "../../lab/mod.ts";
+import { type AgentRelease, type Cluster, type HostProcess } from "../../lab/mod.ts";
 import { type ModelEntry, modelKeys } from "../../controller/model/mod.ts";
 
 const REPO = new URL("../../", import.meta.url).pathname;
@@ -31,6 +31,7 @@ export async function waitUntil(
 /** The Kubernetes side inside the cluster's ctl namespace: API server, kubectl, controller. */
 export class KubeSide {
   readonly kubeconfig: string;
+  #namespace = false;
   constructor(readonly cluster: Cluster) {
     this.kubeconfig = `${cluster.dir}/kubeconfig`;
   }
@@ -54,22 +55,28 @@ export class KubeSide {
     });
   }
 
-  /** `main.ts controller` publishing the model into the cluster's Redis. */
-  async startController(): Promise<HostProcess> {
+  /**
+   * `main.ts controller` publishing the model into the cluster's Redis (of `release`, another
+   * build: lab/previous_release.ts; default this checkout). The first start creates its namespace.
+   */
+  async startController(release?: AgentRelease): Promise<HostProcess> {
     // (`kubectl create namespace` sends protobuf, which the test server does not read.)
-    await this.kubectl(["create", "-f", "-"], {
-      apiVersion: "v1",
-      kind: "Namespace",
-      metadata: { name: "holdfast-system" },
-    });
+    if (!this.#namespace) {
+      await this.kubectl(["create", "-f", "-"], {
+        apiVersion: "v1",
+        kind: "Namespace",
+        metadata: { name: "holdfast-system" },
+      });
+      this.#namespace = true;
+    }
     return this.cluster.topo.spawn("ctl", [
       Deno.execPath(),
       "run",
       "-P=controller",
-      `--config=${REPO}deno.json`,
+      `--config=${release?.config ?? `${REPO}deno.json`}`,
       "--quiet",
       "--no-prompt",
-      `${REPO}main.ts`,
+      release?.main ?? `${REPO}main.ts`,
       "controller",
       `--kubeconfig=${this.kubeconfig}`,
       "--identity=controller-0",

@@ -55,7 +55,11 @@ async function load(url: string, durationMs: number, intervalMs: number): Promis
       console.log(JSON.stringify({ msg: "done", sent_epoch_ms: sent, ok: true }));
     } catch (e) {
       failed++;
-      const reason = (e as Error).message;
+      // fetch's own message is "fetch failed": the cause says which (reset, refused, …).
+      const cause = (e as Error).cause as { code?: string; message?: string } | undefined;
+      const reason = [(e as Error).message, cause?.code ?? cause?.message].filter(Boolean).join(
+        ": ",
+      );
       if (failures.length < 20) {
         failures.push({ at_ms: at, reason, sent_epoch_ms: sent, failed_epoch_ms: Date.now() });
       }

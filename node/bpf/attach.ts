@@ -217,11 +217,13 @@ export function attachTc(
   const [ifindex, replacedId] = inNetns(options.netns, () => {
     const idx = ifIndex(ifname);
     const hook = tcHook(idx, direction);
+    let fresh = false; // a qdisc made just now has no filter: no query (libbpf logs its ENOENT)
     if (options.createQdisc ?? true) {
       const r = bpf().bpf_tc_hook_create(hook);
       if (r < 0 && r !== -ERRNO.EEXIST) check(r, `Cannot create clsact qdisc on ${where}`);
+      fresh = r === 0;
     }
-    const oldId = tcProgramIdAt(hook, filter);
+    const oldId = fresh ? 0 : tcProgramIdAt(hook, filter);
     check(
       bpf().bpf_tc_attach(hook, tcOpts(prog.fd, 1, /* BPF_TC_F_REPLACE */ filter)),
       `Cannot attach tc program "${prog.name}" to ${where}`,

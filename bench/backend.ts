@@ -18,14 +18,16 @@
  *     agent's path (`via_lb_node`: XDP encapsulation, decap + translation on the node, DSR
  *     replies translated on its uplink) vs straight to the pod's own address through the same
  *     router and node (`plain`: the path a pod's traffic takes without Holdfast; the node's
- *     programs see it and pass it), alternating, the median of the rounds.
+ *     programs see it and pass it), back to back in each round in alternating order, the medians
+ *     of the rounds and the median of the rounds' own ratios (`ratio_paired`).
  *  3. The whole path in the lab kubelet's cluster (bench/_backend_cluster.ts, k8s/ as deployed):
  *     pod ready → first connection through the LB reaching it (p50, max of `--ready-samples`),
  *     and connections held through a scale 3 → 5 and an LB node killed: lost as deployed vs
  *     with the LB agents on `--no-flow-sync` (a stateless peer), each in a fresh cluster.
  *
  * Run: `deno task bench:backend` (root). Flags: `--calls=C` (20000), `--repeat=R` (20000),
- * `--rounds=N` (5), `--bytes=B` (16 MiB), `--ready-samples=S` (8), `--quick` (not a figure). The last line is one
+ * `--rounds=N` (5), `--bytes=B` (16 MiB), `--ready-samples=S` (8), `--no-cluster` (parts 1–2
+ * only), `--quick` (not a figure). The last line is one
  * JSON object.
  *
  * @module
@@ -51,7 +53,7 @@ import { clusterTrial } from "./_backend_cluster.ts";
 const OPTS = readCommandLineOrExit(Deno.args, {
   command: "bench:backend",
   usage:
-    `usage: deno task bench:backend [--calls=C] [--repeat=R] [--rounds=N] [--bytes=B] [--ready-samples=S] [--quick]
+    `usage: deno task bench:backend [--calls=C] [--repeat=R] [--rounds=N] [--bytes=B] [--ready-samples=S] [--no-cluster] [--quick]
   --quick: calls=500, repeat=500, rounds=1, bytes=1 MiB, ready-samples=2 (a smoke test, not a figure)`,
   options: {
     calls: { type: "string" },
@@ -60,6 +62,7 @@ const OPTS = readCommandLineOrExit(Deno.args, {
     bytes: { type: "string" },
     "ready-samples": { type: "string" },
     quick: { type: "boolean" },
+    "no-cluster": { type: "boolean" },
   },
 }, ({ values }) => {
   const quick = values.quick === true;
@@ -70,6 +73,7 @@ const OPTS = readCommandLineOrExit(Deno.args, {
     rounds: intOption(values, "rounds", { default: quick ? 1 : 5, min: 1 }),
     bytes: intOption(values, "bytes", { default: quick ? 1 << 20 : 16 << 20, min: 1024 }),
     readySamples: intOption(values, "ready-samples", { default: quick ? 2 : 8, min: 2, max: 100 }),
+    cluster: values["no-cluster"] !== true,
   };
 });
 
@@ -195,19 +199,34 @@ async function realPackets() {
       if (!b.ok) throw new Error(`bulk to ${host}:${port} failed: ${line}`);
       return (2 * OPTS.bytes) / 1e6 / (b.ms / 1000);
     };
-    const result: Record<string, { via_lb_node_mb_s: number; plain_mb_s: number; ratio: number }> =
-      {};
+    const result: Record<
+      string,
+      { via_lb_node_mb_s: number; plain_mb_s: number; ratio: number; ratio_paired: number }
+    > = {};
     for (const [fam, vip, pod] of [["ipv4", POD_VIP, POD], ["ipv6", POD_VIP6, POD6]] as const) {
-      const via: number[] = [], plain: number[] = [];
+      // Each round measures both back to back, the order alternating (ABBA…), so a burst of load
+      // from other sessions hits both sides alike; ratio_paired is the median of the rounds'
+      // own ratios.
+      const via: number[] = [], plain: number[] = [], pairs: number[] = [];
       for (let r = 0; r < OPTS.rounds; r++) {
-        via.push(await mbps(vip, 80));
-        plain.push(await mbps(pod, 8080));
+        let v: number, p: number;
+        if (r % 2 === 0) {
+          v = await mbps(vip, 80);
+          p = await mbps(pod, 8080);
+        } else {
+          p = await mbps(pod, 8080);
+          v = await mbps(vip, 80);
+        }
+        via.push(v);
+        plain.push(p);
+        pairs.push(v / p);
       }
       const v = median(via), p = median(plain);
       result[fam] = {
         via_lb_node_mb_s: +v.toFixed(1),
         plain_mb_s: +p.toFixed(1),
         ratio: +(v / p).toFixed(2),
+        ratio_paired: +median(pairs).toFixed(2),
       };
     }
     return result;
@@ -248,7 +267,7 @@ async function inCluster() {
 
 const packets = await perPacket();
 const real = await realPackets();
-const cluster = await inCluster();
+const cluster = OPTS.cluster ? await inCluster() : "skipped (--no-cluster)";
 console.log(JSON.stringify({
   bench: "backend",
   quick: OPTS.quick,

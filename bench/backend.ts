@@ -195,21 +195,26 @@ async function realPackets() {
     const mbps = async (host: string, port: number) => {
       const out = await lab.peer(["bulk", host, String(port), String(OPTS.bytes), "120000"]);
       const line = out.stdout.trim().split("\n").pop()!;
-      const b = JSON.parse(line) as { ok: boolean; ms: number };
+      const b = JSON.parse(line) as { ok: boolean; ms: number; up_ms: number; down_ms: number };
       if (!b.ok) throw new Error(`bulk to ${host}:${port} failed: ${line}`);
-      return (2 * OPTS.bytes) / 1e6 / (b.ms / 1000);
+      const mb = OPTS.bytes / 1e6;
+      return {
+        both: (2 * mb) / (b.ms / 1000),
+        up: mb / (b.up_ms / 1000),
+        down: mb / (b.down_ms / 1000),
+      };
     };
-    const result: Record<
-      string,
-      { via_lb_node_mb_s: number; plain_mb_s: number; ratio: number; ratio_paired: number }
-    > = {};
+    const result: Record<string, Record<string, number | number[]>> = {};
     for (const [fam, vip, pod] of [["ipv4", POD_VIP, POD], ["ipv6", POD_VIP6, POD6]] as const) {
       // Each round measures both back to back, the order alternating (ABBA…), so a burst of load
       // from other sessions hits both sides alike; ratio_paired is the median of the rounds'
       // own ratios.
+      // up_/down_ratio_paired: each direction on its own — UP is the client's data through the
+      // LB node (encapsulated) and the node's decap; DOWN the pod's replies by DSR.
       const via: number[] = [], plain: number[] = [], pairs: number[] = [];
+      const upPairs: number[] = [], downPairs: number[] = [];
       for (let r = 0; r < OPTS.rounds; r++) {
-        let v: number, p: number;
+        let v: Awaited<ReturnType<typeof mbps>>, p: typeof v;
         if (r % 2 === 0) {
           v = await mbps(vip, 80);
           p = await mbps(pod, 8080);
@@ -217,9 +222,11 @@ async function realPackets() {
           p = await mbps(pod, 8080);
           v = await mbps(vip, 80);
         }
-        via.push(v);
-        plain.push(p);
-        pairs.push(v / p);
+        via.push(v.both);
+        plain.push(p.both);
+        pairs.push(v.both / p.both);
+        upPairs.push(v.up / p.up);
+        downPairs.push(v.down / p.down);
       }
       const v = median(via), p = median(plain);
       result[fam] = {
@@ -227,6 +234,10 @@ async function realPackets() {
         plain_mb_s: +p.toFixed(1),
         ratio: +(v / p).toFixed(2),
         ratio_paired: +median(pairs).toFixed(2),
+        up_ratio_paired: +median(upPairs).toFixed(2),
+        down_ratio_paired: +median(downPairs).toFixed(2),
+        // The rounds' own ratios, sorted: how far apart the rounds were (the load of the box).
+        rounds_ratio: [...pairs].sort((a, b) => a - b).map((x) => +x.toFixed(2)),
       };
     }
     return result;

@@ -26,7 +26,7 @@
  *     with the LB agents on `--no-flow-sync` (a stateless peer), each in a fresh cluster.
  *
  * Run: `deno task bench:backend` (root). Flags: `--calls=C` (20000), `--repeat=R` (20000),
- * `--rounds=N` (5), `--bytes=B` (16 MiB), `--ready-samples=S` (8), `--no-cluster` (parts 1–2
+ * `--rounds=N` (31), `--bytes=B` (4 MiB), `--ready-samples=S` (8), `--no-cluster` (parts 1–2
  * only), `--quick` (not a figure). The last line is one
  * JSON object.
  *
@@ -70,8 +70,8 @@ const OPTS = readCommandLineOrExit(Deno.args, {
     quick,
     calls: intOption(values, "calls", { default: quick ? 500 : 20_000, min: 1 }),
     repeat: intOption(values, "repeat", { default: quick ? 500 : 20_000, min: 1 }),
-    rounds: intOption(values, "rounds", { default: quick ? 1 : 5, min: 1 }),
-    bytes: intOption(values, "bytes", { default: quick ? 1 << 20 : 16 << 20, min: 1024 }),
+    rounds: intOption(values, "rounds", { default: quick ? 1 : 31, min: 1 }),
+    bytes: intOption(values, "bytes", { default: quick ? 1 << 20 : 4 << 20, min: 1024 }),
     readySamples: intOption(values, "ready-samples", { default: quick ? 2 : 8, min: 2, max: 100 }),
     cluster: values["no-cluster"] !== true,
   };

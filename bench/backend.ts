@@ -18,14 +18,16 @@
  *     agent's path (`via_lb_node`: XDP encapsulation, decap + translation on the node, DSR
  *     replies translated on its uplink) vs straight to the pod's own address through the same
  *     router and node (`plain`: the path a pod's traffic takes without Holdfast; the node's
- *     programs see it and pass it), alternating, the median of the rounds.
+ *     programs see it and pass it), back to back in each round in alternating order, the medians
+ *     of the rounds and the median of the rounds' own ratios (`ratio_paired`).
  *  3. The whole path in the lab kubelet's cluster (bench/_backend_cluster.ts, k8s/ as deployed):
  *     pod ready → first connection through the LB reaching it (p50, max of `--ready-samples`),
  *     and connections held through a scale 3 → 5 and an LB node killed: lost as deployed vs
  *     with the LB agents on `--no-flow-sync` (a stateless peer), each in a fresh cluster.
  *
  * Run: `deno task bench:backend` (root). Flags: `--calls=C` (20000), `--repeat=R` (20000),
- * `--rounds=N` (5), `--bytes=B` (16 MiB), `--ready-samples=S` (8), `--quick` (not a figure). The last line is one
+ * `--rounds=N` (31), `--bytes=B` (4 MiB), `--ready-samples=S` (8), `--no-cluster` (parts 1–2
+ * only), `--quick` (not a figure). The last line is one
  * JSON object.
  *
  * @module
@@ -51,7 +53,7 @@ import { clusterTrial } from "./_backend_cluster.ts";
 const OPTS = readCommandLineOrExit(Deno.args, {
   command: "bench:backend",
   usage:
-    `usage: deno task bench:backend [--calls=C] [--repeat=R] [--rounds=N] [--bytes=B] [--ready-samples=S] [--quick]
+    `usage: deno task bench:backend [--calls=C] [--repeat=R] [--rounds=N] [--bytes=B] [--ready-samples=S] [--no-cluster] [--quick]
   --quick: calls=500, repeat=500, rounds=1, bytes=1 MiB, ready-samples=2 (a smoke test, not a figure)`,
   options: {
     calls: { type: "string" },
@@ -60,6 +62,7 @@ const OPTS = readCommandLineOrExit(Deno.args, {
     bytes: { type: "string" },
     "ready-samples": { type: "string" },
     quick: { type: "boolean" },
+    "no-cluster": { type: "boolean" },
   },
 }, ({ values }) => {
   const quick = values.quick === true;
@@ -67,9 +70,10 @@ const OPTS = readCommandLineOrExit(Deno.args, {
     quick,
     calls: intOption(values, "calls", { default: quick ? 500 : 20_000, min: 1 }),
     repeat: intOption(values, "repeat", { default: quick ? 500 : 20_000, min: 1 }),
-    rounds: intOption(values, "rounds", { default: quick ? 1 : 5, min: 1 }),
-    bytes: intOption(values, "bytes", { default: quick ? 1 << 20 : 16 << 20, min: 1024 }),
+    rounds: intOption(values, "rounds", { default: quick ? 1 : 31, min: 1 }),
+    bytes: intOption(values, "bytes", { default: quick ? 1 << 20 : 4 << 20, min: 1024 }),
     readySamples: intOption(values, "ready-samples", { default: quick ? 2 : 8, min: 2, max: 100 }),
+    cluster: values["no-cluster"] !== true,
   };
 });
 
@@ -191,23 +195,53 @@ async function realPackets() {
     const mbps = async (host: string, port: number) => {
       const out = await lab.peer(["bulk", host, String(port), String(OPTS.bytes), "120000"]);
       const line = out.stdout.trim().split("\n").pop()!;
-      const b = JSON.parse(line) as { ok: boolean; ms: number };
+      const b = JSON.parse(line) as { ok: boolean; ms: number; up_ms: number; down_ms: number };
       if (!b.ok) throw new Error(`bulk to ${host}:${port} failed: ${line}`);
-      return (2 * OPTS.bytes) / 1e6 / (b.ms / 1000);
+      const mb = OPTS.bytes / 1e6;
+      // The transfer's own time, without the connection's setup: the client may reuse a port
+      // whose last connection, on the other path, left the pod's socket pair in TIME_WAIT (the
+      // node translates to the pod's own IP:port, so both paths share that 4-tuple), and a SYN
+      // retransmitted after 1 s would count against one round (seen: rounds at 0.06–0.09×).
+      return {
+        both: (2 * mb) / ((b.up_ms + b.down_ms) / 1000),
+        up: mb / (b.up_ms / 1000),
+        down: mb / (b.down_ms / 1000),
+      };
     };
-    const result: Record<string, { via_lb_node_mb_s: number; plain_mb_s: number; ratio: number }> =
-      {};
+    const result: Record<string, Record<string, number | number[]>> = {};
     for (const [fam, vip, pod] of [["ipv4", POD_VIP, POD], ["ipv6", POD_VIP6, POD6]] as const) {
-      const via: number[] = [], plain: number[] = [];
+      // Each round measures both back to back, the order alternating (ABBA…), so a burst of load
+      // from other sessions hits both sides alike; ratio_paired is the median of the rounds'
+      // own ratios.
+      // up_/down_ratio_paired: each direction on its own — UP is the client's data through the
+      // LB node (encapsulated) and the node's decap; DOWN the pod's replies by DSR.
+      const via: number[] = [], plain: number[] = [], pairs: number[] = [];
+      const upPairs: number[] = [], downPairs: number[] = [];
       for (let r = 0; r < OPTS.rounds; r++) {
-        via.push(await mbps(vip, 80));
-        plain.push(await mbps(pod, 8080));
+        let v: Awaited<ReturnType<typeof mbps>>, p: typeof v;
+        if (r % 2 === 0) {
+          v = await mbps(vip, 80);
+          p = await mbps(pod, 8080);
+        } else {
+          p = await mbps(pod, 8080);
+          v = await mbps(vip, 80);
+        }
+        via.push(v.both);
+        plain.push(p.both);
+        pairs.push(v.both / p.both);
+        upPairs.push(v.up / p.up);
+        downPairs.push(v.down / p.down);
       }
       const v = median(via), p = median(plain);
       result[fam] = {
         via_lb_node_mb_s: +v.toFixed(1),
         plain_mb_s: +p.toFixed(1),
         ratio: +(v / p).toFixed(2),
+        ratio_paired: +median(pairs).toFixed(2),
+        up_ratio_paired: +median(upPairs).toFixed(2),
+        down_ratio_paired: +median(downPairs).toFixed(2),
+        // The rounds' own ratios, sorted: how far apart the rounds were (the load of the box).
+        rounds_ratio: [...pairs].sort((a, b) => a - b).map((x) => +x.toFixed(2)),
       };
     }
     return result;
@@ -248,7 +282,7 @@ async function inCluster() {
 
 const packets = await perPacket();
 const real = await realPackets();
-const cluster = await inCluster();
+const cluster = OPTS.cluster ? await inCluster() : "skipped (--no-cluster)";
 console.log(JSON.stringify({
   bench: "backend",
   quick: OPTS.quick,

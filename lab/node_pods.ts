@@ -159,7 +159,11 @@ export async function startNodePodsLab(): Promise<NodePodsLab> {
       },
       {
         a: { host: "router", ifname: "n1", address: "10.12.1.1/24" },
-        b: { host: "node1", ifname: "eth0", address: "10.12.1.2/24" },
+        // TX checksum offload off on the uplink: the kernel finishes a pod's partial checksum
+        // (CHECKSUM_PARTIAL, after hf_node_out rewrote it) in software before it leaves, as a
+        // NIC would, so a wrong pseudo-header seed reaches the client as a bad checksum (veths
+        // alone would carry it unverified).
+        b: { host: "node1", ifname: "eth0", address: "10.12.1.2/24", txChecksumOff: true },
       },
       ...LAB_PODS.map((p) => ({
         a: { host: "node1", ifname: p.veth },

@@ -242,11 +242,14 @@ async function bulk(
   }, timeoutMs);
   const r = new Reader(conn);
   const { data, sum } = pattern(bytes);
+  const upStarted = performance.now();
   await conn.write(enc.encode(`UP ${bytes}\n`));
   await writeAll(conn, data);
   const up = await r.line();
+  const downStarted = performance.now();
   await conn.write(enc.encode(`DOWN ${bytes}\n`));
   const downSum = await r.bytes(bytes);
+  const done = performance.now();
   clearTimeout(timer);
   conn.close();
   const upOk = up !== null && up.split(" ")[3] === String(sum);
@@ -257,6 +260,10 @@ async function bulk(
       up,
       downOk: downSum === sum,
       ms: Math.round(performance.now() - started),
+      // Each direction's own time: UP (client → server) until the server's count came back,
+      // DOWN (server → client) until the last byte arrived.
+      up_ms: +(downStarted - upStarted).toFixed(1),
+      down_ms: +(done - downStarted).toFixed(1),
     }),
   );
 }

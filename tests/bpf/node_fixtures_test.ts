@@ -24,6 +24,7 @@ import {
   eth,
   hex,
   icmpErrorFrame,
+  inetChecksum,
   ipv4,
   synOptions,
   tcpFrame,
@@ -82,6 +83,25 @@ interface Fixture {
   readonly output: Uint8Array | "unchanged" | null;
   readonly reasons: readonly NodeReason[];
 }
+
+/** A UDP frame sent without a checksum (IPv4's 0: none computed). */
+const udpNoCsum = (src: string, dst: string, sport: number, dport: number, payload: Uint8Array) =>
+  withBytes(udpFrame(src, dst, sport, dport, payload), 14 + 20 + 6, [0, 0]);
+/** A 2-byte payload whose datagram CLIENT:5001 → POD:5353 sums to a checksum of 0, sent as 0xffff
+ * (RFC 768): the translation must not write 0, which would mean "no checksum". */
+const MANGLED_ZERO = (() => {
+  for (let i = 0; i < 0x10000; i++) {
+    const p = new Uint8Array([i >> 8, i & 0xff]);
+    const f = udpFrame(CLIENT, POD, 5001, 5353, p).slice(14 + 20);
+    f[6] = 0;
+    f[7] = 0;
+    const ph = [...CLIENT.split("."), ...POD.split(".")].map(Number);
+    let sum = 17 + f.length;
+    for (let k = 0; k < 8; k += 2) sum += (ph[k]! << 8) | ph[k + 1]!;
+    if (inetChecksum(f, sum) === 0) return p;
+  }
+  throw new Error("no payload sums to a zero UDP checksum");
+})();
 
 const S = (dst: string, dport: number) => enc(syn(dst, dport), POD);
 const FIXTURES: Fixture[] = [
@@ -143,6 +163,36 @@ const FIXTURES: Fixture[] = [
     verdict: TC_ACT.OK,
     output: udpFrame(VIP, CLIENT, 53, 5000, new Uint8Array([9])),
     reasons: ["nat_out"],
+  },
+  {
+    description: "UDP without a checksum (0) to LB IP:53: translated, checksum left 0",
+    program: "in",
+    input: enc(udpNoCsum(CLIENT, VIP, 5002, 53, new Uint8Array([1, 2, 3])), POD),
+    verdict: TC_ACT.OK,
+    output: delivered(
+      enc(udpNoCsum(CLIENT, VIP, 5002, 53, new Uint8Array([1, 2, 3])), POD),
+      udpNoCsum(CLIENT, POD, 5002, 5353, new Uint8Array([1, 2, 3])),
+    ),
+    reasons: ["nat_in"],
+  },
+  {
+    description: "the pod's UDP reply without a checksum: from LB IP:53, checksum left 0",
+    program: "out",
+    input: udpNoCsum(POD, CLIENT, 5353, 5002, new Uint8Array([9])),
+    verdict: TC_ACT.OK,
+    output: udpNoCsum(VIP, CLIENT, 53, 5002, new Uint8Array([9])),
+    reasons: ["nat_out"],
+  },
+  {
+    description: "UDP whose translated checksum sums to 0: written 0xffff, never 0",
+    program: "in",
+    input: enc(udpFrame(CLIENT, VIP, 5001, 53, MANGLED_ZERO), POD),
+    verdict: TC_ACT.OK,
+    output: delivered(
+      enc(udpFrame(CLIENT, VIP, 5001, 53, MANGLED_ZERO), POD),
+      udpFrame(CLIENT, POD, 5001, 5353, MANGLED_ZERO),
+    ),
+    reasons: ["nat_in"],
   },
   {
     description: "ICMP frag-needed about the pod's reply, to LB IP: dst and quote translated",
@@ -439,6 +489,8 @@ rootTest("node side fixtures through BPF_PROG_TEST_RUN", async (t) => {
         `${POD6}:5353 ${CLIENT6}:5000/17 → ${VIP6}:53`,
         `${POD6}:8080 ${CLIENT6}:40000/6 → ${VIP6}:80`,
         `${POD}:5353 ${CLIENT}:5000/17 → ${VIP}:53`,
+        `${POD}:5353 ${CLIENT}:5001/17 → ${VIP}:53`,
+        `${POD}:5353 ${CLIENT}:5002/17 → ${VIP}:53`,
         `${POD}:8080 ${CLIENT}:40000/6 → ${VIP}:80`,
         `${POD}:8080 ${CLIENT}:40001/6 → ${VIP2}:8080`,
       ].sort(),

@@ -19,9 +19,11 @@ const CFLAGS = [
   "-I/usr/include/x86_64-linux-gnu",
 ];
 
-/** Sources built a second time with extra flags, as `[object, flags]` (test-only variants). */
+/** Sources built a second time with extra flags, as `[object, flags]`. */
 const VARIANTS: Readonly<Record<string, ReadonlyArray<readonly [string, readonly string[]]>>> = {
   "migrate_probe.c": [["migrate_probe_v2.o", ["-DHF_PROBE_V2"]]],
+  // The node programs for kernels without bpf_cast_to_kern_ctx (before 6.3): checksums by helpers.
+  "node_tc.c": [["node_tc_compat.o", ["-DHF_NODE_NO_KFUNC"]]],
 };
 
 /** Compiles all `bpf/*.c` into `bpf/build/`; throws with clang's output on the first failure. */

@@ -7,6 +7,17 @@
 
 #include <bpf/bpf_core_read.h>
 
+/* skb->ip_summed values (include/linux/skbuff.h). */
+#define HF_CSUM_NONE 0
+#define HF_CSUM_UNNECESSARY 1
+#define HF_CSUM_COMPLETE 2
+#define HF_CSUM_PARTIAL 3
+
+#ifdef HF_NODE_NO_KFUNC
+/* node_tc_compat.o, for kernels before 6.3 (no bpf_cast_to_kern_ctx): ip_summed unknown, read as
+ * COMPLETE, so every checksum goes through the helpers. */
+#define hf_ip_summed(ctx) ((__u32)HF_CSUM_COMPLETE)
+#else
 /* The kernel's own sk_buff (kfunc, Linux 6.3+; inlined by the verifier, no call), for one field
  * __sk_buff does not show: ip_summed, relocated (CO-RE) against the running kernel's BTF. */
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
@@ -14,17 +25,13 @@ struct sk_buff___hf {
 	__u8 ip_summed : 2;
 } __attribute__((preserve_access_index));
 
-/* skb->ip_summed values (include/linux/skbuff.h). */
-#define HF_CSUM_NONE 0
-#define HF_CSUM_UNNECESSARY 1
-#define HF_CSUM_COMPLETE 2
-#define HF_CSUM_PARTIAL 3
 
 static __always_inline __u32 hf_ip_summed(struct __sk_buff *ctx)
 {
 	struct sk_buff___hf *skb = bpf_cast_to_kern_ctx(ctx);
 	return BPF_CORE_READ_BITFIELD(skb, ip_summed);
 }
+#endif /* HF_NODE_NO_KFUNC */
 
 /* A ones' complement sum folded to 16 bits. */
 static __always_inline __u16 hf_fold16(__u64 s)

@@ -25,9 +25,13 @@ import {
   podOfKey,
 } from "./node_structs.ts";
 import { isIpv4 } from "../../lib/ipv4.ts";
+import { log } from "../../lib/log.ts";
 
 /** Default bpffs directory of the node object's maps. */
 export const NODE_PIN_DIR = "/sys/fs/bpf/holdfast-node";
+
+/** The node programs, and their build for kernels before 6.3 (checksums by helpers). */
+const NODE_OBJECT = "node_tc.o", NODE_COMPAT_OBJECT = "node_tc_compat.o";
 /** The node programs' tc filter: beside a CNI's (which commonly use handle 1, priority 1). */
 export const NODE_TC_FILTER: TcFilter = { handle: 0x4846, priority: 0x4846 };
 
@@ -44,6 +48,8 @@ export const NODE_PINNED_MAPS: readonly string[] = [
 /** Options for {@linkcode NodeDatapath.open}. */
 export interface NodeDatapathOptions {
   readonly objectDir?: string;
+  /** Load node_tc_compat.o (checksums by helpers) whatever the kernel offers (tests, benches). */
+  readonly compat?: boolean;
   /** bpffs directory for the maps; null = not pinned (tests). Default {@link NODE_PIN_DIR}. */
   readonly pinDir?: string | null;
 }
@@ -76,16 +82,37 @@ export class NodeDatapath implements Disposable {
     };
   }
 
-  /** Loads bpf/build/node_tc.o, reusing the maps pinned in `pinDir` (an agent restart adopts). */
+  /**
+   * Loads bpf/build/node_tc.o, reusing the maps pinned in `pinDir` (an agent restart adopts). A
+   * kernel that refuses it (before 6.3 it lacks the `bpf_cast_to_kern_ctx` kfunc its in-place
+   * checksums read `ip_summed` with) gets node_tc_compat.o, the same programs with every checksum
+   * fixed by helpers (~40 ns more per packet); logged once.
+   */
   static async open(options: NodeDatapathOptions = {}): Promise<NodeDatapath> {
     const pinDir = options.pinDir === undefined ? NODE_PIN_DIR : options.pinDir;
     if (pinDir !== null) await ensureBpffs(pinDir);
-    const object = BpfObject.open(`${options.objectDir ?? DEFAULT_OBJECT_DIR}/node_tc.o`, {
-      pinDir: pinDir ?? undefined,
-      pinMaps: pinDir === null ? undefined : NODE_PINNED_MAPS,
-      migrate: true,
-    });
-    return new NodeDatapath(object);
+    const open = (name: string) =>
+      BpfObject.open(`${options.objectDir ?? DEFAULT_OBJECT_DIR}/${name}`, {
+        pinDir: pinDir ?? undefined,
+        pinMaps: pinDir === null ? undefined : NODE_PINNED_MAPS,
+        migrate: true,
+      });
+    if (options.compat) return new NodeDatapath(open(NODE_COMPAT_OBJECT));
+    try {
+      return new NodeDatapath(open(NODE_OBJECT));
+    } catch (e) {
+      let compat: BpfObject;
+      try {
+        compat = open(NODE_COMPAT_OBJECT);
+      } catch {
+        throw e; // not the kfunc: the first error says what
+      }
+      log.warn("node programs loaded without in-place checksums", {
+        object: NODE_COMPAT_OBJECT,
+        why: `${NODE_OBJECT} refused: ${(e as Error).message}`,
+      });
+      return new NodeDatapath(compat);
+    }
   }
 
   /** Sets the encap port and the MSS clamp of the pods' SYN/ACKs (default 6080 and 1432). */

@@ -443,68 +443,74 @@ const FIXTURES: Fixture[] = [
   },
 ];
 
-rootTest("node side fixtures through BPF_PROG_TEST_RUN", async (t) => {
-  using dp = await NodeDatapath.open({ pinDir: null });
-  dp.configure({ encapPort: 6080, mssMax: 1432 });
-  const T = PROTO.TCP, U = PROTO.UDP;
-  dp.setFrontend({ pod: POD, vip: VIP, port: 80, proto: T, targetPort: 8080 });
-  dp.setFrontend({ pod: POD, vip: VIP2, port: 8080, proto: T, targetPort: 8080 });
-  dp.setFrontend({ pod: POD, vip: VIP, port: 53, proto: U, targetPort: 5353 });
-  dp.setFrontend({ pod: POD6, vip: VIP6, port: 80, proto: T, targetPort: 8080 });
-  dp.setFrontend({ pod: POD6, vip: VIP6, port: 53, proto: U, targetPort: 5353 });
+// node_tc.o (in-place checksums, Linux 6.3+) and node_tc_compat.o (helpers) give the same bytes.
+for (const compat of [false, true]) {
+  rootTest(
+    `node side fixtures through BPF_PROG_TEST_RUN (${compat ? "node_tc_compat.o" : "node_tc.o"})`,
+    async (t) => {
+      using dp = await NodeDatapath.open({ pinDir: null, compat });
+      dp.configure({ encapPort: 6080, mssMax: 1432 });
+      const T = PROTO.TCP, U = PROTO.UDP;
+      dp.setFrontend({ pod: POD, vip: VIP, port: 80, proto: T, targetPort: 8080 });
+      dp.setFrontend({ pod: POD, vip: VIP2, port: 8080, proto: T, targetPort: 8080 });
+      dp.setFrontend({ pod: POD, vip: VIP, port: 53, proto: U, targetPort: 5353 });
+      dp.setFrontend({ pod: POD6, vip: VIP6, port: 80, proto: T, targetPort: 8080 });
+      dp.setFrontend({ pod: POD6, vip: VIP6, port: 53, proto: U, targetPort: 5353 });
 
-  await t.step("struct sizes match the maps", () => {
-    strictEqual(dp.maps.svc.info().keySize, NODE_SIZES.node_svc_key);
-    strictEqual(dp.maps.svc6.info().keySize, NODE_SIZES.node_svc_key6);
-    strictEqual(dp.maps.svc.info().valueSize, NODE_SIZES.node_svc_value);
-    strictEqual(dp.maps.flows.info().keySize, NODE_SIZES.node_flow_key);
-    strictEqual(dp.maps.flows.info().valueSize, NODE_SIZES.node_flow_value);
-    strictEqual(dp.maps.flows6.info().keySize, NODE_SIZES.node_flow_key6);
-    strictEqual(dp.maps.flows6.info().valueSize, NODE_SIZES.node_flow_value6);
-  });
+      await t.step("struct sizes match the maps", () => {
+        strictEqual(dp.maps.svc.info().keySize, NODE_SIZES.node_svc_key);
+        strictEqual(dp.maps.svc6.info().keySize, NODE_SIZES.node_svc_key6);
+        strictEqual(dp.maps.svc.info().valueSize, NODE_SIZES.node_svc_value);
+        strictEqual(dp.maps.flows.info().keySize, NODE_SIZES.node_flow_key);
+        strictEqual(dp.maps.flows.info().valueSize, NODE_SIZES.node_flow_value);
+        strictEqual(dp.maps.flows6.info().keySize, NODE_SIZES.node_flow_key6);
+        strictEqual(dp.maps.flows6.info().valueSize, NODE_SIZES.node_flow_value6);
+      });
 
-  for (const f of FIXTURES) {
-    await t.step(f.description, () => {
-      const before = dp.stats();
-      const r = testRun(f.program === "in" ? dp.nodeIn : dp.nodeOut, f.input);
-      const after = dp.stats();
-      strictEqual(r.retval, f.verdict, "verdict");
-      if (f.output === "unchanged") strictEqual(hex(r.data), hex(f.input), "frame untouched");
-      else if (f.output !== null) strictEqual(hex(r.data), hex(f.output), "output frame");
-      if (f.output !== null && f.output !== "unchanged" && r.data[12] === 0x86) {
-        strictEqual(l4ChecksumOk6(r.data), true, "IPv6 L4 checksum verifies");
+      for (const f of FIXTURES) {
+        await t.step(f.description, () => {
+          const before = dp.stats();
+          const r = testRun(f.program === "in" ? dp.nodeIn : dp.nodeOut, f.input);
+          const after = dp.stats();
+          strictEqual(r.retval, f.verdict, "verdict");
+          if (f.output === "unchanged") strictEqual(hex(r.data), hex(f.input), "frame untouched");
+          else if (f.output !== null) strictEqual(hex(r.data), hex(f.output), "output frame");
+          if (f.output !== null && f.output !== "unchanged" && r.data[12] === 0x86) {
+            strictEqual(l4ChecksumOk6(r.data), true, "IPv6 L4 checksum verifies");
+          }
+          const moved = NODE_REASONS.filter((n) => after[n] !== before[n]);
+          deepStrictEqual(moved, [...f.reasons], "reason counters");
+        });
       }
-      const moved = NODE_REASONS.filter((n) => after[n] !== before[n]);
-      deepStrictEqual(moved, [...f.reasons], "reason counters");
-    });
-  }
 
-  await t.step("the flows recorded are the clients' (one per client port and frontend)", () => {
-    const seen = dp.flows().map((f) =>
-      `${f.pod}:${f.podPort} ${f.client}:${f.clientPort}/${f.proto} → ${f.vip}:${f.port}`
-    ).sort();
-    deepStrictEqual(
-      seen,
-      [
-        `${POD6}:5353 ${CLIENT6}:5000/17 → ${VIP6}:53`,
-        `${POD6}:8080 ${CLIENT6}:40000/6 → ${VIP6}:80`,
-        `${POD}:5353 ${CLIENT}:5000/17 → ${VIP}:53`,
-        `${POD}:5353 ${CLIENT}:5001/17 → ${VIP}:53`,
-        `${POD}:5353 ${CLIENT}:5002/17 → ${VIP}:53`,
-        `${POD}:8080 ${CLIENT}:40000/6 → ${VIP}:80`,
-        `${POD}:8080 ${CLIENT}:40001/6 → ${VIP2}:8080`,
-      ].sort(),
-    );
-  });
+      await t.step("the flows recorded are the clients' (one per client port and frontend)", () => {
+        const seen = dp.flows().map((f) =>
+          `${f.pod}:${f.podPort} ${f.client}:${f.clientPort}/${f.proto} → ${f.vip}:${f.port}`
+        ).sort();
+        deepStrictEqual(
+          seen,
+          [
+            `${POD6}:5353 ${CLIENT6}:5000/17 → ${VIP6}:53`,
+            `${POD6}:8080 ${CLIENT6}:40000/6 → ${VIP6}:80`,
+            `${POD}:5353 ${CLIENT}:5000/17 → ${VIP}:53`,
+            `${POD}:5353 ${CLIENT}:5001/17 → ${VIP}:53`,
+            `${POD}:5353 ${CLIENT}:5002/17 → ${VIP}:53`,
+            `${POD}:8080 ${CLIENT}:40000/6 → ${VIP}:80`,
+            `${POD}:8080 ${CLIENT}:40001/6 → ${VIP2}:8080`,
+          ].sort(),
+        );
+      });
 
-  await t.step("a pod's state goes: frontends deleted, its flows pruned", () => {
-    strictEqual(dp.deleteFrontend({ pod: POD6, vip: VIP6, port: 80, proto: T }), true);
-    strictEqual(dp.deleteFrontend({ pod: POD6, vip: VIP6, port: 53, proto: U }), true);
-    strictEqual(dp.pruneFlows(new Set([POD])), 2);
-    deepStrictEqual(new Set(dp.flows().map((f) => f.pod)), new Set([POD]));
-    const r = testRun(dp.nodeIn, enc(syn6(VIP6, 80), POD6));
-    strictEqual(r.retval, TC_ACT.OK);
-    strictEqual(r.data[12], ETH_P_IPV6 >> 8, "still encapsulated (untouched)");
-    strictEqual(r.data.length, enc(syn6(VIP6, 80), POD6).length);
-  });
-});
+      await t.step("a pod's state goes: frontends deleted, its flows pruned", () => {
+        strictEqual(dp.deleteFrontend({ pod: POD6, vip: VIP6, port: 80, proto: T }), true);
+        strictEqual(dp.deleteFrontend({ pod: POD6, vip: VIP6, port: 53, proto: U }), true);
+        strictEqual(dp.pruneFlows(new Set([POD])), 2);
+        deepStrictEqual(new Set(dp.flows().map((f) => f.pod)), new Set([POD]));
+        const r = testRun(dp.nodeIn, enc(syn6(VIP6, 80), POD6));
+        strictEqual(r.retval, TC_ACT.OK);
+        strictEqual(r.data[12], ETH_P_IPV6 >> 8, "still encapsulated (untouched)");
+        strictEqual(r.data.length, enc(syn6(VIP6, 80), POD6).length);
+      });
+    },
+  );
+}

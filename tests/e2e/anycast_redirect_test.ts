@@ -59,6 +59,10 @@ rootTest(
       nodes: 3,
       services: ECHO_SERVICES,
       redirect: true,
+      // Drains are withdrawals, not failures: BFD only has to keep quiet. At 100 ms × 3 a starved
+      // machine let one session time out and the router had no route for an instant (a request
+      // failed with "Network is unreachable").
+      bfd: { intervalMs: 300, multiplier: 5 },
     });
     const route = await lab.watchRoute();
     for (const n of [1, 2, 3]) {

@@ -1,9 +1,10 @@
 /**
  * The previous release, built beside this checkout, for upgrade tests (issue 26): the commit named
  * in `scripts/previous-release.txt` is exported from this clone's history (`git archive`) into
- * `.cache/previous-release/<version>-<commit>/`, given this checkout's npm dependencies (the
- * release pins the same Deno and lock file) and built by its own `deno task build` (BPF objects,
- * policy module, build info). Built once per machine; a later call reuses it.
+ * `$TMPDIR/holdfast-previous-release/<version>-<commit>/` (tests may write only there), given
+ * this checkout's npm dependencies (the release pins the same Deno and lock file) and built by its
+ * own `deno task build` (BPF objects, policy module, build info). Built once per machine; a later
+ * call reuses it.
  *
  * Its `main.ts` runs under its own `deno.json` (its permission sets), so an LB agent of the
  * previous release runs exactly as that release would.
@@ -39,7 +40,8 @@ export async function pinnedRelease(): Promise<{ version: string; commit: string
 /** Exports and builds the pinned previous release (once); returns where it is. */
 export async function previousRelease(): Promise<PreviousRelease> {
   const { version, commit } = await pinnedRelease();
-  const dir = `${REPO}.cache/previous-release/${version}-${commit.slice(0, 12)}`;
+  const tmp = Deno.env.get("TMPDIR") ?? "/tmp";
+  const dir = `${tmp}/holdfast-previous-release/${version}-${commit.slice(0, 12)}`;
   const release = { version, commit, dir, main: `${dir}/main.ts`, config: `${dir}/deno.json` };
   if (await exists(`${dir}/.built`)) return release;
   const has = await run(["git", "-C", REPO, "cat-file", "-e", `${commit}^{commit}`], {
@@ -60,9 +62,10 @@ export async function previousRelease(): Promise<PreviousRelease> {
   } finally {
     await Deno.remove(archive).catch(() => {});
   }
-  // The same Deno and lock file: this checkout's npm dependencies serve it.
-  await Deno.symlink(`${REPO}node_modules`, `${dir}/node_modules`);
-  await run(["sh", "-c", 'cd "$1" && exec "$2" task -q build', "sh", dir, Deno.execPath()], {
+  // The same Deno and lock file: this checkout's npm dependencies serve it (a symlink made by
+  // `ln`: Deno.symlink needs unscoped permissions).
+  const build = 'cd "$1" && ln -s "$3" node_modules && exec "$2" task -q build';
+  await run(["sh", "-c", build, "sh", dir, Deno.execPath(), `${REPO}node_modules`], {
     timeoutMs: 600_000,
   });
   // Its build info names its own commit (the build read this checkout's git).

@@ -3,8 +3,9 @@
  * the previous release (`scripts/previous-release.txt`, exported and built by
  * `lab/previous_release.ts`), and the LB agents are rolled to this build one node at a time, as a
  * DaemonSet rolls them: each new agent adopts the programs and pinned maps the old one left. In
- * the mixed state new connections are learned by both versions; an old LB node dies (its flows go
- * to new and old nodes: shared old → new), then a new one (shared new → old). Then the rollback:
+ * the mixed state new connections are learned by both versions, the backends scale 3 → 5 (every
+ * Maglev table changes, so a moved flow keeps its backend only through the store), an old LB node
+ * dies (its flows go to new and old nodes: shared old → new), then a new one (shared new → old). Then the rollback:
  * the remaining new agents are replaced by the previous release again, over the pins this build
  * made. Every held connection survives, through every step, and of the new connections opened all
  * along (20 a second) none fails.
@@ -14,6 +15,7 @@ import { Cluster } from "../../lab/cluster.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
 import type { HoldSummary } from "../../lab/clients/summary.ts";
 import { previousRelease } from "../../lab/previous_release.ts";
+import { Disturbances } from "../../lab/chaos_steps.ts";
 
 /** Which build LB node i's agent runs now, from its `starting` line (this build logs more). */
 function builds(cluster: Cluster): Record<string, string> {
@@ -49,6 +51,7 @@ rootTest(
       ipv6: false,
       release: previous,
     });
+    const disturb = new Disturbances(cluster); // each change checked to have happened
     const steps: { step: string; builds: Record<string, string> }[] = [];
     const note = (step: string) => steps.push({ step, builds: builds(cluster) });
     note(`all on ${previous.version}`);
@@ -72,6 +75,11 @@ rootTest(
     const b = await cluster.startClient(40, 55_000);
     await b.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 30_000 });
 
+    // The backends scale 3 → 5: every LB node's Maglev table changes, so from here a flow that
+    // moves to another LB node keeps its backend only if that node has it from the store.
+    await disturb.addBackend(4);
+    await disturb.addBackend(5);
+    note("backends 3 → 5");
     // An old node dies: its flows move to lb1, lb2 (this build) and lb4 (previous).
     await cluster.killLbNode(3);
     note("lb3 (previous) died");
@@ -103,6 +111,7 @@ rootTest(
       "current",
       "current",
       "current",
+      "current",
       "previous",
       "previous",
     ];
@@ -112,6 +121,7 @@ rootTest(
     }
     const problems = [check("held through the upgrade", sa), check("opened mixed", sb)]
       .filter((p) => p !== null);
+    for (const c of disturb.checks) if (!c.ok) problems.push(`${c.what}: ${c.seen}`);
     if (sl.failed > 0 || sl.ok === 0) {
       problems.push(`${sl.failed} of ${sl.attempts} new connections failed: ${JSON.stringify(sl)}`);
     }

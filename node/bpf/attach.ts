@@ -67,7 +67,8 @@ function xdpOpts(oldProgFd: number): Uint8Array {
  * found is passed as the expected old one (`XDP_FLAGS_REPLACE`), so packets meet either the old
  * or the new program and never none, and a program another process attached meanwhile makes the
  * call fail (EEXIST) rather than be overwritten. With none there, attaches only if still none
- * (`XDP_FLAGS_UPDATE_IF_NOEXIST`).
+ * (`XDP_FLAGS_UPDATE_IF_NOEXIST`). Without CAP_SYS_ADMIN (the DaemonSet's capabilities) the old
+ * program cannot be opened by ID: the swap is still atomic, without that check (logged).
  */
 export function attachXdp(
   prog: BpfProgram,
@@ -94,6 +95,20 @@ export function attachXdp(
       return [idx, oldId];
     }
     const oldFd = bpf().bpf_prog_get_fd_by_id(oldId);
+    if (oldFd === -ERRNO.EPERM) {
+      // Opening a program by ID needs CAP_SYS_ADMIN, which the DaemonSet does not grant (BPF,
+      // NET_ADMIN, PERFMON): the kernel still swaps atomically, without the expected-program check.
+      log.info("replacing XDP program without the expected-program check", {
+        ifname: where,
+        old_id: oldId,
+        why: "opening it by ID needs CAP_SYS_ADMIN",
+      });
+      check(
+        bpf().bpf_xdp_attach(idx, prog.fd, flags, null),
+        `Cannot replace XDP program ${oldId} on ${where} with "${prog.name}" (${mode})`,
+      );
+      return [idx, oldId];
+    }
     if (oldFd < 0) {
       check(oldFd, `Cannot open XDP program ${oldId} on ${where} to replace it`);
     }

@@ -10,7 +10,7 @@
 
 import type { AnycastLab } from "./anycast.ts";
 import type { RouteWatch } from "./_anycast_router.ts";
-import { establishedSince } from "./_bird_session.ts";
+import { waitEstablishedSince } from "./_bird_session.ts";
 
 /** One kill's timings, in ms. */
 export interface BirdKillTiming {
@@ -28,21 +28,13 @@ export interface BirdKillTiming {
  * Waits (bounded by `timeoutMs`) until `router`'s protocol `name` is Established with a `Since`
  * after `after` (epoch ms, minus bird's clock granularity): the session that came back.
  */
-export async function sessionBackSince(
+export function sessionBackSince(
   birdc: (...args: string[]) => Promise<{ stdout: string }>,
   name: string,
   after: number,
   timeoutMs = 15_000,
 ): Promise<number> {
-  const deadline = Date.now() + timeoutMs;
-  let out = "";
-  for (let i = 0; i < 1_000 && Date.now() < deadline; i++) {
-    out = (await birdc("show", "protocols")).stdout;
-    const since = establishedSince(out, name, Date.now());
-    if (since !== null && since >= after - 1) return since;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`Router session "${name}" not back after ${timeoutMs} ms:\n${out}`);
+  return waitEstablishedSince(birdc, name, timeoutMs, after);
 }
 
 /**

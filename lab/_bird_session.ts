@@ -60,20 +60,23 @@ export function establishedSince(protocols: string, name: string, near: number):
 
 /**
  * Waits (bounded by `timeoutMs`) until protocol `name` is Established in `birdc show protocols`
- * and returns its `Since` (epoch ms); throws with the last output when it never is.
+ * — with a `Since` at or after `after` (epoch ms, less bird's 1 ms granularity) when given: a
+ * session that came back — and returns its `Since` (epoch ms); throws with the last output.
  */
 export async function waitEstablishedSince(
   birdc: (...args: string[]) => Promise<{ stdout: string }>,
   name: string,
   timeoutMs = 5_000,
+  after = -Infinity,
 ): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   let out = "";
   for (let i = 0; i < 1_000 && Date.now() < deadline; i++) {
     out = (await birdc("show", "protocols")).stdout;
     const since = establishedSince(out, name, Date.now());
-    if (since !== null) return since;
+    if (since !== null && since >= after - 1) return since;
     await new Promise((r) => setTimeout(r, 50));
   }
-  throw new Error(`BGP session "${name}" not Established after ${timeoutMs} ms:\n${out}`);
+  const what = after === -Infinity ? "Established" : "back";
+  throw new Error(`BGP session "${name}" not ${what} after ${timeoutMs} ms:\n${out}`);
 }

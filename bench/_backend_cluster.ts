@@ -21,44 +21,11 @@
 import { bgpSpec, POOL, startKubeletCluster } from "../lab/kubelet/cluster.ts";
 import { routeGateways } from "../lab/_anycast_router.ts";
 import { podReady } from "../lab/kubelet/workloads.ts";
+import { webApp } from "../lab/kubelet/web_app.ts";
 
 const PEER = new URL("../lab/clients/lb_peer.ts", import.meta.url).pathname;
 
-const web = (replicas: number) => [{
-  apiVersion: "apps/v1",
-  kind: "Deployment",
-  metadata: { name: "web", namespace: "default" },
-  spec: {
-    replicas,
-    selector: { matchLabels: { app: "web" } },
-    template: {
-      metadata: { labels: { app: "web" } },
-      spec: {
-        terminationGracePeriodSeconds: 2,
-        containers: [{
-          name: "web",
-          image: "holdfast:dev",
-          workingDir: "/opt/holdfast",
-          command: ["deno", "run", "--allow-net", "lab/clients/lb_peer.ts"],
-          args: ["server", "$(POD_NAME)", "0.0.0.0", "8080"],
-          env: [{ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }],
-          ports: [{ name: "http", containerPort: 8080 }],
-          readinessProbe: { tcpSocket: { port: "http" }, periodSeconds: 1 },
-        }],
-      },
-    },
-  },
-}, {
-  apiVersion: "v1",
-  kind: "Service",
-  metadata: { name: "web", namespace: "default" },
-  spec: {
-    type: "LoadBalancer",
-    loadBalancerClass: "holdfast.io/lb",
-    selector: { app: "web" },
-    ports: [{ name: "http", port: 80, targetPort: "http", protocol: "TCP" }],
-  },
-}];
+const web = (replicas: number) => webApp(replicas, { gracePeriodS: 2 });
 
 const SETUP = [{
   apiVersion: "holdfast.io/v1alpha1",

@@ -19,45 +19,11 @@ import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest, until } from "../harness/mod.ts";
 import { bgpSpec, CLIENT6, POOL, POOL6, startKubeletCluster } from "../../lab/kubelet/cluster.ts";
 import { routeGateways } from "../../lab/_anycast_router.ts";
+import { webApp } from "../../lab/kubelet/web_app.ts";
 
 const PEER = new URL("../../lab/clients/lb_peer.ts", import.meta.url).pathname;
 
-const WEB = (replicas: number) => [{
-  apiVersion: "apps/v1",
-  kind: "Deployment",
-  metadata: { name: "web", namespace: "default" },
-  spec: {
-    replicas,
-    selector: { matchLabels: { app: "web" } },
-    template: {
-      metadata: { labels: { app: "web" } },
-      spec: {
-        containers: [{
-          name: "web",
-          image: "holdfast:dev",
-          workingDir: "/opt/holdfast",
-          command: ["deno", "run", "--allow-net", "lab/clients/lb_peer.ts"],
-          args: ["server", "$(POD_NAME)", "::", "8080"],
-          env: [{ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }],
-          ports: [{ name: "http", containerPort: 8080 }],
-          readinessProbe: { tcpSocket: { port: "http" }, periodSeconds: 1 },
-        }],
-      },
-    },
-  },
-}, {
-  apiVersion: "v1",
-  kind: "Service",
-  metadata: { name: "web", namespace: "default" },
-  spec: {
-    type: "LoadBalancer",
-    loadBalancerClass: "holdfast.io/lb",
-    ipFamilyPolicy: "RequireDualStack",
-    ipFamilies: ["IPv4", "IPv6"],
-    selector: { app: "web" },
-    ports: [{ name: "http", port: 80, targetPort: "http", protocol: "TCP" }],
-  },
-}];
+const WEB = (replicas: number) => webApp(replicas, { listen: "::", dualStack: true });
 
 const CONFIG = [{
   apiVersion: "holdfast.io/v1alpha1",

@@ -2,9 +2,14 @@
  * The previous release, built beside this checkout, for upgrade tests (issue 26): the commit named
  * in `scripts/previous-release.txt` is exported from this clone's history (`git archive`) into
  * `$TMPDIR/holdfast-previous-release/<version>-<commit>/` (tests may write only there), given
- * this checkout's npm dependencies (the release pins the same Deno and lock file) and built by its
- * own `deno task build` (BPF objects, policy module, build info). Built once per machine; a later
- * call reuses it.
+ * a copy of this checkout's npm dependencies (the release pins the same Deno and lock file) and
+ * built by its own `deno task build` (BPF objects, policy module, build info). Built once per
+ * machine; a later call reuses it.
+ *
+ * The copy is its own: a symlink to this checkout's `node_modules` made Deno set the folder up
+ * again for each config that used it, and the previous release's agents, started together, raced
+ * to create `node_modules/.deno/node_modules` ("File exists", CI on a fresh machine). The build
+ * also resolves every import once (`deno cache`), so no agent sets anything up at start.
  *
  * Its `main.ts` runs under its own `deno.json` (its permission sets), so an LB agent of the
  * previous release runs exactly as that release would.
@@ -43,7 +48,8 @@ export async function previousRelease(): Promise<PreviousRelease> {
   const tmp = Deno.env.get("TMPDIR") ?? "/tmp";
   const dir = `${tmp}/holdfast-previous-release/${version}-${commit.slice(0, 12)}`;
   const release = { version, commit, dir, main: `${dir}/main.ts`, config: `${dir}/deno.json` };
-  if (await exists(`${dir}/.built`)) return release;
+  const marker = `${LAYOUT} ${version} ${commit}\n`;
+  if (await readOr(`${dir}/.built`) === marker) return release;
   const has = await run(["git", "-C", REPO, "cat-file", "-e", `${commit}^{commit}`], {
     check: false,
   });
@@ -62,23 +68,26 @@ export async function previousRelease(): Promise<PreviousRelease> {
   } finally {
     await Deno.remove(archive).catch(() => {});
   }
-  // The same Deno and lock file: this checkout's npm dependencies serve it (a symlink made by
-  // `ln`: Deno.symlink needs unscoped permissions).
-  const build = 'cd "$1" && ln -s "$3" node_modules && exec "$2" task -q build';
+  // The same Deno and lock file: a copy of this checkout's npm dependencies serves it (the
+  // packages are in Deno's cache already), set up once here before any agent starts.
+  const build = 'cd "$1" && cp -a "$3" node_modules && "$2" cache -q --config deno.json main.ts' +
+    ' && exec "$2" task -q build';
   await run(["sh", "-c", build, "sh", dir, Deno.execPath(), `${REPO}node_modules`], {
     timeoutMs: 600_000,
   });
   // Its build info names its own commit (the build read this checkout's git).
   await Deno.writeTextFile(`${dir}/build_info.json`, JSON.stringify({ commit }) + "\n");
-  await Deno.writeTextFile(`${dir}/.built`, `${version} ${commit}\n`);
+  await Deno.writeTextFile(`${dir}/.built`, marker);
   return release;
 }
 
-async function exists(path: string): Promise<boolean> {
+/** How a built release is laid out; a build made another way is built again. */
+const LAYOUT = "layout-2";
+
+async function readOr(path: string): Promise<string> {
   try {
-    await Deno.stat(path);
-    return true;
+    return await Deno.readTextFile(path);
   } catch {
-    return false;
+    return "";
   }
 }

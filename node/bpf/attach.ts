@@ -203,6 +203,12 @@ function tcProgramIdAt(hook: Uint8Array, filter: TcFilter): number {
   return new DataView(opts.buffer).getUint32(16, true);
 }
 
+/**
+ * Clsact qdiscs this process created (netns and ifindex), with the hooks it has attached to since:
+ * the others are known to be empty. A qdisc made again (the interface re-created) starts afresh.
+ */
+const freshQdiscs = new Map<string, Set<TcDirection>>();
+
 /** A tc filter's handle and priority: a program shares a hook with others (a CNI's) by its own. */
 export interface TcFilter {
   readonly handle: number;
@@ -232,17 +238,21 @@ export function attachTc(
   const [ifindex, replacedId] = inNetns(options.netns, () => {
     const idx = ifIndex(ifname);
     const hook = tcHook(idx, direction);
-    let fresh = false; // a qdisc made just now has no filter: no query (libbpf logs its ENOENT)
+    // A hook of a qdisc made just now has no filter: no query (libbpf prints the kernel's
+    // "Cannot find specified filter chain" for an empty hook), for either direction.
+    const key = `${options.netns ?? ""}|${idx}`;
     if (options.createQdisc ?? true) {
       const r = bpf().bpf_tc_hook_create(hook);
       if (r < 0 && r !== -ERRNO.EEXIST) check(r, `Cannot create clsact qdisc on ${where}`);
-      fresh = r === 0;
+      if (r === 0) freshQdiscs.set(key, new Set());
     }
-    const oldId = fresh ? 0 : tcProgramIdAt(hook, filter);
+    const fresh = freshQdiscs.get(key);
+    const oldId = fresh && !fresh.has(direction) ? 0 : tcProgramIdAt(hook, filter);
     check(
       bpf().bpf_tc_attach(hook, tcOpts(prog.fd, 1, /* BPF_TC_F_REPLACE */ filter)),
       `Cannot attach tc program "${prog.name}" to ${where}`,
     );
+    fresh?.add(direction);
     return [idx, oldId];
   });
   return {

@@ -62,4 +62,8 @@ if [[ $load -eq 1 ]]; then
 fi
 
 cd "$dir"
-CI=true bash .ci/run </dev/null
+# A fresh TMPDIR too: what a test builds there once per machine (the previous release for the
+# upgrade tests) is built anew, as on a new machine — a stale build once hid a race that failed CI.
+tmp=$(mktemp -d /tmp/holdfast-fresh-tmp.XXXXXX)
+echo "fresh_ci: TMPDIR $tmp"
+TMPDIR="$tmp" CI=true bash .ci/run </dev/null

@@ -55,7 +55,8 @@ export class BpfProgram implements Disposable {
 export interface OpenObjectOptions {
   /**
    * bpffs directory to pin maps in. A map already pinned there with a compatible definition is
-   * reused (its contents survive), otherwise the new map is pinned there at load.
+   * reused (its contents survive); one pinned with another definition fails the load (libbpf
+   * refuses to reuse it) unless `migrate` is set; a map not pinned yet is pinned at load.
    */
   readonly pinDir?: string;
   /** Which maps to pin (default: all except `.rodata`/`.bss`-style internal maps). */

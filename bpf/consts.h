@@ -32,6 +32,10 @@
 
 /* service_value.flags */
 #define HF_SVC_F_CLIENT_IP (1u << 0) /* flow key is the client address, not the 5-tuple */
+/* Takes no new TCP connection: a SYN that finds no flow (stored or held) is dropped, counted as
+ * HF_R_DROP_NO_BACKENDS; the client's retransmission lands where routers send it by then. Set
+ * while an anycast node withdraws an address its pod still serves (docs/anycast.md "Drains"). */
+#define HF_SVC_F_DRAINING (1u << 1)
 
 /* flow_value.flags */
 #define HF_FLOW_F_PEER (1u << 0) /* learned from a peer, installed by the agent */

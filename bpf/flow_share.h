@@ -44,6 +44,16 @@ static __always_inline int hf_confirms(const struct hf_pkt *p)
 	return tcp->ack && !tcp->syn && !tcp->rst;
 }
 
+/* True for a TCP SYN without ACK: a client opening a connection (HF_SVC_F_DRAINING drops it when
+ * it finds no flow). p->l4 as for hf_confirms. */
+static __always_inline int hf_opens(const struct hf_pkt *p)
+{
+	if (p->proto != HF_IPPROTO_TCP)
+		return 0;
+	const struct tcphdr *tcp = p->l4;
+	return tcp->syn && !tcp->ack;
+}
+
 /* This CPU's event budget when it has a flow left to share this second of the datapath clock
  * (lb_config.event_budget per CPU: flows taken into hf_flows, and events a later packet
  * submits), else NULL. Shared by both families. */

@@ -114,6 +114,17 @@ static __always_inline int hf_confirms6(void *l4, __u8 proto, void *data_end)
 	return tcp->ack && !tcp->syn && !tcp->rst;
 }
 
+/* True for a TCP SYN without ACK, as hf_opens. */
+static __always_inline int hf_opens6(void *l4, __u8 proto, void *data_end)
+{
+	if (proto != HF_IPPROTO_TCP)
+		return 0;
+	const struct tcphdr *tcp = l4;
+	if ((void *)(tcp + 1) > data_end)
+		return 0;
+	return tcp->syn && !tcp->ack;
+}
+
 static __always_inline void hf_fill_event6(struct flow_event6 *ev, const struct flow_key6 *fk,
 					   const struct flow_value6 *be, __u32 service_id, __u64 now)
 {

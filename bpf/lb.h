@@ -332,6 +332,8 @@ static __always_inline int hf_lb_main(struct xdp_md *ctx)
 				tx = HF_R_TX_UNCONFIRMED;
 			}
 		} else {
+			if ((svc->flags & HF_SVC_F_DRAINING) && hf_opens(&p))
+				return hf_drop_fe(service_id, HF_R_DROP_NO_BACKENDS);
 			__u32 reason = 0, bid = 0;
 			backend = hf_maglev_pick(svc, hash, &reason, 1, &bid);
 			if (!backend)

@@ -203,6 +203,8 @@ static __always_inline int hf_lb6_main(struct xdp_md *ctx)
 		if (held) {
 			be = *held;
 		} else {
+			if ((svc->flags & HF_SVC_F_DRAINING) && hf_opens6(p.l4, p.proto, data_end))
+				return hf_drop_fe(service_id, HF_R_DROP_NO_BACKENDS);
 			__u32 reason = 0;
 			bid = hf_maglev_pick6(svc, hash, &be, &reason);
 			if (!bid)

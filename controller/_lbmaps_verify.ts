@@ -16,6 +16,8 @@ export interface WrittenFrontend {
   readonly maglevSize: number;
   /** Undefined: the service row is gone (its delete is on the way); the mode is not checked. */
   readonly flowKeyMode: FlowKeyMode | undefined;
+  /** Whether the service takes no new connections (checked with the mode). */
+  readonly draining?: boolean;
 }
 
 /**
@@ -35,7 +37,9 @@ export function frontendDiffers(
   if (
     entry.serviceId !== want.serviceId || entry.backendCount !== ids.length ||
     entry.maglevSize !== want.maglevSize ||
-    (want.flowKeyMode !== undefined && entry.flowKeyMode !== want.flowKeyMode)
+    (want.flowKeyMode !== undefined && entry.flowKeyMode !== want.flowKeyMode) ||
+    (want.flowKeyMode !== undefined && want.draining !== undefined &&
+      (entry.draining ?? false) !== want.draining)
   ) return `service entry differs: ${JSON.stringify(entry)}`;
   const gone = ids.find((id) => lost.has(id));
   if (gone !== undefined) return `backend ${gone} missing or changed`;

@@ -254,6 +254,7 @@ export class LBMapsOps implements Operations<Frontend> {
       backendCount: ids.length,
       flowKeyMode: svc.flowKeyMode,
       maglevSize: m,
+      ...(svc.draining ? { draining: true } : {}),
     };
     const digest = built.digest;
     const st: StagedInstall = { row: fe, serviceId, oldOnly, now, key, entry, digest };
@@ -377,6 +378,7 @@ export class LBMapsOps implements Operations<Frontend> {
         backendIds: st.backendIds,
         maglevSize: svc?.maglevSize || this.#defaultM,
         flowKeyMode: svc?.flowKeyMode,
+        draining: svc?.draining ?? false,
       };
       const entry = services.get(fe.address), table = installed.get(st.serviceId);
       const reason = rebuild.has(fe.address)

@@ -40,6 +40,8 @@ export interface ServiceEntry {
   readonly flowKeyMode: FlowKeyMode;
   /** Maglev table size M (prime) the table was built with. */
   readonly maglevSize: number;
+  /** True: no new TCP connection (a SYN without a flow is dropped); see `Service.draining`. */
+  readonly draining?: boolean;
 }
 
 /** Value of the backends map: where packets of a flow are encapsulated to. */

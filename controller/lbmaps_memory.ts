@@ -139,6 +139,7 @@ export class MemoryLBMaps implements LBMaps {
         backendCount: entry.backendCount,
         flowKeyMode: entry.flowKeyMode,
         maglevSize: entry.maglevSize,
+        ...(entry.draining ? { draining: true } : {}),
       },
     ]);
     return Promise.resolve();

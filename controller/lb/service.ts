@@ -21,6 +21,12 @@ export interface Service {
   readonly maglevSize: number;
   /** Probes the LB nodes run against its backends (`node/health/`); absent: none. */
   readonly healthCheck?: HealthCheck;
+  /**
+   * True: the datapath takes no new TCP connection for it — a SYN that finds no flow is dropped
+   * (the client retries; by then routers send it elsewhere), while every known flow goes on. An
+   * anycast node sets it while it withdraws an address its pod still serves (docs/anycast.md).
+   */
+  readonly draining?: boolean;
 }
 
 /** Primary index: by name. */

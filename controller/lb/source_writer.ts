@@ -83,9 +83,11 @@ export class SourceWriter {
       flowKeyMode: input.flowKeyMode ?? "five-tuple",
       maglevSize: input.maglevSize ?? 0,
       ...(input.healthCheck ? { healthCheck: input.healthCheck } : {}),
+      ...(input.draining ? { draining: true } : {}),
     };
     const svcChanged = old === undefined || old.source !== svc.source ||
-      old.flowKeyMode !== svc.flowKeyMode || old.maglevSize !== svc.maglevSize;
+      old.flowKeyMode !== svc.flowKeyMode || old.maglevSize !== svc.maglevSize ||
+      (old.draining ?? false) !== (svc.draining ?? false);
     // A new health check changes the row (and the model agents read), not what frontends select.
     if (svcChanged || !sameHealthCheck(old.healthCheck, svc.healthCheck)) {
       services.insert(txn, svc);

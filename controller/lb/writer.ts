@@ -48,6 +48,8 @@ export interface ServiceInput {
   readonly flowKeyMode?: FlowKeyMode;
   /** Maglev table size (prime); omitted: the reconciler's default. */
   readonly maglevSize?: number;
+  /** No new TCP connections (`Service.draining`); omitted: false. */
+  readonly draining?: boolean;
   /** Active health check the LB nodes run (carried to agents in the model). */
   readonly healthCheck?: HealthCheck;
   readonly frontends: readonly FrontendInput[];

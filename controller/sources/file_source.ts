@@ -9,6 +9,7 @@
  *   - name: default/echo            # namespace/name
  *     flowKeyMode: five-tuple       # or client-ip
  *     maglevSize: 16381             # optional: a prime in 251..131071 (default 16381)
+ *     draining: false               # optional: true = no new TCP connections (Service.draining)
  *     healthCheck:                  # optional: LB nodes probe backends (controller/sources/health_check.ts)
  *       { kind: http, path: /healthz, expectStatus: 200, port: 8081, intervalMs: 2000, fall: 3 }
  *     frontends:
@@ -152,6 +153,9 @@ export function configFromValue(raw: unknown): FileConfig {
     if (flowKeyMode !== "five-tuple" && flowKeyMode !== "client-ip") {
       fail(`${p}.flowKeyMode`, `"${flowKeyMode}" is not five-tuple or client-ip`);
     }
+    if (o.draining !== undefined && typeof o.draining !== "boolean") {
+      fail(`${p}.draining`, `${JSON.stringify(o.draining)} is not true or false`);
+    }
     let maglevSize: number | undefined;
     if (o.maglevSize !== undefined) {
       maglevSize = Number(o.maglevSize);
@@ -216,6 +220,7 @@ export function configFromValue(raw: unknown): FileConfig {
       frontends,
       backends,
       ...(healthCheck ? { healthCheck } : {}),
+      ...(o.draining === true ? { draining: true } : {}),
     });
   });
   const redirects = list(r.redirects, "$.redirects").map((x, i) => {

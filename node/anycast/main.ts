@@ -35,7 +35,7 @@ import { exportNodeInfo } from "../../lib/metrics.ts";
 import { serveOps } from "../../lib/ops_http.ts";
 import { BirdSupervisor, parseBgpSettingsText } from "../bgp/mod.ts";
 import { AnycastAgent } from "./agent.ts";
-import { presentAddresses } from "./model.ts";
+import { presentAddresses, servingServices } from "./model.ts";
 import { IpLoopback } from "./loopback.ts";
 import { type AnycastState, parseAnycastState } from "./state_file.ts";
 import { followKubernetes, KubeBgp } from "./kube_source.ts";
@@ -177,6 +177,7 @@ export async function main(args: string[]): Promise<number> {
           await redirect.update(state.services, {
             signal: stop.signal,
             owned: presentAddresses(o.node, state.services, state.pods),
+            serving: servingServices(o.node, state.services, state.pods),
           });
         } catch (error) {
           if (stop.signal.aborted) throw error;

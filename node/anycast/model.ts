@@ -121,6 +121,15 @@ export function desiredAddresses(
   );
 }
 
+/** The services a pod on `node` serves now (ready, not terminating): what it announces for. */
+export function servingServices(
+  node: string,
+  services: readonly AnycastService[],
+  pods: readonly LocalPod[],
+): Set<string> {
+  return new Set([...desiredAddresses(node, services, pods).values()].flatMap((h) => h.services));
+}
+
 /**
  * The addresses of services that select any pod on `node`, ready or not, terminating or not: the
  * node may still have connections to them (flow redirection keeps its flows of these; a drain

@@ -187,13 +187,19 @@ export class FlowRedirect {
    * addresses alike; a service or address the datapath refuses is logged and the others go on.
    * `owned`: the addresses this node has a local pod for (serving or terminating); when one it
    * had is no longer among them (at the first state: is not among them), this node's flows of it
-   * are purged everywhere, in the background (node/anycast/redirect_purge.ts).
+   * are purged everywhere, in the background (node/anycast/redirect_purge.ts). `serving`: the
+   * services a local pod serves (redirect_config.ts): the others take no new TCP connection,
+   * programmed before it resolves — so before the caller withdraws their addresses.
    */
   async update(
     services: readonly AnycastService[],
-    options: { signal?: AbortSignal; owned?: ReadonlySet<string> } = {},
+    options: {
+      signal?: AbortSignal;
+      owned?: ReadonlySet<string>;
+      serving?: ReadonlySet<string>;
+    } = {},
   ): Promise<void> {
-    const c = redirectConfig(services, this.#o.srcAddr, this.#o.owners);
+    const c = redirectConfig(services, this.#o.srcAddr, this.#o.owners, options.serving);
     const text = JSON.stringify(c.datapath);
     if (text !== this.#applied) {
       if (c.skipped.length > 0) {

@@ -58,6 +58,8 @@ export function redirectAddress(text: string): string | undefined {
 }
 
 interface Entry {
+  /** The anycast service's name as given. */
+  readonly source: string;
   readonly name: string;
   readonly addresses: string[];
   readonly frontends: { address: string; portName: string }[];
@@ -97,7 +99,7 @@ function entries(services: readonly AnycastService[]): { list: Entry[]; skipped:
         portName: `${p.port}-${p.protocol.toLowerCase()}`,
       }))
     );
-    list.push({ name: lbName(s.name), addresses, frontends, ports });
+    list.push({ source: s.name, name: lbName(s.name), addresses, frontends, ports });
   }
   return { list, skipped };
 }
@@ -118,6 +120,8 @@ export interface RedirectConfig {
     readonly services: {
       name: string;
       flowKeyMode: "five-tuple";
+      /** True while no local pod serves the service: new TCP connections are not taken. */
+      draining?: boolean;
       frontends: { address: string; portName: string }[];
       backends: { address: string; portName: string }[];
     }[];
@@ -135,6 +139,12 @@ export interface RedirectConfig {
 
 /**
  * Translates the anycast services for a node at `self` among the anycast nodes `owners`.
+ * `serving`: the services a local pod serves now (ready, not terminating); the others are
+ * **draining** — the node withdraws their addresses, or never announced them — so hf_lb drops a
+ * TCP SYN of theirs that finds no flow (`HF_SVC_F_DRAINING`): a client whose SYN reached this
+ * node while routers still sent it here retries (1 s) and lands on a node that stays, instead of
+ * completing its handshake here and having its next packets moved, unknown, to another node
+ * (reset). Known flows go on. Omitted: every service is served.
  *
  * @example
  * ```ts
@@ -152,6 +162,7 @@ export function redirectConfig(
   services: readonly AnycastService[],
   self: string,
   owners: readonly string[],
+  serving?: ReadonlySet<string>,
 ): RedirectConfig {
   const { list, skipped } = entries(services);
   const everyOwner = [...new Set([self, ...owners])].sort();
@@ -162,12 +173,17 @@ export function redirectConfig(
       // (controller/lb/select.ts), and this node's address is IPv4.
       services: list.flatMap((e) => {
         const backends = backendsOf([self], e.ports);
+        const draining = serving !== undefined && !serving.has(e.source);
         const v6 = e.frontends.filter((f) => f.address.startsWith("["));
         const v4 = e.frontends.filter((f) => !f.address.startsWith("["));
         const of = (name: string, frontends: Entry["frontends"]) =>
-          frontends.length === 0
-            ? []
-            : [{ name, flowKeyMode: "five-tuple" as const, frontends, backends }];
+          frontends.length === 0 ? [] : [{
+            name,
+            flowKeyMode: "five-tuple" as const,
+            ...(draining ? { draining } : {}),
+            frontends,
+            backends,
+          }];
         return [...of(e.name, v4), ...of(`${e.name}.ipv6`, v6)];
       }),
     },

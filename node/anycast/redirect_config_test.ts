@@ -28,6 +28,24 @@ Deno.test("redirect config: this node is every frontend's only backend; the file
   deepStrictEqual(c.skipped, []);
 });
 
+Deno.test("redirect config: a service no local pod serves is draining, the file source takes it", () => {
+  const API = { ...WEB, name: "api", addresses: ["10.0.100.11", "2001:db8:ac::11"] };
+  const c = redirectConfig([WEB, API], "10.9.1.2", ["10.9.2.2"], new Set(["default/web"]));
+  deepStrictEqual(
+    c.datapath.services.map((s) => [s.name, s.draining ?? false]),
+    [["default/web", false], ["default/api", true], ["default/api.ipv6", true]],
+  );
+  const cfg = parseConfig(JSON.stringify(c.datapath), { format: "json" });
+  deepStrictEqual(cfg.services.map((s) => s.draining ?? false), [false, true, true]);
+  // Without `serving` (every service served) no service drains.
+  const all = redirectConfig([WEB, API], "10.9.1.2", ["10.9.2.2"]);
+  strictEqual(all.datapath.services.some((s) => s.draining), false);
+  throws(
+    () => parseConfig(JSON.stringify({ services: [{ name: "a/b", draining: "yes" }] })),
+    /\$\.services\[0\]\.draining.*"yes" is not true or false/,
+  );
+});
+
 Deno.test("redirect trust view: flows owned by any anycast node are accepted, others refused", () => {
   const c = redirectConfig([WEB], "10.9.1.2", ["10.9.2.2", "10.9.3.2"]);
   const serving = new ServingBackends(c.trust);

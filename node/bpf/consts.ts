@@ -43,6 +43,8 @@ export const HF_EVENT_BUDGET_DEFAULT = 20000;
 
 /** `service_value.flags` bit: key flows by client address (`HF_SVC_F_CLIENT_IP`). */
 export const SVC_F_CLIENT_IP = 1;
+/** `service_value.flags` bit: no new TCP connection, a SYN without a flow is dropped (`HF_SVC_F_DRAINING`). */
+export const SVC_F_DRAINING = 2;
 
 /** enum hf_reason names, by index (bpf/consts.h). */
 export const REASONS = [

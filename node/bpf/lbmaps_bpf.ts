@@ -46,7 +46,7 @@ import {
   encodeServiceKey6,
   SIZES6,
 } from "./structs6.ts";
-import { PROTO, SVC_F_CLIENT_IP } from "./consts.ts";
+import { PROTO, SVC_F_CLIENT_IP, SVC_F_DRAINING } from "./consts.ts";
 
 /** The maps this target writes. */
 export interface LBMapsHandles {
@@ -190,7 +190,8 @@ export class BpfLBMaps implements LBMaps, Disposable {
       encodeServiceValue({
         serviceId: entry.serviceId,
         backendCount: entry.backendCount,
-        flags: entry.flowKeyMode === "client-ip" ? SVC_F_CLIENT_IP : 0,
+        flags: (entry.flowKeyMode === "client-ip" ? SVC_F_CLIENT_IP : 0) |
+          (entry.draining ? SVC_F_DRAINING : 0),
         maglevSize: entry.maglevSize,
       }),
     );
@@ -219,6 +220,7 @@ export class BpfLBMaps implements LBMaps, Disposable {
             backendCount: sv.backendCount,
             flowKeyMode: sv.flags & SVC_F_CLIENT_IP ? "client-ip" : "five-tuple",
             maglevSize: sv.maglevSize,
+            ...(sv.flags & SVC_F_DRAINING ? { draining: true } : {}),
           },
         ]);
       }

@@ -19,6 +19,7 @@ import {
   PROTO,
   REASONS,
   SVC_F_CLIENT_IP,
+  SVC_F_DRAINING,
 } from "../../node/bpf/mod.ts";
 
 const CONSTS_H = await Deno.readTextFile(new URL("../../bpf/consts.h", import.meta.url));
@@ -67,6 +68,7 @@ Deno.test("numbers of bpf/consts.h that user space uses are mirrored exactly", (
     HF_IPPROTO_TCP: PROTO.TCP,
     HF_IPPROTO_UDP: PROTO.UDP,
     HF_SVC_F_CLIENT_IP: SVC_F_CLIENT_IP,
+    HF_SVC_F_DRAINING: SVC_F_DRAINING,
     HF_FLOW_F_PEER: FLOW_F_PEER,
     HF_FLOW_F_UNSHARED: FLOW_F_UNSHARED,
     HF_ENCAP_OVERHEAD: HF_ENCAP_OVERHEAD,

@@ -49,6 +49,7 @@ import {
   SEED,
   VIP6,
   VIP6_CLIENT_IP,
+  VIP6_DRAINING,
   VIP6_NO_BACKENDS,
   VIP6_NO_MAGLEV,
   VIP6_ONLY4,
@@ -195,6 +196,34 @@ const FIXTURES: Fixture6[] = [
     output: "unchanged",
     reason: "pass_local_backend",
   })),
+  {
+    description: "draining v6 frontend: a SYN without a flow is dropped (the client retries)",
+    input: syn6(41010, VIP6_DRAINING),
+    verdict: XDP.DROP,
+    output: "unchanged",
+    reason: "drop_no_backends",
+  },
+  {
+    description: "draining v6 frontend: a SYN of a stored flow follows it",
+    before: (dp) =>
+      new Ipv6Maps(dp.object).putFlow(flowOf(syn6(41011, VIP6_DRAINING)), {
+        backend: "2001:db8:2::99",
+        flags: FLOW_F_PEER,
+        lastSeenNs: 0,
+      }),
+    input: syn6(41011, VIP6_DRAINING),
+    verdict: XDP.TX,
+    output: expectEncap6(syn6(41011, VIP6_DRAINING), { backend: "2001:db8:2::99" }),
+    reason: "tx_hit",
+  },
+  {
+    description: "draining v6 frontend: a packet of an unknown flow that is no SYN takes Maglev",
+    input: hit(41012, VIP6_DRAINING),
+    verdict: XDP.TX,
+    output: expectEncap6(hit(41012, VIP6_DRAINING)),
+    reason: "tx_new",
+    also: ["flow_shared"],
+  },
   {
     description: "UDP to a v6 frontend: encapsulated, shared at once (no handshake)",
     input: udpFrame6(CLIENT6, VIP6, 5353, 53, payload),

@@ -16,6 +16,7 @@ import {
   type Reason,
   REASONS,
   SVC_F_CLIENT_IP,
+  SVC_F_DRAINING,
   testRun,
   type TestRunResult,
 } from "../../node/bpf/mod.ts";
@@ -51,6 +52,8 @@ export const VIP6_NO_BACKENDS = "2001:db8:100::3";
 export const VIP6_UNKNOWN_ID = "2001:db8:100::6";
 export const VIP6_SLOT_ZERO = "2001:db8:100::7";
 export const VIP6_NO_MAGLEV = "2001:db8:100::8";
+/** TCP 80 (MIXED7) draining: no new TCP connection (HF_SVC_F_DRAINING). */
+export const VIP6_DRAINING = "2001:db8:100::9";
 
 /** Backend IDs → addresses: 1, 2 IPv4 (hf_backends), 3, 4 IPv6 (hf_backends6). */
 export const BACKENDS: Record<number, string> = {
@@ -68,6 +71,7 @@ export const ONLY4 = new Uint32Array([1, 2, 1, 2, 1]);
 const TABLES: Record<string, Uint32Array> = {
   [VIP6]: MIXED7,
   [VIP6_CLIENT_IP]: MIXED5,
+  [VIP6_DRAINING]: MIXED7,
   [VIP6_ONLY6]: ONLY6,
   [VIP6_ONLY4]: ONLY4,
 };
@@ -95,13 +99,13 @@ export async function openFixtureLb6(options: { ringBytes?: number } = {}): Prom
     proto: number,
     serviceId: number,
     table: Uint32Array | null,
-    o: { clientIp?: boolean; backendCount?: number } = {},
+    o: { clientIp?: boolean; backendCount?: number; draining?: boolean } = {},
   ) => {
     if (table) await lb.updateMaglev(serviceId, table);
     v6.updateService({ address: vip, port, protocol: proto === 6 ? "TCP" : "UDP" }, {
       serviceId,
       backendCount: o.backendCount ?? 2,
-      flags: o.clientIp ? SVC_F_CLIENT_IP : 0,
+      flags: (o.clientIp ? SVC_F_CLIENT_IP : 0) | (o.draining ? SVC_F_DRAINING : 0),
       maglevSize: table?.length ?? 7,
     });
   };
@@ -114,6 +118,7 @@ export async function openFixtureLb6(options: { ringBytes?: number } = {}): Prom
   await svc(VIP6_UNKNOWN_ID, 80, 6, 26, new Uint32Array(7).fill(8));
   await svc(VIP6_SLOT_ZERO, 80, 6, 27, new Uint32Array(7));
   await svc(VIP6_NO_MAGLEV, 80, 6, 28, null);
+  await svc(VIP6_DRAINING, 80, 6, 29, MIXED7, { draining: true });
   return dp;
 }
 

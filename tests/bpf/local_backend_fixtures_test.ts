@@ -129,3 +129,68 @@ rootTest("hf_lb: a flow whose backend is this node is passed to the kernel", asy
     deepStrictEqual(r.moved, ["pass_local_backend+1"]);
   });
 });
+
+rootTest("hf_lb: a draining frontend takes no new TCP connection; known flows go on", async (t) => {
+  using dp = await openAnycastLb();
+  const lb = dp.lbMaps();
+  const flows = dp.flowTable();
+  const pending = new BpfFlowTable(dp.object.map("hf_flows_syn"));
+  // A handshake under way when the drain starts: its SYN is held (hf_flows_syn).
+  const started = flow(42000);
+  strictEqual(run(dp, frame(started, SYN)).retval, XDP.PASS);
+  strictEqual(pending.get(flowHash(started).key)?.backend, parseIpv4(LB_SRC));
+  await lb.updateService({ address: ANYCAST_VIP, port: 80, protocol: "TCP" }, {
+    serviceId: SERVICE_ID,
+    backendCount: 1,
+    flowKeyMode: "five-tuple",
+    maglevSize: 7,
+    draining: true,
+  });
+  const dumped = (await lb.dump()).services.find(([k]) => k.address === ANYCAST_VIP);
+  strictEqual(dumped?.[1].draining, true, "the flag reads back");
+
+  await t.step("a SYN that finds no flow is dropped (the client retries elsewhere)", async () => {
+    const fresh = flow(42001);
+    const r = run(dp, frame(fresh, SYN));
+    strictEqual(r.retval, XDP.DROP);
+    deepStrictEqual(r.moved, ["drop_no_backends+1"]);
+    strictEqual(pending.get(flowHash(fresh).key), undefined, "nothing held");
+    deepStrictEqual(await drainEvents(dp), []);
+  });
+
+  await t.step("the handshake under way completes: its ACK is passed and shared", async () => {
+    const r = run(dp, frame(started, ACK));
+    strictEqual(r.retval, XDP.PASS);
+    deepStrictEqual(r.moved, ["flow_shared+1", "pass_local_backend+1"]);
+    strictEqual(flows.get(flowHash(started).key)?.backend, parseIpv4(LB_SRC));
+    strictEqual((await drainEvents(dp)).length, 1);
+  });
+
+  await t.step("an established flow's packets still pass", () => {
+    const r = run(dp, frame(started, PSH_ACK, new Uint8Array(20).fill(3)));
+    strictEqual(r.retval, XDP.PASS);
+    deepStrictEqual(r.moved, ["pass_local_backend+1"]);
+  });
+
+  await t.step("a SYN of a flow another node owns follows it", () => {
+    const moved = flow(42002);
+    const { key, hash } = flowHash(moved);
+    flows.put(key, { backend: parseIpv4(OTHER_NODE), flags: FLOW_F_PEER, lastSeenNs: 0 });
+    const input = frame(moved, SYN);
+    const r = run(dp, input);
+    strictEqual(r.retval, XDP.TX);
+    const want = encapsulated(input, {
+      outerSrc: LB_SRC,
+      backend: OTHER_NODE,
+      sport: encapSourcePort(hash),
+      dport: ENCAP_PORT,
+    });
+    strictEqual(hex(r.data), hex(want));
+  });
+
+  await t.step("a packet of an unknown flow that is no SYN still takes Maglev (passed)", () => {
+    const r = run(dp, frame(flow(42003), ACK));
+    strictEqual(r.retval, XDP.PASS);
+    deepStrictEqual(r.moved, ["flow_shared+1", "pass_local_backend+1"]);
+  });
+});

@@ -10,6 +10,7 @@ import type { Topology } from "./netns.ts";
 
 const HOLD = new URL("./clients/hold_client.ts", import.meta.url).pathname;
 const LOOP = new URL("./clients/connect_loop.ts", import.meta.url).pathname;
+const UDP_STREAM = new URL("./clients/udp_stream.ts", import.meta.url).pathname;
 
 /** An LB IP and port the clients connect to. */
 export interface ClientTarget {
@@ -58,4 +59,17 @@ async function start(
   });
   await proc.waitForLine((l) => l.includes(`"msg":"${ready}"`), { timeoutMs: 30_000 });
   return proc;
+}
+
+/**
+ * Starts `lab/clients/udp_stream.ts` in `client`: one source port for the whole run, a datagram
+ * every `intervalMs`, each echo checked; waits (≤ 30 s) for its first echo.
+ */
+export function startUdpStream(
+  topo: Topology,
+  target: ClientTarget,
+  durationMs: number,
+  intervalMs: number,
+): Promise<HostProcess> {
+  return start(topo, UDP_STREAM, [target, durationMs, intervalMs], "started");
 }

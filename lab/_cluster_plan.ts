@@ -21,6 +21,7 @@
  * @module
  */
 import type { Topology } from "./netns.ts";
+import type { HostProcess } from "./host_process.ts";
 import { DEFAULT_BFD } from "../node/bgp/mod.ts";
 import { nodeBgpSettings, type RouterPeer } from "./_anycast_router.ts";
 
@@ -37,6 +38,11 @@ export interface ClusterOptions {
   readonly vip?: string;
   /** The service's port (default 8080). */
   readonly port?: number;
+  /**
+   * The IPv4 service on UDP `port` too (default false): backends echo datagrams there and log
+   * each new peer (`lab/clients/tcp_echo.ts`); {@linkcode Cluster.startUdpStream} sends a stream.
+   */
+  readonly udp?: boolean;
   /**
    * Dual stack (default true with `model: "file"`, false with `"redis"`): IPv6 on every link and
    * a second service on the IPv6 LB IP {@linkcode ClusterOptions.vip6}; false: IPv4 only.
@@ -74,6 +80,14 @@ export interface ClusterOptions {
    * (`lab/previous_release.ts`); {@linkcode Cluster.setRelease} changes it per node.
    */
   readonly release?: AgentRelease;
+}
+
+/** One LB node of the cluster: its index, namespace and agent (null while killed). */
+export interface LbNode {
+  readonly index: number;
+  readonly host: string;
+  agent: HostProcess | null;
+  inRoute: boolean;
 }
 
 /** Which build an LB agent runs: its `main.ts` and the `deno.json` of its permission sets. */
@@ -241,19 +255,39 @@ export function clusterServices(
   options: {
     readonly backendAddress: (j: number) => string;
     readonly healthCheck?: Readonly<Record<string, unknown>>;
+    /** The IPv4 service on UDP too (port name `udp`). */
+    readonly udp?: boolean;
   },
 ): ServicesFile {
   const sorted = [...backends].sort((a, b) => a - b);
-  const service = (name: string, frontend: string, backend: (j: number) => string) => ({
-    name,
-    flowKeyMode: "five-tuple",
-    frontends: [{ address: `${frontend}:${vips.port}/TCP`, portName: "http" }],
-    backends: sorted.map((j) => ({ address: `${backend(j)}:${vips.port}/TCP`, portName: "http" })),
-    ...(options.healthCheck ? { healthCheck: options.healthCheck } : {}),
-  });
+  const service = (
+    name: string,
+    frontend: string,
+    backend: (j: number) => string,
+    protocols: readonly ("TCP" | "UDP")[] = ["TCP"],
+  ) => {
+    const portName = (p: string) => p === "TCP" ? "http" : "udp";
+    return {
+      name,
+      flowKeyMode: "five-tuple",
+      frontends: protocols.map((p) => ({
+        address: `${frontend}:${vips.port}/${p}`,
+        portName: portName(p),
+      })),
+      backends: protocols.flatMap((p) =>
+        sorted.map((j) => ({ address: `${backend(j)}:${vips.port}/${p}`, portName: portName(p) }))
+      ),
+      ...(options.healthCheck ? { healthCheck: options.healthCheck } : {}),
+    };
+  };
   return {
     services: [
-      service("default/web", vips.vip, options.backendAddress),
+      service(
+        "default/web",
+        vips.vip,
+        options.backendAddress,
+        options.udp ? ["TCP", "UDP"] : ["TCP"],
+      ),
       ...(vips.vip6 === null
         ? []
         : [service("default/web6", `[${vips.vip6}]`, (j) => `[${backendAddress6(j)}]`)]),

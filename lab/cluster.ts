@@ -19,13 +19,11 @@
  * `fib_multipath_hash_policy=1` spreads by 5-tuple. Services and backends reach every agent
  * through one JSON file (the file data source), rewritten when backends change.
  *
- * Dual stack by default (`ipv6: false` for IPv4 only; the Redis model's cluster is IPv4 only unless
- * asked): every link also has IPv6 (lab/_cluster6.ts: plan, DAD off), a second service
- * `default/web6` on the IPv6 LB IP 2001:db8:100::1 over the backends' IPv6 addresses, the LB IP
- * on each backend's `lo` beside the IPv4 one with decap for both, `--src-addr6` on every agent
- * (outer IPv6 to IPv6 backends), and a second BGP session per LB node over IPv6 announcing the
- * /128, which the router's bird installs as an IPv6 ECMP route. The echo servers listen on both
- * LB IPs; {@linkcode Cluster.startClient} takes the family.
+ * Dual stack by default (`ipv6: false`: IPv4 only; the Redis model's cluster is IPv4 only unless
+ * asked): IPv6 on every link (lab/_cluster_plan.ts), `default/web6` on 2001:db8:100::1 over the
+ * backends' IPv6 addresses (on `lo`, decap for both), `--src-addr6` on every agent, a second BGP
+ * session per LB node announcing the /128. {@linkcode Cluster.startClient} takes the family. With
+ * `udp: true` the IPv4 service takes UDP on its port too ({@linkcode Cluster.startUdpStream}).
  *
  * With `redisCluster: true` the store is a Redis Cluster of three masters with a replica each in
  * `ctl` (lab/_cluster_store.ts), agents given `--redis redis+cluster://…` and `--flow-buckets`.
@@ -42,7 +40,7 @@ import type { RedisServer } from "./redis_server.ts";
 import { ClusterStore } from "./_cluster_store.ts";
 import { attachXdp, BpfObject, DecapDatapath, DEFAULT_OBJECT_DIR } from "../node/bpf/mod.ts";
 import { addLocalVip6 } from "../node/bpf/mod.ts";
-import { startConnectLoop, startHoldClient } from "./_cluster_clients.ts";
+import { startConnectLoop, startHoldClient, startUdpStream } from "./_cluster_clients.ts";
 import { DEFAULT_BFD } from "../node/bgp/mod.ts";
 import { RouterBird } from "./_anycast_router.ts";
 import { killBird, unmountUnder } from "./_anycast_sweep.ts";
@@ -63,6 +61,7 @@ import {
   lbAddress6,
   lbAgentArgs,
   lbAgentCommand,
+  type LbNode,
   lbNodeBgp,
   ROUTER_SYSCTLS,
 } from "./_cluster_plan.ts";
@@ -79,14 +78,6 @@ export {
 } from "./_cluster_plan.ts";
 
 const ECHO = new URL("./clients/tcp_echo.ts", import.meta.url).pathname;
-
-/** One LB node's live parts. */
-interface LbNode {
-  readonly index: number;
-  readonly host: string;
-  agent: HostProcess | null;
-  inRoute: boolean;
-}
 
 /** A running virtual cluster; dispose to tear it down. */
 export class Cluster implements AsyncDisposable {
@@ -106,6 +97,7 @@ export class Cluster implements AsyncDisposable {
   readonly backends = new Map<number, HostProcess>();
   readonly #verbose: boolean;
   readonly #healthCheck: Readonly<Record<string, unknown>> | undefined;
+  readonly #udp: boolean;
   readonly #agentArgs: readonly string[];
   readonly #release: AgentRelease | undefined;
   readonly #releases = new Map<number, AgentRelease | undefined>();
@@ -128,6 +120,7 @@ export class Cluster implements AsyncDisposable {
     this.vip6 = (options.ipv6 ?? this.model === "file") ? options.vip6 ?? DEFAULT_VIP6 : null;
     this.#verbose = options.verbose ?? false;
     this.#healthCheck = options.healthCheck;
+    this.#udp = options.udp ?? false;
     this.#agentArgs = options.agentArgs ?? [];
     this.#release = options.release;
   }
@@ -150,10 +143,7 @@ export class Cluster implements AsyncDisposable {
     const topo = await createTopology({
       hosts: [
         { name: "client", sysctls: HOST_SYSCTLS6 },
-        {
-          name: "router",
-          sysctls: ROUTER_SYSCTLS,
-        },
+        { name: "router", sysctls: ROUTER_SYSCTLS },
         { name: "ctl" },
       ],
       links: [client.link, ctl.link],
@@ -190,6 +180,7 @@ export class Cluster implements AsyncDisposable {
     const config = clusterServices(this, [...this.backends.keys()], {
       backendAddress,
       healthCheck: this.#healthCheck,
+      udp: this.#udp,
     });
     const tmp = `${this.configPath}.tmp`;
     await Deno.writeTextFile(tmp, JSON.stringify(config, null, 2));
@@ -228,12 +219,13 @@ export class Cluster implements AsyncDisposable {
    */
   async startBackendServer(j: number): Promise<void> {
     const host = `be${j}`;
+    const health = this.#healthCheck ? [String(BACKEND_HEALTH_PORT)] : [];
     const server = this.topo.spawnDeno(host, ECHO, {
       args: [
         "server",
-        this.vip6 === null ? this.vip : `${this.vip},${this.vip6}`,
-        String(this.port),
-        ...(this.#healthCheck ? [String(BACKEND_HEALTH_PORT)] : []),
+        this.vip6 ? `${this.vip},${this.vip6}` : this.vip,
+        `${this.port}`,
+        ...health,
       ],
       permissions: ["--allow-net"],
     });
@@ -380,6 +372,11 @@ export class Cluster implements AsyncDisposable {
   /** Starts short connections, one every `intervalMs` for `durationMs`, to the LB IP of `family`. */
   startConnectLoop(durationMs: number, intervalMs: number, o: { family?: 4 | 6 } = {}) {
     return startConnectLoop(this.topo, this.#target(o.family), durationMs, intervalMs);
+  }
+
+  /** Starts a UDP stream (one source port) to the IPv4 LB IP's UDP port (`udp: true`). */
+  startUdpStream(durationMs: number, intervalMs: number): Promise<HostProcess> {
+    return startUdpStream(this.topo, this.#target(4), durationMs, intervalMs);
   }
 
   #target(family: 4 | 6 = 4): { vip: string; port: number } {

@@ -8,7 +8,8 @@
  * dies (its flows go to new and old nodes: shared old → new), then a new one (shared new → old). Then the rollback:
  * the remaining new agents are replaced by the previous release again, over the pins this build
  * made. Every held connection survives, through every step, and of the new connections opened all
- * along (20 a second) none fails.
+ * along (20 a second) none fails; UDP streams, each from one source port, stay on one backend
+ * each to the end.
  */
 import { rootTest } from "../harness/mod.ts";
 import { Cluster } from "../../lab/cluster.ts";
@@ -34,6 +35,15 @@ interface LoopSummary {
   failed: number;
 }
 
+/** The UDP stream's summary (lab/clients/udp_stream.ts). */
+interface UdpSummary {
+  sent: number;
+  echoed: number;
+  wrong: number;
+  max_gap_ms: number;
+  last_echo_age_ms: number;
+}
+
 function check(what: string, s: HoldSummary): string | null {
   if (s.survived === s.connections) return null;
   return `${what}: ${s.connections - s.survived} of ${s.connections} lost: ${
@@ -49,6 +59,7 @@ rootTest(
       lbNodes: 4,
       backends: 3,
       ipv6: false,
+      udp: true,
       release: previous,
     });
     const disturb = new Disturbances(cluster); // each change checked to have happened
@@ -63,6 +74,9 @@ rootTest(
     await a.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 30_000 });
     // New connections all along (20 a second, each an exchange and a close), as a request load.
     const loop = await cluster.startConnectLoop(60_000, 50);
+    // UDP streams, each from one source port, through all of it: each must reach one backend only
+    // (four, so that some cross the LB nodes that die).
+    const udp = await Promise.all([1, 2, 3, 4].map(() => cluster.startUdpStream(75_000, 50)));
 
     // Roll forward lb1 and lb2, one at a time (the agent replaced, datapath and pins kept).
     for (const i of [1, 2]) {
@@ -103,7 +117,25 @@ rootTest(
       clientSummary<HoldSummary>(b, 120_000),
       clientSummary<LoopSummary>(loop, 120_000),
     ]);
-    console.log(JSON.stringify({ previous: previous.commit, steps, a: sa, b: sb, loop: sl }));
+    const su = await Promise.all(udp.map((u) => clientSummary<UdpSummary>(u, 120_000)));
+    // Which backends each stream reached (each echo server logs a new UDP peer once).
+    const udpBackends: Record<string, string[]> = {};
+    for (const [j, server] of cluster.backends) {
+      for (const l of server.lines.filter((l) => l.includes('"msg":"udp peer"'))) {
+        (udpBackends[(JSON.parse(l) as { peer: string }).peer] ??= []).push(`be${j}`);
+      }
+    }
+    console.log(
+      JSON.stringify({
+        previous: previous.commit,
+        steps,
+        a: sa,
+        b: sb,
+        loop: sl,
+        udp: su,
+        udpBackends,
+      }),
+    );
     const expected = [
       "previous",
       "previous",
@@ -122,6 +154,15 @@ rootTest(
     const problems = [check("held through the upgrade", sa), check("opened mixed", sb)]
       .filter((p) => p !== null);
     for (const c of disturb.checks) if (!c.ok) problems.push(`${c.what}: ${c.seen}`);
+    const moved = Object.entries(udpBackends).filter(([, bes]) => bes.length > 1);
+    if (Object.keys(udpBackends).length !== udp.length || moved.length > 0) {
+      problems.push(`UDP streams reached ${JSON.stringify(udpBackends)}: want one backend each`);
+    }
+    for (const u of su) {
+      if (u.echoed === 0 || u.wrong > 0 || u.last_echo_age_ms > 2_000) {
+        problems.push(`a UDP stream stopped or went wrong: ${JSON.stringify(u)}`);
+      }
+    }
     if (sl.failed > 0 || sl.ok === 0) {
       problems.push(`${sl.failed} of ${sl.attempts} new connections failed: ${JSON.stringify(sl)}`);
     }

@@ -154,6 +154,8 @@ export async function main(args: string[]): Promise<number> {
     ? new KubeBgp({ dir: o.birdDir, log: log.with({ component: "bgp" }) })
     : undefined;
   let loaded = false;
+  /** The services of the last state applied (what a stop drains). */
+  let services: AnycastState["services"] = [];
   exportNodeInfo("anycast", o.node);
   const ops = o.opsPort > 0
     ? serveOps({ hostname: "127.0.0.1", port: o.opsPort }, () => loaded, { logger: log })
@@ -169,6 +171,7 @@ export async function main(args: string[]): Promise<number> {
     });
   try {
     const apply = async (state: AnycastState) => {
+      services = state.services;
       // Frontends programmed and (the first time) every stored flow restored before lo changes.
       // A failure there never stops the addresses following the pods (readiness, terminating):
       // it is logged and the next state tries again.
@@ -240,11 +243,28 @@ export async function main(args: string[]): Promise<number> {
     log.info("stopping: forfeiting every address first", { signal: signalled });
   } finally {
     stop.abort();
+    // Draining before withdrawing, as for a pod that terminates: a SYN that arrives while routers
+    // move away is dropped (the client retries elsewhere) instead of starting a handshake here
+    // whose next packets would land, unknown, on another node. Bounded: a stop never hangs here.
+    if (redirect?.ready) {
+      const drained = redirect.update(services, { serving: new Set() }).catch((error) =>
+        log.warn("cannot mark services draining before withdrawing", { error })
+      );
+      await Promise.race([drained, sleep(2_000)]);
+    }
     await agent.forfeitAll("agent stopping");
     if (bird || kubeBgp?.running) {
       await sleep(o.withdrawWaitMs);
       await bird?.stop();
       await kubeBgp?.stop();
+    }
+    // Withdrawn now: the pinned services are left without the draining bit, which a release
+    // before it does not know (it would keep it and drop new connections once it announces).
+    if (redirect?.ready) {
+      const undrained = redirect.update(services).catch((error) =>
+        log.warn("cannot clear the draining mark before exiting", { error })
+      );
+      await Promise.race([undrained, sleep(2_000)]);
     }
     await redirect?.close();
     await ops?.shutdown();

@@ -32,7 +32,14 @@ export interface FlagMention {
 export interface NameMention {
   readonly file: string;
   readonly line: number;
-  readonly kind: "main.ts" | "task" | "hf" | "hf test" | "permission set";
+  readonly kind:
+    | "main.ts"
+    | "main.ts policy"
+    | "task"
+    | "hf"
+    | "hf test"
+    | "chaos scenario"
+    | "permission set";
   readonly name: string;
 }
 
@@ -55,6 +62,12 @@ const INVOCATION = new RegExp(
 const FLAG = /(?<![\w-])--([a-z][a-z0-9-]*)/g;
 const PERMISSION_SET = /(?<![\w-])-P=([a-z][a-z0-9-]*)/g;
 const SEPARATOR = /&&|\|\||;/;
+const POSITIONALS: Record<string, NameMention["kind"]> = {
+  "hf test": "hf test",
+  "hf chaos": "chaos scenario",
+  "task chaos": "chaos scenario",
+  "main.ts policy": "main.ts policy",
+};
 const isPlaceholder = (word: string) => /^[A-Z][A-Z_]*$/.test(word);
 
 /** A piece of text that holds command lines, and the line its first character is on. */
@@ -115,10 +128,12 @@ function scanSegment(
     if (command === null) return;
     // A bare `main.ts` in prose is often a file (controller/k8s/main.ts), not the command.
     if (command !== "main.ts") last = { command, line: lineAt(seg, seg.text.length) };
-    if (command === "hf test") {
-      // Its words are test groups.
-      for (const w of region.matchAll(/(?<=^|\s)([a-z0-9]+)(?=\s|$)/g)) {
-        out.names.push({ file, line: lineAt(seg, start + w.index!), kind: "hf test", name: w[1]! });
+    // The words of some commands are names: test groups, chaos scenarios, policy's subcommand.
+    const kind = POSITIONALS[command];
+    if (kind !== undefined) {
+      const words = [...region.matchAll(/(?<=^|\s)([a-z0-9][a-z0-9-]*)(?=\s|$)/g)];
+      for (const w of kind === "main.ts policy" ? words.slice(0, 1) : words) {
+        out.names.push({ file, line: lineAt(seg, start + w.index!), kind, name: w[1]! });
       }
     }
     for (const f of region.matchAll(FLAG)) {

@@ -19,7 +19,8 @@ interface Command {
   readonly load: () => Promise<{ main(args: string[]): Promise<number> }>;
 }
 
-const COMMANDS: Record<string, Command> = {
+/** Every subcommand, by name (tests/hygiene/docs_flags_test.ts checks the docs against them). */
+export const COMMANDS: Readonly<Record<string, Command>> = {
   demo: {
     summary: "run the virtual-cluster demo in network namespaces (needs root)",
     load: () => import("./lab/demo.ts"),

@@ -25,8 +25,15 @@ import { connectRedisStore } from "../node/flows/redis_store.ts";
 import { Registry } from "../lib/metrics.ts";
 import { setLogLevel } from "../lib/log.ts";
 import { type RedisCluster, startRedisCluster } from "../lab/redis_cluster.ts";
+import { readCommandLineOrExit } from "../lib/args.ts";
 
-const QUICK = Deno.args.includes("--quick");
+const QUICK = readCommandLineOrExit(Deno.args, {
+  command: "bench:scale",
+  usage: `usage: deno task bench:scale [--quick]
+  N flow agents in one process share flows through a throwaway Redis Cluster (docs/scale.md).
+  --quick: N = 2, 4, 8 and a few thousand flows (seconds, for CI).`,
+  options: { quick: { type: "boolean" } },
+}, ({ values }) => values.quick === true);
 const SIZES = QUICK ? [2, 4, 8] : [2, 4, 8, 16, 24];
 const FLOWS = QUICK ? 4_000 : 20_000;
 const RATE = QUICK ? 4_000 : 5_000; // new flows/s over all nodes

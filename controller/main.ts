@@ -20,7 +20,8 @@ import { MemoryLBMaps } from "./lbmaps_memory.ts";
 import { MAGLEV_M_DEFAULT } from "../policy-as/host/abi.ts";
 import { DEFAULT_CONFIG_YAML, FileSource } from "./sources/file_source.ts";
 
-const SPEC = {
+/** The `control-plane` command for lib/args.ts: its name, usage and options. */
+export const CONTROL_PLANE_COMMAND = {
   command: "control-plane",
   usage: `usage: main.ts control-plane [--config FILE.yaml|FILE.json] [--maglev M]
   Loads the services file (default: the embedded demo config) into in-memory maps and prints the
@@ -30,7 +31,7 @@ const SPEC = {
 
 /** Entry point; returns the exit code. */
 export async function main(args: string[]): Promise<number> {
-  const read = readCommandLine(args, SPEC, ({ values }) => ({
+  const read = readCommandLine(args, CONTROL_PLANE_COMMAND, ({ values }) => ({
     config: stringOption(values, "config"),
     maglev: intOption(values, "maglev", { default: MAGLEV_M_DEFAULT, min: 1 }),
   }));

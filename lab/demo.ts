@@ -240,22 +240,25 @@ const USAGE = `usage: ./hf demo [--quick] [--json] [--out DIR] [--verbose] [--co
   (report.html, report.json) goes to DIR (default /tmp/holdfast-demo/TIME). --verbose: every
   agent's log lines. Ctrl-C stops and removes everything the demo made.`;
 
+/** The `demo` command for lib/args.ts: its name, usage and options. */
+export const DEMO_COMMAND = {
+  command: "demo",
+  usage: USAGE,
+  options: {
+    verbose: { type: "boolean" },
+    quick: { type: "boolean" },
+    json: { type: "boolean" },
+    out: { type: "string" },
+    connections: { type: "string" },
+  },
+} as const;
+
 /**
  * Runs the demo; returns an exit code: 0 when Holdfast kept every connection and every change was
  * seen to happen in both stories, 130 after Ctrl-C.
  */
 export async function main(args: string[]): Promise<number> {
-  const read = readCommandLine(args, {
-    command: "demo",
-    usage: USAGE,
-    options: {
-      verbose: { type: "boolean" },
-      quick: { type: "boolean" },
-      json: { type: "boolean" },
-      out: { type: "string" },
-      connections: { type: "string" },
-    },
-  }, ({ values }) => ({
+  const read = readCommandLine(args, DEMO_COMMAND, ({ values }) => ({
     verbose: values.verbose === true,
     quick: values.quick === true,
     json: values.json === true,

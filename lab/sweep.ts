@@ -10,6 +10,7 @@ import { sweepStaleNamespaces } from "./netns.ts";
 import { sweepStaleRedis } from "./redis_server.ts";
 import { unmountUnder } from "./cluster.ts";
 import { sweepStaleAnycastDirs } from "./anycast.ts";
+import { readCommandLineOrExit } from "../lib/args.ts";
 
 /** Removes `/tmp/hf-cluster-<pid>-*` dirs (and their bpffs mounts) of dead processes. */
 async function sweepStaleClusters(): Promise<string[]> {
@@ -26,6 +27,13 @@ async function sweepStaleClusters(): Promise<string[]> {
 }
 
 if (import.meta.main) {
+  readCommandLineOrExit(Deno.args, {
+    command: "sweep",
+    usage: `usage: deno task sweep   (as root for namespaces and cluster directories)
+  Removes what crashed lab runs left behind: hf- namespaces, redis-servers and cluster
+  directories whose creating process is gone.`,
+    options: {},
+  }, () => undefined);
   const namespaces = Deno.uid() === 0 ? await sweepStaleNamespaces() : [];
   const redis = await sweepStaleRedis();
   const clusters = Deno.uid() === 0 ? await sweepStaleClusters() : [];

@@ -302,26 +302,29 @@ const USAGE = `usage: deno task deploy [--kubeconfig FILE] [--context NAME] [--n
   --timeout S      longest wait for rollouts (default 120); --no-wait skips it
   --dir DIR        the manifests' directory (default k8s/)`;
 
+/** The `deploy` command for lib/args.ts: its name, usage and options. */
+export const DEPLOY_COMMAND = {
+  command: "deploy",
+  usage: USAGE,
+  options: {
+    kubeconfig: { type: "string" },
+    context: { type: "string" },
+    namespace: { type: "string" },
+    image: { type: "string" },
+    "dry-run": { type: "boolean" },
+    examples: { type: "boolean" },
+    "no-wait": { type: "boolean" },
+    timeout: { type: "string" },
+    dir: { type: "string" },
+  },
+} as const;
+
 /** The command line: returns the exit code (0 done, 1 failed, 2 bad usage). */
 export async function main(
   args: readonly string[],
   io: Pick<DeployOptions, "print" | "note"> = {},
 ): Promise<number> {
-  const parsed = readCommandLine(args, {
-    command: "deploy",
-    usage: USAGE,
-    options: {
-      kubeconfig: { type: "string" },
-      context: { type: "string" },
-      namespace: { type: "string" },
-      image: { type: "string" },
-      "dry-run": { type: "boolean" },
-      examples: { type: "boolean" },
-      "no-wait": { type: "boolean" },
-      timeout: { type: "string" },
-      dir: { type: "string" },
-    },
-  }, ({ values }) => {
+  const parsed = readCommandLine(args, DEPLOY_COMMAND, ({ values }) => {
     const timeout = numberOption(values, "timeout", { default: 120, min: 0.001 });
     return {
       kubeconfig: stringOption(values, "kubeconfig"),

@@ -136,6 +136,22 @@ const USAGE =
   (default holdfast-policy) in NS (default holdfast-system), binaryData policy.wasm, with
   annotation ${POLICY_SHA256_ANNOTATION}. Exit 0 swapped, 1 rejected or failed, 2 bad usage.`;
 
+/** The `policy:swap` command for lib/args.ts: its name, usage and options. */
+export const POLICY_SWAP_COMMAND = {
+  command: "policy:swap",
+  usage: USAGE,
+  positionals: true,
+  options: {
+    namespace: { type: "string" },
+    configmap: { type: "string" },
+    kubeconfig: { type: "string" },
+    context: { type: "string" },
+    "budget-ms": { type: "string" },
+    "max-pages": { type: "string" },
+    vectors: { type: "string" },
+  },
+} as const;
+
 /** The command line; returns the exit code. `out`/`err` default to stdout/stderr. */
 export async function main(
   args: readonly string[],
@@ -143,20 +159,7 @@ export async function main(
 ): Promise<number> {
   const out = io.out ?? ((l: string) => console.log(l));
   const err = io.err ?? ((l: string) => console.error(l));
-  const parsed = readCommandLine(args, {
-    command: "policy:swap",
-    usage: USAGE,
-    positionals: true,
-    options: {
-      namespace: { type: "string" },
-      configmap: { type: "string" },
-      kubeconfig: { type: "string" },
-      context: { type: "string" },
-      "budget-ms": { type: "string" },
-      "max-pages": { type: "string" },
-      vectors: { type: "string" },
-    },
-  }, ({ values, positionals }) => {
+  const parsed = readCommandLine(args, POLICY_SWAP_COMMAND, ({ values, positionals }) => {
     const [file, ...extra] = positionals;
     if (file === undefined) throw new UsageError("Missing FILE");
     if (extra.length > 0) throw new UsageError(`Unexpected argument "${extra[0]}"`);

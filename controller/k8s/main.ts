@@ -103,6 +103,13 @@ const OPTIONS = {
   "log-level": { type: "string" },
 } as const;
 
+/** The `controller` command for lib/args.ts: its name, usage and options. */
+export const CONTROLLER_COMMAND = {
+  command: "controller",
+  usage: USAGE,
+  options: OPTIONS,
+} as const;
+
 /** Reads the command line (throws {@linkcode UsageError} naming a bad argument). */
 export function readControllerArgs(
   values: Record<string, string | boolean | (string | boolean)[] | undefined>,
@@ -192,7 +199,7 @@ export function loadKubeConfig(file: string | undefined): k8s.KubeConfig {
 export async function main(argv: string[]): Promise<number> {
   const read = readCommandLine(
     argv,
-    { command: "controller", usage: USAGE, options: OPTIONS },
+    CONTROLLER_COMMAND,
     ({ values }) => readControllerArgs(values),
   );
   if ("exit" in read) return read.exit;

@@ -47,6 +47,9 @@ const OPTIONS = {
   "timeout-ms": { type: "string" },
 } as const;
 
+/** The `status` command for lib/args.ts: its name, usage and options. */
+export const STATUS_COMMAND = { command: "status", usage: USAGE, options: OPTIONS } as const;
+
 /** The parsed command line. */
 export interface StatusArgs {
   readonly redis: RedisStoreOptions | null;
@@ -108,7 +111,7 @@ export function readStatusArgs(
 export async function main(argv: string[]): Promise<number> {
   const read = readCommandLine(
     argv,
-    { command: "status", usage: USAGE, options: OPTIONS },
+    STATUS_COMMAND,
     ({ values }) => readStatusArgs(values, { password: Deno.env.get("HOLDFAST_REDIS_PASSWORD") }),
   );
   if ("exit" in read) return read.exit;

@@ -74,33 +74,36 @@ Flow redirection (off by default; needs root, BPF and a shared Redis; docs/anyca
   --liveness-ttl-ms N      TTL of this node's liveness record, refreshed every second; the
                            others purge a node's flows once it lapses (default 5000)`;
 
+/** The `anycast` command for lib/args.ts: its name, usage and options. */
+export const ANYCAST_COMMAND = {
+  command: "anycast",
+  usage: USAGE,
+  options: {
+    node: { type: "string" },
+    state: { type: "string" },
+    kube: { type: "boolean" },
+    kubeconfig: { type: "string" },
+    "bgp-config": { type: "string" },
+    "bird-dir": { type: "string" },
+    "ops-port": { type: "string" },
+    "poll-ms": { type: "string" },
+    "withdraw-wait-ms": { type: "string" },
+    "resync-ms": { type: "string" },
+    redirect: { type: "boolean" },
+    redis: { type: "string" },
+    attach: { type: "string" },
+    "src-addr": { type: "string" },
+    owners: { type: "string", multiple: true },
+    "encap-port": { type: "string" },
+    seed: { type: "string" },
+    "pin-dir": { type: "string" },
+    "liveness-ttl-ms": { type: "string" },
+  },
+} as const;
+
 /** Runs the anycast agent until SIGTERM/SIGINT; returns the exit code. */
 export async function main(args: string[]): Promise<number> {
-  const read = readCommandLine(args, {
-    command: "anycast",
-    usage: USAGE,
-    options: {
-      node: { type: "string" },
-      state: { type: "string" },
-      kube: { type: "boolean" },
-      kubeconfig: { type: "string" },
-      "bgp-config": { type: "string" },
-      "bird-dir": { type: "string" },
-      "ops-port": { type: "string" },
-      "poll-ms": { type: "string" },
-      "withdraw-wait-ms": { type: "string" },
-      "resync-ms": { type: "string" },
-      redirect: { type: "boolean" },
-      redis: { type: "string" },
-      attach: { type: "string" },
-      "src-addr": { type: "string" },
-      owners: { type: "string", multiple: true },
-      "encap-port": { type: "string" },
-      seed: { type: "string" },
-      "pin-dir": { type: "string" },
-      "liveness-ttl-ms": { type: "string" },
-    },
-  }, ({ values }) => {
+  const read = readCommandLine(args, ANYCAST_COMMAND, ({ values }) => {
     const node = stringOption(values, "node", { required: true });
     const state = stringOption(values, "state");
     const kube = values.kube === true;

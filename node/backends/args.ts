@@ -19,6 +19,7 @@ import {
   UsageError,
 } from "../../lib/args.ts";
 import type { RedisStoreOptions } from "../../lib/redis_connection.ts";
+import { redisUrlProblem } from "../../lib/redis_cluster.ts";
 import { canonicalIp } from "./plan.ts";
 
 export const NODE_USAGE =
@@ -105,9 +106,9 @@ export function readNodeArgs(
   let modelSource: NodeArgs["model"];
   if (model === "redis") {
     const url = stringOption(values, "redis", { required: true });
-    if (!/^rediss?:\/\//.test(url)) {
-      throw new UsageError(`Cannot use --redis "${url}": expected redis:// or rediss://`);
-    }
+    // One Redis or a Redis Cluster, as every Redis user takes (docs/operators.md).
+    const problem = redisUrlProblem(url);
+    if (problem) throw new UsageError(`Cannot use --redis "${url}": ${problem}`);
     const redis: RedisStoreOptions = { url };
     const user = str("redis-user");
     if (user) redis.username = user;

@@ -32,6 +32,11 @@ Deno.test("node args: pods and model sources, defaults", () => {
     ["--redis-password-file", "f", "--uplink", "eth0"],
   ));
   strictEqual("redis" in c.model && c.model.redis.password, "secret");
+  // A Redis Cluster, as every Redis user takes (docs/operators.md).
+  const d = read(["--node-name", "n", "--kube", "--model", "redis", "--uplink", "eth0"].concat(
+    ["--redis", "redis+cluster://r1:6379,r2:6379"],
+  ));
+  deepStrictEqual(d.model, { redis: { url: "redis+cluster://r1:6379,r2:6379" } });
 });
 
 Deno.test("node args: usage errors name the problem", () => {
@@ -62,6 +67,7 @@ Deno.test("node args: usage errors name the problem", () => {
     ],
     [["--node-name", "n", "--pods", "p", "--kubeconfig", "k", "--config", "s"], /--kubeconfig/],
     [["--node-name", "n", "--kube", "--model", "redis", "--redis", "http://x"], /redis:\/\//],
+    [["--node-name", "n", "--kube", "--model", "redis", "--redis", "redis+cluster://"], /--redis/],
     [["--node-name", "n", "--kube", "--config", "s", "--listen", "x"], /--listen/],
     [
       ["--node-name", "n", "--kube", "--config", "s", "--uplink", "e", "--encap-port", "0"],

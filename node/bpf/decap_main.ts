@@ -31,7 +31,8 @@ const USAGE = `usage: main.ts decap --iface IF [--netns NS] [--vip IP[,IP...]] [
   LB IPs (IPv4 or IPv6): --vip, else the addresses on lo: IPv4 outside 127.0.0.0/8 and
   global-scope IPv6 (not ::1, not link-local). Re-run to change them.`;
 
-const SPEC = {
+/** The `decap` command for lib/args.ts: its name, usage and options. */
+export const DECAP_COMMAND = {
   command: "decap",
   usage: USAGE,
   options: {
@@ -66,7 +67,7 @@ function checkVip(text: string): string {
 
 /** Entry point of the `decap` subcommand; returns the exit code. */
 export async function main(args: string[]): Promise<number> {
-  const read = readCommandLine(args, SPEC, ({ values }) => {
+  const read = readCommandLine(args, DECAP_COMMAND, ({ values }) => {
     const vips = listOption(values, "vip").map(checkVip);
     return {
       iface: stringOption(values, "iface", { required: true }),

@@ -16,7 +16,8 @@ const USAGE =
   `usage: main.ts xdp-pass --iface IF [--netns NS] [--mode native|generic] [--object-dir DIR]
   Attaches a pass-through XDP program to IF (the veth peer of an interface that does XDP_TX).`;
 
-const SPEC = {
+/** The `xdp-pass` command for lib/args.ts: its name, usage and options. */
+export const XDP_PASS_COMMAND = {
   command: "xdp-pass",
   usage: USAGE,
   options: { ...ATTACH_OPTIONS, mode: { type: "string" } },
@@ -24,7 +25,7 @@ const SPEC = {
 
 /** Entry point of the `xdp-pass` subcommand; returns the exit code. */
 export async function main(args: string[]): Promise<number> {
-  const read = readCommandLine(args, SPEC, ({ values }) => ({
+  const read = readCommandLine(args, XDP_PASS_COMMAND, ({ values }) => ({
     iface: stringOption(values, "iface", { required: true }),
     netns: stringOption(values, "netns"),
     mode: choiceOption(values, "mode", ["native", "generic"]),

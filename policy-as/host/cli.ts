@@ -33,7 +33,8 @@ const USAGE = `usage: main.ts policy check FILE [--budget-ms N] [--max-pages N] 
   check: validate FILE; print a JSON report; exit 0 accepted, 1 rejected.
   swap:  validate FILE, then atomically replace PATH (default ${DEFAULT_ACTIVE_PATH}).`;
 
-const SPEC = {
+/** The `policy` command for lib/args.ts: its name, usage and options. */
+export const POLICY_COMMAND = {
   command: "policy",
   usage: USAGE,
   positionals: true,
@@ -99,7 +100,7 @@ export function dirUrl(dir: string): URL {
 
 /** Entry point for `main.ts policy ...`; returns the exit code (0 ok, 1 rejected, 2 usage). */
 export async function main(args: string[]): Promise<number> {
-  const parsed = readCommandLine(args, SPEC, read);
+  const parsed = readCommandLine(args, POLICY_COMMAND, read);
   if ("exit" in parsed) return parsed.exit;
   const p = parsed.options;
   let bytes: Uint8Array;

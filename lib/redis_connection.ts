@@ -58,6 +58,8 @@ interface Endpoint {
   readonly isReady: boolean;
   readonly firstReady: Promise<void>;
   send(args: string[]): Promise<unknown>;
+  /** A sender per master (one for a single Redis): what SCAN must walk to see every key. */
+  masters(): ((args: string[]) => Promise<unknown>)[];
   destroy(): void;
 }
 
@@ -157,6 +159,7 @@ export class RedisConnection {
       },
       firstReady,
       send: (args) => client.sendCommand(args),
+      masters: () => [(args) => client.sendCommand(args)],
       destroy: () => client.destroy(),
     };
   }
@@ -249,6 +252,10 @@ export class RedisConnection {
           throw err;
         }
       },
+      masters: () =>
+        cluster.masters.map((m) => async (args: string[]) =>
+          await (await cluster.nodeClient(m)).sendCommand(args)
+        ),
       destroy: () => {
         this.#closed = true;
         if (cluster.isOpen) cluster.destroy();
@@ -323,6 +330,29 @@ export class RedisConnection {
   /** Sends one command on the command connection. */
   command(args: string[]): Promise<unknown> {
     return this.#send(this.#cmd, args);
+  }
+
+  /**
+   * Every key matching `pattern` (SCAN … MATCH, COUNT 1,000 a round), sorted; to a Redis Cluster
+   * on every master, since SCAN walks one node's keys. Bounded: at most `maxRounds` rounds per
+   * node (then what was found so far).
+   */
+  async scan(pattern: string, maxRounds = 1_000): Promise<string[]> {
+    await this.#send(this.#cmd, ["PING"]); // connected (or StoreUnavailableError), as a command
+    const keys = new Set<string>();
+    for (const send of this.#cmd.masters()) {
+      let cursor = "0";
+      for (let round = 0; round < maxRounds; round++) {
+        const [next, batch] = await send(["SCAN", cursor, "MATCH", pattern, "COUNT", "1000"]) as [
+          string,
+          string[],
+        ];
+        for (const k of batch) keys.add(k);
+        cursor = String(next);
+        if (cursor === "0") break;
+      }
+    }
+    return [...keys].sort();
   }
 
   /**

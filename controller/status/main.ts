@@ -17,6 +17,7 @@ import {
   UsageError,
 } from "../../lib/args.ts";
 import type { RedisStoreOptions } from "../../lib/redis_connection.ts";
+import { redisUrlProblem } from "../../lib/redis_cluster.ts";
 import { metricsUrl, readStatus } from "./collect.ts";
 import { startDashboard } from "./dashboard.ts";
 import { RedisStatusStore } from "./redis_status_store.ts";
@@ -24,7 +25,8 @@ import { renderStatusText } from "./text.ts";
 
 const USAGE = `usage: main.ts status [OPTIONS]
   [--redis URL]                 the Redis the controller publishes the model to
-                                (redis:// or rediss://; password also from $HOLDFAST_REDIS_PASSWORD)
+                                (redis://, rediss:// or redis+cluster://HOST:PORT,... for a
+                                Redis Cluster; password also from $HOLDFAST_REDIS_PASSWORD)
   [--redis-user USER] [--redis-password-file FILE]
   [--prefix P]                  key prefix in Redis (default hf)
   [--agents URL,...]            /metrics of LB, anycast and egress nodes (http://HOST:PORT)
@@ -69,9 +71,8 @@ export function readStatusArgs(
   const url = stringOption(values, "redis");
   let redis: RedisStoreOptions | null = null;
   if (url !== undefined) {
-    if (!/^rediss?:\/\//.test(url)) {
-      throw new UsageError(`Cannot use --redis "${url}": expected redis:// or rediss://`);
-    }
+    const problem = redisUrlProblem(url);
+    if (problem) throw new UsageError(`Cannot use --redis "${url}": ${problem}`);
     redis = { url, logComponent: "status" };
     const user = stringOption(values, "redis-user");
     if (user) redis.username = user;

@@ -24,7 +24,8 @@ Deno.test("status args: Redis, agents, --json, --serve; bad ones are named", () 
   assertEquals(readStatusArgs({}).redis, null);
   assertEquals(
     usageError({ redis: "10.9.0.2:6379" }),
-    'Cannot use --redis "10.9.0.2:6379": expected redis:// or rediss://',
+    'Cannot use --redis "10.9.0.2:6379": expected redis:// or rediss:// (one Redis) or ' +
+      "redis+cluster://HOST:PORT[,HOST:PORT…] (a Redis Cluster)",
   );
   assertEquals(
     usageError({ agents: ["ftp://x"] }),

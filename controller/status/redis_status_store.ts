@@ -3,7 +3,8 @@
  * `lib/redis_connection.ts`. What it reads (every layout is its writer's, see the links):
  *
  * - the LB model: `hf:model:{m}:*` in one script call (`controller/model/schema.ts`);
- * - flows per LB IP: keys `hf:{IP}:flows` found by SCAN, HLEN each; a hash of at most
+ * - flows per LB IP: keys `hf:{IP}:flows` (with flow buckets `hf:{IP#b}:flows`, summed per LB IP)
+ *   found by SCAN — on every master of a Redis Cluster — HLEN each; a hash of at most
  *   {@linkcode WALK_LIMIT} flows is walked (HSCAN) to count flows per backend — the value starts
  *   with the backend's hex, 8 digits for IPv4 and 32 for IPv6 (docs/contracts.md "Flow map
  *   entry", `node/flows/schema.ts`);
@@ -38,7 +39,7 @@ export const REPORTS_READ = 500;
 /** Most SCAN rounds per pattern (COUNT 1000 each). */
 export const SCAN_ROUNDS = 1_000;
 
-type Conn = Pick<RedisConnection, "command" | "eval" | "close">;
+type Conn = Pick<RedisConnection, "command" | "eval" | "close" | "scan">;
 
 /** The backend IP of a stored flow value (`<hex8|hex32>:<ms>`), or undefined. */
 export function flowValueBackend(value: string): string | undefined {
@@ -87,18 +88,9 @@ export class RedisStatusStore implements StatusStore {
     await this.#conn?.close();
   }
 
-  async #scan(pattern: string): Promise<string[]> {
-    const keys = new Set<string>();
-    let cursor = "0";
-    for (let round = 0; round < SCAN_ROUNDS; round++) {
-      const [next, batch] = await this.#redis.command(
-        ["SCAN", cursor, "MATCH", pattern, "COUNT", "1000"],
-      ) as [string, string[]];
-      for (const k of batch) keys.add(k);
-      cursor = String(next);
-      if (cursor === "0") break;
-    }
-    return [...keys].sort();
+  /** Every key matching `pattern`, on every master of a Redis Cluster. */
+  #scan(pattern: string): Promise<string[]> {
+    return this.#redis.scan(pattern, SCAN_ROUNDS);
   }
 
   async #model(): Promise<StoredModel> {
@@ -119,8 +111,9 @@ export class RedisStatusStore implements StatusStore {
   async #flows(): Promise<LbIpFlows[]> {
     const head = `${this.#prefix}:{`;
     const keys = await this.#scan(`${this.#prefix}:{*}:flows`);
-    return await Promise.all(keys.map(async (key) => {
-      const lbIp = key.slice(head.length, key.length - "}:flows".length);
+    const perKey = await Promise.all(keys.map(async (key): Promise<LbIpFlows> => {
+      // `{IP}` or, with flow buckets (node/flows/buckets.ts), `{IP#b}`: one row per LB IP.
+      const lbIp = key.slice(head.length, key.length - "}:flows".length).split("#")[0]!;
       const total = Number(await this.#redis.command(["HLEN", key]));
       const byBackend: Record<string, number> = {};
       if (total > WALK_LIMIT) return { lbIp, total, byBackend };
@@ -138,6 +131,18 @@ export class RedisStatusStore implements StatusStore {
       }
       return { lbIp, total, byBackend };
     }));
+    const byIp = new Map<string, LbIpFlows>();
+    for (const f of perKey) {
+      const sum = byIp.get(f.lbIp);
+      if (!sum) {
+        byIp.set(f.lbIp, { ...f, byBackend: { ...f.byBackend } });
+        continue;
+      }
+      const byBackend = { ...sum.byBackend };
+      for (const [ip, n] of Object.entries(f.byBackend)) byBackend[ip] = (byBackend[ip] ?? 0) + n;
+      byIp.set(f.lbIp, { lbIp: f.lbIp, total: sum.total + f.total, byBackend });
+    }
+    return [...byIp.values()];
   }
 
   async #egress(): Promise<EgressLeaseRow[]> {

@@ -22,7 +22,7 @@ import { pendingStatus, type ReconcileStatus } from "../reconciler/status.ts";
 import type { WriteTxn } from "../statedb/mod.ts";
 import type { HealthCheck } from "../sources/health_check.ts";
 import type { BackendState } from "./backend.ts";
-import { frontendsByBackendService, frontendsByService } from "./frontend.ts";
+import { frontendsByService, frontendsRedirectedTo } from "./frontend.ts";
 import { SourceWriter } from "./source_writer.ts";
 import { type LBTables, lbWriteTxn } from "./tables.ts";
 
@@ -157,13 +157,23 @@ export class Writer {
     if (done.has(name)) return;
     done.add(name);
     const fes = this.tables.frontends;
-    for (const fe of fes.list(txn, frontendsByBackendService(name))) {
+    const own = fes.list(txn, frontendsByService(name));
+    // Those using its backends, in address order (as one index held them before): its own
+    // without a redirect (or redirected to itself) and the others redirected to it.
+    let uses = own.filter((fe) => fe.redirectTo === null || fe.redirectTo === name);
+    const inbound = fes.list(txn, frontendsRedirectedTo(name)).filter((fe) =>
+      fe.serviceName !== name
+    );
+    if (inbound.length > 0) {
+      uses = uses.concat(inbound).sort((a, b) => a.address < b.address ? -1 : 1);
+    }
+    for (const fe of uses) {
       // Written pending in this very txn (e.g. its service arrived with its backends): it
       // already has a revision no reconciler has seen; a second insert would change nothing.
       if (fe.status.kind === "pending" && fes.writtenIn(txn, fe.address)) continue;
       fes.insert(txn, { ...fe, status: this.pending(fe.status) });
     }
-    for (const fe of fes.list(txn, frontendsByService(name))) {
+    for (const fe of own) {
       if (fe.redirectTo !== null && fe.redirectTo !== name) {
         fes.insert(txn, { ...fe, status: this.pending(fe.status) });
       }

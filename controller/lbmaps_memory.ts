@@ -100,29 +100,8 @@ export class MemoryLBMaps implements LBMaps {
         }
       }
     }
-    this.maglev.set(serviceId, this.#copy(table));
+    this.maglev.set(serviceId, table.slice());
     return Promise.resolve();
-  }
-
-  /** Slab the table copies are cut from (a new buffer per copy costs microseconds each). */
-  #slab = new Uint32Array(0);
-  #slabUsed = 0;
-
-  /**
-   * A copy of `table` (the caller may reuse its buffer, as it may after a BPF map update): a
-   * fresh view into a shared slab, never written again, so a table read earlier keeps its slots.
-   */
-  #copy(table: Uint32Array): Uint32Array {
-    const n = table.length;
-    if (this.#slabUsed + n > this.#slab.length) {
-      this.#slab = new Uint32Array(Math.max(n, 1 << 16));
-      this.#slabUsed = 0;
-    }
-    // `set` at an offset, then a view by constructor: `subarray` measured 2–3× slower here.
-    this.#slab.set(table, this.#slabUsed);
-    const out = new Uint32Array(this.#slab.buffer, this.#slabUsed * 4, n);
-    this.#slabUsed += n;
-    return out;
   }
 
   deleteMaglev(serviceId: number): Promise<void> {

@@ -135,15 +135,17 @@ export class MaglevTables {
    * {@linkcode table} for the frontend at `address`, with its digest: the table built ahead for
    * it if there is one for these keys, IDs and M by the serving module, else built here.
    */
-  async tableFor(
+  tableFor(
     address: string,
     keys: readonly MaglevBackend[],
     ids: readonly number[],
     m: number,
-  ): Promise<BuiltTable> {
+  ): BuiltTable | Promise<BuiltTable> {
     const ahead = this.#workers?.take(address, keys, ids, m, this.#builder.fillModule?.()?.digest);
-    const got = ahead ? await ahead : null;
-    if (got !== null) {
+    // Nothing built ahead for it (no pass on workers): built here, no promise.
+    if (!ahead) return this.#builtHere(keys, ids, m);
+    return ahead.then((got) => {
+      if (got === null) return this.#builtHere(keys, ids, m);
       if (this.#pass !== null) this.#pass.ahead++;
       this.#lastTable = got.table;
       this.#lastKeys = keys;
@@ -151,10 +153,13 @@ export class MaglevTables {
       this.#lastM = m;
       this.#lastDigest = got.digest;
       return { table: got.table, reused: false, ahead: true, digest: got.digest };
-    }
+    });
+  }
+
+  #builtHere(keys: readonly MaglevBackend[], ids: readonly number[], m: number): BuiltTable {
     const built = this.table(keys, ids, m);
     if (!built.reused) this.#lastDigest = tableDigest(built.table);
-    return { ...built, ahead: false, digest: this.#lastDigest };
+    return { table: built.table, reused: built.reused, ahead: false, digest: this.#lastDigest };
   }
 
   /** Forgets the last table (a new builder module: the next table must be built again). */

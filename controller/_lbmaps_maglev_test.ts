@@ -116,3 +116,16 @@ Deno.test("MaglevTables: a build that traps on a worker is built on this thread 
     assert(logs.records.some((r) => r.msg === "maglev build failed in policy module"));
   }
 });
+
+Deno.test("tableDigest: one value in every slot is named exactly (value and length), apart from hashes", () => {
+  const one = (v: number, m: number) => new Uint32Array(m).fill(v);
+  const names = [one(1, 251), one(2, 251), one(1, 1021), one(0, 251), one(0xffffffff, 131071)]
+    .map(tableDigest);
+  assertEquals(new Set(names).size, names.length);
+  assert(names.every((d) => d < 0 && Number.isSafeInteger(d)));
+  assertEquals(tableDigest(one(7, 251)), names[0]! - 6 * 0x40000);
+  const mixed = one(1, 251);
+  mixed[250] = 2;
+  const d = tableDigest(mixed);
+  assert(d >= 0 && d !== tableDigest(one(1, 251)));
+});

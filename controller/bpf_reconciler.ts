@@ -183,8 +183,11 @@ export class LBMapsOps implements Operations<Frontend> {
     return { ids, keys };
   }
 
-  /** Writes the backends of `ids` not written yet: all issued together, then awaited. */
-  async #writeBackends(ids: readonly number[], keys: readonly MaglevBackend[]): Promise<void> {
+  /**
+   * Writes the backends of `ids` not written yet: all issued together, then awaited. Null when
+   * every one is written already (nothing to wait for: no promise, no turn of the event loop).
+   */
+  #writeBackends(ids: readonly number[], keys: readonly MaglevBackend[]): Promise<void> | null {
     let writes: Promise<void>[] | null = null, writeIds: number[] | null = null;
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i]!;
@@ -193,13 +196,16 @@ export class LBMapsOps implements Operations<Frontend> {
       (writes ??= []).push(this.#maps.updateBackend(id, { address: ip, port }));
       (writeIds ??= []).push(id);
     }
-    if (writes === null) return;
+    return writes === null ? null : this.#awaitBackendWrites(writes, writeIds!);
+  }
+
+  async #awaitBackendWrites(writes: Promise<void>[], writeIds: number[]): Promise<void> {
     // Each write that lands is marked written, whether or not another one failed.
     let failure: unknown = undefined, failed = false;
     for (let i = 0; i < writes.length; i++) {
       try {
         await writes[i];
-        this.#backends.markWritten(writeIds![i]!);
+        this.#backends.markWritten(writeIds[i]!);
         this.metrics.holdfast_lbmaps_backend_writes_total++;
       } catch (e) {
         if (!failed) failure = e;
@@ -234,10 +240,12 @@ export class LBMapsOps implements Operations<Frontend> {
     // The installed table is in flux until the write succeeds (then `#installed` sets it).
     this.#frontends.set(fe.address, { serviceId, backendIds: union, digest: null });
     // Backends are independent of each other; the table that names them comes after all of them.
-    await this.#writeBackends(ids, keys);
+    const written = this.#writeBackends(ids, keys);
+    if (written !== null) await written;
     let built;
     try {
-      built = await this.#maglev.tableFor(fe.address, keys, ids, m);
+      const b = this.#maglev.tableFor(fe.address, keys, ids, m);
+      built = b instanceof Promise ? await b : b;
     } catch (e) {
       throw new Error(
         `Cannot reconcile frontend "${fe.address}" of service "${svc.name}": ${

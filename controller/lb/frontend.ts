@@ -43,11 +43,18 @@ export const frontendServiceIndex = defineIndex<Frontend>({
   keys: (f) => f.serviceName,
 });
 
-/** Frontends by the service whose backends they use (differs from owner under redirect). */
-export const frontendBackendServiceIndex = defineIndex<Frontend>({
-  name: "backend-service",
+/** No key: a frontend without a redirect is not in {@linkcode frontendRedirectIndex}. */
+const NO_REDIRECT: readonly string[] = Object.freeze([]);
+
+/**
+ * Redirected frontends by their redirect target (a frontend without one has no entry: it uses
+ * its own service's backends, which {@linkcode frontendServiceIndex} finds). Most frontends have
+ * no redirect, so most row writes touch one secondary tree, not two.
+ */
+export const frontendRedirectIndex = defineIndex<Frontend>({
+  name: "redirect",
   unique: false,
-  keys: (f) => backendServiceOf(f),
+  keys: (f) => f.redirectTo ?? NO_REDIRECT,
 });
 
 /** Query: the frontend at `address` (`IP:PORT/PROTO`). */
@@ -60,9 +67,9 @@ export function frontendsByService(name: string): Query<Frontend> {
   return frontendServiceIndex.query(name);
 }
 
-/** Query: frontends that draw backends from service `name`. */
-export function frontendsByBackendService(name: string): Query<Frontend> {
-  return frontendBackendServiceIndex.query(name);
+/** Query: frontends redirected to service `name` (their own service's or another's). */
+export function frontendsRedirectedTo(name: string): Query<Frontend> {
+  return frontendRedirectIndex.query(name);
 }
 
 /** Column names of the printed table. */

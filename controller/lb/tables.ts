@@ -9,7 +9,7 @@ import { type Backend, backendAddressIndex, backendServiceIndex } from "./backen
 import {
   type Frontend,
   frontendAddressIndex,
-  frontendBackendServiceIndex,
+  frontendRedirectIndex,
   frontendServiceIndex,
 } from "./frontend.ts";
 import { type LocalRedirect, redirectServiceIndex } from "./redirect.ts";
@@ -32,7 +32,7 @@ export function createLBTables(db: DB): LBTables {
     frontends: db.createTable<Frontend>({
       name: "frontends",
       primary: frontendAddressIndex,
-      secondary: [frontendServiceIndex, frontendBackendServiceIndex],
+      secondary: [frontendServiceIndex, frontendRedirectIndex],
     }),
     backends: db.createTable<Backend>({
       name: "backends",

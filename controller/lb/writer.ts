@@ -22,7 +22,7 @@ import { pendingStatus, type ReconcileStatus } from "../reconciler/status.ts";
 import type { WriteTxn } from "../statedb/mod.ts";
 import type { HealthCheck } from "../sources/health_check.ts";
 import type { BackendState } from "./backend.ts";
-import { frontendsByBackendService, frontendsByService } from "./frontend.ts";
+import { type Frontend, frontendsByService, frontendsRedirectedTo } from "./frontend.ts";
 import { SourceWriter } from "./source_writer.ts";
 import { type LBTables, lbWriteTxn } from "./tables.ts";
 
@@ -159,16 +159,33 @@ export class Writer {
     if (done.has(name)) return;
     done.add(name);
     const fes = this.tables.frontends;
-    for (const fe of fes.list(txn, frontendsByBackendService(name))) {
+    const own = fes.list(txn, frontendsByService(name));
+    // Those using its backends, in address order (as one index held them before): its own
+    // without a redirect (or redirected to itself) and the others redirected to it.
+    let uses = own;
+    const redirected = fes.list(txn, frontendsRedirectedTo(name));
+    if (redirected.some((fe) => fe.serviceName !== name)) {
+      uses = own.filter((fe) => usesOwnBackends(fe, name)).concat(
+        redirected.filter((fe) => fe.serviceName !== name),
+      )
+        .sort((a, b) => a.address < b.address ? -1 : 1);
+    }
+    for (const fe of uses) {
+      if (uses === own && !usesOwnBackends(fe, name)) continue;
       // Written pending in this very txn (e.g. its service arrived with its backends): it
       // already has a revision no reconciler has seen; a second insert would change nothing.
       if (fe.status.kind === "pending" && fes.writtenIn(txn, fe.address)) continue;
       fes.insert(txn, { ...fe, status: this.pending(fe.status) });
     }
-    for (const fe of fes.list(txn, frontendsByService(name))) {
+    for (const fe of own) {
       if (fe.redirectTo !== null && fe.redirectTo !== name) {
         fes.insert(txn, { ...fe, status: this.pending(fe.status) });
       }
     }
   }
+}
+
+/** Whether `fe`, a frontend of service `name`, uses that service's backends (no redirect away). */
+function usesOwnBackends(fe: Frontend, name: string): boolean {
+  return fe.redirectTo === null || fe.redirectTo === name;
 }

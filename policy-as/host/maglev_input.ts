@@ -214,6 +214,29 @@ export function encodeMaglevInput(backends: readonly MaglevBackend[], m: number)
 }
 
 /**
+ * The table of a build with exactly one backend, of weight > 0: every slot is that backend's
+ * (`values[0]`, else 1) — the only table `maglev_checks.ts`'s properties allow (each slot names
+ * a weighted backend), so every builder and module fills this one. Null for any other input
+ * (the builder runs). A one-backend service is common (and Cilium's benchmark shape): its build
+ * would hash the key and walk M slots to the same answer.
+ *
+ * @throws {MaglevInputError} for a bad `m`, as {@link encodeMaglevInput}.
+ */
+export function singleBackendTable(
+  backends: readonly MaglevBackend[],
+  m: number,
+  out?: Uint32Array,
+  values?: readonly number[],
+): Uint32Array | null {
+  if (backends.length !== 1) return null;
+  const w = backends[0]!.weight;
+  if (!Number.isInteger(w) || w < 1 || w > MAGLEV_WEIGHT_MAX) return null;
+  checkMaglevSize(m);
+  const table = out !== undefined && out.length === m ? out : new Uint32Array(m);
+  return table.fill(values === undefined ? 1 : values[0]!);
+}
+
+/**
  * The error for a build that met two backends with the same key hashes: names the key that
  * appears twice (or the two keys whose hashes collide). Called only after a build failed so.
  */

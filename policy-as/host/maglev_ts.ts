@@ -22,6 +22,7 @@ import {
   type MaglevBackend,
   type MaglevBuilder,
   MaglevInputError,
+  singleBackendTable,
 } from "./maglev_input.ts";
 
 /** Work counters of one fill, for tests that bound the cost without timing it. */
@@ -270,6 +271,8 @@ export class TsMaglevBuilder implements MaglevBuilder {
     out?: Uint32Array,
     values?: readonly number[],
   ): Uint32Array {
+    const single = singleBackendTable(backends, m, out, values);
+    if (single !== null) return single;
     const records = encodeMaglevInput(backends, m);
     const table = out !== undefined && out.length === m ? out : new Uint32Array(m);
     try {

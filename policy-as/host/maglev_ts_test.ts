@@ -75,6 +75,24 @@ Deno.test("build fills the caller's buffer when it has the right length", () => 
   if (other.length !== 251) throw new Error("wrong-size out used");
 });
 
+Deno.test("one backend: the shortcut's table is the full fill's (every weight, values or not)", () => {
+  for (const weight of [1, 100, 65535]) {
+    const backends = [{ key: "10.0.0.1:80", weight }];
+    for (const m of [251, 1021]) {
+      const full = new Uint32Array(m);
+      maglevFill(encodeMaglevInput(backends, m), full);
+      const built = builder.build(backends, m);
+      if (built.some((v, s) => v !== full[s])) throw new Error(`weight ${weight}, M=${m}`);
+      const ids = [4242];
+      const named = builder.build(backends, m, new Uint32Array(m), ids);
+      if (named.some((v) => v !== 4242)) throw new Error(`values, weight ${weight}, M=${m}`);
+    }
+  }
+  expectInputError(() => builder.build([{ key: "a", weight: 1 }], 1000), "must be prime");
+  const zero = builder.build([{ key: "a", weight: 0 }], 251);
+  if (zero.some((v) => v !== 0)) throw new Error("weight 0: the empty table");
+});
+
 Deno.test("values (e.g. backend IDs) go straight into the slots: the same table, renamed", () => {
   for (const backends of [benchBackends(10), benchBackends(7, (i) => 1 + (i % 3))]) {
     const ids = backends.map((_, i) => 1000 + 3 * i);

@@ -16,6 +16,7 @@ import {
   type MaglevBuilder,
   type MaglevFillModule,
   MaglevInputError,
+  singleBackendTable,
 } from "./maglev_input.ts";
 import type { PolicyModule } from "./policy_module.ts";
 import { PolicyRejectedError } from "./policy_module.ts";
@@ -107,6 +108,9 @@ export class WasmMaglevBuilder implements MaglevBuilder {
       }
       return this.#fallback.build(backends, m, out, values);
     }
+    // One backend: the one table any module may fill (no call into it).
+    const single = singleBackendTable(backends, m, out, values);
+    if (single !== null) return single;
     const records = encodeMaglevInput(backends, m);
     try {
       const result = module.buildMaglev(records, m, { into: out, values });

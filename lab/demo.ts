@@ -17,8 +17,11 @@
  * (`demo_report.ts`). `--json` prints JSON lines instead. Ctrl-C stops the story and removes every
  * namespace and process it made.
  *
+ * While the LB stories run, the controller's dashboard of their cluster is served on
+ * `127.0.0.1` (`demo_dashboard.ts`); its URL is printed first.
+ *
  * Flags: `--verbose` shows every agent's log lines; `--connections N`; `--quick`; `--json`;
- * `--out DIR`.
+ * `--out DIR`; `--dashboard-port PORT`.
  *
  * @module
  */
@@ -29,15 +32,19 @@ import { type EgressReport, type ModeReport, writeReport } from "./demo_report.t
 import { egressChapter, egressRows } from "./demo_egress.ts";
 import { anycastChapter, anycastRows } from "./demo_anycast.ts";
 import { Interrupted, lbStory } from "./demo_lb.ts";
+import { DemoDashboard } from "./demo_dashboard.ts";
 
 const USAGE = `usage: ./hf demo [--quick] [--json] [--out DIR] [--verbose] [--connections N]
+                 [--dashboard-port PORT]
   (main.ts demo; as root) The dual-stack virtual cluster in network namespaces: N connections (40;
   10 with --quick) per address family through LB node and backend changes (a backend dies: health
   probes), with flow sharing and without; then an egress NAT pod dies under TCP connections and a
   UDP stream, with conntrack sync and without; then an anycast node drains under N connections,
   with flow redirection and without. A live table on a terminal, plain text otherwise; --json: JSON lines. The report
   (report.html, report.json) goes to DIR (default /tmp/holdfast-demo/TIME). --verbose: every
-  agent's log lines. Ctrl-C stops and removes everything the demo made.`;
+  agent's log lines. The dashboard of the LB stories' clusters is served on
+  http://127.0.0.1:PORT/dashboard (9480; any free port when taken or 0). Ctrl-C stops and removes
+  everything the demo made.`;
 
 /**
  * Runs the demo; returns an exit code: 0 when Holdfast lost no connection in any chapter (those
@@ -54,6 +61,7 @@ export async function main(args: string[]): Promise<number> {
       json: { type: "boolean" },
       out: { type: "string" },
       connections: { type: "string" },
+      "dashboard-port": { type: "string" },
     },
   }, ({ values }) => ({
     verbose: values.verbose === true,
@@ -65,6 +73,7 @@ export async function main(args: string[]): Promise<number> {
       min: 1,
       max: 1000,
     }),
+    dashboardPort: intOption(values, "dashboard-port", { default: 9480, min: 0, max: 65535 }),
   }));
   if ("exit" in read) return read.exit;
   const { verbose, connections, quick, json } = read.options;
@@ -99,7 +108,11 @@ export async function main(args: string[]): Promise<number> {
     ...egressRows(),
     ...anycastRows(),
   ];
-  const ctx = { view, rows, connections, verbose, quick, signal: abort.signal };
+  const dashboard = DemoDashboard.pick(read.options.dashboardPort);
+  view.say(`dashboard: ${dashboard.url} (live while the LB stories run)`, {
+    dashboard: dashboard.url,
+  });
+  const ctx = { view, rows, connections, verbose, quick, signal: abort.signal, dashboard };
   try {
     const ours = await lbStory(true, ctx);
     const base = await lbStory(false, ctx);

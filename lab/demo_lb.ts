@@ -19,6 +19,7 @@ import { clientSummary } from "./clients/summary.ts";
 import type { HostProcess } from "./host_process.ts";
 import type { DemoView, ModeRow } from "./demo_view.ts";
 import type { ModeReport, Sample } from "./demo_report.ts";
+import { AGENT_LISTEN_ARGS, type DemoDashboard } from "./demo_dashboard.ts";
 
 /** A policy module with the same flow hash and another Maglev table fill (a valid module). */
 const OTHER_FILL = new URL("../policy-as/build/fixtures/rotated_fill.wasm", import.meta.url);
@@ -54,6 +55,8 @@ export interface StoryContext {
   verbose: boolean;
   quick: boolean;
   signal: AbortSignal;
+  /** Where the dashboard is served; it follows each story's cluster. */
+  dashboard?: DemoDashboard;
 }
 
 /** Waits `ms`, or rejects with {@link Interrupted} as soon as `signal` aborts. */
@@ -158,9 +161,12 @@ export async function lbStory(flowSync: boolean, ctx: StoryContext): Promise<Mod
     flowSync,
     verbose: ctx.verbose,
     healthCheck: HEALTH_CHECK,
-    agentArgs: ["--policy-follow", activePolicy],
+    agentArgs: ["--policy-follow", activePolicy, ...(ctx.dashboard ? AGENT_LISTEN_ARGS : [])],
   });
   if (signal.aborted) throw new Interrupted("interrupted");
+  if (ctx.dashboard && !await ctx.dashboard.follow(cluster, 4)) {
+    view.say(`[${mode}] the dashboard could not start for this cluster; the story goes on`);
+  }
   view.say(
     `[${mode}] cluster ready: lb1, lb2, lb3 announce 10.0.100.1 and 2001:db8:100::1 over BGP; ` +
       "the router spreads connections over them (ECMP)",

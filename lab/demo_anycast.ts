@@ -12,6 +12,7 @@
  */
 import { AnycastLab } from "./anycast.ts";
 import { ECHO_PORT, ECHO_SERVICES } from "./_anycast_scale.ts";
+import { REDIRECT_REDIS } from "./_anycast_redirect.ts";
 import { clientSummary } from "./clients/summary.ts";
 import type { DemoView, ModeRow } from "./demo_view.ts";
 import type { AnycastReport } from "./demo_report.ts";
@@ -33,6 +34,30 @@ export function anycastRows(): ModeRow[] {
     maxStallMs: 0,
     families: "",
   }));
+}
+
+/**
+ * Waits (bounded: 10 s) until the shared store holds a flow for each of `connections` — with
+ * redirection a node can only send on the flows it finds there. Returns how many it holds.
+ */
+async function untilFlowsShared(lab: AnycastLab, connections: number): Promise<number> {
+  let held = 0;
+  const deadline = Date.now() + 10_000;
+  for (let k = 0; k < 100 && Date.now() < deadline; k++) {
+    const { stdout } = await lab.topo.exec("router", [
+      "redis-cli",
+      "-h",
+      REDIRECT_REDIS.bind,
+      "-p",
+      String(REDIRECT_REDIS.port),
+      "hlen",
+      `hf:{${lab.vip}}:flows`,
+    ], { check: false });
+    held = Number(stdout.trim()) || 0;
+    if (held >= connections) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return held;
 }
 
 /** Established connections to the echo port on each node (who owns what), by `ss`. */
@@ -102,7 +127,7 @@ async function drain(
   }
   const all = NODES.map(gateway).sort().join();
   await abortable(route.until((g) => g.join() === all, 15_000), signal);
-  const durationMs = options.quick ? 5_000 : 8_000;
+  const durationMs = options.quick ? 6_000 : 8_000;
   const hold = lab.topo.spawnDeno("client", HOLD, {
     args: [
       lab.vip,
@@ -132,7 +157,10 @@ async function drain(
   const sampler = setInterval(sample, 500);
   try {
     // Every connection's flow is confirmed (the client's ACK) and shared before n1 withdraws.
-    await sleep(options.quick ? 500 : 1_000, signal);
+    await sleep(500, signal);
+    const shared = redirect
+      ? await abortable(untilFlowsShared(lab, options.connections), signal)
+      : 0;
     const owned = await ownedBy(lab);
     view.step(
       mode,
@@ -163,7 +191,13 @@ async function drain(
     view.say(
       `[${mode}] ${s.survived} of ${s.connections} connections survived n1's drain; the router ` +
         `dropped n1 ${withdrawnMs} ms after its pod began terminating`,
-      { mode, survived: s.survived, connections: s.connections, withdrawn_ms: withdrawnMs },
+      {
+        mode,
+        survived: s.survived,
+        connections: s.connections,
+        withdrawn_ms: withdrawnMs,
+        flows_shared: shared,
+      },
     );
     view.flush();
     return {

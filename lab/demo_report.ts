@@ -256,9 +256,9 @@ apart ("ended with their backend", grey), not as lost.</p>
 <th>changes seen to happen</th></tr>${summary}</table>
 <h2>Connections alive over time</h2>
 ${aliveChart(report.modes)}
-<p class="note">At the last step both lines drop by the connections of the backend that died (grey
-below); they end with it in any design. Anywhere else a drop is a connection the load balancer
-lost.</p>
+<p class="note">When be3 dies (step 5; the baseline's steps come at about the same times) a line
+drops by the connections it held (grey below): they end with it in any design. Any other drop is a
+connection the load balancer lost.</p>
 <h2>Survived and lost, per family</h2>
 ${
     lossChart(

@@ -11,7 +11,13 @@ import { processAlive } from "./command.ts";
 import { installAtomically } from "../policy-as/host/cli.ts";
 import { moduleDigest } from "../policy-as/host/policy_module.ts";
 import { backendAddress, backendAddress6, type Cluster, lbAddress, lbAddress6 } from "./cluster.ts";
-import { backendsOf, configuredBackends, forwardedBy, routeVias } from "./cluster_probe.ts";
+import {
+  backendsOf,
+  configuredBackends,
+  forwardedBy,
+  maglevBackendsOf,
+  routeVias,
+} from "./cluster_probe.ts";
 import { checkFailoverWritten } from "./_chaos_shard.ts";
 
 /** One piece of evidence that a disturbance happened as described. */
@@ -119,6 +125,48 @@ export class Disturbances {
         JSON.stringify(mapped),
       );
     }
+  }
+
+  /**
+   * Backend j's server dies (SIGKILL; it stays in the services file): the agents' health probes
+   * fail. Needs a cluster with a `healthCheck`. Checks (bounded by `timeoutMs`) that it left
+   * every live LB node's Maglev tables (both families) and that every agent logged it unhealthy.
+   */
+  async killBackend(j: number, timeoutMs = 30_000): Promise<void> {
+    const server = this.cluster.backends.get(j);
+    if (!server) throw new Error(`No backend ${j}`);
+    const gone = [backendAddress(j), ...(this.cluster.vip6 === null ? [] : [backendAddress6(j)])];
+    const live = [...this.cluster.lbNodes].filter(([, n]) => n.agent);
+    const from = live.map(([, n]) => n.agent!.lineCount);
+    await server.stop("SIGKILL");
+    const deadline = Date.now() + timeoutMs;
+    for (const [i] of live) {
+      let mapped: string[] = [];
+      for (let k = 0; k < 1_000; k++) { // bounded: count and time
+        mapped = maglevBackendsOf(this.cluster, i);
+        if (!gone.some((a) => mapped.includes(a)) || Date.now() > deadline) break;
+        await sleep(50);
+      }
+      this.#check(
+        `be${j} out of lb${i}'s Maglev tables`,
+        !gone.some((a) => mapped.includes(a)),
+        JSON.stringify(mapped),
+      );
+    }
+    const unhealthy = `backend ${backendAddress(j)}:`;
+    const logged = await Promise.all(
+      live.map(([, n], k) =>
+        n.agent!.waitForLine((l) => l.includes(unhealthy) && l.includes(" unhealthy: "), {
+          fromLine: from[k],
+          timeoutMs: Math.max(1_000, deadline - Date.now()),
+        }).then(() => true, () => false)
+      ),
+    );
+    this.#check(
+      `every live LB node's health probes found be${j} unhealthy`,
+      live.length > 0 && logged.every(Boolean),
+      `${logged.filter(Boolean).length} of ${live.length} agents logged it`,
+    );
   }
 
   /** The agent of LB node i is killed (the datapath stays); checks the process is gone. */

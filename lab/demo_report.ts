@@ -1,7 +1,8 @@
 /**
  * The demo's report: `report.json` (everything measured) and `report.html`, one self-contained
  * page (inline SVG and CSS, no external resource) with a chart of connections alive over time per
- * mode with the steps marked, the losses and longest stalls per mode and family, and the steps.
+ * mode with the steps marked, the losses and longest stalls per mode and family, the egress and
+ * anycast chapters, and the steps.
  *
  * @module
  */
@@ -29,8 +30,13 @@ export interface ModeReport {
   mode: string;
   samples: Sample[];
   steps: StepMark[];
-  /** Per family: connections, survived, longest stall (ms). */
-  families: Array<{ family: 4 | 6; connections: number; survived: number; maxStallMs: number }>;
+  /**
+   * Per family: connections, survived, ended with their backend (it died: not the load
+   * balancer's loss), longest stall (ms).
+   */
+  families: Array<
+    { family: 4 | 6; connections: number; survived: number; ended: number; maxStallMs: number }
+  >;
   /** Checks that each disturbance really happened. */
   checks: Array<{ what: string; ok: boolean }>;
 }
@@ -49,12 +55,29 @@ export interface EgressReport {
   udpSources: number;
 }
 
+/** One anycast drain (`demo_anycast.ts`): with flow redirection, or plain anycast. */
+export interface AnycastReport {
+  mode: string;
+  connections: number;
+  survived: number;
+  maxStallMs: number;
+  /** Established connections per node just before n1 drained. */
+  owned: Record<string, number>;
+  /** From n1's pod terminating to the router's route without n1. */
+  withdrawnMs: number;
+  /** When n1 drained, ms since the clients were connected. */
+  drainAt: number;
+  /** The client's progress (`t` as in {@linkcode Sample}). */
+  samples: Array<Omit<Sample, "family">>;
+}
+
 /** The whole report. */
 export interface DemoReport {
   started: string;
   finished: string;
   modes: ModeReport[];
   egress: EgressReport[];
+  anycast: AnycastReport[];
 }
 
 const COLORS: Record<string, string> = {
@@ -62,6 +85,8 @@ const COLORS: Record<string, string> = {
   "maglev-only": "#b3261e",
   egress: "#1b7f3b",
   "egress-no-sync": "#b3261e",
+  anycast: "#1b7f3b",
+  "anycast-plain": "#b3261e",
 };
 const esc = (s: string) =>
   s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
@@ -128,22 +153,31 @@ interface LossRow {
   label: string;
   connections: number;
   survived: number;
+  /** Ended with their backend (grey), apart from the lost ones. */
+  ended?: number;
   maxStallMs: number;
 }
 
-/** Survived vs lost per row, as horizontal bars. */
+/** Survived, ended with their backend and lost per row, as horizontal bars. */
 function lossChart(id: string, rows: readonly LossRow[]): string {
   const W = 860, rowH = 26, L = 170;
   const max = Math.max(1, ...rows.map((r) => r.connections));
   const bars = rows.map((r, i) => {
     const y = 10 + i * rowH;
+    const ended = r.ended ?? 0;
     const wOk = ((W - L - 250) * r.survived) / max;
-    const wLost = ((W - L - 250) * (r.connections - r.survived)) / max;
+    const wEnded = ((W - L - 250) * ended) / max;
+    const wLost = ((W - L - 250) * (r.connections - r.survived - ended)) / max;
+    const endedBar = ended
+      ? `<rect class="ended" x="${L + wOk}" y="${y}" width="${wEnded}" height="18" ` +
+        `fill="#bbb"><title>ended with their backend</title></rect>`
+      : "";
     return `<text x="${L - 8}" y="${y + 14}" text-anchor="end">${esc(r.label)}</text>` +
       `<rect x="${L}" y="${y}" width="${wOk}" height="18" fill="${COLORS[r.mode] ?? "#333"}"/>` +
-      `<rect x="${L + wOk}" y="${y}" width="${wLost}" height="18" fill="#e8a09a"/>` +
-      `<text x="${L + wOk + wLost + 6}" y="${y + 14}">${r.survived}/${r.connections}` +
-      ` · longest stall ${r.maxStallMs} ms</text>`;
+      endedBar +
+      `<rect x="${L + wOk + wEnded}" y="${y}" width="${wLost}" height="18" fill="#e8a09a"/>` +
+      `<text x="${L + wOk + wEnded + wLost + 6}" y="${y + 14}">${r.survived}/${r.connections}` +
+      `${ended ? ` (${ended} ended)` : ""} · longest stall ${r.maxStallMs} ms</text>`;
   }).join("");
   const H = 20 + rows.length * rowH;
   return `<svg id="${id}" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" font-size="12" ` +
@@ -166,6 +200,24 @@ conntrack sync the standby already holds every translation.</p>
 ${lossChart("egress-chart", runs.map((r) => ({ ...r, label: r.mode })))}`;
 }
 
+/** The anycast chapter: connections through a node's drain, per node, and the withdrawal. */
+function anycastSection(runs: readonly AnycastReport[]): string {
+  if (runs.length === 0) return "";
+  const rows = runs.map((r) =>
+    `<tr class="anycast" data-mode="${esc(r.mode)}"><td>${esc(r.mode)}</td>` +
+    `<td class="survived">${r.survived}/${r.connections}</td>` +
+    `<td>${Object.entries(r.owned).map(([n, c]) => `${n} ${c}`).join(", ")}</td>` +
+    `<td>${r.withdrawnMs} ms</td><td>${r.maxStallMs} ms</td></tr>`
+  ).join("");
+  return `<h2>Anycast: a node drains</h2>
+<p class="note">Long-lived connections spread by the router over three anycast nodes; n1's pod starts
+terminating, so n1 withdraws the address while its pod still serves. With flow redirection the other
+nodes send n1's connections back to it; plain anycast hands them to nodes with no socket for them.</p>
+<table><tr><th>mode</th><th>survived</th><th>connections per node before</th>
+<th>withdrawn after</th><th>longest stall</th></tr>${rows}</table>
+${lossChart("anycast-chart", runs.map((r) => ({ ...r, label: r.mode })))}`;
+}
+
 /** The report page. */
 export function reportHtml(report: DemoReport): string {
   const steps = (report.modes[0]?.steps ?? []).map((s, i) =>
@@ -175,10 +227,12 @@ export function reportHtml(report: DemoReport): string {
   const summary = report.modes.map((m) => {
     const c = m.families.reduce((a, f) => a + f.connections, 0);
     const s = m.families.reduce((a, f) => a + f.survived, 0);
+    const e = m.families.reduce((a, f) => a + (f.ended ?? 0), 0);
     const stall = Math.max(0, ...m.families.map((f) => f.maxStallMs));
     const checks = m.checks.filter((k) => k.ok).length;
     return `<tr class="mode" data-mode="${esc(m.mode)}"><td>${esc(m.mode)}</td>` +
-      `<td class="survived">${s}/${c}</td><td>${c - s}</td><td>${stall} ms</td>` +
+      `<td class="survived">${s}/${c}</td><td class="lost">${c - s - e}</td>` +
+      `<td class="ended">${e}</td><td>${stall} ms</td>` +
       `<td>${checks}/${m.checks.length}</td></tr>`;
   }).join("");
   return `<!doctype html>
@@ -194,12 +248,17 @@ td.at { white-space: nowrap; }
 <h1>Holdfast demo: live connections through change</h1>
 <p class="note">Run ${esc(report.started)} – ${esc(report.finished)}. The same story twice: with
 Holdfast's shared flow state, and with Maglev only (what a stateless load balancer behind ECMP
-does).</p>
+does). A backend that dies takes its own connections with it in any design: those are counted
+apart ("ended with their backend", grey), not as lost.</p>
 <h2>Result</h2>
-<table><tr><th>mode</th><th>survived</th><th>lost</th><th>longest stall</th>
+<table><tr><th>mode</th><th>survived</th><th>lost</th><th>ended with their backend</th>
+<th>longest stall</th>
 <th>changes seen to happen</th></tr>${summary}</table>
 <h2>Connections alive over time</h2>
 ${aliveChart(report.modes)}
+<p class="note">When be3 dies (step 5; the baseline's steps come at about the same times) a line
+drops by the connections it held (grey below): they end with it in any design. Any other drop is a
+connection the load balancer lost.</p>
 <h2>Survived and lost, per family</h2>
 ${
     lossChart(
@@ -210,6 +269,7 @@ ${
     )
   }
 ${egressSection(report.egress)}
+${anycastSection(report.anycast ?? [])}
 <h2>The steps</h2>
 <table><tr><th>#</th><th>at</th><th>what happens</th><th>why it would break elsewhere</th></tr>
 ${steps}</table>

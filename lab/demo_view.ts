@@ -1,8 +1,9 @@
 /**
  * What a person sees of `./hf demo`: one line per step, saying what happens and why it would break
- * elsewhere, and a compact table of the connections of each mode (Holdfast, the Maglev-only
- * baseline) — redrawn in place on a terminal, printed after each story otherwise, and replaced by
- * the machine-readable JSON lines with `--json`.
+ * elsewhere, and a compact table of the connections of each mode (Holdfast and its baseline, per
+ * chapter; `ended`: connections whose backend died, apart from `lost`) — redrawn in place on a
+ * terminal, printed after each story otherwise, and replaced by the machine-readable JSON lines
+ * with `--json`.
  *
  * @module
  */
@@ -17,6 +18,8 @@ export interface ModeRow {
   state: string;
   connections: number;
   alive: number;
+  /** Connections that ended with their backend (it died: no load balancer keeps those). */
+  ended?: number;
   stalled: number;
   maxStallMs: number;
   /** The detail column: per-family "alive/connections" (`IPv4 40/40`), or an egress takeover. */
@@ -30,7 +33,8 @@ const COLUMNS: Array<[string, number, (r: ModeRow) => string]> = [
   ["mode", 14, (r) => r.mode],
   ["state", 8, (r) => r.state],
   ["alive", 9, (r) => r.connections ? `${r.alive}/${r.connections}` : "-"],
-  ["lost", 5, (r) => r.connections ? String(r.connections - r.alive) : "-"],
+  ["lost", 5, (r) => r.connections ? String(r.connections - r.alive - (r.ended ?? 0)) : "-"],
+  ["ended", 6, (r) => r.connections && r.ended !== undefined ? String(r.ended) : "-"],
   ["stalled", 8, (r) => r.connections ? String(r.stalled) : "-"],
   ["longest stall", 14, (r) => r.connections ? `${r.maxStallMs} ms` : "-"],
   ["detail", 30, (r) => r.families || "-"],

@@ -1,9 +1,10 @@
 /**
  * README's first command as a person runs it: `./hf demo` in a terminal (tmux gives it one), in
- * its short mode. The live table renders, Deno prints no warning, Holdfast keeps every connection,
- * the baseline loses some or not (ECMP decides) but every change is seen to happen, and the report
- * folder holds the JSON and a self-contained HTML page. Ctrl-C in the middle of a story leaves no
- * namespace or process behind.
+ * its short mode. The live table renders, Deno prints no warning, Holdfast loses no connection in
+ * any chapter (the LB story, egress, anycast; those that end with the backend that dies are counted
+ * apart), the baselines lose some or not (ECMP decides) but every change is seen to happen, and
+ * the report folder holds the JSON and a self-contained HTML page. Ctrl-C in the middle of a story
+ * leaves no namespace or process behind.
  */
 import { deepStrictEqual, ok } from "node:assert/strict";
 import { listHfNamespaces, run } from "../../lab/mod.ts";
@@ -100,34 +101,108 @@ async function labOf(pid: number): Promise<{ namespaces: string[]; pids: number[
   return { namespaces, pids };
 }
 
+/** What the demo's dashboard showed while polled: LB nodes up, backends quarantined. */
+interface DashboardSeen {
+  readings: number;
+  lbNodesUp: Set<string>;
+  quarantined: Set<string>;
+  errors: string[];
+}
+
+/**
+ * Polls the dashboard's `status.json` at `url` every 500 ms until `stop` aborts (bounded: 1,000
+ * polls); the clusters come and go, so failed reads are only counted.
+ */
+async function watchDashboard(url: string, stop: AbortSignal): Promise<DashboardSeen> {
+  const seen: DashboardSeen = {
+    readings: 0,
+    lbNodesUp: new Set(),
+    quarantined: new Set(),
+    errors: [],
+  };
+  for (let k = 0; k < 1_000 && !stop.aborted; k++) {
+    try {
+      const res = await fetch(`${url}/status.json`, { signal: AbortSignal.timeout(5_000) });
+      if (res.ok) {
+        const s = await res.json();
+        seen.readings++;
+        for (const n of s.nodes) if (n.up && n.role === "lb") seen.lbNodesUp.add(n.node);
+        for (const b of s.backends) {
+          if (b.health === "quarantined") seen.quarantined.add(b.address);
+        }
+      } else await res.body?.cancel();
+    } catch (err) {
+      if (seen.errors.length < 5) seen.errors.push(String(err));
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  return seen;
+}
+
 rootTest("./hf demo --quick on a terminal: the live table, no warnings, the report", async () => {
   const out = await Deno.makeTempDir({ prefix: "hf-demo-report-" });
+  const stop = new AbortController();
   try {
     await using term = await Terminal.start(`./hf demo --quick --out ${out}`);
+    const start = await term.until(/dashboard: (http:\/\/127\.0\.0\.1:\d+\/dashboard)/, 120_000);
+    const url = /dashboard: (http:\/\/127\.0\.0\.1:\d+\/dashboard)/.exec(start)![1]!;
+    const dashboard = watchDashboard(url, stop.signal);
     const screen = await term.until(/EXIT=\d+/, 400_000);
+    stop.abort();
+    const seen = await dashboard;
+    console.log(
+      JSON.stringify({
+        msg: "dashboard seen",
+        ...seen,
+        lbNodesUp: [...seen.lbNodesUp],
+        quarantined: [...seen.quarantined],
+      }),
+    );
+    // The LB story's nodes and the backend that died, as the page showed them while it ran.
+    ok(seen.lbNodesUp.has("lb2") && seen.lbNodesUp.has("lb4"), JSON.stringify([...seen.lbNodesUp]));
+    ok(
+      seen.quarantined.has("10.3.3.2:8080/TCP"),
+      `be3 never quarantined on the dashboard: ${
+        JSON.stringify([...seen.quarantined])
+      } ${seen.errors}`,
+    );
     ok(/EXIT=0/.test(screen), `the demo failed:\n${screen}`);
     ok(!screen.includes("Warning"), `a warning on screen:\n${screen}`);
-    ok(/mode\s+state\s+alive\s+lost\s+stalled\s+longest stall/.test(screen), screen);
-    ok(/holdfast\s+done\s+20\/20\s+0\s/.test(screen), `Holdfast kept every connection:\n${screen}`);
+    ok(/mode\s+state\s+alive\s+lost\s+ended\s+stalled\s+longest stall/.test(screen), screen);
+    // alive/connections, lost, ended (with the backend that died): nothing lost, the rest alive.
+    const ours = /holdfast\s+done\s+(\d+)\/20\s+0\s+(\d+)\s/.exec(screen);
+    ok(ours && Number(ours[1]) + Number(ours[2]) === 20, `Holdfast lost none:\n${screen}`);
     ok(
       /egress\s+done\s+10\/10\s+0\s.*UDP kept/.test(screen),
       `egress with sync kept all:\n${screen}`,
     );
+    ok(
+      /anycast\s+done\s+10\/10\s+0\s/.test(screen),
+      `anycast with redirection kept all:\n${screen}`,
+    );
     ok(/\[holdfast\] LB node lb1 dies/.test(screen) && /why|stateless|shared/.test(screen), screen);
+    ok(/\[holdfast\] backend be3 dies: its health probes fail/.test(screen), screen);
+    ok(/\[anycast\] anycast node n1 drains/.test(screen), screen);
     ok(screen.includes(`Report: ${out}/report.html`), screen);
     const report = JSON.parse(await Deno.readTextFile(`${out}/report.json`));
     deepStrictEqual(report.modes.map((m: { mode: string }) => m.mode), ["holdfast", "maglev-only"]);
     for (const m of report.modes) {
       ok(m.checks.length > 0 && m.checks.every((c: { ok: boolean }) => c.ok), JSON.stringify(m));
       ok(m.samples.length > 5, `${m.mode}: the clients' progress was sampled`);
-      deepStrictEqual(m.steps.length, 4);
+      deepStrictEqual(m.steps.length, 5);
     }
-    for (const f of report.modes[0].families) deepStrictEqual(f.survived, f.connections);
+    for (const f of report.modes[0].families) deepStrictEqual(f.survived + f.ended, f.connections);
     deepStrictEqual(report.egress.map((e: { mode: string }) => e.mode), [
       "egress",
       "egress-no-sync",
     ]);
     ok(report.egress[0].survived === report.egress[0].connections && report.egress[0].udpKept);
+    deepStrictEqual(report.anycast.map((a: { mode: string }) => a.mode), [
+      "anycast",
+      "anycast-plain",
+    ]);
+    deepStrictEqual(report.anycast[0].survived, report.anycast[0].connections);
+    ok(report.anycast.every((a: { samples: unknown[] }) => a.samples.length > 3), "sampled");
     const html = await Deno.readTextFile(`${out}/report.html`);
     ok(!/\b(src|href)=["']?https?:/.test(html), "the page loads nothing from elsewhere");
     // The page as a person sees it: headless Chromium draws both modes' lines and the steps.
@@ -141,19 +216,23 @@ rootTest("./hf demo --quick on a terminal: the live table, no warnings, the repo
       );
       ok(d && d.split("L").length > 5, `${mode}: a line of connections alive over time: ${d}`);
     }
-    deepStrictEqual(await page.locator("#alive-chart line.step").count(), 4);
+    deepStrictEqual(await page.locator("#alive-chart line.step").count(), 5);
     deepStrictEqual(
-      await page.locator("#loss-chart rect").count(),
+      await page.locator("#loss-chart rect:not(.ended)").count(),
       8,
       "2 bars × 2 families × 2 modes",
     );
-    const survived = await page.locator('tr.mode[data-mode="holdfast"] td.survived').textContent();
-    deepStrictEqual(survived, "20/20");
+    deepStrictEqual(await page.locator("#anycast-chart rect").count(), 4, "2 bars × 2 modes");
+    const lost = await page.locator('tr.mode[data-mode="holdfast"] td.lost').textContent();
+    deepStrictEqual(lost, "0");
+    const anycast = await page.locator('tr.anycast[data-mode="anycast"] td.survived').textContent();
+    deepStrictEqual(anycast, "10/10");
     const shot = Deno.env.get("HF_REPORT_SCREENSHOT") ??
       `${Deno.env.get("TMPDIR") ?? "/tmp"}/holdfast-demo-report.png`;
     await page.screenshot({ path: shot, fullPage: true });
     console.log(`report screenshot: ${shot}`);
   } finally {
+    stop.abort();
     await Deno.remove(out, { recursive: true });
   }
 });

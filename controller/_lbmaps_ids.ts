@@ -286,3 +286,12 @@ export class BackendRefs {
     this.#written = w;
   }
 }
+
+/** What the reconciler holds for one frontend it wrote. */
+export interface FrontendState {
+  readonly serviceId: number;
+  /** Distinct backend IDs its written Maglev table uses, ascending; null: nothing written yet. */
+  readonly backendIds: readonly number[] | null;
+  /** `tableDigest` of its installed table; null: not known (write the next one whatever it is). */
+  readonly digest: number | null;
+}

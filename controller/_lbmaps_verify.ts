@@ -7,6 +7,7 @@
  */
 
 import type { FlowKeyMode, ServiceEntry } from "./lbmaps.ts";
+import type { Service } from "./lb/service.ts";
 
 /** What was written for one frontend. */
 export interface WrittenFrontend {
@@ -18,6 +19,22 @@ export interface WrittenFrontend {
   readonly flowKeyMode: FlowKeyMode | undefined;
   /** Whether the service takes no new connections (checked with the mode). */
   readonly draining?: boolean;
+}
+
+/** What a frontend's entry should hold: its IDs, and its service row's settings (if any). */
+export function writtenFrontend(
+  serviceId: number,
+  backendIds: readonly number[],
+  svc: Service | undefined,
+  defaultM: number,
+): WrittenFrontend {
+  return {
+    serviceId,
+    backendIds,
+    maglevSize: svc?.maglevSize || defaultM,
+    flowKeyMode: svc?.flowKeyMode,
+    draining: svc?.draining ?? false,
+  };
 }
 
 /**

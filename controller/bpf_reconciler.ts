@@ -19,12 +19,13 @@ import type { Frontend } from "./lb/frontend.ts";
 import { selectBackends } from "./lb/select.ts";
 import { serviceByName } from "./lb/service.ts";
 import type { LBTables } from "./lb/tables.ts";
-import { BackendRefs, frontendAddress, IdPool, restoredFrontends } from "./_lbmaps_ids.ts";
+import { BackendRefs, frontendAddress, type FrontendState, IdPool } from "./_lbmaps_ids.ts";
+import { restoredFrontends } from "./_lbmaps_ids.ts";
 import { MaglevTables } from "./_lbmaps_maglev.ts";
 import { aheadJobs, maglevSelection } from "./_lbmaps_select.ts";
 import { type BPFMetrics, bpfMetrics, type LBMapsOpsOptions } from "./_lbmaps_options.ts";
 import { type StagedInstall, StagedInstalls } from "./_lbmaps_staged.ts";
-import { frontendDiffers } from "./_lbmaps_verify.ts";
+import { frontendDiffers, writtenFrontend } from "./_lbmaps_verify.ts";
 import type { LBMaps, LBMapsContents, ServiceEntry } from "./lbmaps.ts";
 import { MAGLEV_M_DEFAULT } from "../policy-as/host/abi.ts";
 import { checkMaglevSize, type MaglevBackend } from "../policy-as/host/maglev_input.ts";
@@ -32,14 +33,6 @@ import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 import type { BatchFailure, Operations, Repair } from "./reconciler/mod.ts";
 import { pendingStatus } from "./reconciler/status.ts";
 import type { ReadTxn } from "./statedb/mod.ts";
-
-interface FrontendState {
-  readonly serviceId: number;
-  /** Distinct backend IDs its written Maglev table uses, ascending; null: nothing written yet. */
-  readonly backendIds: readonly number[] | null;
-  /** `tableDigest` of its installed table; null: not known (write the next one whatever it is). */
-  readonly digest: number | null;
-}
 
 export type { BPFMetrics, LBMapsOpsOptions } from "./_lbmaps_options.ts";
 
@@ -381,13 +374,7 @@ export class LBMapsOps implements Operations<Frontend> {
       const st = this.#frontends.get(fe.address);
       if (st === undefined || st.backendIds === null) continue;
       const svc = this.#tables.services.get(txn, serviceByName(fe.serviceName));
-      const want = {
-        serviceId: st.serviceId,
-        backendIds: st.backendIds,
-        maglevSize: svc?.maglevSize || this.#defaultM,
-        flowKeyMode: svc?.flowKeyMode,
-        draining: svc?.draining ?? false,
-      };
+      const want = writtenFrontend(st.serviceId, st.backendIds, svc, this.#defaultM);
       const entry = services.get(fe.address), table = installed.get(st.serviceId);
       const reason = rebuild.has(fe.address)
         ? "Maglev builder changed (policy module)"

@@ -42,6 +42,7 @@ import { HANDOVER_LINGER_MS, plannedHandover } from "./_sync_linger.ts";
 import { SyncReceiver, SyncSender } from "./sync.ts";
 import { EgressBgp } from "./_bgp.ts";
 import type { AnnounceMode } from "./egress_args.ts";
+import { acceptSteered, OwnerPublisher } from "./_steer_side.ts";
 
 /** Options of an {@link EgressAgent}. */
 export interface EgressAgentOptions {
@@ -225,6 +226,10 @@ export class EgressAgent {
     await this.#startBgp(self.address);
     const redis = new RedisConnection({ url: this.#o.redisUrl, logComponent: "egress-lease" });
     this.#stops.push(() => redis.close());
+    // Client steering (docs/egress.md): decap what node agents send here; tell them the owners.
+    const accepted = acceptSteered(config.interfaces.internal, self.address, this.#log);
+    if (accepted) this.#stops.push(accepted);
+    const owners = new OwnerPublisher(redis, config.name, self.name, self.address, this.#log);
     const ownership = new EgressOwnership({
       self: self.name,
       name: config.name,
@@ -232,8 +237,14 @@ export class EgressAgent {
       health,
       redis,
       ...(this.#o.leaseTtlMs ? { ttlMs: this.#o.leaseTtlMs } : {}),
-      assume: (addr, epoch) => this.#holder.assume(addr, epoch),
-      forfeit: (addr, why) => this.#holder.forfeit(addr, why),
+      assume: (addr, epoch) => {
+        owners.publish("assumed", addr, epoch);
+        return this.#holder.assume(addr, epoch);
+      },
+      forfeit: (addr, why) => {
+        owners.publish("forfeited", addr);
+        return this.#holder.forfeit(addr, why);
+      },
       beforeHandover: async () => {
         await this.#sender?.flush();
       },

@@ -1,0 +1,80 @@
+/**
+ * The NAT pod's part of client steering (docs/egress.md "Steering client pods"): it accepts the
+ * packets node agents encapsulate to it (`hf_steer_decap` on tc ingress of the internal
+ * interface, node/egress_steer/datapath.ts), and it tells them at once when it assumes or
+ * forfeits a floating address (one script: the owners hash and the owner-changes stream,
+ * controller/egress/owners.ts). Neither may stop the NAT pod: a failure is logged and the pod
+ * goes on serving clients that reach it otherwise (the L2 gateway).
+ *
+ * @module
+ */
+
+import type { Logger } from "../../lib/log.ts";
+import type { RedisConnection } from "../../lib/redis_connection.ts";
+import {
+  loadOwnerScript,
+  type OwnerChange,
+  publishOwnerChange,
+} from "../../controller/egress/owners.ts";
+import { SteerDatapath } from "../egress_steer/datapath.ts";
+
+/** Publishes this pod's owner changes; in order, never blocking the caller. */
+export class OwnerPublisher {
+  #chain: Promise<void>;
+  readonly #epochs = new Map<string, number>();
+
+  constructor(
+    readonly redis: RedisConnection,
+    readonly egressName: string,
+    readonly pod: string,
+    readonly ip: string,
+    readonly log: Logger,
+  ) {
+    this.#chain = loadOwnerScript(redis, egressName).catch(() => {});
+  }
+
+  /** Queues one change (sent after the ones before it); a forfeit names the assumed epoch. */
+  publish(event: OwnerChange["event"], address: string, epoch?: number): void {
+    if (epoch === undefined) epoch = this.#epochs.get(address) ?? 0;
+    else this.#epochs.set(address, epoch);
+    const c: OwnerChange = { event, address, pod: this.pod, ip: this.ip, epoch };
+    this.#chain = this.#chain.then(async () => {
+      // A few tries: a takeover is exactly when Redis may be busy; the next change resends all.
+      for (let attempt = 0; attempt < 3; attempt++) {
+        try {
+          await publishOwnerChange(this.redis, this.egressName, c);
+          return;
+        } catch (err) {
+          if (attempt === 2) this.log.warn("cannot publish owner change", { ...c, err });
+          else await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+    });
+  }
+
+  /** Waits for the queued changes. */
+  flush(): Promise<void> {
+    return this.#chain;
+  }
+}
+
+/**
+ * Attaches the decap program on `ifname` for packets to `self` (the pod's address). Returns a
+ * stop function (the program stays attached, as the SNAT rules stay: packets in flight still
+ * need it; the pod's namespace goes with the pod), or null when the kernel refused (logged).
+ */
+export function acceptSteered(ifname: string, self: string, log: Logger): (() => void) | null {
+  let dp: SteerDatapath | null = null;
+  try {
+    dp = SteerDatapath.open();
+    dp.setSelf(self);
+    const a = dp.attach(dp.decap, ifname);
+    log.info("steered traffic accepted", { iface: ifname, address: self, prog_id: a.progId });
+    const held = dp;
+    return () => held[Symbol.dispose]();
+  } catch (err) {
+    dp?.[Symbol.dispose]();
+    log.warn("steered traffic not accepted", { iface: ifname, err: String(err) });
+    return null;
+  }
+}

@@ -65,7 +65,9 @@ export class RoutedEgressLab implements AsyncDisposable {
   constructor(readonly topo: Topology, readonly redis: RedisServer, readonly dir: string) {}
 
   /** Publishes the config and the client pod on node cn1, as the controller does. */
-  async publish(clients = [{ pod: "lab/client-1", node: "cn1", ips: [CLIENT_IP], address: FLOATING }]) {
+  async publish(
+    clients = [{ pod: "lab/client-1", node: "cn1", ips: [CLIENT_IP], address: FLOATING }],
+  ) {
     await this.redis.cli(...publishEgressConfigArgs(routedConfig(), undefined, clients));
   }
 
@@ -219,7 +221,10 @@ export async function createRoutedEgressLab(): Promise<RoutedEgressLab> {
         a: { host: pod, ifname: "ext0", address: `198.18.0.${21 + i}/24` },
         b: { host: "wan", ifname: `n${i + 1}` },
       })),
-      { a: { host: "ext", ifname: "eth0", address: `${SERVER}/24` }, b: { host: "wan", ifname: "s0" } },
+      {
+        a: { host: "ext", ifname: "eth0", address: `${SERVER}/24` },
+        b: { host: "wan", ifname: "s0" },
+      },
     ],
     routes: nodes.flatMap((n) => [
       { host: "router", to: `10.244.${n.net}.0/24`, via: `10.10.${n.net}.2` },

@@ -58,15 +58,36 @@ export class OwnerPublisher {
   }
 }
 
+/** The interface holding `address` in this namespace (`ip -j -4 addr`), or null. */
+async function interfaceHolding(address: string): Promise<string | null> {
+  const out = await new Deno.Command("ip", {
+    args: ["-j", "-4", "addr", "show"],
+    stdout: "piped",
+    stderr: "null",
+  }).output();
+  if (out.code !== 0) return null;
+  const links = JSON.parse(new TextDecoder().decode(out.stdout)) as {
+    ifname: string;
+    addr_info?: { local?: string }[];
+  }[];
+  return links.find((l) => l.addr_info?.some((a) => a.local === address))?.ifname ?? null;
+}
+
 /**
- * Attaches the decap program on `ifname` for packets to `self` (the pod's address). Returns a
- * stop function (the program stays attached, as the SNAT rules stay: packets in flight still
- * need it; the pod's namespace goes with the pod), or null when the kernel refused (logged).
+ * Attaches the decap program on tc ingress of the interface holding `self` (the pod's address,
+ * where node agents send steered packets; `fallback` when none holds it). Returns a stop function
+ * (the program stays attached, as the SNAT rules stay: packets in flight still need it; the pod's
+ * namespace goes with the pod), or null when the kernel refused (logged).
  */
-export function acceptSteered(ifname: string, self: string, log: Logger): (() => void) | null {
+export async function acceptSteered(
+  self: string,
+  fallback: string,
+  log: Logger,
+): Promise<(() => void) | null> {
   let dp: SteerDatapath | null = null;
   try {
-    dp = SteerDatapath.open();
+    const ifname = await interfaceHolding(self) ?? fallback;
+    dp = SteerDatapath.open(undefined, true);
     dp.setSelf(self);
     const a = dp.attach(dp.decap, ifname);
     log.info("steered traffic accepted", { iface: ifname, address: self, prog_id: a.progId });
@@ -74,7 +95,7 @@ export function acceptSteered(ifname: string, self: string, log: Logger): (() =>
     return () => held[Symbol.dispose]();
   } catch (err) {
     dp?.[Symbol.dispose]();
-    log.warn("steered traffic not accepted", { iface: ifname, err: String(err) });
+    log.warn("steered traffic not accepted", { address: self, err: String(err) });
     return null;
   }
 }

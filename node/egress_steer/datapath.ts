@@ -60,9 +60,15 @@ export class SteerDatapath implements Disposable {
     };
   }
 
-  /** Loads the object (from `objectDir`, default bpf/build/). */
-  static open(objectDir = DEFAULT_OBJECT_DIR): SteerDatapath {
-    return new SteerDatapath(BpfObject.open(`${objectDir}/egress_steer_tc.o`));
+  /**
+   * Loads the object (from `objectDir`, default bpf/build/). `decapOnly` (a NAT pod) sizes the
+   * encap side's maps to one entry.
+   */
+  static open(objectDir = DEFAULT_OBJECT_DIR, decapOnly = false): SteerDatapath {
+    const one = { hf_steer_src: 1, hf_steer_owner: 1, hf_steer_dst: 1 };
+    return new SteerDatapath(
+      BpfObject.open(`${objectDir}/egress_steer_tc.o`, decapOnly ? { maxEntries: one } : {}),
+    );
   }
 
   /** Steers client `ip` (IPv4) through `slot`. */

@@ -219,7 +219,13 @@ export class EgressSteer implements SteerSink {
       if (n === undefined) throw new Error(`Cannot steer more than ${STEER_SLOTS} addresses`);
       const owner = this.#owners.get(key) ?? null;
       this.dp.setOwner(n, owner && isIpv4(owner.ip) ? owner.ip : null, owner?.epoch ?? 0);
-      s = { slot: n, egress: e.name, address: key.slice(key.indexOf("|") + 1), destinations: [], owner };
+      s = {
+        slot: n,
+        egress: e.name,
+        address: key.slice(key.indexOf("|") + 1),
+        destinations: [],
+        owner,
+      };
       this.#slots.set(key, s);
     }
     const next = e.config.destinations;

@@ -9,7 +9,7 @@
  */
 import { rootTest } from "../harness/mod.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
-import { createRoutedEgressLab, FLOATING, NATS, natIp } from "../../lab/egress_routed.ts";
+import { createRoutedEgressLab, FLOATING, natIp, NATS } from "../../lab/egress_routed.ts";
 import { Conntrack } from "../../node/conntrack/mod.ts";
 import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
 
@@ -95,7 +95,10 @@ rootTest(
     const tcpSources = server.tcp.lines.map(json).filter((l) => l.msg === "accepted")
       .map((l) => String(l.peer));
     console.log(JSON.stringify({ owner, standby, repointed: r, tcp: t, udp: u, udpSources }));
-    assert(t.survived === connections, `TCP: ${t.survived} of ${connections} survived: ${JSON.stringify(t)}`);
+    assert(
+      t.survived === connections,
+      `TCP: ${t.survived} of ${connections} survived: ${JSON.stringify(t)}`,
+    );
     assert(Number(u.last_echo_age_ms) < 5_000, `the UDP stream stopped: ${JSON.stringify(u)}`);
     assert(udpSources.length === 1, `the server saw the UDP stream from ${udpSources}`);
     assert(udpSources[0]!.startsWith(`${FLOATING}:`), `UDP from ${udpSources[0]}`);
@@ -103,5 +106,18 @@ rootTest(
       tcpSources.length === connections && tcpSources.every((s) => s.startsWith(`${FLOATING}:`)),
       `the server accepted ${JSON.stringify(tcpSources)}`,
     );
+
+    // The pod leaves the selection: its entry goes (the controller's next revision).
+    await lab.publish([]);
+    await node.waitForLine((l) => l.includes('"msg":"egress client no longer steered"'), {
+      timeoutMs: 10_000,
+    });
+    // Stopped, the node agent leaves the steering in place for its successor.
+    const left = node.lineCount;
+    await node.stop("SIGTERM", 10_000);
+    await node.waitForLine((l) => l.includes('"msg":"egress steering left in place"'), {
+      fromLine: left,
+      timeoutMs: 5_000,
+    });
   },
 );

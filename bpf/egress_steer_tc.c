@@ -9,8 +9,10 @@
  *    known yet: dropped and counted (never leaves unSNATed).
  *  - hf_steer_decap (tc ingress of a NAT pod's pod-network interface): a packet to the pod's own
  *    address (hf_steer_self) and HF_STEER_PORT whose inner packet is a whole IPv4 packet loses
- *    its outer 28 bytes; the inner packet — client pod address as source — is forwarded and
- *    SNATed by the NAT pod's rules as if the client had sent it there directly.
+ *    its outer 28 bytes when its inner source is one the pod translates (hf_steer_sources, the
+ *    config's sources; anything else is dropped, never forwarded with a private source); the
+ *    inner packet — client pod address as source — is forwarded and SNATed by the NAT pod's
+ *    rules as if the client had sent it there directly.
  * Repointing a floating address to a new owner is one write of hf_steer_owner[slot]. */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -36,7 +38,8 @@ enum hf_steer_reason {
 	HF_S_DECAP = 3,       /* decapsulated on a NAT pod */
 	HF_S_BAD_INNER = 4,   /* for us, but the inner packet is not a whole IPv4 packet: dropped */
 	HF_S_FRAGMENT = 5,    /* a fragment to the steer port: passed to the stack */
-	HF_S_MAX = 6,
+	HF_S_NOT_SOURCE = 6,  /* inner source not among the pod's sources: dropped */
+	HF_S_MAX = 7,
 };
 
 struct steer_owner {
@@ -71,6 +74,20 @@ struct {
 	__type(key, struct steer_dst_key);
 	__type(value, __u8);
 } hf_steer_dst SEC(".maps");
+
+struct steer_src_key {
+	__u32 prefixlen;
+	__be32 addr;
+};
+
+/* The NAT pod's sources (decap side): what its SNAT rules translate. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, HF_STEER_CLIENTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct steer_src_key);
+	__type(value, __u8);
+} hf_steer_sources SEC(".maps");
 
 /* The NAT pod's own address (decap side), index 0; 0 = decap nothing. */
 struct {
@@ -193,6 +210,11 @@ int hf_steer_decap(struct __sk_buff *skb)
 	if ((void *)(in + 1) > data_end || in->version != 4 || in->ihl < 5 ||
 	    bpf_ntohs(in->tot_len) + HF_ENCAP_OVERHEAD != bpf_ntohs(ip->tot_len)) {
 		hf_scount(HF_S_BAD_INNER);
+		return TC_ACT_SHOT;
+	}
+	struct steer_src_key sk = { .prefixlen = 32, .addr = in->saddr };
+	if (!bpf_map_lookup_elem(&hf_steer_sources, &sk)) {
+		hf_scount(HF_S_NOT_SOURCE);
 		return TC_ACT_SHOT;
 	}
 	if (bpf_skb_adjust_room(skb, -HF_ENCAP_OVERHEAD, BPF_ADJ_ROOM_MAC, 0)) {

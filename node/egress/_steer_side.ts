@@ -75,12 +75,14 @@ async function interfaceHolding(address: string): Promise<string | null> {
 
 /**
  * Attaches the decap program on tc ingress of the interface holding `self` (the pod's address,
- * where node agents send steered packets; `fallback` when none holds it). Returns a stop function
+ * where node agents send steered packets; `fallback` when none holds it), for inner packets from
+ * `sources` (the prefixes its SNAT rules translate). Returns a stop function
  * (the program stays attached, as the SNAT rules stay: packets in flight still need it; the pod's
  * namespace goes with the pod), or null when the kernel refused (logged).
  */
 export async function acceptSteered(
   self: string,
+  sources: readonly string[],
   fallback: string,
   log: Logger,
 ): Promise<(() => void) | null> {
@@ -89,6 +91,7 @@ export async function acceptSteered(
     const ifname = await interfaceHolding(self) ?? fallback;
     dp = SteerDatapath.open(undefined, true);
     dp.setSelf(self);
+    for (const s of sources) dp.addSource(s);
     const a = dp.attach(dp.decap, ifname);
     log.info("steered traffic accepted", { iface: ifname, address: self, prog_id: a.progId });
     const held = dp;

@@ -227,7 +227,12 @@ export class EgressAgent {
     const redis = new RedisConnection({ url: this.#o.redisUrl, logComponent: "egress-lease" });
     this.#stops.push(() => redis.close());
     // Client steering (docs/egress.md): decap what node agents send here; tell them the owners.
-    const accepted = await acceptSteered(self.address, config.interfaces.internal, this.#log);
+    const accepted = await acceptSteered(
+      self.address,
+      config.sources.map((s) => s.prefix),
+      config.interfaces.internal,
+      this.#log,
+    );
     if (accepted) this.#stops.push(accepted);
     const owners = new OwnerPublisher(redis, config.name, self.name, self.address, this.#log);
     const ownership = new EgressOwnership({

@@ -8,7 +8,8 @@
  * Map layouts (bpf/egress_steer_tc.c): `hf_steer_src` client IPv4 (network order) → slot (u32);
  * `hf_steer_owner[slot]` = owner IPv4 (network order) + epoch (u32, low bits); `hf_steer_dst`
  * LPM key {prefixlen u32 = 32 + len, slot (big-endian u32), destination (network order)} → u8;
- * `hf_steer_self[0]` the NAT pod's address; `hf_steer_stat` per-CPU counters.
+ * `hf_steer_self[0]` the NAT pod's address; `hf_steer_sources` LPM {prefixlen u32, address}
+ * → u8, the NAT pod's sources; `hf_steer_stat` per-CPU counters.
  *
  * @module
  */
@@ -32,6 +33,7 @@ export const STEER_REASONS = [
   "decap",
   "bad_inner",
   "fragment",
+  "not_source",
 ] as const;
 /** The tc filter of both programs (handle, priority). */
 export const STEER_FILTER: TcFilter = { handle: 0x4853, priority: 0x4853 };
@@ -45,6 +47,7 @@ export class SteerDatapath implements Disposable {
     readonly owner: BpfMap;
     readonly dst: BpfMap;
     readonly self: BpfMap;
+    readonly sources: BpfMap;
     readonly stat: BpfMap;
   };
 
@@ -56,6 +59,7 @@ export class SteerDatapath implements Disposable {
       owner: object.map("hf_steer_owner"),
       dst: object.map("hf_steer_dst"),
       self: object.map("hf_steer_self"),
+      sources: object.map("hf_steer_sources"),
       stat: object.map("hf_steer_stat"),
     };
   }
@@ -66,8 +70,9 @@ export class SteerDatapath implements Disposable {
    */
   static open(objectDir = DEFAULT_OBJECT_DIR, decapOnly = false): SteerDatapath {
     const one = { hf_steer_src: 1, hf_steer_owner: 1, hf_steer_dst: 1 };
+    const encapOnly = { hf_steer_sources: 1 };
     return new SteerDatapath(
-      BpfObject.open(`${objectDir}/egress_steer_tc.o`, decapOnly ? { maxEntries: one } : {}),
+      BpfObject.open(`${objectDir}/egress_steer_tc.o`, { maxEntries: decapOnly ? one : encapOnly }),
     );
   }
 
@@ -104,6 +109,16 @@ export class SteerDatapath implements Disposable {
   /** Decap side: packets to `ip` (this NAT pod's address) and the steer port are decapsulated. */
   setSelf(ip: string): void {
     this.maps.self.update(u32(0), ipv4Bytes(ip));
+  }
+
+  /** Decap side: inner sources in `cidr` are decapsulated (others dropped). */
+  addSource(cidr: string): void {
+    const c = parseIpv4Cidr(cidr);
+    const k = new Uint8Array(8);
+    const v = new DataView(k.buffer);
+    v.setUint32(0, c.prefixLength, true);
+    v.setUint32(4, c.first, false);
+    this.maps.sources.update(k, new Uint8Array([1]));
   }
 
   /** Attaches a program on tc ingress of `ifname` (in `netns`), replacing an earlier one. */

@@ -11,8 +11,10 @@
  *                        │   redis)              │                                                  │  (server, no route back
  * ```                                                                                                   to 10.244/16)
  *
- * The router has no route to 198.18.0.0/24: a client packet that is not steered dies there. The
- * floating address 198.18.0.100 moves on the external segment by gratuitous ARP as in lab/egress.ts.
+ * With `clientNodes` > 1, client node i > 1 is `cn{i}` (net 10.10.{i+2}, client pod `cp{i}`
+ * 10.244.{i+2}.2), each with its own node agent. The router has no route to 198.18.0.0/24: a
+ * client packet that is not steered dies there. The floating address 198.18.0.100 moves on the
+ * external segment by gratuitous ARP as in lab/egress.ts.
  *
  * @module
  */
@@ -30,6 +32,12 @@ const CLIENTS = new URL("./clients/", import.meta.url).pathname;
 export const SERVER = "198.18.0.1";
 export const FLOATING = "198.18.0.100";
 export const CLIENT_IP = "10.244.1.2";
+
+/** Client node i (1-based): its name, its pod's, the /24 index of both. */
+export function clientNode(i: number): { node: string; pod: string; net: number; ip: string } {
+  const net = i === 1 ? 1 : i + 2;
+  return { node: `cn${i}`, pod: `cp${i}`, net, ip: `10.244.${net}.2` };
+}
 export const REDIS = "10.10.0.1";
 export const TCP_PORT = 8080;
 export const UDP_PORT = 8081;
@@ -41,12 +49,15 @@ export function natIp(i: number): string {
 }
 
 /** The config the controller would publish for the lab's EgressNAT (lab/egress). */
-export function routedConfig(): EgressConfig {
+export function routedConfig(clientNodes = 1): EgressConfig {
   return {
     name: "lab/egress",
     destinations: ["198.18.0.0/24"],
     addresses: [{ address: FLOATING, gateway: "10.244.9.100" }],
-    sources: [{ prefix: `${CLIENT_IP}/32`, address: FLOATING }],
+    sources: Array.from({ length: clientNodes }, (_, i) => ({
+      prefix: `${clientNode(i + 1).ip}/32`,
+      address: FLOATING,
+    })),
     peers: NATS.map((name, i) => ({ name, address: natIp(i + 1) })),
     interfaces: { internal: "int0", external: "ext0" },
     healthCheck: { intervalMs: 100, multiplier: 3 },
@@ -59,16 +70,31 @@ export function routedConfig(): EgressConfig {
 /** A live routed egress lab; dispose it to tear everything down. */
 export class RoutedEgressLab implements AsyncDisposable {
   readonly nat = new Map<string, HostProcess | null>();
-  node: HostProcess | null = null;
+  /** The node agents by client node name. */
+  readonly nodes = new Map<string, HostProcess>();
   server: { tcp: HostProcess; udp: HostProcess } | null = null;
 
-  constructor(readonly topo: Topology, readonly redis: RedisServer, readonly dir: string) {}
+  constructor(
+    readonly topo: Topology,
+    readonly redis: RedisServer,
+    readonly dir: string,
+    readonly clientNodes: number,
+  ) {}
 
-  /** Publishes the config and the client pod on node cn1, as the controller does. */
+  /** cn1's node agent (the last started). */
+  get node(): HostProcess | null {
+    return this.nodes.get("cn1") ?? null;
+  }
+
+  /** Publishes the config and the client pods (one per client node), as the controller does. */
   async publish(
-    clients = [{ pod: "lab/client-1", node: "cn1", ips: [CLIENT_IP], address: FLOATING }],
+    clients = Array.from({ length: this.clientNodes }, (_, i) => {
+      const c = clientNode(i + 1);
+      return { pod: `lab/client-${i + 1}`, node: c.node, ips: [c.ip], address: FLOATING };
+    }),
   ) {
-    await this.redis.cli(...publishEgressConfigArgs(routedConfig(), undefined, clients));
+    const config = routedConfig(this.clientNodes);
+    await this.redis.cli(...publishEgressConfigArgs(config, undefined, clients));
   }
 
   /** Starts NAT pod `name`'s agent; waits for `ready`. */
@@ -88,20 +114,27 @@ export class RoutedEgressLab implements AsyncDisposable {
     return p;
   }
 
-  /** Starts the client node's agent with steering; waits for `egress steering started`. */
-  async startNode(verbose = false, extra: string[] = []): Promise<HostProcess> {
-    const p = this.topo.spawn("cn1", [
+  /** Starts a client node's agent with steering; waits for `egress steering started`. */
+  async startNode(verbose = false, extra: string[] = [], node = "cn1"): Promise<HostProcess> {
+    await Deno.mkdir(`${this.dir}/bpffs/${node}`, { recursive: true });
+    const p = this.topo.spawn(node, [
       Deno.execPath(),
       "run",
       "-P=node",
       "--quiet",
       MAIN,
       "node",
-      ...["--node-name", "cn1", "--pods", `${this.dir}/pods.yaml`, "--config"],
-      ...[`${this.dir}/services.yaml`, "--uplink", "eth0", "--pin-dir", `${this.dir}/bpffs/node`],
+      ...["--node-name", node, "--pods", `${this.dir}/pods.yaml`, "--config"],
+      ...[
+        `${this.dir}/services.yaml`,
+        "--uplink",
+        "eth0",
+        "--pin-dir",
+        `${this.dir}/bpffs/${node}`,
+      ],
       ...["--listen", "none", "--egress-steer", "--redis", `redis://${REDIS}:6379`, ...extra],
     ], { stderr: "inherit" });
-    this.node = p;
+    this.nodes.set(node, p);
     if (verbose) p.tailToStderr();
     await p.waitForLine((l) => l.includes('"msg":"egress steering started"'), {
       timeoutMs: 30_000,
@@ -115,6 +148,18 @@ export class RoutedEgressLab implements AsyncDisposable {
     await this.topo.exec(name, ["ip", "link", "set", "dev", "ext0", "down"]);
     await this.nat.get(name)?.stop("SIGKILL");
     this.nat.set(name, null);
+  }
+
+  /** Brings a killed NAT pod back: its leftover /32s removed, links up, agent started. */
+  async restartNat(name: string, verbose = false): Promise<HostProcess> {
+    const gateway = routedConfig().addresses[0]!.gateway;
+    await this.topo.exec(name, ["ip", "-force", "-batch", "-"], {
+      stdin: `addr del ${FLOATING}/32 dev ext0\naddr del ${gateway}/32 dev int0\n`,
+      check: false,
+    });
+    await this.topo.exec(name, ["ip", "link", "set", "dev", "int0", "up"]);
+    await this.topo.exec(name, ["ip", "link", "set", "dev", "ext0", "up"]);
+    return await this.startNat(name, verbose);
   }
 
   /** The NAT pods holding the floating address on an ext0 that is up. */
@@ -163,9 +208,14 @@ export class RoutedEgressLab implements AsyncDisposable {
     this.server = { tcp, udp };
   }
 
-  /** `count` long-lived TCP connections from the client pod, an exchange every `intervalMs`. */
-  async startTcp(count: number, durationMs: number, intervalMs = 100): Promise<HostProcess> {
-    const c = this.topo.spawnDeno("cp1", `${CLIENTS}hold_client.ts`, {
+  /** `count` long-lived TCP connections from client pod `pod`, an exchange every `intervalMs`. */
+  async startTcp(
+    count: number,
+    durationMs: number,
+    intervalMs = 100,
+    pod = "cp1",
+  ): Promise<HostProcess> {
+    const c = this.topo.spawnDeno(pod, `${CLIENTS}hold_client.ts`, {
       args: [SERVER, TCP_PORT, count, durationMs, intervalMs].map(String),
       permissions: ["--allow-net"],
     });
@@ -173,10 +223,10 @@ export class RoutedEgressLab implements AsyncDisposable {
     return c;
   }
 
-  /** A UDP stream from the client pod (a datagram and its echo every `intervalMs`). */
-  async startUdp(durationMs: number, intervalMs = 100): Promise<HostProcess> {
-    const c = this.topo.spawnDeno("cp1", `${CLIENTS}udp_stream.ts`, {
-      args: [SERVER, String(UDP_PORT), String(durationMs), String(intervalMs), "cp1"],
+  /** A UDP stream from client pod `pod` (a datagram and its echo every `intervalMs`). */
+  async startUdp(durationMs: number, intervalMs = 100, pod = "cp1"): Promise<HostProcess> {
+    const c = this.topo.spawnDeno(pod, `${CLIENTS}udp_stream.ts`, {
+      args: [SERVER, String(UDP_PORT), String(durationMs), String(intervalMs), pod],
       permissions: ["--allow-net"],
     });
     await c.waitForLine((l) => l.includes('"msg":"started"'), { timeoutMs: 10_000 });
@@ -192,10 +242,10 @@ export class RoutedEgressLab implements AsyncDisposable {
 }
 
 /** Builds the routed lab with Redis, the config files of the node agent, and nothing running. */
-export async function createRoutedEgressLab(): Promise<RoutedEgressLab> {
+export async function createRoutedEgressLab(clientNodes = 1): Promise<RoutedEgressLab> {
   const fwd = { "net.ipv4.ip_forward": 1 };
   const nodes = [
-    { node: "cn1", pod: "cp1", podIf: "eth0", net: 1 },
+    ...Array.from({ length: clientNodes }, (_, i) => ({ ...clientNode(i + 1), podIf: "eth0" })),
     { node: "nn1", pod: "nat1", podIf: "int0", net: 2 },
     { node: "nn2", pod: "nat2", podIf: "int0", net: 3 },
   ];
@@ -245,7 +295,7 @@ export async function createRoutedEgressLab(): Promise<RoutedEgressLab> {
     await Deno.writeTextFile(`${dir}/services.yaml`, "services: []\n");
     await Deno.mkdir(`${dir}/bpffs`);
     await run(["mount", "-t", "bpf", "bpf", `${dir}/bpffs`]);
-    return new RoutedEgressLab(topo, redis, dir);
+    return new RoutedEgressLab(topo, redis, dir, clientNodes);
   } catch (err) {
     await redis?.[Symbol.asyncDispose]();
     await topo.destroy();

@@ -159,6 +159,9 @@ export class RoutedEgressLab implements AsyncDisposable {
     });
     await this.topo.exec(name, ["ip", "link", "set", "dev", "int0", "up"]);
     await this.topo.exec(name, ["ip", "link", "set", "dev", "ext0", "up"]);
+    // The default route through the node went with int0.
+    const gw = natIp(NATS.indexOf(name as (typeof NATS)[number]) + 1).replace(/\.2$/, ".1");
+    await this.topo.exec(name, ["ip", "route", "replace", "default", "via", gw]);
     return await this.startNat(name, verbose);
   }
 

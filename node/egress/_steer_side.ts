@@ -33,8 +33,18 @@ export class OwnerPublisher {
     this.#chain = loadOwnerScript(redis, egressName).catch(() => {});
   }
 
-  /** Queues one change (sent after the ones before it); a forfeit names the assumed epoch. */
-  publish(event: OwnerChange["event"], address: string, epoch?: number): void {
+  /**
+   * Queues one change (sent after the ones before it; a forfeit names the assumed epoch).
+   * Resolves once it is in Redis or failed, at the latest after `boundMs` (default 20): an
+   * assume waits that long at most so the change is on the wire before the address's own work
+   * (`ip` processes, gratuitous ARP, the sync sender's dump) takes the event loop.
+   */
+  publish(
+    event: OwnerChange["event"],
+    address: string,
+    epoch?: number,
+    boundMs = 20,
+  ): Promise<void> {
     if (epoch === undefined) epoch = this.#epochs.get(address) ?? 0;
     else this.#epochs.set(address, epoch);
     const c: OwnerChange = { event, address, pod: this.pod, ip: this.ip, epoch };
@@ -50,6 +60,11 @@ export class OwnerPublisher {
         }
       }
     });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    return Promise.race([
+      this.#chain,
+      new Promise<void>((r) => timer = setTimeout(r, boundMs)),
+    ]).finally(() => clearTimeout(timer));
   }
 
   /** Waits for the queued changes. */

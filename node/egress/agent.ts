@@ -242,12 +242,12 @@ export class EgressAgent {
       health,
       redis,
       ...(this.#o.leaseTtlMs ? { ttlMs: this.#o.leaseTtlMs } : {}),
-      assume: (addr, epoch) => {
-        owners.publish("assumed", addr, epoch);
+      assume: async (addr, epoch) => {
+        await owners.publish("assumed", addr, epoch); // bounded: ≤ 20 ms
         return this.#holder.assume(addr, epoch);
       },
       forfeit: (addr, why) => {
-        owners.publish("forfeited", addr);
+        void owners.publish("forfeited", addr);
         return this.#holder.forfeit(addr, why);
       },
       beforeHandover: async () => {

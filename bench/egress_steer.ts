@@ -118,7 +118,10 @@ for (let i = 0; i < ROUNDS; i++) {
     const echo = await lineTime(
       probes.get(n.node),
       probeFrom.get(n.node)!,
-      (l) => l.msg === "resumed" && Number(l.at) >= diedAt,
+      // The silence it ends must span the death (not a pause of the loaded probe before it).
+      (l) =>
+        l.msg === "resumed" && Number(l.at) >= diedAt &&
+        Number(l.at) - Number(l.gap_ms) <= diedAt + probeMs,
       10_000,
     );
     const echoAt = echo ? Number(echo.line.at) : null;

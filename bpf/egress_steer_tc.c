@@ -13,15 +13,20 @@
  *    config's sources; anything else is dropped, never forwarded with a private source); the
  *    inner packet — client pod address as source — is forwarded and SNATed by the NAT pod's
  *    rules as if the client had sent it there directly.
+ *  - hf_steer_clamp (tc egress of the same veth: packets into the pod): a TCP SYN/ACK from one of
+ *    a steered client's destinations has its MSS lowered to HF_STEER_MSS, so the client's
+ *    segments still fit the path once encapsulated (its replies come back unencapsulated).
  * Repointing a floating address to a new owner is one write of hf_steer_owner[slot]. */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
 #include <linux/udp.h>
+#include <linux/tcp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "consts.h"
+#include "mss_clamp.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -29,6 +34,8 @@ char LICENSE[] SEC("license") = "GPL";
 #define HF_STEER_SLOTS 4096
 #define HF_STEER_CLIENTS 65536
 #define HF_STEER_DESTS 16384
+/* 1500-byte path − 28 (outer IPv4 + UDP) − 40 (IPv4 + TCP headers). */
+#define HF_STEER_MSS 1432
 
 /* hf_steer_stat reasons (mirrored in node/egress_steer/_datapath.ts). */
 enum hf_steer_reason {
@@ -39,7 +46,8 @@ enum hf_steer_reason {
 	HF_S_BAD_INNER = 4,   /* for us, but the inner packet is not a whole IPv4 packet: dropped */
 	HF_S_FRAGMENT = 5,    /* a fragment to the steer port: passed to the stack */
 	HF_S_NOT_SOURCE = 6,  /* inner source not among the pod's sources: dropped */
-	HF_S_MAX = 7,
+	HF_S_MSS_CLAMPED = 7, /* a SYN/ACK to a steered client had its MSS lowered */
+	HF_S_MAX = 8,
 };
 
 struct steer_owner {
@@ -222,5 +230,30 @@ int hf_steer_decap(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	}
 	hf_scount(HF_S_DECAP);
+	return TC_ACT_OK;
+}
+
+SEC("tc")
+int hf_steer_clamp(struct __sk_buff *skb)
+{
+	if (skb->protocol != bpf_htons(HF_ETH_P_IP))
+		return TC_ACT_OK;
+	struct iphdr ip;
+	if (bpf_skb_load_bytes(skb, sizeof(struct ethhdr), &ip, sizeof(ip)) || ip.version != 4 ||
+	    ip.ihl < 5 || ip.protocol != HF_IPPROTO_TCP)
+		return TC_ACT_OK;
+	__be32 client = ip.daddr;
+	__u32 *slot = bpf_map_lookup_elem(&hf_steer_src, &client);
+	if (!slot)
+		return TC_ACT_OK;
+	struct steer_dst_key k = { .prefixlen = 64, .slot = bpf_htonl(*slot), .addr = ip.saddr };
+	if (!bpf_map_lookup_elem(&hf_steer_dst, &k))
+		return TC_ACT_OK;
+	__u32 l4 = sizeof(struct ethhdr) + ip.ihl * 4;
+	struct tcphdr tcp;
+	if (bpf_skb_load_bytes(skb, l4, &tcp, sizeof(tcp)) || !tcp.syn || !tcp.ack)
+		return TC_ACT_OK;
+	if (hf_clamp_syn(skb, l4, &tcp, HF_STEER_MSS) == HF_MSS_CLAMPED)
+		hf_scount(HF_S_MSS_CLAMPED);
 	return TC_ACT_OK;
 }

@@ -34,6 +34,7 @@ export const STEER_REASONS = [
   "bad_inner",
   "fragment",
   "not_source",
+  "mss_clamped",
 ] as const;
 /** The tc filter of both programs (handle, priority). */
 export const STEER_FILTER: TcFilter = { handle: 0x4853, priority: 0x4853 };
@@ -41,6 +42,7 @@ export const STEER_FILTER: TcFilter = { handle: 0x4853, priority: 0x4853 };
 /** The loaded object: programs, maps and typed writes. */
 export class SteerDatapath implements Disposable {
   readonly encap: BpfProgram;
+  readonly clamp: BpfProgram;
   readonly decap: BpfProgram;
   readonly maps: {
     readonly src: BpfMap;
@@ -53,6 +55,7 @@ export class SteerDatapath implements Disposable {
 
   private constructor(readonly object: BpfObject) {
     this.encap = object.program("hf_steer_encap");
+    this.clamp = object.program("hf_steer_clamp");
     this.decap = object.program("hf_steer_decap");
     this.maps = {
       src: object.map("hf_steer_src"),
@@ -121,10 +124,15 @@ export class SteerDatapath implements Disposable {
     this.maps.sources.update(k, new Uint8Array([1]));
   }
 
-  /** Attaches a program on tc ingress of `ifname` (in `netns`), replacing an earlier one. */
-  attach(prog: BpfProgram, ifname: string, netns?: string): TcAttachment {
+  /** Attaches a program on tc `direction` of `ifname` (in `netns`), replacing an earlier one. */
+  attach(
+    prog: BpfProgram,
+    ifname: string,
+    netns?: string,
+    direction: "ingress" | "egress" = "ingress",
+  ): TcAttachment {
     return attachTc(prog, ifname, {
-      direction: "ingress",
+      direction,
       filter: STEER_FILTER,
       ...(netns ? { netns } : {}),
     });

@@ -6,8 +6,9 @@
  *
  * - One slot per floating address with local clients: `hf_steer_owner[slot]` is its owner, its
  *   EgressNAT's destinations are in `hf_steer_dst` under the slot. A client's entry in
- *   `hf_steer_src` goes in last (owner and destinations first), and `hf_steer_encap` is attached
- *   on tc ingress of the interface the node routes the client's address to (its veth).
+ *   `hf_steer_src` goes in after them, then `hf_steer_encap` (tc ingress) and `hf_steer_clamp`
+ *   (tc egress: SYN/ACKs' MSS) are attached on the interface the node routes the client's address
+ *   to (its veth).
  * - An owner change (source.ts: the NAT pods' owner-changes stream) is one map write; changes
  *   with an older epoch than the one applied are ignored (a late message of a dead owner).
  *   A forfeit moves nothing: the old owner keeps translating (it lingers on a planned handover)
@@ -64,7 +65,7 @@ export class EgressSteer implements SteerSink {
   /** Owners by `egress|address` (also of addresses without local clients). */
   readonly #owners = new Map<string, OwnerRecord>();
   readonly #clients = new Map<string, Client>();
-  readonly #attached = new Map<string, TcAttachment>();
+  readonly #attached = new Map<string, TcAttachment[]>();
   #egresses: readonly SteerEgress[] = [];
   #applying: Promise<void> = Promise.resolve();
   readonly #m;
@@ -176,14 +177,21 @@ export class EgressSteer implements SteerSink {
       let ifname: string;
       try {
         ifname = await this.#interfaceOf(ip);
+        // The entry before the program: a program that replaces a previous agent's (whose maps
+        // steer this client) must never see the client missing.
+        this.dp.setClient(ip, this.#slots.get(w.key)!.slot);
         if (!this.#attached.has(ifname)) {
-          this.#attached.set(ifname, this.dp.attach(this.dp.encap, ifname, this.#o.netns));
+          const netns = this.#o.netns;
+          this.#attached.set(ifname, [
+            this.dp.attach(this.dp.encap, ifname, netns),
+            this.dp.attach(this.dp.clamp, ifname, netns, "egress"),
+          ]);
         }
       } catch (err) {
+        if (!had) this.dp.deleteClient(ip);
         this.#o.log.warn("cannot steer client", { pod: w.pod, ip, err: String(err) });
         continue;
       }
-      this.dp.setClient(ip, this.#slots.get(w.key)!.slot);
       this.#clients.set(ip, { pod: w.pod, key: w.key, ifname });
       const owner = this.#slots.get(w.key)!.owner;
       this.#o.log.info("egress client steered", {
@@ -256,11 +264,13 @@ export class EgressSteer implements SteerSink {
   async stop(cleanup: boolean): Promise<void> {
     await this.#applying;
     if (cleanup) {
-      for (const [ifname, a] of this.#attached) {
-        try {
-          a.detach();
-        } catch (err) {
-          this.#o.log.warn("cannot detach steering", { iface: ifname, err: String(err) });
+      for (const [ifname, list] of this.#attached) {
+        for (const a of list) {
+          try {
+            a.detach();
+          } catch (err) {
+            this.#o.log.warn("cannot detach steering", { iface: ifname, err: String(err) });
+          }
         }
       }
       this.#o.log.info("egress steering removed", { interfaces: [...this.#attached.keys()] });

@@ -33,6 +33,20 @@ function natFlows(ns: string): Map<string, number> {
   }
 }
 
+/** 1 MiB to the server's echo and back on one connection, bounded by 30 s; prints a JSON line. */
+const BULK = `
+const c = await Deno.connect({ hostname: "198.18.0.1", port: 8080 });
+const size = 1 << 20, data = new Uint8Array(size).fill(7), buf = new Uint8Array(65536);
+const timer = setTimeout(() => { console.log(JSON.stringify({ ok: false, why: "timeout" })); Deno.exit(1); }, 30000);
+const writing = (async () => { for (let o = 0; o < size;) o += await c.write(data.subarray(o, o + 65536)); })();
+let got = 0;
+while (got < size) { const n = await c.read(buf); if (n === null) break; got += n; }
+await writing;
+clearTimeout(timer);
+c.close();
+console.log(JSON.stringify({ ok: got === size, got }));
+`;
+
 function json(line: string): Record<string, unknown> {
   try {
     return JSON.parse(line);
@@ -106,6 +120,12 @@ rootTest(
       tcpSources.length === connections && tcpSources.every((s) => s.startsWith(`${FLOATING}:`)),
       `the server accepted ${JSON.stringify(tcpSources)}`,
     );
+
+    // Bulk: 1 MiB each way through the steering (full-size segments: the SYN/ACK's MSS is
+    // clamped so the client's segments still fit once encapsulated).
+    const bulk = await lab.topo.exec("cp1", [Deno.execPath(), "eval", BULK], { timeoutMs: 60_000 });
+    const b = json(bulk.stdout.trim().split("\n").pop() ?? "");
+    assert(b.ok === true, `bulk transfer through the steering: ${bulk.stdout} ${bulk.stderr}`);
 
     // The pod leaves the selection: its entry goes (the controller's next revision).
     await lab.publish([]);

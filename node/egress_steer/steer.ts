@@ -68,6 +68,7 @@ export class EgressSteer implements SteerSink {
   readonly #attached = new Map<string, TcAttachment[]>();
   #egresses: readonly SteerEgress[] = [];
   #applying: Promise<void> = Promise.resolve();
+  #stopped = false;
   readonly #m;
 
   constructor(o: EgressSteerOptions) {
@@ -92,7 +93,21 @@ export class EgressSteer implements SteerSink {
         { buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1] },
       ),
     };
-    this.#m.clients.onCollect(() => this.#m.clients.set(undefined, this.#clients.size));
+    const packets = r.counter(
+      "holdfast_egress_steer_packets_total",
+      "Packets the steering programs acted on, by outcome (bpf/egress_steer_tc.c)",
+      { labelNames: ["reason"] },
+    );
+    const last = new Map<string, bigint>();
+    this.#m.clients.onCollect(() => {
+      this.#m.clients.set(undefined, this.#clients.size);
+      if (this.#stopped) return;
+      for (const [reason, n] of Object.entries(this.dp.stats())) {
+        const prev = last.get(reason) ?? 0n;
+        if (n > prev) packets.inc({ reason }, Number(n - prev));
+        last.set(reason, n);
+      }
+    });
   }
 
   /** Client addresses steered now → their floating address's owner pod (tests, status). */
@@ -278,6 +293,7 @@ export class EgressSteer implements SteerSink {
       this.#o.log.info("egress steering left in place", { clients: this.#clients.size });
     }
     this.#attached.clear();
+    this.#stopped = true;
     this.dp[Symbol.dispose]();
   }
 }

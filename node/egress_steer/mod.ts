@@ -39,6 +39,14 @@ export async function startEgressSteer(o: StartSteerOptions): Promise<() => Prom
     ...(o.objectDir ? { objectDir: o.objectDir } : {}),
   });
   const redis = new RedisConnection({ ...o.redis, logComponent: "egress-steer-redis" });
+  if (redis.cluster) {
+    await redis.close();
+    await steer.stop(true);
+    throw new Error(
+      "Cannot steer egress clients through a Redis Cluster (one XREAD spans every EgressNAT's " +
+        "owner stream): not supported yet; give --redis one Redis endpoint",
+    );
+  }
   const source = new SteerSource({ redis, sink: steer, log });
   try {
     await source.start();

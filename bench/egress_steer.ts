@@ -8,8 +8,9 @@
  * - repoint = the successor's `address assumed` log line → each node agent's `egress steering to
  *   owner` line naming it (the slowest node is the round's "every node repointed");
  * - lag = the owner-change entry's Redis time → applied on the node (`lag_ms` of that line);
- * - takeover = death → each client's first UDP echo after it (steering and the external side's
- *   gratuitous ARP both followed), and follow = `address assumed` → that echo.
+ * - takeover = death (the start of the kill) → each client's first UDP echo that ends a silence
+ *   begun before the owner's links were down (steering and the external side's gratuitous ARP
+ *   both followed), and follow = `address assumed` → that echo.
  *
  * Times of different processes come from their log lines' wall clock (one machine). Last line:
  * one JSON object with p50/max of each.
@@ -100,6 +101,7 @@ for (let i = 0; i < ROUNDS; i++) {
   const probeFrom = new Map(nodes.map((n) => [n.node, probes.get(n.node)!.lineCount]));
   const diedAt = Date.now();
   await lab.killNat(victim);
+  const downAt = Date.now(); // links down (the `ip` runs take a while on a loaded machine)
   const assumed = await lineTime(
     succ,
     from.succ,
@@ -118,10 +120,11 @@ for (let i = 0; i < ROUNDS; i++) {
     const echo = await lineTime(
       probes.get(n.node),
       probeFrom.get(n.node)!,
-      // The silence it ends must span the death (not a pause of the loaded probe before it).
+      // The silence it ends must have begun by the time the links were down (not a pause of
+      // the loaded probe before the death, nor one that began after the takeover).
       (l) =>
         l.msg === "resumed" && Number(l.at) >= diedAt &&
-        Number(l.at) - Number(l.gap_ms) <= diedAt + probeMs,
+        Number(l.at) - Number(l.gap_ms) <= downAt + probeMs,
       10_000,
     );
     const echoAt = echo ? Number(echo.line.at) : null;

@@ -10,6 +10,7 @@
  */
 
 import type { Logger } from "../../lib/log.ts";
+import type { Registry } from "../../lib/metrics.ts";
 import type { RedisConnection } from "../../lib/redis_connection.ts";
 import {
   loadOwnerScript,
@@ -100,6 +101,7 @@ export async function acceptSteered(
   sources: readonly string[],
   fallback: string,
   log: Logger,
+  registry: Registry,
 ): Promise<(() => void) | null> {
   let dp: SteerDatapath | null = null;
   try {
@@ -110,10 +112,47 @@ export async function acceptSteered(
     const a = dp.attach(dp.decap, ifname);
     log.info("steered traffic accepted", { iface: ifname, address: self, prog_id: a.progId });
     const held = dp;
-    return () => held[Symbol.dispose]();
+    let open = true;
+    exportDecapMetrics(registry, () => open ? held.stats() : null);
+    return () => {
+      open = false;
+      held[Symbol.dispose]();
+    };
   } catch (err) {
     dp?.[Symbol.dispose]();
     log.warn("steered traffic not accepted", { address: self, err: String(err) });
     return null;
   }
+}
+
+/**
+ * `holdfast_egress_steer_decap_attached` (1 while the decap program is loaded here) and
+ * `holdfast_egress_steer_decap_packets_total{reason}` (decap, bad_inner, fragment, not_source),
+ * read from the program's counters at scrape time.
+ */
+function exportDecapMetrics(
+  registry: Registry,
+  stats: () => Record<string, bigint> | null,
+): void {
+  const attached = registry.gauge(
+    "holdfast_egress_steer_decap_attached",
+    "1 while this NAT pod decapsulates steered packets",
+  );
+  const packets = registry.counter(
+    "holdfast_egress_steer_decap_packets_total",
+    "Steered packets this NAT pod's decap program acted on, by outcome",
+    { labelNames: ["reason"] },
+  );
+  const last = new Map<string, bigint>();
+  attached.onCollect(() => {
+    const now = stats();
+    attached.set(undefined, now ? 1 : 0);
+    for (const reason of ["decap", "bad_inner", "fragment", "not_source"]) {
+      const n = now?.[reason];
+      if (n === undefined) continue;
+      const prev = last.get(reason) ?? 0n;
+      if (n > prev) packets.inc({ reason }, Number(n - prev));
+      last.set(reason, n);
+    }
+  });
 }

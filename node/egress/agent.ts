@@ -232,6 +232,7 @@ export class EgressAgent {
       config.sources.map((s) => s.prefix),
       config.interfaces.internal,
       this.#log,
+      this.#o.registry ?? processRegistry,
     );
     if (accepted) this.#stops.push(accepted);
     const owners = new OwnerPublisher(redis, config.name, self.name, self.address, this.#log);

@@ -164,6 +164,17 @@ export class EgressAgent {
       sync: this.#o.sync,
     });
 
+    // Client steering (docs/egress.md): decap what node agents send here. Loading the program
+    // blocks the event loop for a moment: before heartbeats and sync start.
+    const accepted = await acceptSteered(
+      self.address,
+      config.sources.map((s) => s.prefix),
+      config.interfaces.internal,
+      this.#log,
+      this.#o.registry ?? processRegistry,
+    );
+    if (accepted) this.#stops.push(accepted);
+
     const registry = this.#o.registry;
     this.#others = config.peers.filter((p) => p.name !== self.name);
     const others = this.#others;
@@ -226,15 +237,7 @@ export class EgressAgent {
     await this.#startBgp(self.address);
     const redis = new RedisConnection({ url: this.#o.redisUrl, logComponent: "egress-lease" });
     this.#stops.push(() => redis.close());
-    // Client steering (docs/egress.md): decap what node agents send here; tell them the owners.
-    const accepted = await acceptSteered(
-      self.address,
-      config.sources.map((s) => s.prefix),
-      config.interfaces.internal,
-      this.#log,
-      this.#o.registry ?? processRegistry,
-    );
-    if (accepted) this.#stops.push(accepted);
+    // Client steering (docs/egress.md): tell node agents the owners.
     const owners = new OwnerPublisher(redis, config.name, self.name, self.address, this.#log);
     const ownership = new EgressOwnership({
       self: self.name,

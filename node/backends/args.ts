@@ -30,13 +30,18 @@ export const NODE_USAGE =
                     [--pin-dir DIR] [--object-dir DIR] [--flow-idle-s N (0 = LRU only)]
                     [--redis-user USER] [--redis-password-file FILE]
                     [--listen HOST:PORT (default 127.0.0.1:9472; "none")]
+                    [--egress-steer [--redis URL] [--egress-steer-cleanup]]
   The node side of Holdfast: for every pod on this node that backs a frontend, the LB nodes'
   encapsulated packets reach the pod at its own address and target port, and its replies leave
   from the LB IP and port straight to the client. Runs until SIGTERM; the programs and pinned
   maps stay, so traffic continues across a restart.
   --uplink: where encapsulated packets arrive and replies leave; or --node-address: the
   interfaces holding the node's addresses (in Kubernetes status.hostIPs). --netns: a network
-  namespace to work in (the lab).`;
+  namespace to work in (the lab).
+  --egress-steer: also steer this node's client pods of every EgressNAT to the NAT pod owning
+  their floating address (docs/egress.md "Steering client pods"; Redis from --redis, which
+  --model redis already gives). --egress-steer-cleanup: detach the steering at stop (default:
+  it stays, as the other programs do, so traffic keeps its path across a restart).`;
 
 export const NODE_COMMAND = {
   command: "node",
@@ -60,6 +65,8 @@ export const NODE_COMMAND = {
     "object-dir": { type: "string" },
     "flow-idle-s": { type: "string" },
     listen: { type: "string" },
+    "egress-steer": { type: "boolean" },
+    "egress-steer-cleanup": { type: "boolean" },
   },
 } as const;
 
@@ -79,6 +86,8 @@ export interface NodeArgs {
   readonly objectDir?: string;
   readonly flowIdleS: number;
   readonly listen: { readonly hostname: string; readonly port: number } | null;
+  /** `--egress-steer`: steer local client pods of EgressNATs (Redis, cleanup at stop). */
+  readonly egressSteer?: { readonly redis: RedisStoreOptions; readonly cleanup: boolean };
 }
 
 /** Reads a parsed `node` command line; throws {@link UsageError} naming the bad option. */
@@ -103,8 +112,7 @@ export function readNodeArgs(
   if ((model === "redis") === (config !== undefined)) {
     throw new UsageError('Need exactly one of "--model redis" or "--config FILE": the LB model');
   }
-  let modelSource: NodeArgs["model"];
-  if (model === "redis") {
+  const readRedis = (): RedisStoreOptions => {
     const url = stringOption(values, "redis", { required: true });
     // One Redis or a Redis Cluster, as every Redis user takes (docs/operators.md).
     const problem = redisUrlProblem(url);
@@ -120,8 +128,20 @@ export function readNodeArgs(
         throw new UsageError(`Cannot read --redis-password-file "${pwFile}": ${err}`);
       }
     } else if (env.password) redis.password = env.password;
-    modelSource = { redis };
-  } else modelSource = { file: config! };
+    return redis;
+  };
+  const modelSource: NodeArgs["model"] = model === "redis"
+    ? { redis: readRedis() }
+    : { file: config! };
+  if (values["egress-steer-cleanup"] === true && values["egress-steer"] !== true) {
+    throw new UsageError("--egress-steer-cleanup goes with --egress-steer");
+  }
+  const egressSteer = values["egress-steer"] === true
+    ? {
+      redis: "redis" in modelSource ? modelSource.redis : readRedis(),
+      cleanup: values["egress-steer-cleanup"] === true,
+    }
+    : undefined;
   const listenText = stringOption(values, "listen", { default: "127.0.0.1:9472" });
   let listen: NodeArgs["listen"] = null;
   if (listenText !== "none") {
@@ -160,6 +180,7 @@ export function readNodeArgs(
     objectDir: str("object-dir"),
     flowIdleS: intOption(values, "flow-idle-s", { default: 7200 }),
     listen,
+    ...(egressSteer ? { egressSteer } : {}),
   };
   return out;
 }

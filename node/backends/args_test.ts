@@ -83,3 +83,20 @@ Deno.test("main.ts node: --help exits 0, a bad flag exits 2", async () => {
   strictEqual(await main(["--help"]), 0);
   strictEqual(await main(["--bogus"]), 2);
 });
+
+Deno.test("node args: --egress-steer takes the model's Redis or its own --redis", () => {
+  const base = ["--node-name", "n1", "--pods", "p.yaml", "--uplink", "eth0"];
+  strictEqual(read([...base, "--config", "s.yaml"]).egressSteer, undefined, "off by default");
+  const own = read([...base, "--config", "s.yaml", "--egress-steer", "--redis", "redis://r:1"]);
+  deepStrictEqual(own.egressSteer, { redis: { url: "redis://r:1" }, cleanup: false });
+  const model = read([
+    ...base,
+    ...["--model", "redis", "--redis", "redis://m:2", "--egress-steer", "--egress-steer-cleanup"],
+  ]);
+  deepStrictEqual(model.egressSteer, { redis: { url: "redis://m:2" }, cleanup: true });
+  throws(() => read([...base, "--config", "s.yaml", "--egress-steer"]), /redis/);
+  throws(
+    () => read([...base, "--config", "s.yaml", "--egress-steer-cleanup"]),
+    /--egress-steer-cleanup goes with --egress-steer/,
+  );
+});

@@ -40,6 +40,7 @@ import { NodeBackends } from "./reconcile.ts";
 import { filePodSource, type PodSource } from "./pods.ts";
 import { kubePodSource } from "./kube_pods.ts";
 import { nodeUplinks } from "./uplink.ts";
+import { startEgressSteer } from "../egress_steer/mod.ts";
 
 /** How often idle recorded flows are swept (with `--flow-idle-s` > 0). */
 const SWEEP_MS = 60_000;
@@ -171,6 +172,19 @@ export async function main(
       b.setPods(list);
       return Promise.resolve();
     });
+    if (a.egressSteer) {
+      // Client pods of EgressNATs to their floating address's owner (docs/egress.md).
+      cleanup.push(
+        await startEgressSteer({
+          nodeName: a.nodeName,
+          ...a.egressSteer,
+          ...(a.netns ? { netns: a.netns } : {}),
+          ...(a.objectDir ? { objectDir: a.objectDir } : {}),
+          log: nlog,
+          registry,
+        }),
+      );
+    }
     if (a.flowIdleS > 0) {
       const timer = setInterval(() => {
         const n = b.sweepIdle(monotonicNs() - BigInt(a.flowIdleS) * 1_000_000_000n);

@@ -42,6 +42,7 @@ import { HANDOVER_LINGER_MS, plannedHandover } from "./_sync_linger.ts";
 import { SyncReceiver, SyncSender } from "./sync.ts";
 import { EgressBgp } from "./_bgp.ts";
 import type { AnnounceMode } from "./egress_args.ts";
+import { acceptSteered, OwnerPublisher } from "./_steer_side.ts";
 
 /** Options of an {@link EgressAgent}. */
 export interface EgressAgentOptions {
@@ -163,6 +164,17 @@ export class EgressAgent {
       sync: this.#o.sync,
     });
 
+    // Client steering (docs/egress.md): decap what node agents send here. Loading the program
+    // blocks the event loop for a moment: before heartbeats and sync start.
+    const accepted = await acceptSteered(
+      self.address,
+      config.sources.map((s) => s.prefix),
+      config.interfaces.internal,
+      this.#log,
+      this.#o.registry ?? processRegistry,
+    );
+    if (accepted) this.#stops.push(accepted);
+
     const registry = this.#o.registry;
     this.#others = config.peers.filter((p) => p.name !== self.name);
     const others = this.#others;
@@ -225,6 +237,8 @@ export class EgressAgent {
     await this.#startBgp(self.address);
     const redis = new RedisConnection({ url: this.#o.redisUrl, logComponent: "egress-lease" });
     this.#stops.push(() => redis.close());
+    // Client steering (docs/egress.md): tell node agents the owners.
+    const owners = new OwnerPublisher(redis, config.name, self.name, self.address, this.#log);
     const ownership = new EgressOwnership({
       self: self.name,
       name: config.name,
@@ -232,8 +246,14 @@ export class EgressAgent {
       health,
       redis,
       ...(this.#o.leaseTtlMs ? { ttlMs: this.#o.leaseTtlMs } : {}),
-      assume: (addr, epoch) => this.#holder.assume(addr, epoch),
-      forfeit: (addr, why) => this.#holder.forfeit(addr, why),
+      assume: async (addr, epoch) => {
+        await owners.publish("assumed", addr, epoch); // bounded: ≤ 20 ms
+        return this.#holder.assume(addr, epoch);
+      },
+      forfeit: (addr, why) => {
+        void owners.publish("forfeited", addr);
+        return this.#holder.forfeit(addr, why);
+      },
       beforeHandover: async () => {
         await this.#sender?.flush();
       },

@@ -44,6 +44,7 @@ import {
   publishEgressConfigArgs,
 } from "../../controller/egress/redis_config.ts";
 import { LEASE_SCRIPTS, LEASE_VERSION, RedisLeaseStore } from "../../controller/egress/lease.ts";
+import { OWNERS_SCRIPTS, OWNERS_VERSION, ownersKeys } from "../../controller/egress/owners.ts";
 import type { RedisConnection } from "../../lib/redis_connection.ts";
 import { encodeHeartbeat, HEARTBEAT_VERSION } from "../../node/egress/_health_wire.ts";
 import {
@@ -284,6 +285,18 @@ export const FORMATS: readonly Format[] = [
           JSON.stringify(new RedisLeaseStore(NO_REDIS, "default/egress").keys("198.18.0.100")),
         ],
         ...Object.entries(LEASE_SCRIPTS).map((
+          [k, v],
+        ): [string, string] => [`script ${k}`, JSON.stringify(v)]),
+      ),
+  },
+  {
+    name: "egress-owners",
+    version: OWNERS_VERSION,
+    home: "controller/egress/owners.ts",
+    sample: () =>
+      lines(
+        ["keys", JSON.stringify(ownersKeys("default/egress"))],
+        ...Object.entries(OWNERS_SCRIPTS).map((
           [k, v],
         ): [string, string] => [`script ${k}`, JSON.stringify(v)]),
       ),

@@ -1,3 +1,4 @@
+import { deepStrictEqual } from "node:assert/strict";
 import {
   compileLabelSelector,
   formatLabelSelector,
@@ -5,12 +6,6 @@ import {
   LabelSelectorError,
   matchesLabelSelector,
 } from "./label_selector.ts";
-
-function assertEquals(a: unknown, b: unknown, msg = "") {
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${msg}${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
-  }
-}
 
 Deno.test("label selector: matchLabels and each operator select as Kubernetes does", () => {
   const cases: [LabelSelector, Record<string, string> | undefined, boolean][] = [
@@ -46,7 +41,7 @@ Deno.test("label selector: matchLabels and each operator select as Kubernetes do
     [{ matchExpressions: [{ key: "toString", operator: "Exists" }] }, {}, false],
   ];
   for (const [sel, labels, want] of cases) {
-    assertEquals(
+    deepStrictEqual(
       matchesLabelSelector(sel, labels),
       want,
       `${formatLabelSelector(sel)} on ${JSON.stringify(labels)}: `,
@@ -55,8 +50,8 @@ Deno.test("label selector: matchLabels and each operator select as Kubernetes do
 });
 
 Deno.test("label selector: an absent selector selects everything unless told it means nothing", () => {
-  assertEquals(compileLabelSelector(undefined)({ a: "b" }), true);
-  assertEquals(compileLabelSelector(null, { absent: "nothing" })({ a: "b" }), false);
+  deepStrictEqual(compileLabelSelector(undefined)({ a: "b" }), true);
+  deepStrictEqual(compileLabelSelector(null, { absent: "nothing" })({ a: "b" }), false);
 });
 
 Deno.test("label selector: selectors the API server rejects throw naming the requirement", () => {
@@ -82,7 +77,7 @@ Deno.test("label selector: selectors the API server rejects throw naming the req
 });
 
 Deno.test("label selector: text form as kubectl prints it", () => {
-  assertEquals(
+  deepStrictEqual(
     formatLabelSelector({
       matchLabels: { team: "blue" },
       matchExpressions: [
@@ -94,6 +89,6 @@ Deno.test("label selector: text form as kubectl prints it", () => {
     }),
     "team=blue,env in (a,b),tier notin (test),x,!legacy",
   );
-  assertEquals(formatLabelSelector({}), "<everything>");
-  assertEquals(formatLabelSelector(undefined), "<none>");
+  deepStrictEqual(formatLabelSelector({}), "<everything>");
+  deepStrictEqual(formatLabelSelector(undefined), "<none>");
 });

@@ -1,17 +1,14 @@
+import { ok } from "node:assert/strict";
 import { captureLogs, log, setLogLevel } from "./log.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 Deno.test("log writes level, timestamp, message and fields; fields cannot override them", () => {
   using logs = captureLogs();
   log.with({ component: "flows" }).info("flow learned", { vip: "10.0.100.1", msg: "nope" });
   const r = logs.records[0]!;
-  assert(r.level === "info" && r.msg === "flow learned", JSON.stringify(r));
-  assert(r.component === "flows" && r.vip === "10.0.100.1", JSON.stringify(r));
-  assert(!Number.isNaN(Date.parse(r.ts)), `bad ts ${r.ts}`);
-  assert(Object.keys(r).slice(0, 3).join() === "ts,level,msg", Object.keys(r).join());
+  ok(r.level === "info" && r.msg === "flow learned", JSON.stringify(r));
+  ok(r.component === "flows" && r.vip === "10.0.100.1", JSON.stringify(r));
+  ok(!Number.isNaN(Date.parse(r.ts)), `bad ts ${r.ts}`);
+  ok(Object.keys(r).slice(0, 3).join() === "ts,level,msg", Object.keys(r).join());
 });
 
 Deno.test("log drops lines below the level", () => {
@@ -23,5 +20,5 @@ Deno.test("log drops lines below the level", () => {
   } finally {
     setLogLevel(prev);
   }
-  assert(logs.records.length === 1 && logs.records[0]!.msg === "loud", "level filter");
+  ok(logs.records.length === 1 && logs.records[0]!.msg === "loud", "level filter");
 });

@@ -1,10 +1,5 @@
+import { deepStrictEqual } from "node:assert/strict";
 import { Registry } from "./metrics.ts";
-
-function assertEquals(a: unknown, b: unknown) {
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
-  }
-}
 
 Deno.test("registry exposes counters, gauges and histograms in text format", () => {
   const r = new Registry();
@@ -17,7 +12,7 @@ Deno.test("registry exposes counters, gauges and histograms in text format", () 
   const h = r.histogram("t_seconds", "A histogram.", { buckets: [0.1, 1] });
   h.observe(undefined, 0.05);
   h.observe(undefined, 5);
-  assertEquals(r.expose().split("\n"), [
+  deepStrictEqual(r.expose().split("\n"), [
     "# HELP t_total A counter.",
     "# TYPE t_total counter",
     't_total{vip="a"} 3',
@@ -33,7 +28,7 @@ Deno.test("registry exposes counters, gauges and histograms in text format", () 
     "t_seconds_count 2",
     "",
   ]);
-  assertEquals(r.counter("t_total", "again", { labelNames: ["vip"] }), c);
+  deepStrictEqual(r.counter("t_total", "again", { labelNames: ["vip"] }), c);
 });
 
 Deno.test("registry rejects wrong labels and type clashes", () => {
@@ -55,5 +50,5 @@ Deno.test("registry rejects wrong labels and type clashes", () => {
   } catch {
     threw++;
   }
-  assertEquals(threw, 3);
+  deepStrictEqual(threw, 3);
 });

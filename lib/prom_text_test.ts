@@ -1,11 +1,6 @@
+import { deepStrictEqual } from "node:assert/strict";
 import { parsePromText, samplesOf, sampleValue } from "./prom_text.ts";
 import { Registry } from "./metrics.ts";
-
-function assertEquals(a: unknown, b: unknown) {
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
-  }
-}
 
 Deno.test("prom text: reads back what the registry exposes, escapes and all", () => {
   const r = new Registry();
@@ -13,17 +8,17 @@ Deno.test("prom text: reads back what the registry exposes, escapes and all", ()
   r.counter("t_total", "A counter.").inc(undefined, 3);
   r.histogram("t_seconds", "A histogram.", { buckets: [1] }).observe(undefined, 0.5);
   const s = parsePromText(r.expose());
-  assertEquals(sampleValue(s, "t_owner", { address: 'a"b\\c' }), 1);
-  assertEquals(sampleValue(s, "t_total"), 3);
-  assertEquals(sampleValue(s, "t_seconds_bucket", { le: "+Inf" }), 1);
-  assertEquals(samplesOf(s, "t_seconds_bucket").length, 2);
-  assertEquals(sampleValue(s, "missing"), undefined);
+  deepStrictEqual(sampleValue(s, "t_owner", { address: 'a"b\\c' }), 1);
+  deepStrictEqual(sampleValue(s, "t_total"), 3);
+  deepStrictEqual(sampleValue(s, "t_seconds_bucket", { le: "+Inf" }), 1);
+  deepStrictEqual(samplesOf(s, "t_seconds_bucket").length, 2);
+  deepStrictEqual(sampleValue(s, "missing"), undefined);
 });
 
 Deno.test("prom text: skips comments, blank and malformed lines; reads +Inf", () => {
   const s = parsePromText(
     '# TYPE x gauge\n\nnot a sample\nx{a="1"} +Inf\ny oops\nz 4 1700000000\n',
   );
-  assertEquals(s.map((x) => [x.name, x.value]), [["x", null], ["z", 4]]);
-  assertEquals(sampleValue(s, "x"), Infinity);
+  deepStrictEqual(s.map((x) => [x.name, x.value]), [["x", Infinity], ["z", 4]]);
+  deepStrictEqual(sampleValue(s, "x"), Infinity);
 });

@@ -1,30 +1,25 @@
+import { deepStrictEqual } from "node:assert/strict";
 import { buildInfo, buildInfoJson, VERSION, versionLine } from "./version.ts";
 import { exportBuildInfo, Registry } from "./metrics.ts";
 
-function assertEquals(a: unknown, b: unknown) {
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
-  }
-}
-
 Deno.test("version: the line names the release and a short commit", () => {
-  assertEquals(
+  deepStrictEqual(
     versionLine({ version: "0.1.0", commit: "cbf7d7b5a0296f83d03c4f84b2bbca662937f4d3" }),
     "holdfast 0.1.0 (git cbf7d7b5a029)",
   );
-  assertEquals(
+  deepStrictEqual(
     versionLine({ version: "0.1.0", commit: "unknown" }),
     "holdfast 0.1.0 (git unknown)",
   );
-  assertEquals(/^\d+\.\d+\.\d+(-dev)?$/.test(VERSION), true);
-  assertEquals(buildInfoJson("abc1234"), '{"commit":"abc1234"}\n');
+  deepStrictEqual(/^\d+\.\d+\.\d+(-dev)?$/.test(VERSION), true);
+  deepStrictEqual(buildInfoJson("abc1234"), '{"commit":"abc1234"}\n');
 });
 
 Deno.test("version: without a readable build_info.json the commit is unknown, never a throw", () => {
   // The unit permission set cannot read the repository root: the fallback is taken.
   const info = buildInfo();
-  assertEquals(info.version, VERSION);
-  assertEquals(info.commit === "unknown" || /^[0-9a-f]{7,40}$/.test(info.commit), true);
+  deepStrictEqual(info.version, VERSION);
+  deepStrictEqual(info.commit === "unknown" || /^[0-9a-f]{7,40}$/.test(info.commit), true);
 });
 
 Deno.test("version: holdfast_build_info is 1, labelled with version and commit", () => {
@@ -32,6 +27,6 @@ Deno.test("version: holdfast_build_info is 1, labelled with version and commit",
   exportBuildInfo({ version: "0.1.0", commit: "abc1234" }, reg);
   exportBuildInfo({ version: "0.1.0", commit: "abc1234" }, reg); // idempotent
   const text = reg.expose();
-  assertEquals(text.includes('holdfast_build_info{version="0.1.0",commit="abc1234"} 1'), true);
-  assertEquals(text.split("\n").filter((l) => l.startsWith("holdfast_build_info{")).length, 1);
+  deepStrictEqual(text.includes('holdfast_build_info{version="0.1.0",commit="abc1234"} 1'), true);
+  deepStrictEqual(text.split("\n").filter((l) => l.startsWith("holdfast_build_info{")).length, 1);
 });

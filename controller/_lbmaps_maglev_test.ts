@@ -1,4 +1,5 @@
-import { assert, assertEquals, waitUntil } from "./_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
+import { waitUntil } from "./_testing.ts";
 import { MaglevTables, MIN_AHEAD, tableDigest } from "./_lbmaps_maglev.ts";
 import { TsMaglevBuilder } from "../policy-as/host/maglev_ts.ts";
 
@@ -6,16 +7,16 @@ Deno.test("MaglevTables: the same keys, IDs and M reuse the table; a reused tabl
   const tables = new MaglevTables(new TsMaglevBuilder());
   const keys = [{ key: "10.1.0.1:80", weight: 100 }, { key: "10.1.0.2:80", weight: 100 }];
   const first = tables.table(keys, [7, 9], 251);
-  assert(!first.reused && first.table.every((v) => v === 7 || v === 9));
+  ok(!first.reused && first.table.every((v) => v === 7 || v === 9));
   const copy = first.table.slice();
   const again = tables.table([...keys], [7, 9], 251);
-  assert(again.reused && again.table === first.table);
+  ok(again.reused && again.table === first.table);
   // Two further builds: the buffers alternate, and the one written last stays intact.
   const other = tables.table(keys.slice(0, 1), [3], 251);
-  assertEquals([...first.table], [...copy], "the previous table is still being written");
+  deepStrictEqual([...first.table], [...copy], "the previous table is still being written");
   const third = tables.table(keys, [7, 8], 251);
-  assert(!third.reused && third.table !== other.table);
-  assertEquals(new Set(other.table), new Set([3]));
+  ok(!third.reused && third.table !== other.table);
+  deepStrictEqual(new Set(other.table), new Set([3]));
 });
 
 async function wasmBuilder(file = "release.wasm") {
@@ -46,8 +47,8 @@ Deno.test("MaglevTables: tables built ahead on workers equal, slot for slot and 
   const here = new MaglevTables(builder, 0);
   for (const m of [251, 16381]) {
     const jobs = aheadJobs(MIN_AHEAD + 8, m);
-    assert(ahead.buildAhead(jobs), "a pass of enough tables builds ahead");
-    assert(!here.buildAhead(jobs), "no workers: nothing ahead");
+    ok(ahead.buildAhead(jobs), "a pass of enough tables builds ahead");
+    ok(!here.buildAhead(jobs), "no workers: nothing ahead");
     let built = 0;
     // Let the workers start (a job none has started when it is asked for is built here): wait
     // for a worker's claim, not for a guessed time.
@@ -60,25 +61,25 @@ Deno.test("MaglevTables: tables built ahead on workers equal, slot for slot and 
       const a = await ahead.tableFor(job.address, job.keys, ids, m);
       if (a.ahead) built++;
       const b = await here.tableFor(job.address, job.keys, ids, m);
-      assertEquals(a.digest, b.digest, `digest of ${job.address}`);
-      assert(a.table.every((v, s) => v === b.table[s]), `slots of ${job.address}`);
-      assertEquals(a.digest, tableDigest(a.table));
+      deepStrictEqual(a.digest, b.digest, `digest of ${job.address}`);
+      ok(a.table.every((v, s) => v === b.table[s]), `slots of ${job.address}`);
+      deepStrictEqual(a.digest, tableDigest(a.table));
     }
     ahead.endAhead(); // the workers stay up for the next pass (M = 16,381 reuses them)
-    assert(built > 0 && built <= jobs.length - 2, `${built} built ahead`);
+    ok(built > 0 && built <= jobs.length - 2, `${built} built ahead`);
   }
   ahead.close();
 });
 
 Deno.test("MaglevTables: a small pass, or a builder without a WASM module, stays on this thread", async () => {
   const small = new MaglevTables(await wasmBuilder(), 2);
-  assert(!small.buildAhead(aheadJobs(MIN_AHEAD - 1, 251)));
+  ok(!small.buildAhead(aheadJobs(MIN_AHEAD - 1, 251)));
   const ts = new MaglevTables(new TsMaglevBuilder(), 2);
-  assert(!ts.buildAhead(aheadJobs(MIN_AHEAD + 1, 251)));
+  ok(!ts.buildAhead(aheadJobs(MIN_AHEAD + 1, 251)));
   const job = aheadJobs(1, 251)[0]!;
   const built = await small.tableFor(job.address, job.keys, job.ids, 251);
-  assert(!built.ahead);
-  assertEquals(built.digest, tableDigest(built.table));
+  ok(!built.ahead);
+  deepStrictEqual(built.digest, tableDigest(built.table));
 });
 
 Deno.test("MaglevTables: a build that traps on a worker is built on this thread (the builder's fallback)", async () => {
@@ -104,16 +105,16 @@ Deno.test("MaglevTables: a build that traps on a worker is built on this thread 
       );
       return { address: `10.100.1.${i}:80/TCP`, keys, ids: keys.map((_, b) => b + 1), m: 4099 };
     });
-    assert(tables.buildAhead(jobs));
+    ok(tables.buildAhead(jobs));
     for (const job of jobs.slice(0, 3)) {
       const got = await tables.tableFor(job.address, job.keys, job.ids, job.m);
-      assert(!got.ahead);
+      ok(!got.ahead);
       const want = fallback.build(job.keys, job.m, undefined, job.ids);
-      assert(got.table.every((v, s) => v === want[s]));
+      ok(got.table.every((v, s) => v === want[s]));
     }
     tables.endAhead();
     tables.close();
-    assert(logs.records.some((r) => r.msg === "maglev build failed in policy module"));
+    ok(logs.records.some((r) => r.msg === "maglev build failed in policy module"));
   }
 });
 

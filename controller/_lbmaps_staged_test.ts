@@ -1,5 +1,6 @@
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { captureLogs } from "../lib/log.ts";
-import { assert, assertEquals, waitUntil } from "./_testing.ts";
+import { waitUntil } from "./_testing.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { frontendByAddress } from "./lb/frontend.ts";
 import { MemoryLBMaps, StagedMemoryLBMaps } from "./lbmaps_memory.ts";
@@ -53,11 +54,11 @@ Deno.test("staged Maglev installs: a reconciler batch installs all its tables in
   for (const [n, k] of [[30, 3], [30, 4], [20, 4]] as const) {
     await a.write(n, k);
     await b.write(n, k);
-    assertEquals(await staged.dump(), await plain.dump());
+    deepStrictEqual(await staged.dump(), await plain.dump());
   }
   // Cold start: 30 tables in one commit; all 30 changed: one more; 20 written unchanged: none.
-  assertEquals(staged.commits, [30, 30]);
-  assertEquals(staged.calls.stageMaglev, 60);
+  deepStrictEqual(staged.commits, [30, 30]);
+  deepStrictEqual(staged.calls.stageMaglev, 60);
   // A policy swap rebuilds every table: the same tables are not written again…
   const swap = async () => {
     for (const p of [a, b]) {
@@ -67,24 +68,24 @@ Deno.test("staged Maglev installs: a reconciler batch installs all its tables in
     }
   };
   await swap();
-  assertEquals(staged.commits, [30, 30]);
-  assertEquals(b.cp.ops.metrics.holdfast_lbmaps_maglev_unchanged_total, 30);
+  deepStrictEqual(staged.commits, [30, 30]);
+  deepStrictEqual(b.cp.ops.metrics.holdfast_lbmaps_maglev_unchanged_total, 30);
   // …unless one is gone behind the reconciler's back; other tables: one batch for all.
   staged.maglev.delete(b.cp.ops.serviceId(address(7))!);
   plain.maglev.delete(a.cp.ops.serviceId(address(7))!);
   await swap();
-  assertEquals(staged.commits, [30, 30, 1]);
+  deepStrictEqual(staged.commits, [30, 30, 1]);
   builder.rotate = true;
   try {
     await swap();
   } finally {
     builder.rotate = false;
   }
-  assertEquals(staged.commits, [30, 30, 1, 30]);
-  assertEquals(staged.staged.size, 0);
-  assertEquals(await staged.dump(), await plain.dump());
-  assertEquals(staged.violations, [], "no entry named a table before it was in");
-  assertEquals(b.cp.ops.metrics.holdfast_lbmaps_maglev_writes_total, 91);
+  deepStrictEqual(staged.commits, [30, 30, 1, 30]);
+  deepStrictEqual(staged.staged.size, 0);
+  deepStrictEqual(await staged.dump(), await plain.dump());
+  deepStrictEqual(staged.violations, [], "no entry named a table before it was in");
+  deepStrictEqual(b.cp.ops.metrics.holdfast_lbmaps_maglev_writes_total, 91);
   await a.cp.stop();
   await b.cp.stop();
 });
@@ -94,9 +95,9 @@ Deno.test("staged Maglev installs: at most maxStaged tables wait; the batch comm
   const staged = new StagedMemoryLBMaps();
   const { cp, write } = await plane(staged, { maxStaged: 4 });
   await write(10, 2);
-  assertEquals(staged.commits, [4, 4, 2]);
-  assertEquals(staged.services.size, 10);
-  assertEquals(staged.violations, []);
+  deepStrictEqual(staged.commits, [4, 4, 2]);
+  deepStrictEqual(staged.services.size, 10);
+  deepStrictEqual(staged.violations, []);
   await cp.stop();
 });
 
@@ -113,23 +114,23 @@ Deno.test("staged Maglev installs: a table the commit refuses fails only its fro
   const done = write(6, 3);
   const failing = () => status(address(3))?.kind === "error";
   await waitUntil(failing, "the refused table's error");
-  assertEquals(
+  deepStrictEqual(
     status(address(3))?.error,
     `Cannot install the Maglev table of frontend "${address(3)}" (service ID ${sid3}): ` +
       `Injected fault: install of Maglev table ${sid3} failed`,
   );
-  assertEquals(status(address(5))?.kind, "done");
-  assertEquals(new Set(staged.maglev.get(sid5)).size, 3, "the others are in");
-  assertEquals(staged.maglev.get(sid3), before, "the refused one keeps its old table");
-  assertEquals(staged.services.get("10.0.100.3:80/TCP")![1], entryBefore, "and its entry");
-  assert(
+  deepStrictEqual(status(address(5))?.kind, "done");
+  deepStrictEqual(new Set(staged.maglev.get(sid5)).size, 3, "the others are in");
+  deepStrictEqual(staged.maglev.get(sid3), before, "the refused one keeps its old table");
+  deepStrictEqual(staged.services.get("10.0.100.3:80/TCP")![1], entryBefore, "and its entry");
+  ok(
     logs.records.some((r) => r.msg === "update failed, will retry" && r.frontend === address(3)),
   );
   staged.failCommit.clear();
   await done;
-  assertEquals(status(address(3))?.kind, "done");
-  assertEquals(new Set(staged.maglev.get(sid3)).size, 3);
-  assertEquals(staged.services.get("10.0.100.3:80/TCP")![1].backendCount, 3);
-  assertEquals(staged.violations, []);
+  deepStrictEqual(status(address(3))?.kind, "done");
+  deepStrictEqual(new Set(staged.maglev.get(sid3)).size, 3);
+  deepStrictEqual(staged.services.get("10.0.100.3:80/TCP")![1].backendCount, 3);
+  deepStrictEqual(staged.violations, []);
   await cp.stop();
 });

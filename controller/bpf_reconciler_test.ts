@@ -1,5 +1,6 @@
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { captureLogs, type LogRecord } from "../lib/log.ts";
-import { assert, assertEquals, mulberry32, waitUntil } from "./_testing.ts";
+import { mulberry32, waitUntil } from "./_testing.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { FaultyLBMaps, MemoryLBMaps, StagedMemoryLBMaps } from "./lbmaps_memory.ts";
 import type { LBMapsCapacity } from "./lbmaps.ts";
@@ -98,44 +99,44 @@ Deno.test("bpf reconciler property: maps equal a naive model's selection under r
       const used = new Set<number>();
       for (const [, [k, e]] of mem.services) {
         const table = mem.maglev.get(e.serviceId);
-        assert(table !== undefined, `service ${k.address} has no Maglev table`);
+        ok(table !== undefined, `service ${k.address} has no Maglev table`);
         const ids = [...new Set(table)].filter((x) => x !== 0);
         ids.forEach((x) => used.add(x));
         got.set(`${k.address}:${k.port}/${k.protocol}`, ids.map((x) => backends.get(x)!).sort());
-        assertEquals(
+        deepStrictEqual(
           e.backendCount,
           ids.length,
           `backendCount of ${k.address} (seed ${seed} step ${step})`,
         );
       }
-      assertEquals(
+      deepStrictEqual(
         [...got].sort(),
         [...expected].map(([fe, bs]) => [fe, [...bs].sort()]).sort(),
         `maps vs model (seed ${seed} step ${step})`,
       );
-      assertEquals(
+      deepStrictEqual(
         [...mem.backends.keys()].sort(),
         [...used].sort(),
         `unreferenced backends left (step ${step})`,
       );
-      assertEquals(mem.violations, [], "ordering invariant");
+      deepStrictEqual(mem.violations, [], "ordering invariant");
       checks++;
       nonEmpty += [...expected.values()].filter((b) => b.length > 0).length;
     }
     faults += maps.injected;
     await cp.stop();
   }
-  assert(
+  ok(
     checks >= 30 && nonEmpty >= 30 && faults > 0,
     `too weak: ${checks} checks, ${nonEmpty} non-empty, ${faults} faults`,
   );
   // Every failed attempt was logged as retried, and only injected faults failed.
   const errs = retryErrors(logs.records);
-  assert(errs.length > 0, "no retry logged");
+  ok(errs.length > 0, "no retry logged");
   const injected =
     /^(Cannot install the Maglev table of frontend "[^"]+" \(service ID \d+\): )?Injected fault: /;
-  assertEquals(errs.filter((e) => !injected.test(e)), []);
-  assert(errs.some((e) => e.startsWith("Cannot install the Maglev table")), "no commit fault");
+  deepStrictEqual(errs.filter((e) => !injected.test(e)), []);
+  ok(errs.some((e) => e.startsWith("Cannot install the Maglev table")), "no commit fault");
 });
 
 Deno.test("bpf reconciler reuses the Maglev build for frontends of one service with the same backends", async () => {
@@ -163,20 +164,20 @@ Deno.test("bpf reconciler reuses the Maglev build for frontends of one service w
   src.setBackends(txn, { service: "ns/b", backends: [{ address: "10.1.0.3:8080/TCP" }] });
   txn.commit();
   await cp.reconciler.waitIdle();
-  assertEquals(builds, 2);
-  assertEquals(cp.ops.metrics.holdfast_lbmaps_maglev_reused_total, 1);
+  deepStrictEqual(builds, 2);
+  deepStrictEqual(cp.ops.metrics.holdfast_lbmaps_maglev_reused_total, 1);
   const id1 = cp.ops.serviceId("10.0.100.1:80/TCP")!, id2 = cp.ops.serviceId("10.0.100.2:80/TCP")!;
-  assert(id1 !== id2);
-  assertEquals([...mem.maglev.get(id1)!], [...mem.maglev.get(id2)!]);
-  assertEquals(
+  ok(id1 !== id2);
+  deepStrictEqual([...mem.maglev.get(id1)!], [...mem.maglev.get(id2)!]);
+  deepStrictEqual(
     [...mem.maglev.get(id1)!],
     [...tsMaglev.build([{ key: "10.1.0.1:8080", weight: 100 }, {
       key: "10.1.0.2:8080",
       weight: 100,
     }], 251)].map((v) => cp.ops.backendId(`10.1.0.${v}:8080/TCP`)!),
   );
-  assertEquals(mem.violations, []);
-  assertEquals(retryErrors(logs.records), []);
+  deepStrictEqual(mem.violations, []);
+  deepStrictEqual(retryErrors(logs.records), []);
   await cp.stop();
 });
 
@@ -192,15 +193,15 @@ Deno.test("bpf reconciler: the full pass after a cold start reads no table back;
   }
   txn.commit();
   await cp.reconciler.waitIdle();
-  assertEquals(mem.maglev.size, 20);
+  deepStrictEqual(mem.maglev.size, 20);
   // Restore's dump and the first pass's prune (table IDs only); its verify had no done row to
   // compare, so it read nothing.
-  assertEquals(mem.calls.dump, 2);
+  deepStrictEqual(mem.calls.dump, 2);
   mem.maglev.delete(cp.ops.serviceId("10.0.100.7:80/TCP")!); // lost behind its back
   cp.reconciler.triggerFullReconcile();
   await cp.reconciler.waitIdle();
-  assertEquals(mem.maglev.size, 20, "the next pass compares and repairs");
-  assertEquals(cp.reconciler.metrics.holdfast_reconciler_repairs_total, 1);
+  deepStrictEqual(mem.maglev.size, 20, "the next pass compares and repairs");
+  deepStrictEqual(cp.reconciler.metrics.holdfast_reconciler_repairs_total, 1);
   await cp.stop();
 });
 
@@ -239,13 +240,13 @@ Deno.test("bpf reconciler: a full service ID space fails only the frontend that 
   const count = (kind: string) => kinds().filter((k) => k === kind).length;
   await until(() => count("done") === 2 && count("error") === 1, () => kinds().join());
   const failed = kinds().indexOf("error");
-  assertEquals(
+  deepStrictEqual(
     status(address(failed))?.error,
     `Cannot allocate service ID for "${address(failed)}": the datapath holds 3 services ` +
       `(--max-services), IDs 1..2 are in use`,
   );
-  assertEquals(mem.services.size, 2, "the other frontends are in the maps");
-  assert(
+  deepStrictEqual(mem.services.size, 2, "the other frontends are in the maps");
+  ok(
     retryErrors(logs.records).includes(status(address(failed))!.error!),
     "the failure is logged as retried",
   );
@@ -254,8 +255,8 @@ Deno.test("bpf reconciler: a full service ID space fails only the frontend that 
   src.deleteService(del, names[(failed + 1) % 3]!);
   del.commit();
   await until(() => count("done") === 2 && count("error") === 0, () => kinds().join());
-  assertEquals(mem.services.size, 2);
-  assertEquals(mem.violations, []);
+  deepStrictEqual(mem.services.size, 2);
+  deepStrictEqual(mem.violations, []);
   await cp.stop();
 });
 
@@ -269,7 +270,7 @@ Deno.test("bpf reconciler: out of backend IDs, the frontend fails and no ID leak
   src.setBackends(txn, { service: "ns/a", backends: backends("10.1.0.1", "10.1.0.2", "10.1.0.3") });
   txn.commit();
   await until(() => status(fe)?.kind === "error", () => JSON.stringify(status(fe)));
-  assert(
+  ok(
     /^Cannot allocate backend ID for "10\.1\.0\.\d:8080\/TCP": the datapath holds 3 backends \(--max-backends\), IDs 1\.\.2 are in use$/
       .test(status(fe)?.error ?? ""),
     `error status: ${JSON.stringify(status(fe))}`,
@@ -279,12 +280,12 @@ Deno.test("bpf reconciler: out of backend IDs, the frontend fails and no ID leak
   src.setBackends(fix, { service: "ns/a", backends: backends("10.1.0.1", "10.1.0.3") });
   fix.commit();
   await until(() => status(fe)?.kind === "done", () => JSON.stringify(status(fe)));
-  assertEquals([...mem.backends.keys()].sort(), [1, 2]);
-  assert(
+  deepStrictEqual([...mem.backends.keys()].sort(), [1, 2]);
+  ok(
     retryErrors(logs.records).some((e) => e.startsWith("Cannot allocate backend ID for ")),
     "the failure is logged as retried",
   );
-  assertEquals(mem.violations, []);
+  deepStrictEqual(mem.violations, []);
   await cp.stop();
 });
 
@@ -307,8 +308,8 @@ Deno.test("bpf reconciler: a Maglev builder returning the wrong size fails the f
   await until(() => status()?.kind === "error", () => JSON.stringify(status()));
   const message = `Cannot reconcile frontend "${fe}" of service "ns/a": ` +
     "Maglev builder returned 250 slots, expected 251";
-  assertEquals(status()?.error, message);
-  assert(retryErrors(logs.records).includes(message), "the failure is logged as retried");
-  assertEquals(mem.services.size, 0, "no service entry names a table that was never written");
+  deepStrictEqual(status()?.error, message);
+  ok(retryErrors(logs.records).includes(message), "the failure is logged as retried");
+  deepStrictEqual(mem.services.size, 0, "no service entry names a table that was never written");
   await cp.stop();
 });

@@ -1,4 +1,4 @@
-import { assert } from "./_testing.ts";
+import { ok } from "node:assert/strict";
 import { Registry } from "../lib/metrics.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { MemoryLBMaps } from "./lbmaps_memory.ts";
@@ -24,16 +24,16 @@ Deno.test("metrics: control-plane state and counters in the Prometheus expositio
       'holdfast_reconciler_updates_total{reconciler="bpf-lbmaps"} 1',
       "holdfast_lbmaps_backend_writes_total 2",
     ]
-  ) assert(text.includes(line), `missing "${line}" in:\n${text}`);
+  ) ok(text.includes(line), `missing "${line}" in:\n${text}`);
   // Counters keep counting across scrapes.
   reg.expose();
-  assert(reg.expose().includes("holdfast_lbmaps_backend_writes_total 2"));
+  ok(reg.expose().includes("holdfast_lbmaps_backend_writes_total 2"));
   // A service entry deleted behind the control plane's back is repaired and counted.
   maps.services.clear();
   cp.reconciler.triggerFullReconcile();
   await cp.reconciler.waitIdle();
   const after = reg.expose();
-  assert(after.includes('holdfast_reconciler_repairs_total{reconciler="bpf-lbmaps"} 1'), after);
-  assert(maps.services.size === 1, "service entry not rewritten");
+  ok(after.includes('holdfast_reconciler_repairs_total{reconciler="bpf-lbmaps"} 1'), after);
+  ok(maps.services.size === 1, "service entry not rewritten");
   await cp.stop();
 });

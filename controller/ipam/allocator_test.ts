@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { condition, pool, service, withStatus } from "./_testing.ts";
 import { AddressAllocator, type IpamResult } from "./allocator.ts";
 
@@ -23,37 +23,37 @@ Deno.test("ipam: lowest free address of the first pool by name; idempotent, no e
     service("three", { created: "2026-01-01T00:00:03Z" }),
   ];
   const r1 = ipam.reconcile(pools, svcs);
-  assertEquals(summary(r1), {
+  deepStrictEqual(summary(r1), {
     "default/one": "10.0.1.8",
     "default/three": "10.0.2.0",
     "default/two": "10.0.1.9",
   });
-  assertEquals(condition(r1, "one"), {
+  deepStrictEqual(condition(r1, "one"), {
     type: "holdfast.io/AddressAllocated",
     status: "True",
     reason: "Allocated",
     message: `Address 10.0.1.8 from pool "a"`,
   });
-  assertEquals(r1.events[0], {
+  deepStrictEqual(r1.events[0], {
     object: { kind: "Service", namespace: "default", name: "one" },
     type: "Normal",
     reason: "AddressAllocated",
     message: `Allocated 10.0.1.8 from pool "a"`,
   });
-  assertEquals(r1.events.length, 3);
-  assertEquals(r1.pools.map((p) => [p.name, p.total, p.used, p.available]), [
+  deepStrictEqual(r1.events.length, 3);
+  deepStrictEqual(r1.pools.map((p) => [p.name, p.total, p.used, p.available]), [
     ["a", 2, 2, 0],
     ["b", 4, 1, 3],
   ]);
-  assertEquals(r1.pools[0]!.conditions.map((c) => [c.type, c.status, c.reason]), [
+  deepStrictEqual(r1.pools[0]!.conditions.map((c) => [c.type, c.status, c.reason]), [
     ["Ready", "True", "Valid"],
     ["Exhausted", "True", "NoAddressesLeft"],
   ]);
   const r2 = ipam.reconcile(pools, svcs);
-  assertEquals(r2.events, []);
-  assertEquals(r2, { ...r1, events: [] });
+  deepStrictEqual(r2.events, []);
+  deepStrictEqual(r2, { ...r1, events: [] });
   // With the status written, still nothing to say.
-  assertEquals(ipam.reconcile(pools, withStatus(svcs, r1)).events, []);
+  deepStrictEqual(ipam.reconcile(pools, withStatus(svcs, r1)).events, []);
 });
 
 Deno.test("ipam: an exhausted pool fails the Service that asked last (condition + event), the others keep their addresses", () => {
@@ -61,46 +61,49 @@ Deno.test("ipam: an exhausted pool fails the Service that asked last (condition 
   const pools = [pool("tiny", ["10.0.0.0/31"])];
   const svcs = ["a", "b", "c"].map((n, i) => service(n, { created: `2026-01-01T00:00:0${i}Z` }));
   const r = ipam.reconcile(pools, svcs);
-  assertEquals(summary(r), {
+  deepStrictEqual(summary(r), {
     "default/a": "10.0.0.0",
     "default/b": "10.0.0.1",
     "default/c": "PoolExhausted",
   });
   const c = condition(r, "c");
-  assertEquals([c.status, c.reason], ["False", "PoolExhausted"]);
-  assert(c.message.includes(`No free address in pool "tiny"`), c.message);
+  deepStrictEqual([c.status, c.reason], ["False", "PoolExhausted"]);
+  ok(c.message.includes(`No free address in pool "tiny"`), c.message);
   const failed = r.events.filter((e) => e.reason === "AllocationFailed");
-  assertEquals(failed, [{
+  deepStrictEqual(failed, [{
     object: { kind: "Service", namespace: "default", name: "c" },
     type: "Warning",
     reason: "AllocationFailed",
     message: c.message,
   }]);
   // Once reported, the failure is not reported again; a freed address goes to the waiting Service.
-  assertEquals(ipam.reconcile(pools, svcs).events, []);
+  deepStrictEqual(ipam.reconcile(pools, svcs).events, []);
   const r3 = ipam.reconcile(pools, svcs.filter((s) => s.metadata?.name !== "a"));
-  assertEquals(summary(r3), { "default/b": "10.0.0.1", "default/c": "10.0.0.0" });
-  assertEquals(events(r3), ["AddressReleased default/a", "AddressAllocated default/c"]);
-  assertEquals(r3.events[0]!.message, "Released 10.0.0.0: the Service was deleted");
+  deepStrictEqual(summary(r3), { "default/b": "10.0.0.1", "default/c": "10.0.0.0" });
+  deepStrictEqual(events(r3), ["AddressReleased default/a", "AddressAllocated default/c"]);
+  deepStrictEqual(r3.events[0]!.message, "Released 10.0.0.0: the Service was deleted");
 });
 
 Deno.test("ipam: an invalid pool gets a condition and one PoolInvalid event; other pools keep working", () => {
   const ipam = new AddressAllocator();
   const pools = [pool("bad", ["10.0.0.0/33"]), pool("good", ["10.0.1.0/30"])];
   const r = ipam.reconcile(pools, [service("web")]);
-  assertEquals(summary(r), { "default/web": "10.0.1.0" });
+  deepStrictEqual(summary(r), { "default/web": "10.0.1.0" });
   const bad = r.pools.find((p) => p.name === "bad")!;
-  assertEquals([bad.conditions[0]!.status, bad.conditions[0]!.reason], ["False", "InvalidBlock"]);
-  assert(bad.conditions[0]!.message.includes(`block "10.0.0.0/33"`), bad.conditions[0]!.message);
+  deepStrictEqual([bad.conditions[0]!.status, bad.conditions[0]!.reason], [
+    "False",
+    "InvalidBlock",
+  ]);
+  ok(bad.conditions[0]!.message.includes(`block "10.0.0.0/33"`), bad.conditions[0]!.message);
   const invalid = r.events.filter((e) => e.reason === "PoolInvalid");
-  assertEquals(invalid.map((e) => [e.object, e.type]), [[
+  deepStrictEqual(invalid.map((e) => [e.object, e.type]), [[
     { kind: "AddressPool", name: "bad" },
     "Warning",
   ]]);
-  assertEquals(ipam.reconcile(pools, [service("web")]).events, []);
+  deepStrictEqual(ipam.reconcile(pools, [service("web")]).events, []);
   // A restarted controller reads the pool's status condition and does not repeat the event.
   const shown = { ...pools[0]!, status: { conditions: bad.conditions } };
-  assertEquals(
+  deepStrictEqual(
     new AddressAllocator().reconcile([shown, pools[1]!], withStatus([service("web")], r)).events,
     [],
   );
@@ -110,15 +113,15 @@ Deno.test("ipam: a pool that turns invalid keeps its Services' addresses but han
   const ipam = new AddressAllocator();
   const good = [pool("p", ["10.0.0.0/30"])];
   const r1 = ipam.reconcile(good, [service("old")]);
-  assertEquals(summary(r1), { "default/old": "10.0.0.0" });
+  deepStrictEqual(summary(r1), { "default/old": "10.0.0.0" });
   const broken = [pool("p", ["10.0.0.0/30", "10.0.0.2/31"])];
   const r2 = ipam.reconcile(broken, [
     service("old"),
     service("new", { created: "2026-02-01T00:00:00Z" }),
   ]);
-  assertEquals(summary(r2), { "default/new": "NoMatchingPool", "default/old": "10.0.0.0" });
-  assert(condition(r2, "new").message.includes(`"p": not Ready`), condition(r2, "new").message);
-  assertEquals(events(r2), ["AllocationFailed default/new", "PoolInvalid /p"]);
+  deepStrictEqual(summary(r2), { "default/new": "NoMatchingPool", "default/old": "10.0.0.0" });
+  ok(condition(r2, "new").message.includes(`"p": not Ready`), condition(r2, "new").message);
+  deepStrictEqual(events(r2), ["AllocationFailed default/new", "PoolInvalid /p"]);
 });
 
 Deno.test("ipam: a requested address is honoured, in a pool with autoAssign false too", () => {
@@ -134,13 +137,13 @@ Deno.test("ipam: a requested address is honoured, in a pool with autoAssign fals
     service("two", { annotations: { "holdfast.io/load-balancer-ips": "10.0.0.5, 10.0.9.5" } }),
   ]);
   // Requests go before dynamic allocations, so "dyn" does not take 10.0.0.0.
-  assertEquals(summary(r), {
+  deepStrictEqual(summary(r), {
     "default/ann": "10.0.0.0",
     "default/dyn": "10.0.0.1",
     "default/spec": "10.0.9.3",
     "default/two": "10.0.0.5,10.0.9.5",
   });
-  assertEquals(
+  deepStrictEqual(
     condition(r, "two").message,
     `Addresses 10.0.0.5 from pool "auto", 10.0.9.5 from pool "manual"`,
   );
@@ -181,10 +184,10 @@ Deno.test("ipam: a requested address that is unavailable says why, and nothing i
   };
   for (const [name, text] of Object.entries(want)) {
     const c = condition(r, name);
-    assertEquals([c.status, c.reason], ["False", "RequestedAddressUnavailable"], name);
-    assert(c.message.includes(text), `${name}: ${c.message}`);
+    deepStrictEqual([c.status, c.reason], ["False", "RequestedAddressUnavailable"], name);
+    ok(c.message.includes(text), `${name}: ${c.message}`);
   }
-  assertEquals(r.services.filter((s) => s.addresses.length > 0).map((s) => s.name), ["holder"]);
+  deepStrictEqual(r.services.filter((s) => s.addresses.length > 0).map((s) => s.name), ["holder"]);
 });
 
 Deno.test("ipam: Services with one sharing key share an address when their ports differ; a collision is a SharingConflict", () => {
@@ -200,21 +203,24 @@ Deno.test("ipam: Services with one sharing key share an address when their ports
     service("plain", { ports: ["443"], created: "2026-01-01T00:00:03Z" }),
   ];
   const r = ipam.reconcile(pools, svcs);
-  assertEquals(summary(r), {
+  deepStrictEqual(summary(r), {
     "default/clash": "SharingConflict",
     "default/dns-tcp": "10.0.0.0",
     "default/dns-udp": "10.0.0.0",
     "default/plain": "10.0.0.2",
     "other/elsewhere": "10.0.0.1",
   });
-  assert(
+  ok(
     condition(r, "clash").message.includes(
       `shared under key "k" with service "default/dns-udp", which also uses port 53/UDP`,
     ),
     condition(r, "clash").message,
   );
-  assertEquals(condition(r, "dns-udp").message, `Address 10.0.0.0 from pool "p" (sharing key "k")`);
-  assertEquals(r.pools[0]!.used, 3);
+  deepStrictEqual(
+    condition(r, "dns-udp").message,
+    `Address 10.0.0.0 from pool "p" (sharing key "k")`,
+  );
+  deepStrictEqual(r.pools[0]!.used, 3);
   // A requested shared address works the same way; without the key it is refused.
   const r2 = ipam.reconcile(pools, [
     ...svcs,
@@ -226,8 +232,8 @@ Deno.test("ipam: Services with one sharing key share an address when their ports
     }),
     service("nokey", { ports: ["81"], loadBalancerIP: "10.0.0.0" }),
   ]);
-  assertEquals(summary(r2)["default/web"], "10.0.0.0");
-  assertEquals(summary(r2)["default/nokey"], "RequestedAddressUnavailable");
+  deepStrictEqual(summary(r2)["default/web"], "10.0.0.0");
+  deepStrictEqual(summary(r2)["default/nokey"], "RequestedAddressUnavailable");
 });
 
 Deno.test("ipam: release on delete, on leaving the class or type; the address is reused", () => {
@@ -236,7 +242,7 @@ Deno.test("ipam: release on delete, on leaving the class or type; the address is
   const a = service("a", { created: "2026-01-01T00:00:00Z" });
   const b = service("b", { created: "2026-01-01T00:00:01Z" });
   const c = service("c", { created: "2026-01-01T00:00:02Z" });
-  assertEquals(summary(ipam.reconcile(pools, [a, b, c])), {
+  deepStrictEqual(summary(ipam.reconcile(pools, [a, b, c])), {
     "default/a": "10.0.0.0",
     "default/b": "10.0.0.1",
     "default/c": "10.0.0.2",
@@ -247,22 +253,22 @@ Deno.test("ipam: release on delete, on leaving the class or type; the address is
     loadBalancerClass: "example.com/lb",
   });
   const r = ipam.reconcile(pools, [bNodePort, cOther]);
-  assertEquals(summary(r), {});
-  assertEquals(r.events.map((e) => `${e.object.name}: ${e.message}`), [
+  deepStrictEqual(summary(r), {});
+  deepStrictEqual(r.events.map((e) => `${e.object.name}: ${e.message}`), [
     "a: Released 10.0.0.0: the Service was deleted",
     `b: Released 10.0.0.1: the Service is no longer of type LoadBalancer with class "holdfast.io/lb"`,
     `c: Released 10.0.0.2: the Service is no longer of type LoadBalancer with class "holdfast.io/lb"`,
   ]);
-  assertEquals(r.released.map((o) => o.name), ["b", "c"]);
-  assertEquals(r.pools[0]!.used, 0);
-  assertEquals(summary(ipam.reconcile(pools, [service("d")])), { "default/d": "10.0.0.0" });
+  deepStrictEqual(r.released.map((o) => o.name), ["b", "c"]);
+  deepStrictEqual(r.pools[0]!.used, 0);
+  deepStrictEqual(summary(ipam.reconcile(pools, [service("d")])), { "default/d": "10.0.0.0" });
 });
 
 Deno.test("ipam: Services without a class are claimed only when configured", () => {
   const svc = service("x", { loadBalancerClass: null });
   const pools = [pool("p", ["10.0.0.0/30"])];
-  assertEquals(summary(new AddressAllocator().reconcile(pools, [svc])), {});
-  assertEquals(
+  deepStrictEqual(summary(new AddressAllocator().reconcile(pools, [svc])), {});
+  deepStrictEqual(
     summary(new AddressAllocator({ claimServicesWithoutClass: true }).reconcile(pools, [svc])),
     { "default/x": "10.0.0.0" },
   );
@@ -293,7 +299,7 @@ Deno.test("ipam: selectors and autoAssign decide which pool a Service gets", () 
     }),
     service("named-missing", { annotations: { "holdfast.io/address-pool": "nope" } }),
   ]);
-  assertEquals(summary(r), {
+  deepStrictEqual(summary(r), {
     "default/blue": "10.0.1.0",
     "default/blue-test": "NoMatchingPool",
     "default/named": "10.0.2.0",
@@ -301,15 +307,15 @@ Deno.test("ipam: selectors and autoAssign decide which pool a Service gets", () 
     "default/named-unselected": "NoMatchingPool",
     "default/untagged": "10.0.3.0",
   });
-  assert(condition(r, "blue-test").message.includes(`"b-manual": autoAssign is false`));
-  assert(
+  ok(condition(r, "blue-test").message.includes(`"b-manual": autoAssign is false`));
+  ok(
     condition(r, "named-unselected").message.includes(
       `pool "a-blue" named by annotation holdfast.io/address-pool does not select this Service (serviceSelector: team=blue,tier notin (test))`,
     ),
     condition(r, "named-unselected").message,
   );
-  assert(condition(r, "named-missing").message.includes(`pool "nope"`));
-  assert(condition(r, "named-missing").message.includes("does not exist"));
+  ok(condition(r, "named-missing").message.includes(`pool "nope"`));
+  ok(condition(r, "named-missing").message.includes("does not exist"));
 });
 
 Deno.test("ipam: avoidBuggyIPs never hands out .0 or .255", () => {
@@ -319,10 +325,10 @@ Deno.test("ipam: avoidBuggyIPs never hands out .0 or .255", () => {
     pools,
     ["a", "b", "c"].map((n, i) => service(n, { created: `2026-01-01T00:00:0${i}Z` })),
   );
-  assertEquals(summary(r), {
+  deepStrictEqual(summary(r), {
     "default/a": "10.0.0.254",
     "default/b": "10.0.1.1",
     "default/c": "PoolExhausted",
   });
-  assertEquals([r.pools[0]!.total, r.pools[0]!.available], [2, 0]);
+  deepStrictEqual([r.pools[0]!.total, r.pools[0]!.available], [2, 0]);
 });

@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { condition, pool, service, withStatus } from "./_testing.ts";
 import { AddressAllocator, type IpamResult } from "./allocator.ts";
 import type { IpamService } from "./service.ts";
@@ -24,20 +24,20 @@ Deno.test("ipam dual stack: one pool of both families gives a dual-stack Service
     service("v4", { created: "2026-01-01T00:00:03Z" }),
   ];
   const r = ipam.reconcile(pools, svcs);
-  assertEquals(addresses(r), {
+  deepStrictEqual(addresses(r), {
     dual: "10.0.100.0,2001:db8:100::",
     v6: "2001:db8:100::1",
     v4: "10.0.100.1",
   });
-  assertEquals(
+  deepStrictEqual(
     condition(r, "dual").message,
     'Addresses 10.0.100.0, 2001:db8:100:: from pool "mixed"',
   );
-  assertEquals(r.pools[0]!.total, 4 + 256);
-  assertEquals(r.pools[0]!.used, 4);
-  assertEquals(r.pools[0]!.conditions[0]!.message, "4 IPv4 and 256 IPv6 addresses in 2 blocks");
+  deepStrictEqual(r.pools[0]!.total, 4 + 256);
+  deepStrictEqual(r.pools[0]!.used, 4);
+  deepStrictEqual(r.pools[0]!.conditions[0]!.message, "4 IPv4 and 256 IPv6 addresses in 2 blocks");
   // Level-triggered: the same input from the written status changes nothing and says nothing.
-  assertEquals(ipam.reconcile(pools, withStatus(svcs, r)).events, []);
+  deepStrictEqual(ipam.reconcile(pools, withStatus(svcs, r)).events, []);
 });
 
 Deno.test("ipam dual stack: a /64 pool hands out its lowest free addresses without walking 2^64", () => {
@@ -54,18 +54,18 @@ Deno.test("ipam dual stack: a /64 pool hands out its lowest free addresses witho
   // not flip it. How fast a pass is belongs to `./hf bench ipam --dual-stack`.
   const t0 = performance.now();
   let r = ipam.reconcile(pools, svcs);
-  assert(performance.now() - t0 < 60_000, "a pass over a /64 terminates");
-  assertEquals(r.services.find((s) => s.name === "s0")!.addresses, ["2001:db8:1::"]);
-  assertEquals(r.services.find((s) => s.name === "s1999")!.addresses, ["2001:db8:1::7cf"]);
+  ok(performance.now() - t0 < 60_000, "a pass over a /64 terminates");
+  deepStrictEqual(r.services.find((s) => s.name === "s0")!.addresses, ["2001:db8:1::"]);
+  deepStrictEqual(r.services.find((s) => s.name === "s1999")!.addresses, ["2001:db8:1::7cf"]);
   // The counts saturate (2^64 does not fit a status integer exactly); the message is exact.
-  assertEquals(r.pools[0]!.total, Number.MAX_SAFE_INTEGER);
-  assertEquals(r.pools[0]!.conditions[0]!.message, "18446744073709551616 addresses in 1 block");
-  assertEquals(r.pools[0]!.used, 2000);
+  deepStrictEqual(r.pools[0]!.total, Number.MAX_SAFE_INTEGER);
+  deepStrictEqual(r.pools[0]!.conditions[0]!.message, "18446744073709551616 addresses in 1 block");
+  deepStrictEqual(r.pools[0]!.used, 2000);
   // A freed address low in the range is the next one handed out.
   const next = svcs.filter((s) => s.metadata?.name !== "s5");
   next.push(service("late", { created: "2026-02-01T00:00:00Z", ...V6 }));
   r = ipam.reconcile(pools, withStatus(next, r));
-  assertEquals(r.services.find((s) => s.name === "late")!.addresses, ["2001:db8:1::5"]);
+  deepStrictEqual(r.services.find((s) => s.name === "late")!.addresses, ["2001:db8:1::5"]);
 });
 
 Deno.test("ipam dual stack: RequireDualStack without an IPv6 pool keeps its IPv4 address, condition False, one Warning; an IPv6 block completes it", () => {
@@ -76,39 +76,39 @@ Deno.test("ipam dual stack: RequireDualStack without an IPv6 pool keeps its IPv4
     service("pref", { created: "2026-01-02T00:00:00Z", ...DUAL }),
   ];
   let r = ipam.reconcile(v4only, svcs);
-  assertEquals(addresses(r), { pref: "10.0.100.1", web: "10.0.100.0" });
+  deepStrictEqual(addresses(r), { pref: "10.0.100.1", web: "10.0.100.0" });
   const c = condition(r, "web");
-  assertEquals([c.status, c.reason], ["False", "IPFamilyUnavailable"]);
-  assertEquals(
+  deepStrictEqual([c.status, c.reason], ["False", "IPFamilyUnavailable"]);
+  deepStrictEqual(
     c.message,
     'Address 10.0.100.0 from pool "blue"; no IPv6 address: No AddressPool this Service may use ("blue") has IPv6 blocks; add one. ' +
       "spec.ipFamilyPolicy is RequireDualStack: the Service keeps its other address and gets the IPv6 one once a pool that selects it has a free IPv6 address",
   );
   // PreferDualStack settles for one family: allocated, and the message says what is missing.
   const p = condition(r, "pref");
-  assertEquals(p.status, "True");
-  assert(
+  deepStrictEqual(p.status, "True");
+  ok(
     p.message.endsWith(
       '; no IPv6 address: No AddressPool this Service may use ("blue") has IPv6 blocks; add one (PreferDualStack)',
     ),
     p.message,
   );
-  assertEquals(events(r).filter((e) => e.startsWith("Warning")), [
+  deepStrictEqual(events(r).filter((e) => e.startsWith("Warning")), [
     `Warning AllocationFailed web: ${c.message}`,
   ]);
   svcs = withStatus(svcs, r);
-  assertEquals(ipam.reconcile(v4only, svcs).events, [], "nothing new: no second Warning");
+  deepStrictEqual(ipam.reconcile(v4only, svcs).events, [], "nothing new: no second Warning");
   // A restarted controller reading the status says nothing either.
-  assertEquals(new AddressAllocator().reconcile(v4only, svcs).events, []);
+  deepStrictEqual(new AddressAllocator().reconcile(v4only, svcs).events, []);
   // An IPv6 block arrives: both get their IPv6 address and keep their IPv4 one.
   const both = [pool("blue", ["10.0.100.0/30", "2001:db8:100::/124"])];
   r = ipam.reconcile(both, svcs);
-  assertEquals(addresses(r), {
+  deepStrictEqual(addresses(r), {
     pref: "10.0.100.1,2001:db8:100::1",
     web: "10.0.100.0,2001:db8:100::",
   });
-  assertEquals(condition(r, "web").status, "True");
-  assertEquals(events(r), [
+  deepStrictEqual(condition(r, "web").status, "True");
+  deepStrictEqual(events(r), [
     'Normal AddressAllocated web: Allocated 10.0.100.0, 2001:db8:100:: from pool "blue" (10.0.100.0 kept)',
     'Normal AddressAllocated pref: Allocated 10.0.100.1, 2001:db8:100::1 from pool "blue" (10.0.100.1 kept)',
   ]);
@@ -125,14 +125,14 @@ Deno.test("ipam dual stack: restart restores both families from status; IPv6 sta
     );
   }
   const r = first.reconcile(pools, svcs);
-  assertEquals(r.services.filter((s) => s.condition.status !== "True"), []);
+  deepStrictEqual(r.services.filter((s) => s.condition.status !== "True"), []);
   const restored = new AddressAllocator().reconcile(pools, withStatus(svcs, r).reverse());
-  assertEquals(addresses(restored), addresses(r));
-  assertEquals(restored.events, []);
+  deepStrictEqual(addresses(restored), addresses(r));
+  deepStrictEqual(restored.events, []);
   // A status IPv6 address written in another form is the same address.
   const spelled = service("x", { ...V6, status: ["FD00:10:0:0:0:0:0:9"] });
   const k = new AddressAllocator().reconcile(pools, [spelled]);
-  assertEquals(addresses(k), { x: "fd00:10::9" });
+  deepStrictEqual(addresses(k), { x: "fd00:10::9" });
 });
 
 Deno.test("ipam dual stack: requested IPv6 addresses; a request outside spec.ipFamilies is refused; families follow spec changes", () => {
@@ -147,8 +147,8 @@ Deno.test("ipam dual stack: requested IPv6 addresses; a request outside spec.ipF
     service("wrong", { ipFamilies: ["IPv4"], loadBalancerIP: "2001:db8::1" }),
   ];
   const r = ipam.reconcile(pools, svcs);
-  assertEquals(addresses(r), { ann: "10.0.0.2,2001:db8::3", spec: "2001:db8::2", wrong: "" });
-  assertEquals(
+  deepStrictEqual(addresses(r), { ann: "10.0.0.2,2001:db8::3", spec: "2001:db8::2", wrong: "" });
+  deepStrictEqual(
     condition(r, "wrong").message,
     "Requested address 2001:db8::1 is IPv6, but the Service's spec.ipFamilies is [IPv4] (ipFamilyPolicy SingleStack)",
   );
@@ -157,12 +157,12 @@ Deno.test("ipam dual stack: requested IPv6 addresses; a request outside spec.ipF
   const a = new AddressAllocator();
   let s = [service("web", DUAL)];
   let q = a.reconcile(auto, s);
-  assertEquals(addresses(q), { web: "10.1.0.0,2001:db8:1::" });
+  deepStrictEqual(addresses(q), { web: "10.1.0.0,2001:db8:1::" });
   s = withStatus([service("web", { ipFamilies: ["IPv4"], ipFamilyPolicy: "SingleStack" })], q);
   q = a.reconcile(auto, s);
-  assertEquals(addresses(q), { web: "10.1.0.0" });
+  deepStrictEqual(addresses(q), { web: "10.1.0.0" });
   s = withStatus([service("web", DUAL)], q);
-  assertEquals(addresses(a.reconcile(auto, s)), { web: "10.1.0.0,2001:db8:1::" });
+  deepStrictEqual(addresses(a.reconcile(auto, s)), { web: "10.1.0.0,2001:db8:1::" });
 });
 
 Deno.test("ipam dual stack: IPv6 blocks overlapping across pools and ranges of mixed families are not Ready", () => {
@@ -173,9 +173,9 @@ Deno.test("ipam dual stack: IPv6 blocks overlapping across pools and ranges of m
     pool("host", ["2001:db8:7::5/64"]),
   ], []);
   const ready = Object.fromEntries(r.pools.map((p) => [p.name, p.conditions[0]!]));
-  assertEquals(ready.old!.status, "True");
-  assertEquals([ready.new!.status, ready.new!.reason], ["False", "OverlappingPool"]);
-  assertEquals(ready.mixed!.reason, "InvalidBlock");
-  assert(ready.mixed!.message.includes("a range is of one family"), ready.mixed!.message);
-  assert(ready.host!.message.includes("the network is 2001:db8:7::/64"), ready.host!.message);
+  deepStrictEqual(ready.old!.status, "True");
+  deepStrictEqual([ready.new!.status, ready.new!.reason], ["False", "OverlappingPool"]);
+  deepStrictEqual(ready.mixed!.reason, "InvalidBlock");
+  ok(ready.mixed!.message.includes("a range is of one family"), ready.mixed!.message);
+  ok(ready.host!.message.includes("the network is 2001:db8:7::/64"), ready.host!.message);
 });

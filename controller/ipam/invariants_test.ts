@@ -1,4 +1,5 @@
-import { assert, assertEquals, mulberry32 } from "../_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
+import { mulberry32 } from "../_testing.ts";
 import { pool, service, withPoolStatus, withStatus } from "./_testing.ts";
 import { AddressAllocator, type IpamResult } from "./allocator.ts";
 import type { K8sAddressPool } from "./pool.ts";
@@ -19,14 +20,14 @@ function checkNoDoubleAllocation(r: IpamResult, svcs: IpamService[], round: numb
     const key = (s: IpamService) => s.metadata?.annotations?.["holdfast.io/allow-shared-ip"];
     const ports = new Set<string>();
     for (const h of hs) {
-      assert(
+      ok(
         key(h) !== undefined && key(h) === key(hs[0]!),
         `round ${round}: ${ip} held without a common key`,
       );
-      assertEquals(h.metadata?.namespace, hs[0]!.metadata?.namespace);
+      deepStrictEqual(h.metadata?.namespace, hs[0]!.metadata?.namespace);
       for (const p of h.spec?.ports ?? []) {
         const k = `${p.port}/${p.protocol}`;
-        assert(!ports.has(k), `round ${round}: ${ip} shared with colliding port ${k}`);
+        ok(!ports.has(k), `round ${round}: ${ip} shared with colliding port ${k}`);
         ports.add(k);
       }
     }
@@ -73,16 +74,20 @@ Deno.test("ipam invariants: random churn never double-allocates, repeats itself 
     const r = ipam.reconcile(pools, svcs);
     checkNoDoubleAllocation(r, svcs, round);
     const again = ipam.reconcile(pools, svcs);
-    assertEquals(again.events, [], `round ${round}: second reconcile emitted events`);
-    assertEquals({ ...again, events: [] }, { ...r, events: [], released: [] }, `round ${round}`);
+    deepStrictEqual(again.events, [], `round ${round}: second reconcile emitted events`);
+    deepStrictEqual({ ...again, events: [] }, { ...r, events: [], released: [] }, `round ${round}`);
     svcs = withStatus(svcs, r);
     pools = withPoolStatus(pools, r);
     const written = ipam.reconcile(pools, svcs);
-    assertEquals(written.events, [], `round ${round}: events after status write`);
+    deepStrictEqual(written.events, [], `round ${round}: events after status write`);
     if (round % 20 === 19) {
       const fresh = new AddressAllocator().reconcile(pools, svcs);
-      assertEquals(fresh.services, written.services, `round ${round}: restart changed allocations`);
-      assertEquals(fresh.events, [], `round ${round}: restart emitted events`);
+      deepStrictEqual(
+        fresh.services,
+        written.services,
+        `round ${round}: restart changed allocations`,
+      );
+      deepStrictEqual(fresh.events, [], `round ${round}: restart emitted events`);
     }
   }
 });

@@ -1,4 +1,5 @@
-import { assert, assertEquals, mulberry32 } from "../_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
+import { mulberry32 } from "../_testing.ts";
 import { pool, service, withStatus } from "./_testing.ts";
 import { AddressAllocator, type IpamResult } from "./allocator.ts";
 import type { IpamService } from "./service.ts";
@@ -40,18 +41,18 @@ Deno.test("ipam restart: a new allocator restores every address from status, rea
     svcs = withStatus(svcs, result);
   }
   const before = addresses(result!);
-  assert(Object.values(before).filter((a) => a !== "").length > 60, "most Services got addresses");
+  ok(Object.values(before).filter((a) => a !== "").length > 60, "most Services got addresses");
   // Restart: new allocator, Services in another order, a new Service arrives at the same time.
   const late = service("late", { created: "2025-01-01T00:00:00Z" });
   const restarted = new AddressAllocator();
   const r = restarted.reconcile(pools, [late, ...[...svcs].reverse()]);
   const after = addresses(r);
   delete after["default/late"];
-  assertEquals(after, before);
-  assertEquals(r.events.filter((e) => e.object.name !== "late"), []);
-  assert(!Object.values(before).includes(addresses(r)["default/late"]!), "late got a free address");
+  deepStrictEqual(after, before);
+  deepStrictEqual(r.events.filter((e) => e.object.name !== "late"), []);
+  ok(!Object.values(before).includes(addresses(r)["default/late"]!), "late got a free address");
   // restore() on a running allocator forgets its memory and gives the same answer.
-  assertEquals(addresses(first.restore(pools, svcs)), before);
+  deepStrictEqual(addresses(first.restore(pools, svcs)), before);
 });
 
 Deno.test("ipam restart: two Services showing one address in status — the older keeps it, never both", () => {
@@ -60,11 +61,11 @@ Deno.test("ipam restart: two Services showing one address in status — the olde
   const newer = service("abe", { created: "2026-01-02T00:00:00Z", status: ["10.0.0.1"] });
   for (const order of [[older, newer], [newer, older]]) {
     const r = new AddressAllocator().reconcile(pools, order);
-    assertEquals(addresses(r), { "default/abe": "", "default/zed": "10.0.0.1" });
+    deepStrictEqual(addresses(r), { "default/abe": "", "default/zed": "10.0.0.1" });
     const c = r.services.find((s) => s.name === "abe")!.condition;
-    assertEquals([c.status, c.reason], ["False", "SharingConflict"]);
-    assert(c.message.includes(`held by service "default/zed"`), c.message);
-    assertEquals(r.events.map((e) => `${e.reason} ${e.object.name}`), [
+    deepStrictEqual([c.status, c.reason], ["False", "SharingConflict"]);
+    ok(c.message.includes(`held by service "default/zed"`), c.message);
+    deepStrictEqual(r.events.map((e) => `${e.reason} ${e.object.name}`), [
       "AddressReleased abe",
       "AllocationFailed abe",
     ]);
@@ -72,17 +73,17 @@ Deno.test("ipam restart: two Services showing one address in status — the olde
   // Same creation time: the name decides.
   const tieA = service("a", { status: ["10.0.0.1"] }),
     tieB = service("b", { status: ["10.0.0.1"] });
-  assertEquals(addresses(new AddressAllocator().reconcile(pools, [tieB, tieA])), {
+  deepStrictEqual(addresses(new AddressAllocator().reconcile(pools, [tieB, tieA])), {
     "default/a": "10.0.0.1",
     "default/b": "",
   });
   // Once the loser's status is cleared (as the controller writes it), it is allocated anew.
   const ipam = new AddressAllocator();
   const r1 = ipam.reconcile(pools, [older, newer]);
-  assertEquals(ipam.reconcile(pools, [older, newer]).events, []);
+  deepStrictEqual(ipam.reconcile(pools, [older, newer]).events, []);
   const r2 = ipam.reconcile(pools, withStatus([older, newer], r1));
-  assertEquals(addresses(r2), { "default/abe": "10.0.0.0", "default/zed": "10.0.0.1" });
-  assertEquals(r2.events.map((e) => `${e.reason} ${e.object.name}`), ["AddressAllocated abe"]);
+  deepStrictEqual(addresses(r2), { "default/abe": "10.0.0.0", "default/zed": "10.0.0.1" });
+  deepStrictEqual(r2.events.map((e) => `${e.reason} ${e.object.name}`), ["AddressAllocated abe"]);
 });
 
 Deno.test("ipam restart: a status address its pool no longer allows is replaced, and the event says so", () => {
@@ -91,8 +92,8 @@ Deno.test("ipam restart: a status address its pool no longer allows is replaced,
     [pool("p", ["10.0.0.0/30"], { avoidBuggyIPs: true })],
     [svc],
   );
-  assertEquals(addresses(r), { "default/web": "10.0.0.1" });
-  assertEquals(r.events.map((e) => e.message), [
+  deepStrictEqual(addresses(r), { "default/web": "10.0.0.1" });
+  deepStrictEqual(r.events.map((e) => e.message), [
     `Allocated 10.0.0.1 from pool "p", replacing 10.0.0.0`,
   ]);
 });
@@ -101,6 +102,6 @@ Deno.test("ipam restart: a failure already shown in the Service's status is not 
   const pools = [pool("p", ["10.0.0.0/32"])];
   const svcs = [service("a", { created: "2026-01-01T00:00:00Z" }), service("b")];
   const r = new AddressAllocator().reconcile(pools, svcs);
-  assertEquals(r.events.map((e) => e.reason), ["AddressAllocated", "AllocationFailed"]);
-  assertEquals(new AddressAllocator().reconcile(pools, withStatus(svcs, r)).events, []);
+  deepStrictEqual(r.events.map((e) => e.reason), ["AddressAllocated", "AllocationFailed"]);
+  deepStrictEqual(new AddressAllocator().reconcile(pools, withStatus(svcs, r)).events, []);
 });

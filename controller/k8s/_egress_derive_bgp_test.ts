@@ -1,5 +1,5 @@
 /** An EgressNAT's `spec.bgp` reaches the NAT pods' config as-is; a bad one names its spec field. */
-import { assert, assertEquals } from "../_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { deriveEgressConfig } from "./_egress_derive.ts";
 import type { KubeObject } from "./objects.ts";
 
@@ -25,10 +25,10 @@ Deno.test("egress derive: spec.bgp becomes the config's bgp section; absent stay
     communities: ["65000:100"],
   };
   const d = deriveEgressConfig(nat(bgp), pods);
-  assert("config" in d, JSON.stringify(d));
-  assertEquals(d.config.bgp, bgp);
+  ok("config" in d, JSON.stringify(d));
+  deepStrictEqual(d.config.bgp, bgp);
   const plain = deriveEgressConfig(nat(undefined), pods);
-  assert("config" in plain && !("bgp" in plain.config), JSON.stringify(plain));
+  ok("config" in plain && !("bgp" in plain.config), JSON.stringify(plain));
 });
 
 Deno.test("egress derive: a bad spec.bgp is InvalidSpec naming the field", () => {
@@ -36,6 +36,6 @@ Deno.test("egress derive: a bad spec.bgp is InvalidSpec naming the field", () =>
     nat({ localAsn: 65100, peers: [{ address: "x", asn: 65000 }] }),
     pods,
   );
-  assert("problem" in d, JSON.stringify(d));
-  assert(d.problem.startsWith('field "spec.bgp.peers[0].address"'), d.problem);
+  ok("problem" in d, JSON.stringify(d));
+  ok(d.problem.startsWith('field "spec.bgp.peers[0].address"'), d.problem);
 });

@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { deriveEgressConfig, natPods, ownersOf, readyCondition } from "./_egress_derive.ts";
 import type { KubeObject } from "./objects.ts";
 
@@ -32,12 +32,12 @@ Deno.test("egress derive: peers are the labelled pods with an IP that have not e
     pod("nat-e", "10.8.0.25", { namespace: "other" }),
     pod("nat-f", "10.8.0.26", { egress: "other" }),
   ];
-  assertEquals(natPods(nat(), pods).map((p) => p.metadata?.name), ["nat-a", "nat-b"]);
+  deepStrictEqual(natPods(nat(), pods).map((p) => p.metadata?.name), ["nat-a", "nat-b"]);
   const d = deriveEgressConfig(nat(), pods);
-  assert("config" in d, JSON.stringify(d));
-  assertEquals(d.config.name, "egress/internet");
-  assertEquals(d.config.addresses[1], { address: "203.0.113.11", gateway: "10.8.0.101" });
-  assertEquals(d.config.sources, [{ prefix: "10.8.0.0/26", address: "203.0.113.10" }]);
+  ok("config" in d, JSON.stringify(d));
+  deepStrictEqual(d.config.name, "egress/internet");
+  deepStrictEqual(d.config.addresses[1], { address: "203.0.113.11", gateway: "10.8.0.101" });
+  deepStrictEqual(d.config.sources, [{ prefix: "10.8.0.0/26", address: "203.0.113.10" }]);
 });
 
 Deno.test("egress derive: problems name the spec field", () => {
@@ -46,33 +46,33 @@ Deno.test("egress derive: problems name the spec field", () => {
     const d = deriveEgressConfig(nat(spec), pods);
     return "problem" in d ? d.problem : "";
   };
-  assert(problem({ gateways: undefined }).startsWith('field "spec.gateways": required'));
-  assert(problem({ gateways: ["10.8.0.100"] }).includes("expected 2"));
-  assert(
+  ok(problem({ gateways: undefined }).startsWith('field "spec.gateways": required'));
+  ok(problem({ gateways: ["10.8.0.100"] }).includes("expected 2"));
+  ok(
     problem({ gateways: ["10.8.0.100", "10.8.0.100"] }).startsWith('field "spec.gateways[1]"'),
   );
-  assert(problem({ sources: undefined }).startsWith('field "spec.sources"'));
-  assertEquals(
+  ok(problem({ sources: undefined }).startsWith('field "spec.sources"'));
+  deepStrictEqual(
     problem({ sources: [{ prefix: "10.9.0.0/24", address: "203.0.113.99" }] }),
     'field "spec.sources[0].address": expected one of spec.addresses, got "203.0.113.99"',
   );
-  assert(problem({ snatPorts: "9-2" }).startsWith('field "spec.snatPorts"'));
+  ok(problem({ snatPorts: "9-2" }).startsWith('field "spec.snatPorts"'));
   const none = deriveEgressConfig(nat(), []);
-  assertEquals("problem" in none && none.reason, "NoNATPods");
+  deepStrictEqual("problem" in none && none.reason, "NoNATPods");
 });
 
 Deno.test("egress derive: owners from leases (holder POD/BOOT) and the Ready condition", () => {
   const d = deriveEgressConfig(nat(), [pod("nat-a", "10.8.0.21"), pod("nat-b", "10.8.0.22")]);
-  assert("config" in d);
+  ok("config" in d);
   const one = ownersOf(
     d.config,
     new Map([["203.0.113.10", { holder: "nat-b/1a2b3c4d", epoch: 7, ttlMs: 200 }]]),
   );
-  assertEquals(one, [{ address: "203.0.113.10", pod: "nat-b", epoch: 7 }]);
+  deepStrictEqual(one, [{ address: "203.0.113.10", pod: "nat-b", epoch: 7 }]);
   const r1 = readyCondition(nat(), d, one);
-  assertEquals([r1.status, r1.reason, r1.observedGeneration], ["False", "AddressesUnowned", 3]);
-  assertEquals(r1.message, "no NAT pod owns 203.0.113.11 yet");
+  deepStrictEqual([r1.status, r1.reason, r1.observedGeneration], ["False", "AddressesUnowned", 3]);
+  deepStrictEqual(r1.message, "no NAT pod owns 203.0.113.11 yet");
   const both = [...one, { address: "203.0.113.11", pod: "nat-a", epoch: 2 }];
-  assertEquals(readyCondition(nat(), d, both).status, "True");
-  assertEquals(readyCondition(nat(), d, undefined).status, "Unknown");
+  deepStrictEqual(readyCondition(nat(), d, both).status, "True");
+  deepStrictEqual(readyCondition(nat(), d, undefined).status, "Unknown");
 });

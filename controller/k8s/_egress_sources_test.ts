@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { deriveEgressConfig } from "./_egress_derive.ts";
 import { podAddresses, readSources, SourceSpecError, usesSelectors } from "./_egress_sources.ts";
 import type { KubeObject } from "./objects.ts";
@@ -56,13 +56,13 @@ Deno.test("egress sources: selectors pick pods (both families) as a NetworkPolic
     NATS,
     { pods, namespaces: NAMESPACES },
   );
-  assert("config" in d, JSON.stringify(d));
-  assertEquals(d.config.sources, [
+  ok("config" in d, JSON.stringify(d));
+  deepStrictEqual(d.config.sources, [
     { prefix: "192.168.50.0/24", address: "203.0.113.10" },
     { prefix: "10.244.1.5/32", address: "203.0.113.11" },
     { prefix: "10.244.2.5/32", address: "203.0.113.10" },
   ]);
-  assertEquals(d.clients, [
+  deepStrictEqual(d.clients, [
     {
       pod: "shop/web-1",
       node: "n1",
@@ -81,8 +81,8 @@ Deno.test("egress sources: selectors pick pods (both families) as a NetworkPolic
     NATS,
     { pods, namespaces: NAMESPACES },
   );
-  assert("config" in both);
-  assertEquals(both.clients.map((c) => `${c.pod}=${c.address}`), [
+  ok("config" in both);
+  deepStrictEqual(both.clients.map((c) => `${c.pod}=${c.address}`), [
     "bank/v6-only=203.0.113.10",
     "bank/web-2=203.0.113.10",
     "shop/web-1=203.0.113.10",
@@ -93,10 +93,10 @@ Deno.test("egress sources: selectors pick pods (both families) as a NetworkPolic
     pods,
     namespaces: NAMESPACES,
   });
-  assert("config" in none && none.config.sources.length === 0 && none.clients.length === 0);
-  assert(usesSelectors(nat([{ namespaceSelector: {} }])));
-  assert(!usesSelectors(nat([{ prefix: "10.0.0.0/8" }])));
-  assertEquals(podAddresses(pod("a", "b", ["fd00::1", "10.0.0.1"])), ["10.0.0.1", "fd00::1"]);
+  ok("config" in none && none.config.sources.length === 0 && none.clients.length === 0);
+  ok(usesSelectors(nat([{ namespaceSelector: {} }])));
+  ok(!usesSelectors(nat([{ prefix: "10.0.0.0/8" }])));
+  deepStrictEqual(podAddresses(pod("a", "b", ["fd00::1", "10.0.0.1"])), ["10.0.0.1", "fd00::1"]);
 });
 
 Deno.test("egress sources: bad entries are named by their spec field", () => {
@@ -104,20 +104,20 @@ Deno.test("egress sources: bad entries are named by their spec field", () => {
     const d = deriveEgressConfig(nat(sources), NATS);
     return "problem" in d ? d.problem : "";
   };
-  assertEquals(
+  deepStrictEqual(
     problem([{ prefix: "10.0.0.0/8", podSelector: {} }]),
     'field "spec.sources[0]": either prefix or podSelector/namespaceSelector, not both (use two entries)',
   );
-  assertEquals(
+  deepStrictEqual(
     problem([{ prefix: "10.0.0.0/8" }, { address: "203.0.113.10" }]),
     'field "spec.sources[1]": expected prefix, podSelector or namespaceSelector',
   );
-  assert(
+  ok(
     problem([{
       podSelector: { matchExpressions: [{ key: "app", operator: "Near", values: ["x"] }] },
     }]).startsWith('field "spec.sources[0].podSelector": Invalid label selector'),
   );
-  assertEquals(
+  deepStrictEqual(
     problem([{ namespaceSelector: {}, address: "203.0.113.99" }]),
     'field "spec.sources[0].address": expected one of spec.addresses, got "203.0.113.99"',
   );
@@ -127,5 +127,5 @@ Deno.test("egress sources: bad entries are named by their spec field", () => {
   } catch (err) {
     threw = err instanceof SourceSpecError && err.field === "spec.sources";
   }
-  assert(threw);
+  ok(threw);
 });

@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import {
   agentRedisUrl,
   controlledBy,
@@ -25,7 +25,7 @@ const OPTS = { redisUrl: "redis://holdfast-redis.holdfast-system.svc:6379" };
 
 Deno.test("egress workload: a Deployment and a PDB owned by the EgressNAT, with the agent's arguments", () => {
   const d = deriveWorkload(nat({ replicas: 3, nodeSelector: { nat: "yes" } }), OPTS);
-  assert("deployment" in d, JSON.stringify(d));
+  ok("deployment" in d, JSON.stringify(d));
   const { deployment: dep, pdb } = d;
   const owner = {
     apiVersion: "holdfast.io/v1alpha1",
@@ -35,21 +35,21 @@ Deno.test("egress workload: a Deployment and a PDB owned by the EgressNAT, with 
     controller: true,
     blockOwnerDeletion: true,
   };
-  assertEquals(dep.metadata.ownerReferences, [owner]);
-  assertEquals(pdb.metadata.ownerReferences, [owner]);
-  assertEquals([dep.metadata.namespace, dep.metadata.name], ["egress", "internet"]);
-  assertEquals(dep.spec.replicas, 3);
-  assertEquals(dep.spec.selector, { matchLabels: { "holdfast.io/egress": "internet" } });
-  assertEquals(dep.spec.template.metadata.labels["holdfast.io/egress"], "internet");
-  assertEquals(dep.spec.strategy.rollingUpdate, { maxSurge: 1, maxUnavailable: 0 });
-  assertEquals(dep.spec.template.spec.nodeSelector, { nat: "yes" });
+  deepStrictEqual(dep.metadata.ownerReferences, [owner]);
+  deepStrictEqual(pdb.metadata.ownerReferences, [owner]);
+  deepStrictEqual([dep.metadata.namespace, dep.metadata.name], ["egress", "internet"]);
+  deepStrictEqual(dep.spec.replicas, 3);
+  deepStrictEqual(dep.spec.selector, { matchLabels: { "holdfast.io/egress": "internet" } });
+  deepStrictEqual(dep.spec.template.metadata.labels["holdfast.io/egress"], "internet");
+  deepStrictEqual(dep.spec.strategy.rollingUpdate, { maxSurge: 1, maxUnavailable: 0 });
+  deepStrictEqual(dep.spec.template.spec.nodeSelector, { nat: "yes" });
   const anti = dep.spec.template.spec.affinity.podAntiAffinity
     .preferredDuringSchedulingIgnoredDuringExecution[0];
-  assertEquals(anti.podAffinityTerm.topologyKey, "kubernetes.io/hostname");
+  deepStrictEqual(anti.podAffinityTerm.topologyKey, "kubernetes.io/hostname");
   const c = dep.spec.template.spec.containers[0];
-  assertEquals(c.image, `holdfast:${VERSION}`);
-  assertEquals(defaultImage(), `holdfast:${VERSION}`);
-  assertEquals(c.args, [
+  deepStrictEqual(c.image, `holdfast:${VERSION}`);
+  deepStrictEqual(defaultImage(), `holdfast:${VERSION}`);
+  deepStrictEqual(c.args, [
     "main.ts",
     "egress",
     "--egress=egress/internet",
@@ -57,40 +57,40 @@ Deno.test("egress workload: a Deployment and a PDB owned by the EgressNAT, with 
     "--redis=redis://holdfast-redis.holdfast-system.svc:6379",
     "--metrics-addr=0.0.0.0:9470",
   ]);
-  assertEquals(c.command, ["deno", "run", "-P=egress", "--no-prompt"]);
-  assertEquals(pdb.spec, {
+  deepStrictEqual(c.command, ["deno", "run", "-P=egress", "--no-prompt"]);
+  deepStrictEqual(pdb.spec, {
     maxUnavailable: 1,
     selector: { matchLabels: { "holdfast.io/egress": "internet" } },
   });
   // Default replicas (the CRD's default too).
   const two = deriveWorkload(nat(), { ...OPTS, image: "reg/holdfast:x" });
-  assert("deployment" in two);
-  assertEquals(two.deployment.spec.replicas, 2);
-  assertEquals(two.deployment.spec.template.spec.containers[0].image, "reg/holdfast:x");
+  ok("deployment" in two);
+  deepStrictEqual(two.deployment.spec.replicas, 2);
+  deepStrictEqual(two.deployment.spec.template.spec.containers[0].image, "reg/holdfast:x");
 });
 
 Deno.test("egress workload: Redis credentials through the Secret, bad names refused", () => {
   const o = { ...OPTS, redisUser: "holdfast", redisPasswordSecret: "holdfast-redis" };
-  assertEquals(
+  deepStrictEqual(
     agentRedisUrl(o),
     "redis://holdfast:$(HOLDFAST_REDIS_PASSWORD)@holdfast-redis.holdfast-system.svc:6379",
   );
   const d = deriveWorkload(nat(), o);
-  assert("deployment" in d);
+  ok("deployment" in d);
   const env = d.deployment.spec.template.spec.containers[0].env;
-  assertEquals(env.find((e: KubeObject) => e.name === "HOLDFAST_REDIS_PASSWORD")?.valueFrom, {
+  deepStrictEqual(env.find((e: KubeObject) => e.name === "HOLDFAST_REDIS_PASSWORD")?.valueFrom, {
     secretKeyRef: { name: "holdfast-redis", key: "password" },
   });
   const long = deriveWorkload(nat({}, "x".repeat(64)), OPTS);
-  assert("problem" in long);
-  assert(long.problem.startsWith('field "metadata.name": at most 63 characters'), long.problem);
+  ok("problem" in long);
+  ok(long.problem.startsWith('field "metadata.name": at most 63 characters'), long.problem);
   const bad = deriveWorkload(nat({ replicas: 0 }), OPTS);
-  assert("problem" in bad && bad.problem.startsWith('field "spec.replicas"'));
+  ok("problem" in bad && bad.problem.startsWith('field "spec.replicas"'));
 });
 
 Deno.test("egress workload: drift is what the controller keeps, server defaults are not", () => {
   const d = deriveWorkload(nat(), OPTS);
-  assert("deployment" in d);
+  ok("deployment" in d);
   const want = d.deployment;
   // What the API server shows: defaults and status added.
   // deno-lint-ignore no-explicit-any
@@ -100,15 +100,15 @@ Deno.test("egress workload: drift is what the controller keeps, server defaults 
   actual.spec.revisionHistoryLimit = 10;
   actual.spec.template.spec.containers[0].terminationMessagePath = "/dev/termination-log";
   actual.status = { readyReplicas: 2 };
-  assertEquals(drifted(actual, want), []);
-  assert(controlledBy(actual, "u-1") && !controlledBy(actual, "u-2"));
+  deepStrictEqual(drifted(actual, want), []);
+  ok(controlledBy(actual, "u-1") && !controlledBy(actual, "u-2"));
   actual.spec.replicas = 5;
   actual.spec.template.spec.containers.push({ name: "intruder", image: "x" });
-  assertEquals(drifted(actual, want), ["spec.replicas", "spec.template"]);
+  deepStrictEqual(drifted(actual, want), ["spec.replicas", "spec.template"]);
   // deno-lint-ignore no-explicit-any
   const fixed: any = corrected(actual, want);
-  assertEquals(fixed.metadata.resourceVersion, "7");
-  assertEquals(fixed.metadata.labels.extra, "kept");
-  assertEquals(drifted(fixed, want), []);
-  assert(covers({ port: 9470 }, { port: 9470 }) && !covers([1, 2], [1]));
+  deepStrictEqual(fixed.metadata.resourceVersion, "7");
+  deepStrictEqual(fixed.metadata.labels.extra, "kept");
+  deepStrictEqual(drifted(fixed, want), []);
+  ok(covers({ port: 9470 }, { port: 9470 }) && !covers([1, 2], [1]));
 });

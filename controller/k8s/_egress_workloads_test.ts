@@ -1,4 +1,4 @@
-import { assertEquals } from "../_testing.ts";
+import { deepStrictEqual } from "node:assert/strict";
 import { reconcileWorkload, type WorkloadWriter } from "./_egress_workloads.ts";
 import { captureLogs, log } from "../../lib/log.ts";
 import type { KubeObject } from "./objects.ts";
@@ -23,8 +23,8 @@ Deno.test("egress workloads: creates what is missing; nothing for an EgressNAT b
   using _logs = captureLogs();
   const a = writer();
   const c = await reconcileWorkload(nat(), [], [], OPTS, a.w, log, () => true);
-  assertEquals(a.ops, ["create Deployment", "create PodDisruptionBudget"]);
-  assertEquals([c.type, c.status, c.reason], ["NATPods", "True", "Managed"]);
+  deepStrictEqual(a.ops, ["create Deployment", "create PodDisruptionBudget"]);
+  deepStrictEqual([c.type, c.status, c.reason], ["NATPods", "True", "Managed"]);
 
   const b = writer();
   const deleting = await reconcileWorkload(
@@ -36,16 +36,16 @@ Deno.test("egress workloads: creates what is missing; nothing for an EgressNAT b
     log,
     () => true,
   );
-  assertEquals(b.ops, []);
-  assertEquals([deleting.status, deleting.reason], ["False", "Deleting"]);
+  deepStrictEqual(b.ops, []);
+  deepStrictEqual([deleting.status, deleting.reason], ["False", "Deleting"]);
 
   const d = writer();
   const theirs = { metadata: { namespace: "egress", name: "internet", uid: "x" }, spec: {} };
   const conflict = await reconcileWorkload(nat(), [theirs], [], OPTS, d.w, log, () => true);
-  assertEquals(d.ops, []);
-  assertEquals([conflict.status, conflict.reason], ["False", "Conflict"]);
+  deepStrictEqual(d.ops, []);
+  deepStrictEqual([conflict.status, conflict.reason], ["False", "Conflict"]);
 
   const f = writer();
   await reconcileWorkload(nat(), [], [], OPTS, f.w, log, () => false);
-  assertEquals(f.ops, [], "a follower writes nothing");
+  deepStrictEqual(f.ops, [], "a follower writes nothing");
 });

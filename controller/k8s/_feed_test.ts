@@ -2,8 +2,8 @@
  * The feed applies the LoadBalancerConfig's per-Service defaults (a Service's own annotations
  * win) and feeds a Service only the EndpointSlices of the families it has addresses of.
  */
+import { deepStrictEqual } from "node:assert/strict";
 import { captureLogs, log } from "../../lib/log.ts";
-import { assertEquals } from "../_testing.ts";
 import { convertService, type K8sService } from "../sources/k8s_convert.ts";
 import type { K8sEvent } from "../sources/k8s_source.ts";
 import { readConfig } from "./_config.ts";
@@ -25,7 +25,7 @@ Deno.test("config defaults: flowKey and maglevTableSize apply unless the Service
     metadata: { name: "default", generation: 1 },
     spec: { flowKey: "ClientIP", maglevTableSize: 251 },
   }]);
-  assertEquals(cfg.ready?.status, "True");
+  deepStrictEqual(cfg.ready?.status, "True");
   feed.sync(
     [
       { object: svc("plain"), addresses: ["10.0.100.1"] },
@@ -43,15 +43,15 @@ Deno.test("config defaults: flowKey and maglevTableSize apply unless the Service
   const inputs = new Map(
     events.map((e) => convertService(e.object as K8sService)).map((s) => [s.name, s]),
   );
-  assertEquals(inputs.get("shop/plain")?.flowKeyMode, "client-ip");
-  assertEquals(inputs.get("shop/plain")?.maglevSize, 251);
-  assertEquals(inputs.get("shop/own")?.flowKeyMode, "five-tuple");
-  assertEquals(inputs.get("shop/own")?.maglevSize, 1021);
+  deepStrictEqual(inputs.get("shop/plain")?.flowKeyMode, "client-ip");
+  deepStrictEqual(inputs.get("shop/plain")?.maglevSize, 251);
+  deepStrictEqual(inputs.get("shop/own")?.flowKeyMode, "five-tuple");
+  deepStrictEqual(inputs.get("shop/own")?.maglevSize, 1021);
 
   // An invalid size is reported on the config and not applied.
   const bad = readConfig([{ metadata: { name: "default" }, spec: { maglevTableSize: 1000 } }]);
-  assertEquals(bad.ready?.status, "False");
-  assertEquals(bad.defaults.maglevSize, undefined);
+  deepStrictEqual(bad.ready?.status, "False");
+  deepStrictEqual(bad.defaults.maglevSize, undefined);
 });
 
 Deno.test("feed: a family's frontend takes its family's slices; an IPv6 slice waits for the IPv6 address", () => {
@@ -74,14 +74,14 @@ Deno.test("feed: a family's frontend takes its family's slices; an IPv6 slice wa
     events.splice(0).map((e) => `${e.type} ${(e.object as KubeObject).metadata?.name}`);
   // PreferDualStack with only its IPv4 address: the IPv6 slice is held back.
   feed.sync([{ object: svc("web"), addresses: ["10.0.100.1"] }], slices);
-  assertEquals(fed(), ["add web", "add web-IPv4"]);
+  deepStrictEqual(fed(), ["add web", "add web-IPv4"]);
   feed.sync([{ object: svc("web"), addresses: ["10.0.100.1", "2001:db8:100::1"] }], slices);
-  assertEquals(fed(), ["update web", "add web-IPv6"]);
+  deepStrictEqual(fed(), ["update web", "add web-IPv6"]);
   // Back to IPv4 only: the IPv6 slice's backends go with the IPv6 frontend.
   feed.sync([{ object: svc("web"), addresses: ["10.0.100.1"] }], slices);
-  assertEquals(fed(), ["update web", "delete web-IPv6"]);
+  deepStrictEqual(fed(), ["update web", "delete web-IPv6"]);
   // No address yet: every slice is fed (backends may come before frontends).
   const fresh = new SourceFeed({ apply: (e) => events.push(...e) }, log);
   fresh.sync([{ object: svc("web"), addresses: [] }], slices);
-  assertEquals(fed(), ["add web", "add web-IPv4", "add web-IPv6"]);
+  deepStrictEqual(fed(), ["add web", "add web-IPv4", "add web-IPv6"]);
 });

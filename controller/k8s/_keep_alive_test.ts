@@ -1,5 +1,5 @@
+import { deepStrictEqual, ok } from "node:assert/strict";
 import type * as k8s from "@kubernetes/client-node";
-import { assert, assertEquals } from "../_testing.ts";
 import { keepAliveConfig } from "./_keep_alive.ts";
 
 type AgentMaker = { createAgent(c: k8s.Cluster | null, o: Record<string, unknown>): unknown };
@@ -21,17 +21,17 @@ Deno.test("keepAliveConfig: one kept-alive agent while the options stay; a new o
   const kept = keepAliveConfig(fake as unknown as k8s.KubeConfig);
   const view = kept.kc as unknown as AgentMaker;
   const cluster = kept.kc.getCurrentCluster();
-  assertEquals(cluster?.server, "http://127.0.0.1:1"); // the view reads the original's config
+  deepStrictEqual(cluster?.server, "http://127.0.0.1:1"); // the view reads the original's config
   const a = view.createAgent(cluster, {}) as { keepAlive?: boolean };
-  assert(a === view.createAgent(cluster, {}), "same options: same agent");
-  assertEquals(a.keepAlive, true);
+  ok(a === view.createAgent(cluster, {}), "same options: same agent");
+  deepStrictEqual(a.keepAlive, true);
   const b = view.createAgent(cluster, { ca: "another CA" });
-  assert(b !== a, "new options: new agent");
+  ok(b !== a, "new options: new agent");
   // The original still makes an agent per call; a proxied cluster keeps client-node's agent.
-  assertEquals((fake.createAgent(cluster, {}) as { fresh: number }).fresh, 1);
+  deepStrictEqual((fake.createAgent(cluster, {}) as { fresh: number }).fresh, 1);
   const proxied = { ...cluster!, proxyUrl: "http://proxy:3128" };
-  assertEquals((view.createAgent(proxied, {}) as { fresh: number }).fresh, 2);
+  deepStrictEqual((view.createAgent(proxied, {}) as { fresh: number }).fresh, 2);
   kept.close();
-  assert(view.createAgent(cluster, {}) !== b, "closed: the next call makes a fresh agent");
+  ok(view.createAgent(cluster, {}) !== b, "closed: the next call makes a fresh agent");
   kept.close();
 });

@@ -1,4 +1,4 @@
-import { assertEquals } from "../_testing.ts";
+import { deepStrictEqual } from "node:assert/strict";
 import type { HealthReport, Report } from "../model/reports.ts";
 import { decodeReport, encodeReport } from "../model/reports.ts";
 import { nodeList, ReportAggregator } from "./_report_events.ts";
@@ -17,10 +17,10 @@ Deno.test("report events: one verdict from two nodes in the window is one Warnin
   agg.add(down("lb-node-1"), 0);
   agg.add(down("lb-node-2"), 500);
   agg.add(down("lb-node-2"), 600); // the same node again is named once
-  assertEquals(agg.due(999).events, [], "the window is still open");
+  deepStrictEqual(agg.due(999).events, [], "the window is still open");
   const { events, dropped } = agg.due(1000);
-  assertEquals(dropped, 0);
-  assertEquals(events, [{
+  deepStrictEqual(dropped, 0);
+  deepStrictEqual(events, [{
     regarding: { kind: "Service", namespace: "shop", name: "web" },
     type: "Warning",
     reason: "BackendUnhealthy",
@@ -28,7 +28,7 @@ Deno.test("report events: one verdict from two nodes in the window is one Warnin
       "backend 10.1.0.3:8080 unhealthy on lb-node-1, lb-node-2: 3 failed probes (connect refused)",
     action: "Quarantine",
   }]);
-  assertEquals(agg.pending, 0);
+  deepStrictEqual(agg.pending, 0);
 });
 
 Deno.test("report events: other backends, states and reasons are separate Events; healthy is Normal", () => {
@@ -38,7 +38,7 @@ Deno.test("report events: other backends, states and reasons are separate Events
   agg.add({ ...down("c"), reason: "3 failed probes (timeout)" }, 0);
   agg.add({ ...down("d"), state: "healthy", reason: "2 successful probes" }, 0);
   const got = agg.due(10).events.map((e) => `${e.type} ${e.reason}: ${e.note}`);
-  assertEquals(got, [
+  deepStrictEqual(got, [
     "Warning BackendUnhealthy: backend 10.1.0.3:8080 unhealthy on a: 3 failed probes (connect refused)",
     "Warning BackendUnhealthy: backend 10.1.0.4:8080 unhealthy on b: 3 failed probes (connect refused)",
     "Warning BackendUnhealthy: backend 10.1.0.3:8080 unhealthy on c: 3 failed probes (timeout)",
@@ -47,8 +47,8 @@ Deno.test("report events: other backends, states and reasons are separate Events
 });
 
 Deno.test("report events: past five nodes the note counts them", () => {
-  assertEquals(nodeList(["a", "b"]), "a, b");
-  assertEquals(nodeList(["a", "b", "c", "d", "e", "f", "g"]), "7 LB nodes (a, b, c, d, e, …)");
+  deepStrictEqual(nodeList(["a", "b"]), "a, b");
+  deepStrictEqual(nodeList(["a", "b", "c", "d", "e", "f", "g"]), "7 LB nodes (a, b, c, d, e, …)");
 });
 
 Deno.test("report events: an object gets at most perObjectPerMinute Events a minute", () => {
@@ -56,17 +56,17 @@ Deno.test("report events: an object gets at most perObjectPerMinute Events a min
   for (let i = 0; i < 4; i++) agg.add(down("a", `10.1.0.${i}:80`), 0);
   agg.add({ ...down("a"), service: "shop/other" }, 0); // another object has its own budget
   const first = agg.due(1);
-  assertEquals(first.events.length, 3);
-  assertEquals(first.dropped, 2);
+  deepStrictEqual(first.events.length, 3);
+  deepStrictEqual(first.dropped, 2);
   agg.add(down("a", "10.1.0.9:80"), 30_000);
-  assertEquals(agg.due(30_001).dropped, 1, "still within the minute");
+  deepStrictEqual(agg.due(30_001).dropped, 1, "still within the minute");
   agg.add(down("a", "10.1.0.9:80"), 61_000);
-  assertEquals(agg.due(61_001).events.length, 1, "a minute later it may write again");
+  deepStrictEqual(agg.due(61_001).events.length, 1, "a minute later it may write again");
 });
 
 Deno.test("report events: a policy rejection is a Warning on the policy ConfigMap, dropped without one", () => {
   const r: Report = { kind: "policy", node: "lb-1", sha256: "ab".repeat(32), reason: "abi: x" };
-  assertEquals(new ReportAggregator().add(r, 0), false);
+  deepStrictEqual(new ReportAggregator().add(r, 0), false);
   const agg = new ReportAggregator({
     windowMs: 5,
     policyConfigMap: { namespace: "holdfast-system", name: "holdfast-policy" },
@@ -74,12 +74,12 @@ Deno.test("report events: a policy rejection is a Warning on the policy ConfigMa
   agg.add(r, 0);
   agg.add({ ...r, node: "lb-2" }, 1);
   const [e] = agg.due(5).events;
-  assertEquals(e?.regarding, {
+  deepStrictEqual(e?.regarding, {
     kind: "ConfigMap",
     namespace: "holdfast-system",
     name: "holdfast-policy",
   });
-  assertEquals(
+  deepStrictEqual(
     e?.note,
     "Policy module sha256 abababababababab rejected on lb-1, lb-2 (abi: x); the module serving there stays",
   );
@@ -87,7 +87,7 @@ Deno.test("report events: a policy rejection is a Warning on the policy ConfigMa
 
 Deno.test("reports: stream fields round-trip; other entries are not reports", () => {
   const r = down("lb-node-1");
-  assertEquals(decodeReport(encodeReport(r)), r);
-  assertEquals(decodeReport(["kind", "health", "node", "x"]), undefined);
-  assertEquals(decodeReport(["kind", "other", "node", "x"]), undefined);
+  deepStrictEqual(decodeReport(encodeReport(r)), r);
+  deepStrictEqual(decodeReport(["kind", "health", "node", "x"]), undefined);
+  deepStrictEqual(decodeReport(["kind", "other", "node", "x"]), undefined);
 });

@@ -1,4 +1,4 @@
-import { assertEquals } from "../_testing.ts";
+import { deepStrictEqual } from "node:assert/strict";
 import { readConfig } from "./_config.ts";
 import { deriveSettings } from "./_settings.ts";
 import type { KubeObject } from "./objects.ts";
@@ -18,26 +18,26 @@ const NODES = [
 
 Deno.test("settings derivation: encapPort and the names of the selected nodes, sorted", () => {
   const lb = { matchLabels: { "holdfast.io/lb": "true" } };
-  assertEquals(deriveSettings(config({ encapPort: 7000, lbNodeSelector: lb }), NODES), {
+  deepStrictEqual(deriveSettings(config({ encapPort: 7000, lbNodeSelector: lb }), NODES), {
     settings: { encapPort: 7000, lbNodes: ["n1", "n3"] },
   });
   const notLb = { matchExpressions: [{ key: "holdfast.io/lb", operator: "DoesNotExist" }] };
-  assertEquals(deriveSettings(config({ lbNodeSelector: notLb }), NODES).settings, {
+  deepStrictEqual(deriveSettings(config({ lbNodeSelector: notLb }), NODES).settings, {
     lbNodes: ["n2"],
   });
-  assertEquals(deriveSettings(config({ lbNodeSelector: {} }), NODES).settings, {
+  deepStrictEqual(deriveSettings(config({ lbNodeSelector: {} }), NODES).settings, {
     lbNodes: ["n1", "n2", "n3"],
   }, "an empty selector selects every node");
 });
 
 Deno.test("settings derivation: no config, no selector, a bad selector or one that selects nothing → no list (every node serves)", () => {
-  assertEquals(deriveSettings(undefined, NODES), { settings: {} });
-  assertEquals(deriveSettings(config({ encapPort: 6080 }), NODES), {
+  deepStrictEqual(deriveSettings(undefined, NODES), { settings: {} });
+  deepStrictEqual(deriveSettings(config({ encapPort: 6080 }), NODES), {
     settings: { encapPort: 6080 },
   });
   const none = deriveSettings(config({ lbNodeSelector: { matchLabels: { x: "y" } } }), NODES);
-  assertEquals(none.settings, {});
-  assertEquals(
+  deepStrictEqual(none.settings, {});
+  deepStrictEqual(
     none.problem,
     'spec.lbNodeSelector "x=y" selects none of the 3 nodes; every node serves until it selects one',
   );
@@ -45,24 +45,28 @@ Deno.test("settings derivation: no config, no selector, a bad selector or one th
     config({ lbNodeSelector: { matchExpressions: [{ key: "x", operator: "Near" }] } }),
     NODES,
   );
-  assertEquals(bad.settings, {});
-  assertEquals(bad.problem?.startsWith("spec.lbNodeSelector: "), true, bad.problem);
-  assertEquals(deriveSettings(config({ encapPort: 0 }), NODES).settings, {}, "bad port left out");
+  deepStrictEqual(bad.settings, {});
+  deepStrictEqual(bad.problem?.startsWith("spec.lbNodeSelector: "), true, bad.problem);
+  deepStrictEqual(
+    deriveSettings(config({ encapPort: 0 }), NODES).settings,
+    {},
+    "bad port left out",
+  );
 });
 
 Deno.test("config Ready: Anycast says only the node agents follow it; a selector that selects no node is reported", () => {
   const anycast = readConfig([config({ mode: "Anycast" })]).ready!;
-  assertEquals([anycast.status, anycast.reason], ["False", "InvalidSpec"]);
-  assertEquals(
+  deepStrictEqual([anycast.status, anycast.reason], ["False", "InvalidSpec"]);
+  deepStrictEqual(
     anycast.message,
     "spec.mode: Anycast is followed by the node agents only (main.ts anycast --kube, docs/anycast.md); " +
       "the controller and the LB nodes still treat the Services as Stateful. Defaults are used for these fields",
   );
   const sel = { lbNodeSelector: { matchLabels: { "holdfast.io/lb": "true" } } };
-  assertEquals(readConfig([config(sel)], NODES).ready!.status, "True");
+  deepStrictEqual(readConfig([config(sel)], NODES).ready!.status, "True");
   const none = readConfig([config(sel)], [node("n2")]).ready!;
-  assertEquals(none.status, "False");
-  assertEquals(none.message.includes("selects none of the 1 nodes"), true, none.message);
+  deepStrictEqual(none.status, "False");
+  deepStrictEqual(none.message.includes("selects none of the 1 nodes"), true, none.message);
 });
 
 const BGP = {
@@ -87,7 +91,7 @@ const BGP = {
 };
 
 Deno.test("settings derivation: spec.bgp reaches the model with refused peers left out and each nodeSelector resolved to node names", () => {
-  assertEquals(deriveSettings(config({ bgp: BGP }), NODES).settings, {
+  deepStrictEqual(deriveSettings(config({ bgp: BGP }), NODES).settings, {
     bgp: {
       localAsn: 65100,
       prefixes: ["10.0.100.0/24"],
@@ -99,9 +103,9 @@ Deno.test("settings derivation: spec.bgp reaches the model with refused peers le
       ],
     },
   });
-  assertEquals(deriveSettings(config({}), NODES).settings, {}, "no spec.bgp: no bgp (no bird)");
+  deepStrictEqual(deriveSettings(config({}), NODES).settings, {}, "no spec.bgp: no bgp (no bird)");
   const bad = deriveSettings(config({ bgp: { ...BGP, localAsn: 23456 } }), NODES).settings.bgp;
-  assertEquals(
+  deepStrictEqual(
     bad !== undefined && "refused" in bad && bad.refused.includes("spec.bgp.localAsn"),
     true,
     JSON.stringify(bad),

@@ -2,8 +2,9 @@
  * The reconcile loop on plain objects and the in-memory writer: what it writes, what it does
  * not write again, fencing, release of unclaimed Services and the config's condition.
  */
+import { deepStrictEqual } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
-import { assertEquals, waitUntil } from "../_testing.ts";
+import { waitUntil } from "../_testing.ts";
 import type { K8sEvent } from "../sources/k8s_source.ts";
 import { LbController } from "./controller.ts";
 import type { KubeObject, ResourceName } from "./objects.ts";
@@ -52,20 +53,20 @@ Deno.test("LbController: writes status, pool status and an Event once; the same 
     now: () => new Date("2026-01-01T00:00:00Z"),
   });
   const first = await c.reconcile();
-  assertEquals(first.writes, 2);
-  assertEquals(writer.events(), ["AddressAllocated shop/web"]);
+  deepStrictEqual(first.writes, 2);
+  deepStrictEqual(writer.events(), ["AddressAllocated shop/web"]);
   const write = writer.writes.find((w) => w.op === "service")!;
-  assertEquals(write.op === "service" && write.status.loadBalancer.ingress, [
+  deepStrictEqual(write.op === "service" && write.status.loadBalancer.ingress, [
     { ip: "10.0.100.0", ipMode: "VIP" },
   ]);
   // The model sees the address before the status round-trip.
-  assertEquals(fed.map((e) => `${e.type} ${e.object.metadata?.name}`), ["add web"]);
+  deepStrictEqual(fed.map((e) => `${e.type} ${e.object.metadata?.name}`), ["add web"]);
   applyWrites(writer, [...services, ...pools]);
   const second = await new LbController({
     view: cluster({ services, addresspools: pools }),
     writer,
   }).reconcile();
-  assertEquals([second.writes, writer.writes.length], [0, 0]);
+  deepStrictEqual([second.writes, writer.writes.length], [0, 0]);
 });
 
 Deno.test("LbController: a follower writes nothing and feeds its tables from status", async () => {
@@ -80,8 +81,11 @@ Deno.test("LbController: a follower writes nothing and feeds its tables from sta
     isLeader: () => false,
   });
   const r = await c.reconcile();
-  assertEquals([r.leader, writer.writes.length], [false, 0]);
-  assertEquals((fed[0]?.object as KubeObject).status?.loadBalancer?.ingress?.[0]?.ip, "10.0.100.1");
+  deepStrictEqual([r.leader, writer.writes.length], [false, 0]);
+  deepStrictEqual(
+    (fed[0]?.object as KubeObject).status?.loadBalancer?.ingress?.[0]?.ip,
+    "10.0.100.1",
+  );
 });
 
 Deno.test("LbController: fencing — leadership lost between decision and write writes nothing", async () => {
@@ -98,7 +102,7 @@ Deno.test("LbController: fencing — leadership lost between decision and write 
     isLeader: () => leader,
   });
   await c.reconcile();
-  assertEquals(writer.writes, []);
+  deepStrictEqual(writer.writes, []);
 });
 
 Deno.test("LbController: a Service that leaves the class has its address and condition cleared", async () => {
@@ -111,11 +115,11 @@ Deno.test("LbController: a Service that leaves the class has its address and con
   services[0]!.metadata!.resourceVersion = "6";
   await c.reconcile();
   const clear = writer.writes.find((w) => w.op === "service");
-  assertEquals(clear?.op === "service" && clear.status, {
+  deepStrictEqual(clear?.op === "service" && clear.status, {
     loadBalancer: { ingress: null },
     conditions: null,
   });
-  assertEquals(writer.events(), ["AddressReleased shop/web"]);
+  deepStrictEqual(writer.events(), ["AddressReleased shop/web"]);
 });
 
 Deno.test("LbController: an invalid LoadBalancerConfig gets Ready=False and a ConfigInvalid Event", async () => {
@@ -130,8 +134,8 @@ Deno.test("LbController: an invalid LoadBalancerConfig gets Ready=False and a Co
   const cond = w?.op === "object"
     ? (w.status.conditions as { status: string; reason: string }[])
     : [];
-  assertEquals([cond[0]?.status, cond[0]?.reason], ["False", "InvalidSpec"]);
-  assertEquals(writer.events(), ["ConfigInvalid default"]);
+  deepStrictEqual([cond[0]?.status, cond[0]?.reason], ["False", "InvalidSpec"]);
+  deepStrictEqual(writer.events(), ["ConfigInvalid default"]);
 });
 
 Deno.test("mergeConditions keeps lastTransitionTime while the status stays, and other types", () => {
@@ -143,14 +147,14 @@ Deno.test("mergeConditions keeps lastTransitionTime while the status stays, and 
   const same = mergeConditions(current, [
     { type: "Ready", status: "True", reason: "Valid", message: "b" },
   ], now);
-  assertEquals(same.map((c) => [c.type, c.message, c.lastTransitionTime]), [
+  deepStrictEqual(same.map((c) => [c.type, c.message, c.lastTransitionTime]), [
     ["Other", "", t0],
     ["Ready", "b", t0],
   ]);
   const flipped = mergeConditions(current, [
     { type: "Ready", status: "False", reason: "InvalidBlock", message: "c" },
   ], now);
-  assertEquals(flipped[1]?.lastTransitionTime, "2026-02-02T00:00:00Z");
+  deepStrictEqual(flipped[1]?.lastTransitionTime, "2026-02-02T00:00:00Z");
 });
 
 Deno.test("LbController: a failed write is retried, and a change does not wait out the backoff", async () => {
@@ -178,11 +182,11 @@ Deno.test("LbController: a failed write is retried, and a change does not wait o
       () => logs.records.some((r) => r.msg === "event not written" && r.retry === true),
       "the failed Event write",
     );
-    assertEquals(passes, 1);
+    deepStrictEqual(passes, 1);
     writer.fail = undefined;
     c.trigger(); // a change: runs now, not in an hour
     await waitUntil(() => writer.writes.length > 0, "the write after the change");
-    assertEquals(writer.events(), ["AddressAllocated shop/web"]);
+    deepStrictEqual(writer.events(), ["AddressAllocated shop/web"]);
   } finally {
     await c.stop();
   }

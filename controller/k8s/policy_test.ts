@@ -1,6 +1,6 @@
+import { deepStrictEqual } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { PolicyRejectedError } from "../../policy-as/host/mod.ts";
-import { assertEquals } from "../_testing.ts";
 import { MemoryModelStore } from "../model/_memory_model_store.ts";
 import { ModelPublisher } from "../model/publisher.ts";
 import { sha256Hex } from "../model/schema.ts";
@@ -35,7 +35,7 @@ Deno.test("policy checker → model: only accepted modules reach the publisher, 
   await checker.check([configMap(good)]);
   await checker.check([configMap(bad)]);
   await pub.flushPolicy();
-  assertEquals(events.map((e) => e.reason), ["PolicyValidated", "PolicyRejected"]);
-  assertEquals(checker.activeModule(), { sha256: await sha256Hex(good), wasm: good });
-  assertEquals([store.policy?.sha256, store.writes], [await sha256Hex(good), 1]);
+  deepStrictEqual(events.map((e) => e.reason), ["PolicyValidated", "PolicyRejected"]);
+  deepStrictEqual(checker.activeModule(), { sha256: await sha256Hex(good), wasm: good });
+  deepStrictEqual([store.policy?.sha256, store.writes], [await sha256Hex(good), 1]);
 });

@@ -1,4 +1,4 @@
-import { assertEquals, assertRejects } from "../_testing.ts";
+import { deepStrictEqual, throws } from "node:assert/strict";
 import { formatAddr, hostPort, isAddr, joinHostPort, parseAddr, splitHostPort } from "./address.ts";
 
 Deno.test("address: the fast validator agrees with the parser", async () => {
@@ -28,25 +28,29 @@ Deno.test("address: the fast validator agrees with the parser", async () => {
     } catch {
       ok = false;
     }
-    assertEquals(isAddr(c), ok, c);
+    deepStrictEqual(isAddr(c), ok, c);
   }
-  assertEquals(parseAddr("10.0.0.1:80/UDP"), { ip: "10.0.0.1", port: 80, protocol: "UDP" });
-  assertEquals(hostPort("10.0.0.1:80/UDP"), "10.0.0.1:80");
-  assertEquals(formatAddr("10.0.0.1", 80, "tcp"), "10.0.0.1:80/TCP");
-  await assertRejects(
+  deepStrictEqual(parseAddr("10.0.0.1:80/UDP"), { ip: "10.0.0.1", port: 80, protocol: "UDP" });
+  deepStrictEqual(hostPort("10.0.0.1:80/UDP"), "10.0.0.1:80");
+  deepStrictEqual(formatAddr("10.0.0.1", 80, "tcp"), "10.0.0.1:80/TCP");
+  throws(
     () => parseAddr("10.0.0.300:80/TCP"),
-    'Cannot parse address "10.0.0.300:80/TCP"',
+    /Cannot parse address "10\.0\.0\.300:80\/TCP"/,
   );
 });
 
 Deno.test("address: IPv6 in brackets, RFC 5952 text only, one key per address", async () => {
-  assertEquals(parseAddr("[2001:db8::1]:80/TCP"), { ip: "2001:db8::1", port: 80, protocol: "TCP" });
-  assertEquals(formatAddr("2001:db8::1", 80, "udp"), "[2001:db8::1]:80/UDP");
-  assertEquals(hostPort("[2001:db8::1]:80/TCP"), "[2001:db8::1]:80");
-  assertEquals(joinHostPort("2001:db8::1", 80), "[2001:db8::1]:80");
-  assertEquals(joinHostPort("10.0.0.1", 80), "10.0.0.1:80");
-  assertEquals(splitHostPort("[2001:db8::1]:8080"), { ip: "2001:db8::1", port: 8080 });
-  assertEquals(splitHostPort("10.0.0.1:8080"), { ip: "10.0.0.1", port: 8080 });
+  deepStrictEqual(parseAddr("[2001:db8::1]:80/TCP"), {
+    ip: "2001:db8::1",
+    port: 80,
+    protocol: "TCP",
+  });
+  deepStrictEqual(formatAddr("2001:db8::1", 80, "udp"), "[2001:db8::1]:80/UDP");
+  deepStrictEqual(hostPort("[2001:db8::1]:80/TCP"), "[2001:db8::1]:80");
+  deepStrictEqual(joinHostPort("2001:db8::1", 80), "[2001:db8::1]:80");
+  deepStrictEqual(joinHostPort("10.0.0.1", 80), "10.0.0.1:80");
+  deepStrictEqual(splitHostPort("[2001:db8::1]:8080"), { ip: "2001:db8::1", port: 8080 });
+  deepStrictEqual(splitHostPort("10.0.0.1:8080"), { ip: "10.0.0.1", port: 8080 });
   for (
     const [bad, why] of [
       ["[2001:DB8::1]:80/TCP", 'not in RFC 5952 form, write "2001:db8::1"'],
@@ -57,7 +61,7 @@ Deno.test("address: IPv6 in brackets, RFC 5952 text only, one key per address", 
       ["[2001:db8::1]/TCP", "expected [IPv6]:PORT/TCP|UDP"],
     ]
   ) {
-    assertEquals(isAddr(bad!), false, bad);
-    await assertRejects(() => parseAddr(bad!), why!);
+    deepStrictEqual(isAddr(bad!), false, bad);
+    throws(() => parseAddr(bad!), (e: unknown) => e instanceof Error && e.message.includes(why!));
   }
 });

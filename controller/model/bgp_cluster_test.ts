@@ -1,20 +1,6 @@
+import { deepStrictEqual, throws } from "node:assert/strict";
 import { checkClusterBgp, nodeBgpSettings } from "./bgp_cluster.ts";
 import { BgpSettingsError } from "./bgp_settings.ts";
-
-function assertEquals(actual: unknown, expected: unknown): void {
-  const a = JSON.stringify(actual), e = JSON.stringify(expected);
-  if (a !== e) throw new Error(`expected ${e}, got ${a}`);
-}
-
-function assertThrows(fn: () => unknown, type: new (...a: never[]) => Error): void {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof type) return;
-    throw new Error(`threw ${e}, not a ${type.name}`);
-  }
-  throw new Error("did not throw");
-}
 
 const BGP = {
   localAsn: 65100,
@@ -34,32 +20,32 @@ const BGP = {
 
 Deno.test("bgp cluster: a node gets the peers that select it, its router id, the cluster's ASN", () => {
   const r1 = nodeBgpSettings(BGP, { routerId: "10.9.1.2", labels: { rack: "r1" } });
-  assertEquals(r1.settings.peers.map((p) => p.address), ["10.9.1.1"]);
-  assertEquals(r1.settings.routerId, "10.9.1.2");
-  assertEquals(r1.settings.localAsn, 65100);
-  assertEquals(r1.settings.announce, "anycast");
+  deepStrictEqual(r1.settings.peers.map((p) => p.address), ["10.9.1.1"]);
+  deepStrictEqual(r1.settings.routerId, "10.9.1.2");
+  deepStrictEqual(r1.settings.localAsn, 65100);
+  deepStrictEqual(r1.settings.announce, "anycast");
   const r2 = nodeBgpSettings(BGP, { routerId: "10.9.2.2", labels: { rack: "r2" }, announce: "lb" });
-  assertEquals(r2.settings.peers.map((p) => p.address), ["10.9.1.1", "10.9.2.1"]);
-  assertEquals(r2.settings.announce, "lb");
+  deepStrictEqual(r2.settings.peers.map((p) => p.address), ["10.9.1.1", "10.9.2.1"]);
+  deepStrictEqual(r2.settings.announce, "lb");
 });
 
 Deno.test("bgp cluster: bad peers are named under spec.bgp and the rest stays", () => {
   const { error, peers } = checkClusterBgp(BGP);
-  assertEquals(error, undefined);
-  assertEquals(peers.map((p) => [p.peer, p.path]), [
+  deepStrictEqual(error, undefined);
+  deepStrictEqual(peers.map((p) => [p.peer, p.path]), [
     ["10.9.1.300", "spec.bgp.peers[2].address"],
     ["10.9.3.1", "spec.bgp.peers[3].nodeSelector"],
   ]);
 });
 
 Deno.test("bgp cluster: a bad cluster-wide field refuses the section", () => {
-  assertEquals(
+  deepStrictEqual(
     checkClusterBgp({ ...BGP, localAsn: 23456 }).error?.includes("spec.bgp.localAsn"),
     true,
   );
-  assertEquals(
+  deepStrictEqual(
     checkClusterBgp({ ...BGP, prefixes: [] }).error?.includes("spec.bgp.prefixes"),
     true,
   );
-  assertThrows(() => nodeBgpSettings("x", { routerId: "10.9.1.2", labels: {} }), BgpSettingsError);
+  throws(() => nodeBgpSettings("x", { routerId: "10.9.1.2", labels: {} }), BgpSettingsError);
 });

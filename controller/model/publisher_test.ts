@@ -1,6 +1,6 @@
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
-import { assert, assertEquals } from "../_testing.ts";
 import { createControlPlane } from "../control_plane.ts";
 import { MemoryLBMaps } from "../lbmaps_memory.ts";
 import { K8sSource } from "../sources/k8s_source.ts";
@@ -36,11 +36,11 @@ Deno.test("model publisher: waits for the Kubernetes sync (never publishes an em
   try {
     k8s.apply([{ type: "add", object: service }, { type: "add", object: slice }]);
     await new Promise((r) => setTimeout(r, 50));
-    assertEquals([store.writes, store.epochToken], [0, ""], "nothing before synced()");
+    deepStrictEqual([store.writes, store.epochToken], [0, ""], "nothing before synced()");
     k8s.synced();
     await pub.synced();
-    assertEquals([...store.entries.keys()], ["shop/web"]);
-    assertEquals(JSON.parse(store.entries.get("shop/web")!), {
+    deepStrictEqual([...store.entries.keys()], ["shop/web"]);
+    deepStrictEqual(JSON.parse(store.entries.get("shop/web")!), {
       service: {
         name: "shop/web",
         flowKeyMode: "five-tuple",
@@ -54,11 +54,11 @@ Deno.test("model publisher: waits for the Kubernetes sync (never publishes an em
     // A delete follows.
     k8s.apply([{ type: "delete", object: service }, { type: "delete", object: slice }]);
     await waitUntil(() => store.entries.size === 0, "the service deleted from the model");
-    assertEquals(registry.gauge("holdfast_model_rev", "").get(), 2);
+    deepStrictEqual(registry.gauge("holdfast_model_rev", "").get(), 2);
     const c = registry.counter("holdfast_model_publishes_total", "", { labelNames: ["op"] });
-    assertEquals([c.get({ op: "upsert" }), c.get({ op: "delete" })], [1, 1]);
+    deepStrictEqual([c.get({ op: "upsert" }), c.get({ op: "delete" })], [1, 1]);
     const published = logs.records.filter((r) => r.msg === "model published");
-    assertEquals(published.map((r) => [r.service, r.op, r.rev]), [
+    deepStrictEqual(published.map((r) => [r.service, r.op, r.rev]), [
       ["shop/web", "upsert", 1],
       ["shop/web", "delete", 2],
     ]);
@@ -88,10 +88,10 @@ Deno.test("model publisher: a fenced publisher (not leader) writes nothing and r
       () => logs.records.some((r) => r.msg === "model publish failed"),
       "a refused write",
     );
-    assertEquals([store.writes, store.epochToken], [0, ""]);
+    deepStrictEqual([store.writes, store.epochToken], [0, ""]);
     leader = true;
     await pub.synced();
-    assert(store.entries.has("shop/web"));
+    ok(store.entries.has("shop/web"));
   } finally {
     await pub.stop();
     await cp.stop();
@@ -124,10 +124,10 @@ Deno.test("model publisher: a backend leaving one of two services sharing it upd
     const apiBackends = () =>
       (JSON.parse(store.entries.get("shop/api")!) as { backends: { address: string }[] })
         .backends.map((b) => b.address);
-    assertEquals(apiBackends(), ["10.1.0.1:8080/TCP", "10.1.0.3:8080/TCP"]);
+    deepStrictEqual(apiBackends(), ["10.1.0.1:8080/TCP", "10.1.0.3:8080/TCP"]);
     k8s.apply([{ type: "update", object: apiSlice(["10.1.0.3"]) }]);
     await waitUntil(() => apiBackends().length === 1, "api's entry without 10.1.0.1");
-    assertEquals(apiBackends(), ["10.1.0.3:8080/TCP"]);
+    deepStrictEqual(apiBackends(), ["10.1.0.3:8080/TCP"]);
   } finally {
     await pub.stop();
     await cp.stop();

@@ -1,6 +1,6 @@
+import { deepStrictEqual } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
-import { assertEquals } from "../_testing.ts";
 import { MemoryModelStore } from "./_memory_model_store.ts";
 import { MODEL_YAML, startTestAgent, startTestController, waitUntil } from "./_testing.ts";
 import { ModelPublisher } from "./publisher.ts";
@@ -13,37 +13,41 @@ import {
 } from "./settings.ts";
 
 Deno.test("model settings: canonical JSON; a bad field is dropped and named; absent or empty lbNodes select every node", () => {
-  assertEquals(encodeSettings({}), "{}");
-  assertEquals(
+  deepStrictEqual(encodeSettings({}), "{}");
+  deepStrictEqual(
     encodeSettings({ lbNodes: ["b", "a", "b"], encapPort: 7000 }),
     '{"encapPort":7000,"lbNodes":["a","b"]}',
   );
-  assertEquals(parseSettings(""), { settings: {}, problems: [] });
-  assertEquals(parseSettings('{"encapPort":7000,"lbNodes":["a"]}').settings, {
+  deepStrictEqual(parseSettings(""), { settings: {}, problems: [] });
+  deepStrictEqual(parseSettings('{"encapPort":7000,"lbNodes":["a"]}').settings, {
     encapPort: 7000,
     lbNodes: ["a"],
   });
   const bad = parseSettings('{"encapPort":70000,"lbNodes":["a"]}');
-  assertEquals(bad.settings, { lbNodes: ["a"] });
-  assertEquals(bad.problems, ["encapPort 70000 is not a port in 1..65535"]);
-  assertEquals(parseSettings('{"lbNodes":"a"}').settings, {});
-  assertEquals(parseSettings("[").settings, {});
+  deepStrictEqual(bad.settings, { lbNodes: ["a"] });
+  deepStrictEqual(bad.problems, ["encapPort 70000 is not a port in 1..65535"]);
+  deepStrictEqual(parseSettings('{"lbNodes":"a"}').settings, {});
+  deepStrictEqual(parseSettings("[").settings, {});
 
-  assertEquals(selectsNode({}, "n1"), true, "no list: every node");
-  assertEquals(selectsNode({ lbNodes: [] }, "n1"), true, "empty list: every node, never none");
-  assertEquals(selectsNode({ lbNodes: ["n2"] }, "n1"), false);
-  assertEquals(selectsNode({ lbNodes: ["n1", "n2"] }, "n1"), true);
-  assertEquals(selectsNode({ lbNodes: ["n2"] }, undefined), true, "unknown node name: serves");
+  deepStrictEqual(selectsNode({}, "n1"), true, "no list: every node");
+  deepStrictEqual(selectsNode({ lbNodes: [] }, "n1"), true, "empty list: every node, never none");
+  deepStrictEqual(selectsNode({ lbNodes: ["n2"] }, "n1"), false);
+  deepStrictEqual(selectsNode({ lbNodes: ["n1", "n2"] }, "n1"), true);
+  deepStrictEqual(selectsNode({ lbNodes: ["n2"] }, undefined), true, "unknown node name: serves");
 });
 
 Deno.test("model settings: written once per change (rev++ and an op settings entry), not again by a restarted publisher", async () => {
   const store = new MemoryModelStore();
   using _logs = captureLogs();
   const pub = new ModelPublisher(store, { registry: new Registry() });
-  assertEquals(await pub.setSettings({ encapPort: 7000 }), false, "before the first full sync");
+  deepStrictEqual(await pub.setSettings({ encapPort: 7000 }), false, "before the first full sync");
   await pub.replaceAll(new Map());
-  assertEquals(store.settings, '{"encapPort":7000}', "the full sync writes the pending settings");
-  assertEquals(store.stream.at(-1), {
+  deepStrictEqual(
+    store.settings,
+    '{"encapPort":7000}',
+    "the full sync writes the pending settings",
+  );
+  deepStrictEqual(store.stream.at(-1), {
     id: store.stream.at(-1)!.id,
     rev: 1,
     epoch: store.epochToken,
@@ -51,13 +55,13 @@ Deno.test("model settings: written once per change (rev++ and an op settings ent
     service: "",
     settings: '{"encapPort":7000}',
   });
-  assertEquals(await pub.setSettings({ encapPort: 7000 }), false, "same settings: no write");
-  assertEquals(await pub.setSettings({ encapPort: 7000, lbNodes: ["n1"] }), true);
-  assertEquals([store.rev, store.writes], [2, 2]);
+  deepStrictEqual(await pub.setSettings({ encapPort: 7000 }), false, "same settings: no write");
+  deepStrictEqual(await pub.setSettings({ encapPort: 7000, lbNodes: ["n1"] }), true);
+  deepStrictEqual([store.rev, store.writes], [2, 2]);
   const again = new ModelPublisher(store, { registry: new Registry() });
   await again.setSettings({ lbNodes: ["n1"], encapPort: 7000 });
   await again.replaceAll(new Map());
-  assertEquals([store.rev, store.writes], [2, 2], "a restarted controller writes nothing");
+  deepStrictEqual([store.rev, store.writes], [2, 2], "a restarted controller writes nothing");
 });
 
 Deno.test("model settings: an agent left out of lbNodes withdraws its frontends and takes them back when selected; a selected one keeps them", async () => {
@@ -78,14 +82,14 @@ Deno.test("model settings: an agent left out of lbNodes withdraws its frontends 
   await lb2.source.ready();
   await waitUntil(() => lb1.maps.services.size === 2, "lb1 (selected) serves both frontends");
   await lb2.cp.reconciler.waitIdleWithin(2_000);
-  assertEquals(lb2.maps.services.size, 0, "lb2 (not selected) loaded no frontend");
-  assertEquals([lb2.source.serving, lb2.source.view?.services.length], [false, 2]);
-  assertEquals(seen.find(([n]) => n === "lb1"), [
+  deepStrictEqual(lb2.maps.services.size, 0, "lb2 (not selected) loaded no frontend");
+  deepStrictEqual([lb2.source.serving, lb2.source.view?.services.length], [false, 2]);
+  deepStrictEqual(seen.find(([n]) => n === "lb1"), [
     "lb1",
     { encapPort: 7000, lbNodes: ["lb1"] },
     true,
   ]);
-  assertEquals(seen.find(([n]) => n === "lb2"), [
+  deepStrictEqual(seen.find(([n]) => n === "lb2"), [
     "lb2",
     { encapPort: 7000, lbNodes: ["lb1"] },
     false,
@@ -99,15 +103,15 @@ Deno.test("model settings: an agent left out of lbNodes withdraws its frontends 
   ctl.file.load(MODEL_YAML + "  - name: default/x\n    frontends: [10.0.100.7:80/TCP]\n");
   await waitUntil(() => lb2.maps.services.size === 3, "lb2 serves the new service");
   await waitUntil(() => lb1.source.view?.services.length === 3, "lb1 follows the model");
-  assertEquals(lb1.maps.services.size, 0);
+  deepStrictEqual(lb1.maps.services.size, 0);
 
   // An empty list (or none) never empties every node: both serve.
   ctl.pub.setSettings({ encapPort: 7000, lbNodes: [] });
   await waitUntil(() => lb1.maps.services.size === 3, "empty list: lb1 serves again");
   ctl.pub.setSettings({});
   await waitUntil(() => seen.at(-1)?.[1].encapPort === undefined, "settings without a port");
-  assertEquals([lb1.maps.services.size, lb2.maps.services.size], [3, 3]);
-  assertEquals([lb1.source.serving, lb2.source.serving], [true, true]);
+  deepStrictEqual([lb1.maps.services.size, lb2.maps.services.size], [3, 3]);
+  deepStrictEqual([lb1.source.serving, lb2.source.serving], [true, true]);
 });
 
 Deno.test("model settings: an LB node's BGP settings: its address as router id, mode lb, the peers that list it or every node", () => {
@@ -123,9 +127,9 @@ Deno.test("model settings: an LB node's BGP settings: its address as router id, 
     ],
   };
   const text = encodeSettings({ bgp });
-  assertEquals(parseSettings(text).settings, { bgp });
+  deepStrictEqual(parseSettings(text).settings, { bgp });
   const n1 = lbNodeBgpSettings(bgp, "n1", "10.9.1.5");
-  assertEquals(n1.settings, {
+  deepStrictEqual(n1.settings, {
     routerId: "10.9.1.5",
     localAsn: 65100,
     prefixes: ["10.0.100.0/24"],
@@ -138,10 +142,10 @@ Deno.test("model settings: an LB node's BGP settings: its address as router id, 
     ],
   });
   const n2 = lbNodeBgpSettings(bgp, "n2", "10.9.1.2");
-  assertEquals(n2.settings.peers.map((p) => p.address), ["10.9.1.1"]);
-  assertEquals(n2.problems.map((p) => p.peer), ["10.9.1.2"]);
-  assertEquals(parseSettings('{"bgp":{"refused":"bad"}}').settings, { bgp: { refused: "bad" } });
+  deepStrictEqual(n2.settings.peers.map((p) => p.address), ["10.9.1.1"]);
+  deepStrictEqual(n2.problems.map((p) => p.peer), ["10.9.1.2"]);
+  deepStrictEqual(parseSettings('{"bgp":{"refused":"bad"}}').settings, { bgp: { refused: "bad" } });
   const bad = parseSettings('{"encapPort":7000,"bgp":3}');
-  assertEquals(bad.settings, { encapPort: 7000 });
-  assertEquals(bad.problems, ["bgp 3 is not a BGP section"]);
+  deepStrictEqual(bad.settings, { encapPort: 7000 });
+  deepStrictEqual(bad.problems, ["bgp 3 is not a BGP section"]);
 });

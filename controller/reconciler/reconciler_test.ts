@@ -1,4 +1,5 @@
-import { assert, assertEquals, waitUntil } from "../_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
+import { waitUntil } from "../_testing.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { DB, defineIndex, type ReadTxn } from "../statedb/mod.ts";
 import { type Operations, Reconciler, type Repair, waitReconciled } from "./reconciler.ts";
@@ -104,24 +105,24 @@ Deno.test("reconciler: updates, deletes, writes status back, prunes only after i
   for (let i = 0; i < 5; i++) put(`o${i}`, i);
   await wait("o4");
   await r.waitIdle();
-  assertEquals(table.all(db.readTxn()).map((o) => o.status.kind), [
+  deepStrictEqual(table.all(db.readTxn()).map((o) => o.status.kind), [
     "done",
     "done",
     "done",
     "done",
     "done",
   ]);
-  assert(target.data.has("stale"), "pruned before the table was initialized");
-  assert(!target.log.some((l) => l.startsWith("prune")));
+  ok(target.data.has("stale"), "pruned before the table was initialized");
+  ok(!target.log.some((l) => l.startsWith("prune")));
   initialized();
   await r.waitIdle();
-  assert(!target.data.has("stale"), "not pruned after initialization");
-  assertEquals(target.log.filter((l) => l.startsWith("prune")), ["prune 5"]);
+  ok(!target.data.has("stale"), "not pruned after initialization");
+  deepStrictEqual(target.log.filter((l) => l.startsWith("prune")), ["prune 5"]);
   del("o1");
   await waitReconciled(db, table, "o1", { getStatus: (o) => o.status, absent: true });
   await r.waitIdle();
-  assertEquals(target.data.has("o1"), false);
-  assertEquals(r.metrics.holdfast_reconciler_deletes_total, 1);
+  deepStrictEqual(target.data.has("o1"), false);
+  deepStrictEqual(r.metrics.holdfast_reconciler_deletes_total, 1);
   await r.stop();
 });
 
@@ -143,15 +144,15 @@ Deno.test("reconciler: failures set error status, retry with backoff and converg
   // A retry already due when its batch ends runs before that batch writes the error status (a
   // busy machine makes this likelier), so a retry may still see "pending"; later ones see the
   // error, and at least one does.
-  assertEquals(seen.length, 4, `one update and three retries: ${seen}`);
-  assert(
+  deepStrictEqual(seen.length, 4, `one update and three retries: ${seen}`);
+  ok(
     seen.every((s) => s === "pending:" || s === "error:target refused x"),
     `status at each retry: ${seen}`,
   );
-  assert(seen.slice(2).every((s) => s === "error:target refused x"), `later retries: ${seen}`);
-  assertEquals(target.data.get("x"), 1);
-  assertEquals(r.metrics.holdfast_reconciler_errors_total, 3);
-  assert(r.metrics.holdfast_reconciler_retries_total >= 3);
+  ok(seen.slice(2).every((s) => s === "error:target refused x"), `later retries: ${seen}`);
+  deepStrictEqual(target.data.get("x"), 1);
+  deepStrictEqual(r.metrics.holdfast_reconciler_errors_total, 3);
+  ok(r.metrics.holdfast_reconciler_retries_total >= 3);
   // A failing delete is retried too.
   let delFailures = 0;
   target.failing = (op) => op === "delete" && delFailures++ < 2;
@@ -159,7 +160,7 @@ Deno.test("reconciler: failures set error status, retry with backoff and converg
   table.deleteKey(w, "x");
   w.commit();
   await r.waitIdle();
-  assertEquals(target.data.has("x"), false);
+  deepStrictEqual(target.data.has("x"), false);
   await r.stop();
 });
 
@@ -175,9 +176,9 @@ Deno.test("reconciler: a row changed during its update stays pending and is reco
   release();
   await wait("y");
   await r.waitIdle();
-  assertEquals(target.data.get("y"), 2);
-  assertEquals(table.get(db.readTxn(), byId.query("y"))?.value, 2);
-  assertEquals(target.log.filter((l) => l.startsWith("update")), ["update y=1", "update y=2"]);
+  deepStrictEqual(target.data.get("y"), 2);
+  deepStrictEqual(table.get(db.readTxn(), byId.query("y"))?.value, 2);
+  deepStrictEqual(target.log.filter((l) => l.startsWith("update")), ["update y=1", "update y=2"]);
   await r.stop();
 });
 
@@ -190,17 +191,17 @@ Deno.test("reconciler: status since is when the row entered its status, kept whi
   put("e", 1);
   const row = () => table.get(db.readTxn(), byId.query("e"))!;
   await waitUntil(() => row().status.kind === "error", "the first error");
-  assertEquals([row().status.kind, row().status.since], ["error", 1_000]);
+  deepStrictEqual([row().status.kind, row().status.since], ["error", 1_000]);
   tick(60_000); // failing for a minute: the error keeps its first time
   const retries = r.metrics.holdfast_reconciler_retries_total;
   await waitUntil(
     () => r.metrics.holdfast_reconciler_retries_total >= retries + 2,
     "two more retries",
   );
-  assertEquals([row().status.kind, row().status.since], ["error", 1_000]);
+  deepStrictEqual([row().status.kind, row().status.since], ["error", 1_000]);
   failing = false;
   await wait("e");
-  assertEquals([row().status.kind, row().status.since], ["done", 61_000]);
+  deepStrictEqual([row().status.kind, row().status.since], ["done", 61_000]);
   await r.stop();
 });
 
@@ -218,14 +219,14 @@ Deno.test("reconciler: a full reconciliation repairs an entry deleted behind its
   target.data.set("b", 99);
   r.triggerFullReconcile();
   await r.waitIdle();
-  assertEquals([target.data.get("a"), target.data.get("b")], [1, 2]);
-  assertEquals(r.metrics.holdfast_reconciler_repairs_total, 2);
+  deepStrictEqual([target.data.get("a"), target.data.get("b")], [1, 2]);
+  deepStrictEqual(r.metrics.holdfast_reconciler_repairs_total, 2);
   const repaired = logs.records.filter((l) => l.msg === "repaired map entry");
-  assertEquals(repaired.map((l) => [l.key, l.reason]), [
+  deepStrictEqual(repaired.map((l) => [l.key, l.reason]), [
     ["a", "holds undefined, want 1"],
     ["b", "holds 99, want 2"],
   ]);
-  assertEquals(table.all(db.readTxn()).map((o) => o.status.kind), ["done", "done"]);
+  deepStrictEqual(table.all(db.readTxn()).map((o) => o.status.kind), ["done", "done"]);
   await r.stop();
 });
 
@@ -238,9 +239,9 @@ Deno.test("reconciler: the periodic full reconciliation repairs without a trigge
   target.data.delete("p");
   // Repaired by a periodic pass (every 20 ms); the wait bound is only how long a failure takes.
   await waitUntil(() => target.data.has("p"), "the periodic repair");
-  assertEquals(target.data.get("p"), 7);
-  assert(r.metrics.holdfast_reconciler_repairs_total >= 1);
-  assertEquals(table.get(db.readTxn(), byId.query("p"))?.status.kind, "done");
+  deepStrictEqual(target.data.get("p"), 7);
+  ok(r.metrics.holdfast_reconciler_repairs_total >= 1);
+  deepStrictEqual(table.get(db.readTxn(), byId.query("p"))?.status.kind, "done");
   await r.stop();
 });
 
@@ -253,10 +254,10 @@ Deno.test("reconciler: a full reconciliation requested before initialization wai
   r.triggerFullReconcile();
   // The loop must keep yielding to timers while it waits (no busy wake-ups).
   await new Promise((res) => setTimeout(res, 20));
-  assertEquals(target.log.filter((l) => l.startsWith("prune")), []);
+  deepStrictEqual(target.log.filter((l) => l.startsWith("prune")), []);
   initialized();
   await r.waitIdle();
-  assertEquals(target.log.filter((l) => l.startsWith("prune")), ["prune 1"]);
+  deepStrictEqual(target.log.filter((l) => l.startsWith("prune")), ["prune 1"]);
   await r.stop();
 });
 
@@ -269,11 +270,11 @@ Deno.test("reconciler: a failing full reconciliation is retried with backoff unt
   put("z", 1);
   await wait("z");
   await r.waitIdle();
-  assertEquals(target.log.filter((l) => l.startsWith("prune")), ["prune 1"]);
-  assertEquals(r.metrics.holdfast_reconciler_prunes_total, 1);
-  assertEquals(r.metrics.holdfast_reconciler_errors_total, 3);
+  deepStrictEqual(target.log.filter((l) => l.startsWith("prune")), ["prune 1"]);
+  deepStrictEqual(r.metrics.holdfast_reconciler_prunes_total, 1);
+  deepStrictEqual(r.metrics.holdfast_reconciler_errors_total, 3);
   const warned = logs.records.filter((l) => l.msg === "full reconciliation failed, will retry");
-  assertEquals(warned.map((l) => l.attempt), [1]); // the first, then every tenth
+  deepStrictEqual(warned.map((l) => l.attempt), [1]); // the first, then every tenth
   await r.stop();
 });
 
@@ -330,17 +331,17 @@ Deno.test("reconciler: writes staged in a batch go in at endBatch; a row failed 
   // One batch: a and c land together; b's row says why it failed, and it is retried.
   const row = () => table.get(db.readTxn(), byId.query("b"));
   await waitUntil(() => row()?.status.kind === "error", "b's error");
-  assertEquals(row()?.status.kind, "error");
-  assertEquals(row()?.status.error, "no room for b");
-  assertEquals(target.batches[0], ["a", "b", "c"]);
-  assertEquals(table.get(db.readTxn(), byId.query("a"))?.status.kind, "done");
-  assertEquals(target.data.has("b"), false);
-  assert(r.metrics.holdfast_reconciler_errors_total >= 1);
+  deepStrictEqual(row()?.status.kind, "error");
+  deepStrictEqual(row()?.status.error, "no room for b");
+  deepStrictEqual(target.batches[0], ["a", "b", "c"]);
+  deepStrictEqual(table.get(db.readTxn(), byId.query("a"))?.status.kind, "done");
+  deepStrictEqual(target.data.has("b"), false);
+  ok(r.metrics.holdfast_reconciler_errors_total >= 1);
   target.failAtEnd.clear();
   clock += 10;
   await r.waitIdle();
-  assertEquals(table.get(db.readTxn(), byId.query("b"))?.status.kind, "done");
-  assertEquals([...target.data], [["a", 1], ["c", 1], ["b", 1]]);
-  assertEquals(r.metrics.holdfast_reconciler_updates_total, 3);
+  deepStrictEqual(table.get(db.readTxn(), byId.query("b"))?.status.kind, "done");
+  deepStrictEqual([...target.data], [["a", 1], ["c", 1], ["b", 1]]);
+  deepStrictEqual(r.metrics.holdfast_reconciler_updates_total, 3);
   await r.stop();
 });

@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../_testing.ts";
+import { deepStrictEqual, throws } from "node:assert/strict";
 import {
   HEALTH_CHECK_DEFAULTS,
   HealthCheckError,
@@ -6,20 +6,13 @@ import {
   parseHealthCheck,
 } from "./health_check.ts";
 
-function assertThrows(fn: () => unknown, cls: typeof HealthCheckError, includes: string): void {
-  try {
-    fn();
-  } catch (e) {
-    assert(e instanceof cls, `expected ${cls.name}, got ${e}`);
-    assert(e.message.includes(includes), `"${e.message}" lacks "${includes}"`);
-    return;
-  }
-  throw new Error(`expected a throw with "${includes}"`);
-}
+/** A `throws` check: a HealthCheckError whose message contains `part`. */
+const healthCheckError = (part: string) => (e: unknown) =>
+  e instanceof HealthCheckError && e.message.includes(part);
 
 Deno.test("a file healthCheck fills every field the operator left out", () => {
-  assertEquals(parseHealthCheck("tcp", "$.s"), { ...HEALTH_CHECK_DEFAULTS, kind: "tcp" });
-  assertEquals(
+  deepStrictEqual(parseHealthCheck("tcp", "$.s"), { ...HEALTH_CHECK_DEFAULTS, kind: "tcp" });
+  deepStrictEqual(
     parseHealthCheck(
       { kind: "http", path: "/healthz", expectStatus: 204, port: 8081, intervalMs: 100, fall: 3 },
       "$.s",
@@ -49,13 +42,13 @@ Deno.test("an invalid file healthCheck names the field", () => {
     [[1], "$.s: expected a mapping"],
   ];
   for (const [raw, msg] of cases) {
-    assertThrows(() => parseHealthCheck(raw, "$.s"), HealthCheckError, msg);
+    throws(() => parseHealthCheck(raw, "$.s"), healthCheckError(msg));
   }
 });
 
 Deno.test("annotations: none means no health check; values are read as integers", () => {
-  assertEquals(healthCheckFromAnnotations({ "holdfast.io/flow-key": "client-ip" }), undefined);
-  assertEquals(
+  deepStrictEqual(healthCheckFromAnnotations({ "holdfast.io/flow-key": "client-ip" }), undefined);
+  deepStrictEqual(
     healthCheckFromAnnotations({
       "holdfast.io/health-check": "http",
       "holdfast.io/health-check-path": "/ready",
@@ -76,28 +69,27 @@ Deno.test("annotations: none means no health check; values are read as integers"
 });
 
 Deno.test("an invalid annotation is named in the error", () => {
-  assertThrows(
+  throws(
     () => healthCheckFromAnnotations({ "holdfast.io/health-check": "ping" }),
-    HealthCheckError,
-    'annotation holdfast.io/health-check: "ping" is not tcp or http',
+    healthCheckError('annotation holdfast.io/health-check: "ping" is not tcp or http'),
   );
-  assertThrows(
+  throws(
     () =>
       healthCheckFromAnnotations({
         "holdfast.io/health-check": "tcp",
         "holdfast.io/health-check-fall": "three",
       }),
-    HealthCheckError,
-    'annotation holdfast.io/health-check-fall: "three" is not an integer in 1..1000',
+    healthCheckError(
+      'annotation holdfast.io/health-check-fall: "three" is not an integer in 1..1000',
+    ),
   );
-  assertThrows(
+  throws(
     () =>
       healthCheckFromAnnotations({
         "holdfast.io/health-check": "tcp",
         "holdfast.io/health-check-falls": "3",
       }),
-    HealthCheckError,
-    "annotation holdfast.io/health-check-falls: unknown health-check setting",
+    healthCheckError("annotation holdfast.io/health-check-falls: unknown health-check setting"),
   );
 });
 
@@ -123,11 +115,11 @@ Deno.test("a Service's health check reaches the model agents read, and back", as
   // The model entry, as the controller publishes it and an agent's RedisModelSource parses it.
   const entry = JSON.parse(encodeEntry(deriveEntry(cp.tables, cp.db.readTxn(), "shop/web")!));
   const seen = parseConfig(JSON.stringify({ services: [{ ...entry.service, backends: [] }] }));
-  assertEquals(seen.services[0]!.healthCheck, svc.healthCheck);
+  deepStrictEqual(seen.services[0]!.healthCheck, svc.healthCheck);
   // Dropping the annotation drops it from the row.
   txn = src.txn();
   src.upsertService(txn, { ...svc, healthCheck: undefined });
   txn.commit();
-  assertEquals(cp.tables.services.all(cp.db.readTxn())[0]!.healthCheck, undefined);
+  deepStrictEqual(cp.tables.services.all(cp.db.readTxn())[0]!.healthCheck, undefined);
   await cp.stop();
 });

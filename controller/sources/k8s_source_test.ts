@@ -1,4 +1,4 @@
-import { assertEquals } from "../_testing.ts";
+import { deepStrictEqual } from "node:assert/strict";
 import { backendsByService, createLBTables, Writer } from "../lb/mod.ts";
 import { DB } from "../statedb/mod.ts";
 import type { K8sEndpointSlice } from "./k8s_convert.ts";
@@ -21,15 +21,15 @@ Deno.test("k8s source: a service's backends are the union of its slices", () => 
       b.address.split(":")[0]
     );
   k8s.apply([{ type: "add", object: slice("a", ["10.0.0.1", "10.0.0.2"]) }]);
-  assertEquals(addrs(), ["10.0.0.1", "10.0.0.2"]);
+  deepStrictEqual(addrs(), ["10.0.0.1", "10.0.0.2"]);
   k8s.apply([{ type: "add", object: slice("b", ["10.0.0.3"]) }]);
-  assertEquals(addrs(), ["10.0.0.1", "10.0.0.2", "10.0.0.3"]);
+  deepStrictEqual(addrs(), ["10.0.0.1", "10.0.0.2", "10.0.0.3"]);
   k8s.apply([{ type: "update", object: slice("a", ["10.0.0.2"]) }]);
-  assertEquals(addrs(), ["10.0.0.2", "10.0.0.3"]);
+  deepStrictEqual(addrs(), ["10.0.0.2", "10.0.0.3"]);
   k8s.apply([{ type: "delete", object: slice("b", []) }]);
-  assertEquals(addrs(), ["10.0.0.2"]);
+  deepStrictEqual(addrs(), ["10.0.0.2"]);
   k8s.apply([{ type: "update", object: slice("a", ["10.0.0.4"]) }]);
-  assertEquals(addrs(), ["10.0.0.4"]);
+  deepStrictEqual(addrs(), ["10.0.0.4"]);
   k8s.apply([{ type: "delete", object: slice("a", []) }]);
-  assertEquals(addrs(), []);
+  deepStrictEqual(addrs(), []);
 });

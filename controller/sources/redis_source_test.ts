@@ -1,5 +1,5 @@
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
-import { assert, assertEquals } from "../_testing.ts";
 import { MemoryModelStore } from "../model/_memory_model_store.ts";
 import {
   HeldStore,
@@ -18,14 +18,14 @@ Deno.test("model: published services reach an agent's maps; an update and a dele
   await agent.source.ready();
   await agent.cp.waitFrontend(WEB);
   await agent.cp.waitFrontend(DNS);
-  assertEquals(agent.maps.services.size, 2);
+  deepStrictEqual(agent.maps.services.size, 2);
   const txn = agent.cp.db.readTxn();
-  assertEquals(agent.cp.tables.services.all(txn).map((s) => [s.name, s.source, s.maglevSize]), [
+  deepStrictEqual(agent.cp.tables.services.all(txn).map((s) => [s.name, s.source, s.maglevSize]), [
     ["default/dns", "redis", 251],
     ["default/web", "redis", 0],
   ]);
-  assertEquals(agent.cp.tables.backends.all(txn).length, 3);
-  assertEquals(store.rev, 2);
+  deepStrictEqual(agent.cp.tables.backends.all(txn).length, 3);
+  deepStrictEqual(store.rev, 2);
 
   // One backend fewer for web, dns gone.
   ctl.file.load(`
@@ -37,9 +37,9 @@ services:
   await waitUntil(() => agent.source.rev === 4, "rev 4 applied");
   await agent.cp.waitFrontend(DNS, { absent: true });
   await agent.cp.waitFrontend(WEB);
-  assertEquals(agent.maps.services.size, 1);
-  assertEquals(agent.maps.backends.size, 1);
-  assertEquals(agent.source.view?.services.map((s) => s.name), ["default/web"]);
+  deepStrictEqual(agent.maps.services.size, 1);
+  deepStrictEqual(agent.maps.backends.size, 1);
+  deepStrictEqual(agent.source.view?.services.map((s) => s.name), ["default/web"]);
 });
 
 Deno.test("model: a publisher restart with the same inputs writes nothing and changes no map entry", async () => {
@@ -56,16 +56,16 @@ Deno.test("model: a publisher restart with the same inputs writes nothing and ch
   using logs = captureLogs();
   {
     await using ctl = await startTestController(store, MODEL_YAML);
-    assertEquals(ctl.pub.publisher.rev, rev);
+    deepStrictEqual(ctl.pub.publisher.rev, rev);
     await new Promise((r) => setTimeout(r, 200)); // the agent's reads and epoch checks go on
   }
-  assertEquals(store.writes, storeWrites, "store writes");
-  assertEquals(store.rev, rev);
-  assertEquals(agent.writes(), writes, "map writes");
-  assertEquals(await agent.maps.dump(), before);
+  deepStrictEqual(store.writes, storeWrites, "store writes");
+  deepStrictEqual(store.rev, rev);
+  deepStrictEqual(agent.writes(), writes, "map writes");
+  deepStrictEqual(await agent.maps.dump(), before);
   const synced = logs.records.find((r) => r.msg === "model synced");
-  assertEquals([synced?.upserts, synced?.deletes, synced?.services], [0, 0, 2]);
-  assert(!logs.records.some((r) => r.msg === "model published"), "nothing published");
+  deepStrictEqual([synced?.upserts, synced?.deletes, synced?.services], [0, 0, 2]);
+  ok(!logs.records.some((r) => r.msg === "model published"), "nothing published");
 });
 
 Deno.test("model: an agent that missed trimmed changes re-reads the model (gap)", async () => {
@@ -88,11 +88,11 @@ Deno.test("model: an agent that missed trimmed changes re-reads the model (gap)"
   held.release();
   await waitUntil(() => agent.source.rev === 4, "the agent at rev 4");
   const reread = logs.records.find((r) => r.msg === "model re-read");
-  assertEquals(reread?.why, "gap: rev 3..3 missed");
+  deepStrictEqual(reread?.why, "gap: rev 3..3 missed");
   await agent.cp.waitFrontend(DNS, { absent: true });
   await agent.cp.waitFrontend("10.0.100.3:53/UDP");
   const addrs = agent.cp.tables.backends.all(agent.cp.db.readTxn()).map((b) => b.address).sort();
-  assertEquals(addrs, ["10.1.0.1:8080/TCP", "10.1.0.3:53/UDP", "10.1.0.9:8080/TCP"]);
+  deepStrictEqual(addrs, ["10.1.0.1:8080/TCP", "10.1.0.3:53/UDP", "10.1.0.9:8080/TCP"]);
 });
 
 Deno.test("model: store lost the model → agent keeps its rows, re-reads the republished one, no map write", async () => {
@@ -107,10 +107,10 @@ Deno.test("model: store lost the model → agent keeps its rows, re-reads the re
   store.restartEmpty();
   await waitUntil(() => agent.source.epoch !== epoch && store.epochToken !== "", "new epoch");
   const reread = logs.records.find((r) => r.msg === "model re-read");
-  assert(reread?.why === "epoch changed" || reread?.why === "model gone", String(reread?.why));
-  assertEquals(agent.writes(), writes, "map writes");
-  assertEquals(await agent.maps.dump(), before);
-  assertEquals(store.entries.size, 2);
+  ok(reread?.why === "epoch changed" || reread?.why === "model gone", String(reread?.why));
+  deepStrictEqual(agent.writes(), writes, "map writes");
+  deepStrictEqual(await agent.maps.dump(), before);
+  deepStrictEqual(store.entries.size, 2);
 });
 
 Deno.test("model: a bad entry is logged with its service and skipped; the rest applies", async () => {
@@ -139,9 +139,9 @@ Deno.test("model: a bad entry is logged with its service and skipped; the rest a
   });
   await agent.cp.waitFrontend("10.0.100.7:80/TCP");
   const rejected = logs.records.filter((r) => r.msg === "model entry rejected, skipped");
-  assertEquals(rejected.map((r) => r.service), ["default/json", "default/addr"]);
-  assertEquals(agent.maps.services.size, 3);
-  assertEquals(agent.source.rev, store.rev);
+  deepStrictEqual(rejected.map((r) => r.service), ["default/json", "default/addr"]);
+  deepStrictEqual(agent.maps.services.size, 3);
+  deepStrictEqual(agent.source.rev, store.rev);
 });
 
 Deno.test("model: no model yet → the agent's initializer stays pending (no prune) until it comes", async () => {
@@ -149,11 +149,11 @@ Deno.test("model: no model yet → the agent's initializer stays pending (no pru
   await using agent = await startTestAgent(store);
   await new Promise((r) => setTimeout(r, 100));
   const txn = agent.cp.db.readTxn();
-  assertEquals(agent.cp.tables.frontends.pendingInitializers(txn), ["redis"]);
-  assertEquals(agent.source.view, null);
+  deepStrictEqual(agent.cp.tables.frontends.pendingInitializers(txn), ["redis"]);
+  deepStrictEqual(agent.source.view, null);
   await using _ctl = await startTestController(store, MODEL_YAML);
   await agent.source.ready();
-  assertEquals(agent.cp.tables.frontends.pendingInitializers(agent.cp.db.readTxn()), []);
+  deepStrictEqual(agent.cp.tables.frontends.pendingInitializers(agent.cp.db.readTxn()), []);
   await agent.cp.waitFrontend(WEB);
 });
 
@@ -174,7 +174,7 @@ Deno.test("model: an agent started before the first model picks it up within its
   const late = new Promise<"late">((r) => timer = setTimeout(() => r("late"), 20_000));
   try {
     const first = await Promise.race([agent.source.ready().then(() => "ready" as const), late]);
-    assertEquals(first, "ready", "the first model applied on the empty poll, not the backoff");
+    deepStrictEqual(first, "ready", "the first model applied on the empty poll, not the backoff");
   } finally {
     clearTimeout(timer);
   }

@@ -1,4 +1,5 @@
-import { assertEquals, mulberry32 } from "../_testing.ts";
+import { deepStrictEqual } from "node:assert/strict";
+import { mulberry32 } from "../_testing.ts";
 import { BTree, compareKeys, type Key } from "./btree.ts";
 
 Deno.test("btree: random inserts/deletes match a sorted model and old snapshots never change", () => {
@@ -13,11 +14,11 @@ Deno.test("btree: random inserts/deletes match a sorted model and old snapshots 
       const k = Math.floor(rnd() * 2000);
       if (rnd() < 0.6) {
         const old = ed.set(k, k * 10 + round, round);
-        assertEquals(old, model.get(k));
+        deepStrictEqual(old, model.get(k));
         model.set(k, k * 10 + round);
       } else {
         const old = ed.delete(k);
-        assertEquals(old, model.get(k));
+        deepStrictEqual(old, model.get(k));
         model.delete(k);
       }
       if (rnd() < 0.01) {
@@ -28,14 +29,14 @@ Deno.test("btree: random inserts/deletes match a sorted model and old snapshots 
       }
     }
     tree = ed.done();
-    assertEquals(tree.size, model.size);
+    deepStrictEqual(tree.size, model.size);
     const expected = [...model.entries()].sort((a, b) => a[0] - b[0]);
     const got: [number, number][] = [];
     tree.scan((k, v) => {
       got.push([k as number, v]);
     });
-    assertEquals(got, expected);
-    for (const [k, v] of expected.slice(0, 20)) assertEquals(tree.get(k), v);
+    deepStrictEqual(got, expected);
+    for (const [k, v] of expected.slice(0, 20)) deepStrictEqual(tree.get(k), v);
     snapshots.push([tree, expected]);
   }
   for (const [t, expected] of snapshots) {
@@ -43,7 +44,7 @@ Deno.test("btree: random inserts/deletes match a sorted model and old snapshots 
     t.scan((k, v) => {
       got.push([k as number, v]);
     });
-    assertEquals(got, expected);
+    deepStrictEqual(got, expected);
   }
 });
 
@@ -65,9 +66,9 @@ Deno.test("btree: non-unique tree keeps many values per key and scans from a key
       got.push(v.id);
     }, g);
     const want = rows.filter((r, i) => r.group === g && i % 3 !== 0).map((r) => r.id).sort();
-    assertEquals(got, want);
+    deepStrictEqual(got, want);
   }
-  assertEquals(compareKeys("a", "b") < 0, true);
+  deepStrictEqual(compareKeys("a", "b") < 0, true);
 });
 
 Deno.test("btree: clustered inserts (the last-leaf fast path) interleaved with deletes and snapshots", () => {
@@ -94,18 +95,18 @@ Deno.test("btree: clustered inserts (the last-leaf fast path) interleaved with d
             const v = `v${round}.${op}.${j}`, aux = round * 1000 + op;
             const had = model.get(id(k, t));
             const old = ed.set(k, v, aux, multi ? t : undefined);
-            assertEquals(old, had?.[0]);
-            if (!multi && had !== undefined) assertEquals(ed.oldAux, had[1]);
+            deepStrictEqual(old, had?.[0]);
+            if (!multi && had !== undefined) deepStrictEqual(ed.oldAux, had[1]);
             model.set(id(k, t), [v, aux]);
           } else {
-            assertEquals(ed.delete(k, multi ? t : undefined), model.get(id(k, t))?.[0]);
+            deepStrictEqual(ed.delete(k, multi ? t : undefined), model.get(id(k, t))?.[0]);
             model.delete(id(k, t));
           }
         }
         if (rnd() < 0.02) snapshots.push([ed.snapshot(), entries()]);
       }
       tree = ed.done();
-      assertEquals(tree.size, model.size);
+      deepStrictEqual(tree.size, model.size);
       snapshots.push([tree, entries()]);
     }
     for (const [t, expected] of snapshots) {
@@ -113,9 +114,9 @@ Deno.test("btree: clustered inserts (the last-leaf fast path) interleaved with d
       t.scan((k, v) => {
         got.push([k as string, v]);
       });
-      assertEquals(got.map(([, v]) => v), expected.map(([, v]) => v));
+      deepStrictEqual(got.map(([, v]) => v), expected.map(([, v]) => v));
       if (!multi) {
-        for (const [k, v] of expected) assertEquals(t.get(k), v);
+        for (const [k, v] of expected) deepStrictEqual(t.get(k), v);
       }
     }
   }
@@ -144,17 +145,17 @@ Deno.test("btree: get, collect and scan-from agree with a sorted model for strin
       for (let n = -1; n <= 300; n++) {
         const k = key(n);
         const want = sorted.filter((e) => e[0] === k);
-        assertEquals(tree.collect(k, []), want.map((e) => e[2]), `collect(${k})`);
-        assertEquals(tree.get(k), want[0]?.[2], `get(${k})`);
+        deepStrictEqual(tree.collect(k, []), want.map((e) => e[2]), `collect(${k})`);
+        deepStrictEqual(tree.get(k), want[0]?.[2], `get(${k})`);
         const tb = multi ? `t${n % 20}` : undefined;
-        if (multi) assertEquals(tree.get(k, tb), want.find((e) => e[1] === tb)?.[2]);
+        if (multi) deepStrictEqual(tree.get(k, tb), want.find((e) => e[1] === tb)?.[2]);
         // scan from (k, tb): every entry at or after it, in order (the first few suffice).
         const from = sorted.filter((e) =>
           e[0] > k || (e[0] === k && (tb === undefined || e[1] >= tb))
         );
         const got: string[] = [];
         tree.scan((_k, v) => got.push(v) < 5, k, tb);
-        assertEquals(got, from.slice(0, 5).map((e) => e[2]), `scan from (${k}, ${tb})`);
+        deepStrictEqual(got, from.slice(0, 5).map((e) => e[2]), `scan from (${k}, ${tb})`);
       }
     }
   }

@@ -1,4 +1,5 @@
-import { assert, assertEquals, assertRejects, mulberry32 } from "../_testing.ts";
+import { deepStrictEqual, ok, throws } from "node:assert/strict";
+import { mulberry32 } from "../_testing.ts";
 import { DB, defineIndex, type ReadTxn, type Table, Watch } from "./mod.ts";
 
 type Obj = {
@@ -53,7 +54,7 @@ Deno.test("statedb property: random txns agree with a naive model (isolation, in
         if (rnd() < 0.65) {
           const tags = tagsPool.filter(() => rnd() < 0.4);
           const o: Obj = { id, group: groups[Math.floor(rnd() * groups.length)]!, tags, n: step };
-          assertEquals(t.insert(txn, o), old);
+          deepStrictEqual(t.insert(txn, o), old);
           pending[tname].set(id, o);
           if (tname === "a") {
             touchedGroups.add(o.group);
@@ -61,7 +62,7 @@ Deno.test("statedb property: random txns agree with a naive model (isolation, in
             touchedTagX ||= o.tags.includes("x") || (old?.tags.includes("x") ?? false);
           }
         } else {
-          assertEquals(t.deleteKey(txn, id), old);
+          deepStrictEqual(t.deleteKey(txn, id), old);
           pending[tname].delete(id);
           if (tname === "a" && old) {
             touchedGroups.add(old.group);
@@ -70,7 +71,7 @@ Deno.test("statedb property: random txns agree with a naive model (isolation, in
         }
       }
       // Reads inside the txn see its own writes.
-      assertEquals(a.all(txn), sorted(pending.a));
+      deepStrictEqual(a.all(txn), sorted(pending.a));
       if (aborted) {
         txn.abort();
       } else {
@@ -79,13 +80,16 @@ Deno.test("statedb property: random txns agree with a naive model (isolation, in
         model.b = pending.b;
       }
       const now = db.readTxn();
-      assertEquals(a.all(now), sorted(model.a), `table a after step ${step}`);
-      assertEquals(b.all(now), sorted(model.b), `table b after step ${step}`);
+      deepStrictEqual(a.all(now), sorted(model.a), `table a after step ${step}`);
+      deepStrictEqual(b.all(now), sorted(model.b), `table b after step ${step}`);
       for (const g of groups) {
-        assertEquals(a.list(now, byGroup.query(g)), sorted(model.a).filter((o) => o.group === g));
+        deepStrictEqual(
+          a.list(now, byGroup.query(g)),
+          sorted(model.a).filter((o) => o.group === g),
+        );
       }
       for (const tag of tagsPool) {
-        assertEquals(
+        deepStrictEqual(
           a.list(now, byTag.query(tag)),
           sorted(model.a).filter((o) => o.tags.includes(tag)),
         );
@@ -93,10 +97,10 @@ Deno.test("statedb property: random txns agree with a naive model (isolation, in
       if (!aborted) {
         groups.forEach((g, i) => {
           if (touchedGroups.has(g)) {
-            assert(watches[i]![1].stale, `watch on group ${g} did not fire at step ${step}`);
+            ok(watches[i]![1].stale, `watch on group ${g} did not fire at step ${step}`);
           }
         });
-        if (touchedTagX) assert(tagWatch.stale, `watch on tag x did not fire at step ${step}`);
+        if (touchedTagX) ok(tagWatch.stale, `watch on tag x did not fire at step ${step}`);
       }
       // The change iterator, applied to a replica, reproduces the table: no lost deletes.
       if (rnd() < 0.5) {
@@ -105,14 +109,14 @@ Deno.test("statedb property: random txns agree with a naive model (isolation, in
           if (c.deleted) replica.delete(c.row.id);
           else replica.set(c.row.id, c.row);
         }
-        assertEquals(sorted(replica), sorted(model.a), `replica at step ${step}`);
+        deepStrictEqual(sorted(replica), sorted(model.a), `replica at step ${step}`);
       }
       if (rnd() < 0.2) snapshots.push({ txn: now, a: sorted(model.a), b: sorted(model.b) });
     }
     // Old snapshots are unchanged.
     for (const s of snapshots) {
-      assertEquals(a.all(s.txn), s.a);
-      assertEquals(b.all(s.txn), s.b);
+      deepStrictEqual(a.all(s.txn), s.a);
+      deepStrictEqual(b.all(s.txn), s.b);
     }
     iter.close();
   }
@@ -129,14 +133,14 @@ Deno.test("statedb: deleted rows stay in the graveyard until every iterator saw 
   w = db.writeTxn(a);
   a.deleteKey(w, "x");
   w.commit();
-  assertEquals(fast.next(db.readTxn())[0].map((c) => [c.row.id, c.deleted]), [["x", true]]);
-  assertEquals(db.readTxn().state(a).gyEnd - db.readTxn().state(a).gyStart, 1);
-  assertEquals(slow.next(db.readTxn())[0].map((c) => [c.row.id, c.deleted]), [["x", true]]);
+  deepStrictEqual(fast.next(db.readTxn())[0].map((c) => [c.row.id, c.deleted]), [["x", true]]);
+  deepStrictEqual(db.readTxn().state(a).gyEnd - db.readTxn().state(a).gyStart, 1);
+  deepStrictEqual(slow.next(db.readTxn())[0].map((c) => [c.row.id, c.deleted]), [["x", true]]);
   // A later commit collects it.
   w = db.writeTxn(a);
   a.insert(w, { id: "y", group: "g", tags: [], n: 1 });
   w.commit();
-  assertEquals(db.readTxn().state(a).gyEnd - db.readTxn().state(a).gyStart, 0);
+  deepStrictEqual(db.readTxn().state(a).gyEnd - db.readTxn().state(a).gyStart, 0);
   // Limits: changes come in revision order across calls.
   const it = a.changes();
   w = db.writeTxn(a);
@@ -148,51 +152,51 @@ Deno.test("statedb: deleted rows stay in the graveyard until every iterator saw 
     seen.push(...cs.map((c) => c.row.id));
     if (!watch.stale) break;
   }
-  assertEquals(seen, ["y", ...Array.from({ length: 10 }, (_, i) => `k${i}`)]);
+  deepStrictEqual(seen, ["y", ...Array.from({ length: 10 }, (_, i) => `k${i}`)]);
 });
 
 Deno.test("statedb: write locks, initializers, revisions and watch wake-up", async () => {
   const { db, a, b } = setup();
   const w1 = db.writeTxn(a);
-  await assertRejects(() => db.writeTxn(a, b), 'Cannot lock table "a"');
+  throws(() => db.writeTxn(a, b), /Cannot lock table "a"/);
   const doneK8s = a.registerInitializer(w1, "k8s");
   const doneFile = a.registerInitializer(w1, "file");
   a.insert(w1, { id: "x", group: "g", tags: [], n: 1 });
   w1.commit();
   let [init, initWatch] = a.initialized(db.readTxn());
-  assertEquals(init, false);
+  deepStrictEqual(init, false);
   const [, rowWatch] = a.getWatch(db.readTxn(), byId.query("x"));
   const woke = rowWatch.wait().then(() => "woke");
   let w = db.writeTxn(a);
   doneK8s(w);
   a.insert(w, { id: "x", group: "h", tags: [], n: 2 });
   w.commit();
-  assertEquals(await woke, "woke");
-  assertEquals(initWatch.stale, false);
-  assertEquals(a.pendingInitializers(db.readTxn()), ["file"]);
+  deepStrictEqual(await woke, "woke");
+  deepStrictEqual(initWatch.stale, false);
+  deepStrictEqual(a.pendingInitializers(db.readTxn()), ["file"]);
   w = db.writeTxn(a);
   doneFile(w);
   w.commit();
-  assert(initWatch.stale);
+  ok(initWatch.stale);
   [init, initWatch] = a.initialized(db.readTxn());
-  assertEquals(init, true);
-  assertEquals(a.rowRevision(db.readTxn(), "x"), 2);
-  assertEquals(a.revision(db.readTxn()), 2);
+  deepStrictEqual(init, true);
+  deepStrictEqual(a.rowRevision(db.readTxn(), "x"), 2);
+  deepStrictEqual(a.revision(db.readTxn()), 2);
   // Unrelated key: no wake.
   const [, other] = a.getWatch(db.readTxn(), byId.query("nope"));
   const [, xw] = a.getWatch(db.readTxn(), byId.query("x"));
   w = db.writeTxn(a);
   a.insert(w, { id: "z", group: "g", tags: [], n: 3 });
   w.commit();
-  assertEquals(other.stale, false);
-  assertEquals(xw.stale, false);
-  assert(Watch.fired().stale);
+  deepStrictEqual(other.stale, false);
+  deepStrictEqual(xw.stale, false);
+  ok(Watch.fired().stale);
   // A watch from an old snapshot is already stale.
   const old = db.readTxn();
   w = db.writeTxn(a);
   a.insert(w, { id: "q", group: "g", tags: [], n: 4 });
   w.commit();
-  assert(a.getWatch(old, byId.query("x"))[1].stale);
+  ok(a.getWatch(old, byId.query("x"))[1].stale);
 });
 
 Deno.test("statedb: prefix query and its watch twin", () => {
@@ -203,9 +207,9 @@ Deno.test("statedb: prefix query and its watch twin", () => {
   }
   w.commit();
   const [rows, watch] = a.prefixWatch(db.readTxn(), byId, "10.0.0.1:");
-  assertEquals(rows.map((r) => r.id), ["10.0.0.1:443", "10.0.0.1:80"]);
+  deepStrictEqual(rows.map((r) => r.id), ["10.0.0.1:443", "10.0.0.1:80"]);
   const w2 = db.writeTxn(a);
   a.deleteKey(w2, "10.0.0.1:80");
   w2.commit();
-  assert(watch.stale);
+  ok(watch.stale);
 });

@@ -1,4 +1,4 @@
-import { assertEquals } from "../_testing.ts";
+import { deepStrictEqual } from "node:assert/strict";
 import { parsePromText } from "../../lib/prom_text.ts";
 import { readStatus } from "./collect.ts";
 import { diffStatus } from "./events.ts";
@@ -47,7 +47,7 @@ function world() {
 
 Deno.test("events: nothing changed, nothing to tell", async () => {
   const w = world();
-  assertEquals(diffStatus(await w.read(), await w.read()), []);
+  deepStrictEqual(diffStatus(await w.read(), await w.read()), []);
 });
 
 Deno.test("events: failover, quarantine, swap, leave, anycast drain", async () => {
@@ -70,7 +70,7 @@ Deno.test("events: failover, quarantine, swap, leave, anycast drain", async () =
   };
   w.nodes["http://any1/metrics"] = "down";
   const after = await w.read();
-  assertEquals(diffStatus(before, after).map((e) => [e.kind, e.text]), [
+  deepStrictEqual(diffStatus(before, after).map((e) => [e.kind, e.text]), [
     ["failover", "egress 198.18.0.1 (ns/e): nat1/b → nat2/c (epoch 4)"],
     ["leave", "lb1 no longer serves 10.0.100.1"],
     ["leave", "any1 (anycast) stopped answering: refused"],
@@ -88,14 +88,14 @@ Deno.test("events: failover, quarantine, swap, leave, anycast drain", async () =
     health: { "default/web|10.1.0.1:8080/TCP": "active" },
   };
   const back = await w.read();
-  assertEquals(diffStatus(after, back).map((e) => e.kind), ["join", "recover"]);
+  deepStrictEqual(diffStatus(after, back).map((e) => e.kind), ["join", "recover"]);
 });
 
 Deno.test("events: a Redis outage is no failover or swap", async () => {
   const w = world();
   const before = await w.read();
   w.store.down = true;
-  assertEquals(diffStatus(before, await w.read()), []);
+  deepStrictEqual(diffStatus(before, await w.read()), []);
 });
 
 Deno.test("feed: subscribers get each snapshot and event; SSE replays the timeline", async () => {
@@ -113,22 +113,22 @@ Deno.test("feed: subscribers get each snapshot and event; SSE replays the timeli
   }]);
   await feed.tick();
   unsubscribe();
-  assertEquals(got.map((m) => m.type), ["snapshot", "snapshot", "timeline"]);
-  assertEquals(feed.history().map((e) => e.kind), ["failover"]);
+  deepStrictEqual(got.map((m) => m.type), ["snapshot", "snapshot", "timeline"]);
+  deepStrictEqual(feed.history().map((e) => e.kind), ["failover"]);
 
   // The event stream: a retry hint, the latest snapshot, then the timeline so far.
   const handle = dashboardHandler(feed);
   const res = await handle(new Request("http://x/dashboard/events"))!;
-  assertEquals(res.headers.get("content-type"), "text/event-stream");
+  deepStrictEqual(res.headers.get("content-type"), "text/event-stream");
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
   let text = "";
   for (let i = 0; i < 10 && !text.includes("event: timeline"); i++) {
     text += (await reader.read()).value ?? "";
   }
-  assertEquals(text.match(/^event: \w+/gm), ["event: snapshot", "event: timeline"]);
+  deepStrictEqual(text.match(/^event: \w+/gm), ["event: snapshot", "event: timeline"]);
   await feed.stop(); // ends the stream
   for (let i = 0; i < 10; i++) if ((await reader.read()).done) break;
-  assertEquals(handle(new Request("http://x/metrics")), null);
+  deepStrictEqual(handle(new Request("http://x/metrics")), null);
   const json = await (await handle(new Request("http://x/dashboard/status.json"))!).json();
-  assertEquals(json.egress[0].holder, "nat2/c");
+  deepStrictEqual(json.egress[0].holder, "nat2/c");
 });

@@ -1,4 +1,4 @@
-import { assertEquals } from "../_testing.ts";
+import { deepStrictEqual } from "node:assert/strict";
 import { UsageError } from "../../lib/args.ts";
 import { readStatusArgs } from "./main.ts";
 
@@ -17,19 +17,23 @@ Deno.test("status args: Redis, agents, --json, --serve; bad ones are named", () 
     { redis: "redis://10.9.0.2:6379", agents: ["10.2.1.2:9470,http://h:1/m"], json: true },
     { password: "pw" },
   );
-  assertEquals(a.redis, { url: "redis://10.9.0.2:6379", logComponent: "status", password: "pw" });
-  assertEquals(a.agents, ["http://10.2.1.2:9470/metrics", "http://h:1/m"]);
-  assertEquals([a.json, a.serve, a.listen, a.intervalMs], [true, null, "127.0.0.1", 1000]);
-  assertEquals(readStatusArgs({ serve: "8080" }).serve, 8080);
-  assertEquals(readStatusArgs({}).redis, null);
-  assertEquals(
+  deepStrictEqual(a.redis, {
+    url: "redis://10.9.0.2:6379",
+    logComponent: "status",
+    password: "pw",
+  });
+  deepStrictEqual(a.agents, ["http://10.2.1.2:9470/metrics", "http://h:1/m"]);
+  deepStrictEqual([a.json, a.serve, a.listen, a.intervalMs], [true, null, "127.0.0.1", 1000]);
+  deepStrictEqual(readStatusArgs({ serve: "8080" }).serve, 8080);
+  deepStrictEqual(readStatusArgs({}).redis, null);
+  deepStrictEqual(
     usageError({ redis: "10.9.0.2:6379" }),
     'Cannot use --redis "10.9.0.2:6379": expected redis:// or rediss:// (one Redis) or ' +
       "redis+cluster://HOST:PORT[,HOST:PORT…] (a Redis Cluster)",
   );
-  assertEquals(
+  deepStrictEqual(
     usageError({ agents: ["ftp://x"] }),
     '--agents: Cannot use agent "ftp://x": expected an http or https URL',
   );
-  assertEquals(usageError({ serve: "70000" }) !== "", true);
+  deepStrictEqual(usageError({ serve: "70000" }) !== "", true);
 });

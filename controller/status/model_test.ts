@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { parsePromText } from "../../lib/prom_text.ts";
 import { metricsUrl, readStatus } from "./collect.ts";
 import type { Scrape } from "./model.ts";
@@ -47,9 +47,9 @@ Deno.test("status: LB addresses with the nodes serving them and their flows", as
     scrape,
     now: () => 1000,
   });
-  assertEquals(s.redis, { up: true });
-  assertEquals(s.model, { epoch: "e1", rev: 2, services: 2 });
-  assertEquals(s.addresses, [
+  deepStrictEqual(s.redis, { up: true });
+  deepStrictEqual(s.model, { epoch: "e1", rev: 2, services: 2 });
+  deepStrictEqual(s.addresses, [
     {
       address: "10.0.100.1",
       frontends: ["10.0.100.1:443/TCP default/web", "10.0.100.1:80/TCP default/web"],
@@ -58,20 +58,20 @@ Deno.test("status: LB addresses with the nodes serving them and their flows", as
     },
     { address: "10.0.100.2", frontends: ["10.0.100.2:53/UDP kube/dns"], nodes: ["lb1"], flows: 0 },
   ]);
-  assertEquals(s.backends.map((b) => [b.address, b.state, b.flows]), [
+  deepStrictEqual(s.backends.map((b) => [b.address, b.state, b.flows]), [
     ["10.1.0.1:8080/TCP", "active", 4],
     ["10.1.0.2:8080/TCP", "active", 3],
     ["10.1.0.9:53/UDP", "terminating", 0],
   ]);
-  assertEquals(s.nodes.map((n) => [n.node, n.role, n.up]), [
+  deepStrictEqual(s.nodes.map((n) => [n.node, n.role, n.up]), [
     ["lb1", "lb", true],
     ["lb2", "lb", true],
     ["c", "unknown", false],
   ]);
-  assertEquals(s.nodes[2]!.error, "connection refused");
+  deepStrictEqual(s.nodes[2]!.error, "connection refused");
   // Which release each node runs (mixed during a roll); none exposed: "".
-  assertEquals(s.nodes.map((n) => n.version), ["0.1.0 cbf7d7b5a029", "", ""]);
-  assertEquals(s.policy.model, "ab".repeat(32));
+  deepStrictEqual(s.nodes.map((n) => n.version), ["0.1.0 cbf7d7b5a029", "", ""]);
+  deepStrictEqual(s.policy.model, "ab".repeat(32));
 });
 
 Deno.test("status: health from the nodes' metrics, else from their last reports", async () => {
@@ -94,7 +94,7 @@ Deno.test("status: health from the nodes' metrics, else from their last reports"
     },
   });
   const s = await readStatus(store, ["http://a/metrics"], { scrape });
-  assertEquals(s.backends.map((b) => [b.address, b.health, b.healthBy]), [
+  deepStrictEqual(s.backends.map((b) => [b.address, b.health, b.healthBy]), [
     ["10.1.0.1:8080/TCP", "healthy", { lb3: "healthy", lb1: "healthy" }],
     ["10.1.0.2:8080/TCP", "quarantined", { lb3: "quarantined", lb1: "quarantined" }],
   ]);
@@ -118,13 +118,13 @@ Deno.test("status: policy per node, egress owners, anycast nodes per address", a
   const s = await readStatus(store, ["http://a/metrics", "http://b/metrics", "http://c/metrics"], {
     scrape,
   });
-  assertEquals(s.policy.nodes, [{ node: "lb1", digest: "cd".repeat(32) }]);
-  assertEquals(s.policy.abi, 1);
-  assertEquals(s.egress.map((e) => [e.egress, e.holder, e.epoch]), [
+  deepStrictEqual(s.policy.nodes, [{ node: "lb1", digest: "cd".repeat(32) }]);
+  deepStrictEqual(s.policy.abi, 1);
+  deepStrictEqual(s.egress.map((e) => [e.egress, e.holder, e.epoch]), [
     ["ns/a", "nat1/x", 7],
     ["ns/b", null, null],
   ]);
-  assertEquals(s.anycast, [{ address: "10.0.200.1", nodes: ["n1", "n2"] }]);
+  deepStrictEqual(s.anycast, [{ address: "10.0.200.1", nodes: ["n1", "n2"] }]);
 });
 
 Deno.test("status: Redis down or absent is shown, the nodes still are", async () => {
@@ -134,10 +134,10 @@ Deno.test("status: Redis down or absent is shown, the nodes still are", async ()
     "http://a/metrics": { role: "lb", node: "lb1", lbIps: { "10.0.100.5": 1 } },
   });
   const s = await readStatus(store, ["http://a/metrics"], { scrape });
-  assertEquals(s.redis, { up: false, error: "connection refused" });
-  assertEquals(s.addresses.map((a) => [a.address, a.nodes]), [["10.0.100.5", ["lb1"]]]);
+  deepStrictEqual(s.redis, { up: false, error: "connection refused" });
+  deepStrictEqual(s.addresses.map((a) => [a.address, a.nodes]), [["10.0.100.5", ["lb1"]]]);
   const none = await readStatus(null, [], { scrape });
-  assertEquals(none.redis, { up: false, error: "no --redis given" });
+  deepStrictEqual(none.redis, { up: false, error: "no --redis given" });
 });
 
 Deno.test("status: a bad model entry is left out, the rest shown", async () => {
@@ -146,25 +146,25 @@ Deno.test("status: a bad model entry is left out, the rest shown", async () => {
   const entries = new Map(store.state.model.entries).set("bad/x", "{not json");
   store.state = { ...store.state, model: { ...store.state.model, entries } };
   const s = await readStatus(store, []);
-  assertEquals(s.model.services, 1);
+  deepStrictEqual(s.model.services, 1);
 });
 
 Deno.test("status: text tables align; metrics URLs; flow values", async () => {
-  assertEquals(textTable(["A", "BB"], [["xxx", "1"], ["y", "22"]]), "A    BB\nxxx  1\ny    22");
-  assertEquals(metricsUrl("127.0.0.1:9470"), "http://127.0.0.1:9470/metrics");
-  assertEquals(metricsUrl("http://h:1/x"), "http://h:1/x");
+  deepStrictEqual(textTable(["A", "BB"], [["xxx", "1"], ["y", "22"]]), "A    BB\nxxx  1\ny    22");
+  deepStrictEqual(metricsUrl("127.0.0.1:9470"), "http://127.0.0.1:9470/metrics");
+  deepStrictEqual(metricsUrl("http://h:1/x"), "http://h:1/x");
   let threw = false;
   try {
     metricsUrl("ftp://h");
   } catch (e) {
     threw = /Cannot use agent "ftp:\/\/h"/.test((e as Error).message);
   }
-  assert(threw, "ftp:// is refused");
-  assertEquals(flowValueBackend("0a010001:1700000000000"), "10.1.0.1");
-  assertEquals(flowValueBackend(`20010db8${"0".repeat(23)}1:5`), "2001:db8::1");
-  assertEquals(flowValueBackend("zz:1"), undefined);
+  ok(threw, "ftp:// is refused");
+  deepStrictEqual(flowValueBackend("0a010001:1700000000000"), "10.1.0.1");
+  deepStrictEqual(flowValueBackend(`20010db8${"0".repeat(23)}1:5`), "2001:db8::1");
+  deepStrictEqual(flowValueBackend("zz:1"), undefined);
   const store = new MemoryStatusStore();
   store.setEntries([WEB]);
   const text = renderStatusText(await readStatus(store, []));
-  assert(text.includes("10.0.100.1  -                 0      10.0.100.1:443/TCP"), text);
+  ok(text.includes("10.0.100.1  -                 0      10.0.100.1:443/TCP"), text);
 });

@@ -1,4 +1,4 @@
-import { assertEquals } from "../controller/_testing.ts";
+import { deepStrictEqual } from "node:assert/strict";
 import { captureLogs, log } from "../lib/log.ts";
 import { Registry } from "../lib/metrics.ts";
 import { LbNodeRole } from "./_lb_node_role.ts";
@@ -20,16 +20,16 @@ Deno.test("LB node role: the model's encap port reaches configure once per chang
   using logs = captureLogs();
   const { r, written } = role();
   r.apply({}, true);
-  assertEquals(written, [], "default 6080 already written at start");
+  deepStrictEqual(written, [], "default 6080 already written at start");
   r.apply({ encapPort: 7000 }, true);
   r.apply({ encapPort: 7000, lbNodes: ["lb2"] }, true);
-  assertEquals([written, r.encapPort], [[7000], 7000]);
-  assertEquals(
+  deepStrictEqual([written, r.encapPort], [[7000], 7000]);
+  deepStrictEqual(
     logs.records.filter((l) => l.msg.startsWith("encap port set")).map((l) => l.msg),
     ["encap port set to 7000 (from the model)"],
   );
   r.apply({}, true);
-  assertEquals(written, [7000, 6080]);
+  deepStrictEqual(written, [7000, 6080]);
 });
 
 Deno.test("LB node role: an explicit --encap-port wins over the model (said once)", () => {
@@ -37,8 +37,8 @@ Deno.test("LB node role: an explicit --encap-port wins over the model (said once
   const { r, written } = role({ encapPortFlag: 6081 });
   r.apply({ encapPort: 7000 }, true);
   r.apply({ encapPort: 7000, lbNodes: [] }, true);
-  assertEquals([written, r.encapPort], [[], 6081]);
-  assertEquals(
+  deepStrictEqual([written, r.encapPort], [[], 6081]);
+  deepStrictEqual(
     logs.records.filter((l) => l.msg === "encap port of the model ignored: --encap-port wins")
       .map((l) => [l.model, l.flag]),
     [[7000, 6081]],
@@ -49,8 +49,8 @@ Deno.test("LB node role: without node settings to write the port is not applied,
   using logs = captureLogs();
   const { r } = role({ noConfigure: true });
   r.apply({ encapPort: 7000 }, true);
-  assertEquals(r.encapPort, 6080);
-  assertEquals(
+  deepStrictEqual(r.encapPort, 6080);
+  deepStrictEqual(
     logs.records.some((l) =>
       l.msg === "cannot apply the encap port of the model: no node settings written"
     ),
@@ -62,11 +62,14 @@ Deno.test("LB node role: not selected → not serving (readyz), logged and count
   using logs = captureLogs();
   const { r, registry } = role();
   r.apply({ lbNodes: ["lb1"] }, false);
-  assertEquals(r.serving, false);
-  assertEquals(logs.records.at(-1)?.msg, "not an LB node: lbNodeSelector does not select node lb2");
-  assertEquals(registry.expose().includes("holdfast_agent_lb_node 0"), true);
+  deepStrictEqual(r.serving, false);
+  deepStrictEqual(
+    logs.records.at(-1)?.msg,
+    "not an LB node: lbNodeSelector does not select node lb2",
+  );
+  deepStrictEqual(registry.expose().includes("holdfast_agent_lb_node 0"), true);
   r.apply({ lbNodes: ["lb1", "lb2"] }, true);
-  assertEquals(r.serving, true);
-  assertEquals(logs.records.at(-1)?.msg, "LB node: lbNodeSelector selects node lb2");
-  assertEquals(registry.expose().includes("holdfast_agent_lb_node 1"), true);
+  deepStrictEqual(r.serving, true);
+  deepStrictEqual(logs.records.at(-1)?.msg, "LB node: lbNodeSelector selects node lb2");
+  deepStrictEqual(registry.expose().includes("holdfast_agent_lb_node 1"), true);
 });

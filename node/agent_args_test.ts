@@ -6,13 +6,7 @@ import {
   readAgentArgs,
 } from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
-import { throws } from "node:assert/strict";
-
-function assertEquals(a: unknown, b: unknown) {
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
-  }
-}
+import { deepStrictEqual, throws } from "node:assert/strict";
 
 Deno.test("agent arguments: required, lists, defaults, secrets from a file", () => {
   const a = parseAgentArgs([
@@ -34,25 +28,29 @@ Deno.test("agent arguments: required, lists, defaults, secrets from a file", () 
     "--idle-timeout-ms",
     "1000",
   ], { readFile: () => "s3cret\n" });
-  assertEquals(a.vips, ["10.0.100.1", "10.0.100.2", "10.0.100.3"]);
-  assertEquals(a.redis, {
+  deepStrictEqual(a.vips, ["10.0.100.1", "10.0.100.2", "10.0.100.3"]);
+  deepStrictEqual(a.redis, {
     url: "redis://127.0.0.1:6379",
     username: "holdfast",
     password: "s3cret",
   });
-  assertEquals([a.nodeName, a.datapath, a.idleTimeoutMs], ["lb-a", "memory", 1000]);
-  assertEquals(a.listen, { hostname: "127.0.0.1", port: 9470 });
-  assertEquals([a.config, a.flowSync, a.configPollMs], ["/etc/holdfast/services.yaml", true, 200]);
-  assertEquals(a.fullReconcileIntervalMs, 30_000);
+  deepStrictEqual([a.nodeName, a.datapath, a.idleTimeoutMs], ["lb-a", "memory", 1000]);
+  deepStrictEqual(a.listen, { hostname: "127.0.0.1", port: 9470 });
+  deepStrictEqual([a.config, a.flowSync, a.configPollMs], [
+    "/etc/holdfast/services.yaml",
+    true,
+    200,
+  ]);
+  deepStrictEqual(a.fullReconcileIntervalMs, 30_000);
 });
 
 Deno.test("agent arguments: --full-reconcile-interval-ms sets how often the maps are repaired", () => {
   const base = ["--config", "s.yaml", "--node-name", "lb1", "--no-flow-sync"];
-  assertEquals(
+  deepStrictEqual(
     parseAgentArgs([...base, "--full-reconcile-interval-ms", "5000"]).fullReconcileIntervalMs,
     5000,
   );
-  assertEquals(
+  deepStrictEqual(
     parseAgentArgs([...base, "--full-reconcile-interval-ms", "0"]).fullReconcileIntervalMs,
     0,
   );
@@ -60,16 +58,16 @@ Deno.test("agent arguments: --full-reconcile-interval-ms sets how often the maps
 
 Deno.test("agent arguments: --learn-window-ms sets the longest burst wait, 0 to 10000", () => {
   const base = ["--config", "s.yaml", "--node-name", "lb1", "--no-flow-sync"];
-  assertEquals(parseAgentArgs(base).learnWindowMs, undefined);
-  assertEquals(parseAgentArgs([...base, "--learn-window-ms", "200"]).learnWindowMs, 200);
-  assertEquals(parseAgentArgs([...base, "--learn-window-ms", "0"]).learnWindowMs, 0);
+  deepStrictEqual(parseAgentArgs(base).learnWindowMs, undefined);
+  deepStrictEqual(parseAgentArgs([...base, "--learn-window-ms", "200"]).learnWindowMs, 200);
+  deepStrictEqual(parseAgentArgs([...base, "--learn-window-ms", "0"]).learnWindowMs, 0);
   throws(() => parseAgentArgs([...base, "--learn-window-ms", "20000"]), /--learn-window-ms/);
   throws(() => parseAgentArgs([...base, "--learn-window-ms", "soon"]), /--learn-window-ms/);
 });
 
 Deno.test("agent arguments: --no-flow-sync needs no Redis; --vip is optional", () => {
   const a = parseAgentArgs(["--config", "s.yaml", "--node-name", "lb1", "--no-flow-sync"]);
-  assertEquals([a.flowSync, a.vips], [false, []]);
+  deepStrictEqual([a.flowSync, a.vips], [false, []]);
 });
 
 Deno.test("agent arguments: --model redis instead of --config; it needs --redis even without flow sync", () => {
@@ -77,8 +75,8 @@ Deno.test("agent arguments: --model redis instead of --config; it needs --redis 
     ["--model", "redis", "--node-name", "lb1", "--no-flow-sync", "--redis", "rediss://r:6380"],
     { password: "pw" },
   );
-  assertEquals([a.model, "config" in a, a.flowSync], ["redis", false, false]);
-  assertEquals(a.redis, { url: "rediss://r:6380", password: "pw" });
+  deepStrictEqual([a.model, "config" in a, a.flowSync], ["redis", false, false]);
+  deepStrictEqual(a.redis, { url: "rediss://r:6380", password: "pw" });
   const cases: [string[], string][] = [
     [
       ["--model", "redis", "--node-name", "a", "--no-flow-sync"],
@@ -158,34 +156,34 @@ Deno.test("agent arguments: datapath sizes, node settings, attach, last value wi
     "--listen",
     "none",
   ]);
-  assertEquals(
+  deepStrictEqual(
     [a.maxServices, a.maxBackends, a.maxFlows, a.fullReconcileIntervalMs],
     [64, 1024, 4096, 0],
   );
-  assertEquals(a.attach, { ifname: "eth0", netns: "hf-1-lb1" });
-  assertEquals(a.configure, { srcAddr: "10.2.1.2", encapPort: 6080, seed: 7 });
-  assertEquals([a.logLevel, a.listen, a.datapath], ["warn", null, "bpf"]);
+  deepStrictEqual(a.attach, { ifname: "eth0", netns: "hf-1-lb1" });
+  deepStrictEqual(a.configure, { srcAddr: "10.2.1.2", encapPort: 6080, seed: 7 });
+  deepStrictEqual([a.logLevel, a.listen, a.datapath], ["warn", null, "bpf"]);
   // absent options are absent, not undefined (callers spread them over defaults)
-  assertEquals(["pinDir", "policy", "maglevSize"].filter((k) => k in a), []);
+  deepStrictEqual(["pinDir", "policy", "maglevSize"].filter((k) => k in a), []);
 });
 
 Deno.test("agent --node-address: the interface holding it, default --src-addr; --attach wins", () => {
   const base = ["--config=s.yaml", "--node-name=lb1", "--no-flow-sync"];
   const a = parseAgentArgs([...base, "--node-address", "10.2.1.2", "--netns", "hf-1-lb1"]);
-  assertEquals(a.attach, { address: "10.2.1.2", netns: "hf-1-lb1" });
-  assertEquals(a.configure, { srcAddr: "10.2.1.2", encapPort: 6080, seed: 0 });
+  deepStrictEqual(a.attach, { address: "10.2.1.2", netns: "hf-1-lb1" });
+  deepStrictEqual(a.configure, { srcAddr: "10.2.1.2", encapPort: 6080, seed: 0 });
   // --src-addr wins for the source address, --attach for the interface
   const b = parseAgentArgs([...base, "--node-address=10.2.1.2", "--src-addr=10.2.1.9"]);
-  assertEquals([b.attach, b.configure?.srcAddr], [{ address: "10.2.1.2" }, "10.2.1.9"]);
+  deepStrictEqual([b.attach, b.configure?.srcAddr], [{ address: "10.2.1.2" }, "10.2.1.9"]);
   const c = parseAgentArgs([...base, "--node-address=10.2.1.2", "--attach=eth1"]);
-  assertEquals([c.attach, c.configure?.srcAddr], [{ ifname: "eth1" }, "10.2.1.2"]);
+  deepStrictEqual([c.attach, c.configure?.srcAddr], [{ ifname: "eth1" }, "10.2.1.2"]);
 
   const ifaces = [
     { name: "lo", family: "IPv4", address: "127.0.0.1" },
     { name: "eth0", family: "IPv6", address: "fe80::1" },
     { name: "eth0", family: "IPv4", address: "10.2.1.2" },
   ] as Deno.NetworkInterfaceInfo[];
-  assertEquals(interfaceHolding("10.2.1.2", ifaces), "eth0");
+  deepStrictEqual(interfaceHolding("10.2.1.2", ifaces), "eth0");
   throws(() => interfaceHolding("10.2.1.7", ifaces, "hf-1-lb1"), {
     message: 'Cannot find the interface for --node-address "10.2.1.7" in netns "hf-1-lb1": ' +
       "no interface holds it; seen: lo (127.0.0.1), eth0 (fe80::1, 10.2.1.2)",
@@ -198,7 +196,7 @@ Deno.test("agent --help prints the usage naming every option, exit 0", () => {
   console.log = (s: unknown) => void out.push(String(s));
   try {
     const r = readCommandLine(["--node-name", "x", "--help"], AGENT_COMMAND, readAgentArgs);
-    assertEquals(r, { exit: 0 });
+    deepStrictEqual(r, { exit: 0 });
   } finally {
     console.log = log;
   }
@@ -209,30 +207,30 @@ Deno.test("agent --help prints the usage naming every option, exit 0", () => {
 
 Deno.test("agent arguments: --health on by default, off on request, anything else named", () => {
   const base = ["--config", "s.yaml", "--no-flow-sync", "--node-name", "lb-a"];
-  assertEquals(parseAgentArgs(base).health, true);
-  assertEquals(parseAgentArgs([...base, "--health", "off"]).health, false);
+  deepStrictEqual(parseAgentArgs(base).health, true);
+  deepStrictEqual(parseAgentArgs([...base, "--health", "off"]).health, false);
   throws(() => parseAgentArgs([...base, "--health", "maybe"]), /--health "maybe"/);
 });
 
 Deno.test("agent --event-budget reaches the LB node settings; absent = the datapath's default", () => {
   const base = ["--config=s.yaml", "--node-name=lb1", "--no-flow-sync", "--src-addr=10.2.1.2"];
-  assertEquals(parseAgentArgs([...base, "--event-budget", "5000"]).configure, {
+  deepStrictEqual(parseAgentArgs([...base, "--event-budget", "5000"]).configure, {
     srcAddr: "10.2.1.2",
     encapPort: 6080,
     seed: 0,
     eventBudget: 5000,
   });
-  assertEquals("eventBudget" in (parseAgentArgs(base).configure ?? {}), false);
+  deepStrictEqual("eventBudget" in (parseAgentArgs(base).configure ?? {}), false);
   throws(() => parseAgentArgs([...base, "--event-budget", "0"]), /event-budget/);
 });
 
 Deno.test("agent --src-addr6: an address or auto; absent = hf_config6 untouched", () => {
   const base = ["--config=s.yaml", "--node-name=lb1", "--no-flow-sync"];
-  assertEquals("srcAddr6" in parseAgentArgs([...base, "--src-addr=10.2.1.2"]), false);
+  deepStrictEqual("srcAddr6" in parseAgentArgs([...base, "--src-addr=10.2.1.2"]), false);
   const a = parseAgentArgs([...base, "--src-addr=10.2.1.2", "--src-addr6", "2001:db8:11::2"]);
-  assertEquals([a.srcAddr6, a.configure?.srcAddr], ["2001:db8:11::2", "10.2.1.2"]);
+  deepStrictEqual([a.srcAddr6, a.configure?.srcAddr], ["2001:db8:11::2", "10.2.1.2"]);
   const b = parseAgentArgs([...base, "--node-address=10.2.1.2", "--src-addr6=auto"]);
-  assertEquals([b.srcAddr6, b.attach], ["auto", { address: "10.2.1.2" }]);
+  deepStrictEqual([b.srcAddr6, b.attach], ["auto", { address: "10.2.1.2" }]);
   const cases: [string[], string][] = [
     [["--src-addr6=2001:db8::1"], "needs --src-addr or --node-address"],
     [["--src-addr=10.2.1.2", "--src-addr6=auto"], "give --attach or --node-address"],
@@ -248,7 +246,7 @@ Deno.test("agent --node-address IPV4,IPV6 (status.hostIPs): the IPv6 one is the 
   const base = ["--config=s.yaml", "--node-name=lb1", "--no-flow-sync"];
   for (const list of ["10.2.1.2,2001:db8:11::2", "2001:db8:11::2,10.2.1.2"]) {
     const a = parseAgentArgs([...base, "--node-address", list]);
-    assertEquals([a.attach, a.configure?.srcAddr, a.srcAddr6], [
+    deepStrictEqual([a.attach, a.configure?.srcAddr, a.srcAddr6], [
       { address: "10.2.1.2" },
       "10.2.1.2",
       "2001:db8:11::2",
@@ -256,8 +254,8 @@ Deno.test("agent --node-address IPV4,IPV6 (status.hostIPs): the IPv6 one is the 
   }
   // --src-addr6 wins; one address stays IPv4 only
   const b = parseAgentArgs([...base, "--node-address=10.2.1.2,2001:db8:11::2", "--src-addr6=auto"]);
-  assertEquals(b.srcAddr6, "auto");
-  assertEquals("srcAddr6" in parseAgentArgs([...base, "--node-address=10.2.1.2"]), false);
+  deepStrictEqual(b.srcAddr6, "auto");
+  deepStrictEqual("srcAddr6" in parseAgentArgs([...base, "--node-address=10.2.1.2"]), false);
   const cases: [string, string][] = [
     ["2001:db8:11::2", 'Cannot use --node-address "2001:db8:11::2"'],
     ["10.2.1.2,2001:db8:11::2,2001:db8:11::3", "one IPv4 and one IPv6 at most"],
@@ -279,7 +277,7 @@ Deno.test("agent --src-addr6 auto: the attach interface's one global IPv6 addres
     { name: "eth1", family: "IPv6", address: "2001:db8:12::2" },
     { name: "eth1", family: "IPv6", address: "fd00::2" },
   ] as Deno.NetworkInterfaceInfo[];
-  assertEquals(globalIpv6Of("eth0", ifaces), "2001:db8:11::2");
+  deepStrictEqual(globalIpv6Of("eth0", ifaces), "2001:db8:11::2");
   throws(() => globalIpv6Of("eth1", ifaces, "hf-1-lb1"), {
     message: 'Cannot pick --src-addr6 auto on "eth1" in netns "hf-1-lb1": it has 2 global IPv6 ' +
       "addresses (2001:db8:12::2, fd00::2); name one",

@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../controller/_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { createControlPlane } from "../controller/control_plane.ts";
 import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
 import { MODEL_YAML, waitUntil } from "../controller/model/_testing.ts";
@@ -29,7 +29,7 @@ Deno.test("agent policy swap: an accepted module rebuilds every Maglev table; a 
   using logs = captureLogs();
   const registry = new Registry();
   const host = await PolicyHost.create({ registry, limits: LIMITS });
-  assert((await host.swap(await build("release.wasm"))).ok);
+  ok((await host.swap(await build("release.wasm"))).ok);
   const maps = new MemoryLBMaps();
   const cp = await createControlPlane(maps, {
     maglev: new WasmMaglevBuilder(host, { fallback: new TsMaglevBuilder(), registry }),
@@ -49,25 +49,25 @@ Deno.test("agent policy swap: an accepted module rebuilds every Maglev table; a 
     const swap = policySwapper(host, cp, log);
 
     const accepted = await swap(await build("debug.wasm"), "test");
-    assert(accepted.ok);
+    ok(accepted.ok);
     await waitUntil(() => rebuilt() === writes + 2, "both frontends' tables rebuilt");
     // The debug build fills tables as the release one does: nothing to write again.
-    assertEquals(m.holdfast_lbmaps_maglev_unchanged_total, 2);
+    deepStrictEqual(m.holdfast_lbmaps_maglev_unchanged_total, 2);
     await cp.reconciler.waitIdle();
     const swapped = logs.records.find((r) => r.msg === "policy swapped");
-    assertEquals([swapped?.sha256, swapped?.rebuild_frontends], [accepted.digest, 2]);
+    deepStrictEqual([swapped?.sha256, swapped?.rebuild_frontends], [accepted.digest, 2]);
 
     const before = m.holdfast_lbmaps_maglev_writes_total, dump = await maps.dump();
     const rejected = await swap(await build("fixtures/wrong_hash.wasm"), "test");
-    assertEquals([rejected.ok, !rejected.ok && rejected.reason], [false, "vectors"]);
+    deepStrictEqual([rejected.ok, !rejected.ok && rejected.reason], [false, "vectors"]);
     cp.reconciler.triggerFullReconcile();
     await new Promise((r) => setTimeout(r, 50));
     await cp.reconciler.waitIdle();
-    assertEquals(m.holdfast_lbmaps_maglev_writes_total, before, "no table written");
-    assertEquals(await maps.dump(), dump);
-    assertEquals(host.current.digest, accepted.digest, "the accepted module keeps serving");
-    assert(logs.records.some((r) => r.msg === "policy rejected" && r.reason === "vectors"));
-    assert(registry.expose().includes('holdfast_policy_rejections_total{reason="vectors"} 1'));
+    deepStrictEqual(m.holdfast_lbmaps_maglev_writes_total, before, "no table written");
+    deepStrictEqual(await maps.dump(), dump);
+    deepStrictEqual(host.current.digest, accepted.digest, "the accepted module keeps serving");
+    ok(logs.records.some((r) => r.msg === "policy rejected" && r.reason === "vectors"));
+    ok(registry.expose().includes('holdfast_policy_rejections_total{reason="vectors"} 1'));
   } finally {
     await cp.stop();
   }
@@ -77,7 +77,7 @@ Deno.test("agent policy swap: a stricter health module judges the next probes wi
   using _logs = captureLogs();
   const registry = new Registry();
   const host = await PolicyHost.create({ registry, limits: LIMITS });
-  assert((await host.swap(await build("release.wasm"))).ok);
+  ok((await host.swap(await build("release.wasm"))).ok);
   const cp = await createControlPlane(new MemoryLBMaps(), {
     maglev: new WasmMaglevBuilder(host, { fallback: new TsMaglevBuilder(), registry }),
   });
@@ -101,7 +101,7 @@ Deno.test("agent policy swap: a stricter health module judges the next probes wi
     await waitUntil(() => changes.length === from + 1, "a quarantine");
     down = false;
     await waitUntil(() => changes.length === from + 2, "a recovery");
-    assertEquals(changes.slice(from).map((c) => c.verdict), ["quarantined", "active"]);
+    deepStrictEqual(changes.slice(from).map((c) => c.verdict), ["quarantined", "active"]);
     return [changes[from]!.probes, changes[from + 1]!.probes];
   };
   try {
@@ -115,16 +115,16 @@ Deno.test("agent policy swap: a stricter health module judges the next probes wi
       check: FAST_CHECK,
     }]);
     await waitUntil(() => checker.states().get("default/web|10.1.0.2:8080/TCP") === "active", "up");
-    assertEquals(await outage(), [3, 2], "release: out after fall 3, back after rise 2");
+    deepStrictEqual(await outage(), [3, 2], "release: out after fall 3, back after rise 2");
 
     const strict = await swap(await build("fixtures/strict_health.wasm"), "test");
-    assert(
+    ok(
       strict.ok && !strict.report.healthEqualsReference && strict.report.maglevEqualsReference,
     );
-    assertEquals(await outage(), [3, 4], "strict_health: back after 2 × rise");
+    deepStrictEqual(await outage(), [3, 4], "strict_health: back after 2 × rise");
 
-    assert((await swap(await build("release.wasm"), "rollback")).ok);
-    assertEquals(await outage(), [3, 2], "rolled back: rise 2 again");
+    ok((await swap(await build("release.wasm"), "rollback")).ok);
+    deepStrictEqual(await outage(), [3, 2], "rolled back: rise 2 again");
   } finally {
     await checker.stop();
     await cp.stop();
@@ -135,14 +135,14 @@ Deno.test("agent Maglev builder: the reference tables while no module serves (on
   using _logs = captureLogs();
   const host = await PolicyHost.create({ registry: new Registry(), limits: LIMITS });
   const rejected = await host.swap(await build("fixtures/wrong_hash.wasm"));
-  assert(!rejected.ok && !host.ready, "no module serves");
+  ok(!rejected.ok && !host.ready, "no module serves");
   const builder = new WasmMaglevBuilder(host, { fallback: new TsMaglevBuilder() }); // the agent's
   const keys = [{ key: "10.1.0.1:80", weight: 100 }, { key: "10.1.0.2:80", weight: 100 }];
   const reference = new TsMaglevBuilder().build(keys, 251, undefined, [7, 9]);
-  assertEquals([...builder.build(keys, 251, undefined, [7, 9])], [...reference]);
-  assertEquals(builder.fillModule?.(), undefined, "nothing to build ahead on workers");
-  assert((await host.swap(await build("release.wasm"))).ok);
-  assertEquals(builder.fillModule?.()?.digest, host.current.digest, "the serving module's");
+  deepStrictEqual([...builder.build(keys, 251, undefined, [7, 9])], [...reference]);
+  deepStrictEqual(builder.fillModule?.(), undefined, "nothing to build ahead on workers");
+  ok((await host.swap(await build("release.wasm"))).ok);
+  deepStrictEqual(builder.fillModule?.()?.digest, host.current.digest, "the serving module's");
   const wasm = new WasmMaglevBuilder(host).build(keys, 251, undefined, [7, 9]);
-  assertEquals([...builder.build(keys, 251, undefined, [7, 9])], [...wasm]);
+  deepStrictEqual([...builder.build(keys, 251, undefined, [7, 9])], [...wasm]);
 });

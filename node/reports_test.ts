@@ -1,4 +1,4 @@
-import { assertEquals } from "../controller/_testing.ts";
+import { deepStrictEqual } from "node:assert/strict";
 import { decodeReport } from "../controller/model/reports.ts";
 import { captureLogs, log } from "../lib/log.ts";
 import { Registry } from "../lib/metrics.ts";
@@ -33,9 +33,9 @@ Deno.test("agent reports: a verdict is one XADD on the model's reports stream", 
   });
   reporter.health(change);
   await reporter.close();
-  assertEquals(sent.length, 1);
-  assertEquals(sent[0]!.slice(0, 5), ["XADD", "hf:model:{m}:reports", "MAXLEN", "~", "10000"]);
-  assertEquals(decodeReport(sent[0]!.slice(6)), {
+  deepStrictEqual(sent.length, 1);
+  deepStrictEqual(sent[0]!.slice(0, 5), ["XADD", "hf:model:{m}:reports", "MAXLEN", "~", "10000"]);
+  deepStrictEqual(decodeReport(sent[0]!.slice(6)), {
     kind: "health",
     node: "lb-node-1",
     service: "shop/web",
@@ -63,17 +63,17 @@ Deno.test("agent reports: Redis failing or hanging never holds the caller; failu
   for (let i = 0; i < MAX_IN_FLIGHT + 5; i++) reporter.policyRejected("ab".repeat(32), "abi");
   await new Promise((r) => setTimeout(r, 0));
   const text = registry.expose();
-  assertEquals(
+  deepStrictEqual(
     text.includes('holdfast_agent_reports_total{kind="policy",result="failed"} 1'),
     true,
     text,
   );
-  assertEquals(
+  deepStrictEqual(
     text.includes('holdfast_agent_reports_total{kind="policy",result="dropped"} 5'),
     true,
     text,
   );
-  assertEquals(logs.records.some((r) => r.msg === "cannot send report to the controller"), true);
+  deepStrictEqual(logs.records.some((r) => r.msg === "cannot send report to the controller"), true);
   hang.resolve("1-0");
   await reporter.close();
 });

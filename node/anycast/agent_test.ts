@@ -1,15 +1,10 @@
+import { deepStrictEqual } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { registry } from "../../lib/metrics.ts";
 import { AnycastAgent } from "./agent.ts";
 import { MemoryLoopback } from "./loopback.ts";
 import { desiredAddresses } from "./model.ts";
 import { AnycastStateError, parseAnycastState } from "./state_file.ts";
-
-function assertEquals(a: unknown, b: unknown, what = "") {
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${what} ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
-  }
-}
 
 const state = (pods: string) =>
   parseAnycastState(`
@@ -36,22 +31,22 @@ Deno.test("anycast: an address is held exactly while a ready, non-terminating lo
     ...desiredAddresses("n1", state(`[${pods.join()}]`).services, state(`[${pods.join()}]`).pods)
       .keys(),
   ];
-  assertEquals(held([pod("default/web-1", { app: "web" })]), ["10.0.100.10"], "ready pod");
-  assertEquals(
+  deepStrictEqual(held([pod("default/web-1", { app: "web" })]), ["10.0.100.10"], "ready pod");
+  deepStrictEqual(
     held([pod("default/web-1", { app: "web" }, { terminating: true })]),
     [],
     "terminating",
   );
-  assertEquals(held([pod("default/web-1", { app: "web" }, { ready: false })]), [], "not ready");
-  assertEquals(held([pod("default/web-1", { app: "web" }, { node: "n2" })]), [], "other node");
+  deepStrictEqual(held([pod("default/web-1", { app: "web" }, { ready: false })]), [], "not ready");
+  deepStrictEqual(held([pod("default/web-1", { app: "web" }, { node: "n2" })]), [], "other node");
   // Namespaces: other/web selects only pods of namespace "other".
-  assertEquals(held([pod("other/web-1", { app: "web" })]), ["10.0.100.13"], "namespace");
+  deepStrictEqual(held([pod("other/web-1", { app: "web" })]), ["10.0.100.13"], "namespace");
   // Full selector semantics: NotIn excludes the canary, keeps a pod without the key.
-  assertEquals(held([pod("default/api-1", { app: "api", track: "canary" })]), [], "NotIn");
-  assertEquals(held([pod("default/api-1", { app: "api" })]), ["10.0.100.11"], "NotIn, no key");
+  deepStrictEqual(held([pod("default/api-1", { app: "api", track: "canary" })]), [], "NotIn");
+  deepStrictEqual(held([pod("default/api-1", { app: "api" })]), ["10.0.100.11"], "NotIn, no key");
   // Stateful services and services without a selector are never held.
-  assertEquals(held([pod("default/db-1", { app: "db" })]), [], "stateful");
-  assertEquals(held([pod("default/x", {})]), [], "no selector selects nothing");
+  deepStrictEqual(held([pod("default/db-1", { app: "db" })]), [], "stateful");
+  deepStrictEqual(held([pod("default/x", {})]), [], "no selector selects nothing");
 });
 
 Deno.test("anycast: a shared address is held while any of its services has a local ready pod", () => {
@@ -61,7 +56,7 @@ Deno.test("anycast: a shared address is held while any of its services has a loc
     }]`,
   );
   const d = desiredAddresses("n1", s.services, s.pods);
-  assertEquals(d.get("10.0.100.10"), { services: ["default/web-tls"], pods: ["default/tls-1"] });
+  deepStrictEqual(d.get("10.0.100.10"), { services: ["default/web-tls"], pods: ["default/tls-1"] });
 });
 
 Deno.test("anycast agent: assumes and forfeits on lo, logging address, services and pods", async () => {
@@ -71,14 +66,14 @@ Deno.test("anycast agent: assumes and forfeits on lo, logging address, services 
   lo.addresses.add("10.0.200.5"); // in an owned prefix, left over from a crash: removed
   const agent = new AnycastAgent("n1", lo, { prefixes: ["10.0.200.0/24"] });
   await agent.update(state(`[${pod("default/web-1", { app: "web" })}]`));
-  assertEquals([...lo.addresses].sort(), ["10.0.100.10", "127.0.0.9"]);
+  deepStrictEqual([...lo.addresses].sort(), ["10.0.100.10", "127.0.0.9"]);
   const held = 'holdfast_anycast_address{address="10.0.100.10"}';
-  assertEquals(registry.expose().includes(`${held} 1`), true, "held address is 1 in /metrics");
+  deepStrictEqual(registry.expose().includes(`${held} 1`), true, "held address is 1 in /metrics");
   await agent.update(state(`[${pod("default/web-1", { app: "web" }, { terminating: true })}]`));
-  assertEquals([...lo.addresses], ["127.0.0.9"]);
-  assertEquals(registry.expose().includes(`${held} 0`), true, "forfeited: 0 in /metrics");
+  deepStrictEqual([...lo.addresses], ["127.0.0.9"]);
+  deepStrictEqual(registry.expose().includes(`${held} 0`), true, "forfeited: 0 in /metrics");
   const lines = logs.records.filter((r) => /^(assuming|forfeiting) address/.test(r.msg));
-  assertEquals(lines.map((r) => [r.msg, r.pods, r.services, r.reason]), [
+  deepStrictEqual(lines.map((r) => [r.msg, r.pods, r.services, r.reason]), [
     ["forfeiting address 10.0.200.5", [], [], "not wanted by any local ready pod (left over)"],
     ["assuming address 10.0.100.10", ["default/web-1"], ["default/web"], undefined],
     [
@@ -98,10 +93,10 @@ Deno.test("anycast agent: a failing lo is retried until it converges; forfeitAll
   await agent.update(
     state(`[${pod("default/web-1", { app: "web" })}, ${pod("default/api-1", { app: "api" })}]`),
   );
-  assertEquals([...lo.addresses].sort(), ["10.0.100.10", "10.0.100.11"]);
+  deepStrictEqual([...lo.addresses].sort(), ["10.0.100.10", "10.0.100.11"]);
   await agent.forfeitAll();
-  assertEquals([...lo.addresses], []);
-  assertEquals(agent.held.size, 0);
+  deepStrictEqual([...lo.addresses], []);
+  deepStrictEqual(agent.held.size, 0);
 });
 
 Deno.test("anycast state file: a bad entry refuses the file, naming the path", () => {
@@ -134,7 +129,7 @@ Deno.test("anycast agent: resync puts back an address removed behind its back", 
   await agent.update(state(`[${pod("default/web-1", { app: "web" })}]`));
   lo.addresses.delete("10.0.100.10");
   await agent.resync();
-  assertEquals([...lo.addresses], ["10.0.100.10"]);
+  deepStrictEqual([...lo.addresses], ["10.0.100.10"]);
 });
 
 Deno.test("anycast agent: IPv6 LB IPs are held in RFC 5952 form; a stray /128 in an owned IPv6 prefix goes", async () => {
@@ -149,7 +144,7 @@ pods: [${pod("default/web-1", { app: "web" })}]
 `);
   const agent = new AnycastAgent("n1", lo, { prefixes: ["2001:db8:200::/64", "10.0.200.0/24"] });
   await agent.update(s);
-  assertEquals([...lo.addresses].sort(), ["10.0.100.10", "2001:db8:100::10", "2001:db8:300::5"]);
+  deepStrictEqual([...lo.addresses].sort(), ["10.0.100.10", "2001:db8:100::10", "2001:db8:300::5"]);
 });
 
 Deno.test("anycast agent: an address lo refuses is named; the others are held all the same", async () => {
@@ -165,8 +160,8 @@ Deno.test("anycast agent: an address lo refuses is named; the others are held al
   await agent.update(
     state(`[${pod("default/web-1", { app: "web" })}, ${pod("default/api-1", { app: "api" })}]`),
   );
-  assertEquals([...lo.addresses], ["10.0.100.11"]);
-  assertEquals([...agent.held.keys()], ["10.0.100.11"]);
+  deepStrictEqual([...lo.addresses], ["10.0.100.11"]);
+  deepStrictEqual([...agent.held.keys()], ["10.0.100.11"]);
   const named = logs.records.filter((r) => r.msg === "cannot change address; the others go on");
-  assertEquals(named.map((r) => r.address), ["10.0.100.10", "10.0.100.10"]);
+  deepStrictEqual(named.map((r) => r.address), ["10.0.100.10", "10.0.100.10"]);
 });

@@ -1,11 +1,6 @@
+import { deepStrictEqual } from "node:assert/strict";
 import { type LivenessStore, OwnerLiveness } from "./liveness.ts";
 import { departures } from "./redirect_purge.ts";
-
-function assertEquals(a: unknown, b: unknown, msg = "") {
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${msg ? msg + ": " : ""}${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
-  }
-}
 
 /** Liveness records in memory; a record lapses when the test says so (no clock). */
 class MemoryLiveness implements LivenessStore {
@@ -60,15 +55,15 @@ Deno.test("liveness: an owner seen alive then lapsed is purged once, by one surv
   const w2 = watcher(store, "10.9.2.2", p2);
   const w3 = watcher(store, "10.9.3.2", []);
   for (const w of [w1, w2, w3, w1, w2]) await w.tick();
-  assertEquals([...w1.seen].sort(), ["10.9.2.2", "10.9.3.2"]);
+  deepStrictEqual([...w1.seen].sort(), ["10.9.2.2", "10.9.3.2"]);
   // n3 dies: its record lapses (no refresh), both survivors see it; one claims and purges.
   store.records.delete("10.9.3.2");
   await w1.tick();
   await w2.tick();
-  assertEquals([p1, p2], [["10.9.3.2"], []]);
+  deepStrictEqual([p1, p2], [["10.9.3.2"], []]);
   await w1.tick();
   await w2.tick();
-  assertEquals([p1, p2], [["10.9.3.2"], []], "purged once");
+  deepStrictEqual([p1, p2], [["10.9.3.2"], []], "purged once");
   // n3 comes back and dies again: a new lapse, purged again.
   await w3.tick();
   await w2.tick();
@@ -76,7 +71,7 @@ Deno.test("liveness: an owner seen alive then lapsed is purged once, by one surv
   store.records.delete("10.9.3.2");
   await w2.tick();
   await w1.tick();
-  assertEquals([p1, p2], [["10.9.3.2"], ["10.9.3.2"]]);
+  deepStrictEqual([p1, p2], [["10.9.3.2"], ["10.9.3.2"]]);
 });
 
 Deno.test("liveness: an owner never seen alive is not purged (first start, cluster restart)", async () => {
@@ -86,8 +81,8 @@ Deno.test("liveness: an owner never seen alive is not purged (first start, clust
   const purged: string[] = [];
   const w1 = watcher(store, "10.9.1.2", purged);
   for (let i = 0; i < 3; i++) await w1.tick();
-  assertEquals(purged, []);
-  assertEquals([...w1.seen], []);
+  deepStrictEqual(purged, []);
+  deepStrictEqual([...w1.seen], []);
 });
 
 Deno.test("liveness: a deliberate stop deregisters, so its lapse purges nothing", async () => {
@@ -100,7 +95,7 @@ Deno.test("liveness: a deliberate stop deregisters, so its lapse purges nothing"
   await w2.stop({ deregister: true });
   store.records.delete("10.9.2.2");
   await w1.tick();
-  assertEquals(purged, []);
+  deepStrictEqual(purged, []);
 });
 
 Deno.test("liveness: the watcher's own store failure lapses nothing; a failed purge is retried", async () => {
@@ -113,25 +108,25 @@ Deno.test("liveness: the watcher's own store failure lapses nothing; a failed pu
   store.down = true;
   await w1.tick();
   store.down = false;
-  assertEquals([...w1.seen], ["10.9.2.2"], "nothing lapsed while the store was unreachable");
+  deepStrictEqual([...w1.seen], ["10.9.2.2"], "nothing lapsed while the store was unreachable");
   store.records.delete("10.9.2.2");
   await w1.tick(); // claimed; the purge fails
-  assertEquals(purged, []);
+  deepStrictEqual(purged, []);
   await w1.tick();
-  assertEquals(purged, ["10.9.2.2"]);
+  deepStrictEqual(purged, ["10.9.2.2"]);
 });
 
 Deno.test("departures: the first state purges addresses with no local pod; later, only departures", () => {
   const vips = ["10.0.100.10", "10.0.100.11", "2001:db8:100::10"];
   const pending = new Set<string>();
   let owned = departures(vips, new Set(["10.0.100.10"]), undefined, pending);
-  assertEquals([...pending].sort(), ["10.0.100.11", "2001:db8:100::10"]);
+  deepStrictEqual([...pending].sort(), ["10.0.100.11", "2001:db8:100::10"]);
   pending.clear(); // purged
   owned = departures(vips, new Set(["10.0.100.10", "10.0.100.11"]), owned, pending);
-  assertEquals([...pending], [], "a pod arriving purges nothing");
+  deepStrictEqual([...pending], [], "a pod arriving purges nothing");
   owned = departures(vips, new Set(["10.0.100.11"]), owned, pending);
-  assertEquals([...pending], ["10.0.100.10"]);
+  deepStrictEqual([...pending], ["10.0.100.10"]);
   // Not purged yet (store down) and no longer redirected: dropped.
   departures(["10.0.100.11"], new Set(["10.0.100.11"]), owned, pending);
-  assertEquals([...pending], []);
+  deepStrictEqual([...pending], []);
 });

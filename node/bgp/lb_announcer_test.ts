@@ -1,5 +1,5 @@
+import { deepStrictEqual } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
-import { assertEquals } from "../../controller/_testing.ts";
 import { LbModelBgp } from "./lb_announcer.ts";
 
 const BGP = {
@@ -26,12 +26,12 @@ Deno.test("LB node BGP from the model: nothing before ready, --bgp-config wins, 
   const waiting = follower({ routerId: "10.9.1.2", fileWins: true });
   waiting.set(BGP);
   await waiting.settled();
-  assertEquals(msgs(), [], "not armed: nothing happens");
+  deepStrictEqual(msgs(), [], "not armed: nothing happens");
   waiting.arm();
   waiting.set(BGP);
   await waiting.settled();
-  assertEquals(msgs(), ["BGP settings of the model ignored: --bgp-config wins"]);
-  assertEquals(waiting.announcer, null);
+  deepStrictEqual(msgs(), ["BGP settings of the model ignored: --bgp-config wins"]);
+  deepStrictEqual(waiting.announcer, null);
 
   logs.records.length = 0;
   const refused = follower({ routerId: "10.9.1.2" });
@@ -39,16 +39,16 @@ Deno.test("LB node BGP from the model: nothing before ready, --bgp-config wins, 
   refused.set({ refused: "Invalid BGP settings at spec.bgp.localAsn: AS_TRANS" });
   refused.set({ refused: "Invalid BGP settings at spec.bgp.localAsn: AS_TRANS" });
   await refused.settled();
-  assertEquals(msgs(), ["BGP section refused by the controller; the running settings stay"]);
-  assertEquals(refused.announcer, null);
+  deepStrictEqual(msgs(), ["BGP section refused by the controller; the running settings stay"]);
+  deepStrictEqual(refused.announcer, null);
 
   logs.records.length = 0;
   const noAddress = follower();
   noAddress.arm();
   noAddress.set(BGP);
   await noAddress.settled();
-  assertEquals(msgs(), ["cannot announce through BGP: no node address for the router id"]);
+  deepStrictEqual(msgs(), ["cannot announce through BGP: no node address for the router id"]);
   noAddress.set(undefined);
   await noAddress.stop();
-  assertEquals(noAddress.announcer, null);
+  deepStrictEqual(noAddress.announcer, null);
 });

@@ -1,6 +1,6 @@
+import { deepStrictEqual, ok, throws } from "node:assert/strict";
 import { captureLogs, log } from "../../lib/log.ts";
 import { registry } from "../../lib/metrics.ts";
-import { assertEquals } from "../../controller/_testing.ts";
 import {
   BgpSettingsError,
   parseBgpSettings,
@@ -10,20 +10,9 @@ import {
   reportBgpProblems,
 } from "./mod.ts";
 
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
-
-function assertThrows(fn: () => unknown, includes: string): void {
-  try {
-    fn();
-  } catch (e) {
-    assert(e instanceof BgpSettingsError, `expected BgpSettingsError, got ${e}`);
-    assert(e.message.includes(includes), `"${e.message}" lacks "${includes}"`);
-    return;
-  }
-  throw new Error(`expected an error naming "${includes}"`);
-}
+/** A `throws` check: a BgpSettingsError whose message contains `part`. */
+const bgpSettingsError = (part: string) => (e: unknown) =>
+  e instanceof BgpSettingsError && e.message.includes(part);
 
 const BASE = { routerId: "10.9.1.2", localAsn: 65101, prefixes: ["10.0.100.0/24"] };
 
@@ -43,13 +32,13 @@ Deno.test("bgp settings: a bad peer is dropped and named, the good ones stay", (
       { address: "10.9.6.1", asn: 65000, bfd: true, password: "s3cret" },
     ],
   });
-  assert(
+  ok(
     JSON.stringify(settings.peers.map((p) => p.address)) === '["10.9.1.1","10.9.6.1"]',
     JSON.stringify(settings.peers),
   );
-  assert(settings.peers[1]?.bfd?.intervalMs === 100, "bfd: true is 100 ms × 3");
+  ok(settings.peers[1]?.bfd?.intervalMs === 100, "bfd: true is 100 ms × 3");
   const named = problems.map((p) => `${p.path} ${p.message}`);
-  assert(problems.length === 8, JSON.stringify(named));
+  ok(problems.length === 8, JSON.stringify(named));
   for (
     const part of [
       '$.peers[1].address peer "10.9.1.300"',
@@ -61,17 +50,26 @@ Deno.test("bgp settings: a bad peer is dropped and named, the good ones stay", (
       "own router id",
       "$.peers[8]",
     ]
-  ) assert(named.some((n) => n.includes(part)), `no problem says "${part}": ${named}`);
+  ) ok(named.some((n) => n.includes(part)), `no problem says "${part}": ${named}`);
 });
 
 Deno.test("bgp settings: node-wide errors refuse the whole config, naming the setting", () => {
-  assertThrows(() => parseBgpSettings({ ...BASE, routerId: "x" }), "$.routerId");
-  assertThrows(() => parseBgpSettings({ ...BASE, localAsn: 0 }), "$.localAsn");
-  assertThrows(() => parseBgpSettings({ ...BASE, prefixes: [] }), "$.prefixes");
-  assertThrows(() => parseBgpSettings({ ...BASE, prefixes: ["10.0.100.1/24"] }), "$.prefixes[0]");
-  assertThrows(() => parseBgpSettings({ ...BASE, communities: ["65536:1"] }), "$.communities[0]");
-  assertThrows(() => parseBgpSettings({ ...BASE, announce: "both" }), "$.announce");
-  assertThrows(() => parseBgpSettingsText("routerId: [unclosed"), "Cannot parse BGP settings");
+  throws(() => parseBgpSettings({ ...BASE, routerId: "x" }), bgpSettingsError("$.routerId"));
+  throws(() => parseBgpSettings({ ...BASE, localAsn: 0 }), bgpSettingsError("$.localAsn"));
+  throws(() => parseBgpSettings({ ...BASE, prefixes: [] }), bgpSettingsError("$.prefixes"));
+  throws(
+    () => parseBgpSettings({ ...BASE, prefixes: ["10.0.100.1/24"] }),
+    bgpSettingsError("$.prefixes[0]"),
+  );
+  throws(
+    () => parseBgpSettings({ ...BASE, communities: ["65536:1"] }),
+    bgpSettingsError("$.communities[0]"),
+  );
+  throws(() => parseBgpSettings({ ...BASE, announce: "both" }), bgpSettingsError("$.announce"));
+  throws(
+    () => parseBgpSettingsText("routerId: [unclosed"),
+    bgpSettingsError("Cannot parse BGP settings"),
+  );
 });
 
 Deno.test("bird config: peers, BFD, password, communities and the prefix gate", () => {
@@ -102,28 +100,28 @@ peers:
       "ipv4 { import none; export filter hf_export; };",
       "neighbor 10.9.9.1 as 65009;",
     ]
-  ) assert(conf.includes(want), `config lacks ${JSON.stringify(want)}:\n${conf}`);
+  ) ok(conf.includes(want), `config lacks ${JSON.stringify(want)}:\n${conf}`);
   // The second peer has no BFD block and no password.
   const second = conf.slice(conf.indexOf("protocol bgp hf_peer_10_9_9_1"));
-  assert(!second.includes("bfd {") && !second.includes("password"), second);
-  assert(peerProtocolName({ address: "10.9.9.1" }) === "hf_peer_10_9_9_1", "protocol name");
+  ok(!second.includes("bfd {") && !second.includes("password"), second);
+  ok(peerProtocolName({ address: "10.9.9.1" }) === "hf_peer_10_9_9_1", "protocol name");
 });
 
 Deno.test("bird config: without BFD peers there is no bfd protocol; no peers is valid", () => {
   const { settings } = parseBgpSettings({ ...BASE, peers: [] });
   const conf = renderBirdConfig(settings);
-  assert(!conf.includes("protocol bfd") && !conf.includes("protocol bgp"), conf);
-  assert(conf.includes("log stderr"), conf);
+  ok(!conf.includes("protocol bfd") && !conf.includes("protocol bgp"), conf);
+  ok(conf.includes("log stderr"), conf);
 });
 
 Deno.test("bird config, announce lb: static routes for the announced addresses, lo not watched", () => {
   const { settings } = parseBgpSettings({ ...BASE, announce: "lb", peers: [] });
   const conf = renderBirdConfig(settings, { announced: ["10.0.100.1", "10.0.100.2"] });
-  assert(!conf.includes("protocol direct"), conf);
-  assert(conf.includes("route 10.0.100.1/32 blackhole;"), conf);
-  assert(conf.includes("route 10.0.100.2/32 blackhole;"), conf);
+  ok(!conf.includes("protocol direct"), conf);
+  ok(conf.includes("route 10.0.100.1/32 blackhole;"), conf);
+  ok(conf.includes("route 10.0.100.2/32 blackhole;"), conf);
   const none = renderBirdConfig(settings);
-  assert(none.includes("protocol static hf_lb {") && !none.includes("route "), none);
+  ok(none.includes("protocol static hf_lb {") && !none.includes("route "), none);
 });
 
 Deno.test("bgp: refused peers are logged by name and counted in holdfast_bgp_peers_refused", () => {
@@ -134,8 +132,8 @@ Deno.test("bgp: refused peers are logged by name and counted in holdfast_bgp_pee
   });
   reportBgpProblems(problems, log);
   const line = logs.records.find((r) => r.msg.startsWith("BGP peer refused"));
-  assert(line?.peer === "bad" && line.path === "$.peers[1].address", JSON.stringify(line));
-  assert(registry.expose().includes("holdfast_bgp_peers_refused 1"), registry.expose());
+  ok(line?.peer === "bad" && line.path === "$.peers[1].address", JSON.stringify(line));
+  ok(registry.expose().includes("holdfast_bgp_peers_refused 1"), registry.expose());
 });
 
 Deno.test("bgp settings: IPv6 peers and prefixes are accepted (RFC 5952 form), bad ones named", () => {
@@ -148,12 +146,12 @@ Deno.test("bgp settings: IPv6 peers and prefixes are accepted (RFC 5952 form), b
       { address: "2001:db8::g", asn: 65000 },
     ],
   });
-  assertEquals(settings.peers.map((p) => p.address), ["2001:db8:9:1::1"]);
-  assertEquals(problems.map((p) => p.path), ["$.peers[1].address", "$.peers[2].address"]);
-  assert(problems[0]!.message.includes("listed twice"), problems[0]!.message);
-  assertThrows(
+  deepStrictEqual(settings.peers.map((p) => p.address), ["2001:db8:9:1::1"]);
+  deepStrictEqual(problems.map((p) => p.path), ["$.peers[1].address", "$.peers[2].address"]);
+  ok(problems[0]!.message.includes("listed twice"), problems[0]!.message);
+  throws(
     () => parseBgpSettings({ ...BASE, prefixes: ["2001:db8:100::1/48"] }),
-    "$.prefixes[0]",
+    bgpSettingsError("$.prefixes[0]"),
   );
 });
 
@@ -180,32 +178,32 @@ Deno.test("bird config, dual stack: an IPv6 session per IPv6 peer, /128s gated b
       "neighbor 2001:db8:9:1::1 as 65000;",
       "ipv6 { import none; export filter hf_export6; };",
     ]
-  ) assert(conf.includes(want), `config lacks ${JSON.stringify(want)}:\n${conf}`);
+  ) ok(conf.includes(want), `config lacks ${JSON.stringify(want)}:\n${conf}`);
   const v4peer = conf.slice(conf.indexOf("protocol bgp hf_peer_10_9_1_1"));
-  assert(v4peer.slice(0, v4peer.indexOf("}\n")).includes("ipv4 { import none;"), v4peer);
-  assert(!v4peer.slice(0, v4peer.indexOf("\n}\n")).includes("ipv6"), "no MP-BGP on the v4 one");
+  ok(v4peer.slice(0, v4peer.indexOf("}\n")).includes("ipv4 { import none;"), v4peer);
+  ok(!v4peer.slice(0, v4peer.indexOf("\n}\n")).includes("ipv6"), "no MP-BGP on the v4 one");
   // IPv6 peers only, no IPv6 prefix: the v6 filter rejects everything (nothing leaks).
   const noV6 = renderBirdConfig(
     parseBgpSettings({ ...BASE, peers: [{ address: "2001:db8:9:1::1", asn: 65000 }] }).settings,
   );
-  assert(noV6.includes("filter hf_export6 {\n  reject;\n}"), noV6);
-  assert(noV6.includes('protocol direct hf_lo6 { ipv6; interface "lo"; }'), noV6);
+  ok(noV6.includes("filter hf_export6 {\n  reject;\n}"), noV6);
+  ok(noV6.includes('protocol direct hf_lo6 { ipv6; interface "lo"; }'), noV6);
   // IPv6 prefixes only: the v4 filter rejects everything.
   const only6 = renderBirdConfig(
     parseBgpSettings({ ...BASE, prefixes: ["2001:db8::/32"] }).settings,
   );
-  assert(only6.includes("filter hf_export {\n  reject;\n}"), only6);
+  ok(only6.includes("filter hf_export {\n  reject;\n}"), only6);
 });
 
 Deno.test("bird config: an IPv4-only config has no IPv6 part; a bad announced address throws", () => {
   const { settings } = parseBgpSettings({ ...BASE, announce: "lb", peers: [] });
   const conf = renderBirdConfig(settings, { announced: ["10.0.100.1"] });
-  assert(!conf.includes("ipv6") && !conf.includes("hf_export6"), conf);
+  ok(!conf.includes("ipv6") && !conf.includes("hf_export6"), conf);
   let threw = "";
   try {
     renderBirdConfig(settings, { announced: ["2001:db8::x"] });
   } catch (e) {
     threw = (e as Error).message;
   }
-  assert(threw.includes('"2001:db8::x"') && threw.includes("IPv4 or IPv6"), threw);
+  ok(threw.includes('"2001:db8::x"') && threw.includes("IPv4 or IPv6"), threw);
 });

@@ -1,12 +1,12 @@
-import { assertEquals } from "../../controller/_testing.ts";
+import { deepStrictEqual } from "node:assert/strict";
 import { decodeHeartbeat, encodeHeartbeat, MAX_HEARTBEAT_BYTES } from "./_health_wire.ts";
 
 const encoder = new TextEncoder();
 
 Deno.test("a heartbeat survives the wire", () => {
   const hb = { name: "nat1", seq: 41, boot: "b-1", draining: true };
-  assertEquals(decodeHeartbeat(encodeHeartbeat(hb)), hb);
-  assertEquals(encodeHeartbeat(hb).length < MAX_HEARTBEAT_BYTES, true);
+  deepStrictEqual(decodeHeartbeat(encodeHeartbeat(hb)), hb);
+  deepStrictEqual(encodeHeartbeat(hb).length < MAX_HEARTBEAT_BYTES, true);
 });
 
 Deno.test("malformed and foreign datagrams decode to null, never throw", () => {
@@ -24,5 +24,5 @@ Deno.test("malformed and foreign datagrams decode to null, never throw", () => {
     encoder.encode('{"t":"hf-egress-hb","v":1,"n":"a","s":1,"b":"x","d":"yes"}'),
     encoder.encode('{"t":"hf-egress-hb","v":1,"n":"a","s":1,"b":"x"'),
   ];
-  for (const d of bad) assertEquals(decodeHeartbeat(d), null, new TextDecoder().decode(d));
+  for (const d of bad) deepStrictEqual(decodeHeartbeat(d), null, new TextDecoder().decode(d));
 });

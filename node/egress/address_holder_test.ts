@@ -1,4 +1,4 @@
-import { assertEquals, assertRejects } from "../../controller/_testing.ts";
+import { deepStrictEqual, rejects } from "node:assert/strict";
 import { AddressHolder, type AddressOps } from "./_address_holder.ts";
 
 const A1 = "198.18.0.100";
@@ -57,34 +57,34 @@ Deno.test("holder: a re-assume during a pending forfeit ends held and owned (iss
   const assumed = h.assume(A1, 1);
   await ops.settle();
   await assumed;
-  assertEquals([h.owned(), h.state(A1)], [[A1], "held"]);
+  deepStrictEqual([h.owned(), h.state(A1)], [[A1], "held"]);
   // The lease was renewed late: forfeit; the removal is still running when ownership re-assumes.
   const forfeited = h.forfeit(A1, "lease not renewed in time");
-  assertEquals(ops.pending, [`remove ${A1} lease not renewed in time`]);
+  deepStrictEqual(ops.pending, [`remove ${A1} lease not renewed in time`]);
   const reassumed = h.assume(A1, 1);
-  assertEquals(h.owned(), [A1]); // wanted at once: the sync sender follows it already
-  assertEquals(ops.pending.length, 1); // the add waits for the removal (one writer)
+  deepStrictEqual(h.owned(), [A1]); // wanted at once: the sync sender follows it already
+  deepStrictEqual(ops.pending.length, 1); // the add waits for the removal (one writer)
   await ops.settle(); // the removal finishes last in the old code, and wiped the re-assume
   await forfeited;
-  assertEquals(ops.pending, [`add ${A1} 1`]);
+  deepStrictEqual(ops.pending, [`add ${A1} 1`]);
   await ops.settle();
   await reassumed;
-  assertEquals([h.owned(), h.state(A1), [...ops.kernel]], [[A1], "held", [A1]]);
-  assertEquals(changes, [[A1], [], [A1]]);
+  deepStrictEqual([h.owned(), h.state(A1), [...ops.kernel]], [[A1], "held", [A1]]);
+  deepStrictEqual(changes, [[A1], [], [A1]]);
 });
 
 Deno.test("holder: a forfeit during a pending add removes after it; the kernel ends empty", async () => {
   const { h, ops } = holder();
   const assumed = h.assume(A1, 1);
   const forfeited = h.forfeit(A1, "lease lost");
-  assertEquals(h.owned(), []);
-  assertEquals(ops.pending, [`add ${A1} 1`]);
+  deepStrictEqual(h.owned(), []);
+  deepStrictEqual(ops.pending, [`add ${A1} 1`]);
   await ops.settle();
   await assumed;
-  assertEquals(ops.pending, [`remove ${A1} lease lost`]);
+  deepStrictEqual(ops.pending, [`remove ${A1} lease lost`]);
   await ops.settle();
   await forfeited;
-  assertEquals([h.owned(), h.state(A1), [...ops.kernel]], [[], "released", []]);
+  deepStrictEqual([h.owned(), h.state(A1), [...ops.kernel]], [[], "released", []]);
 });
 
 Deno.test("holder: every interleaving of forfeit and assume ends as the last call asked", async () => {
@@ -97,14 +97,14 @@ Deno.test("holder: every interleaving of forfeit and assume ends as the last cal
       if (mask & (1 << step)) {
         want = !want;
         all.push(want ? h.assume(A1, step) : h.forfeit(A1, `step ${step}`));
-        assertEquals(h.owned(), want ? [A1] : []);
+        deepStrictEqual(h.owned(), want ? [A1] : []);
       } else if (ops.pending.length > 0) await ops.settle();
     }
     for (let i = 0; i < 20 && ops.pending.length > 0; i++) await ops.settle();
     await Promise.all(all);
-    assertEquals(ops.pending, []);
-    assertEquals([...ops.kernel], want ? [A1] : [], `mask ${mask}: ${ops.calls.join("; ")}`);
-    assertEquals(h.state(A1), want ? "held" : "released");
+    deepStrictEqual(ops.pending, []);
+    deepStrictEqual([...ops.kernel], want ? [A1] : [], `mask ${mask}: ${ops.calls.join("; ")}`);
+    deepStrictEqual(h.state(A1), want ? "held" : "released");
   }
 });
 
@@ -115,10 +115,10 @@ Deno.test("holder: a failed removal rejects the forfeit; the next forfeit remove
   await assumed;
   const first = h.forfeit(A1, "lease lost");
   await ops.settle(new Error("ip failed"));
-  await assertRejects(() => first, "ip failed");
-  assertEquals([h.owned(), h.state(A1), h.notReleased()], [[], "held", [A1]]);
+  await rejects(() => first, /ip failed/);
+  deepStrictEqual([h.owned(), h.state(A1), h.notReleased()], [[], "held", [A1]]);
   const again = h.forfeit(A1, "agent stopped");
   await ops.settle();
   await again;
-  assertEquals([h.state(A1), [...ops.kernel]], ["released", []]);
+  deepStrictEqual([h.state(A1), [...ops.kernel]], ["released", []]);
 });

@@ -1,4 +1,4 @@
-import { assertEquals } from "../../controller/_testing.ts";
+import { deepStrictEqual } from "node:assert/strict";
 import { assignAddresses } from "./assign.ts";
 
 function addresses(n: number): string[] {
@@ -17,12 +17,12 @@ const SHAPES: [number, number][] = [[1, 3], [2, 2], [3, 3], [4, 3], [6, 3], [10,
 Deno.test("every pod owns floor(N/P) or ceil(N/P) addresses", () => {
   for (const [n, p] of SHAPES) {
     const a = assignAddresses(addresses(n), pods(p));
-    assertEquals(a.size, n);
+    deepStrictEqual(a.size, n);
     const load = new Map(pods(p).map((x) => [x, 0]));
     for (const { owner } of a.values()) load.set(owner, load.get(owner)! + 1);
     for (const [pod, l] of load) {
       const ok = l === Math.floor(n / p) || l === Math.ceil(n / p);
-      assertEquals(ok, true, `${n} addresses over ${p} pods: ${pod} owns ${l}`);
+      deepStrictEqual(ok, true, `${n} addresses over ${p} pods: ${pod} owns ${l}`);
     }
   }
 });
@@ -30,20 +30,20 @@ Deno.test("every pod owns floor(N/P) or ceil(N/P) addresses", () => {
 Deno.test("the same inputs in any order give the same answer", () => {
   const a = assignAddresses(addresses(10), pods(4));
   const b = assignAddresses(addresses(10).reverse(), [...pods(4).reverse(), "nat2"]);
-  assertEquals([...b].sort(), [...a].sort());
+  deepStrictEqual([...b].sort(), [...a].sort());
 });
 
 Deno.test("standbys are the other pods, the first one being the owner once the owner dies", () => {
   for (const [n, p] of SHAPES) {
     const a = assignAddresses(addresses(n), pods(p));
     for (const [address, { owner, standbys }] of a) {
-      assertEquals([owner, ...standbys].sort(), pods(p).sort());
+      deepStrictEqual([owner, ...standbys].sort(), pods(p).sort());
       const after = assignAddresses(addresses(n), pods(p).filter((x) => x !== owner));
-      assertEquals(after.get(address)?.owner, standbys[0]);
+      deepStrictEqual(after.get(address)?.owner, standbys[0]);
     }
   }
   const one = assignAddresses(addresses(3), pods(3), { standbys: 1 });
-  for (const { standbys } of one.values()) assertEquals(standbys.length, 1);
+  for (const { standbys } of one.values()) deepStrictEqual(standbys.length, 1);
 });
 
 Deno.test("a pod's death moves its addresses and few others", () => {
@@ -61,8 +61,8 @@ Deno.test("a pod's death moves its addresses and few others", () => {
     }
     // Every death in turn: the dead pods' addresses move (n in total); the bounded loads push
     // fewer others along (the ownership moves those later, by planned handover).
-    assertEquals(dead, n);
-    assertEquals(others <= n, true, `${n}/${p}: ${others} other addresses moved`);
+    deepStrictEqual(dead, n);
+    deepStrictEqual(others <= n, true, `${n}/${p}: ${others} other addresses moved`);
   }
 });
 
@@ -77,11 +77,11 @@ Deno.test("a joining pod takes about its share", () => {
       if (now !== owner) moved++;
       if (now === "natnew") toNew++;
     }
-    assertEquals(toNew, Math.floor(n / (p + 1)) + (toNew > Math.floor(n / (p + 1)) ? 1 : 0));
-    assertEquals(moved <= 2 * Math.ceil(n / (p + 1)), true, `${n}/${p}+1: ${moved} moved`);
+    deepStrictEqual(toNew, Math.floor(n / (p + 1)) + (toNew > Math.floor(n / (p + 1)) ? 1 : 0));
+    deepStrictEqual(moved <= 2 * Math.ceil(n / (p + 1)), true, `${n}/${p}+1: ${moved} moved`);
   }
 });
 
 Deno.test("no pods: no owners", () => {
-  assertEquals(assignAddresses(addresses(2), []).size, 0);
+  deepStrictEqual(assignAddresses(addresses(2), []).size, 0);
 });

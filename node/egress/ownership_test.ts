@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../../controller/_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { MemoryLeaseStore } from "../../controller/egress/lease.ts";
@@ -84,14 +84,14 @@ async function withPair(
 
 Deno.test("the assigned pod assumes the address with epoch 1; the other stands by", async () => {
   await withPair(async ({ owner, other, rec }) => {
-    assertEquals(owner.own.owned().get(A1), 1);
-    assertEquals(owner.own.standbyFor(A1), other.name);
-    assertEquals(other.own.states().get(A1), "standby");
-    assert(owner.registry.expose().includes('holdfast_egress_owner{address="198.18.0.100"} 1'));
+    deepStrictEqual(owner.own.owned().get(A1), 1);
+    deepStrictEqual(owner.own.standbyFor(A1), other.name);
+    deepStrictEqual(other.own.states().get(A1), "standby");
+    ok(owner.registry.expose().includes('holdfast_egress_owner{address="198.18.0.100"} 1'));
     const renewed = owner.leases.renewals;
     await waitFor("four renewals", () => owner.leases.renewals >= renewed + 4);
-    assertEquals(rec.holders(A1), [owner.name]); // renewals keep it
-    assertEquals(rec.intervals.length, 1);
+    deepStrictEqual(rec.holders(A1), [owner.name]); // renewals keep it
+    deepStrictEqual(rec.intervals.length, 1);
   }, PATIENT);
 });
 
@@ -104,11 +104,11 @@ Deno.test("owner dies: the standby assumes after the lease expired, with a new e
     // How fast: bench/egress takeover_ms_p50 and _max; here only what happens.
     await waitFor("the standby owns it", () => rec.holders(A1).length === 1);
     const took = rec.last(A1)!;
-    assertEquals(took.pod, other.name);
-    assert(took.epoch > died, `epoch ${took.epoch} after ${died}`);
-    assertEquals(rec.overlaps(), []);
+    deepStrictEqual(took.pod, other.name);
+    ok(took.epoch > died, `epoch ${took.epoch} after ${died}`);
+    deepStrictEqual(rec.overlaps(), []);
     const line = logs.records.find((r) => r.msg === "address assumed" && r.epoch === took.epoch);
-    assertEquals(line?.reason, "owner down");
+    deepStrictEqual(line?.reason, "owner down");
   });
 });
 
@@ -117,14 +117,14 @@ Deno.test("owner loses the lease store: it forfeits before the standby assumes",
     const cutAt = logs.records.length;
     owner.leases.cut = true;
     await waitFor("the standby owns it", () => rec.holders(A1)[0] === other.name);
-    assertEquals(rec.overlaps(), []);
+    deepStrictEqual(rec.overlaps(), []);
     const forfeit = logs.records.slice(cutAt).find((r) => r.msg === "address forfeited");
-    assertEquals(forfeit?.why, "lease not renewed in time");
-    assert(owner.registry.expose().includes("holdfast_egress_lease_renew_failures_total"));
+    deepStrictEqual(forfeit?.why, "lease not renewed in time");
+    ok(owner.registry.expose().includes("holdfast_egress_lease_renew_failures_total"));
     // Back: the assigned owner asks for it and gets it by planned handover.
     owner.leases.cut = false;
     await waitFor("back to the owner", () => rec.holders(A1)[0] === owner.name);
-    assertEquals(rec.overlaps(), []);
+    deepStrictEqual(rec.overlaps(), []);
   });
 });
 
@@ -138,9 +138,9 @@ Deno.test("heartbeats cut both ways: the lease keeps the owner, nobody takes ove
       "refused acquires and renewals",
       () => other.leases.acquires >= tried + 4 && owner.leases.renewals >= renewed + 4,
     );
-    assertEquals(rec.intervals.length, 1);
-    assertEquals(rec.holders(A1), [owner.name]);
-    assertEquals(rec.overlaps(), []);
+    deepStrictEqual(rec.intervals.length, 1);
+    deepStrictEqual(rec.holders(A1), [owner.name]);
+    deepStrictEqual(rec.overlaps(), []);
   }, PATIENT);
 });
 
@@ -151,14 +151,14 @@ Deno.test("drain: flush, forfeit, release in that order; the standby takes over 
     other.health.setPeerDraining(owner.name, true); // its heartbeat says so
     // The lease lives 60 s: within the wait only the handover (release) can move the address.
     await waitFor("the standby owns it", () => rec.holders(A1)[0] === other.name);
-    assertEquals(rec.overlaps(), []);
+    deepStrictEqual(rec.overlaps(), []);
     const msgs = logs.records.filter((r) => r.component === "egress-ownership")
       .map((r) => r.msg);
-    assert(msgs.indexOf("address forfeited") < msgs.indexOf("address released"), msgs.join());
-    assertEquals(order, [`flush ${A1}`]);
+    ok(msgs.indexOf("address forfeited") < msgs.indexOf("address released"), msgs.join());
+    deepStrictEqual(order, [`flush ${A1}`]);
     const assumed = logs.records.filter((r) => r.msg === "address assumed").at(-1);
-    assertEquals(assumed?.reason, "handover");
-    assertEquals(owner.own.owned().size, 0);
+    deepStrictEqual(assumed?.reason, "handover");
+    deepStrictEqual(owner.own.owned().size, 0);
   }, {
     ttlMs: 60_000,
     renewMs: 100,
@@ -181,10 +181,10 @@ Deno.test("a joining pod gets its share by planned handover, never a double owne
     await waitFor("nat1 owns both", () => a.own.owned().size === 2);
     a.health.set(b.name, true);
     await b.own.start();
-    assertEquals(a.own.settled(), false); // nat2 is assigned an address nat1 still holds
+    deepStrictEqual(a.own.settled(), false); // nat2 is assigned an address nat1 still holds
     await waitFor("one each", () => a.own.owned().size === 1 && b.own.owned().size === 1);
-    assertEquals([a.own.settled(), b.own.settled()], [true, true]);
-    assertEquals(rec.overlaps(), []);
+    deepStrictEqual([a.own.settled(), b.own.settled()], [true, true]);
+    deepStrictEqual(rec.overlaps(), []);
   } finally {
     await stopAll(all);
   }
@@ -202,13 +202,13 @@ Deno.test("an empty lease store (Redis lost its data): the new owner waits one t
       "waiting",
       () => logs.records.some((r) => r.msg === "lease store was empty: waiting"),
     );
-    assertEquals(all[0]!.own.states().get(A1), "owner");
-    assertEquals(all[0]!.own.owned().size, 0);
+    deepStrictEqual(all[0]!.own.states().get(A1), "owner");
+    deepStrictEqual(all[0]!.own.owned().size, 0);
     await waitFor("in use", () => rec.holders(A1).length === 1);
     // From the two log lines' own times (a poll's time would shrink the gap under load).
     const at = (msg: string) => Date.parse(String(logs.records.find((r) => r.msg === msg)?.ts));
     const waited = at("address assumed") - at("lease store was empty: waiting");
-    assert(waited > 200, `used ${waited} ms after the empty store was seen (ttl 250 ms)`);
+    ok(waited > 200, `used ${waited} ms after the empty store was seen (ttl 250 ms)`);
   } finally {
     await stopAll(all);
   }
@@ -255,16 +255,16 @@ Deno.test("a re-assume during a pending forfeit waits for it: owner and owned ag
     leases.cut = false; // the next step re-acquires (the same holder) and assumes again
     await waitFor("re-acquired", () => own.owned().has(A1));
     // The assume waits for the forfeit before it: nothing else started meanwhile.
-    assertEquals(gates.map((g) => g.op), [`remove ${A1}`]);
-    assertEquals(ownerGauge(), 0);
+    deepStrictEqual(gates.map((g) => g.op), [`remove ${A1}`]);
+    deepStrictEqual(ownerGauge(), 0);
     gates.shift()!.open(); // the removal ends (before: it wiped the re-assume's entry)
     await waitFor("the re-add", () => gates.length === 1);
-    assertEquals(gates[0]!.op, `add ${A1}`);
-    assertEquals([ownerGauge(), owned.has(A1)], [1, true]);
+    deepStrictEqual(gates[0]!.op, `add ${A1}`);
+    deepStrictEqual([ownerGauge(), owned.has(A1)], [1, true]);
     gates.shift()!.open();
     const renewed = leases.renewals;
     await waitFor("a few renewals", () => leases.renewals >= renewed + 3); // nothing changes
-    assertEquals([ownerGauge(), owned.has(A1), gates.length], [1, true, 0]);
+    deepStrictEqual([ownerGauge(), owned.has(A1), gates.length], [1, true, 0]);
   } finally {
     await own.stop({ abandon: true });
   }

@@ -1,4 +1,4 @@
-import { assertEquals } from "../../controller/_testing.ts";
+import { deepStrictEqual } from "node:assert/strict";
 import type { CtEntry } from "../conntrack/mod.ts";
 import { plannedHandover, SyncLinger } from "./_sync_linger.ts";
 
@@ -25,29 +25,29 @@ function flow(i: number, addr: number, tcpState: number): CtEntry {
 Deno.test("linger: forwards each state change of a lingering address once, never a destroy", () => {
   const l = new SyncLinger();
   l.keep(A, 1_000, 0);
-  assertEquals([l.forward("new", flow(1, A, 1)), l.forward("update", flow(1, A, 1))], [
+  deepStrictEqual([l.forward("new", flow(1, A, 1)), l.forward("update", flow(1, A, 1))], [
     true,
     false,
   ]);
-  assertEquals(l.forward("update", flow(1, A, 3)), true); // SYN_SENT → ESTABLISHED
-  assertEquals(l.forward("destroy", flow(1, A, 3)), false);
-  assertEquals(l.forward("new", flow(2, B, 1)), false); // not lingering
-  assertEquals([...l.addressSet()], [A]);
+  deepStrictEqual(l.forward("update", flow(1, A, 3)), true); // SYN_SENT → ESTABLISHED
+  deepStrictEqual(l.forward("destroy", flow(1, A, 3)), false);
+  deepStrictEqual(l.forward("new", flow(2, B, 1)), false); // not lingering
+  deepStrictEqual([...l.addressSet()], [A]);
 });
 
 Deno.test("linger: ends at its time or when the address is owned again", () => {
   const l = new SyncLinger();
   l.keep(A, 1_000, 0);
   l.keep(B, 2_000, 0);
-  assertEquals([l.expire(999), l.expire(1_000)], [false, true]);
-  assertEquals(l.addresses(), [B]);
-  assertEquals([l.drop(B), l.empty], [true, true]);
+  deepStrictEqual([l.expire(999), l.expire(1_000)], [false, true]);
+  deepStrictEqual(l.addresses(), [B]);
+  deepStrictEqual([l.drop(B), l.empty], [true, true]);
   l.keep(A, 1_000, 0);
-  assertEquals(l.forward("new", flow(1, A, 1)), true); // forgotten with the last linger
+  deepStrictEqual(l.forward("new", flow(1, A, 1)), true); // forgotten with the last linger
 });
 
 Deno.test("linger: only draining and rebalance forfeits are planned handovers", () => {
-  assertEquals(
+  deepStrictEqual(
     ["draining", "rebalance to nat2", "lease not renewed in time", "stopping", "agent stopped"]
       .map(plannedHandover),
     [true, true, false, false, false],

@@ -1,6 +1,6 @@
 /**
  * Unit-test rig of the flow agent (not product API: tests import this file directly): agents over
- * an in-memory flow table with the tight timings the tests use, a bounded wait, assertions.
+ * an in-memory flow table with the tight timings the tests use and a bounded wait.
  *
  * @module
  */
@@ -9,18 +9,6 @@ import { FlowSyncAgent, type FlowSyncAgentOptions } from "./agent.ts";
 import { MemoryFlowTable } from "./table.ts";
 import type { MemoryFlowStore } from "./_memory_store.ts";
 import { Registry } from "../../lib/metrics.ts";
-
-/** Throws `msg` unless `cond`. */
-export function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
-
-/** Throws unless `a` and `b` are equal as JSON, naming `what`. */
-export function assertEquals(a: unknown, b: unknown, what = ""): void {
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
-  }
-}
 
 /**
  * Polls `cond` every 5 ms; throws naming `what` after `ms` (default 10 s: what tests wait for

@@ -1,3 +1,4 @@
+import { ok } from "node:assert/strict";
 import { FlowSyncAgent } from "./agent.ts";
 import { makeFlowKey } from "../bpf/flow.ts";
 import { MemoryFlowStore } from "./_memory_store.ts";
@@ -9,10 +10,6 @@ import { flowField } from "./field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
 const VIP = "10.0.100.1";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 async function until(what: string, cond: () => boolean, ms = 10_000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -50,17 +47,17 @@ Deno.test("flow agent state: each transition is logged and exported, through an 
   const state = (): string => a.agent.state; // re-read: calls change it
   const gauge = (state: string) =>
     a.registry.expose().includes(`holdfast_flow_agent_state{state="${state}"} 1`);
-  assert(state() === "stopped" && gauge("stopped"), "starts stopped");
+  ok(state() === "stopped" && gauge("stopped"), "starts stopped");
   await a.agent.start();
-  assert(state() === "ready" && gauge("ready") && !gauge("stopped"), "ready after start");
+  ok(state() === "ready" && gauge("ready") && !gauge("stopped"), "ready after start");
   store.available = false;
   await sweep(a.agent); // a failing store call
-  assert(state() === "store-down" && a.agent.ready && !a.agent.storeUp, "store-down");
-  assert(gauge("store-down") && a.registry.expose().includes("holdfast_flow_store_up 0"), "gauge");
+  ok(state() === "store-down" && a.agent.ready && !a.agent.storeUp, "store-down");
+  ok(gauge("store-down") && a.registry.expose().includes("holdfast_flow_store_up 0"), "gauge");
   store.available = true;
   await until("recovered", () => state() === "ready");
   await a.agent.stop();
-  assert(state() === "stopped" && gauge("stopped"), "stopped");
+  ok(state() === "stopped" && gauge("stopped"), "stopped");
   const moves = logs.records.filter((r) => r.msg === "flow agent state" && r.node === "lb-a")
     .map((r) => `${r.from}>${r.to}`);
   const want = [
@@ -72,14 +69,14 @@ Deno.test("flow agent state: each transition is logged and exported, through an 
     "ready>stopping",
     "stopping>stopped",
   ];
-  assert(moves.join() === want.join(), `transitions: ${moves.join()}`);
-  assert(
+  ok(moves.join() === want.join(), `transitions: ${moves.join()}`);
+  ok(
     logs.records.some((r) => r.msg === "flow agent state" && r.to === "store-down" && r.reason),
     "reason logged",
   );
   let threw = false;
   await a.agent.start().then(() => a.agent.stop(), () => threw = true);
-  assert(!threw, "restartable after stop");
+  ok(!threw, "restartable after stop");
 });
 
 Deno.test("flow agent: a stop during a start that cannot restore ends the start", async () => {
@@ -93,8 +90,8 @@ Deno.test("flow agent: a stop during a start that cannot restore ends the start"
   const state: string = a.agent.state;
   let err: Error | undefined;
   await started.catch((e) => err = e);
-  assert(err?.message.includes("stopped before restoring"), `start: ${err?.message}`);
-  assert(state === "stopped", state);
+  ok(err?.message.includes("stopped before restoring"), `start: ${err?.message}`);
+  ok(state === "stopped", state);
 });
 
 Deno.test("trust boundary: a peer's flow to a backend not serving its frontend is not installed", async () => {
@@ -114,9 +111,9 @@ Deno.test("trust boundary: a peer's flow to a backend not serving its frontend i
     learn(key(3), "10.0.1.2");
     await flush(peer.agent);
     await until("valid flow installed", () => a.table.get(key(3)) !== undefined);
-    assert(a.table.size === 1, `installed ${a.table.size}, want only the valid flow`);
+    ok(a.table.size === 1, `installed ${a.table.size}, want only the valid flow`);
     const metrics = a.registry.expose();
-    assert(
+    ok(
       metrics.includes(
         `holdfast_flows_rejected_total{vip="${VIP}",reason="backend_not_serving"} 1`,
       ) &&
@@ -126,14 +123,14 @@ Deno.test("trust boundary: a peer's flow to a backend not serving its frontend i
     const line = logs.records.find((r) =>
       r.msg === "flow rejected: backend not serving this frontend" && r.node === "lb-a"
     );
-    assert(line?.backend === "10.0.1.66" && line.frontend === `${VIP}:80/TCP`, "log line");
+    ok(line?.backend === "10.0.1.66" && line.frontend === `${VIP}:80/TCP`, "log line");
 
     // The config changes: the backend serves now; a restore (LB IP followed again) installs it.
     a.agent.setServices(web(["10.0.1.2", "10.0.1.66"]));
     await a.agent.setVips([]);
     await a.agent.setVips([VIP]);
-    assert(a.table.get(key(1))?.backend === parseIpv4("10.0.1.66"), "admitted after setServices");
-    assert(store.stored(VIP, flowField(key(2, 81))) !== undefined, "the store keeps what it has");
+    ok(a.table.get(key(1))?.backend === parseIpv4("10.0.1.66"), "admitted after setServices");
+    ok(store.stored(VIP, flowField(key(2, 81))) !== undefined, "the store keeps what it has");
   } finally {
     await a.agent.stop();
     await peer.agent.stop();

@@ -1,3 +1,4 @@
+import { deepStrictEqual, ok } from "node:assert/strict";
 import type { FlowSyncAgentOptions } from "./agent.ts";
 import { type AnyFlowEvent, type FlowEvent, makeFlowKey } from "../bpf/flow.ts";
 import { StoreUnavailableError } from "./store.ts";
@@ -7,15 +8,7 @@ import { purgeBackendFlows } from "./purge.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { flowAddress, flowField } from "./field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-import {
-  assert,
-  assertEquals,
-  started,
-  type TestAgent,
-  testAgent,
-  TestClock,
-  until,
-} from "./_test_agents.ts";
+import { started, type TestAgent, testAgent, TestClock, until } from "./_test_agents.ts";
 
 const VIP = "10.0.100.1";
 
@@ -125,15 +118,15 @@ for (const f of [V4, V6]) {
     a.agent.learn(ev);
     a.agent.learn(eventOf(f, 9, 1, 2, f.other)); // not ours: ignored
     await until("peer install", () => b.table.get(ev.key) !== undefined);
-    assertEquals(b.table.get(ev.key), { backend: ev.backend, flags: 1, lastSeenNs: 0 }, "peer");
-    assertEquals(a.table.get(ev.key)?.flags, 0, "learner keeps its own entry");
-    assertEquals(store.stored(f.vip, flowField(ev.key))?.backend, ev.backend, "stored");
-    assertEquals(store.count(f.other), 0, "other LB IP");
+    deepStrictEqual(b.table.get(ev.key), { backend: ev.backend, flags: 1, lastSeenNs: 0 }, "peer");
+    deepStrictEqual(a.table.get(ev.key)?.flags, 0, "learner keeps its own entry");
+    deepStrictEqual(store.stored(f.vip, flowField(ev.key))?.backend, ev.backend, "stored");
+    deepStrictEqual(store.count(f.other), 0, "other LB IP");
     const msgs = logs.records.map((r) => `${r.node} ${r.msg}`);
-    assert(msgs.includes("lb-a flow learned"), msgs.join("; "));
-    assert(msgs.includes("lb-b flow installed from peer"), msgs.join("; "));
-    assert(!msgs.includes("lb-a flow installed from peer"), "own addition skipped");
-    assert(
+    ok(msgs.includes("lb-a flow learned"), msgs.join("; "));
+    ok(msgs.includes("lb-b flow installed from peer"), msgs.join("; "));
+    ok(!msgs.includes("lb-a flow installed from peer"), "own addition skipped");
+    ok(
       a.registry.expose().includes(`holdfast_flows_learned_total{vip="${f.vip}"} 1`),
       "metric",
     );
@@ -155,12 +148,12 @@ Deno.test("start restores every stored flow before ready, waiting while the stor
   let ready = false;
   const started = b.agent.start().then(() => ready = true);
   await new Promise((r) => setTimeout(r, 150));
-  assert(!ready && b.table.size === 0, "not ready while the store is down");
+  ok(!ready && b.table.size === 0, "not ready while the store is down");
   store.available = true;
   await started;
   try {
-    assertEquals(b.table.size, 2500, "all restored at ready");
-    assert(b.agent.ready, "ready");
+    deepStrictEqual(b.table.size, 2500, "all restored at ready");
+    ok(b.agent.ready, "ready");
   } finally {
     await b.agent.stop();
   }
@@ -183,10 +176,10 @@ Deno.test("two agents learning one flow at once converge on the stored backend",
     b.agent.learn(second);
     await flush(b.agent);
     // Last writer wins, in the store and in every map.
-    assertEquals(store.stored(VIP, flowField(first.key))?.backend, second.backend, "stored");
+    deepStrictEqual(store.stored(VIP, flowField(first.key))?.backend, second.backend, "stored");
     await until("a converged", () => a.table.get(first.key)?.backend === second.backend);
     await until("b converged", () => b.table.get(first.key)?.backend === second.backend);
-    assert(
+    ok(
       logs.records.some((r) => r.msg === "flow installed from peer" && r.node === "lb-a"),
       "log",
     );
@@ -211,11 +204,11 @@ for (const f of [V4, V6]) {
     }
     await flush(a.agent);
     await until("b has both", () => b.table.size === 2);
-    assertEquals(await purgeBackendFlows(frontend(f), f.backend(2), { store }), 1, "purged");
+    deepStrictEqual(await purgeBackendFlows(frontend(f), f.backend(2), { store }), 1, "purged");
     await until("purge applied", () => a.table.size === 1 && b.table.size === 1);
-    assert(a.table.get(stays.key) && b.table.get(stays.key), "other flow stays");
-    assert(logs.records.some((r) => r.msg === "flows purged"), "controller logged");
-    assert(
+    ok(a.table.get(stays.key) && b.table.get(stays.key), "other flow stays");
+    ok(logs.records.some((r) => r.msg === "flows purged"), "controller logged");
+    ok(
       logs.records.some((r) => r.msg === "flow purged" && r.node === "lb-b"),
       "agent logged",
     );
@@ -239,12 +232,12 @@ Deno.test("a reload removing a backend drops its flows from this map, stored or 
     const removed = a.agent.setServices(
       services(range("10.0.1.", 20).filter((b) => b !== "10.0.1.2")),
     );
-    assertEquals(removed, 1, "removed");
+    deepStrictEqual(removed, 1, "removed");
     // A reload that only adds a backend does not walk or change the map.
-    assertEquals(a.agent.setServices(services(range("10.0.1.", 30))), 0, "added only");
-    assert(!a.table.get(gone.key), "flow to the removed backend gone");
-    assert(a.table.get(stays.key) && a.table.get(other.key), "others stay");
-    assert(logs.records.some((r) => r.msg === "flow purged" && r.backend === "10.0.1.2"), "logged");
+    deepStrictEqual(a.agent.setServices(services(range("10.0.1.", 30))), 0, "added only");
+    ok(!a.table.get(gone.key), "flow to the removed backend gone");
+    ok(a.table.get(stays.key) && a.table.get(other.key), "others stay");
+    ok(logs.records.some((r) => r.msg === "flow purged" && r.backend === "10.0.1.2"), "logged");
   } finally {
     await a.agent.stop();
   }
@@ -276,16 +269,16 @@ for (const f of [V4, V6]) {
       a.table.touch(live.key); // traffic on the live flow only
       await tick(a.agent);
       await tick(b.agent);
-      assert(store.stored(f.vip, flowField(idle.key)) !== undefined, `idle kept at ${hour} h`);
+      ok(store.stored(f.vip, flowField(idle.key)) !== undefined, `idle kept at ${hour} h`);
     }
     clock.advance(HOUR); // 4 h: the idle flow has had no packet for the idle timeout
     await tick(a.agent);
     await tick(b.agent);
-    assertEquals(store.stored(f.vip, flowField(idle.key)), undefined, "idle gone from store");
-    assert(store.stored(f.vip, flowField(live.key)) !== undefined, "live kept in store");
+    deepStrictEqual(store.stored(f.vip, flowField(idle.key)), undefined, "idle gone from store");
+    ok(store.stored(f.vip, flowField(live.key)) !== undefined, "live kept in store");
     await until("idle flow gone everywhere", () => a.table.size === 1 && b.table.size === 1);
-    assert(b.table.get(live.key) && a.table.get(live.key), "live flow stays");
-    assert(logs.records.some((r) => r.msg === "flow expired" && r.node === "lb-b"), "logged");
+    ok(b.table.get(live.key) && a.table.get(live.key), "live flow stays");
+    ok(logs.records.some((r) => r.msg === "flow expired" && r.node === "lb-b"), "logged");
   });
 }
 
@@ -315,14 +308,14 @@ Deno.test("activity reported every idle/4 (several sweeps) still keeps an active
     if (step % 2 === 0) a.table.touch(live.key);
     await tick(a.agent);
     await tick(b.agent);
-    assert(
+    ok(
       store.stored(VIP, flowField(live.key)) !== undefined,
       `live flow kept (${step * 20} min)`,
     );
   }
-  assertEquals(store.stored(VIP, flowField(idle.key)), undefined, "idle gone from store");
+  deepStrictEqual(store.stored(VIP, flowField(idle.key)), undefined, "idle gone from store");
   await until("idle flow gone everywhere", () => a.table.size === 1 && b.table.size === 1);
-  assert(a.table.get(live.key) && b.table.get(live.key), "live flow stays");
+  ok(a.table.get(live.key) && b.table.get(live.key), "live flow stays");
 });
 
 for (const f of [V4, V6]) {
@@ -337,18 +330,18 @@ for (const f of [V4, V6]) {
     // for (queued or dropped) before this test yields once, so no store call can have run.
     for (const ev of events) {
       const returned: unknown = a.agent.learn(ev);
-      assert(returned === undefined, "learn does not wait on the store");
+      ok(returned === undefined, "learn does not wait on the store");
     }
-    assertEquals([a.agent.queued, a.agent.dropped], [100, 50], "bounded, overflow counted");
+    deepStrictEqual([a.agent.queued, a.agent.dropped], [100, 50], "bounded, overflow counted");
     await until("outage noticed", () => !a.agent.storeUp);
-    assertEquals([a.agent.queued, a.agent.dropped], [100, 50], "bounded, overflow counted");
-    assert(
+    deepStrictEqual([a.agent.queued, a.agent.dropped], [100, 50], "bounded, overflow counted");
+    ok(
       logs.records.some((r) => r.msg === "flow queue overflow, oldest flows dropped"),
       "logged",
     );
     store.available = true;
     await until("flushed", () => store.count(f.vip) === 100 && a.agent.queued === 0);
-    assert(a.registry.expose().includes("holdfast_flow_queue_dropped_total 50"), "metric");
+    ok(a.registry.expose().includes("holdfast_flow_queue_dropped_total 50"), "metric");
   });
 }
 
@@ -374,7 +367,7 @@ Deno.test("store restarted empty: agents rewrite their flows and peers stay comp
     store.available = true;
     await until("rewritten", () => store.count(VIP) === 2);
     await until("b got the flow learned during the outage", () => b.table.size === 2);
-    assert(
+    ok(
       logs.records.some((r) => r.msg === "flow store restarted empty, rewriting local flows"),
       "log",
     );
@@ -401,14 +394,14 @@ Deno.test("restart with a pinned map: stale peer flows go, flows learned meanwhi
   a.table.put(purgedWhileAway.key, { backend: purgedWhileAway.backend, flags: 1, lastSeenNs: 0 });
   await a.agent.start();
   try {
-    assertEquals(a.table.get(kept.key)?.lastSeenNs, 42, "kept entry untouched");
-    assertEquals(a.table.get(purgedWhileAway.key), undefined, "stale peer flow removed");
-    assertEquals(
+    deepStrictEqual(a.table.get(kept.key)?.lastSeenNs, 42, "kept entry untouched");
+    deepStrictEqual(a.table.get(purgedWhileAway.key), undefined, "stale peer flow removed");
+    deepStrictEqual(
       store.stored(VIP, flowField(learnedWhileAway.key))?.backend,
       learnedWhileAway.backend,
       "written",
     );
-    assert(logs.records.some((r) => r.msg === "flow removed, no longer stored"), "logged");
+    ok(logs.records.some((r) => r.msg === "flow removed, no longer stored"), "logged");
   } finally {
     await a.agent.stop();
   }
@@ -418,8 +411,8 @@ Deno.test("restart with a pinned map: stale peer flows go, flows learned meanwhi
   b.table.put(purgedWhileAway.key, { backend: purgedWhileAway.backend, flags: 1, lastSeenNs: 0 });
   await b.agent.start();
   try {
-    assert(b.table.get(purgedWhileAway.key), "kept when the store is empty");
-    assertEquals(empty.count(VIP), 1, "written back");
+    ok(b.table.get(purgedWhileAway.key), "kept when the store is empty");
+    deepStrictEqual(empty.count(VIP), 1, "written back");
   } finally {
     await b.agent.stop();
   }
@@ -496,19 +489,23 @@ Deno.test("an LB IP added at run time is restored, then followed, learned and to
     // The datapath created a VIP2 flow before the agent followed it: ignored, counted, kept.
     const early = event("10.0.0.2", 2000, "10.0.2.2", VIP2);
     datapath(a, early);
-    assert(a.registry.expose().includes("holdfast_flow_events_ignored_total 1"), "ignored");
-    assertEquals(a.table.get(old.key), undefined, "not followed yet");
+    ok(a.registry.expose().includes("holdfast_flow_events_ignored_total 1"), "ignored");
+    deepStrictEqual(a.table.get(old.key), undefined, "not followed yet");
 
     await Promise.all([a.agent.setVips([VIP, VIP2]), a.agent.setVips([VIP2, VIP])]);
-    assertEquals(a.agent.vips.sort(), [VIP, VIP2], "followed");
-    assertEquals(
+    deepStrictEqual(a.agent.vips.sort(), [VIP, VIP2], "followed");
+    deepStrictEqual(
       a.table.get(old.key),
       { backend: old.backend, flags: 1, lastSeenNs: 0 },
       "restored",
     );
-    assertEquals(store.stored(VIP2, flowField(early.key))?.backend, early.backend, "early written");
+    deepStrictEqual(
+      store.stored(VIP2, flowField(early.key))?.backend,
+      early.backend,
+      "early written",
+    );
     const following = logs.records.filter((r) => r.msg === "following LB IP" && r.node === "lb-a");
-    assertEquals(following.map((r) => [r.vip, r.restored]), [[VIP2, true]], "logged once");
+    deepStrictEqual(following.map((r) => [r.vip, r.restored]), [[VIP2, true]], "logged once");
 
     // Followed from now on: peers' additions installed, own learns stored, activity touched.
     const next = event("10.0.0.3", 3000, "10.0.2.3", VIP2);
@@ -519,8 +516,8 @@ Deno.test("an LB IP added at run time is restored, then followed, learned and to
     await flush(a.agent);
     await until("own flow at peer", () => peer.table.get(own.key)?.backend === own.backend);
     await sweep(a.agent);
-    assert(store.lastSeen(VIP2, flowField(own.key)) !== undefined, "touched");
-    assert(
+    ok(store.lastSeen(VIP2, flowField(own.key)) !== undefined, "touched");
+    ok(
       a.registry.expose().includes('holdfast_flows_learned_total{vip="10.0.100.2"} 1'),
       "learned metric",
     );
@@ -548,31 +545,31 @@ Deno.test("a removed LB IP is no longer followed; its map entries idle out local
 
     await a.agent.setVips([VIP]);
     await a.agent.setVips([VIP]); // idempotent
-    assertEquals(a.agent.vips, [VIP], "followed");
+    deepStrictEqual(a.agent.vips, [VIP], "followed");
     const stopped = logs.records.filter((r) => r.msg === "stopped following LB IP");
-    assertEquals(stopped.map((r) => r.vip), [VIP2], "logged once");
+    deepStrictEqual(stopped.map((r) => r.vip), [VIP2], "logged once");
 
     const later = event("10.0.0.2", 2000, "10.0.2.2", VIP2);
     datapath(peer, later);
     const onVip = event("10.0.0.3", 3000, "10.0.1.3");
     datapath(peer, onVip);
     await until("VIP still followed", () => a.table.get(onVip.key) !== undefined);
-    assertEquals(a.table.get(later.key), undefined, "VIP2 addition not installed");
+    deepStrictEqual(a.table.get(later.key), undefined, "VIP2 addition not installed");
     const mine = event("10.0.0.4", 4000, "10.0.2.4", VIP2);
     datapath(a, mine);
     await flush(a.agent);
-    assertEquals(store.stored(VIP2, flowField(mine.key)), undefined, "VIP2 learn not stored");
+    deepStrictEqual(store.stored(VIP2, flowField(mine.key)), undefined, "VIP2 learn not stored");
 
     // Kept in the map (a reverted change keeps connections) until idle for the idle timeout.
     await sweep(a.agent);
-    assert(a.table.get(kept.key) !== undefined, "kept while young");
+    ok(a.table.get(kept.key) !== undefined, "kept while young");
     clock.advance(150);
     a.table.touch(mine.key); // active: stays
     await sweep(a.agent);
-    assertEquals(a.table.get(kept.key), undefined, "idled out");
-    assert(a.table.get(mine.key) !== undefined, "active entry stays");
-    assert(store.stored(VIP2, flowField(kept.key)) !== undefined, "store untouched");
-    assert(
+    deepStrictEqual(a.table.get(kept.key), undefined, "idled out");
+    ok(a.table.get(mine.key) !== undefined, "active entry stays");
+    ok(store.stored(VIP2, flowField(kept.key)) !== undefined, "store untouched");
+    ok(
       a.registry.expose().includes(
         'holdfast_flows_removed_total{vip="10.0.100.2",reason="unfollowed"} 1',
       ),
@@ -581,8 +578,8 @@ Deno.test("a removed LB IP is no longer followed; its map entries idle out local
 
     // Followed again: restored (the stored flow is back), entries the store lacks written.
     await a.agent.setVips([VIP, VIP2]);
-    assertEquals(a.table.get(later.key)?.backend, later.backend, "re-followed: restored");
-    assertEquals(store.stored(VIP2, flowField(mine.key))?.backend, mine.backend, "written");
+    deepStrictEqual(a.table.get(later.key)?.backend, later.backend, "re-followed: restored");
+    deepStrictEqual(store.stored(VIP2, flowField(mine.key))?.backend, mine.backend, "written");
   } finally {
     await a.agent.stop();
     await peer.agent.stop();
@@ -601,7 +598,7 @@ Deno.test("setVips before start is restored by start; while the store is down, b
     await flush(peer.agent);
     await a.agent.setVips([VIP2]);
     await a.agent.start();
-    assertEquals(a.table.get(f1.key)?.backend, f1.backend, "restored by start");
+    deepStrictEqual(a.table.get(f1.key)?.backend, f1.backend, "restored by start");
 
     store.available = false;
     await sweep(a.agent); // notices the outage

@@ -1,10 +1,5 @@
+import { deepStrictEqual } from "node:assert/strict";
 import { followedVips } from "./config_vips.ts";
-
-function assertEquals(a: unknown, b: unknown, what = "") {
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
-  }
-}
 
 Deno.test("followed LB IPs: config frontends united with --vip flags, unique and sorted", () => {
   const config = {
@@ -14,14 +9,14 @@ Deno.test("followed LB IPs: config frontends united with --vip flags, unique and
       { frontends: [{ address: "10.0.100.2:53/UDP" }] },
     ],
   };
-  assertEquals(followedVips(config, []), ["10.0.100.2", "10.0.100.10"], "config only");
-  assertEquals(
+  deepStrictEqual(followedVips(config, []), ["10.0.100.2", "10.0.100.10"], "config only");
+  deepStrictEqual(
     followedVips(config, ["10.0.100.2", "10.0.99.1"]),
     ["10.0.99.1", "10.0.100.2", "10.0.100.10"],
     "union",
   );
-  assertEquals(followedVips(null, ["10.0.100.1"]), ["10.0.100.1"], "no config");
-  assertEquals(followedVips({ services: [] }, []), [], "nothing");
+  deepStrictEqual(followedVips(null, ["10.0.100.1"]), ["10.0.100.1"], "no config");
+  deepStrictEqual(followedVips({ services: [] }, []), [], "nothing");
 });
 
 Deno.test("followed LB IPs: an address of neither family is named in the error", () => {
@@ -40,7 +35,7 @@ Deno.test("followed LB IPs: IPv6 frontends are followed too, in RFC 5952 form, a
       frontends: [{ address: "[2001:db8:100::1]:80/TCP" }, { address: "10.0.100.1:80/TCP" }],
     }],
   };
-  assertEquals(
+  deepStrictEqual(
     followedVips(config, ["2001:DB8:0:0::9"]),
     ["10.0.100.1", "2001:db8:100::1", "2001:db8::9"],
     "both families",

@@ -1,3 +1,4 @@
+import { ok } from "node:assert/strict";
 import { ServingBackends } from "./frontends.ts";
 import { purgeRemovedBackends } from "./purge.ts";
 import { MemoryFlowStore } from "./_memory_store.ts";
@@ -5,10 +6,6 @@ import { makeFlowKey } from "../bpf/flow.ts";
 import { flowField } from "./field.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 const VIP = "10.0.100.1";
 const key = (dport: number, proto = 6) =>
@@ -28,12 +25,12 @@ Deno.test("serving backends: by frontend and protocol, entries of one name unite
     ],
     redirects: [{ service: "a/web", target: "a/local" }],
   });
-  assert(serving.check(key(80), parseIpv4("10.0.1.2")) === null, "own backend");
-  assert(serving.check(key(80), parseIpv4("10.0.9.9")) === null, "redirect target's backend");
-  assert(serving.check(key(80), parseIpv4("10.0.1.3")) === "backend_not_serving", "other's");
-  assert(serving.check(key(53, 17), parseIpv4("10.0.1.3")) === null, "UDP frontend");
-  assert(serving.check(key(53, 6), parseIpv4("10.0.1.3")) === "unknown_frontend", "TCP 53");
-  assert(new ServingBackends(null).check(key(80), 1) === "unknown_frontend", "no config");
+  ok(serving.check(key(80), parseIpv4("10.0.1.2")) === null, "own backend");
+  ok(serving.check(key(80), parseIpv4("10.0.9.9")) === null, "redirect target's backend");
+  ok(serving.check(key(80), parseIpv4("10.0.1.3")) === "backend_not_serving", "other's");
+  ok(serving.check(key(53, 17), parseIpv4("10.0.1.3")) === null, "UDP frontend");
+  ok(serving.check(key(53, 6), parseIpv4("10.0.1.3")) === "unknown_frontend", "TCP 53");
+  ok(new ServingBackends(null).check(key(80), 1) === "unknown_frontend", "no config");
 });
 
 Deno.test("purge scope: removing a backend from one frontend keeps other frontends' flows to it", async () => {
@@ -60,9 +57,9 @@ Deno.test("purge scope: removing a backend from one frontend keeps other fronten
     ],
   });
   const n = await purgeRemovedBackends(config(["10.0.1.2"]), config([]), { store });
-  assert(n === 1, `purged ${n}`);
-  assert(store.stored(VIP, flowField(key(9000))) !== undefined, "port 9000 flow kept");
-  assert(store.stored(VIP, flowField(key(8000))) === undefined, "port 8000 flow purged");
+  ok(n === 1, `purged ${n}`);
+  ok(store.stored(VIP, flowField(key(9000))) !== undefined, "port 9000 flow kept");
+  ok(store.stored(VIP, flowField(key(8000))) === undefined, "port 8000 flow purged");
 });
 
 Deno.test("serving backends: IPv6 frontends checked like IPv4 ones, backends of either family", () => {
@@ -73,11 +70,11 @@ Deno.test("serving backends: IPv6 frontends checked like IPv4 ones, backends of 
       backends: [{ address: "[2001:db8:2::3]:8080/TCP" }, { address: "10.0.1.2:8080/TCP" }],
     }],
   });
-  assert(serving.check(key(80), parseIpv4("10.0.1.2")) === null, "IPv4 backend of the service");
-  assert(serving.check(key(80), parseIpv4("10.0.1.9")) === "backend_not_serving", "not one");
+  ok(serving.check(key(80), parseIpv4("10.0.1.2")) === null, "IPv4 backend of the service");
+  ok(serving.check(key(80), parseIpv4("10.0.1.9")) === "backend_not_serving", "not one");
   const key6 = { saddr: "2001:db8::5", daddr: "2001:db8:100::1", sport: 4000, dport: 80, proto: 6 };
-  assert(serving.check(key6, "2001:db8:2::3") === null, "IPv6 backend of the IPv6 frontend");
-  assert(serving.check(key6, parseIpv4("10.0.1.2")) === null, "IPv4 backend of the IPv6 frontend");
-  assert(serving.check(key6, "2001:db8:2::9") === "backend_not_serving", "not one");
-  assert(serving.check({ ...key6, dport: 81 }, "2001:db8:2::3") === "unknown_frontend", "port 81");
+  ok(serving.check(key6, "2001:db8:2::3") === null, "IPv6 backend of the IPv6 frontend");
+  ok(serving.check(key6, parseIpv4("10.0.1.2")) === null, "IPv4 backend of the IPv6 frontend");
+  ok(serving.check(key6, "2001:db8:2::9") === "backend_not_serving", "not one");
+  ok(serving.check({ ...key6, dport: 81 }, "2001:db8:2::3") === "unknown_frontend", "port 81");
 });

@@ -5,6 +5,7 @@
  * agent following IPv4 and IPv6 LB IPs at once.
  */
 
+import { deepStrictEqual, ok } from "node:assert/strict";
 import type { FlowSyncAgentOptions } from "./agent.ts";
 import { type AnyFlowEvent, describeFlow, FLOW_F_PEER, makeFlowKey } from "../bpf/flow.ts";
 import type { FlowKey6 } from "../bpf/structs6.ts";
@@ -15,7 +16,7 @@ import { captureLogs } from "../../lib/log.ts";
 import { flowField, parseFlowField } from "./field.ts";
 import { decodeFlowValue, encodeFlowValue, vipKeys } from "./schema.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-import { assert, assertEquals, started, type TestAgent, testAgent, until } from "./_test_agents.ts";
+import { started, type TestAgent, testAgent, until } from "./_test_agents.ts";
 
 const VIP6 = "2001:db8:100::1";
 const VIP4 = "10.0.100.1";
@@ -61,23 +62,34 @@ function learnLocal(a: TestAgent, ev: AnyFlowEvent) {
 Deno.test("IPv6 flow field and value forms; the IPv4 forms are unchanged", () => {
   const k = key6("2001:db8::5", 40000);
   const field = flowField(k);
-  assertEquals(field, "20010db8000000000000000000000005" + "9c40" + "0050" + "06", "field");
-  assertEquals(parseFlowField(field, VIP6), k, "round trip");
-  assertEquals(describeFlow(k), "[2001:db8::5]:40000->[2001:db8:100::1]:80/6", "log form");
-  assertEquals(encodeFlowValue("2001:db8:2::3", 1000), "20010db8000200000000000000000003:1000", "");
-  assertEquals(decodeFlowValue("20010db8000200000000000000000003:1000").backend, "2001:db8:2::3");
-  assertEquals(encodeFlowValue(parseIpv4(BE4), 1000), "0a000102:1000", "IPv4 backend");
-  assertEquals(decodeFlowValue("0a000102:0:1000"), { backend: 0x0a000102, learnedMs: 1000 }, "old");
+  deepStrictEqual(field, "20010db8000000000000000000000005" + "9c40" + "0050" + "06", "field");
+  deepStrictEqual(parseFlowField(field, VIP6), k, "round trip");
+  deepStrictEqual(describeFlow(k), "[2001:db8::5]:40000->[2001:db8:100::1]:80/6", "log form");
+  deepStrictEqual(
+    encodeFlowValue("2001:db8:2::3", 1000),
+    "20010db8000200000000000000000003:1000",
+    "",
+  );
+  deepStrictEqual(
+    decodeFlowValue("20010db8000200000000000000000003:1000").backend,
+    "2001:db8:2::3",
+  );
+  deepStrictEqual(encodeFlowValue(parseIpv4(BE4), 1000), "0a000102:1000", "IPv4 backend");
+  deepStrictEqual(
+    decodeFlowValue("0a000102:0:1000"),
+    { backend: 0x0a000102, learnedMs: 1000 },
+    "old",
+  );
   const k4 = makeFlowKey({ saddr: "10.0.0.1", daddr: VIP4, sport: 40000, dport: 80, proto: 6 });
-  assertEquals(flowField(k4), "0a0000019c40005006", "IPv4 field");
-  assertEquals(vipKeys(VIP6).flows, "hf:{2001:db8:100::1}:flows", "key name");
+  deepStrictEqual(flowField(k4), "0a0000019c40005006", "IPv4 field");
+  deepStrictEqual(vipKeys(VIP6).flows, "hf:{2001:db8:100::1}:flows", "key name");
   let msg = "";
   try {
     parseFlowField("0a0000019c40005006", VIP6);
   } catch (err) {
     msg = (err as Error).message;
   }
-  assert(msg.includes('"0a0000019c40005006"') && msg.includes(VIP6), `error: ${msg}`);
+  ok(msg.includes('"0a0000019c40005006"') && msg.includes(VIP6), `error: ${msg}`);
 });
 
 Deno.test("an IPv6 frontend's flow to an IPv4 backend is shared with its IPv4 backend", async () => {
@@ -89,15 +101,15 @@ Deno.test("an IPv6 frontend's flow to an IPv4 backend is shared with its IPv4 ba
   const to4 = event6("2001:db8::6", 40001, parseIpv4(BE4));
   learnLocal(a, to4);
   await until("peer installs", () => b.table.size === 1);
-  assertEquals(b.table.get(to4.key), {
+  deepStrictEqual(b.table.get(to4.key), {
     backend: parseIpv4(BE4),
     flags: FLOW_F_PEER,
     lastSeenNs: 0,
   });
-  assertEquals(store.stored(VIP6, flowField(to4.key))?.backend, parseIpv4(BE4), "stored");
+  deepStrictEqual(store.stored(VIP6, flowField(to4.key))?.backend, parseIpv4(BE4), "stored");
   const learned = logs.records.find((r) => r.msg === "flow learned");
-  assertEquals(learned?.flow, "[2001:db8::6]:40001->[2001:db8:100::1]:80/6", "readable");
-  assertEquals(learned?.backend, BE4, "backend named");
+  deepStrictEqual(learned?.flow, "[2001:db8::6]:40001->[2001:db8:100::1]:80/6", "readable");
+  deepStrictEqual(learned?.backend, BE4, "backend named");
 });
 
 Deno.test("one agent follows IPv4 and IPv6 LB IPs: each family learned, installed, restored", async () => {
@@ -107,7 +119,7 @@ Deno.test("one agent follows IPv4 and IPv6 LB IPs: each family learned, installe
   const a = agent("lb-a", store, opts);
   const b = agent("lb-b", store, opts);
   await using _running = await started(a, b);
-  assertEquals(a.agent.vips, [VIP4, VIP6], "followed");
+  deepStrictEqual(a.agent.vips, [VIP4, VIP6], "followed");
   const ev4: AnyFlowEvent = {
     key: makeFlowKey({ saddr: "10.0.0.1", daddr: VIP4, sport: 1, dport: 80, proto: 6 }),
     backend: parseIpv4(BE4),
@@ -118,13 +130,13 @@ Deno.test("one agent follows IPv4 and IPv6 LB IPs: each family learned, installe
   learnLocal(a, ev4);
   learnLocal(a, ev6);
   await until("peer installs both", () => b.table.size === 2);
-  assertEquals([store.count(VIP4), store.count(VIP6)], [1, 1], "one per LB IP");
+  deepStrictEqual([store.count(VIP4), store.count(VIP6)], [1, 1], "one per LB IP");
   // A third node joining restores both families before it is ready.
   const c = agent("lb-c", store, opts);
   await c.agent.start();
   try {
-    assertEquals(c.table.get(ev4.key)?.backend, ev4.backend, "IPv4 restored");
-    assertEquals(c.table.get(ev6.key)?.backend, ev6.backend, "IPv6 restored");
+    deepStrictEqual(c.table.get(ev4.key)?.backend, ev4.backend, "IPv4 restored");
+    deepStrictEqual(c.table.get(ev6.key)?.backend, ev6.backend, "IPv6 restored");
   } finally {
     await c.agent.stop();
   }
@@ -141,10 +153,10 @@ Deno.test("IPv6 restore before ready installs stored flows whose backend serves,
   await store.learn(VIP6, flows, { node: "lb-x", nowMs: Date.now(), idleTimeoutMs: 60_000 });
   const a = agent("lb-a", store);
   await using _running = await started(a);
-  assertEquals(a.table.size, 2, "installed");
-  assertEquals(a.table.get(key6("2001:db8::6", 2))?.backend, parseIpv4(BE4), "IPv4 backend");
+  deepStrictEqual(a.table.size, 2, "installed");
+  deepStrictEqual(a.table.get(key6("2001:db8::6", 2))?.backend, parseIpv4(BE4), "IPv4 backend");
   const restored = logs.records.find((r) => r.msg === "flows restored");
-  assertEquals([restored?.vip, restored?.installed, restored?.rejected], [VIP6, 2, 1], "log");
+  deepStrictEqual([restored?.vip, restored?.installed, restored?.rejected], [VIP6, 2, 1], "log");
 });
 
 Deno.test("purging an IPv6 backend removes its IPv6 flows everywhere; a reload purges locally", async () => {
@@ -160,15 +172,15 @@ Deno.test("purging an IPv6 backend removes its IPv6 flows everywhere; a reload p
   await flush(a.agent);
   await until("b has all", () => b.table.size === 3);
   const n = await purgeBackendFlows(`[${VIP6}]:80/TCP`, BE6[0]!, { store });
-  assertEquals(n, 1, "purged");
+  deepStrictEqual(n, 1, "purged");
   await until("purge applied", () => a.table.size === 2 && b.table.size === 2);
-  assert(!b.table.get(gone.key) && b.table.get(stays.key), "other flow stays");
+  ok(!b.table.get(gone.key) && b.table.get(stays.key), "other flow stays");
   // A reload dropping the IPv4 backend: purged in the store, and from the map right away.
   const next = services(BE6, []);
-  assertEquals(a.agent.setServices(next), 1, "removed locally");
-  assertEquals(await purgeRemovedBackends(services(), next, { store }), 1, "purged in store");
+  deepStrictEqual(a.agent.setServices(next), 1, "removed locally");
+  deepStrictEqual(await purgeRemovedBackends(services(), next, { store }), 1, "purged in store");
   await until("b applied", () => b.table.size === 1);
-  assert(
+  ok(
     logs.records.some((r) => r.msg === "flows purged" && r.frontend === `[${VIP6}]:80/TCP`),
     "log names the IPv6 frontend",
   );

@@ -1,12 +1,13 @@
 // A store that restarted empty while none of this node's calls failed (a quick Redis restart
 // between two calls, or a failover to an empty replica) must still be noticed: the agent checks
 // the store's incarnation on a reconnect and on every sweep, and writes its flows back.
+import { ok } from "node:assert/strict";
 import { makeFlowKey } from "../bpf/flow.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 import { MemoryFlowStore } from "./_memory_store.ts";
 import { flush } from "./_testing.ts";
-import { assert, started, testAgent, until } from "./_test_agents.ts";
+import { started, testAgent, until } from "./_test_agents.ts";
 
 const VIP = "10.0.100.1";
 const SERVICES = {
@@ -42,11 +43,11 @@ for (
     store.restart(); // no call saw it down
     if (how === "a reconnect") store.reconnected();
     await until("rewritten", () => store.count(VIP) === 1);
-    assert(
+    ok(
       logs.records.some((r) => r.msg === "flow store lost its data" && r.node === "lb-a"),
       "the check is logged with the node",
     );
-    assert(
+    ok(
       logs.records.some((r) => r.msg === "flow store restarted empty, rewriting local flows"),
       "the recovery rewrote the local flows",
     );
@@ -65,6 +66,6 @@ Deno.test("store reconnected with its data: no recovery, nothing rewritten", asy
   await flush(a.agent);
   store.reconnected();
   await new Promise((r) => setTimeout(r, 50));
-  assert(a.agent.storeUp, "still in sync");
-  assert(!logs.records.some((r) => r.msg === "flow store lost its data"), "no false alarm");
+  ok(a.agent.storeUp, "still in sync");
+  ok(!logs.records.some((r) => r.msg === "flow store lost its data"), "no false alarm");
 });

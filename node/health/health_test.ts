@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../../controller/_testing.ts";
+import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
 import { createControlPlane } from "../../controller/control_plane.ts";
 import { MemoryLBMaps } from "../../controller/lbmaps_memory.ts";
 import { FileSource } from "../../controller/sources/file_source.ts";
@@ -57,23 +57,23 @@ Deno.test("health: fall failed probes quarantine, rise good ones bring back; one
   try {
     await checker.setTargets(healthTargets(view()));
     await until(() => checker.states().get("default/web|10.1.0.3:8080/TCP") === "active", "rise");
-    assertEquals(changes, [], "New → Active changes nothing: it was serving");
+    strictEqual(changes.length, 0, "New → Active changes nothing: it was serving");
     down.add("10.1.0.3");
     await until(() => changes.length === 1, "a quarantine");
-    assertEquals(
+    deepStrictEqual(
       [changes[0]!.target.backend, changes[0]!.verdict, changes[0]!.probes],
       ["10.1.0.3:8080/TCP", "quarantined", 3],
     );
-    assert(
+    ok(
       logs.records.some((r) =>
         r.msg === "backend 10.1.0.3:8080 unhealthy: 3 failed probes (connect refused)"
       ),
       "the decision's log line",
     );
-    assertEquals(checker.states().get("default/web|10.1.0.2:8080/TCP"), "active");
+    deepStrictEqual(checker.states().get("default/web|10.1.0.2:8080/TCP"), "active");
     down.delete("10.1.0.3");
     await until(() => changes.length === 2, "a recovery");
-    assertEquals([changes[1]!.verdict, changes[1]!.probes], ["active", 2]);
+    deepStrictEqual([changes[1]!.verdict, changes[1]!.probes], ["active", 2]);
   } finally {
     await checker.stop();
   }
@@ -96,7 +96,7 @@ Deno.test("health: the step is looked up per probe, so a swapped policy judges t
     strict = true;
     await checker.setTargets(healthTargets(view({ ...CHECK, fall: 1000, intervalMs: 10 })));
     await until(() => changes.length === 2, "both quarantined by the strict step");
-    assertEquals(changes.map((c) => c.probes), [1, 1]);
+    deepStrictEqual(changes.map((c) => c.probes), [1, 1]);
   } finally {
     await checker.stop();
   }
@@ -128,7 +128,7 @@ Deno.test("health: probes in flight never exceed maxConcurrent", async () => {
   try {
     await checker.setTargets(healthTargets(many));
     await until(() => total >= 100, "100 probes");
-    assert(peak <= 5, `peak ${peak} probes in flight`);
+    ok(peak <= 5, `peak ${peak} probes in flight`);
   } finally {
     await checker.stop();
   }
@@ -148,7 +148,7 @@ Deno.test("health: a quarantine leaves the Maglev table, purges only that backen
     const ids = new Set(maps.maglev.values().next().value ?? []);
     return [...maps.backends].filter(([id]) => ids.has(id)).map(([, b]) => b.address).sort();
   };
-  assertEquals(inTable(), ["10.1.0.2", "10.1.0.3"]);
+  deepStrictEqual(inTable(), ["10.1.0.2", "10.1.0.3"]);
   const flows = new MemoryFlowTable();
   const flow = (sport: number, backend: number, dport = 80) => {
     flows.put({ saddr: 0x0a010002, daddr: 0x0a006401, sport, dport, proto: 6 }, {
@@ -185,9 +185,9 @@ Deno.test("health: a quarantine leaves the Maglev table, purges only that backen
   try {
     down.add("10.1.0.3");
     await until(() => inTable().length === 1, "the quarantine in the maps");
-    assertEquals(inTable(), ["10.1.0.2"]);
+    deepStrictEqual(inTable(), ["10.1.0.2"]);
     await until(() => flows.size === 2, "the purge");
-    assertEquals([...flows.entries()].map((e) => e.key.sport).sort(), [40001, 40002]);
+    deepStrictEqual([...flows.entries()].map((e) => e.key.sport).sort(), [40001, 40002]);
     down.delete("10.1.0.3");
     await until(() => inTable().length === 2, "the recovery in the maps");
   } finally {

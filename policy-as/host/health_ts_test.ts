@@ -1,3 +1,4 @@
+import { deepStrictEqual } from "node:assert/strict";
 import { readBuiltWasm } from "./_testing.ts";
 import { type HealthParams, HealthState, newHealthRecord } from "./abi.ts";
 import { healthStepTs } from "./health_ts.ts";
@@ -26,9 +27,7 @@ Deno.test("a flapping backend stays out: it cannot rise before its doubling hold
       }
     }
   }
-  if (JSON.stringify(holds) !== JSON.stringify([1000, 2000, 4000, 8000, 8000])) {
-    throw new Error(`holds ${holds}`);
-  }
+  deepStrictEqual(holds, [1000, 2000, 4000, 8000, 8000], `holds ${holds}`);
 });
 
 Deno.test("health reference reproduces the golden health vectors", async () => {
@@ -37,9 +36,7 @@ Deno.test("health reference reproduces the golden health vectors", async () => {
     const rec = newHealthRecord();
     for (const [i, s] of v.steps.entries()) {
       healthStepTs(rec, { ok: s.ok, nowMs: s.now_ms, params: v.params });
-      if (JSON.stringify(rec) !== JSON.stringify(s.expect)) {
-        throw new Error(`"${v.name}" step ${i}: ${JSON.stringify(rec)}`);
-      }
+      deepStrictEqual(rec, s.expect, `"${v.name}" step ${i}: ${JSON.stringify(rec)}`);
     }
   }
 });
@@ -56,6 +53,6 @@ Deno.test("WASM health step equals the reference on 5000 random probes", async (
     t += (seed >>> 8) % 700;
     healthStepTs(a, { ok, nowMs: t, params });
     policy.healthStep(b, { ok, nowMs: t, params });
-    if (JSON.stringify(a) !== JSON.stringify(b)) throw new Error(`step ${i}: ${JSON.stringify(b)}`);
+    deepStrictEqual(b, a, `step ${i}: ${JSON.stringify(b)}`);
   }
 });

@@ -4,17 +4,12 @@
  * reads them (docs/contracts.md "IPv6"), and one table for both families.
  * Run: `deno test -P=bpf tests/bpf/flow_table6_test.ts` (root).
  */
+import { deepStrictEqual } from "node:assert/strict";
 import { Datapath, FLOW_F_PEER, Ipv6Maps, makeFlowKey } from "../../node/bpf/mod.ts";
 import { DualFlowTable } from "../../node/bpf/flow_table.ts";
 import type { FlowKey6 } from "../../node/bpf/structs6.ts";
 import { rootTest } from "../harness/root.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-
-function assertEquals(a: unknown, b: unknown, what = "") {
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
-  }
-}
 
 const VIP6 = "2001:db8:100::1";
 
@@ -40,26 +35,30 @@ rootTest(
       { key: k4, value: { backend: parseIpv4("10.0.1.3"), flags: 0, lastSeenNs: 0 } },
     ]);
     // What the datapath reads (struct flow_value6: address, family, flags, last seen).
-    assertEquals(v6.getFlow(k6), { backend: "2001:db8:2::3", flags: 1, lastSeenNs: now }, "v6");
-    assertEquals(v6.getFlow(k6to4)?.backend, "10.0.1.2", "IPv4 backend of an IPv6 flow");
-    assertEquals(table.get(k6to4)?.backend, parseIpv4("10.0.1.2"), "as the agent holds it");
-    assertEquals(table.get(k4)?.backend, parseIpv4("10.0.1.3"), "IPv4 flow in hf_flows");
+    deepStrictEqual(v6.getFlow(k6), { backend: "2001:db8:2::3", flags: 1, lastSeenNs: now }, "v6");
+    deepStrictEqual(v6.getFlow(k6to4)?.backend, "10.0.1.2", "IPv4 backend of an IPv6 flow");
+    deepStrictEqual(table.get(k6to4)?.backend, parseIpv4("10.0.1.2"), "as the agent holds it");
+    deepStrictEqual(table.get(k4)?.backend, parseIpv4("10.0.1.3"), "IPv4 flow in hf_flows");
     const all = [...table.entries()].map((e) => `${e.key.sport}:${e.value.backend}`).sort();
-    assertEquals(all, ["1:167772419", "40000:2001:db8:2::3", "40001:167772418"], "entries");
-    assertEquals([table.delete(k6), table.delete(k6), table.delete(k4)], [true, false, true], "");
-    assertEquals([...table.entries()].length, 1, "one left");
+    deepStrictEqual(all, ["1:167772419", "40000:2001:db8:2::3", "40001:167772418"], "entries");
+    deepStrictEqual(
+      [table.delete(k6), table.delete(k6), table.delete(k4)],
+      [true, false, true],
+      "",
+    );
+    deepStrictEqual([...table.entries()].length, 1, "one left");
     const many = Array.from({ length: 3000 }, (_, i) => ({
       key: { ...k6, saddr: `2001:db8::1:${i.toString(16)}` },
       value: { backend: "2001:db8:2::4", flags: FLOW_F_PEER, lastSeenNs: 0 },
     }));
     table.putBatch(many);
-    assertEquals([...v6.flows()].length, 3001, "batch");
+    deepStrictEqual([...v6.flows()].length, 3001, "batch");
     let refused = "";
     try {
       table.put(k4, { backend: "2001:db8:2::3", flags: 0, lastSeenNs: 0 });
     } catch (err) {
       refused = (err as Error).message;
     }
-    assertEquals(refused.includes('"2001:db8:2::3"'), true, `IPv6 backend refused: ${refused}`);
+    deepStrictEqual(refused.includes('"2001:db8:2::3"'), true, `IPv6 backend refused: ${refused}`);
   },
 );

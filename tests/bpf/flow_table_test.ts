@@ -2,15 +2,10 @@
  * The flow-sync agent's FlowTable over the real BPF flow map (node/bpf/flow_table.ts).
  * Run: `deno test -P=bpf tests/bpf/flow_table_test.ts` (root).
  */
+import { deepStrictEqual } from "node:assert/strict";
 import { BpfFlowTable, Datapath, FLOW_F_PEER, makeFlowKey } from "../../node/bpf/mod.ts";
 import { rootTest } from "../harness/root.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-
-function assertEquals(a: unknown, b: unknown, what = "") {
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
-  }
-}
 
 rootTest(
   "bpf flow table: get/put/delete/batch/entries on hf_flows, shared with the datapath's view",
@@ -26,7 +21,7 @@ rootTest(
     });
     const now = table.nowNs();
     table.put(key, { backend: parseIpv4("10.0.1.2"), flags: FLOW_F_PEER, lastSeenNs: now });
-    assertEquals(
+    deepStrictEqual(
       table.get(key),
       { backend: parseIpv4("10.0.1.2"), flags: 1, lastSeenNs: now },
       "get",
@@ -35,12 +30,12 @@ rootTest(
     const raw = dp.maps.flows.lookup(
       new Uint8Array([10, 0, 0, 1, 10, 0, 100, 1, 0x9c, 0x40, 0, 80, 6, 0, 0, 0]),
     );
-    assertEquals(
+    deepStrictEqual(
       [...(raw ?? new Uint8Array(8)).subarray(0, 8)],
       [10, 0, 1, 2, 1, 0, 0, 0],
       "datapath view",
     );
-    assertEquals(
+    deepStrictEqual(
       String(new DataView(raw!.buffer, raw!.byteOffset).getBigUint64(8, true)),
       String(now),
       "last seen, host order",
@@ -57,8 +52,8 @@ rootTest(
     }));
     table.putBatch(many);
     const all = [...table.entries()];
-    assertEquals(all.length, 5001, "entries");
-    assertEquals(table.get(many[4999]!.key)?.backend, parseIpv4("10.0.1.3"), "batch put");
-    assertEquals([table.delete(key), table.delete(key)], [true, false], "delete");
+    deepStrictEqual(all.length, 5001, "entries");
+    deepStrictEqual(table.get(many[4999]!.key)?.backend, parseIpv4("10.0.1.3"), "batch put");
+    deepStrictEqual([table.delete(key), table.delete(key)], [true, false], "delete");
   },
 );

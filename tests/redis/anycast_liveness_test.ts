@@ -4,13 +4,10 @@
  * nobody, and a watcher sees another agent's death and purges once.
  * Run: `deno test -P=redis tests/redis/anycast_liveness_test.ts`.
  */
+import { ok } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { startRedis } from "../../lab/redis_server.ts";
 import { OwnerLiveness, RedisLivenessStore } from "../../node/anycast/liveness.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 /** Polls `ok` every 50 ms, at most `timeoutMs` (bounded in count too). */
 async function until(what: string, ok: () => Promise<boolean> | boolean, timeoutMs = 10_000) {
@@ -29,13 +26,13 @@ Deno.test("anycast liveness on redis: TTL lapse, one claim per registration, der
   const b = new RedisLivenessStore({ url: redis.url });
   try {
     await a.refresh("10.9.1.2", "n1", 1_000);
-    assert((await b.alive(["10.9.1.2", "10.9.2.2"])).join() === "true,false", "n1 alive only");
+    ok((await b.alive(["10.9.1.2", "10.9.2.2"])).join() === "true,false", "n1 alive only");
     await until("n1's record to lapse", async () => !(await b.alive(["10.9.1.2"]))[0]);
     const claims = await Promise.all([a.claim("10.9.1.2"), b.claim("10.9.1.2")]);
-    assert(claims.filter((c) => c).length === 1, `one claim wins: ${claims}`);
+    ok(claims.filter((c) => c).length === 1, `one claim wins: ${claims}`);
     await a.refresh("10.9.1.2", "n1", 60_000);
     await a.deregister("10.9.1.2");
-    assert(!(await b.claim("10.9.1.2")), "a deregistered owner's lapse is claimed by nobody");
+    ok(!(await b.claim("10.9.1.2")), "a deregistered owner's lapse is claimed by nobody");
   } finally {
     await a.close();
     await b.close();
@@ -72,7 +69,7 @@ Deno.test("anycast liveness on redis: a watcher purges once for an agent that st
       "both survivors to drop n3",
       () => agents.slice(0, 2).every((a) => a.seen.size === 1),
     );
-    assert(
+    ok(
       [...purged[0]!, ...purged[1]!].join() === "10.9.3.2",
       `n3 purged exactly once: ${JSON.stringify(purged)}`,
     );

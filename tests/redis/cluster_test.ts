@@ -5,7 +5,7 @@
  * keep working and the flows learned meanwhile are written (metric and log line).
  * Run: `deno test -P=redis tests/redis/cluster_test.ts`.
  */
-import { assert, assertEquals } from "../../controller/_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { RedisConnection } from "../../lib/redis_connection.ts";
 import { type RedisCluster, startRedisCluster } from "../../lab/redis_cluster.ts";
@@ -33,7 +33,7 @@ async function spreadVips(cluster: RedisCluster): Promise<string[]> {
     if (list.length < 2) byMaster.set(m, [...list, vip]);
     if (byMaster.size === 3 && [...byMaster.values()].every((l) => l.length === 2)) break;
   }
-  assertEquals(byMaster.size, 3, "masters covered");
+  deepStrictEqual(byMaster.size, 3, "masters covered");
   return [...byMaster.values()].flat();
 }
 
@@ -60,15 +60,15 @@ Deno.test("redis cluster: flows of LB IPs on every master reach the other agent"
   );
   for (const ev of evs) datapathLearns(a, ev);
   await until("B has every flow", () => b.table.size === evs.length);
-  for (const ev of evs) assertEquals(b.table.get(ev.key)?.backend, ev.backend, "backend");
+  for (const ev of evs) deepStrictEqual(b.table.get(ev.key)?.backend, ev.backend, "backend");
   // Each LB IP's hash is on its own master.
   for (const vip of vips) {
     const m = await cluster.masterOf(vipKeys(vip).flows);
-    assertEquals((await m.cli("hlen", vipKeys(vip).flows)).trim(), "100", vip);
+    deepStrictEqual((await m.cli("hlen", vipKeys(vip).flows)).trim(), "100", vip);
   }
   // A node joining later restores all of them.
   await using c = await node("lb-c", cluster, opts);
-  assertEquals(c.table.size, evs.length, "restored");
+  deepStrictEqual(c.table.size, evs.length, "restored");
 });
 
 Deno.test("redis cluster: the model is published and read, egress leases are fenced", async () => {
@@ -90,13 +90,13 @@ Deno.test("redis cluster: the model is published and read, egress leases are fen
 
     const leases = new RedisLeaseStore(conn, "default/egress");
     const a = await leases.acquire("198.18.0.100", "nat1/b1", 5_000);
-    assert(a.acquired, JSON.stringify(a));
+    ok(a.acquired, JSON.stringify(a));
     const busy = await leases.acquire("198.18.0.100", "nat2/b1", 5_000, "nat2");
-    assertEquals(busy, { acquired: false, epoch: a.epoch, holder: "nat1/b1" });
-    assertEquals(await leases.release("198.18.0.100", "nat1/b1", a.epoch), true);
+    deepStrictEqual(busy, { acquired: false, epoch: a.epoch, holder: "nat1/b1" });
+    deepStrictEqual(await leases.release("198.18.0.100", "nat1/b1", a.epoch), true);
     // Leases of another EgressNAT are likely on another master; they work the same.
     const other = new RedisLeaseStore(conn, "kube-system/egress");
-    assert((await other.acquire("198.18.0.101", "nat3/b1", 5_000)).acquired, "other egress");
+    ok((await other.acquire("198.18.0.101", "nat3/b1", 5_000)).acquired, "other egress");
   } finally {
     for (const s of stores) await s.close();
     await conn.close();
@@ -125,7 +125,7 @@ Deno.test("redis cluster: a master killed, its replica promoted; flows learned m
   for (const ev of during) datapathLearns(a, ev);
   await cluster.waitHealthy();
   const promoted = await cluster.masterOf(vipKeys(vips[0]!).flows);
-  assert(promoted !== victim, "a replica took the slots over");
+  ok(promoted !== victim, "a replica took the slots over");
 
   // Learned after the failover, and everything reaches B through the new topology.
   const after = batch(0x0d000000);
@@ -136,10 +136,10 @@ Deno.test("redis cluster: a master killed, its replica promoted; flows learned m
   await flush(a.agent);
   for (const vip of vips) {
     const m = await cluster.masterOf(vipKeys(vip).flows);
-    assertEquals((await m.cli("hlen", vipKeys(vip).flows)).trim(), "150", vip);
+    deepStrictEqual((await m.cli("hlen", vipKeys(vip).flows)).trim(), "150", vip);
   }
   // The outage was noticed and its flows counted as rewritten or queued and written.
-  assert(
+  ok(
     logs.records.some((r) => r.msg === "flow store unavailable" && r.node === "lb-a"),
     "outage logged",
   );
@@ -150,11 +150,11 @@ Deno.test("redis cluster: a master killed, its replica promoted; flows learned m
   const restored = logs.records.filter((r) =>
     r.msg === "flows restored" && r.node === "lb-a" && Number(r.published) > 0
   );
-  assert(sum > 0 && restored.length > 0, `rewritten ${sum}, log lines ${restored.length}`);
+  ok(sum > 0 && restored.length > 0, `rewritten ${sum}, log lines ${restored.length}`);
   // The killed master returns as a replica; nothing changes for the agents.
   await victim.start();
   await cluster.waitHealthy();
-  assertEquals(b.table.size, all, "B unchanged");
+  deepStrictEqual(b.table.size, all, "B unchanged");
 });
 
 Deno.test("redis cluster: a shard back empty (master and replica lost) is rewritten by the agents", async () => {
@@ -187,7 +187,7 @@ Deno.test("redis cluster: a shard back empty (master and replica lost) is rewrit
     const m = await cluster.masterOf(k);
     return (await m.cli("hlen", k)).trim() === "20";
   }, 30_000);
-  assert(
+  ok(
     logs.records.some((r) =>
       (r.msg === "flow store restarted empty, rewriting local flows" ||
         r.msg === "flow store lost its data") && r.node === "lb-a"
@@ -249,7 +249,7 @@ Deno.test("redis cluster: the agent subcommand with --redis redis+cluster:// res
   };
   try {
     await until("ready", () => logs.records.some((r) => r.msg === "ready" && r.node === "lb-b"));
-    assertEquals(await installed(), vips.length, "restored at ready");
+    deepStrictEqual(await installed(), vips.length, "restored at ready");
     for (const ev of vips.map((vip, v) => event(0x0f100000 + v, 1, "10.0.1.6", vip))) {
       datapathLearns(peer, ev);
     }
@@ -258,7 +258,7 @@ Deno.test("redis cluster: the agent subcommand with --redis redis+cluster:// res
     stop.abort();
     await Deno.remove(dir, { recursive: true });
   }
-  assertEquals(await exit, 0, "exit code");
+  deepStrictEqual(await exit, 0, "exit code");
 });
 
 Deno.test("redis cluster: an LB IP's slot moved to another master while agents learn (ASK, MOVED)", async () => {
@@ -278,21 +278,21 @@ Deno.test("redis cluster: an LB IP's slot moved to another master while agents l
   const key = vipKeys(vips[0]!).flows;
   const from = await cluster.masterOf(key);
   const to = await cluster.masterOf(vipKeys(vips.at(-1)!).flows);
-  assert(from !== to, "another master");
+  ok(from !== to, "another master");
   const moving = cluster.migrateSlotOf(key, to);
   const during = batch(0x11000000);
   for (const ev of during) datapathLearns(a, ev);
   await moving;
-  assertEquals(await cluster.masterOf(key), to, "slot moved");
+  deepStrictEqual(await cluster.masterOf(key), to, "slot moved");
   const after = batch(0x12000000);
   for (const ev of after) datapathLearns(a, ev);
   const all = first.length + during.length + after.length;
   await until("B has every flow", () => b.table.size === all, 30_000);
   await until("A in sync", () => a.agent.ready, 30_000);
   await flush(a.agent);
-  assertEquals((await to.cli("hlen", key)).trim(), "90", "the moved LB IP's flows");
+  deepStrictEqual((await to.cli("hlen", key)).trim(), "90", "the moved LB IP's flows");
   const slot = (await to.cli("cluster", "keyslot", key)).trim();
-  assertEquals((await from.cli("cluster", "countkeysinslot", slot)).trim(), "0", "left behind");
+  deepStrictEqual((await from.cli("cluster", "countkeysinslot", slot)).trim(), "0", "left behind");
 });
 
 Deno.test("redis cluster: credentials in the URL reach every node; wrong ones are reported, not retried", async () => {
@@ -308,15 +308,15 @@ Deno.test("redis cluster: credentials in the URL reach every node; wrong ones ar
   try {
     // Keys on every master: each node connection authenticates.
     for (let i = 0; i < 30; i++) await good.command(["SET", `k${i}`, "v"]);
-    assertEquals(await good.command(["GET", "k7"]), "v");
+    deepStrictEqual(await good.command(["GET", "k7"]), "v");
     let err = "";
     try {
       await bad.command(["GET", "k7"]);
     } catch (e) {
       err = (e as Error).message;
     }
-    assert(/authenticate|WRONGPASS/.test(err) && !err.includes("wrong@"), err);
-    assert(!JSON.stringify(logs.records).includes("s3cret"), "password logged");
+    ok(/authenticate|WRONGPASS/.test(err) && !err.includes("wrong@"), err);
+    ok(!JSON.stringify(logs.records).includes("s3cret"), "password logged");
   } finally {
     await good.close();
     await bad.close();

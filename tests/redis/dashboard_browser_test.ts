@@ -9,7 +9,7 @@
  * Every wait is bounded polling for what the page must show, never a fixed sleep.
  * Run: `deno test -P=redis tests/redis/dashboard_browser_test.ts`.
  */
-import { assert, assertEquals } from "../../controller/_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { startDashboard } from "../../controller/status/dashboard.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { startRedis } from "../../lab/redis_server.ts";
@@ -41,22 +41,22 @@ Deno.test("dashboard in Chromium: an egress failover shows as the new owner and 
 
     // The failover: nat1 is gone (its lease dropped), nat2 takes the address with a new epoch.
     const first = scene.lease;
-    assert(await scene.leases.release(EGRESS_ADDR, "nat1/boot-a", first.epoch));
+    ok(await scene.leases.release(EGRESS_ADDR, "nat1/boot-a", first.epoch));
     const second = await scene.leases.acquire(EGRESS_ADDR, "nat2/boot-b", 60_000);
-    assert(second.acquired && second.epoch > first.epoch, JSON.stringify(second));
+    ok(second.acquired && second.epoch > first.epoch, JSON.stringify(second));
 
     await owner.filter({ hasText: "nat2/boot-b" }).waitFor();
-    assertEquals(
+    deepStrictEqual(
       await page.locator(`${row} td[data-field=epoch]`).textContent(),
       String(second.epoch),
     );
     const failover = page.locator("#timeline li[data-kind=failover]").first();
     await failover.waitFor();
     const text = await failover.textContent() ?? "";
-    assert(text.includes(`egress ${EGRESS_ADDR}`) && text.includes("nat2/boot-b"), text);
+    ok(text.includes(`egress ${EGRESS_ADDR}`) && text.includes("nat2/boot-b"), text);
     // The feed may have read Redis between the release and the acquire: "nat1 → nobody" and
     // "nobody → nat2" are then two events, the newest first.
-    assert(/(nat1\/boot-a|nobody) → nat2\/boot-b/.test(text), text);
+    ok(/(nat1\/boot-a|nobody) → nat2\/boot-b/.test(text), text);
 
     const shot = Deno.env.get("HF_SCREENSHOT") ??
       `${await Deno.makeTempDir({ prefix: "hf-dashboard-" })}/dashboard.png`;

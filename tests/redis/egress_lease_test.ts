@@ -4,7 +4,7 @@
  * a held address is named to the holder, and after Redis lost its data the next acquire says so.
  * Run: `deno test -P=redis tests/redis/egress_lease_test.ts`.
  */
-import { assert, assertEquals } from "../../controller/_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { RedisConnection } from "../../lib/redis_connection.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { startRedis } from "../../lab/redis_server.ts";
@@ -28,54 +28,54 @@ Deno.test("redis egress lease: epochs grow, stale holders are fenced, leases exp
   const conn = new RedisConnection({ url: redis.url, logComponent: "egress-lease" });
   try {
     const leases = new RedisLeaseStore(conn, "default/egress");
-    assertEquals(await leases.read(ADDR), null);
+    deepStrictEqual(await leases.read(ADDR), null);
 
     // The first acquire seeds the epoch from the server clock and says so.
     const a = await leases.acquire(ADDR, "nat1/b1", 60_000);
-    assert(a.acquired && a.fresh === true && a.epoch > Date.now() - 60_000, JSON.stringify(a));
+    ok(a.acquired && a.fresh === true && a.epoch > Date.now() - 60_000, JSON.stringify(a));
     const e = a.epoch;
     const busy = await leases.acquire(ADDR, "nat2/b1", 60_000, "nat2");
-    assertEquals(busy, { acquired: false, epoch: e, holder: "nat1/b1" });
-    assertEquals(await leases.renew(ADDR, "nat1/b1", e, 60_000), {
+    deepStrictEqual(busy, { acquired: false, epoch: e, holder: "nat1/b1" });
+    deepStrictEqual(await leases.renew(ADDR, "nat1/b1", e, 60_000), {
       renewed: true,
       wantedBy: "nat2",
     });
     const read = await leases.read(ADDR);
-    assert(read?.holder === "nat1/b1" && read.epoch === e && read.ttlMs > 30_000, `${read}`);
+    ok(read?.holder === "nat1/b1" && read.epoch === e && read.ttlMs > 30_000, `${read}`);
 
     // A non-holder, or the holder with a wrong epoch, cannot release.
-    assertEquals(await leases.release(ADDR, "nat2/b1", e), false);
-    assertEquals(await leases.release(ADDR, "nat1/b1", e + 1), false);
-    assertEquals(await leases.release(ADDR, "nat1/b1", e), true);
-    assertEquals(await leases.read(ADDR), null);
+    deepStrictEqual(await leases.release(ADDR, "nat2/b1", e), false);
+    deepStrictEqual(await leases.release(ADDR, "nat1/b1", e + 1), false);
+    deepStrictEqual(await leases.release(ADDR, "nat1/b1", e), true);
+    deepStrictEqual(await leases.read(ADDR), null);
 
     // Every acquisition gets a larger epoch; the previous holder is stale.
     const b = await leases.acquire(ADDR, "nat2/b1", 60_000);
-    assertEquals(b, { acquired: true, epoch: e + 1 });
-    assertEquals((await leases.renew(ADDR, "nat1/b1", e, 60_000)).renewed, false);
-    assertEquals(await leases.release(ADDR, "nat1/b1", e), false);
+    deepStrictEqual(b, { acquired: true, epoch: e + 1 });
+    deepStrictEqual((await leases.renew(ADDR, "nat1/b1", e, 60_000)).renewed, false);
+    deepStrictEqual(await leases.release(ADDR, "nat1/b1", e), false);
     // (renewed to a short ttl only now: the steps above may take long on a loaded machine)
-    assertEquals((await leases.renew(ADDR, "nat2/b1", e + 1, 150)).renewed, true);
+    deepStrictEqual((await leases.renew(ADDR, "nat2/b1", e + 1, 150)).renewed, true);
 
     // Not renewed: it expires by itself, and then nobody can renew it.
     await waitFor("the lease to expire", async () => await leases.read(ADDR) === null);
-    assertEquals((await leases.renew(ADDR, "nat2/b1", e + 1, 150)).renewed, false);
+    deepStrictEqual((await leases.renew(ADDR, "nat2/b1", e + 1, 150)).renewed, false);
     const c = await leases.acquire(ADDR, "nat1/b2", 60_000);
-    assertEquals(c, { acquired: true, epoch: e + 2 });
+    deepStrictEqual(c, { acquired: true, epoch: e + 2 });
 
     // Redis loses everything (restart without persistence): the holder's renew fails, and the
     // next acquire is fresh (the ownership waits a ttl) with an epoch still above the old ones.
     await redis.restart();
     await waitFor("reconnected", async () => await leases.read(ADDR).then(() => true, () => false));
-    assertEquals((await leases.renew(ADDR, "nat1/b2", e + 2, 60_000)).renewed, false);
+    deepStrictEqual((await leases.renew(ADDR, "nat1/b2", e + 2, 60_000)).renewed, false);
     const f = await leases.acquire(ADDR, "nat2/b2", 60_000);
-    assert(f.acquired && f.fresh === true && f.epoch > e + 2, JSON.stringify(f));
+    ok(f.acquired && f.fresh === true && f.epoch > e + 2, JSON.stringify(f));
 
     // Another EgressNAT's leases are separate keys in their own hash slot.
     const other = new RedisLeaseStore(conn, "team/egress");
     const d = await other.acquire(ADDR, "nat9/b1", 60_000);
-    assert(d.acquired && d.fresh === true, JSON.stringify(d));
-    assertEquals(leases.keys(ADDR).lease, "hf:egress:{default/egress}:lease:198.18.0.100");
+    ok(d.acquired && d.fresh === true, JSON.stringify(d));
+    deepStrictEqual(leases.keys(ADDR).lease, "hf:egress:{default/egress}:lease:198.18.0.100");
   } finally {
     await conn.close();
   }

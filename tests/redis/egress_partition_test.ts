@@ -5,7 +5,7 @@
  * forfeit is recorded with performance.now(); the recorded uses of an address never overlap.
  * Run: `deno test -P=redis tests/redis/egress_partition_test.ts`.
  */
-import { assert, assertEquals } from "../../controller/_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { RedisConnection } from "../../lib/redis_connection.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
@@ -128,7 +128,7 @@ function partitionTest(
       const all = await startPods(redis, rec, timing);
       try {
         await fn(all, rec, redis);
-        assertEquals(rec.overlaps(), []);
+        deepStrictEqual(rec.overlaps(), []);
       } finally {
         await stopPods(all);
       }
@@ -174,12 +174,12 @@ partitionTest(
     await waitFor("every pod alone", () => all.every((p) => p.health.live().length === 1), WAIT_MS);
     // Each pod, alone in its view, tries to take every address; the owners renew meanwhile.
     await waitRefusedAndRenewed(redis, rec);
-    assertEquals(rec.intervals.length, before, rec.events.join("\n"));
-    for (const a of ADDRESSES) assertEquals(rec.holders(a).length, 1);
+    deepStrictEqual(rec.intervals.length, before, rec.events.join("\n"));
+    for (const a of ADDRESSES) deepStrictEqual(rec.holders(a).length, 1);
     for (const p of all) p.relay.cut = false;
     await waitFor("all up again", () => all.every((p) => p.health.live().length === 3), WAIT_MS);
     await new Promise((r) => setTimeout(r, 500)); // a look at the heal
-    assertEquals(rec.overlaps(), []);
+    deepStrictEqual(rec.overlaps(), []);
   },
   // An owner keeps its address through 4 s without a renew: a stall of this process under load
   // must not move one (the default gives up after 200 ms). A fresh Redis makes the first owners
@@ -201,9 +201,9 @@ partitionTest(
     );
     for (const a of held) {
       const [old, next] = rec.intervals.filter((i) => i.addr === a).slice(-2);
-      assert(old && next && old.pod === victim.name, rec.events.join("\n"));
-      assert(old.to < next.from, `${a}: forfeit at ${old.to}, assumed at ${next.from}`);
-      assert(next.epoch > old.epoch, `${a}: epoch ${next.epoch} after ${old.epoch}`);
+      ok(old && next && old.pod === victim.name, rec.events.join("\n"));
+      ok(old.to < next.from, `${a}: forfeit at ${old.to}, assumed at ${next.from}`);
+      ok(next.epoch > old.epoch, `${a}: epoch ${next.epoch} after ${old.epoch}`);
       console.log(
         `${a}: forfeited ${Math.round(old.to - cutAt)} ms after the cut, assumed by ${next.pod} ${
           Math.round(next.from - cutAt)
@@ -216,7 +216,7 @@ partitionTest(
       () => held.every((a) => rec.holders(a)[0] === victim.name),
       WAIT_MS,
     );
-    assertEquals(rec.overlaps(), []);
+    deepStrictEqual(rec.overlaps(), []);
   },
 );
 
@@ -238,11 +238,11 @@ partitionTest(
         const next = rec.last(a)!;
         const ms = next.from - killedAt; // how fast: bench/egress takeover_ms_p50 and _max
         console.log(`round ${round}: ${a} taken by ${next.pod} ${Math.round(ms)} ms after kill`);
-        if (round === 0) assertEquals(next.pod, standby.get(a));
+        if (round === 0) deepStrictEqual(next.pod, standby.get(a));
       }
-      for (const a of ADDRESSES) assertEquals(rec.holders(a).length, 1, a);
+      for (const a of ADDRESSES) deepStrictEqual(rec.holders(a).length, 1, a);
     }
-    assertEquals(rec.overlaps(), []);
+    deepStrictEqual(rec.overlaps(), []);
   },
 );
 
@@ -259,6 +259,6 @@ partitionTest(
         all.every((p) => p.own.owned().size === 1),
       WAIT_MS,
     );
-    assert(rec.intervals.length > count, "nobody re-acquired");
+    ok(rec.intervals.length > count, "nobody re-acquired");
   },
 );

@@ -5,7 +5,7 @@
  * purge reaches every bucket, idle flows expire in every bucket, and every master holds a share.
  * Run: `deno test -P=redis tests/redis/flow_buckets_test.ts`.
  */
-import { assert, assertEquals } from "../../controller/_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { startRedisCluster } from "../../lab/redis_cluster.ts";
 import { startRedis } from "../../lab/redis_server.ts";
@@ -29,7 +29,7 @@ Deno.test("flow buckets: one LB IP over every master; followed, restored and pur
   );
   for (const ev of evs) datapathLearns(a, ev);
   await until("B has every flow", () => b.table.size === evs.length);
-  for (const ev of evs) assertEquals(b.table.get(ev.key)?.backend, ev.backend, "backend");
+  for (const ev of evs) deepStrictEqual(b.table.get(ev.key)?.backend, ev.backend, "backend");
   await flush(a.agent);
 
   // Every master holds some of the LB IP's buckets; together they hold every flow once.
@@ -42,21 +42,27 @@ Deno.test("flow buckets: one LB IP over every master; followed, restored and pur
     perMaster.set(m.port, (perMaster.get(m.port) ?? 0) + n);
     total += n;
   }
-  assertEquals(total, evs.length, "flows stored once");
-  assertEquals(perMaster.size, 3, `masters holding flows: ${JSON.stringify([...perMaster])}`);
+  deepStrictEqual(total, evs.length, "flows stored once");
+  deepStrictEqual(perMaster.size, 3, `masters holding flows: ${JSON.stringify([...perMaster])}`);
   // The single-tag layout holds nothing: bucketed agents write only bucket tags.
   const plain = vipKeys(VIP).flows;
-  assertEquals((await (await cluster.masterOf(plain)).cli("hlen", plain)).trim(), "0", "plain key");
+  deepStrictEqual(
+    (await (await cluster.masterOf(plain)).cli("hlen", plain)).trim(),
+    "0",
+    "plain key",
+  );
 
   // A node joining later restores every bucket.
   await using c = await node("lb-c", cluster, { store });
-  assertEquals(c.table.size, evs.length, "restored");
+  deepStrictEqual(c.table.size, evs.length, "restored");
 
   // A purge walks every bucket; every node's map follows.
   const n = await purgeBackendFlows(`${VIP}:80/TCP`, "10.0.1.2", { store: a.store });
-  assertEquals(n, evs.length / 2, "purged count");
+  deepStrictEqual(n, evs.length / 2, "purged count");
   await until("maps purged", () => b.table.size === evs.length / 2 && c.table.size === n);
-  for (const e of c.table.entries()) assertEquals(e.value.backend, parseIpv4("10.0.1.3"), "kept");
+  for (const e of c.table.entries()) {
+    deepStrictEqual(e.value.backend, parseIpv4("10.0.1.3"), "kept");
+  }
 });
 
 Deno.test("flow buckets: idle flows expire in every bucket (one Redis)", async () => {
@@ -72,10 +78,10 @@ Deno.test("flow buckets: idle flows expire in every bucket (one Redis)", async (
   for (const tag of bucketTags(VIP, 16)) {
     if (Number(await redis.cli("hlen", vipKeys(tag).flows)) > 0) buckets.add(tag);
   }
-  assert(buckets.size > 8, `64 flows in only ${buckets.size} of 16 buckets`);
+  ok(buckets.size > 8, `64 flows in only ${buckets.size} of 16 buckets`);
   // No packets: every flow goes idle, is swept from every bucket and leaves both maps.
   await until("both maps empty", () => a.table.size === 0 && b.table.size === 0, 20_000);
   for (const tag of bucketTags(VIP, 16)) {
-    assertEquals(Number(await redis.cli("hlen", vipKeys(tag).flows)), 0, tag);
+    deepStrictEqual(Number(await redis.cli("hlen", vipKeys(tag).flows)), 0, tag);
   }
 });

@@ -2,6 +2,7 @@
  * Flow sync against a real redis-server: two agents with in-memory flow tables share one Redis.
  * Run: `deno test -P=redis tests/redis/`.
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { flush } from "../../node/flows/_testing.ts";
 import { connectRedisStore } from "../../node/flows/redis_store.ts";
 import { purgeBackendFlows } from "../../node/flows/purge.ts";
@@ -11,16 +12,6 @@ import { datapathLearns, event, node, until, VIP } from "./_flow_nodes.ts";
 import { flowField } from "../../node/flows/field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
-
-function assertEquals(a: unknown, b: unknown, what = "") {
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
-  }
-}
-
 Deno.test("redis: a flow learned by agent A is installed by agent B", async () => {
   using logs = captureLogs();
   await using redis = await startRedis();
@@ -29,13 +20,13 @@ Deno.test("redis: a flow learned by agent A is installed by agent B", async () =
   const evs = Array.from({ length: 500 }, (_, i) => event(0x0a010000 + i, 40000, "10.0.1.2"));
   for (const ev of evs) datapathLearns(a, ev);
   await until("B has all 500", () => b.table.size === 500);
-  for (const ev of evs) assertEquals(b.table.get(ev.key)?.backend, ev.backend, "backend");
-  assertEquals(b.table.get(evs[0]!.key)?.flags, 1, "peer flag");
-  assert(
+  for (const ev of evs) deepStrictEqual(b.table.get(ev.key)?.backend, ev.backend, "backend");
+  deepStrictEqual(b.table.get(evs[0]!.key)?.flags, 1, "peer flag");
+  ok(
     logs.records.some((r) => r.msg === "flow installed from peer" && r.node === "lb-b"),
     "log",
   );
-  assert(
+  ok(
     !logs.records.some((r) => r.msg === "flow installed from peer" && r.node === "lb-a"),
     "own",
   );
@@ -48,16 +39,16 @@ Deno.test("redis: an agent restores every flow of its LB IPs before it is ready"
   for (let i = 0; i < 20_000; i++) datapathLearns(a, event(0x0b000000 + i, 1234, "10.0.1.3"));
   await flush(a.agent);
   await using b = await node("lb-b", redis, { start: false });
-  assertEquals(b.table.size, 0, "empty before start");
+  deepStrictEqual(b.table.size, 0, "empty before start");
   await b.agent.start();
-  assertEquals(b.table.size, 20_000, "complete at ready");
+  deepStrictEqual(b.table.size, 20_000, "complete at ready");
   // And a node whose Redis is down at start waits rather than reporting ready empty.
   await redis.stop();
   await using c = await node("lb-c", redis, { start: false });
   let ready = false;
   const started = c.agent.start().then(() => ready = true);
   await new Promise((r) => setTimeout(r, 300));
-  assert(!ready, "not ready while Redis is down");
+  ok(!ready, "not ready while Redis is down");
   await redis.start();
   await flush(a.agent);
   await until("c ready", () => ready, 10_000);
@@ -76,10 +67,12 @@ Deno.test("redis: purging a backend removes its flows everywhere and keeps the o
   }
   await until("B has all", () => b.table.size === 100);
   const n = await purgeBackendFlows(`${VIP}:80/TCP`, "10.0.1.2", { store: a.store });
-  assertEquals(n, 50, "purged count");
+  deepStrictEqual(n, 50, "purged count");
   await until("both maps purged", () => a.table.size === 50 && b.table.size === 50);
-  for (const e of b.table.entries()) assertEquals(e.value.backend, parseIpv4("10.0.1.3"), "kept");
-  assert(logs.records.some((r) => r.msg === "flow purged" && r.node === "lb-b"), "agent log");
+  for (const e of b.table.entries()) {
+    deepStrictEqual(e.value.backend, parseIpv4("10.0.1.3"), "kept");
+  }
+  ok(logs.records.some((r) => r.msg === "flow purged" && r.node === "lb-b"), "agent log");
 });
 
 Deno.test("redis: idle flows expire in Redis and in both maps; active ones stay", async () => {
@@ -102,9 +95,9 @@ Deno.test("redis: idle flows expire in Redis and in both maps; active ones stay"
     a.table.touch(live.key);
     return a.table.size === 1 && b.table.size === 1;
   }, 30_000);
-  assert(a.table.get(live.key) && b.table.get(live.key), "live stays");
+  ok(a.table.get(live.key) && b.table.get(live.key), "live stays");
   const [stored] = await a.store.exists(VIP, [flowField(idle.key)]);
-  assertEquals(stored, false, "idle gone from Redis");
+  deepStrictEqual(stored, false, "idle gone from Redis");
 });
 
 Deno.test("redis: restart mid-stream loses nothing; the queue is bounded and overflow counted", async () => {
@@ -123,12 +116,12 @@ Deno.test("redis: restart mid-stream loses nothing; the queue is bounded and ove
   // Never waits: all 2,500 are accounted for (queued or dropped) before this test yields once, so
   // no Redis call can have been waited on. (How fast learning is: `./hf bench flows`.)
   learnSome(2500);
-  assertEquals([a.agent.queued, a.agent.dropped], [1000, 1500], "accounted for before any wait");
+  deepStrictEqual([a.agent.queued, a.agent.dropped], [1000, 1500], "accounted for before any wait");
   await until("outage noticed", () => !a.agent.storeUp);
-  assert(a.agent.queued <= 1000, `queue bounded: ${a.agent.queued}`);
-  assertEquals(a.agent.dropped, 1500, "overflow counted");
-  assert(a.registry.expose().includes("holdfast_flow_queue_dropped_total 1500"), "metric");
-  assert(logs.records.some((r) => r.msg === "flow queue overflow, oldest flows dropped"), "log");
+  ok(a.agent.queued <= 1000, `queue bounded: ${a.agent.queued}`);
+  deepStrictEqual(a.agent.dropped, 1500, "overflow counted");
+  ok(a.registry.expose().includes("holdfast_flow_queue_dropped_total 1500"), "metric");
+  ok(logs.records.some((r) => r.msg === "flow queue overflow, oldest flows dropped"), "log");
   await redis.start(); // empty: no persistence
   await until("B has every flow", () => b.table.size === 2800, 15_000);
   await until("Redis has every flow", async () =>
@@ -174,11 +167,11 @@ Deno.test("redis: an ACL user with least privilege works; wrong password is repo
       }
       return msg.includes("authenticate");
     });
-    assert(!msg.includes("wrong"), `password redacted: ${msg}`);
+    ok(!msg.includes("wrong"), `password redacted: ${msg}`);
   } finally {
     await bad.close();
   }
-  assert(logs.records.some((r) => r.msg === "redis authentication failed"), "logged");
+  ok(logs.records.some((r) => r.msg === "redis authentication failed"), "logged");
 });
 
 Deno.test("redis: an ACL user missing a command gets a logged rejection and a backed-off retry", async () => {
@@ -198,10 +191,10 @@ Deno.test("redis: an ACL user missing a command gets a logged rejection and a ba
   );
   await new Promise((r) => setTimeout(r, 1500));
   const rejections = logs.records.filter((r) => r.msg === "flow store rejected a request").length;
-  assert(rejections <= 6, `retries back off: ${rejections} rejections in ~1.5 s`);
+  ok(rejections <= 6, `retries back off: ${rejections} rejections in ~1.5 s`);
   // Between retries the flow is back in the queue (during one it is in the write in flight).
   await until("the flow waits in the queue, not lost", () => a.agent.queued === 1, 10_000);
-  assertEquals(a.agent.dropped, 0, "nothing dropped");
+  deepStrictEqual(a.agent.dropped, 0, "nothing dropped");
 });
 
 Deno.test("redis: after Redis restarted empty, the agent's store reports the reconnect and the agent writes its flows back", async () => {
@@ -224,7 +217,7 @@ Deno.test("redis: after Redis restarted empty, the agent's store reports the rec
         .every(Boolean),
     10_000,
   );
-  assert(
+  ok(
     logs.records.some((r) => r.msg === "flow store restarted empty, rewriting local flows"),
     "rewrite logged",
   );

@@ -3,6 +3,7 @@
  * IPv6 LB IP (and an IPv4 one) share, restore, purge and expire IPv6 flows through one Redis; the
  * stored forms are checked with redis-cli. Run: `deno test -P=redis tests/redis/`.
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { flush } from "../../node/flows/_testing.ts";
 import { purgeBackendFlows } from "../../node/flows/purge.ts";
 import { captureLogs } from "../../lib/log.ts";
@@ -20,16 +21,6 @@ import { flowField } from "../../node/flows/field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
 const VIP6 = "2001:db8:100::1";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
-
-function assertEquals(a: unknown, b: unknown, what = "") {
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${what}: ${JSON.stringify(a)} !== ${JSON.stringify(b)}`);
-  }
-}
 
 /** `[VIP6]:80` and `VIP:80`, both served by 2001:db8:2::1–9 and 10.0.1.1–9. */
 const DUAL: NodeOptions = {
@@ -65,16 +56,16 @@ Deno.test("redis: IPv6 flows are shared and restored; stored as 42-digit fields,
   for (const ev of evs) datapathLearns(a, ev);
   datapathLearns(a, v4);
   await until("B has all", () => b.table.size === 301);
-  for (const ev of evs) assertEquals(b.table.get(ev.key)?.backend, ev.backend, "backend");
+  for (const ev of evs) deepStrictEqual(b.table.get(ev.key)?.backend, ev.backend, "backend");
   const stored = await redis.cli("HGET", `hf:{${VIP6}}:flows`, flowField(evs[1]!.key));
-  assert(/^20010db8000200000000000000000003:\d+$/.test(stored.trim()), `v6 backend: ${stored}`);
+  ok(/^20010db8000200000000000000000003:\d+$/.test(stored.trim()), `v6 backend: ${stored}`);
   const to4 = await redis.cli("HGET", `hf:{${VIP6}}:flows`, flowField(evs[0]!.key));
-  assert(/^0a000103:\d+$/.test(to4.trim()), `IPv4 backend of an IPv6 frontend: ${to4}`);
-  assertEquals(flowField(evs[0]!.key).length, 42, "field length");
+  ok(/^0a000103:\d+$/.test(to4.trim()), `IPv4 backend of an IPv6 frontend: ${to4}`);
+  deepStrictEqual(flowField(evs[0]!.key).length, 42, "field length");
   await flush(a.agent);
   await using c = await node("lb-c", redis, { ...DUAL, start: false });
   await c.agent.start();
-  assertEquals(c.table.size, 301, "complete at ready, both families");
+  deepStrictEqual(c.table.size, 301, "complete at ready, both families");
 });
 
 Deno.test("redis: purging an IPv6 frontend's backend (either family) keeps the IPv4 frontend's flows", async () => {
@@ -89,15 +80,15 @@ Deno.test("redis: purging an IPv6 frontend's backend (either family) keeps the I
   const v4 = event(0x0a010001, 1, "10.0.1.2");
   datapathLearns(a, v4);
   await until("B has all", () => b.table.size === 41);
-  assertEquals(
+  deepStrictEqual(
     await purgeBackendFlows(`[${VIP6}]:80/TCP`, "2001:db8:2::2", { store: a.store }),
     10,
   );
-  assertEquals(await purgeBackendFlows(`[${VIP6}]:80/TCP`, "10.0.1.2", { store: a.store }), 10);
+  deepStrictEqual(await purgeBackendFlows(`[${VIP6}]:80/TCP`, "10.0.1.2", { store: a.store }), 10);
   await until("both maps purged", () => a.table.size === 21 && b.table.size === 21);
-  assertEquals(b.table.get(v4.key)?.backend, parseIpv4("10.0.1.2"), "IPv4 frontend's flow kept");
+  deepStrictEqual(b.table.get(v4.key)?.backend, parseIpv4("10.0.1.2"), "IPv4 frontend's flow kept");
   for (const e of b.table.entries()) {
-    assert(e.value.backend !== "2001:db8:2::2", "no flow to the purged IPv6 backend");
+    ok(e.value.backend !== "2001:db8:2::2", "no flow to the purged IPv6 backend");
   }
 });
 
@@ -119,7 +110,7 @@ Deno.test("redis: idle IPv6 flows expire in Redis and in both maps; active ones 
     a.table.touch(live.key);
     return a.table.size === 1 && b.table.size === 1;
   }, 30_000);
-  assert(a.table.get(live.key) && b.table.get(live.key), "live stays");
+  ok(a.table.get(live.key) && b.table.get(live.key), "live stays");
   const [stored] = await a.store.exists(VIP6, [flowField(idle.key)]);
-  assertEquals(stored, false, "idle gone from Redis");
+  deepStrictEqual(stored, false, "idle gone from Redis");
 });

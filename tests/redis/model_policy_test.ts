@@ -4,9 +4,9 @@
  * follows (`--policy-follow`, what `main.ts policy swap --active PATH` writes).
  * Run: `deno test -P=redis tests/redis/model_policy_test.ts`.
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { freePort, startRedis } from "../../lab/redis_server.ts";
-import { assert, assertEquals } from "../../controller/_testing.ts";
 import { MODEL_YAML, startTestController, waitUntil } from "../../controller/model/_testing.ts";
 import { connectModelStore, modelKeys, sha256Hex } from "../../controller/model/mod.ts";
 import { main as agentMain } from "../../node/agent.ts";
@@ -33,7 +33,7 @@ Deno.test("policy in the model: a running agent swaps to the published module an
       async () => (await redis.cli("HGET", k.policy, "sha256")).trim() === debugSha,
       "published",
     );
-    assertEquals(await redis.cli("GET", k.rev), "3\n", "two services, then the module");
+    deepStrictEqual(await redis.cli("GET", k.rev), "3\n", "two services, then the module");
 
     const port = freePort();
     const active = `${dir}/active.wasm`;
@@ -64,10 +64,10 @@ Deno.test("policy in the model: a running agent swaps to the published module an
     const release = await build("release.wasm");
     const releaseSha = await sha256Hex(release);
     const path = new URL("../../policy-as/build/release.wasm", import.meta.url).pathname;
-    assertEquals(await policyMain(["swap", path, "--active", active]), 0);
+    deepStrictEqual(await policyMain(["swap", path, "--active", active]), 0);
     await waitUntil(() => swapped(releaseSha), "swapped to the active file's module");
     const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    assert(/holdfast_reconciler_repairs_total\S* [1-9]/.test(metrics), "tables rebuilt");
+    ok(/holdfast_reconciler_repairs_total\S* [1-9]/.test(metrics), "tables rebuilt");
 
     // A module that fails validation, written behind the CLI's back: rejected, old one serves.
     await installAtomically(active, await build("fixtures/wrong_hash.wasm"));
@@ -76,10 +76,10 @@ Deno.test("policy in the model: a running agent swaps to the published module an
       "policy rejected",
     );
     const after = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    assert(after.includes('holdfast_policy_rejections_total{reason="vectors"} 1'), after);
+    ok(after.includes('holdfast_policy_rejections_total{reason="vectors"} 1'), after);
   } finally {
     stop.abort();
-    if (exit) assertEquals(await exit, 0);
+    if (exit) deepStrictEqual(await exit, 0);
     await store.close();
     await Deno.remove(dir, { recursive: true });
   }

@@ -5,9 +5,9 @@
  * entry are as documented (`controller/model/schema.ts`).
  * Run: `deno test -P=redis tests/redis/model_settings_test.ts`.
  */
+import { deepStrictEqual } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { freePort, startRedis } from "../../lab/redis_server.ts";
-import { assertEquals } from "../../controller/_testing.ts";
 import { MODEL_YAML, startTestController, waitUntil } from "../../controller/model/_testing.ts";
 import { connectModelStore, modelKeys } from "../../controller/model/mod.ts";
 
@@ -23,7 +23,7 @@ Deno.test("agent --model redis: left out by lbNodes it serves nothing and is not
     ctl.pub.setSettings({ encapPort: 7000, lbNodes: ["lb-a"] });
     await waitUntil(async () => (await store.snapshot()).settings !== "", "settings written");
     const k = modelKeys();
-    assertEquals(await redis.cli("GET", k.settings), '{"encapPort":7000,"lbNodes":["lb-a"]}\n');
+    deepStrictEqual(await redis.cli("GET", k.settings), '{"encapPort":7000,"lbNodes":["lb-a"]}\n');
 
     const port = freePort();
     const get = async (path: string) => {
@@ -49,16 +49,20 @@ Deno.test("agent --model redis: left out by lbNodes it serves nothing and is not
     ], { signal: stop.signal });
     await waitUntil(() => logs.records.some((r) => r.msg === "ready"), "agent started");
     const line = "not an LB node: lbNodeSelector does not select node lb-b";
-    assertEquals(logs.records.some((r) => r.msg === line), true, line);
-    assertEquals((await get("/readyz")).status, 503);
+    deepStrictEqual(logs.records.some((r) => r.msg === line), true, line);
+    deepStrictEqual((await get("/readyz")).status, 503);
     const metrics = (await get("/metrics")).text;
-    assertEquals(metrics.includes("\nholdfast_lb_services 0\n"), true, "no service in the tables");
-    assertEquals(
+    deepStrictEqual(
+      metrics.includes("\nholdfast_lb_services 0\n"),
+      true,
+      "no service in the tables",
+    );
+    deepStrictEqual(
       metrics.includes('holdfast_lb_frontends{status="done"} 0'),
       true,
       "none programmed",
     );
-    assertEquals((await get("/metrics")).text.includes("holdfast_agent_lb_node 0"), true);
+    deepStrictEqual((await get("/metrics")).text.includes("holdfast_agent_lb_node 0"), true);
 
     ctl.pub.setSettings({ encapPort: 7000, lbNodes: ["lb-a", "lb-b"] });
     await waitUntil(async () => (await get("/readyz")).status === 200, "ready once selected");
@@ -66,13 +70,13 @@ Deno.test("agent --model redis: left out by lbNodes it serves nothing and is not
       async () => (await get("/metrics")).text.includes('holdfast_lb_frontends{status="done"} 2'),
       "both frontends programmed",
     );
-    assertEquals(
+    deepStrictEqual(
       logs.records.some((r) => r.msg === "LB node: lbNodeSelector selects node lb-b"),
       true,
     );
   } finally {
     stop.abort();
-    if (exit) assertEquals(await exit, 0);
+    if (exit) deepStrictEqual(await exit, 0);
     await store.close();
   }
 });

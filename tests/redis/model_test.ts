@@ -3,9 +3,9 @@
  * controller's publisher and an agent's RedisModelSource over in-memory BPF maps.
  * Run: `deno test -P=redis tests/redis/model_test.ts`.
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { startRedis } from "../../lab/redis_server.ts";
-import { assert, assertEquals } from "../../controller/_testing.ts";
 import {
   HeldStore,
   MODEL_YAML,
@@ -47,13 +47,13 @@ Deno.test("model in Redis: publish, update, delete reach the agent; keys and val
     await agent.cp.waitFrontend(WEB);
     await agent.cp.waitFrontend(DNS);
     const k = modelKeys();
-    assertEquals(await redis.cli("GET", k.rev), "2\n");
-    assertEquals((await redis.cli("HKEYS", k.services)).trim().split("\n").sort(), [
+    deepStrictEqual(await redis.cli("GET", k.rev), "2\n");
+    deepStrictEqual((await redis.cli("HKEYS", k.services)).trim().split("\n").sort(), [
       "default/dns",
       "default/web",
     ]);
     const dns = JSON.parse(await redis.cli("HGET", k.services, "default/dns"));
-    assertEquals(dns, {
+    deepStrictEqual(dns, {
       service: {
         name: "default/dns",
         flowKeyMode: "client-ip",
@@ -64,8 +64,8 @@ Deno.test("model in Redis: publish, update, delete reach the agent; keys and val
     });
     ctl.file.load(MODEL_YAML.slice(0, MODEL_YAML.indexOf("  - name: default/dns")));
     await agent.cp.waitFrontend(DNS, { absent: true });
-    assertEquals(agent.source.rev, 3);
-    assertEquals(agent.maps.services.size, 1);
+    deepStrictEqual(agent.source.rev, 3);
+    deepStrictEqual(agent.maps.services.size, 1);
   }));
 
 Deno.test("model in Redis: a controller restart does not change a single map entry on the agent", () =>
@@ -79,17 +79,17 @@ Deno.test("model in Redis: a controller restart does not change a single map ent
     }
     const before = await agent.maps.dump();
     const writes = agent.writes(), rev = agent.source.rev;
-    assert(writes > 0, "the first publication wrote the maps");
+    ok(writes > 0, "the first publication wrote the maps");
     using logs = captureLogs();
     {
       await using ctl = await startTestController(open(), MODEL_YAML);
-      assertEquals(ctl.pub.publisher.rev, rev);
+      deepStrictEqual(ctl.pub.publisher.rev, rev);
       await new Promise((r) => setTimeout(r, 300));
     }
-    assert(!logs.records.some((r) => r.msg === "model published"), "nothing published");
-    assertEquals(agent.source.rev, rev);
-    assertEquals(agent.writes(), writes, "map writes");
-    assertEquals(await agent.maps.dump(), before);
+    ok(!logs.records.some((r) => r.msg === "model published"), "nothing published");
+    deepStrictEqual(agent.source.rev, rev);
+    deepStrictEqual(agent.writes(), writes, "map writes");
+    deepStrictEqual(await agent.maps.dump(), before);
   }));
 
 Deno.test("model in Redis: a trimmed stream makes a lagging agent re-read", () =>
@@ -110,9 +110,12 @@ Deno.test("model in Redis: a trimmed stream makes a lagging agent re-read", () =
     await redis.cli("XTRIM", modelKeys().changes, "MAXLEN", "1");
     held.release();
     await agent.cp.waitFrontend("10.0.100.4:53/UDP");
-    assertEquals(logs.records.find((r) => r.msg === "model re-read")?.why, "gap: rev 3..3 missed");
-    assertEquals(agent.source.rev, 4);
-    assertEquals(agent.maps.services.size, 2);
+    deepStrictEqual(
+      logs.records.find((r) => r.msg === "model re-read")?.why,
+      "gap: rev 3..3 missed",
+    );
+    deepStrictEqual(agent.source.rev, 4);
+    deepStrictEqual(agent.maps.services.size, 2);
   }));
 
 Deno.test("model in Redis: Redis restarted empty → agent keeps serving, re-reads the republished model, no map write", () =>
@@ -126,10 +129,10 @@ Deno.test("model in Redis: Redis restarted empty → agent keeps serving, re-rea
     using logs = captureLogs();
     await redis.restart();
     await waitUntil(() => agent.source.epoch !== epoch, "the agent on the new epoch", 15_000);
-    assert(logs.records.some((r) => r.msg === "model re-read"), "re-read logged");
-    assertEquals(agent.writes(), writes, "map writes");
-    assertEquals(await agent.maps.dump(), before);
-    assertEquals(agent.source.view?.services.length, 2);
+    ok(logs.records.some((r) => r.msg === "model re-read"), "re-read logged");
+    deepStrictEqual(agent.writes(), writes, "map writes");
+    deepStrictEqual(await agent.maps.dump(), before);
+    deepStrictEqual(agent.source.view?.services.length, 2);
   }));
 
 Deno.test("model in Redis: a bad entry is logged naming its service and skipped", () =>
@@ -151,15 +154,15 @@ Deno.test("model in Redis: a bad entry is logged naming its service and skipped"
     });
     await agent.cp.waitFrontend("10.0.100.7:80/TCP");
     const bad = logs.records.find((r) => r.msg === "model entry rejected, skipped");
-    assertEquals(bad?.service, "default/bad");
-    assertEquals(agent.maps.services.size, 3);
+    deepStrictEqual(bad?.service, "default/bad");
+    deepStrictEqual(agent.maps.services.size, 3);
     // A stale epoch cannot write.
     let refused = "";
     await store.write("stale", { op: "delete", service: "default/ok" }).catch((e) =>
       refused = e.name
     );
-    assertEquals(refused, "ModelEpochError");
-    assertEquals(await redis.cli("HEXISTS", modelKeys().services, "default/ok"), "1\n");
+    deepStrictEqual(refused, "ModelEpochError");
+    deepStrictEqual(await redis.cli("HEXISTS", modelKeys().services, "default/ok"), "1\n");
   }));
 
 Deno.test("agent --model redis: ready with the model's frontends in its maps; follows their LB IPs and changes", () =>
@@ -195,8 +198,8 @@ Deno.test("agent --model redis: ready with the model's frontends in its maps; fo
         "ready",
       );
       const ready = logs.records.find((r) => r.msg === "ready" && r.node === "lb-m");
-      assertEquals(ready?.vips, ["10.0.100.1", "10.0.100.2"]);
-      assert(await metric('holdfast_lb_frontends{status="done"} 2'), "two frontends programmed");
+      deepStrictEqual(ready?.vips, ["10.0.100.1", "10.0.100.2"]);
+      ok(await metric('holdfast_lb_frontends{status="done"} 2'), "two frontends programmed");
       // A new service in the model: programmed, and its LB IP followed.
       ctl.file.load(
         MODEL_YAML + "  - name: default/new\n    frontends: [10.0.100.5:80/TCP]\n" +
@@ -210,5 +213,5 @@ Deno.test("agent --model redis: ready with the model's frontends in its maps; fo
     } finally {
       stop.abort();
     }
-    assertEquals(await exit, 0);
+    deepStrictEqual(await exit, 0);
   }));

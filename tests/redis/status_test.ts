@@ -5,7 +5,7 @@
  * its epoch and a free address, a health report — as data, as one JSON object and as tables.
  * Run: `deno test -P=redis tests/redis/status_test.ts`.
  */
-import { assert, assertEquals } from "../../controller/_testing.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { main as statusMain } from "../../controller/status/main.ts";
 import { readStatus } from "../../controller/status/collect.ts";
 import { dashboardHandler, StatusFeed } from "../../controller/status/dashboard.ts";
@@ -29,23 +29,23 @@ Deno.test("status: Redis and an agent's /metrics, as data, --json and tables", a
       s = await readStatus(store, agents);
       return s.addresses[0]?.nodes.length === 1;
     });
-    assertEquals(s!.redis, { up: true });
-    assertEquals(s!.model.services, 1);
-    assertEquals(s!.addresses, [
+    deepStrictEqual(s!.redis, { up: true });
+    deepStrictEqual(s!.model.services, 1);
+    deepStrictEqual(s!.addresses, [
       { address: VIP, frontends: [`${VIP}:80/TCP default/web`], nodes: ["lb-b"], flows: 4 },
     ]);
-    assertEquals(s!.backends.map((b) => [b.address, b.flows, b.health]), [
+    deepStrictEqual(s!.backends.map((b) => [b.address, b.flows, b.health]), [
       ["10.0.1.2:8080/TCP", 3, "unknown"],
       ["10.0.1.3:8080/TCP", 1, "quarantined"],
     ]);
-    assertEquals(s!.backends[1]!.healthBy, { "lb-c": "quarantined" });
-    assertEquals(s!.policy.model, scene.sha256);
-    assertEquals(s!.policy.nodes, [{ node: "lb-b", digest: scene.sha256 }]);
-    assertEquals(s!.egress.map((e) => [e.egress, e.address, e.holder, e.epoch]), [
+    deepStrictEqual(s!.backends[1]!.healthBy, { "lb-c": "quarantined" });
+    deepStrictEqual(s!.policy.model, scene.sha256);
+    deepStrictEqual(s!.policy.nodes, [{ node: "lb-b", digest: scene.sha256 }]);
+    deepStrictEqual(s!.egress.map((e) => [e.egress, e.address, e.holder, e.epoch]), [
       [EGRESS, EGRESS_ADDR, "nat1/boot-a", scene.lease.epoch],
       [EGRESS, "198.18.0.101", null, null],
     ]);
-    assertEquals(s!.nodes.map((n) => [n.node, n.role, n.up, n.lbIps]), [
+    deepStrictEqual(s!.nodes.map((n) => [n.node, n.role, n.up, n.lbIps]), [
       ["lb-b", "lb", true, [VIP]],
       [new URL(agents[1]!).host, "unknown", false, []],
     ]);
@@ -54,24 +54,24 @@ Deno.test("status: Redis and an agent's /metrics, as data, --json and tables", a
     const printed = await captureStdout(() =>
       statusMain(["--redis", redis.url, "--agents", scene.agentUrl, "--json"])
     );
-    assertEquals(printed.code, 0);
+    deepStrictEqual(printed.code, 0);
     const json = JSON.parse(printed.text) as StatusSnapshot;
-    assertEquals(json.egress[0]!.holder, "nat1/boot-a");
-    assertEquals(json.addresses[0]!.nodes, ["lb-b"]);
+    deepStrictEqual(json.egress[0]!.holder, "nat1/boot-a");
+    deepStrictEqual(json.addresses[0]!.nodes, ["lb-b"]);
     const tables = await captureStdout(() =>
       statusMain(["--redis", redis.url, "--agents", scene.agentUrl])
     );
-    assert(
+    ok(
       new RegExp(`^${EGRESS}\\s+${EGRESS_ADDR}\\s+nat1/boot-a`, "m").test(tables.text),
       tables.text,
     );
-    assert(new RegExp(`^${VIP}\\s+lb-b\\s+4\\s`, "m").test(tables.text), tables.text);
+    ok(new RegExp(`^${VIP}\\s+lb-b\\s+4\\s`, "m").test(tables.text), tables.text);
     // Redis gone: the rest still prints, exit 1.
     const down = await captureStdout(() =>
       statusMain(["--redis", `redis://127.0.0.1:${freePort()}`, "--timeout-ms", "500"])
     );
-    assertEquals(down.code, 1);
-    assert(down.text.includes("Redis: down"), down.text);
+    deepStrictEqual(down.code, 1);
+    ok(down.text.includes("Redis: down"), down.text);
   } finally {
     await store.close();
   }
@@ -93,15 +93,15 @@ Deno.test("status: an ops server (the controller's) serves /dashboard beside /me
       return { status: res.status, type: res.headers.get("content-type"), text: await res.text() };
     };
     const page = await get("/dashboard");
-    assertEquals([page.status, page.type], [200, "text/html; charset=utf-8"]);
-    assert(page.text.includes('<ol id="timeline"'), page.text);
-    assert(!/https?:\/\//.test(page.text), "the page loads nothing from elsewhere");
-    assertEquals((await get("/dashboard/app.js")).status, 200);
-    assertEquals((await get("/dashboard/style.css")).status, 200);
+    deepStrictEqual([page.status, page.type], [200, "text/html; charset=utf-8"]);
+    ok(page.text.includes('<ol id="timeline"'), page.text);
+    ok(!/https?:\/\//.test(page.text), "the page loads nothing from elsewhere");
+    deepStrictEqual((await get("/dashboard/app.js")).status, 200);
+    deepStrictEqual((await get("/dashboard/style.css")).status, 200);
     const status = JSON.parse((await get("/dashboard/status.json")).text) as StatusSnapshot;
-    assertEquals(status.redis, { up: true });
-    assertEquals((await get("/metrics")).status, 200);
-    assertEquals((await get("/nothing")).status, 404);
+    deepStrictEqual(status.redis, { up: true });
+    deepStrictEqual((await get("/metrics")).status, 200);
+    deepStrictEqual((await get("/nothing")).status, 404);
   } finally {
     await feed.stop();
     await server.shutdown();

@@ -4,6 +4,7 @@
  * nor by a restore — and is counted; valid flows install. Run:
  * `deno test -P=redis tests/redis/trust_test.ts`.
  */
+import { ok } from "node:assert/strict";
 import { makeFlowKey } from "../../node/bpf/flow.ts";
 import { flowField } from "../../node/flows/field.ts";
 import { connectRedisStore } from "../../node/flows/redis_store.ts";
@@ -11,10 +12,6 @@ import { captureLogs } from "../../lib/log.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 import { startRedis } from "../../lab/redis_server.ts";
 import { node, until, VIP } from "./_flow_nodes.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 const valid = makeFlowKey({ saddr: "10.5.0.1", daddr: VIP, sport: 1000, dport: 80, proto: 6 });
 const hijack = makeFlowKey({ saddr: "10.5.0.2", daddr: VIP, sport: 1000, dport: 80, proto: 6 });
@@ -38,11 +35,11 @@ Deno.test("redis trust: bogus flows written to Redis are counted and not install
     ]);
     // Followed from the stream: the valid flow installs, the others do not.
     await until("valid flow installed", () => a.table.get(valid) !== undefined);
-    assert(a.table.get(hijack) === undefined, "hijacking flow installed from the stream");
-    assert(a.table.get(nowhere) === undefined, "flow of an unknown frontend installed");
+    ok(a.table.get(hijack) === undefined, "hijacking flow installed from the stream");
+    ok(a.table.get(nowhere) === undefined, "flow of an unknown frontend installed");
     const metrics = a.registry.expose();
     for (const reason of ["backend_not_serving", "unknown_frontend"]) {
-      assert(
+      ok(
         metrics.includes(`holdfast_flows_rejected_total{vip="${VIP}",reason="${reason}"} 1`),
         `${reason} not counted:\n${metrics}`,
       );
@@ -50,8 +47,8 @@ Deno.test("redis trust: bogus flows written to Redis are counted and not install
     const line = logs.records.find((r) =>
       r.msg === "flow rejected: backend not serving this frontend"
     );
-    assert(line, "no rejection log line");
-    assert(
+    ok(line, "no rejection log line");
+    ok(
       line.backend === "10.66.6.6" && line.frontend === `${VIP}:80/TCP` &&
         line.flow === "10.5.0.2:1000->10.0.100.1:80/6",
       `rejection line: ${JSON.stringify(line)}`,
@@ -59,10 +56,10 @@ Deno.test("redis trust: bogus flows written to Redis are counted and not install
 
     // Restored by a node that starts later: the same verdicts.
     await using b = await node("lb-b", redis);
-    assert(b.table.get(valid)?.backend === parseIpv4("10.0.1.3"), "valid flow not restored");
-    assert(b.table.get(hijack) === undefined, "hijacking flow restored");
-    assert(b.table.get(nowhere) === undefined, "flow of an unknown frontend restored");
-    assert(
+    ok(b.table.get(valid)?.backend === parseIpv4("10.0.1.3"), "valid flow not restored");
+    ok(b.table.get(hijack) === undefined, "hijacking flow restored");
+    ok(b.table.get(nowhere) === undefined, "flow of an unknown frontend restored");
+    ok(
       b.registry.expose().includes(
         `holdfast_flows_rejected_total{vip="${VIP}",reason="backend_not_serving"} 1`,
       ),

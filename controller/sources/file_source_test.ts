@@ -11,7 +11,7 @@ Deno.test("file source: the embedded default config parses", () => {
   ]]);
 });
 
-Deno.test("file source: JSON works and errors name the offending path", async () => {
+Deno.test("file source: JSON works and errors name the offending path", () => {
   const cfg = parseConfig(
     '{"services":[{"name":"a/b","frontends":["10.0.0.1:80/TCP"],"backends":[{"address":"10.1.0.1:80/TCP","weight":5}]}]}',
     { format: "json" },
@@ -60,7 +60,7 @@ Deno.test("file source: no prune before the first config loads (restart keeps th
   await cp.stop();
 });
 
-Deno.test("file source: Maglev limits are refused at load, naming the service and path", async () => {
+Deno.test("file source: Maglev limits are refused at load, naming the service and path", () => {
   const svc = (extra: string, backends: string) =>
     `services:\n  - name: shop/web\n    frontends: [10.0.0.1:80/TCP]\n${extra}    backends:\n${backends}`;
   const many = (n: number, weight: (i: number) => number) =>
@@ -136,7 +136,7 @@ Deno.test("file source: a service the Maglev builder refuses shows the reason in
   }
 });
 
-Deno.test("file source: a service's healthCheck is parsed; a bad one names its field", async () => {
+Deno.test("file source: a service's healthCheck is parsed; a bad one names its field", () => {
   const cfg = parseConfig(
     "services:\n  - name: a/b\n    frontends: [10.0.0.1:80/TCP]\n" +
       "    healthCheck: { kind: http, path: /healthz, intervalMs: 100, fall: 3 }\n",

@@ -46,7 +46,7 @@ Deno.test("k8s convert: LoadBalancer service → frontends per ingress IP (IPv4 
   deepStrictEqual(c.name, "default/c");
 });
 
-Deno.test("k8s convert: bad annotations and missing names are errors that say why", async () => {
+Deno.test("k8s convert: bad annotations and missing names are errors that say why", () => {
   throws(
     () =>
       convertService({
@@ -121,7 +121,7 @@ Deno.test("k8s convert: EndpointSlice conditions → active / terminating / quar
   deepStrictEqual(sliceServiceName({ metadata: { name: "orphan" } }), undefined);
 });
 
-Deno.test("k8s convert: health-check annotations → the service's healthCheck", async () => {
+Deno.test("k8s convert: health-check annotations → the service's healthCheck", () => {
   const plain = convertService({ metadata: { name: "x" } });
   deepStrictEqual("healthCheck" in plain, false);
   const svc = convertService({

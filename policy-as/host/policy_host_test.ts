@@ -1,3 +1,4 @@
+import { deepStrictEqual } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { allExportsTrapping, handMadeWasm, readBuiltWasm } from "./_testing.ts";
@@ -55,7 +56,7 @@ Deno.test("first swap installs; a bad swap keeps the old module serving, logged 
     "policy module rejected:exports",
     "policy module swapped:",
   ];
-  if (JSON.stringify(msgs) !== JSON.stringify(want)) throw new Error(msgs.join(", "));
+  deepStrictEqual(msgs, want, msgs.join(", "));
 });
 
 Deno.test("no module serving yet: current throws a clear error", async () => {

@@ -5,16 +5,12 @@
  * LoadBalancer Service with its allocated address, Nodes, pods and their readiness.
  */
 
+import { ok } from "node:assert/strict";
 import { type KubeServer, type ResourceType, startKubeServer } from "../../lab/kube/mod.ts";
 
 const CRDS = new URL("../../k8s/crds", import.meta.url).pathname;
 const W = { manager: "test" };
 const STATUS = { ...W, subresource: "status" } as const;
-
-/** Throws `msg` unless `cond`. */
-export function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 /** Options of {@linkcode AnycastKube.createPod}. */
 export interface PodOptions {
@@ -59,7 +55,7 @@ export async function startAnycastKube(): Promise<AnycastKube> {
     const kubeconfig = await server.writeKubeconfig();
     const type = (group: string, version: string, plural: string): ResourceType => {
       const found = server.registry.find(group, version, plural);
-      assert(found, `the API test server has no ${group || "core"}/${version} ${plural}`);
+      ok(found, `the API test server has no ${group || "core"}/${version} ${plural}`);
       return found;
     };
     const configs = type("holdfast.io", "v1alpha1", "loadbalancerconfigs");

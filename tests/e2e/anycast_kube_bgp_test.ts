@@ -5,10 +5,11 @@
  * change to the config (a community) is applied with `birdc configure`: the router's session
  * keeps its start time and the route stays.
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
 import { sameSession } from "../../lab/_bird_session.ts";
-import { assert, startAnycastKube } from "./_anycast_kube_rig.ts";
+import { startAnycastKube } from "./_anycast_kube_rig.ts";
 
 rootTest(
   "anycast --kube: BGP peers from the LoadBalancerConfig's spec.bgp; a bad peer is named",
@@ -46,11 +47,11 @@ rootTest(
     kube.patchConfig({ bgp: { ...bgp, communities: ["65000:100"] } });
     await agent.waitForLine((l) => l.includes('"msg":"bird reconfigured"'), { fromLine: from });
     await lab.untilCommunity("10.0.100.10/32", "65000:100");
-    assert(
+    ok(
       sameSession(await lab.sessionSince("n1"), before),
       "the router's session with n1 restarted on reconfigure",
     );
-    assert(
+    ok(
       !route.monitor.lines.some((l) => l.startsWith("Deleted 10.0.100.10")),
       "the route was withdrawn during the reconfigure",
     );

@@ -5,9 +5,10 @@
  * a Service with an allocated address, pods that become ready, a pod deleted (terminating
  * under a finalizer: the address goes first), a Service opted out by annotation.
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
-import { assert, startAnycastKube } from "./_anycast_kube_rig.ts";
+import { startAnycastKube } from "./_anycast_kube_rig.ts";
 
 const same = (want: string[]) => (g: string[]) => g.join() === [...want].sort().join();
 
@@ -26,19 +27,19 @@ rootTest(
     kube.createPod("web-2", { node: "n2", finalizer: true });
     await new Promise((r) => setTimeout(r, 300));
     const still = route.gateways;
-    assert(still.join() === "10.9.1.2", `a pod that is not ready was announced: ${still}`);
+    ok(still.join() === "10.9.1.2", `a pod that is not ready was announced: ${still}`);
     kube.setPodReady("web-2", true);
     await route.until(same(["10.9.1.2", "10.9.2.2"]));
     // Deleting a pod makes it terminating (the finalizer holds it): its node forfeits at once.
     const agent = lab.nodes.get("n1")!.agent;
     const from = agent.lineCount;
     const deleted = kube.deletePod("web-1");
-    assert(deleted.pending, "the finalizer should hold the pod");
+    ok(deleted.pending, "the finalizer should hold the pod");
     await route.until(same(["10.9.2.2"]));
     const line = await agent.waitForLine((l) => l.includes("forfeiting address 10.0.100.10"), {
       fromLine: from,
     });
-    assert(line.includes("default/web-1 terminating") && line.includes("default/web"), line);
+    ok(line.includes("default/web-1 terminating") && line.includes("default/web"), line);
     // The Service opts out of anycast: nobody announces it.
     kube.annotateService("web", { "holdfast.io/announce": "stateful" });
     await route.until(same([]));

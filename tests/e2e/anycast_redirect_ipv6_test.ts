@@ -6,13 +6,10 @@
  * connections are redirected like IPv4 ones: 60 long-lived IPv6 connections survive the router's
  * ECMP set changing 2 → 3 → 2 nodes (outer IPv4 to the owning node, inner IPv6 decapsulated).
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
 import { ECHO_SERVICES_DUAL, holdAcrossScale } from "../../lab/_anycast_scale.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 const VIP6 = ECHO_SERVICES_DUAL[0]!.addresses[1]!;
 const CONNECTIONS = 60;
@@ -32,12 +29,12 @@ rootTest(
     await route4.until((g) => g.join() === "10.9.1.2,10.9.2.2", 5_000);
     for (const node of lab.nodes.values()) {
       const refused = node.agent.lines.find((l) => l.includes("cannot follow state file"));
-      assert(refused === undefined, `${node.name} refused the state: ${refused}`);
+      ok(refused === undefined, `${node.name} refused the state: ${refused}`);
       const ready = node.agent.lines.find((l) => l.includes('"msg":"flow redirection ready"'));
-      assert(ready?.includes(VIP6), `${node.name} does not redirect ${VIP6}: ${ready}`);
+      ok(ready?.includes(VIP6), `${node.name} does not redirect ${VIP6}: ${ready}`);
     }
     console.log(JSON.stringify({ ...held, msg: "IPv6 long-lived connections, 2 → 3 → 2 nodes" }));
-    assert(
+    ok(
       held.connections === CONNECTIONS && held.survived === CONNECTIONS,
       `with flow redirection ${held.connections - held.survived} of ${held.connections} IPv6 ` +
         `connections died: ${JSON.stringify(held.deaths.slice(0, 5))}`,

@@ -8,15 +8,12 @@
  * connections held on the live nodes meanwhile — some moved between them by the router's rehash
  * and redirected — are untouched: the purge takes only the dead owner's flows.
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
 import { ECHO_PORT, ECHO_SERVICES } from "../../lab/_anycast_scale.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
 import type { HostProcess } from "../../lab/host_process.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 const ECHO = new URL("../../lab/clients/tcp_echo.ts", import.meta.url).pathname;
 const REUSE = new URL("../../lab/clients/reuse_client.ts", import.meta.url).pathname;
@@ -101,9 +98,9 @@ rootTest(
       return await clientSummary<ReuseSummary>(client, 60_000);
     };
     const first = await reuse();
-    assert(first.ok === COUNT, `first round: ${JSON.stringify(first)}`);
+    ok(first.ok === COUNT, `first round: ${JSON.stringify(first)}`);
     const onN3 = acceptedPorts(echoes.get("n3")!, marks.get("n3")!).size;
-    assert(onN3 > 0, "n3 accepted no reuse connection: the scenario owns no flow there");
+    ok(onN3 > 0, "n3 accepted no reuse connection: the scenario owns no flow there");
     // Every flow confirmed (the client's ACK and data) and shared before n3 dies.
     await new Promise((r) => setTimeout(r, 500));
     // n3 dies hard: link down, agent and bird SIGKILLed (no agent left to purge anything).
@@ -146,7 +143,7 @@ rootTest(
       again,
       held,
     }));
-    assert(
+    ok(
       again.ok === COUNT,
       `${again.failed} of ${COUNT} reconnections from the same source ports failed after n3 ` +
         `died (${onN3} of the first round were on n3; purged by ${purger ?? "nobody"}): ` +
@@ -156,7 +153,7 @@ rootTest(
     const ownerOf = (port: number) => [...held0].find(([, ports]) => ports.has(port))?.[0];
     const diedElsewhere = held.deaths.filter((d) => !heldOnN3.has(d.port))
       .map((d) => ({ ...d, node: ownerOf(d.port) ?? "unknown" }));
-    assert(
+    ok(
       held.survived === HELD - heldOnN3.size && diedElsewhere.length === 0,
       `held connections: ${held.survived} of ${HELD} survived, ${heldOnN3.size} were on n3; ` +
         `died elsewhere: ${JSON.stringify(diedElsewhere.slice(0, 5))}`,
@@ -192,9 +189,9 @@ rootTest(
       return await clientSummary<ReuseSummary>(client, 60_000);
     };
     const first = await reuse();
-    assert(first.ok === COUNT, `first round: ${JSON.stringify(first)}`);
+    ok(first.ok === COUNT, `first round: ${JSON.stringify(first)}`);
     const onN3 = acceptedPorts(echoes.get("n3")!).size;
-    assert(onN3 > 0, "n3 accepted no connection: the scenario owns no flow there");
+    ok(onN3 > 0, "n3 accepted no connection: the scenario owns no flow there");
     await new Promise((r) => setTimeout(r, 500));
     // n3's agent stops deliberately (SIGTERM: it withdraws and deregisters its liveness record,
     // so nobody purges for it); its pod goes meanwhile; then its agent starts again.
@@ -226,7 +223,7 @@ rootTest(
       purged,
       again,
     }));
-    assert(
+    ok(
       again.ok === COUNT,
       `${again.failed} of ${COUNT} reconnections from the same source ports failed (${onN3} of ` +
         `the first round were on n3): ${JSON.stringify(again.failures.slice(0, 5))}`,

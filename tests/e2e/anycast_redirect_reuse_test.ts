@@ -7,15 +7,12 @@
  * node's flow map, as a backend removed from an LB service does (node/flows/purge.ts). On the way,
  * an IPv6 address is added to the running agents' services: they keep following the pods.
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
 import { ECHO_PORT, ECHO_SERVICES } from "../../lab/_anycast_scale.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
 import type { HostProcess } from "../../lab/host_process.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 const ECHO = new URL("../../lab/clients/tcp_echo.ts", import.meta.url).pathname;
 const REUSE = new URL("../../lab/clients/reuse_client.ts", import.meta.url).pathname;
@@ -57,9 +54,9 @@ rootTest(
       return await clientSummary<ReuseSummary>(client, 60_000);
     };
     const first = await reuse();
-    assert(first.ok === COUNT, `first round: ${JSON.stringify(first)}`);
+    ok(first.ok === COUNT, `first round: ${JSON.stringify(first)}`);
     const onN3 = echoes.get("n3")!.lines.filter((l) => l.includes('"msg":"accepted"')).length;
-    assert(onN3 > 0, "n3 accepted no connection: the scenario owns no flow there");
+    ok(onN3 > 0, "n3 accepted no connection: the scenario owns no flow there");
     // Every connection was confirmed and shared (the client's ACK and data) before n3 leaves.
     await new Promise((r) => setTimeout(r, 500));
     // An IPv6 address added to the running agents' services (issue 27, part 1: it made every
@@ -74,7 +71,7 @@ rootTest(
         (l) => l.includes('"msg":"anycast state applied"') || l.includes("cannot follow state"),
         { fromLine: from.get(n)!, timeoutMs: 15_000 },
       );
-      assert(
+      ok(
         line.includes("state applied"),
         `${n} refused the state with an IPv6 address: ${line}`,
       );
@@ -100,7 +97,7 @@ rootTest(
     console.log(
       JSON.stringify({ onN3, first: first.ok, again, msg: "reconnected from the same ports" }),
     );
-    assert(
+    ok(
       again.ok === COUNT,
       `${again.failed} of ${COUNT} reconnections from the same source ports failed (${onN3} of ` +
         `the first round were on n3): ${JSON.stringify(again.failures.slice(0, 5))}`,

@@ -6,15 +6,12 @@
  * a drain under an HTTP load fails no request, and connections the draining node owns keep
  * working until its pod stops.
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
 import { ECHO_PORT, ECHO_SERVICES, holdAcrossScale } from "../../lab/_anycast_scale.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
 import { untilNoOpenConnections } from "./_anycast_drain.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 const same = (want: string[]) => (g: string[]) => g.join() === [...want].sort().join();
 const CONNECTIONS = 100;
@@ -32,7 +29,7 @@ rootTest(
       const held = await holdAcrossScale(lab, CONNECTIONS);
       lost[redirect ? "redirect" : "plain"] = held.connections - held.survived;
       if (redirect) {
-        assert(
+        ok(
           held.connections === CONNECTIONS && held.survived === CONNECTIONS,
           `with flow redirection ${held.connections - held.survived} of ${held.connections} ` +
             `connections died: ${JSON.stringify(held.deaths.slice(0, 5))}`,
@@ -41,7 +38,7 @@ rootTest(
     }
     console.log(JSON.stringify({ ...lost, msg: "long-lived connections lost, 2 → 3 → 2 nodes" }));
     // ECMP moves about half of the flows when the set changes (46–54 of 100 measured).
-    assert(lost.plain! > 0, "plain anycast lost no connection: the scenario moved no flow");
+    ok(lost.plain! > 0, "plain anycast lost no connection: the scenario moved no flow");
   },
 );
 
@@ -118,16 +115,16 @@ rootTest(
         JSON.stringify({ msg: "drain timeline", marks, decisions, route: route.gateways }),
       );
     }
-    assert(
+    ok(
       held.survived === held.connections,
       `${held.connections - held.survived} of ${held.connections} long-lived connections died ` +
         `while n1 drained: ${JSON.stringify(held.deaths.slice(0, 5))}`,
     );
-    assert(
+    ok(
       summary.requests === REQUESTS,
       `${summary.requests} requests were sent, not ${REQUESTS}`,
     );
-    assert(
+    ok(
       summary.failed === 0,
       `${summary.failed} requests failed: ${JSON.stringify(summary.failures.slice(0, 5))}`,
     );

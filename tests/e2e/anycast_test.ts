@@ -7,21 +7,18 @@
  * pod stops so an HTTP load loses no request to the pod stopping (plain anycast's ECMP may still
  * reset one in flight at the moment the route changes).
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
 import { untilNoOpenConnections } from "./_anycast_drain.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 const same = (want: string[]) => (g: string[]) => g.join() === [...want].sort().join();
 
 rootTest("anycast: the router's multipath route follows ready pods: 2 nodes, then 3", async () => {
   await using lab = await AnycastLab.create({ nodes: 3 });
   const route = await lab.watchRoute();
-  assert(route.gateways.length === 0, `no pod yet, but the router routes to ${route.gateways}`);
+  ok(route.gateways.length === 0, `no pod yet, but the router routes to ${route.gateways}`);
   await lab.startPod("n1", "default/web-1");
   await lab.startPod("n2", "default/web-2");
   await route.until(same(["10.9.1.2", "10.9.2.2"]));
@@ -34,12 +31,12 @@ rootTest("anycast: the router's multipath route follows ready pods: 2 nodes, the
   await lab.startPod("n3", "default/other-3", { labels: { app: "other" }, port: 0 });
   await new Promise((r) => setTimeout(r, 300));
   const still = route.gateways;
-  assert(still.length === 2, `unready/unselected pods announced: ${still}`);
+  ok(still.length === 2, `unready/unselected pods announced: ${still}`);
   await lab.updatePod("default/web-3", { ready: true });
   await route.until(same(["10.9.1.2", "10.9.2.2", "10.9.3.2"]));
   // The kernel really holds a 3-nexthop route (not only the monitor's view).
   const shown = await lab.topo.exec("router", ["ip", "route", "show", "10.0.100.10/32"]);
-  assert((shown.stdout.match(/nexthop via/g) ?? []).length === 3, shown.stdout);
+  ok((shown.stdout.match(/nexthop via/g) ?? []).length === 3, shown.stdout);
 });
 
 rootTest(
@@ -73,7 +70,7 @@ rootTest(
     // (bird's 240 s) would. The limit is ten times BFD's, far below the hold time, so a loaded
     // machine cannot fail it; the figures themselves are bench:anycast's (nexthop_gone_*).
     for (const [what, ms] of Object.entries(measured)) {
-      assert(
+      ok(
         ms <= 3_000,
         `${what}: the router kept the dead node's nexthop for ${ms} ms (BFD 100 ms × 3)`,
       );
@@ -145,14 +142,14 @@ rootTest(
         (l) => l.includes("forfeiting address 10.0.100.10"),
         { fromLine: from },
       );
-      assert(forfeit.includes("default/web-1 terminating"), forfeit);
+      ok(forfeit.includes("default/web-1 terminating"), forfeit);
     });
     await new Promise((r) => setTimeout(r, 1_000)); // the load runs on two nodes for a while
     // A second drain while the first node is gone.
     await drain("default/web-2", "n2", ["10.9.3.2"]);
     const summary = await clientSummary<LoadSummary>(load, 60_000);
     console.log(JSON.stringify(summary));
-    assert(
+    ok(
       summary.requests === REQUESTS,
       `${summary.requests} requests were sent, not ${REQUESTS}`,
     );
@@ -168,13 +165,13 @@ rootTest(
     console.log(
       JSON.stringify({ msg: "reset by ECMP rehash", requests: summary.failed - lost.length }),
     );
-    assert(
+    ok(
       summary.failures.length === summary.failed && lost.length === 0,
       `${summary.failed} requests failed, ${lost.length} not at a route change: ` +
         `${JSON.stringify(summary.failures)}, drains ${JSON.stringify(drains)}`,
     );
     for (const pod of ["default/web-1", "default/web-2", "default/web-3"]) {
-      assert(
+      ok(
         (summary.by_pod[pod] ?? 0) > 0,
         `${pod} never answered: ${JSON.stringify(summary.by_pod)}`,
       );
@@ -211,11 +208,11 @@ rootTest(
     await lab.updatePod("default/web-1", { terminating: true });
     await agent.waitForLine((l) => l.includes('"msg":"anycast state applied"'), { fromLine: from });
     await new Promise((r) => setTimeout(r, 300));
-    assert(
+    ok(
       route.gateways.join() === "10.9.1.2",
       `withdrawn while tls still serves: ${route.gateways}`,
     );
-    assert(
+    ok(
       !agent.lines.slice(from - agent.lineCount).some((l) => l.includes("forfeiting address")),
       "forfeited a shared address another service still needs",
     );
@@ -235,11 +232,11 @@ rootTest("anycast: SIGTERM to the agent withdraws its addresses before it stops"
   const status = agent.child.status.then((s) => (exited = true, s));
   agent.child.kill("SIGTERM");
   await route.until(same(["10.9.2.2"]), 15_000);
-  assert(!exited, "the agent exited before the router dropped its nexthop");
+  ok(!exited, "the agent exited before the router dropped its nexthop");
   await agent.waitForLine((l) =>
     l.includes("forfeiting address 10.0.100.10") && l.includes("agent stopping")
   );
-  assert((await status).code === 0, "the agent did not stop cleanly");
+  ok((await status).code === 0, "the agent did not stop cleanly");
   const lo = await lab.topo.exec("n1", ["ip", "-4", "addr", "show", "dev", "lo"]);
-  assert(!lo.stdout.includes("10.0.100.10"), `the address stayed on lo:\n${lo.stdout}`);
+  ok(!lo.stdout.includes("10.0.100.10"), `the address stayed on lo:\n${lo.stdout}`);
 });

@@ -7,6 +7,7 @@
  * Maglev, decides. Last, the IPv6 service is switched to the backends' IPv4 addresses (outer
  * IPv4, decap back to IPv6): such flows are shared too, their IPv4 backend in the flow value.
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { acceptedBy, backendAddress, Cluster } from "../../lab/mod.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
@@ -19,10 +20,6 @@ import { flowField } from "../../node/flows/field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 /** LB node i's IPv6 flow map (its pinned hf_flows6). */
 function flows6Of(cluster: Cluster, i: number): { key: FlowKey6; value: AnyFlowValue }[] {
@@ -51,7 +48,7 @@ rootTest(
   async (t) => {
     await using cluster = await Cluster.create({ lbNodes: 2, backends: 3 });
     const vip6 = cluster.vip6;
-    assert(vip6 !== null, "the cluster is dual stack");
+    ok(vip6 !== null, "the cluster is dual stack");
     const held = await cluster.startClient(40, 12_000, { family: 6 });
 
     await t.step(
@@ -76,7 +73,7 @@ rootTest(
         });
         const one = learned1[0]!;
         const value = await cluster.redis.cli("hget", `hf:{${vip6}}:flows`, flowField(one.key));
-        assert(
+        ok(
           /^[0-9a-f]{32}:\d+$/.test(value.trim()),
           `stored value "${value.trim()}" names the IPv6 backend ${
             formatFlowAddress(one.value.backend)
@@ -98,7 +95,7 @@ rootTest(
         await cluster.killLbNode(1);
         // A held connection Maglev now sends elsewhere would be reset there and die.
         const summary = await clientSummary(held, 40_000);
-        assert(
+        ok(
           summary.survived === summary.connections && summary.connections === 40,
           `held IPv6 connections: ${JSON.stringify(summary)}`,
         );
@@ -132,7 +129,7 @@ rootTest(
             mine.every((f) => on2.has(`${flowField(f.key)}=${f.value.backend}`));
         }, 20_000);
         const summary = await clientSummary(client, 30_000);
-        assert(summary.survived === 30, `IPv6 over IPv4 backends: ${JSON.stringify(summary)}`);
+        ok(summary.survived === 30, `IPv6 over IPv4 backends: ${JSON.stringify(summary)}`);
       },
     );
   },

@@ -10,6 +10,7 @@
  * Topology: lab/cluster.ts dual stack (client — router — LB node 1 — backends 1..2), the API
  * server, kubectl and the controller in its `ctl` namespace (tests/e2e/_kube_side.ts).
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
 import {
@@ -22,10 +23,6 @@ import {
 import { BpfMap } from "../../node/bpf/mod.ts";
 import { decodeServiceKey6 } from "../../node/bpf/structs6.ts";
 import { agentsCaughtUp, KubeSide, modelEntryOf, waitUntil } from "./_kube_side.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 /** The IPv6 frontends in LB node i's pinned hf_services6, as `[VIP]:PORT`, sorted. */
 function frontends6Of(cluster: Cluster, i: number): string[] {
@@ -74,14 +71,14 @@ rootTest(
       ipv6: true,
     });
     const vip6 = cluster.vip6;
-    assert(vip6 !== null, "the cluster has an IPv6 LB IP");
+    ok(vip6 !== null, "the cluster has an IPv6 LB IP");
     const kube = new KubeSide(cluster);
     await kube.startApiServer();
     // The pool starts with the IPv4 LB IP only: the PreferDualStack Service gets that one, and its
     // IPv4 frontend is served with the IPv4 slice (the IPv6 slice waits for an IPv6 address).
     await kube.createPoolAndService([`${cluster.vip}/32`], { ipFamilyPolicy: "PreferDualStack" });
     const created = await kube.json<Svc>(["get", "service", "web", "-n", "default"]);
-    assert(
+    ok(
       created.spec?.ipFamilies?.join() === "IPv4,IPv6" && created.spec.clusterIPs?.length === 2,
       `the API server defaults both families: ${JSON.stringify(created.spec)}`,
     );
@@ -95,12 +92,12 @@ rootTest(
         return (svc.status?.loadBalancer?.ingress ?? []).length === n;
       }, 30_000);
       const cond = svc.status?.conditions?.find((c) => c.type === "holdfast.io/AddressAllocated");
-      assert(cond?.status === "True", `AddressAllocated is ${JSON.stringify(cond)}`);
+      ok(cond?.status === "True", `AddressAllocated is ${JSON.stringify(cond)}`);
       return { ips: svc.status!.loadBalancer!.ingress!.map((i) => i.ip).join(), cond };
     };
     const first = await status(1);
-    assert(first.ips === cluster.vip, `status shows ${first.ips}, want ${cluster.vip}`);
-    assert(first.cond.message.includes("no IPv6 address"), first.cond.message);
+    ok(first.ips === cluster.vip, `status shows ${first.ips}, want ${cluster.vip}`);
+    ok(first.cond.message.includes("no IPv6 address"), first.cond.message);
 
     // The model the controller publishes pairs the IPv4 frontend with the IPv4 slice only (an
     // IPv6 backend would make the agents refuse the IPv4 frontend).
@@ -125,9 +122,9 @@ rootTest(
     const both = await status(2);
     await cluster.addLbNode(1); // it announces both LB IPs once ready: the router routes both
     const want4 = `${cluster.vip}:${cluster.port}/TCP`, want6 = `[${vip6}]:${cluster.port}`;
-    assert(both.ips === `${cluster.vip},${vip6}`, `status shows ${both.ips}`);
+    ok(both.ips === `${cluster.vip},${vip6}`, `status shows ${both.ips}`);
     const table = await kube.kubectl(["get", "svc", "web", "--no-headers"]);
-    assert(table.includes(`${cluster.vip},${vip6}`), `kubectl get svc shows ${table}`);
+    ok(table.includes(`${cluster.vip},${vip6}`), `kubectl get svc shows ${table}`);
     await agentsCaughtUp(cluster);
     await waitUntil(
       "both frontends in the LB node's maps",
@@ -135,7 +132,7 @@ rootTest(
     );
     // The IPv4 frontend balances over the IPv4 slice only (the IPv6 one holds the others).
     const table4 = maglevBackendsOf(cluster, 1).join();
-    assert(
+    ok(
       table4 === [1, 2].map(backendAddress).sort().join(),
       `the IPv4 frontend's Maglev table holds ${table4}`,
     );
@@ -143,7 +140,7 @@ rootTest(
     const v4 = await cluster.startClient(10, 1_500);
     const v6 = await cluster.startClient(10, 1_500, { family: 6 });
     const [s4, s6] = await Promise.all([clientSummary(v4, 30_000), clientSummary(v6, 30_000)]);
-    assert(s4.survived === 10, `IPv4 connections: ${JSON.stringify(s4)}`);
-    assert(s6.survived === 10, `IPv6 connections: ${JSON.stringify(s6)}`);
+    ok(s4.survived === 10, `IPv4 connections: ${JSON.stringify(s4)}`);
+    ok(s6.survived === 10, `IPv6 connections: ${JSON.stringify(s6)}`);
   },
 );

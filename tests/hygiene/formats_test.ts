@@ -4,30 +4,22 @@
  * its version constant changing fails here, naming the format. The goldens are written once per
  * version by `formats_update.ts`, which never overwrites one.
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { checkFormats, type Format, FORMATS, goldenPath } from "./_formats.ts";
 import { writeMissingGoldens } from "./formats_update.ts";
 import { encodeFlowValue } from "../../node/flows/schema.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 
-function assert(ok: unknown, message = "assertion failed"): asserts ok {
-  if (!ok) throw new Error(message);
-}
-
-function assertEquals(actual: unknown, expected: unknown, message = ""): void {
-  const a = JSON.stringify(actual), e = JSON.stringify(expected);
-  if (a !== e) throw new Error(`expected ${e}\n     got ${a}${message ? `\n${message}` : ""}`);
-}
-
 Deno.test("formats: every encoder's sample equals its version's golden", async () => {
-  assertEquals(await checkFormats(FORMATS), []);
+  deepStrictEqual(await checkFormats(FORMATS), []);
 });
 
 Deno.test("formats: names are unique, each home holds its version constant", async () => {
-  assertEquals(new Set(FORMATS.map((f) => f.name)).size, FORMATS.length);
+  deepStrictEqual(new Set(FORMATS.map((f) => f.name)).size, FORMATS.length);
   for (const f of FORMATS) {
     const text = await Deno.readTextFile(new URL(f.home, ROOT));
-    assert(/export const [A-Z_]*VERSION = \d+;/.test(text), `${f.home} has no version constant`);
+    ok(/export const [A-Z_]*VERSION = \d+;/.test(text), `${f.home} has no version constant`);
   }
 });
 
@@ -35,10 +27,10 @@ Deno.test("formats: every golden file belongs to a format at or below its versio
   const dir = new URL("tests/hygiene/testdata/formats/", ROOT);
   for await (const e of Deno.readDir(dir)) {
     const m = /^(.+)\.v(\d+)\.golden$/.exec(e.name);
-    assert(m, `${e.name}: not <format>.v<N>.golden`);
+    ok(m, `${e.name}: not <format>.v<N>.golden`);
     const f = FORMATS.find((f) => f.name === m[1]);
-    assert(f, `${e.name}: no format "${m[1]}" in tests/hygiene/_formats.ts`);
-    assert(Number(m[2]) <= f.version, `${e.name}: newer than ${f.name}'s version ${f.version}`);
+    ok(f, `${e.name}: no format "${m[1]}" in tests/hygiene/_formats.ts`);
+    ok(Number(m[2]) <= f.version, `${e.name}: newer than ${f.name}'s version ${f.version}`);
   }
 });
 
@@ -53,11 +45,11 @@ Deno.test("formats: a changed encoder at the same version is named (not vacuous)
         "0a010003:0:1700000000000",
       ),
   };
-  assert(changed.sample() !== flows.sample(), "the fixture must change the sample");
+  ok(changed.sample() !== flows.sample(), "the fixture must change the sample");
   const problems = await checkFormats([...FORMATS.filter((f) => f !== flows), changed]);
-  assertEquals(problems.length, 1, problems.join("\n"));
-  assert(problems[0]!.includes('format "flow-records"'), problems[0]);
-  assert(problems[0]!.includes("v2 golden"), problems[0]);
+  deepStrictEqual(problems.length, 1, problems.join("\n"));
+  ok(problems[0]!.includes('format "flow-records"'), problems[0]);
+  ok(problems[0]!.includes("v2 golden"), problems[0]);
   // Every format's sample is checked, not only the first: change the last one's too.
   const last = FORMATS.at(-1)!;
   const both = await checkFormats([
@@ -65,16 +57,16 @@ Deno.test("formats: a changed encoder at the same version is named (not vacuous)
     changed,
     { ...last, sample: () => last.sample() + "extra: 1\n" },
   ]);
-  assertEquals(both.map((p) => /format "([^"]+)"/.exec(p)?.[1]), ["flow-records", last.name]);
+  deepStrictEqual(both.map((p) => /format "([^"]+)"/.exec(p)?.[1]), ["flow-records", last.name]);
 });
 
 Deno.test("formats: a version without a golden is named; the updater never overwrites", async () => {
   const heartbeat = FORMATS.find((f) => f.name === "egress-heartbeat")!;
   const bumped: Format = { ...heartbeat, version: heartbeat.version + 1000 };
   const problems = await checkFormats([bumped]);
-  assertEquals(problems.length, 1);
-  assert(problems[0]!.includes('format "egress-heartbeat" v1001'), problems[0]);
-  assert(problems[0]!.includes("has no golden"), problems[0]);
+  deepStrictEqual(problems.length, 1);
+  ok(problems[0]!.includes('format "egress-heartbeat" v1001'), problems[0]);
+  ok(problems[0]!.includes("has no golden"), problems[0]);
   // The updater writes a missing version's golden and keeps an existing one as it is, even when
   // the encoder now says otherwise (in a scratch directory: the repository's stay untouched).
   const dir = await Deno.makeTempDir({ prefix: "hf-formats-" });
@@ -82,9 +74,9 @@ Deno.test("formats: a version without a golden is named; the updater never overw
     const kept = goldenPath(heartbeat.name, heartbeat.version, dir);
     await Deno.writeTextFile(kept, "heartbeat: written by an earlier encoder\n");
     const r = await writeMissingGoldens([heartbeat, bumped], dir);
-    assertEquals(r, { written: [goldenPath(bumped.name, bumped.version, dir)], kept: [kept] });
-    assertEquals(await Deno.readTextFile(kept), "heartbeat: written by an earlier encoder\n");
-    assertEquals(await Deno.readTextFile(r.written[0]!), bumped.sample());
+    deepStrictEqual(r, { written: [goldenPath(bumped.name, bumped.version, dir)], kept: [kept] });
+    deepStrictEqual(await Deno.readTextFile(kept), "heartbeat: written by an earlier encoder\n");
+    deepStrictEqual(await Deno.readTextFile(r.written[0]!), bumped.sample());
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -4,6 +4,7 @@
  * never left — for `main.ts anycast --bgp-config` (addresses on `lo`) and for stateful LB agents
  * (`main.ts agent --bgp-config`, static routes). A stale pid file starts a fresh bird.
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
 import { sameSession } from "../../lab/_bird_session.ts";
@@ -16,10 +17,6 @@ import { run } from "../../lab/command.ts";
  * shows as a new session start time, and a killed bird ends its session at once without BFD.
  */
 const BFD = { intervalMs: 1_000, multiplier: 10 };
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 /** Pids of bird processes in n1's namespace. */
 async function birdsInN1(lab: AnycastLab): Promise<string[]> {
@@ -37,11 +34,11 @@ async function restartAndCheck(lab: AnycastLab, vip: string, want: string): Prom
   await route.until((g) => g.join() === want);
   const before = await lab.sessionSince("n1");
   const pid = String(await lab.birdPid("n1"));
-  assert((await birdsInN1(lab)).join() === pid, `not exactly bird ${pid} in n1 before`);
+  ok((await birdsInN1(lab)).join() === pid, `not exactly bird ${pid} in n1 before`);
   const agent = await lab.restartAgent("n1");
   await agent.waitForLine((l) => l.includes('"msg":"adopted bird"') && l.includes(`"pid":${pid}`));
   const birds = await birdsInN1(lab);
-  assert(birds.join() === pid, `n1 runs birds ${JSON.stringify(birds)}, wanted only ${pid}`);
+  ok(birds.join() === pid, `n1 runs birds ${JSON.stringify(birds)}, wanted only ${pid}`);
   await new Promise((r) => setTimeout(r, 1_500)); // a flap would show by now (connect delay 1 s)
   const after = await lab.sessionSince("n1");
   if (!sameSession(after, before)) {
@@ -52,8 +49,8 @@ async function restartAndCheck(lab: AnycastLab, vip: string, want: string): Prom
       `the router's session with n1 restarted on adoption (up at ${before}, then at ${after}):\n${lines}`,
     );
   }
-  assert(route.gateways.join() === want, `route changed: ${route.gateways}`);
-  assert(
+  ok(route.gateways.join() === want, `route changed: ${route.gateways}`);
+  ok(
     !route.monitor.lines.some((l) => l.startsWith(`Deleted ${vip}`)),
     "the route was withdrawn during the restart",
   );
@@ -62,7 +59,7 @@ async function restartAndCheck(lab: AnycastLab, vip: string, want: string): Prom
   await agent.waitForLine((l) => l.includes("bird exited unasked"), { timeoutMs: 5_000 });
   await agent.waitForLine((l) => l.includes('"msg":"bird started"'), { timeoutMs: 10_000 });
   await route.until((g) => g.join() === want, 10_000);
-  assert((await birdsInN1(lab)).length === 1, "more than one bird after the restart");
+  ok((await birdsInN1(lab)).length === 1, "more than one bird after the restart");
 }
 
 rootTest("bgp adopt: a restarted anycast agent adopts its bird; no flap", async () => {
@@ -79,7 +76,7 @@ rootTest("bgp adopt: a restarted anycast agent adopts its bird; no flap", async 
   const next = await lab.restartAgent("n1");
   await next.waitForLine((l) => l.includes("stale bird pid file"));
   await next.waitForLine((l) => l.includes('"msg":"bird started"'));
-  assert((await birdsInN1(lab)).length === 1, "not one bird after a stale pid file");
+  ok((await birdsInN1(lab)).length === 1, "not one bird after a stale pid file");
 });
 
 const SERVICES = `services:

@@ -7,15 +7,12 @@
  * router's session with the node being Established (the router's own `Since` time), well under
  * the 3 s stall and generous for a loaded machine; the failure mode is ≥ 3 s.
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
 import { createTopology } from "../../lab/netns.ts";
 import { RouterBird } from "../../lab/_anycast_router.ts";
 import { killBirdAndTime, sessionBackSince } from "../../lab/_bird_kill.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 /** Route back within this long after the session is Established (the bug: ≥ 3,000 ms). */
 const BOUND_MS = 2_500;
@@ -33,7 +30,7 @@ rootTest("bgp bird kill: an anycast node's routes follow its new session at once
   for (let kill = 0; kill < 5; kill++) {
     const t = await killBirdAndTime(lab, "n1", route, back);
     seen.push(Math.round(t.routeAfterSessionMs));
-    assert(
+    ok(
       t.routeAfterSessionMs <= BOUND_MS,
       `kill ${kill + 1}: the route came back ${Math.round(t.routeAfterSessionMs)} ms after the ` +
         `session (all so far: ${seen.join(", ")} ms)`,
@@ -155,7 +152,7 @@ rootTest(
         ) {
           const since = await sessionBackSince(birdc, name, killedAt);
           seen[name]!.push(at - since);
-          assert(
+          ok(
             at - since <= BOUND_MS,
             `kill ${kill + 1}: ${name}'s route came back ${at - since} ms after its session`,
           );

@@ -7,13 +7,10 @@
  * withdrawn before the agent exits. An IPv6 address outside the settings' prefixes is never
  * announced.
  */
+import { ok } from "node:assert/strict";
 import { rootTest, until } from "../harness/mod.ts";
 import { createTopology } from "../../lab/netns.ts";
 import { RouterBird } from "../../lab/_anycast_router.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const BFD = { intervalMs: 100, multiplier: 3 };
@@ -108,8 +105,8 @@ rootTest(
       const announcing = agent.lines.findIndex((l) =>
         l.includes("announcing LB addresses") && l.includes(VIP6)
       );
-      assert(ready >= 0 && announcing > ready, "n1 announced its IPv6 LB IP before it was ready");
-      assert(
+      ok(ready >= 0 && announcing > ready, "n1 announced its IPv6 LB IP before it was ready");
+      ok(
         (await route(router, "-6", STRAY6)) === "",
         `an IPv6 LB IP outside the prefixes reached the router: ${await route(
           router,
@@ -118,7 +115,7 @@ rootTest(
         )}`,
       );
       const protocols = (await router.birdc("show", "protocols")).stdout;
-      assert(/hf_n1_v6\s+BGP.*Established/.test(protocols), `IPv6 session: ${protocols}`);
+      ok(/hf_n1_v6\s+BGP.*Established/.test(protocols), `IPv6 session: ${protocols}`);
 
       // SIGTERM: both routes withdrawn while the agent still runs, then it exits cleanly.
       const status = agent.child.status;
@@ -131,8 +128,8 @@ rootTest(
           (await route(router, "-6", VIP6)) === "" && (await route(router, "-4", VIP)) === "",
         5_000,
       );
-      assert(!exited, "the agent exited before the router dropped its IPv6 route");
-      assert((await status).code === 0, "the agent did not stop cleanly");
+      ok(!exited, "the agent exited before the router dropped its IPv6 route");
+      ok((await status).code === 0, "the agent did not stop cleanly");
     } finally {
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     }

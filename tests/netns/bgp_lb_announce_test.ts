@@ -3,12 +3,9 @@
  * its config's LB IP only once ready, the router ECMPs to both, and on SIGTERM a node withdraws
  * first — the router drops it while the agent still runs — and only then stops.
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 const SERVICES = `services:
   - name: default/demo
@@ -29,16 +26,16 @@ rootTest("bgp lb: LB nodes announce after ready and withdraw before they stop", 
     const announcing = n1.lines.findIndex((l) =>
       l.includes("announcing LB addresses") && l.includes("10.0.100.1")
     );
-    assert(ready >= 0 && announcing > ready, "n1 announced before it was ready");
+    ok(ready >= 0 && announcing > ready, "n1 announced before it was ready");
     // SIGTERM: the router drops n1 while its agent still runs, then the agent exits.
     const status = n1.child.status;
     let exited = false;
     status.then(() => exited = true);
     n1.child.kill("SIGTERM");
     await route.until((g) => g.join() === "10.9.2.2", 5_000);
-    assert(!exited, "the agent exited before the router dropped its nexthop");
+    ok(!exited, "the agent exited before the router dropped its nexthop");
     await n1.waitForLine((l) => l.includes("withdrew LB addresses"));
-    assert((await status).code === 0, "the agent did not stop cleanly");
+    ok((await status).code === 0, "the agent did not stop cleanly");
   } finally {
     await Deno.remove(servicesFile).catch(() => {});
   }

@@ -6,6 +6,7 @@
  * while the first session stays up (`birdc configure`, no flap); a peer whose nodeSelector
  * leaves the node out is not configured; the section removed withdraws and stops bird.
  */
+import { ok } from "node:assert/strict";
 import { rootTest, until } from "../harness/mod.ts";
 import { createTopology } from "../../lab/netns.ts";
 import { RouterBird } from "../../lab/_anycast_router.ts";
@@ -15,10 +16,6 @@ import { startRedis } from "../../lab/redis_server.ts";
 import { connectModelStore } from "../../controller/model/mod.ts";
 import { MODEL_YAML, startTestController } from "../../controller/model/_testing.ts";
 import type { ModelBgp } from "../../controller/model/settings.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const BFD = { intervalMs: 100, multiplier: 3 };
@@ -118,10 +115,10 @@ rootTest(
       );
       const ready = agent.lines.findIndex((l) => l.includes('"msg":"ready"'));
       const started = agent.lines.findIndex((l) => l.includes("BGP from the model: bird started"));
-      assert(ready >= 0 && started > ready, "bird started before the agent was ready");
-      assert(agent.lines[started]!.includes('"routerId":"10.9.1.2"'), agent.lines[started]!);
-      assert((await route(topo, "r2")) === "", "r2 routes the VIP though its peer selects n2 only");
-      assert(!(await session(r2)).includes("Established"), "n1 peers with r2, which selects n2");
+      ok(ready >= 0 && started > ready, "bird started before the agent was ready");
+      ok(agent.lines[started]!.includes('"routerId":"10.9.1.2"'), agent.lines[started]!);
+      ok((await route(topo, "r2")) === "", "r2 routes the VIP though its peer selects n2 only");
+      ok(!(await session(r2)).includes("Established"), "n1 peers with r2, which selects n2");
       const before = await r1.sessionSince("n1");
 
       // r2's peer now selects n1: n1 peers with r2 too; r1's session is untouched.
@@ -133,8 +130,8 @@ rootTest(
         async () => (await route(topo, "r2")).includes("10.9.2.2"),
       );
       const after = await r1.sessionSince("n1");
-      assert(sameSession(after, before), `r1's session flapped: up at ${before}, then at ${after}`);
-      assert((await route(topo, "r1")).includes("10.9.1.2"), "r1 lost the route");
+      ok(sameSession(after, before), `r1's session flapped: up at ${before}, then at ${after}`);
+      ok((await route(topo, "r1")).includes("10.9.1.2"), "r1 lost the route");
 
       // No BGP section any more: withdrawn from both, bird stopped, the agent keeps running.
       ctl.pub.setSettings({});
@@ -145,7 +142,7 @@ rootTest(
       await agent.waitForLine((l) => l.includes("withdrew LB addresses"));
       const status = agent.child.status;
       agent.child.kill("SIGTERM");
-      assert((await status).code === 0, "the agent did not stop cleanly");
+      ok((await status).code === 0, "the agent did not stop cleanly");
     } finally {
       relay.close();
       await store.close();

@@ -4,13 +4,10 @@
  * is refused with a log line naming it while the good peer keeps announcing, and a config bird
  * would refuse keeps the running one.
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { AnycastLab } from "../../lab/anycast.ts";
 import { sameSession } from "../../lab/_bird_session.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 rootTest(
   "bgp: a reload adds peers without a flap; a bad peer is named and the rest announces",
@@ -45,19 +42,19 @@ rootTest(
       "show",
       "protocols",
     ]);
-    assert(
+    ok(
       node.stdout.includes("hf_peer_10_9_1_9"),
       `the good new peer is not configured:\n${node.stdout}`,
     );
-    assert(!node.stdout.includes("10_9_1_7"), `the bad peer was configured:\n${node.stdout}`);
+    ok(!node.stdout.includes("10_9_1_7"), `the bad peer was configured:\n${node.stdout}`);
     // The community reached the router on the same session: no flap, the route stayed.
     await lab.untilCommunity("10.0.100.10/32", "65000:100");
-    assert(
+    ok(
       sameSession(await lab.sessionSince("n1"), before),
       "the router's session with n1 restarted on reload",
     );
-    assert(route.gateways.join() === "10.9.1.2", `route changed: ${route.gateways}`);
-    assert(
+    ok(route.gateways.join() === "10.9.1.2", `route changed: ${route.gateways}`);
+    ok(
       !route.monitor.lines.some((l) => l.startsWith("Deleted 10.0.100.10")),
       "the route was withdrawn during the reload",
     );
@@ -72,7 +69,7 @@ rootTest(
         fromLine: from2,
       },
     );
-    assert(
+    ok(
       sameSession(await lab.sessionSince("n1"), before),
       "the session restarted after a refused config",
     );

@@ -6,6 +6,7 @@
  * have both pods as next hops (every change is read from `ip -o monitor route`). Continued, the
  * stopped agent forfeits, and its restarted bird announces nothing.
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { floatingAddress } from "../../lab/egress.ts";
 import { waitForStandbyFlows } from "../../lab/egress_checks.ts";
@@ -17,15 +18,11 @@ import {
   type RouteHistory,
 } from "../../lab/egress_bgp.ts";
 
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
-
 const ADDRESS = floatingAddress(0);
 
 function noDoubles(route: RouteHistory): void {
   const doubles = route.doubles();
-  assert(
+  ok(
     doubles.length === 0,
     `the router had two next hops for ${ADDRESS} at once: ${JSON.stringify(doubles)}; ` +
       `history ${JSON.stringify(route.changes.map((c) => c.hops))}`,
@@ -70,9 +67,9 @@ rootTest(
     const hops = route.changes.map((c) => c.hops.map(podOfHop).join("+") || "none");
     console.log(JSON.stringify({ scenario: "kill", owner, route: hops, tcp: t, udp: u }));
     noDoubles(route);
-    assert(t.survived === connections, `TCP: ${t.survived} of ${connections} survived`);
-    assert(Number(u.last_echo_age_ms) < 5_000, `the UDP stream stopped: ${JSON.stringify(u)}`);
-    assert(sources.length === 1, `the server saw the UDP stream from several sources: ${sources}`);
+    ok(t.survived === connections, `TCP: ${t.survived} of ${connections} survived`);
+    ok(Number(u.last_echo_age_ms) < 5_000, `the UDP stream stopped: ${JSON.stringify(u)}`);
+    ok(sources.length === 1, `the server saw the UDP stream from several sources: ${sources}`);
   },
 );
 
@@ -95,7 +92,7 @@ rootTest(
     const after = route.changes.slice(
       route.changes.findLastIndex((c) => c.hops.join() === ownerHop),
     );
-    assert(
+    ok(
       after.some((c) => c.hops.length === 0),
       `the route went from ${owner} to ${other} without a withdrawal between: ` +
         JSON.stringify(after.map((c) => c.hops)),
@@ -120,7 +117,7 @@ rootTest(
     await route.until((h) => h.join() === settledHop, 15_000);
     const rib = (await lab.router.birdc("show", "route", `${ADDRESS}/32`, "all")).stdout;
     const loser = settledHop === ownerHop ? otherHop : ownerHop;
-    assert(!rib.includes(`via ${loser}`), `the router has a route via ${loser} too:\n${rib}`);
+    ok(!rib.includes(`via ${loser}`), `the router has a route via ${loser} too:\n${rib}`);
     noDoubles(route);
     const hops = route.changes.map((c) => c.hops.map(podOfHop).join("+") || "none");
     console.log(JSON.stringify({ scenario: "hang", owner, route: hops }));

@@ -4,8 +4,8 @@
  * once its own arrive; a peer removed while up is declared down (the ownership hears it) and its
  * heartbeats are ignored from then on.
  */
+import { deepStrictEqual } from "node:assert/strict";
 import dgram from "node:dgram";
-import { assertEquals } from "../../controller/_testing.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { PeerHealth } from "../../node/egress/health.ts";
@@ -57,15 +57,15 @@ Deno.test({
       try {
         await waitFor("b up", () => health.live().join() === "a,b");
         health.setPeers([]);
-        assertEquals(health.live(), ["a"]);
-        assertEquals(changes, ["b up", "b down"]);
+        deepStrictEqual(health.live(), ["a"]);
+        deepStrictEqual(changes, ["b up", "b down"]);
         const before = ignored("foreign");
         await waitFor("b's heartbeats ignored again", () => ignored("foreign") > before);
       } finally {
         clearInterval(beat);
       }
       const down = logs.records.find((r) => r.msg === "peer down");
-      assertEquals(down?.why, "removed from the config");
+      deepStrictEqual(down?.why, "removed from the config");
     } finally {
       await health.stop();
       await new Promise<void>((r) => peer.close(() => r()));

@@ -6,8 +6,8 @@
  * lives in bench/egress (`detect_ms_p50`); here the interval is 500 ms, so a stall of a process
  * under load (less than 1.5 s) declares nobody down by mistake.
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import dgram from "node:dgram";
-import { assert, assertEquals } from "../../controller/_testing.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { PeerHealth } from "../../node/egress/health.ts";
@@ -98,7 +98,7 @@ rootTest(
       );
       // Declared down once 3 intervals passed without a heartbeat, never sooner (how much later
       // depends on the machine's load: bench/egress detect_ms_p50 measures it).
-      assert(silent >= DETECT_MS, `silent for ${silent} ms`);
+      ok(silent >= DETECT_MS, `silent for ${silent} ms`);
       await new Promise((r) => setTimeout(r, INTERVAL_MS));
       two.child.kill("SIGCONT");
       await seen(one, "peer up", "hb2", from);
@@ -106,7 +106,7 @@ rootTest(
       const spurious = two.lines.slice(fromTwo - two.lineCount).filter((l) =>
         l.includes('"peer down"')
       );
-      assert(spurious.length === 0, `resumed process declared its peer down: ${spurious}`);
+      ok(spurious.length === 0, `resumed process declared its peer down: ${spurious}`);
     }
 
     let from = one.lineCount;
@@ -170,8 +170,8 @@ Deno.test({
       send(encodeHeartbeat({ name: "b", seq, boot, draining }));
     try {
       await waitFor("heartbeats from a", () => got.length >= 3);
-      assertEquals(got.map((h) => h.seq).slice(0, 3), [0, 1, 2]);
-      assertEquals(got[0]?.name, "a");
+      deepStrictEqual(got.map((h) => h.seq).slice(0, 3), [0, 1, 2]);
+      deepStrictEqual(got[0]?.name, "a");
 
       send("not a heartbeat");
       send(encodeHeartbeat({ name: "stranger", seq: 1, boot: "x", draining: false }));
@@ -183,20 +183,20 @@ Deno.test({
       const ignored = (reason: string) =>
         registry.counter("holdfast_egress_heartbeats_ignored_total", "", { labelNames: ["reason"] })
           .get({ reason });
-      assertEquals([ignored("malformed"), ignored("foreign"), ignored("stale")], [1, 1, 1]);
+      deepStrictEqual([ignored("malformed"), ignored("foreign"), ignored("stale")], [1, 1, 1]);
 
       hb(0, "boot-2"); // restarted: a new boot id with a low sequence number
       await waitFor("restart seen", () => changes.length >= 4);
-      assertEquals(changes, ["b up", "b up", "b down", "b up"]);
+      deepStrictEqual(changes, ["b up", "b up", "b down", "b up"]);
 
       // Silence: down after 3 intervals.
       await waitFor("b down", () => health.live().join() === "a");
       const down = logs.records.filter((r) => r.msg === "peer down").at(-1);
-      assert(Number(down?.since_last_heartbeat_ms) >= 1_500, JSON.stringify(down));
+      ok(Number(down?.since_last_heartbeat_ms) >= 1_500, JSON.stringify(down));
 
       health.setDraining(true);
       await waitFor("a's draining heartbeat", () => got.at(-1)?.draining === true);
-      assertEquals(health.draining(), ["a"]);
+      deepStrictEqual(health.draining(), ["a"]);
     } finally {
       await health.stop();
       await new Promise<void>((r) => peer.close(() => r()));

@@ -7,7 +7,7 @@
  * address over, and half the connections died. A stand-in conntrack (what is injected and removed)
  * behind real TCP on loopback.
  */
-import { assertEquals } from "../../controller/_testing.ts";
+import { deepStrictEqual } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import type { CtEntry } from "../../node/conntrack/mod.ts";
 import { SyncReceiver } from "../../node/egress/_sync_receiver.ts";
@@ -103,13 +103,13 @@ Deno.test("egress sync: a sender's older connection is closed when it reconnects
     // The older connection's late END (queued before the partition healed) changes nothing.
     await older.write(encodeEnd(1, [NAT])).catch(() => 0);
     await new Promise((r) => setTimeout(r, 100));
-    assertEquals(ct.removed, [], "entries removed as stale");
+    deepStrictEqual(ct.removed, [], "entries removed as stale");
     // A later resync on the live connection still drops what the owner no longer has.
     await newer.write(encodeBegin(3));
     await newer.write(encodeEntries(FRAME.UPSERT, all.slice(5)));
     await newer.write(encodeEnd(3, [NAT]));
     await until("stale entries dropped", () => ct.removed.length === 5);
-    assertEquals(ct.removed.sort((a, b) => a - b), [40_000, 40_001, 40_002, 40_003, 40_004]);
+    deepStrictEqual(ct.removed.sort((a, b) => a - b), [40_000, 40_001, 40_002, 40_003, 40_004]);
   } finally {
     for (const c of [older, newer]) {
       try {

@@ -1,24 +1,10 @@
 /**
- * The few assertions the kube tests use, on node:assert (no network fetch for std).
+ * The two assertions the kube tests use beyond `node:assert/strict` (which they import directly):
+ * a substring with the text shown, and a rejection read from the message or the API body.
  *
  * @module
  */
 import nodeAssert from "node:assert/strict";
-
-/** Deep equality. */
-export function assertEquals(actual: unknown, expected: unknown, msg?: string): void {
-  nodeAssert.deepStrictEqual(actual, expected, msg);
-}
-
-/** Truthiness. */
-export function assert(cond: unknown, msg = "assertion failed"): asserts cond {
-  nodeAssert.ok(cond, msg);
-}
-
-/** `text` matches `re`. */
-export function assertMatch(text: string, re: RegExp, msg?: string): void {
-  nodeAssert.match(text, re, msg);
-}
 
 /** `text` contains `part`. */
 export function assertStringIncludes(text: string, part: string, msg?: string): void {

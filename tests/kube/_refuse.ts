@@ -3,7 +3,8 @@
  *
  * @module
  */
-import { assert, assertStringIncludes } from "./_assert.ts";
+import { ok } from "node:assert/strict";
+import { assertStringIncludes } from "./_assert.ts";
 import type { KubectlEnv } from "./_kubectl.ts";
 
 /** Runs `kubectl ARGS` (stdin optional); asserts it fails and stderr has every `expect`. */
@@ -14,7 +15,7 @@ export async function refused(
   ...expect: string[]
 ): Promise<string> {
   const r = await env.kubectl(args, { stdin });
-  assert(r.code !== 0, `kubectl ${args.join(" ")} must be refused; it printed ${r.stdout}`);
+  ok(r.code !== 0, `kubectl ${args.join(" ")} must be refused; it printed ${r.stdout}`);
   for (const e of expect) assertStringIncludes(r.stderr, e);
   return r.stderr;
 }

@@ -4,13 +4,13 @@
  * its value) and an `InvalidAnnotation` Event, stays out of the published model, and every other
  * Service keeps working; once fixed it is Configured True and served.
  */
+import { deepStrictEqual, match, ok } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { type ModelEntry, startModelPublisher } from "../../controller/model/mod.ts";
 import { MemoryModelStore } from "../../controller/model/_memory_model_store.ts";
 import { startController } from "../../controller/k8s/run.ts";
 import { createAddressPool, kubeConfigFor, startKubeServer } from "../../lab/kube/mod.ts";
 import { captureLogs } from "../../lib/log.ts";
-import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { waitFor } from "./_kubectl.ts";
 
 interface Condition {
@@ -81,20 +81,20 @@ Deno.test("controller: a Service with a bad Holdfast annotation gets Configured=
   };
   for (const [name, re] of Object.entries(expected)) {
     const c = await configured(name);
-    assert(c !== undefined, `${name} has a Configured condition`);
-    assertEquals([c.status, c.reason], ["False", "InvalidAnnotation"], name);
-    assertMatch(c.message, re);
-    assert((await events()).some((e) => e === `${name}: ${c.message}`), `${name}'s Event`);
+    ok(c !== undefined, `${name} has a Configured condition`);
+    deepStrictEqual([c.status, c.reason], ["False", "InvalidAnnotation"], name);
+    match(c.message, re);
+    ok((await events()).some((e) => e === `${name}: ${c.message}`), `${name}'s Event`);
   }
   // Left out of the model (bad-ips has no address, so no frontend); the good one is untouched.
-  assertEquals(frontends("bad-key"), undefined);
-  assertEquals(frontends("bad-size"), undefined);
-  assertEquals(frontends("bad-ips") ?? [], []);
-  assertEquals(await configured("good"), undefined, "no Configured condition on a good Service");
+  deepStrictEqual(frontends("bad-key"), undefined);
+  deepStrictEqual(frontends("bad-size"), undefined);
+  deepStrictEqual(frontends("bad-ips") ?? [], []);
+  deepStrictEqual(await configured("good"), undefined, "no Configured condition on a good Service");
   const allocated = (await conditions("good")).find((c) =>
     c.type === "holdfast.io/AddressAllocated"
   );
-  assertEquals([allocated?.status, allocated?.reason], ["True", "Allocated"]);
+  deepStrictEqual([allocated?.status, allocated?.reason], ["True", "Allocated"]);
 
   // Fixed: Configured True, served; the Event was told once, not on every pass.
   const svc = await core.readNamespacedService({ name: "bad-key", namespace: "default" });
@@ -102,8 +102,8 @@ Deno.test("controller: a Service with a bad Holdfast annotation gets Configured=
   await core.replaceNamespacedService({ name: "bad-key", namespace: "default", body: svc });
   await waitFor("bad-key served", () => (frontends("bad-key") ?? []).length === 1);
   await waitFor("bad-key Configured", async () => (await configured("bad-key"))?.status === "True");
-  assertEquals((await configured("bad-key"))?.reason, "Valid");
-  assertEquals((await events()).length, 3);
+  deepStrictEqual((await configured("bad-key"))?.reason, "Valid");
+  deepStrictEqual((await events()).length, 3);
   await pub.stop();
   await running.stop();
 
@@ -114,6 +114,6 @@ Deno.test("controller: a Service with a bad Holdfast annotation gets Configured=
   await again.synced;
   await new Promise((r) => setTimeout(r, 200));
   const writes = server.requests.filter((r) => r.method !== "GET").slice(before);
-  assertEquals(writes, [], "a restarted controller writes nothing");
-  assertEquals((await configured("bad-size"))?.status, "False");
+  deepStrictEqual(writes, [], "a restarted controller writes nothing");
+  deepStrictEqual((await configured("bad-size"))?.status, "False");
 });

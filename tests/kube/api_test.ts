@@ -3,8 +3,9 @@
  * resourceVersion rules for lists and pages, generation, server-side apply on keyed lists and
  * atomic maps, tables, and the loud refusals.
  */
+import { deepStrictEqual } from "node:assert/strict";
 import { startKubeServer } from "../../lab/kube/mod.ts";
-import { assertEquals, assertStringIncludes } from "./_assert.ts";
+import { assertStringIncludes } from "./_assert.ts";
 import { call, CM, type Json } from "./_http.ts";
 
 const WIDGET_CRDS = new URL("./testdata/widget_crd.yaml", import.meta.url).pathname;
@@ -14,21 +15,21 @@ Deno.test("api: namespaces: objects need one; deleting it deletes what is in it"
   const missing = await call(server, "POST", "/api/v1/namespaces/nope/configmaps", {
     metadata: { name: "a" },
   });
-  assertEquals([missing.code, missing.body.message], [404, `namespaces "nope" not found`]);
+  deepStrictEqual([missing.code, missing.body.message], [404, `namespaces "nope" not found`]);
   await call(server, "POST", "/api/v1/namespaces", { metadata: { name: "team" } });
   await call(server, "POST", "/api/v1/namespaces/team/configmaps", { metadata: { name: "a" } });
-  assertEquals((await call(server, "DELETE", "/api/v1/namespaces/team")).code, 200);
-  assertEquals((await call(server, "GET", "/api/v1/namespaces/team/configmaps/a")).code, 404);
+  deepStrictEqual((await call(server, "DELETE", "/api/v1/namespaces/team")).code, 200);
+  deepStrictEqual((await call(server, "GET", "/api/v1/namespaces/team/configmaps/a")).code, 404);
   const again = await call(server, "POST", "/api/v1/namespaces", { metadata: { name: "default" } });
-  assertEquals([again.code, again.body.reason], [409, "AlreadyExists"]);
+  deepStrictEqual([again.code, again.body.reason], [409, "AlreadyExists"]);
 });
 
 Deno.test("api: a Namespace's /status; creating with a resourceVersion fails as on a real server", async () => {
   await using server = await startKubeServer();
   const ns = await call(server, "GET", "/api/v1/namespaces/default/status");
-  assertEquals([ns.code, ns.body.status.phase], [200, "Active"]);
+  deepStrictEqual([ns.code, ns.body.status.phase], [200, "Active"]);
   const withRv = await call(server, "POST", CM, { metadata: { name: "a", resourceVersion: "5" } });
-  assertEquals(withRv.code, 500);
+  deepStrictEqual(withRv.code, 500);
   assertStringIncludes(
     withRv.body.message,
     "resourceVersion should not be set on objects to be created",
@@ -38,26 +39,26 @@ Deno.test("api: a Namespace's /status; creating with a resourceVersion fails as 
 Deno.test("api: dryRun=All stores nothing; lists refuse versions they cannot serve", async () => {
   await using server = await startKubeServer();
   const dry = await call(server, "POST", `${CM}?dryRun=All`, { metadata: { name: "dry" } });
-  assertEquals(dry.code, 201);
-  assertEquals((await call(server, "GET", `${CM}/dry`)).code, 404);
+  deepStrictEqual(dry.code, 201);
+  deepStrictEqual((await call(server, "GET", `${CM}/dry`)).code, 404);
   const rv = Number((await call(server, "GET", CM)).body.metadata.resourceVersion);
-  assertEquals((await call(server, "GET", `${CM}?resourceVersion=${rv + 100}`)).code, 504);
+  deepStrictEqual((await call(server, "GET", `${CM}?resourceVersion=${rv + 100}`)).code, 504);
   const exact = await call(
     server,
     "GET",
     `${CM}?resourceVersion=${rv - 1}&resourceVersionMatch=Exact`,
   );
-  assertEquals([exact.code, exact.body.reason], [410, "Expired"]);
+  deepStrictEqual([exact.code, exact.body.reason], [410, "Expired"]);
   for (const n of ["a", "b", "c"]) await call(server, "POST", CM, { metadata: { name: n } });
   const page = await call(server, "GET", `${CM}?limit=2`);
-  assertEquals(page.body.metadata.remainingItemCount, 1);
+  deepStrictEqual(page.body.metadata.remainingItemCount, 1);
   await call(server, "POST", CM, { metadata: { name: "d" } });
   const next = await call(
     server,
     "GET",
     `${CM}?limit=2&continue=${encodeURIComponent(page.body.metadata.continue)}`,
   );
-  assertEquals(
+  deepStrictEqual(
     next.body.items.map((i: Json) => i.metadata.name),
     ["c"],
     "pages come from the first page's snapshot",
@@ -68,7 +69,7 @@ Deno.test("api: dryRun=All stores nothing; lists refuse versions they cannot ser
     "GET",
     `${CM}?limit=2&continue=${encodeURIComponent(page.body.metadata.continue)}`,
   );
-  assertEquals(stale.code, 410);
+  deepStrictEqual(stale.code, 410);
 });
 
 Deno.test("api: generation bumps on spec changes only; status writes keep it", async () => {
@@ -86,16 +87,16 @@ Deno.test("api: generation bumps on spec changes only; status writes keep it", a
   const labelled = await call(server, "PATCH", `${path}/agent`, {
     metadata: { labels: { x: "y" } },
   }, merge);
-  assertEquals(labelled.body.metadata.generation, 1);
+  deepStrictEqual(labelled.body.metadata.generation, 1);
   const status = await call(server, "PATCH", `${path}/agent/status`, {
     status: { numberReady: 2, observedGeneration: 1 },
   }, merge);
-  assertEquals([status.body.metadata.generation, status.body.status.numberReady], [1, 2]);
+  deepStrictEqual([status.body.metadata.generation, status.body.status.numberReady], [1, 2]);
   const changed = await call(server, "PATCH", `${path}/agent`, {
     spec: { template: { spec: { containers: [{ name: "a", image: "a:2" }] } } },
   }, merge);
-  assertEquals(changed.body.metadata.generation, 2);
-  assertEquals(changed.body.status.numberReady, 2, "a main-resource write keeps status");
+  deepStrictEqual(changed.body.metadata.generation, 2);
+  deepStrictEqual(changed.body.status.numberReady, 2, "a main-resource write keeps status");
 });
 
 Deno.test("api: server-side apply on a keyed list: managers own their items; dropping one removes it", async () => {
@@ -111,20 +112,20 @@ Deno.test("api: server-side apply on a keyed list: managers own their items; dro
     metadata: { name: "w" },
     spec: { size, parts },
   });
-  assertEquals((await apply("alice", w(2, [{ name: "a" }]))).code, 201);
-  assertEquals(
+  deepStrictEqual((await apply("alice", w(2, [{ name: "a" }]))).code, 201);
+  deepStrictEqual(
     (await apply("bob", { ...w(2, [{ name: "b", count: 3 }]) })).code,
     200,
     "same size value: no conflict",
   );
   const parts = (await call(server, "GET", path)).body.spec.parts.map((p: Json) => p.name);
-  assertEquals(parts, ["a", "b"]);
+  deepStrictEqual(parts, ["a", "b"]);
   const clash = await apply("bob", w(3, [{ name: "b", count: 3 }]));
-  assertEquals([clash.code, clash.body.reason], [409, "Conflict"]);
+  deepStrictEqual([clash.code, clash.body.reason], [409, "Conflict"]);
   assertStringIncludes(clash.body.message, `conflict with "alice": .spec.size`);
-  assertEquals((await apply("alice", w(2, [{ name: "c" }]))).code, 200);
+  deepStrictEqual((await apply("alice", w(2, [{ name: "c" }]))).code, 200);
   const after = (await call(server, "GET", path)).body;
-  assertEquals(
+  deepStrictEqual(
     after.spec.parts.map((p: Json) => p.name),
     ["b", "c"],
     "alice's a is gone, bob's b stays",
@@ -135,7 +136,7 @@ Deno.test("api: server-side apply on a keyed list: managers own their items; dro
     metadata: { name: "w" },
     spec: { size: 2, parts: [] },
   });
-  assertEquals(empty.code, 200, "an empty keyed list owns no items: the others stay");
+  deepStrictEqual(empty.code, 200, "an empty keyed list owns no items: the others stay");
   const bare = {
     apiVersion: "test.holdfast.io/v1",
     kind: "Widget",
@@ -149,16 +150,16 @@ Deno.test("api: server-side apply on a keyed list: managers own their items; dro
     bare,
     { "content-type": "application/apply-patch+yaml" },
   );
-  assertEquals(
+  deepStrictEqual(
     [invalid.code, invalid.body.details?.causes?.[0]?.field],
     [422, "spec.parts"],
     "the schema holds for apply",
   );
   const managers = after.metadata.managedFields.map((m: Json) => `${m.manager}/${m.operation}`)
     .sort();
-  assertEquals(managers, ["alice/Apply", "bob/Apply"]);
+  deepStrictEqual(managers, ["alice/Apply", "bob/Apply"]);
   const final = (await call(server, "GET", path)).body;
-  assertEquals(final.spec.parts.map((p: Json) => p.name), ["b", "c"]);
+  deepStrictEqual(final.spec.parts.map((p: Json) => p.name), ["b", "c"]);
 });
 
 Deno.test("api: server-side apply treats a Service selector as one value (atomic map)", async () => {
@@ -177,11 +178,11 @@ Deno.test("api: server-side apply treats a Service selector as one value (atomic
       },
       { "content-type": "application/apply-patch+yaml" },
     );
-  assertEquals((await apply("a", { app: "web" })).code, 201);
+  deepStrictEqual((await apply("a", { app: "web" })).code, 201);
   const clash = await apply("b", { tier: "front" });
-  assertEquals(clash.code, 409, "a different selector conflicts as a whole");
+  deepStrictEqual(clash.code, 409, "a different selector conflicts as a whole");
   assertStringIncludes(clash.body.message, ".spec.selector");
-  assertEquals(
+  deepStrictEqual(
     (await apply("b", { tier: "front" }, true)).body.spec.selector,
     { tier: "front" },
     "replaced, not merged",
@@ -204,22 +205,27 @@ Deno.test("api: tables for kubectl get (CRD printer columns, Service columns, Na
     undefined,
     table,
   );
-  assertEquals(w.body.columnDefinitions.map((c: Json) => c.name), [
+  deepStrictEqual(w.body.columnDefinitions.map((c: Json) => c.name), [
     "Name",
     "Size",
     "Color",
     "Ready",
     "Age",
   ]);
-  assertEquals(w.body.rows[0].cells.slice(0, 4), ["w", 4, "green", null]);
+  deepStrictEqual(w.body.rows[0].cells.slice(0, 4), ["w", 4, "green", null]);
   await call(server, "POST", "/api/v1/namespaces/default/services", {
     metadata: { name: "s" },
     spec: { type: "LoadBalancer", ports: [{ port: 80 }] },
   });
   const s = await call(server, "GET", "/api/v1/namespaces/default/services/s", undefined, table);
-  assertEquals(s.body.rows[0].cells.slice(0, 4), ["s", "LoadBalancer", "10.96.0.1", "<pending>"]);
+  deepStrictEqual(s.body.rows[0].cells.slice(0, 4), [
+    "s",
+    "LoadBalancer",
+    "10.96.0.1",
+    "<pending>",
+  ]);
   const cm = await call(server, "GET", CM, undefined, table);
-  assertEquals(cm.body.columnDefinitions.map((c: Json) => c.name), ["Name", "Age"]);
+  deepStrictEqual(cm.body.columnDefinitions.map((c: Json) => c.name), ["Name", "Age"]);
 });
 
 Deno.test("api: a CRD with a CEL rule outside the supported subset is refused, naming the rule", async () => {
@@ -256,12 +262,12 @@ Deno.test("api: a CRD with a CEL rule outside the supported subset is refused, n
     "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
     crd,
   );
-  assertEquals([r.code, r.body.reason], [422, "Invalid"]);
+  deepStrictEqual([r.code, r.body.reason], [422, "Invalid"]);
   assertStringIncludes(
     r.body.message,
     `CEL rule "self.n == oldSelf.n" (transition rules (oldSelf) are not supported)`,
   );
-  assertEquals(
+  deepStrictEqual(
     (await call(server, "GET", "/apis/test.holdfast.io/v1/things")).code,
     404,
     "nothing is served",
@@ -275,7 +281,7 @@ Deno.test("api: built-in validation of what Holdfast writes names the field (422
     metadata: { name: "s" },
     spec: { type: "LoadBalancer", ports: [{ name: "a", port: 80 }, { port: 70000 }] },
   });
-  assertEquals([svc.code, fields(svc)], [422, [
+  deepStrictEqual([svc.code, fields(svc)], [422, [
     "spec.ports[1].port",
     "spec.ports[1].name",
     "spec.ports[1].targetPort",
@@ -294,7 +300,7 @@ Deno.test("api: built-in validation of what Holdfast writes names the field (422
       }],
     },
   }, { "content-type": "application/merge-patch+json" });
-  assertEquals([status.code, fields(status)], [422, [
+  deepStrictEqual([status.code, fields(status)], [422, [
     "status.loadBalancer.ingress[0].ip",
     "status.conditions[0].status",
     "status.conditions[0].lastTransitionTime",
@@ -310,7 +316,7 @@ Deno.test("api: built-in validation of what Holdfast writes names the field (422
       endpoints: [{ addresses: ["10.0.1.x"] }, { addresses: [] }],
     },
   );
-  assertEquals([slice.code, fields(slice)], [422, [
+  deepStrictEqual([slice.code, fields(slice)], [422, [
     "endpoints[0].addresses[0]",
     "endpoints[1].addresses",
   ]]);
@@ -320,7 +326,7 @@ Deno.test("api: built-in validation of what Holdfast writes names the field (422
     reason: "AddressAllocated",
     type: "Info",
   });
-  assertEquals([event.code, fields(event)], [422, [
+  deepStrictEqual([event.code, fields(event)], [422, [
     "reportingController",
     "reportingInstance",
     "action",
@@ -346,7 +352,7 @@ Deno.test("api: what is not supported is refused with a Status naming it", async
   ];
   for (const [method, path, code, text, headers] of cases) {
     const r = await call(server, method, path, method === "GET" ? undefined : "{}", headers);
-    assertEquals([r.code, r.body.kind], [code, "Status"], `${method} ${path}`);
+    deepStrictEqual([r.code, r.body.kind], [code, "Status"], `${method} ${path}`);
     assertStringIncludes(r.body.message, text);
   }
 });

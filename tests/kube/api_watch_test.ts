@@ -2,8 +2,8 @@
  * Watches over plain HTTP: transitions under selectors, timeouts, initial events, finalizers
  * and no-op writes, as a client of a real API server sees them.
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { startKubeServer } from "../../lab/kube/mod.ts";
-import { assert, assertEquals } from "./_assert.ts";
 import { call, CM, readEvents, readWatch } from "./_http.ts";
 
 Deno.test("api: a watch under a label selector sees objects enter (ADDED) and leave (DELETED)", async () => {
@@ -18,7 +18,7 @@ Deno.test("api: a watch under a label selector sees objects enter (ADDED) and le
   await call(server, "PATCH", `${CM}/a`, { metadata: { labels: { team: "blue" } } }, merge);
   await call(server, "PATCH", `${CM}/a`, { data: { k: "v" } }, merge);
   await call(server, "PATCH", `${CM}/a`, { metadata: { labels: { team: "red" } } }, merge);
-  assertEquals((await events).map((e) => e.type), ["ADDED", "MODIFIED", "DELETED"]);
+  deepStrictEqual((await events).map((e) => e.type), ["ADDED", "MODIFIED", "DELETED"]);
 });
 
 Deno.test("api: watch timeoutSeconds ends the stream; sendInitialEvents ends with the marked bookmark", async () => {
@@ -30,15 +30,15 @@ Deno.test("api: watch timeoutSeconds ends the stream; sendInitialEvents ends wit
     10,
     60_000,
   );
-  assertEquals(timed.events.map((e) => `${e.type} ${e.object.metadata.name}`), ["ADDED a"]);
-  assert(timed.ended, "the server ended the stream");
-  assert(Date.now() - t0 >= 900, `ended after ${Date.now() - t0} ms, before timeoutSeconds`);
+  deepStrictEqual(timed.events.map((e) => `${e.type} ${e.object.metadata.name}`), ["ADDED a"]);
+  ok(timed.ended, "the server ended the stream");
+  ok(Date.now() - t0 >= 900, `ended after ${Date.now() - t0} ms, before timeoutSeconds`);
   const res = await fetch(
     `${server.url}${CM}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true`,
   );
   const initial = await readEvents(res, 2);
-  assertEquals(initial.map((e) => e.type), ["ADDED", "BOOKMARK"]);
-  assertEquals(initial[1]!.object.metadata.annotations, { "k8s.io/initial-events-end": "true" });
+  deepStrictEqual(initial.map((e) => e.type), ["ADDED", "BOOKMARK"]);
+  deepStrictEqual(initial[1]!.object.metadata.annotations, { "k8s.io/initial-events-end": "true" });
 });
 
 Deno.test("api: finalizers hold a delete until removed; then the watch sees DELETED", async () => {
@@ -51,9 +51,9 @@ Deno.test("api: finalizers hold a delete until removed; then the watch sees DELE
   );
   const events = readEvents(res, 3);
   const del = await call(server, "DELETE", `${CM}/held`);
-  assertEquals(del.code, 200);
-  assert(del.body.metadata.deletionTimestamp, "marked for deletion");
-  assertEquals(
+  deepStrictEqual(del.code, 200);
+  ok(del.body.metadata.deletionTimestamp, "marked for deletion");
+  deepStrictEqual(
     (await call(server, "GET", `${CM}/held`)).code,
     200,
     "still there while a finalizer is",
@@ -61,10 +61,10 @@ Deno.test("api: finalizers hold a delete until removed; then the watch sees DELE
   await call(server, "PATCH", `${CM}/held`, { metadata: { finalizers: null } }, {
     "content-type": "application/merge-patch+json",
   });
-  assertEquals((await call(server, "GET", `${CM}/held`)).code, 404);
+  deepStrictEqual((await call(server, "GET", `${CM}/held`)).code, 404);
   // As from a real server: the delete marks (MODIFIED), the finalizer removal is written
   // (MODIFIED), then the object goes (DELETED).
-  assertEquals((await events).map((e) => e.type), ["MODIFIED", "MODIFIED", "DELETED"]);
+  deepStrictEqual((await events).map((e) => e.type), ["MODIFIED", "MODIFIED", "DELETED"]);
 });
 
 Deno.test("api: a no-op write keeps the resourceVersion and sends no event, as a real server", async () => {
@@ -91,15 +91,18 @@ Deno.test("api: a no-op write keeps the resourceVersion and sends no event, as a
   const ssa = { "content-type": "application/apply-patch+yaml" };
   await call(server, "PATCH", `${CM}/a?fieldManager=m`, applied, ssa);
   const again = await call(server, "PATCH", `${CM}/a?fieldManager=m`, applied, ssa);
-  assertEquals([put.body.metadata.resourceVersion, merge.body.metadata.resourceVersion], [rv, rv]);
+  deepStrictEqual([put.body.metadata.resourceVersion, merge.body.metadata.resourceVersion], [
+    rv,
+    rv,
+  ]);
   const ssaRv = again.body.metadata.resourceVersion;
-  assertEquals(
+  deepStrictEqual(
     (await call(server, "PATCH", `${CM}/a?fieldManager=m`, applied, ssa)).body.metadata
       .resourceVersion,
     ssaRv,
   );
   await call(server, "POST", CM, { metadata: { name: "marker" } });
-  assertEquals(
+  deepStrictEqual(
     (await events).map((e) => `${e.type} ${e.object.metadata.name}`),
     ["MODIFIED a", "ADDED marker"],
     "only the first apply (new manager) changed anything",

@@ -5,12 +5,12 @@
  * agent's settings derived from the same objects (its Node's InternalIP, labels) keep the good
  * peer; fixed, the condition turns True.
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { startController } from "../../controller/k8s/run.ts";
 import { kubeConfigFor } from "../../lab/kube/mod.ts";
 import { kubeBgpSettings } from "../../node/anycast/kube_source.ts";
 import type { KubeObject } from "../../controller/k8s/objects.ts";
-import { assert, assertEquals } from "./_assert.ts";
 import { kubectlEnv, waitFor } from "./_kubectl.ts";
 
 const CONFIG = (badAddress: string) => `
@@ -53,10 +53,10 @@ Deno.test("bgp config: a bad peer is PeersAccepted=False and an Event; an agent'
   };
   await waitFor("PeersAccepted=False", async () => (await peers())?.status === "False", 10_000);
   const refused = (await peers())!;
-  assertEquals(refused.reason, "PeersRefused");
-  assert(refused.message.includes('"10.9.1.300"'), `the bad peer is not named: ${refused.message}`);
-  assert(refused.message.includes("spec.bgp.peers[1].address"), refused.message);
-  assert(refused.message.includes("the other 2 peers keep announcing"), refused.message);
+  deepStrictEqual(refused.reason, "PeersRefused");
+  ok(refused.message.includes('"10.9.1.300"'), `the bad peer is not named: ${refused.message}`);
+  ok(refused.message.includes("spec.bgp.peers[1].address"), refused.message);
+  ok(refused.message.includes("the other 2 peers keep announcing"), refused.message);
   await waitFor("the PeersRefused Event", async () => {
     const list = await kc.makeApiClient(k8s.EventsV1Api).listNamespacedEvent({
       namespace: "default",
@@ -73,18 +73,18 @@ Deno.test("bgp config: a bad peer is PeersAccepted=False and an Event; an agent'
   }) as { items: KubeObject[] }).items;
   const node = await kc.makeApiClient(k8s.CoreV1Api).readNode({ name: "n1" }) as KubeObject;
   const derived = kubeBgpSettings(configs, node)!;
-  assertEquals(derived.settings.routerId, "10.9.1.2");
-  assertEquals(derived.settings.localAsn, 65100);
-  assertEquals(derived.settings.communities, ["65000:100"]);
-  assertEquals(derived.settings.peers, [
+  deepStrictEqual(derived.settings.routerId, "10.9.1.2");
+  deepStrictEqual(derived.settings.localAsn, 65100);
+  deepStrictEqual(derived.settings.communities, ["65000:100"]);
+  deepStrictEqual(derived.settings.peers, [
     { address: "10.9.1.1", asn: 65000, bfd: { intervalMs: 100, multiplier: 3 } },
   ]);
-  assertEquals(derived.problems.map((p) => p.peer), ["10.9.1.300"]);
+  deepStrictEqual(derived.problems.map((p) => p.peer), ["10.9.1.300"]);
 
   // Fixed: True, and the third peer's node (rack r9) would peer with it too.
   await env.ok(["apply", "-f", "-"], CONFIG("10.9.2.1"));
   await waitFor("PeersAccepted=True", async () => (await peers())?.status === "True", 10_000);
-  assertEquals((await peers())!.message, "3 peers");
+  deepStrictEqual((await peers())!.message, "3 peers");
 });
 
 Deno.test("bgp config: the schema refuses an ASN out of range and BFD timers out of range", async () => {
@@ -102,7 +102,7 @@ metadata: { name: default }
 spec: { bgp: { localAsn: 65100, prefixes: [10.0.100.0/24], peers: [${bad}] } }
 `,
     });
-    assert(r.code !== 0, `applied: ${bad}`);
-    assert(/spec\.bgp\.peers\[0\]\.(asn|bfd\.intervalMs)/.test(r.stderr), r.stderr);
+    ok(r.code !== 0, `applied: ${bad}`);
+    ok(/spec\.bgp\.peers\[0\]\.(asn|bfd\.intervalMs)/.test(r.stderr), r.stderr);
   }
 });

@@ -5,13 +5,13 @@
  * it selects — and what every LB node derives from it (router id its address, its peers)
  * follows a relabelled Node.
  */
+import { deepStrictEqual } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { startController } from "../../controller/k8s/run.ts";
 import { connectModelStore, startModelPublisher } from "../../controller/model/mod.ts";
 import { lbNodeBgpSettings, type ModelBgp } from "../../controller/model/settings.ts";
 import { kubeConfigFor } from "../../lab/kube/mod.ts";
 import { startRedis } from "../../lab/redis_server.ts";
-import { assertEquals } from "./_assert.ts";
 import { kubectlEnv, waitFor } from "./_kubectl.ts";
 
 const CONFIG = `apiVersion: holdfast.io/v1alpha1
@@ -54,7 +54,7 @@ Deno.test("BGP for LB nodes: spec.bgp applied with kubectl reaches the model set
     const stored = async (): Promise<{ bgp?: ModelBgp }> =>
       JSON.parse((await store.snapshot()).settings || "{}");
     await waitFor("spec.bgp in Redis", async () => (await stored()).bgp !== undefined);
-    assertEquals((await stored()).bgp, {
+    deepStrictEqual((await stored()).bgp, {
       localAsn: 65100,
       prefixes: ["10.0.100.0/24"],
       communities: ["65000:100"],
@@ -67,11 +67,11 @@ Deno.test("BGP for LB nodes: spec.bgp applied with kubectl reaches the model set
       const bgp = (await stored()).bgp!;
       if ("refused" in bgp) throw new Error(`refused: ${bgp.refused}`);
       const { settings } = lbNodeBgpSettings(bgp, node, address);
-      assertEquals([settings.routerId, settings.announce], [address, "lb"]);
+      deepStrictEqual([settings.routerId, settings.announce], [address, "lb"]);
       return settings.peers.map((p) => p.address).join();
     };
-    assertEquals(await peersOf("n1", "10.9.1.2"), "10.9.0.1,10.9.1.1");
-    assertEquals(await peersOf("n2", "10.9.2.2"), "10.9.0.1");
+    deepStrictEqual(await peersOf("n1", "10.9.1.2"), "10.9.0.1,10.9.1.1");
+    deepStrictEqual(await peersOf("n2", "10.9.2.2"), "10.9.0.1");
 
     // n2 moves to rack r1: it peers with r1's router too; n1 keeps its peers.
     await env.ok(["label", "node", "n2", "rack=r1", "--overwrite"]);
@@ -79,7 +79,7 @@ Deno.test("BGP for LB nodes: spec.bgp applied with kubectl reaches the model set
       "n2 peers with 10.9.1.1",
       async () => (await peersOf("n2", "10.9.2.2")).includes("10.9.1.1"),
     );
-    assertEquals(await peersOf("n1", "10.9.1.2"), "10.9.0.1,10.9.1.1");
+    deepStrictEqual(await peersOf("n1", "10.9.1.2"), "10.9.0.1,10.9.1.1");
 
     // A bad cluster-wide field: published as refused (agents keep what they run).
     await env.ok([

@@ -3,9 +3,10 @@
  * coordination, custom objects), status subresources, errors as ApiException with the Status,
  * Watch, and informers (list+watch, re-list after 410 Gone).
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { kubeConfigFor, startKubeServer } from "../../lab/kube/mod.ts";
-import { assert, assertEquals, assertRejects, assertStringIncludes } from "./_assert.ts";
+import { assertRejects, assertStringIncludes } from "./_assert.ts";
 import { waitFor } from "./_kubectl.ts";
 import { allocationEvent } from "./_fixtures.ts";
 
@@ -30,10 +31,10 @@ Deno.test("client-node: services CRUD, defaults, status subresource, 409 on a st
     namespace: "default",
     body: service("web"),
   });
-  assertEquals(created.spec?.ports?.[0]?.protocol, "TCP");
-  assertEquals(created.spec?.ports?.[0]?.targetPort, 80);
-  assert(created.spec?.clusterIP?.startsWith("10.96."), "a cluster IP is allocated");
-  assert(
+  deepStrictEqual(created.spec?.ports?.[0]?.protocol, "TCP");
+  deepStrictEqual(created.spec?.ports?.[0]?.targetPort, 80);
+  ok(created.spec?.clusterIP?.startsWith("10.96."), "a cluster IP is allocated");
+  ok(
     created.metadata?.uid && created.metadata.creationTimestamp,
     "uid and creationTimestamp set",
   );
@@ -46,13 +47,13 @@ Deno.test("client-node: services CRUD, defaults, status subresource, 409 on a st
     namespace: "default",
     body: withStatus,
   });
-  assertEquals(updated.status?.loadBalancer?.ingress?.[0]?.ip, "10.0.100.1");
+  deepStrictEqual(updated.status?.loadBalancer?.ingress?.[0]?.ip, "10.0.100.1");
   // The main resource ignores status; the stale resourceVersion is a 409.
   const stale = { ...created, spec: { ...created.spec, ports: [{ port: 81 }] } };
   const err = await assertRejects(() =>
     core.replaceNamespacedService({ name: "web", namespace: "default", body: stale })
   );
-  assertEquals((err as k8s.ApiException<string>).code, 409);
+  deepStrictEqual((err as k8s.ApiException<string>).code, 409);
   assertStringIncludes(
     String((err as k8s.ApiException<string>).body),
     "the object has been modified",
@@ -64,7 +65,7 @@ Deno.test("client-node: services CRUD, defaults, status subresource, 409 on a st
     namespace: "default",
     body: fresh,
   });
-  assertEquals(
+  deepStrictEqual(
     replaced.status?.loadBalancer?.ingress?.[0]?.ip,
     "10.0.100.1",
     "PUT on the main resource keeps status",
@@ -72,10 +73,10 @@ Deno.test("client-node: services CRUD, defaults, status subresource, 409 on a st
   const missing = await assertRejects(() =>
     core.readNamespacedService({ name: "nope", namespace: "default" })
   );
-  assertEquals((missing as k8s.ApiException<string>).code, 404);
+  deepStrictEqual((missing as k8s.ApiException<string>).code, 404);
   await core.deleteNamespacedService({ name: "web", namespace: "default" });
   const list = await core.listNamespacedService({ namespace: "default" });
-  assertEquals(list.items.length, 0);
+  deepStrictEqual(list.items.length, 0);
 });
 
 Deno.test("client-node: label and field selectors, pagination with continue", async () => {
@@ -88,11 +89,11 @@ Deno.test("client-node: label and field selectors, pagination with continue", as
     });
   }
   const names = (l: k8s.V1ServiceList) => l.items.map((s) => s.metadata?.name);
-  assertEquals(
+  deepStrictEqual(
     names(await core.listNamespacedService({ namespace: "default", labelSelector: "team=blue" })),
     ["s1", "s3", "s5"],
   );
-  assertEquals(
+  deepStrictEqual(
     names(
       await core.listNamespacedService({
         namespace: "default",
@@ -101,18 +102,18 @@ Deno.test("client-node: label and field selectors, pagination with continue", as
     ),
     ["s0", "s2"],
   );
-  assertEquals(
+  deepStrictEqual(
     names(await core.listNamespacedService({ namespace: "default", labelSelector: "!team" })),
     [],
   );
-  assertEquals(
+  deepStrictEqual(
     names(await core.listServiceForAllNamespaces({ fieldSelector: "metadata.name=s4" })),
     ["s4"],
   );
   const bad = await assertRejects(() =>
     core.listServiceForAllNamespaces({ fieldSelector: "spec.nope=1" })
   );
-  assertEquals((bad as k8s.ApiException<string>).code, 400);
+  deepStrictEqual((bad as k8s.ApiException<string>).code, 400);
   const pages: (string | undefined)[][] = [];
   let token: string | undefined;
   for (let i = 0; i < 10; i++) {
@@ -125,7 +126,7 @@ Deno.test("client-node: label and field selectors, pagination with continue", as
     token = page.metadata?._continue;
     if (!token) break;
   }
-  assertEquals(pages, [["s0", "s1", "s2"], ["s3", "s4", "s5"], ["s6"]]);
+  deepStrictEqual(pages, [["s0", "s1", "s2"], ["s3", "s4", "s5"], ["s6"]]);
 });
 
 Deno.test("client-node: EndpointSlices, Leases, Events through their group APIs", async () => {
@@ -150,7 +151,7 @@ Deno.test("client-node: EndpointSlices, Leases, Events through their group APIs"
     namespace: "default",
     labelSelector: "kubernetes.io/service-name=web",
   });
-  assertEquals(slices.items[0]?.endpoints[0]?.conditions?.ready, true);
+  deepStrictEqual(slices.items[0]?.endpoints[0]?.conditions?.ready, true);
   const lease = await coordination.createNamespacedLease({
     namespace: "kube-system",
     body: {
@@ -171,7 +172,7 @@ Deno.test("client-node: EndpointSlices, Leases, Events through their group APIs"
       body: lease,
     })
   );
-  assertEquals(
+  deepStrictEqual(
     (stale as k8s.ApiException<string>).code,
     409,
     "two candidates cannot both take the lease",
@@ -184,8 +185,8 @@ Deno.test("client-node: EndpointSlices, Leases, Events through their group APIs"
     namespace: "default",
     fieldSelector: "regarding.name=web",
   });
-  assertEquals(listed.items.map((e) => e.reason), ["AddressAllocated"]);
-  assert(listed.items[0]?.metadata?.name?.startsWith("web-"), "generateName makes a name");
+  deepStrictEqual(listed.items.map((e) => e.reason), ["AddressAllocated"]);
+  ok(listed.items[0]?.metadata?.name?.startsWith("web-"), "generateName makes a name");
 });
 
 Deno.test("client-node: custom objects with schema validation (422 naming the field) and /status", async () => {
@@ -206,7 +207,7 @@ Deno.test("client-node: custom objects with schema validation (422 naming the fi
       spec: { size: 2 },
     },
   }) as k8s.KubernetesObject & { spec: { color: string } };
-  assertEquals(made.spec.color, "green", "schema default applied");
+  deepStrictEqual(made.spec.color, "green", "schema default applied");
   const invalid = await assertRejects(() =>
     custom.createNamespacedCustomObject({
       ...base,
@@ -218,10 +219,10 @@ Deno.test("client-node: custom objects with schema validation (422 naming the fi
       },
     })
   );
-  assertEquals((invalid as k8s.ApiException<string>).code, 422);
+  deepStrictEqual((invalid as k8s.ApiException<string>).code, 422);
   const status = JSON.parse(String((invalid as k8s.ApiException<string>).body));
-  assertEquals(status.reason, "Invalid");
-  assertEquals(status.details.causes.map((c: { field: string }) => c.field).sort(), [
+  deepStrictEqual(status.reason, "Invalid");
+  deepStrictEqual(status.details.causes.map((c: { field: string }) => c.field).sort(), [
     "spec.parts",
     "spec.size",
   ]);
@@ -234,14 +235,14 @@ Deno.test("client-node: custom objects with schema validation (422 naming the fi
       status: { observedGeneration: 1, conditions: [{ type: "Ready", status: "True" }] },
     },
   }) as { spec: { size: number }; status: { observedGeneration: number } };
-  assertEquals(withStatus.spec.size, 2, "a /status write leaves spec alone");
-  assertEquals(withStatus.status.observedGeneration, 1);
+  deepStrictEqual(withStatus.spec.size, 2, "a /status write leaves spec alone");
+  deepStrictEqual(withStatus.status.observedGeneration, 1);
   const gadgets = await custom.listClusterCustomObject({
     group: "test.holdfast.io",
     version: "v1",
     plural: "gadgets",
   }) as { items: unknown[] };
-  assertEquals(gadgets.items, []);
+  deepStrictEqual(gadgets.items, []);
 });
 
 Deno.test("client-node: Watch from a resourceVersion, 410 Gone when compacted, bookmarks", async () => {
@@ -266,7 +267,7 @@ Deno.test("client-node: Watch from a resourceVersion, 410 Gone when compacted, b
   await waitFor("a bookmark", () => seen.includes("BOOKMARK"));
   req.abort();
   await ended.promise;
-  assertEquals(seen.filter((s) => s !== "BOOKMARK"), ["ADDED b", "DELETED a"]);
+  deepStrictEqual(seen.filter((s) => s !== "BOOKMARK"), ["ADDED b", "DELETED a"]);
 
   server.store.compact();
   const gone: unknown[] = [];
@@ -278,7 +279,7 @@ Deno.test("client-node: Watch from a resourceVersion, 410 Gone when compacted, b
     (err) => done.resolve(err),
   );
   await done.promise;
-  assertEquals(gone, [["ERROR", 410]]);
+  deepStrictEqual(gone, [["ERROR", 410]]);
 });
 
 Deno.test("client-node: KubernetesObjectApi server-side applies manifests from k8s-style YAML and lists them", async () => {
@@ -305,7 +306,7 @@ Deno.test("client-node: KubernetesObjectApi server-side applies manifests from k
     true,
     k8s.PatchStrategy.ServerSideApply,
   );
-  assertEquals(again.metadata?.generation, 1, "re-applying the same manifest changes nothing");
+  deepStrictEqual(again.metadata?.generation, 1, "re-applying the same manifest changes nothing");
   const listed = await objects.list(
     "test.holdfast.io/v1",
     "Widget",
@@ -316,8 +317,8 @@ Deno.test("client-node: KubernetesObjectApi server-side applies manifests from k
     undefined,
     "team=blue",
   );
-  assertEquals(listed.items.map((o) => o.metadata?.name), ["w1"]);
+  deepStrictEqual(listed.items.map((o) => o.metadata?.name), ["w1"]);
   await objects.delete(specs[1]!);
   const left = await objects.list("test.holdfast.io/v1", "Widget", "default");
-  assertEquals(left.items.map((o) => o.metadata?.name), ["w1"]);
+  deepStrictEqual(left.items.map((o) => o.metadata?.name), ["w1"]);
 });

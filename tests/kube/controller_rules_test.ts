@@ -5,12 +5,12 @@
  * and reused), and an EndpointSlice over 1,000 endpoints that the server refuses (its backends
  * are never published).
  */
+import { deepStrictEqual, match } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { type ModelEntry, startModelPublisher } from "../../controller/model/mod.ts";
 import { MemoryModelStore } from "../../controller/model/_memory_model_store.ts";
 import { startController } from "../../controller/k8s/run.ts";
 import { createAddressPool, kubeConfigFor } from "../../lab/kube/mod.ts";
-import { assertEquals, assertMatch } from "./_assert.ts";
 import { kubectlEnv, waitFor } from "./_kubectl.ts";
 import { refused } from "./_refuse.ts";
 
@@ -56,8 +56,8 @@ Deno.test("controller: a pool of 0 addresses is Ready with 0, Exhausted; its Ser
     svc = await core.readNamespacedServiceStatus({ name: "web", namespace: "default" });
     return allocated(svc) !== undefined;
   });
-  assertEquals(ingress(svc), []);
-  assertEquals([allocated(svc)!.status, allocated(svc)!.reason], ["False", "PoolExhausted"]);
+  deepStrictEqual(ingress(svc), []);
+  deepStrictEqual([allocated(svc)!.status, allocated(svc)!.reason], ["False", "PoolExhausted"]);
   await waitFor(
     "the pool's status",
     async () =>
@@ -66,8 +66,8 @@ Deno.test("controller: a pool of 0 addresses is Ready with 0, Exhausted; its Ser
   const conditions = JSON.parse(
     await env.ok(["get", "hfpool", "zero", "-o", "jsonpath={.status.conditions}"]),
   ) as { type: string; status: string; message: string }[];
-  assertEquals(conditions.map((c) => `${c.type}=${c.status}`), ["Ready=True", "Exhausted=True"]);
-  assertMatch(conditions[0]!.message, /^0 addresses in 1 block/);
+  deepStrictEqual(conditions.map((c) => `${c.type}=${c.status}`), ["Ready=True", "Exhausted=True"]);
+  match(conditions[0]!.message, /^0 addresses in 1 block/);
   await waitFor(
     "AllocationFailed",
     async () => (await eventReasons(kc)).includes("AllocationFailed web"),
@@ -89,7 +89,7 @@ Deno.test("controller: LoadBalancer → ClusterIP: the server drops the status, 
   await waitFor("web in the model", () => store.entries.has("default/web"));
   await env.ok(["patch", "service", "web", "--type=merge", "-p", '{"spec":{"type":"ClusterIP"}}']);
   const dropped = await read("web");
-  assertEquals(ingress(dropped), [], "the server cleared status.loadBalancer");
+  deepStrictEqual(ingress(dropped), [], "the server cleared status.loadBalancer");
   await waitFor(
     "AddressReleased",
     async () => (await eventReasons(kc)).includes("AddressReleased web"),

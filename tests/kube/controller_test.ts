@@ -4,12 +4,12 @@
  * nothing; EndpointSlice states in the published model; `kubectl get svc`; and `main.ts
  * controller` as a process under `-P=controller`.
  */
+import { deepStrictEqual, match, ok } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { type ModelEntry, startModelPublisher } from "../../controller/model/mod.ts";
 import { MemoryModelStore } from "../../controller/model/_memory_model_store.ts";
 import { startController } from "../../controller/k8s/run.ts";
 import { createAddressPool, kubeConfigFor } from "../../lab/kube/mod.ts";
-import { assert, assertEquals, assertMatch } from "./_assert.ts";
 import { kubectlEnv, waitFor } from "./_kubectl.ts";
 import { startRedis } from "../../lab/redis_server.ts";
 
@@ -71,15 +71,15 @@ Deno.test("controller: a Service gets an address, a condition and an Event; kube
     svc = await core.readNamespacedServiceStatus({ name: "web", namespace: "default" });
     return ingress(svc).length > 0;
   });
-  assertEquals(ingress(svc), ["10.0.100.0"]);
+  deepStrictEqual(ingress(svc), ["10.0.100.0"]);
   const cond = allocated(svc)!;
-  assertEquals([cond.status, cond.reason], ["True", "Allocated"]);
-  assertEquals(cond.message, 'Address 10.0.100.0 from pool "blue"');
+  deepStrictEqual([cond.status, cond.reason], ["True", "Allocated"]);
+  deepStrictEqual(cond.message, 'Address 10.0.100.0 from pool "blue"');
   await waitFor("the Event", async () => (await eventReasons(kc)).includes("AddressAllocated web"));
   const table = await env.ok(["get", "svc", "web", "--no-headers"]);
-  assertMatch(table, /^web\s+LoadBalancer\s+\S+\s+10\.0\.100\.0\s+80:\d+\/TCP/);
+  match(table, /^web\s+LoadBalancer\s+\S+\s+10\.0\.100\.0\s+80:\d+\/TCP/);
   const pools = await env.ok(["get", "hfpool", "blue", "--no-headers"]);
-  assertMatch(pools, /^blue\s+4\s+1\s+3\s+True/);
+  match(pools, /^blue\s+4\s+1\s+3\s+True/);
 });
 
 Deno.test("controller: an exhausted pool fails one Service, another pool still allocates; an invalid pool is not Ready", async () => {
@@ -106,9 +106,12 @@ Deno.test("controller: an exhausted pool fails one Service, another pool still a
     third = await core.readNamespacedServiceStatus({ name: "third", namespace: "default" });
     return allocated(second) !== undefined && ingress(third).length === 1;
   });
-  assertEquals(ingress(second), []);
-  assertEquals([allocated(second)!.status, allocated(second)!.reason], ["False", "PoolExhausted"]);
-  assertEquals(ingress(third), ["10.0.2.0"]);
+  deepStrictEqual(ingress(second), []);
+  deepStrictEqual([allocated(second)!.status, allocated(second)!.reason], [
+    "False",
+    "PoolExhausted",
+  ]);
+  deepStrictEqual(ingress(third), ["10.0.2.0"]);
   await waitFor(
     "AllocationFailed",
     async () => (await eventReasons(kc)).includes("AllocationFailed second"),
@@ -122,7 +125,7 @@ Deno.test("controller: an exhausted pool fails one Service, another pool still a
   });
   // deno-lint-ignore no-explicit-any
   const ready = bad.status.conditions.find((c: any) => c.type === "Ready");
-  assertEquals([ready.status, ready.reason], ["False", "InvalidBlock"]);
+  deepStrictEqual([ready.status, ready.reason], ["False", "InvalidBlock"]);
   // deno-lint-ignore no-explicit-any
   const exhausted: any = await custom(kc).getClusterCustomObjectStatus({
     group: "holdfast.io",
@@ -130,7 +133,7 @@ Deno.test("controller: an exhausted pool fails one Service, another pool still a
     plural: "addresspools",
     name: "a",
   });
-  assertEquals([exhausted.status.used, exhausted.status.available], [1, 0]);
+  deepStrictEqual([exhausted.status.used, exhausted.status.available], [1, 0]);
   await waitFor("PoolInvalid", async () => (await eventReasons(kc)).includes("PoolInvalid c-bad"));
 });
 
@@ -159,7 +162,7 @@ Deno.test("controller: a deleted Service's address is reused and its model entry
     );
     await waitFor("c in the model", () => names().join() === "default/b,default/c");
     const entry = JSON.parse(store.entries.get("default/c")!) as ModelEntry;
-    assertEquals(entry.service.frontends?.map((f) => f.address), ["10.0.5.1:82/TCP"]);
+    deepStrictEqual(entry.service.frontends?.map((f) => f.address), ["10.0.5.1:82/TCP"]);
     await waitFor(
       "AddressReleased a",
       async () => (await eventReasons(kc)).includes("AddressReleased a"),
@@ -176,12 +179,12 @@ Deno.test("controller: a deleted Service's address is reused and its model entry
   await pub.synced();
   await new Promise((r) => setTimeout(r, 200));
   const writes = env.server.requests.filter((r) => r.method !== "GET").slice(patchesBefore);
-  assertEquals(writes, [], "a restarted controller writes nothing to the API server");
-  assertEquals(store.writes, writesBefore, "nor to the model store");
-  assertEquals((await eventReasons(kc)).length, eventsBefore);
+  deepStrictEqual(writes, [], "a restarted controller writes nothing to the API server");
+  deepStrictEqual(store.writes, writesBefore, "nor to the model store");
+  deepStrictEqual((await eventReasons(kc)).length, eventsBefore);
   for (const [name, ip] of [["b", "10.0.5.2"], ["c", "10.0.5.1"]] as const) {
     const s = await core.readNamespacedServiceStatus({ name, namespace: "default" });
-    assertEquals(ingress(s), [ip]);
+    deepStrictEqual(ingress(s), [ip]);
   }
 });
 
@@ -290,13 +293,13 @@ Deno.test("controller: main.ts controller runs under -P=controller, serves /read
       10_000,
     );
     const metrics = (await proc.get("/metrics")).text;
-    assertMatch(metrics, /holdfast_controller_allocations_total 1/);
-    assertMatch(metrics, /holdfast_controller_informer_lists_total\{resource="services"\} 1/);
-    assertEquals((await proc.get("/healthz")).status, 200);
+    match(metrics, /holdfast_controller_allocations_total 1/);
+    match(metrics, /holdfast_controller_informer_lists_total\{resource="services"\} 1/);
+    deepStrictEqual((await proc.get("/healthz")).status, 200);
   } finally {
     stopped = await proc.stop();
   }
-  assert(stopped.status.success, `controller exited ${stopped.status.code}:\n${stopped.text}`);
+  ok(stopped.status.success, `controller exited ${stopped.status.code}:\n${stopped.text}`);
 });
 
 Deno.test("controller: with --redis it serves /dashboard: the model it published, live", async () => {
@@ -313,19 +316,19 @@ Deno.test("controller: with --redis it serves /dashboard: the model it published
     await core.createNamespacedService(service("web"));
     await core.createNamespacedService(service("api"));
     const page = await proc.get("/dashboard");
-    assertEquals(page.status, 200);
-    assertMatch(page.text, /<ol id="timeline"/);
+    deepStrictEqual(page.status, 200);
+    match(page.text, /<ol id="timeline"/);
     // The status the page is fed: the addresses the controller gave and published to Redis.
     await waitFor("both LB addresses on the dashboard", async () => {
       const s = JSON.parse((await proc.get("/dashboard/status.json")).text);
       const addresses = (s.addresses as { address: string }[]).map((a) => a.address).join();
       return s.redis.up === true && addresses === "10.0.8.0,10.0.8.1";
     }, 20_000);
-    assertEquals((await proc.get("/metrics")).status, 200);
+    deepStrictEqual((await proc.get("/metrics")).status, 200);
   } finally {
     stopped = await proc.stop();
   }
-  assert(stopped.status.success, `controller exited ${stopped.status.code}:\n${stopped.text}`);
+  ok(stopped.status.success, `controller exited ${stopped.status.code}:\n${stopped.text}`);
 });
 
 Deno.test("controller: two replicas — one leads; killed, the other takes over and allocates nothing twice", async () => {
@@ -360,7 +363,7 @@ Deno.test("controller: two replicas — one leads; killed, the other takes over 
     );
     const before = await addresses();
     const leader = await holder();
-    assert(procs.has(leader), `a replica leads (holder "${leader}")`);
+    ok(procs.has(leader), `a replica leads (holder "${leader}")`);
     await procs.get(leader)!.stop("SIGKILL"); // no release: the other must wait out the lease
     const killedAt = performance.now();
     await core.createNamespacedService(service("s4"));
@@ -373,9 +376,9 @@ Deno.test("controller: two replicas — one leads; killed, the other takes over 
     console.log(JSON.stringify({ takeover_after_kill_ms: Math.round(takeoverMs), lease_ms: 1500 }));
     const after = await addresses();
     const other = [...procs.keys()].find((k) => k !== leader)!;
-    assertEquals(await holder(), other);
-    assertEquals({ ...after, s4: undefined }, { ...before, s4: undefined }, "nothing moved");
-    assertEquals(
+    deepStrictEqual(await holder(), other);
+    deepStrictEqual({ ...after, s4: undefined }, { ...before, s4: undefined }, "nothing moved");
+    deepStrictEqual(
       new Set(Object.values(after)).size,
       4,
       `no address twice: ${JSON.stringify(after)}`,
@@ -419,7 +422,7 @@ Deno.test("controller: after 410 Gone the informers re-list: a Service created a
       ingress(await core.readNamespacedServiceStatus({ name: "new", namespace: "default" }))
         .join() === "10.0.8.1",
   );
-  assert(lists() > listsBefore, "the informer listed Services again");
+  ok(lists() > listsBefore, "the informer listed Services again");
 });
 
 Deno.test("controller: the policy ConfigMap's module is validated; a bad one is a PolicyRejected Event", async () => {
@@ -455,7 +458,7 @@ Deno.test("controller: the policy ConfigMap's module is validated; a bad one is 
     async () => (await eventReasons(kc)).includes("PolicyRejected holdfast-policy"),
     20_000,
   );
-  assertEquals(running.policy!.active(), accepted, "the accepted module stays active");
+  deepStrictEqual(running.policy!.active(), accepted, "the accepted module stays active");
 });
 
 Deno.test("controller: a LoadBalancerConfig with a non-prime Maglev size is Ready=False; fixed, Ready=True", async () => {
@@ -478,7 +481,7 @@ Deno.test("controller: a LoadBalancerConfig with a non-prime Maglev size is Read
   ]);
   await waitFor("Ready=False", async () => (await ready()) === "InvalidSpec");
   const table = await env.ok(["get", "hflbc", "default", "--no-headers"]);
-  assertMatch(table, /^default\s+Stateful\s+holdfast\.io\/lb\s+False/);
+  match(table, /^default\s+Stateful\s+holdfast\.io\/lb\s+False/);
   await waitFor(
     "ConfigInvalid",
     async () => (await eventReasons(kc)).includes("ConfigInvalid default"),

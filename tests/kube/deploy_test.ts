@@ -4,10 +4,11 @@
  * all `unchanged`, a manifest removed from the directory is pruned, `--dry-run` stores nothing,
  * `--image` and `--namespace` rewrite what is applied, and a swapped policy is not put back.
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { kubeConfigFor, type KubeServer, startKubeServer } from "../../lab/kube/mod.ts";
 import { main } from "../../scripts/deploy.ts";
-import { assert, assertEquals, assertRejects } from "./_assert.ts";
+import { assertRejects } from "./_assert.ts";
 
 const K8S = new URL("../../k8s/", import.meta.url).pathname;
 
@@ -58,7 +59,7 @@ Deno.test("deploy: creates everything and the Redis Secret; a second run is all 
   const dir = await copyOfK8s();
   try {
     const first = await deployTo(kube, dir);
-    assertEquals(first.code, 0, first.notes.join("\n"));
+    deepStrictEqual(first.code, 0, first.notes.join("\n"));
     for (
       const line of [
         "customresourcedefinition.apiextensions.k8s.io/addresspools.holdfast.io created",
@@ -73,13 +74,13 @@ Deno.test("deploy: creates everything and the Redis Secret; a second run is all 
         "configmap/holdfast-policy created",
         "loadbalancerconfig.holdfast.io/default created",
       ]
-    ) assert(first.lines.includes(line), `"${line}" in:\n${first.lines.join("\n")}`);
-    assertEquals(outcomes(first), new Set(["created"]));
-    assert(
+    ) ok(first.lines.includes(line), `"${line}" in:\n${first.lines.join("\n")}`);
+    deepStrictEqual(outcomes(first), new Set(["created"]));
+    ok(
       !first.lines.some((l) => l.includes("addresspool.holdfast.io/blue")),
       "examples not applied",
     );
-    assert(first.notes.some((n) => n.startsWith("deployment.apps/holdfast-controller rolled out")));
+    ok(first.notes.some((n) => n.startsWith("deployment.apps/holdfast-controller rolled out")));
 
     const { core, apps } = await clients(kube);
     const secret = await core.readNamespacedSecret({
@@ -87,30 +88,30 @@ Deno.test("deploy: creates everything and the Redis Secret; a second run is all 
       namespace: "holdfast-system",
     });
     const password = atob(secret.data!.password!);
-    assert(/^[0-9a-f]{64}$/.test(password), "a random password");
-    assert(![...first.lines, ...first.notes].some((l) => l.includes(password)), "never printed");
+    ok(/^[0-9a-f]{64}$/.test(password), "a random password");
+    ok(![...first.lines, ...first.notes].some((l) => l.includes(password)), "never printed");
     const controller = await apps.readNamespacedDeployment({
       name: "holdfast-controller",
       namespace: "holdfast-system",
     });
-    assertEquals(
+    deepStrictEqual(
       controller.metadata?.labels?.["app.kubernetes.io/managed-by"],
       "holdfast-deploy",
     );
-    assert(
+    ok(
       controller.metadata?.managedFields?.some((f) => f.manager === "holdfast-deploy"),
       "applied by field manager holdfast-deploy",
     );
 
     const second = await deployTo(kube, dir);
-    assertEquals(second.code, 0, second.notes.join("\n"));
-    assertEquals(outcomes(second), new Set(["unchanged"]), second.lines.join("\n"));
-    assertEquals(second.lines.length, first.lines.length);
+    deepStrictEqual(second.code, 0, second.notes.join("\n"));
+    deepStrictEqual(outcomes(second), new Set(["unchanged"]), second.lines.join("\n"));
+    deepStrictEqual(second.lines.length, first.lines.length);
     const again = await core.readNamespacedSecret({
       name: "holdfast-redis",
       namespace: "holdfast-system",
     });
-    assertEquals(atob(again.data!.password!), password, "the password is kept");
+    deepStrictEqual(atob(again.data!.password!), password, "the password is kept");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -120,13 +121,13 @@ Deno.test("deploy: a manifest removed from the directory is pruned; the Secret a
   await using kube = await startKubeServer({ simulateRollouts: true });
   const dir = await copyOfK8s();
   try {
-    assertEquals((await deployTo(kube, dir)).code, 0);
+    deepStrictEqual((await deployTo(kube, dir)).code, 0);
     await Deno.remove(`${dir}/redis.yaml`);
     await Deno.remove(`${dir}/crds/egressnats.yaml`);
     const run = await deployTo(kube, dir);
-    assertEquals(run.code, 0, run.notes.join("\n"));
+    deepStrictEqual(run.code, 0, run.notes.join("\n"));
     const pruned = run.lines.filter((l) => l.endsWith(" pruned")).sort();
-    assertEquals(pruned, [
+    deepStrictEqual(pruned, [
       "deployment.apps/holdfast-redis pruned",
       "service/holdfast-redis pruned",
       "serviceaccount/holdfast-redis pruned",
@@ -143,7 +144,7 @@ Deno.test("deploy: a manifest removed from the directory is pruned; the Secret a
       body: { metadata: { name: "operator-notes" }, data: { a: "b" } },
     });
     const third = await deployTo(kube, dir);
-    assertEquals(outcomes(third), new Set(["unchanged"]), third.lines.join("\n"));
+    deepStrictEqual(outcomes(third), new Set(["unchanged"]), third.lines.join("\n"));
     await core.readNamespacedConfigMap({ name: "operator-notes", namespace: "holdfast-system" });
   } finally {
     await Deno.remove(dir, { recursive: true });
@@ -156,15 +157,15 @@ Deno.test("deploy --dry-run stores nothing; --image and --namespace rewrite what
   try {
     const { core, apps, rbac, ext } = await clients(kube);
     const wrongContext = await deployTo(kube, dir, "--context", "prod");
-    assertEquals(wrongContext.code, 1);
-    assertEquals(wrongContext.notes, [
+    deepStrictEqual(wrongContext.code, 1);
+    deepStrictEqual(wrongContext.notes, [
       'Cannot use context "prod": the kubeconfig has "holdfast-test"',
     ]);
     const dry = await deployTo(kube, dir, "--dry-run", "--context", "holdfast-test");
-    assertEquals(dry.code, 0, dry.notes.join("\n"));
-    assertEquals(outcomes(dry), new Set(["created"]));
-    assert(dry.lines.every((l) => l.endsWith(" (server dry run)")), dry.lines.join("\n"));
-    assertEquals((await ext.listCustomResourceDefinition()).items, []);
+    deepStrictEqual(dry.code, 0, dry.notes.join("\n"));
+    deepStrictEqual(outcomes(dry), new Set(["created"]));
+    ok(dry.lines.every((l) => l.endsWith(" (server dry run)")), dry.lines.join("\n"));
+    deepStrictEqual((await ext.listCustomResourceDefinition()).items, []);
     await assertRejects(() => core.readNamespace({ name: "holdfast-system" }));
 
     const run = await deployTo(
@@ -175,43 +176,49 @@ Deno.test("deploy --dry-run stores nothing; --image and --namespace rewrite what
       "--namespace",
       "lb",
     );
-    assertEquals(run.code, 0, run.notes.join("\n"));
+    deepStrictEqual(run.code, 0, run.notes.join("\n"));
     const controller = await apps.readNamespacedDeployment({
       name: "holdfast-controller",
       namespace: "lb",
     });
-    assertEquals(
+    deepStrictEqual(
       controller.spec?.template.spec?.containers[0]?.image,
       "registry.example/holdfast:v1",
     );
-    assert(
+    ok(
       controller.spec?.template.spec?.containers[0]?.args?.includes(
         "--redis=redis://holdfast-redis.lb.svc:6379",
       ),
     );
     const agent = await apps.readNamespacedDaemonSet({ name: "holdfast-agent", namespace: "lb" });
-    assertEquals(agent.spec?.template.spec?.containers[0]?.image, "registry.example/holdfast:v1");
+    deepStrictEqual(
+      agent.spec?.template.spec?.containers[0]?.image,
+      "registry.example/holdfast:v1",
+    );
     const bindings = await rbac.listClusterRoleBinding();
     for (const b of bindings.items) {
-      for (const s of b.subjects ?? []) assertEquals(s.namespace, "lb", b.metadata?.name);
+      for (const s of b.subjects ?? []) deepStrictEqual(s.namespace, "lb", b.metadata?.name);
     }
     await core.readNamespacedSecret({ name: "holdfast-redis", namespace: "lb" });
 
     // A dry run of another image reports the change and changes nothing.
     const before = controller.metadata?.resourceVersion;
     const change = await deployTo(kube, dir, "--namespace", "lb", "--dry-run");
-    assertEquals(change.code, 0, change.notes.join("\n"));
-    assert(
+    deepStrictEqual(change.code, 0, change.notes.join("\n"));
+    ok(
       change.lines.includes("deployment.apps/holdfast-controller configured (server dry run)"),
       change.lines.join("\n"),
     );
-    assert(change.lines.includes("service/holdfast-redis unchanged (server dry run)"));
+    ok(change.lines.includes("service/holdfast-redis unchanged (server dry run)"));
     const after = await apps.readNamespacedDeployment({
       name: "holdfast-controller",
       namespace: "lb",
     });
-    assertEquals(after.metadata?.resourceVersion, before);
-    assertEquals(after.spec?.template.spec?.containers[0]?.image, "registry.example/holdfast:v1");
+    deepStrictEqual(after.metadata?.resourceVersion, before);
+    deepStrictEqual(
+      after.spec?.template.spec?.containers[0]?.image,
+      "registry.example/holdfast:v1",
+    );
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -223,8 +230,8 @@ Deno.test("deploy: a policy swapped into the cluster is not put back; rollout ti
   try {
     const { core } = await clients(kube);
     const noRollout = await deployTo(kube, dir, "--timeout", "0.5");
-    assertEquals(noRollout.code, 1);
-    assert(
+    deepStrictEqual(noRollout.code, 1);
+    ok(
       noRollout.notes.some((n) => /did not roll out within 0.5 s/.test(n)),
       noRollout.notes.join("\n"),
     );
@@ -239,13 +246,13 @@ Deno.test("deploy: a policy swapped into the cluster is not put back; rollout ti
       body: cm,
     });
     const run = await deployTo(kube, dir, "--no-wait");
-    assertEquals(run.code, 0, run.notes.join("\n"));
-    assert(run.lines.includes("configmap/holdfast-policy unchanged"));
+    deepStrictEqual(run.code, 0, run.notes.join("\n"));
+    ok(run.lines.includes("configmap/holdfast-policy unchanged"));
     const kept = await core.readNamespacedConfigMap({
       name: "holdfast-policy",
       namespace: "holdfast-system",
     });
-    assertEquals(kept.binaryData?.["policy.wasm"], btoa("swapped"));
+    deepStrictEqual(kept.binaryData?.["policy.wasm"], btoa("swapped"));
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

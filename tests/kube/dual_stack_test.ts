@@ -5,10 +5,11 @@
  * RequireDualStack Service without an IPv6 pool keeps its IPv4 address with a False condition
  * and a Warning Event until an IPv6 block arrives.
  */
+import { deepStrictEqual, match, ok } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { startController } from "../../controller/k8s/run.ts";
 import { kubeConfigFor } from "../../lab/kube/mod.ts";
-import { assert, assertEquals, assertMatch, assertStringIncludes } from "./_assert.ts";
+import { assertStringIncludes } from "./_assert.ts";
 import { kubectlEnv, waitFor } from "./_kubectl.ts";
 
 interface Svc {
@@ -59,25 +60,25 @@ Deno.test("kube dual stack: Services get ipFamilies, ipFamilyPolicy and one clus
     service("six-first", { ipFamilyPolicy: "RequireDualStack", ipFamilies: ["IPv6"] }),
   );
   const plain = (await get("plain")).spec!;
-  assertEquals([plain.ipFamilyPolicy, plain.ipFamilies], ["SingleStack", ["IPv4"]]);
-  assertMatch(plain.clusterIP!, /^10\.96\./);
+  deepStrictEqual([plain.ipFamilyPolicy, plain.ipFamilies], ["SingleStack", ["IPv4"]]);
+  match(plain.clusterIP!, /^10\.96\./);
   const dual = (await get("dual")).spec!;
-  assertEquals(dual.ipFamilies, ["IPv4", "IPv6"]);
-  assertEquals(dual.clusterIPs!.length, 2);
-  assertMatch(dual.clusterIPs![1]!, /^fd00:10:96::/);
+  deepStrictEqual(dual.ipFamilies, ["IPv4", "IPv6"]);
+  deepStrictEqual(dual.clusterIPs!.length, 2);
+  match(dual.clusterIPs![1]!, /^fd00:10:96::/);
   const six = (await get("six")).spec!;
-  assertEquals([six.ipFamilyPolicy, six.ipFamilies], ["SingleStack", ["IPv6"]]);
-  assertMatch(six.clusterIP!, /^fd00:10:96::/);
-  assertEquals((await get("six-first")).spec!.ipFamilies, ["IPv6", "IPv4"]);
+  deepStrictEqual([six.ipFamilyPolicy, six.ipFamilies], ["SingleStack", ["IPv6"]]);
+  match(six.clusterIP!, /^fd00:10:96::/);
+  deepStrictEqual((await get("six-first")).spec!.ipFamilies, ["IPv6", "IPv4"]);
 
   // Down to SingleStack: the secondary family and its cluster IP go, the primary stays.
   await env.ok(["patch", "svc", "dual", "-p", '{"spec":{"ipFamilyPolicy":"SingleStack"}}']);
   const down = (await get("dual")).spec!;
-  assertEquals([down.ipFamilies, down.clusterIPs], [["IPv4"], [dual.clusterIPs![0]]]);
+  deepStrictEqual([down.ipFamilies, down.clusterIPs], [["IPv4"], [dual.clusterIPs![0]]]);
 
   const refused = async (body: string, part: string) => {
     const r = await env.kubectl(["apply", "-f", "-"], { stdin: body });
-    assert(r.code !== 0, `refused: ${body}`);
+    ok(r.code !== 0, `refused: ${body}`);
     assertStringIncludes(r.stderr, part);
   };
   await refused(
@@ -128,8 +129,8 @@ Deno.test("kube dual stack: the controller gives a dual-stack Service an address
   const allocated = () =>
     svc.status?.conditions?.find((c) => c.type === "holdfast.io/AddressAllocated");
   await waitFor("web's condition", async () => (await read(), allocated() !== undefined));
-  assertEquals((svc.status?.loadBalancer?.ingress ?? []).map((i) => i.ip), ["10.0.100.0"]);
-  assertEquals([allocated()!.status, allocated()!.reason], ["False", "IPFamilyUnavailable"]);
+  deepStrictEqual((svc.status?.loadBalancer?.ingress ?? []).map((i) => i.ip), ["10.0.100.0"]);
+  deepStrictEqual([allocated()!.status, allocated()!.reason], ["False", "IPFamilyUnavailable"]);
   assertStringIncludes(allocated()!.message, "no IPv6 address");
   const events = async () =>
     (await kc.makeApiClient(k8s.EventsV1Api).listNamespacedEvent({ namespace: "default" })).items
@@ -145,15 +146,15 @@ Deno.test("kube dual stack: the controller gives a dual-stack Service an address
     pool("blue", [{ cidr: "10.0.100.0/30" }, { cidr: "2001:db8:100::/120" }]),
   );
   await waitFor("web's IPv6 address", async () => (await read(), allocated()?.status === "True"));
-  assertEquals(
+  deepStrictEqual(
     (svc.status?.loadBalancer?.ingress ?? []).map((i) => i.ip),
     ["10.0.100.0", "2001:db8:100::"],
   );
-  assertMatch(
+  match(
     await env.ok(["get", "svc", "web", "--no-headers"]),
     /^web\s+LoadBalancer\s+\S+\s+10\.0\.100\.0,2001:db8:100::\s+80:\d+\/TCP/,
   );
-  assertMatch(
+  match(
     await env.ok(["get", "hfpool", "blue", "--no-headers"]),
     /^blue\s+260\s+2\s+258\s+True/,
   );

@@ -3,6 +3,7 @@
  * against a real redis-server: it waits until the config lists the pod, gives up naming the key,
  * applies peer changes live and says which other changes need a restart. Also the command line.
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { parseEgressConfig } from "../../controller/egress/config.ts";
 import { publishEgressConfig } from "../../controller/egress/redis_config.ts";
 import { startRedis } from "../../lab/redis_server.ts";
@@ -12,7 +13,6 @@ import { RedisConnection } from "../../lib/redis_connection.ts";
 import { ConfigFollower, waitForEgressConfig } from "../../node/egress/_redis_config.ts";
 import { EGRESS_COMMAND, readEgressArgs } from "../../node/egress/egress_args.ts";
 import type { EgressPeer } from "../../controller/egress/config.ts";
-import { assert, assertEquals } from "./_assert.ts";
 import { waitFor } from "./_kubectl.ts";
 
 /** The error `p` rejects with, or undefined. */
@@ -38,7 +38,7 @@ Deno.test("egress agent config from Redis: waits for its pod, follows peers, nam
     let err = await failure(
       waitForEgressConfig(redis, "egress/internet", { self: "nat-b", timeoutMs: 200, log }),
     );
-    assert(err?.message.includes('"hf:egress:{egress/internet}:config" absent'), err?.message);
+    ok(err?.message.includes('"hf:egress:{egress/internet}:config" absent'), err?.message);
 
     // Published without this pod, then with it: the wait ends once it is listed.
     await publishEgressConfig(redis, config(["nat-a"]));
@@ -55,8 +55,8 @@ Deno.test("egress agent config from Redis: waits for its pod, follows peers, nam
     );
     await publishEgressConfig(redis, config(["nat-a", "nat-b"]));
     const initial = await waiting;
-    assertEquals(initial.config.peers.map((p) => p.name), ["nat-a", "nat-b"]);
-    assertEquals(initial.rev, 2);
+    deepStrictEqual(initial.config.peers.map((p) => p.name), ["nat-a", "nat-b"]);
+    deepStrictEqual(initial.rev, 2);
 
     // Peers change: applied live. Another field changes: logged as needing a restart.
     const seen: EgressPeer[][] = [];
@@ -68,27 +68,27 @@ Deno.test("egress agent config from Redis: waits for its pod, follows peers, nam
       log,
     });
     await follower.poll();
-    assertEquals(seen.length, 0);
+    deepStrictEqual(seen.length, 0);
     await publishEgressConfig(redis, config(["nat-a", "nat-b", "nat-c"]));
     await follower.poll();
-    assertEquals(seen.at(-1)?.map((p) => p.name), ["nat-a", "nat-b", "nat-c"]);
+    deepStrictEqual(seen.at(-1)?.map((p) => p.name), ["nat-a", "nat-b", "nat-c"]);
     await publishEgressConfig(
       redis,
       config(["nat-a", "nat-b", "nat-c"], { snatPorts: "2000-3000" }),
     );
     await follower.poll();
-    assertEquals(seen.length, 1);
+    deepStrictEqual(seen.length, 1);
     const restart = logs.records.find((r) => r.msg === "config changed; restart the pod to apply");
-    assertEquals(restart?.fields, ["snatPorts"]);
-    assertEquals(restart?.key, "hf:egress:{egress/internet}:config");
+    deepStrictEqual(restart?.fields, ["snatPorts"]);
+    deepStrictEqual(restart?.key, "hf:egress:{egress/internet}:config");
 
     // A document that does not validate is an error naming the key and the field.
     await redis.command(["HSET", "hf:egress:{egress/bad}:config", "json", '{"name":"x"}']);
     err = await failure(
       waitForEgressConfig(redis, "egress/bad", { self: "nat-a", timeoutMs: 1_000, log }),
     );
-    assert(err?.message.includes('"hf:egress:{egress/bad}:config"'), err?.message);
-    assert(err?.message.includes('field "destinations"'), err?.message);
+    ok(err?.message.includes('"hf:egress:{egress/bad}:config"'), err?.message);
+    ok(err?.message.includes('field "destinations"'), err?.message);
   } finally {
     await redis.close();
   }
@@ -97,7 +97,7 @@ Deno.test("egress agent config from Redis: waits for its pod, follows peers, nam
 Deno.test("egress command line: exactly one of --config and --egress; --egress needs --redis", () => {
   const read = (args: string[]) => readEgressArgs(parseCommandLine(args, EGRESS_COMMAND));
   const a = read(["--egress", "egress/internet", "--name", "nat-a", "--redis", "redis://r:6379"]);
-  assertEquals([a.egress, a.config, a.configWaitMs], ["egress/internet", undefined, 120_000]);
+  deepStrictEqual([a.egress, a.config, a.configWaitMs], ["egress/internet", undefined, 120_000]);
   for (
     const [args, says] of [
       [["--name", "n"], "exactly one"],
@@ -112,6 +112,6 @@ Deno.test("egress command line: exactly one of --config and --egress; --egress n
     } catch (e) {
       err = e;
     }
-    assert(err instanceof UsageError && err.message.includes(says), `${args}: ${err}`);
+    ok(err instanceof UsageError && err.message.includes(says), `${args}: ${err}`);
   }
 });

@@ -7,13 +7,13 @@
  * (condition, Warning Event) while the others keep working; deleting the EgressNAT removes both.
  * Sources by selector: the selected pods' addresses (both families) reach the config in Redis.
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { readStoredEgressConfig } from "../../controller/egress/redis_config.ts";
 import { startController } from "../../controller/k8s/run.ts";
 import { kubeConfigFor, startKubeServer } from "../../lab/kube/mod.ts";
 import { startRedis } from "../../lab/redis_server.ts";
 import { RedisConnection } from "../../lib/redis_connection.ts";
-import { assert, assertEquals } from "./_assert.ts";
 import { waitFor } from "./_kubectl.ts";
 
 const NS = "default";
@@ -101,14 +101,14 @@ Deno.test("egress NAT pods: the controller owns a Deployment and a PDB per Egres
       controller: true,
       blockOwnerDeletion: true,
     };
-    assertEquals(plain(dep!.metadata?.ownerReferences), [owner]);
-    assertEquals(plain((await pdb("internet"))!.metadata?.ownerReferences), [owner]);
-    assertEquals((await pdb("internet"))!.spec?.maxUnavailable, 1);
-    assertEquals(dep!.spec?.replicas, 2);
-    assertEquals(plain(dep!.spec?.selector.matchLabels), { "holdfast.io/egress": "internet" });
+    deepStrictEqual(plain(dep!.metadata?.ownerReferences), [owner]);
+    deepStrictEqual(plain((await pdb("internet"))!.metadata?.ownerReferences), [owner]);
+    deepStrictEqual((await pdb("internet"))!.spec?.maxUnavailable, 1);
+    deepStrictEqual(dep!.spec?.replicas, 2);
+    deepStrictEqual(plain(dep!.spec?.selector.matchLabels), { "holdfast.io/egress": "internet" });
     const c = dep!.spec!.template.spec!.containers[0]!;
-    assertEquals(c.image, "registry.example/holdfast:test");
-    assertEquals(c.args?.slice(0, 5), [
+    deepStrictEqual(c.image, "registry.example/holdfast:test");
+    deepStrictEqual(c.args?.slice(0, 5), [
       "main.ts",
       "egress",
       "--egress=default/internet",
@@ -116,7 +116,7 @@ Deno.test("egress NAT pods: the controller owns a Deployment and a PDB per Egres
       `--redis=${redisServer.url}`,
     ]);
     const anti = dep!.spec!.template.spec!.affinity!.podAntiAffinity!;
-    assertEquals(
+    deepStrictEqual(
       anti.preferredDuringSchedulingIgnoredDuringExecution![0]!.podAffinityTerm.topologyKey,
       "kubernetes.io/hostname",
     );
@@ -149,7 +149,7 @@ Deno.test("egress NAT pods: the controller owns a Deployment and a PDB per Egres
       const d = await deployment("internet");
       return d !== undefined && d.metadata?.uid !== uid && (await pdb("internet")) !== undefined;
     });
-    assertEquals((await deployment("internet"))!.spec?.replicas, 3);
+    deepStrictEqual((await deployment("internet"))!.spec?.replicas, 3);
 
     // A Deployment of the same name that is not ours: left alone, reported; the rest works.
     await apps.createNamespacedDeployment({
@@ -168,9 +168,9 @@ Deno.test("egress NAT pods: the controller owns a Deployment and a PDB per Egres
     });
     await custom.createNamespacedCustomObject(egressNat("taken"));
     await waitFor("Conflict", async () => natPods(await status("taken"))?.reason === "Conflict");
-    assert(natPods(await status("taken")).message.includes('Deployment "default/taken" exists'));
-    assertEquals((await deployment("taken"))!.spec?.replicas, 1);
-    assertEquals((await deployment("taken"))!.metadata?.ownerReferences, undefined);
+    ok(natPods(await status("taken")).message.includes('Deployment "default/taken" exists'));
+    deepStrictEqual((await deployment("taken"))!.spec?.replicas, 1);
+    deepStrictEqual((await deployment("taken"))!.metadata?.ownerReferences, undefined);
     const events = kc.makeApiClient(k8s.EventsV1Api);
     await waitFor(
       "the Warning Event",
@@ -179,7 +179,7 @@ Deno.test("egress NAT pods: the controller owns a Deployment and a PDB per Egres
           e.reason === "NATPodsConflict" && e.regarding?.name === "taken" && e.type === "Warning"
         ),
     );
-    assertEquals(natPods(await status("internet"))?.status, "True");
+    deepStrictEqual(natPods(await status("internet"))?.status, "True");
 
     // Clients by selector: the selected pods' addresses, both families, reach Redis (once a NAT
     // pod runs: no kubelet here, so one is written as the Deployment's would be).
@@ -200,8 +200,8 @@ Deno.test("egress NAT pods: the controller owns a Deployment and a PDB per Egres
       return stored?.clients.length === 1;
     });
     const stored = await readStoredEgressConfig(redis, "default/internet");
-    assertEquals(stored!.config.sources.map((s) => s.prefix), ["10.9.0.0/26", "10.8.0.11/32"]);
-    assertEquals(stored!.clients, [
+    deepStrictEqual(stored!.config.sources.map((s) => s.prefix), ["10.9.0.0/26", "10.8.0.11/32"]);
+    deepStrictEqual(stored!.clients, [
       { pod: "default/web-1", ips: ["10.8.0.11", "fd00:8::11"], address: "198.18.0.100" },
     ]);
     await pod(core, "web-2", { app: "web" }, ["10.8.0.13"]);
@@ -214,8 +214,8 @@ Deno.test("egress NAT pods: the controller owns a Deployment and a PDB per Egres
     const refused = await custom.createNamespacedCustomObject(egressNat("both", {
       sources: [{ prefix: "10.9.0.0/26", podSelector: {} }],
     })).then(() => "", (err) => String(err?.body ?? err));
-    assert(refused.includes("set either prefix or podSelector/namespaceSelector"), refused);
-    assert(refused.includes("spec.sources[0]"), refused);
+    ok(refused.includes("set either prefix or podSelector/namespaceSelector"), refused);
+    ok(refused.includes("spec.sources[0]"), refused);
 
     // A Foreground delete ends: the controller does not make again what the collector deletes.
     await custom.createNamespacedCustomObject(egressNat("fg"));
@@ -242,7 +242,7 @@ Deno.test("egress NAT pods: the controller owns a Deployment and a PDB per Egres
       async () =>
         (await deployment("internet")) === undefined && (await pdb("internet")) === undefined,
     );
-    assert((await deployment("taken")) !== undefined, "the Deployment not ours stays");
+    ok((await deployment("taken")) !== undefined, "the Deployment not ours stays");
   } finally {
     await redis.close();
   }

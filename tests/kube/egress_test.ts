@@ -4,6 +4,7 @@
  * and follows the labelled pods; an invalid object gets Ready=False InvalidSpec and a Warning
  * Event while a valid one beside it is still published; a lease in Redis shows in status.owners.
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { parseEgressConfig } from "../../controller/egress/config.ts";
 import { RedisLeaseStore } from "../../controller/egress/lease.ts";
@@ -12,7 +13,6 @@ import { startController } from "../../controller/k8s/run.ts";
 import { kubeConfigFor, startKubeServer } from "../../lab/kube/mod.ts";
 import { startRedis } from "../../lab/redis_server.ts";
 import { RedisConnection } from "../../lib/redis_connection.ts";
-import { assert, assertEquals } from "./_assert.ts";
 import { waitFor } from "./_kubectl.ts";
 
 const NS = "default";
@@ -109,8 +109,8 @@ Deno.test("egress controller: the config in Redis follows the EgressNAT and its 
       healthCheck: { intervalMs: 100, multiplier: 3 },
       snatPorts: "10000-29999",
     });
-    assertEquals(stored!.config, expected);
-    assertEquals(parseEgressConfig(JSON.parse(JSON.stringify(stored!.config))), expected);
+    deepStrictEqual(stored!.config, expected);
+    deepStrictEqual(parseEgressConfig(JSON.parse(JSON.stringify(stored!.config))), expected);
     const rev = stored!.rev;
 
     // A third pod joins: the config lists it, with a new revision.
@@ -119,27 +119,27 @@ Deno.test("egress controller: the config in Redis follows the EgressNAT and its 
       stored = await readStoredEgressConfig(redis, "default/internet");
       return stored?.config.peers.length === 3;
     });
-    assertEquals(stored!.config.peers.map((p) => p.name), ["nat-a", "nat-b", "nat-c"]);
-    assert(stored!.rev > rev, `revision ${stored!.rev} after ${rev}`);
+    deepStrictEqual(stored!.config.peers.map((p) => p.name), ["nat-a", "nat-b", "nat-c"]);
+    ok(stored!.rev > rev, `revision ${stored!.rev} after ${rev}`);
 
     // Not Ready while no pod owns an address.
     await waitFor(
       "Ready=False",
       async () => ready(await natStatus(kc, "internet"))?.status === "False",
     );
-    assertEquals(ready(await natStatus(kc, "internet")).reason, "AddressesUnowned");
+    deepStrictEqual(ready(await natStatus(kc, "internet")).reason, "AddressesUnowned");
 
     // Leases in Redis (as the NAT pods take them) show in status.owners, then Ready.
     const leases = new RedisLeaseStore(redis, "default/internet");
     const a = await leases.acquire("198.18.0.100", "nat-a/boot1", 60_000);
     const b = await leases.acquire("198.18.0.101", "nat-b/boot2", 60_000);
-    assert(a.acquired && b.acquired);
+    ok(a.acquired && b.acquired);
     let status: Obj = {};
     await waitFor("owners", async () => {
       status = await natStatus(kc, "internet");
       return status.owners?.length === 2;
     });
-    assertEquals(status.owners, [
+    deepStrictEqual(status.owners, [
       { address: "198.18.0.100", pod: "nat-a", epoch: a.epoch },
       { address: "198.18.0.101", pod: "nat-b", epoch: b.epoch },
     ]);
@@ -163,9 +163,9 @@ Deno.test("egress controller: the config in Redis follows the EgressNAT and its 
       async () => ready(await natStatus(kc, "broken"))?.reason === "InvalidSpec",
     );
     const cond = ready(await natStatus(kc, "broken"));
-    assertEquals(cond.status, "False");
-    assert(cond.message.includes('field "spec.gateways"'), cond.message);
-    assert(cond.message.includes("expected 2"), cond.message);
+    deepStrictEqual(cond.status, "False");
+    ok(cond.message.includes('field "spec.gateways"'), cond.message);
+    ok(cond.message.includes("expected 2"), cond.message);
     const events = kc.makeApiClient(k8s.EventsV1Api);
     await waitFor(
       "the Warning Event",
@@ -174,14 +174,17 @@ Deno.test("egress controller: the config in Redis follows the EgressNAT and its 
           e.reason === "InvalidSpec" && e.regarding?.name === "broken" && e.type === "Warning"
         ),
     );
-    assertEquals(await readStoredEgressConfig(redis, "default/broken"), null);
+    deepStrictEqual(await readStoredEgressConfig(redis, "default/broken"), null);
     await waitFor(
       "the second config",
       async () =>
         (await readStoredEgressConfig(redis, "default/second"))?.config.peers[0]?.name ===
           "second-a",
     );
-    assertEquals((await readStoredEgressConfig(redis, "default/internet"))?.config.peers.length, 3);
+    deepStrictEqual(
+      (await readStoredEgressConfig(redis, "default/internet"))?.config.peers.length,
+      3,
+    );
 
     // A field parseEgressConfig refuses is named as the spec field.
     await custom.patchNamespacedCustomObject(
@@ -200,9 +203,9 @@ Deno.test("egress controller: the config in Redis follows the EgressNAT and its 
       async () => ready(await natStatus(kc, "second"))?.reason === "InvalidSpec",
     );
     const m = ready(await natStatus(kc, "second")).message;
-    assert(m.includes('field "spec.sources[0].address"'), m);
+    ok(m.includes('field "spec.sources[0].address"'), m);
     // The last valid config stays for the pods.
-    assertEquals(
+    deepStrictEqual(
       (await readStoredEgressConfig(redis, "default/second"))?.config.sources[0]?.prefix,
       "10.8.0.0/26",
     );

@@ -7,7 +7,8 @@
  * an owner that is gone is collected. PodDisruptionBudgets are served
  * (`kubectl get pdb`).
  */
-import { assert, assertEquals, assertStringIncludes } from "./_assert.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
+import { assertStringIncludes } from "./_assert.ts";
 import { kubectlEnv, waitFor } from "./_kubectl.ts";
 
 // deno-lint-ignore no-explicit-any
@@ -88,18 +89,18 @@ Deno.test("kube gc: Background, Orphan and Foreground deletes of owners, with ku
   assertStringIncludes(await env.ok(["get", "pdb"]), "pdb");
   await env.ok(["delete", "configmap", "owner"]);
   await waitFor("the chain collected", async () => !(await exists("deployment dep")));
-  assert(!(await exists("pdb pdb")), "the PDB owned by the Deployment is gone");
+  ok(!(await exists("pdb pdb")), "the PDB owned by the Deployment is gone");
   const shared = await get("configmap shared");
-  assertEquals(shared.metadata.ownerReferences.map((r: Obj) => r.name), ["other"]);
+  deepStrictEqual(shared.metadata.ownerReferences.map((r: Obj) => r.name), ["other"]);
 
   // Orphan: the dependent stays, without the reference.
   await env.ok(["create", "-f", "-"], configMap("owner2"));
   const owner2 = await get("configmap owner2");
   await env.ok(["create", "-f", "-"], configMap("orphan", [ref("ConfigMap", "v1", owner2)]));
   await env.ok(["delete", "configmap", "owner2", "--cascade=orphan"]);
-  assert(!(await exists("configmap owner2")), "owner2 deleted");
+  ok(!(await exists("configmap owner2")), "owner2 deleted");
   const orphan = await get("configmap orphan");
-  assertEquals(orphan.metadata.ownerReferences, undefined);
+  deepStrictEqual(orphan.metadata.ownerReferences, undefined);
 
   // Foreground: the owner waits for a blocking dependent held by its own finalizer.
   await env.ok(["create", "-f", "-"], configMap("owner3"));
@@ -110,9 +111,9 @@ Deno.test("kube gc: Background, Orphan and Foreground deletes of owners, with ku
   );
   await env.ok(["delete", "configmap", "owner3", "--cascade=foreground", "--wait=false"]);
   const waiting = await get("configmap owner3");
-  assert(waiting.metadata.deletionTimestamp, "owner3 is being deleted");
-  assertEquals(waiting.metadata.finalizers, ["foregroundDeletion"]);
-  assert((await get("configmap held")).metadata.deletionTimestamp, "the dependent is deleting");
+  ok(waiting.metadata.deletionTimestamp, "owner3 is being deleted");
+  deepStrictEqual(waiting.metadata.finalizers, ["foregroundDeletion"]);
+  ok((await get("configmap held")).metadata.deletionTimestamp, "the dependent is deleting");
   await env.ok([
     "patch",
     "configmap",
@@ -123,14 +124,14 @@ Deno.test("kube gc: Background, Orphan and Foreground deletes of owners, with ku
     '{"metadata":{"finalizers":null}}',
   ]);
   await waitFor("owner3 released", async () => !(await exists("configmap owner3")));
-  assert(!(await exists("configmap held")), "held gone");
+  ok(!(await exists("configmap held")), "held gone");
 
   // Foreground with nothing to wait for: gone at once.
   await env.ok(["create", "-f", "-"], configMap("owner4"));
   const owner4 = await get("configmap owner4");
   await env.ok(["create", "-f", "-"], configMap("dep4", [ref("ConfigMap", "v1", owner4)]));
   await env.ok(["delete", "configmap", "owner4", "--cascade=foreground"]);
-  assert(!(await exists("configmap owner4")) && !(await exists("configmap dep4")), "both gone");
+  ok(!(await exists("configmap owner4")) && !(await exists("configmap dep4")), "both gone");
 
   // Created with a reference only to an owner that does not exist (deleted a moment before):
   // collected.
@@ -138,5 +139,5 @@ Deno.test("kube gc: Background, Orphan and Foreground deletes of owners, with ku
     ["create", "-f", "-"],
     configMap("late", [ref("ConfigMap", "v1", owner4)]),
   );
-  assert(!(await exists("configmap late")), "a dependent of a gone owner is collected");
+  ok(!(await exists("configmap late")), "a dependent of a gone owner is collected");
 });

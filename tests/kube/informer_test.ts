@@ -2,9 +2,9 @@
  * Informers of the real `@kubernetes/client-node` against the test server: callbacks for adds,
  * updates and deletes under a label selector, and a re-list after 410 Gone.
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { kubeConfigFor, startKubeServer } from "../../lab/kube/mod.ts";
-import { assert, assertEquals } from "./_assert.ts";
 import { waitFor } from "./_kubectl.ts";
 
 Deno.test("informer: makeInformer with a label selector reports add, update and delete", async () => {
@@ -46,7 +46,7 @@ Deno.test("informer: makeInformer with a label selector reports add, update and 
     );
     await core.deleteNamespacedService({ name: "before", namespace: "default" });
     await waitFor("the delete", () => seen.includes("delete before"));
-    assertEquals(seen, ["add before", "add mine", "update mine 81", "delete before"]);
+    deepStrictEqual(seen, ["add before", "add mine", "update mine 81", "delete before"]);
   } finally {
     await informer.stop();
   }
@@ -76,7 +76,7 @@ Deno.test("informer: ListWatch with a field selector) lists, watches, and re-lis
   informer.on("error", (e) => errors.push(e));
   await informer.start();
   try {
-    assertEquals(names(), ["p0"]);
+    deepStrictEqual(names(), ["p0"]);
     await core.createNamespacedPod({
       namespace: "default",
       body: {
@@ -106,9 +106,9 @@ Deno.test("informer: ListWatch with a field selector) lists, watches, and re-lis
     }, { manager: "test" });
     server.store.compact();
     await waitFor("the informer to re-list and see p2", () => names().includes("p2"));
-    assert(lists() > listsBefore, "the informer listed again");
-    assertEquals(names(), ["p0", "p1", "p2"]);
-    assertEquals(errors, []);
+    ok(lists() > listsBefore, "the informer listed again");
+    deepStrictEqual(names(), ["p0", "p1", "p2"]);
+    deepStrictEqual(errors, []);
   } finally {
     await informer.stop();
   }

@@ -3,9 +3,10 @@
  * served, and validate objects the way a cluster would after `kubectl apply -f k8s/crds`. The
  * files are part of the repository: a missing one fails the test that reads it (never a skip).
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { startKubeServer } from "../../lab/kube/mod.ts";
 import { loadManifests } from "../../lab/kube/manifests.ts";
-import { assert, assertEquals, assertStringIncludes } from "./_assert.ts";
+import { assertStringIncludes } from "./_assert.ts";
 import { kubectlEnv } from "./_kubectl.ts";
 
 const CRDS = new URL("../../k8s/crds/", import.meta.url).pathname;
@@ -14,7 +15,7 @@ Deno.test({
   name: "k8s/crds: every CRD loads and its kinds are served",
   async fn() {
     const crds = (await loadManifests(CRDS)).filter((o) => o.kind === "CustomResourceDefinition");
-    assert(crds.length > 0, "k8s/crds holds CRDs");
+    ok(crds.length > 0, "k8s/crds holds CRDs");
     await using server = await startKubeServer({ crdDirs: [CRDS] });
     for (const crd of crds) {
       const spec = crd.spec as {
@@ -23,7 +24,7 @@ Deno.test({
         versions: { name: string }[];
       };
       for (const v of spec.versions) {
-        assert(
+        ok(
           server.registry.find(spec.group, v.name, spec.names.plural),
           `${spec.names.plural}.${spec.group}/${v.name} served`,
         );
@@ -50,7 +51,7 @@ Deno.test({
       pool("blue", [{ cidr: "10.0.100.0/28" }, { start: "10.0.100.40", stop: "10.0.100.49" }]),
     );
     const blue = JSON.parse(await env.ok(["get", "hfpool", "blue", "-o", "json"]));
-    assertEquals(
+    deepStrictEqual(
       [blue.spec.autoAssign, blue.spec.avoidBuggyIPs],
       [true, false],
       "schema defaults applied",
@@ -60,15 +61,15 @@ Deno.test({
     const mixed = await env.kubectl(["apply", "-f", "-"], {
       stdin: pool("mixed", [{ cidr: "10.0.0.0/24", start: "10.0.0.1" }]),
     });
-    assert(mixed.code !== 0, "a block with both cidr and start is refused");
+    ok(mixed.code !== 0, "a block with both cidr and start is refused");
     assertStringIncludes(mixed.stderr, "spec.blocks[0]");
     const bad = await env.kubectl(["apply", "-f", "-"], {
       stdin: pool("bad", [{ cidr: "10.0.0.0/33" }]),
     });
-    assert(bad.code !== 0, "a bad CIDR is refused");
+    ok(bad.code !== 0, "a bad CIDR is refused");
     assertStringIncludes(bad.stderr, "spec.blocks[0].cidr");
     const none = await env.kubectl(["apply", "-f", "-"], { stdin: pool("none", []) });
-    assert(none.code !== 0, "a pool without blocks is refused");
+    ok(none.code !== 0, "a pool without blocks is refused");
     assertStringIncludes(none.stderr, "spec.blocks");
   },
 });
@@ -83,10 +84,10 @@ Deno.test({
     await env.ok(["apply", "-f", CRDS]);
     await env.ok(["apply", "-f", `${K8S}namespace.yaml`]);
     const first = await env.kubectl(["apply", "-R", "-f", K8S]);
-    assertEquals(first.code, 0, first.stderr);
+    deepStrictEqual(first.code, 0, first.stderr);
     const again = await env.kubectl(["apply", "--server-side", "-R", "-f", K8S]);
-    assertEquals(again.code, 0, again.stderr);
+    deepStrictEqual(again.code, 0, again.stderr);
     const deployments = JSON.parse(await env.ok(["get", "deployments", "-A", "-o", "json"]));
-    assert(deployments.items.length > 0, "k8s/ holds Deployments");
+    ok(deployments.items.length > 0, "k8s/ holds Deployments");
   },
 });

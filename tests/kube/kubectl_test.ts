@@ -3,7 +3,8 @@
  * (client-side and server-side), get (tables, YAML, watch), patch (merge, JSON, strategic),
  * delete, CRDs and their objects, and what it refuses loudly.
  */
-import { assert, assertEquals, assertMatch, assertStringIncludes } from "./_assert.ts";
+import { deepStrictEqual, match, ok } from "node:assert/strict";
+import { assertStringIncludes } from "./_assert.ts";
 import { parse } from "yaml";
 import { kubectlEnv, waitFor } from "./_kubectl.ts";
 import { allocationEvent } from "./_fixtures.ts";
@@ -28,7 +29,7 @@ spec:
 Deno.test("kubectl: discovery, version and api-resources", async () => {
   await using env = await kubectlEnv();
   const version = JSON.parse(await env.ok(["version", "-o", "json"]));
-  assertEquals(version.serverVersion.minor, "32");
+  deepStrictEqual(version.serverVersion.minor, "32");
   const resources = await env.ok(["api-resources", "--no-headers"]);
   for (
     const name of [
@@ -40,7 +41,7 @@ Deno.test("kubectl: discovery, version and api-resources", async () => {
       "customresourcedefinitions",
     ]
   ) {
-    assertMatch(resources, new RegExp(`^${name}\\s`, "m"));
+    match(resources, new RegExp(`^${name}\\s`, "m"));
   }
   assertStringIncludes(await env.ok(["get", "namespaces"]), "kube-system");
 });
@@ -60,12 +61,12 @@ Deno.test("kubectl: client-side apply creates, re-apply patches, get -o yaml sho
     "deployment.apps/web configured",
   );
   const obj = parse(await env.ok(["get", "deployment", "web", "-o", "yaml"]));
-  assertEquals(obj.spec.replicas, 3);
-  assertEquals(obj.spec.template.spec.containers.map((c: { image: string }) => c.image), [
+  deepStrictEqual(obj.spec.replicas, 3);
+  deepStrictEqual(obj.spec.template.spec.containers.map((c: { image: string }) => c.image), [
     "nginx:1.26",
     "busybox:1",
   ]);
-  assertEquals(obj.metadata.generation, 2);
+  deepStrictEqual(obj.metadata.generation, 2);
   assertStringIncludes(
     await env.ok(["apply", "-f", "-"], changed),
     "deployment.apps/web unchanged",
@@ -84,7 +85,7 @@ Deno.test("kubectl: server-side apply owns fields; another manager conflicts unl
     "-f",
     "-",
   ], { stdin: other });
-  assert(conflict.code !== 0, "a conflicting apply must fail");
+  ok(conflict.code !== 0, "a conflicting apply must fail");
   assertStringIncludes(conflict.stderr, `conflict with "kubectl"`);
   assertStringIncludes(conflict.stderr, ".spec.replicas");
   await env.ok(
@@ -94,9 +95,9 @@ Deno.test("kubectl: server-side apply owns fields; another manager conflicts unl
   const obj = parse(
     await env.ok(["get", "deployment", "web", "-o", "yaml", "--show-managed-fields"]),
   );
-  assertEquals(obj.spec.replicas, 5);
+  deepStrictEqual(obj.spec.replicas, 5);
   const managers = obj.metadata.managedFields.map((m: { manager: string }) => m.manager).sort();
-  assertEquals(managers, ["kubectl", "ops"]);
+  deepStrictEqual(managers, ["kubectl", "ops"]);
 });
 
 Deno.test("kubectl: client-side then server-side apply of a Service: kubectl's managedFields upgrade is honoured, one port", async () => {
@@ -111,19 +112,19 @@ Deno.test("kubectl: client-side then server-side apply of a Service: kubectl's m
   const managers = obj.metadata.managedFields.map((m: { manager: string; operation: string }) =>
     `${m.manager}/${m.operation}`
   );
-  assertEquals(
+  deepStrictEqual(
     managers.sort(),
     ["kubectl-last-applied/Apply", "kubectl/Apply"], // the annotation has its own manager
     "kubectl moved the client-side apply fields to its apply manager",
   );
-  assertEquals(obj.spec.ports, [{
+  deepStrictEqual(obj.spec.ports, [{
     name: "http",
     port: 80,
     protocol: "TCP",
     targetPort: 8081,
     nodePort: 30000,
   }]);
-  assertMatch(
+  match(
     await env.ok(["get", "services"]),
     /^web\s+LoadBalancer\s+10\.96\.0\.1\s+<pending>\s+80:30000\/TCP\s/m,
   );
@@ -134,21 +135,21 @@ Deno.test("kubectl: patch merge, json and strategic (containers merge by name)",
   await env.ok(["apply", "-f", "-"], DEPLOYMENT);
   const patch = (type: string, body: string) =>
     env.kubectl(["patch", "deployment", "web", "--type", type, "-p", body]);
-  assertEquals((await patch("merge", '{"spec":{"replicas":4}}')).code, 0);
-  assertEquals(
+  deepStrictEqual((await patch("merge", '{"spec":{"replicas":4}}')).code, 0);
+  deepStrictEqual(
     (await patch("json", '[{"op":"add","path":"/metadata/labels/tier","value":"front"}]')).code,
     0,
   );
   const sidecar =
     '{"spec":{"template":{"spec":{"containers":[{"name":"sidecar","image":"busybox:2"}]}}}}';
-  assertEquals((await patch("strategic", sidecar)).code, 0);
+  deepStrictEqual((await patch("strategic", sidecar)).code, 0);
   const obj = parse(await env.ok(["get", "deployment", "web", "-o", "yaml"]));
-  assertEquals(obj.spec.replicas, 4);
-  assertEquals(obj.metadata.labels.tier, "front");
+  deepStrictEqual(obj.spec.replicas, 4);
+  deepStrictEqual(obj.metadata.labels.tier, "front");
   const images = obj.spec.template.spec.containers.map((c: { image: string }) => c.image);
-  assertEquals(images, ["nginx:1.25", "busybox:2"]);
+  deepStrictEqual(images, ["nginx:1.25", "busybox:2"]);
   const bad = await patch("json", '[{"op":"test","path":"/spec/replicas","value":9}]');
-  assert(bad.code !== 0);
+  ok(bad.code !== 0);
   assertStringIncludes(bad.stderr, "test failed");
 });
 
@@ -157,10 +158,10 @@ Deno.test("kubectl: a CRD applied through the API serves its kind with validatio
   await env.ok(["apply", "-f", `${TESTDATA}widget_crd.yaml`]);
   await env.ok(["apply", "-f", `${TESTDATA}widgets.yaml`]);
   const table = await env.ok(["get", "widgets"]);
-  assertMatch(table, /^NAME\s+SIZE\s+COLOR\s+READY\s+AGE/);
-  assertMatch(table, /^w1\s+3\s+green\s/m);
+  match(table, /^NAME\s+SIZE\s+COLOR\s+READY\s+AGE/);
+  match(table, /^w1\s+3\s+green\s/m);
   const bad = await env.kubectl(["apply", "-f", `${TESTDATA}widget_invalid.yaml`]);
-  assert(bad.code !== 0, "an invalid custom object must be refused");
+  ok(bad.code !== 0, "an invalid custom object must be refused");
   assertStringIncludes(bad.stderr, "spec.size");
   assertStringIncludes(bad.stderr, "spec.color");
   const badSsa = await env.kubectl([
@@ -169,28 +170,28 @@ Deno.test("kubectl: a CRD applied through the API serves its kind with validatio
     "-f",
     `${TESTDATA}widget_invalid.yaml`,
   ]);
-  assert(badSsa.code !== 0);
+  ok(badSsa.code !== 0);
   assertStringIncludes(badSsa.stderr, `Unsupported value: "purple"`);
   const strategic = await env.kubectl(["patch", "widget", "w1", "-p", '{"spec":{"size":4}}']);
-  assert(strategic.code !== 0, "strategic merge patch on a custom object must be refused");
+  ok(strategic.code !== 0, "strategic merge patch on a custom object must be refused");
   assertStringIncludes(strategic.stderr, "strategic-merge-patch+json is not supported");
   await env.ok(["patch", "widget", "w1", "--type", "merge", "-p", '{"spec":{"size":4}}']);
   const w1 = parse(await env.ok(["get", "wg", "w1", "-o", "yaml"]));
-  assertEquals([w1.spec.size, w1.spec.color, w1.metadata.generation], [4, "green", 2]);
-  assertEquals(w1.spec.parts, [{ name: "a", count: 1 }, { name: "b", count: 2 }]);
+  deepStrictEqual([w1.spec.size, w1.spec.color, w1.metadata.generation], [4, "green", 2]);
+  deepStrictEqual(w1.spec.parts, [{ name: "a", count: 1 }, { name: "b", count: 2 }]);
   await env.ok(["delete", "-f", `${TESTDATA}widget_crd.yaml`]);
   const gone = await env.kubectl(["get", "widgets"]);
-  assert(gone.code !== 0, "the kind is gone with its CRD");
+  ok(gone.code !== 0, "the kind is gone with its CRD");
 });
 
 Deno.test("kubectl: unknown fields are refused (fieldValidation=Strict), --validate=warn warns and prunes them", async () => {
   await using env = await kubectlEnv();
   const typo = "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: typo }\ndat: { a: '1' }\n";
   const r = await env.kubectl(["apply", "-f", "-"], { stdin: typo });
-  assert(r.code !== 0);
+  ok(r.code !== 0);
   assertStringIncludes(r.stderr, `unknown field "dat"`);
   const warned = await env.kubectl(["create", "--validate=warn", "-f", "-"], { stdin: typo });
-  assertEquals(warned.code, 0);
+  deepStrictEqual(warned.code, 0);
   assertStringIncludes(warned.stderr, `unknown field "dat"`);
 });
 
@@ -224,7 +225,7 @@ Deno.test("kubectl: get -w streams changes, delete removes", async () => {
     const events = out.stdout.split("\n").filter((l) => /^(ADDED|MODIFIED|DELETED)/.test(l)).map((
       l,
     ) => l.split(/\s+/)[0]);
-    assertEquals(events, ["ADDED", "MODIFIED", "DELETED"], out.stdout + out.stderr);
+    deepStrictEqual(events, ["ADDED", "MODIFIED", "DELETED"], out.stdout + out.stderr);
   }
   const gone = await env.kubectl(["get", "deployment", "web"]);
   assertStringIncludes(gone.stderr, `deployments.apps "web" not found`);
@@ -242,7 +243,7 @@ Deno.test("kubectl: rollout status waits on the simulated rollout; without it, i
   await using env = await kubectlEnv();
   await env.ok(["apply", "-f", "-"], DEPLOYMENT);
   const stalled = await env.kubectl(["rollout", "status", "deployment/web", "--timeout=1s"]);
-  assert(stalled.code !== 0, "nothing rolls out without a controller");
+  ok(stalled.code !== 0, "nothing rolls out without a controller");
 });
 
 Deno.test("kubectl: an events.k8s.io/v1 Event (as a controller writes it) shows in get events and describe", async () => {
@@ -258,16 +259,16 @@ Deno.test("kubectl: an events.k8s.io/v1 Event (as a controller writes it) shows 
     ...allocationEvent("2026-01-01T00:00:00.000000Z", { apiVersion: "v1", uid }),
   };
   await env.ok(["create", "-f", "-"], JSON.stringify(event));
-  assertMatch(
+  match(
     await env.ok(["get", "events"]),
     /Normal\s+AddressAllocated\s+service\/web\s+allocated 10\.0\.100\.1 from pool blue/,
   );
-  assertMatch(
+  match(
     await env.ok(["describe", "service", "web"]),
     /Normal\s+AddressAllocated\s+.*allocated 10\.0\.100\.1 from pool blue/,
   );
   const core = JSON.parse(await env.ok(["get", "events.v1.", "web.1", "-o", "json"]));
-  assertEquals([core.involvedObject.name, core.message, core.reportingComponent], [
+  deepStrictEqual([core.involvedObject.name, core.message, core.reportingComponent], [
     "web",
     event.note,
     "holdfast.io/controller",
@@ -277,14 +278,14 @@ Deno.test("kubectl: an events.k8s.io/v1 Event (as a controller writes it) shows 
 Deno.test("kubectl: what the server cannot do fails loudly", async () => {
   await using env = await kubectlEnv();
   const proto = await env.kubectl(["create", "configmap", "x", "--from-literal=a=b"]);
-  assert(proto.code !== 0, "protobuf bodies are refused");
+  ok(proto.code !== 0, "protobuf bodies are refused");
   assertStringIncludes(proto.stderr, "application/vnd.kubernetes.protobuf");
   const scale = await env.kubectl(["apply", "-f", "-"], { stdin: DEPLOYMENT }).then(() =>
     env.kubectl(["scale", "deployment", "web", "--replicas", "3"])
   );
-  assert(scale.code !== 0, "the scale subresource is refused");
+  ok(scale.code !== 0, "the scale subresource is refused");
   assertStringIncludes(scale.stderr, "not supported");
   const field = await env.kubectl(["get", "pods", "--field-selector", "spec.bogus=x"]);
-  assert(field.code !== 0);
+  ok(field.code !== 0);
   assertStringIncludes(field.stderr, "field label not supported: spec.bogus");
 });

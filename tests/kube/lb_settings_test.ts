@@ -5,6 +5,7 @@
  * following that model (in-memory maps) on a node left out serves no frontend while one on a
  * selected node serves them all.
  */
+import { deepStrictEqual } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { startController } from "../../controller/k8s/run.ts";
 import { connectModelStore, startModelPublisher } from "../../controller/model/mod.ts";
@@ -15,7 +16,6 @@ import {
 } from "../../controller/model/_testing.ts";
 import { kubeConfigFor, startKubeServer } from "../../lab/kube/mod.ts";
 import { startRedis } from "../../lab/redis_server.ts";
-import { assertEquals } from "./_assert.ts";
 import { waitFor } from "./_kubectl.ts";
 
 const LB = "holdfast.io/lb-node";
@@ -57,13 +57,13 @@ Deno.test("LB settings: encapPort and the nodes lbNodeSelector selects reach the
     await pub.synced();
     const stored = async () => JSON.parse((await store.snapshot()).settings || "{}");
     await waitFor("the settings in Redis", async () => (await stored()).encapPort === 7000);
-    assertEquals(await stored(), { encapPort: 7000, lbNodes: ["n1", "n2"] });
+    deepStrictEqual(await stored(), { encapPort: 7000, lbNodes: ["n1", "n2"] });
 
     // n3 labelled, n1 not any more: the list follows.
     await labelNode(core, "n3", "true");
     await labelNode(core, "n1", null);
     await waitFor("n1 out, n3 in", async () => (await stored()).lbNodes?.join() === "n2,n3");
-    assertEquals(await stored(), { encapPort: 7000, lbNodes: ["n2", "n3"] });
+    deepStrictEqual(await stored(), { encapPort: 7000, lbNodes: ["n2", "n3"] });
 
     // Agents following this model: n1 (left out) withdraws, n2 (selected) serves. Their
     // services come from a second publisher's file (the controller's has none and writes no
@@ -78,7 +78,7 @@ Deno.test("LB settings: encapPort and the nodes lbNodeSelector selects reach the
     await n1.source.ready();
     await waitFor("n2 serves both frontends", () => n2.maps.services.size === 2);
     await n1.cp.reconciler.waitIdleWithin(2_000);
-    assertEquals([n1.source.serving, n1.maps.services.size, ports], [false, 0, [7000]]);
+    deepStrictEqual([n1.source.serving, n1.maps.services.size, ports], [false, 0, [7000]]);
     await labelNode(core, "n1", "true");
     await waitFor("n1 selected again serves", () => n1.maps.services.size === 2);
   } finally {

@@ -7,6 +7,7 @@
  * No verdict depends on how fast the machine is: waits end on the event and are bounded by
  * {@link LIMIT_MS}; only orderings and lower bounds are asserted (durations are printed).
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { kubeConfigFor, type KubeServer, startKubeServer } from "../../lab/kube/mod.ts";
 import { Registry } from "../../lib/metrics.ts";
@@ -17,7 +18,6 @@ import {
   type LeaseApi,
   startLeaderElection,
 } from "../../controller/k8s/leader.ts";
-import { assert, assertEquals } from "./_assert.ts";
 
 /** Short timings, for the tests where the lease must run out. */
 const TIMING = { leaseDurationMs: 1_500, renewDeadlineMs: 1_000, retryPeriodMs: 200 };
@@ -100,7 +100,7 @@ async function watchLeaders(
   const end = performance.now() + ms;
   while (performance.now() < end) {
     const leaders = all.filter((c) => c.election.isLeader()).map((c) => c.id);
-    assert(leaders.length <= 1, `two leaders at once: ${leaders.join(", ")}`);
+    ok(leaders.length <= 1, `two leaders at once: ${leaders.join(", ")}`);
     if (until()) return;
     await sleep(10);
   }
@@ -112,7 +112,7 @@ async function sampleFor(all: Candidate[], ms: number): Promise<void> {
   const end = performance.now() + ms;
   while (performance.now() < end) {
     const leaders = all.filter((c) => c.election.isLeader()).map((c) => c.id);
-    assert(leaders.length <= 1, `two leaders at once: ${leaders.join(", ")}`);
+    ok(leaders.length <= 1, `two leaders at once: ${leaders.join(", ")}`);
     await sleep(10);
   }
 }
@@ -135,11 +135,11 @@ Deno.test("leader: two candidates, exactly one leader at every sampled moment", 
     await watchLeaders(all, () => other.election.leader() === first.id);
     // Keep sampling for several renew periods: leadership stays put and never doubles.
     await sampleFor(all, 1_500);
-    assert(first.election.isLeader(), "the leader keeps the Lease while it renews");
-    assertEquals(other.election.leader(), first.id, "the follower observed the leader");
-    assertEquals(first.metrics.gauge("holdfast_controller_leader", "").get(), 1);
-    assertEquals(other.metrics.gauge("holdfast_controller_leader", "").get(), 0);
-    assert(
+    ok(first.election.isLeader(), "the leader keeps the Lease while it renews");
+    deepStrictEqual(other.election.leader(), first.id, "the follower observed the leader");
+    deepStrictEqual(first.metrics.gauge("holdfast_controller_leader", "").get(), 1);
+    deepStrictEqual(other.metrics.gauge("holdfast_controller_leader", "").get(), 0);
+    ok(
       logs.records.some((r) =>
         r.msg === "new leader observed" && r.identity === other.id && r.leader === first.id
       ),
@@ -167,9 +167,9 @@ Deno.test("leader: a crashed leader's Lease is taken once the lease has passed, 
     // The follower counts the lease from when it saw the last renew, which landed after it was
     // sent: it may take over a full lease after that send at the earliest.
     const early = follower.started[0]! - (leader.api.lastWriteSentAt + TIMING.leaseDurationMs);
-    assert(early >= 0, `took over ${(-early).toFixed(0)} ms before the lease passed`);
-    assert(leader.stopped[0]! <= follower.started[0]!, "the old leader stepped down first");
-    assert(logs.records.some((r) => r.msg === "became leader" && r.identity === follower.id));
+    ok(early >= 0, `took over ${(-early).toFixed(0)} ms before the lease passed`);
+    ok(leader.stopped[0]! <= follower.started[0]!, "the old leader stepped down first");
+    ok(logs.records.some((r) => r.msg === "became leader" && r.identity === follower.id));
   } finally {
     await stopAll(all);
   }
@@ -187,14 +187,14 @@ Deno.test("leader: a leader cut off from the API server steps down before the ot
     leader.api.mode = "hang"; // requests never answer: only the renew deadline can end it
     await watchLeaders(all, () => follower.election.isLeader());
     console.error(`stepped down ${(leader.stopped[0]! - cutAt).toFixed(0)} ms after the cut`);
-    assert(leader.stopped.length > 0, "the cut-off leader stepped down");
-    assert(leader.stopped[0]! < follower.started[0]!, "stepped down before the takeover");
-    assert(logs.records.some((r) => r.msg === "stopped leading" && r.identity === leader.id));
-    assertEquals(leader.metrics.gauge("holdfast_controller_leader", "").get(), 0);
+    ok(leader.stopped.length > 0, "the cut-off leader stepped down");
+    ok(leader.stopped[0]! < follower.started[0]!, "stepped down before the takeover");
+    ok(logs.records.some((r) => r.msg === "stopped leading" && r.identity === leader.id));
+    deepStrictEqual(leader.metrics.gauge("holdfast_controller_leader", "").get(), 0);
     // Healed: the old leader follows the new one.
     leader.api.mode = "ok";
     await watchLeaders(all, () => leader.election.leader() === follower.id);
-    assert(!leader.election.isLeader());
+    ok(!leader.election.isLeader());
   } finally {
     await stopAll(all);
   }
@@ -235,19 +235,19 @@ Deno.test("leader: stop releases the Lease and the follower takes it at its next
     const follower = all.find((c) => c !== leader)!;
     const stopAt = performance.now();
     await leader.election.stop();
-    assert(!leader.election.isLeader());
+    ok(!leader.election.isLeader());
     await watchLeaders(all, () => follower.election.isLeader());
     const takeover = follower.started[0]! - stopAt;
     console.error(`takeover after a release: ${takeover.toFixed(0)} ms`);
-    assert(takeover < LONG.leaseDurationMs, "taken before the lease could have run out");
-    assert(logs.records.some((r) => r.msg === "released the Lease" && r.identity === leader.id));
+    ok(takeover < LONG.leaseDurationMs, "taken before the lease could have run out");
+    ok(logs.records.some((r) => r.msg === "released the Lease" && r.identity === leader.id));
     const kc = await kubeConfigFor(kube);
     const lease = await kc.makeApiClient(k8s.CoordinationV1Api).readNamespacedLease({
       name: "holdfast-controller",
       namespace: "default",
     });
-    assertEquals(lease.spec?.holderIdentity, follower.id);
-    assertEquals(lease.spec?.leaseTransitions, 1);
+    deepStrictEqual(lease.spec?.holderIdentity, follower.id);
+    deepStrictEqual(lease.spec?.leaseTransitions, 1);
   } finally {
     await stopAll(all);
   }

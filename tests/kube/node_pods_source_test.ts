@@ -4,9 +4,9 @@
  * their status.podIPs; host-network and finished pods left out; a pod that gets its address, or
  * is deleted, reaches the agent as a new list.
  */
+import { deepStrictEqual } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { kubeConfigFor, startKubeServer } from "../../lab/kube/mod.ts";
-import { assertEquals } from "./_assert.ts";
 import { waitFor } from "./_kubectl.ts";
 import { kubePodSource } from "../../node/backends/kube_pods.ts";
 import type { LocalPod } from "../../node/backends/plan.ts";
@@ -53,7 +53,7 @@ Deno.test("kubePodSource: the pods of this node with their addresses, following 
       return Promise.resolve();
     });
     const last = () => [...(seen.at(-1) ?? [])].sort((a, b) => a.name.localeCompare(b.name));
-    assertEquals(last(), [{ name: "shop/web-1", ips: ["10.2.0.5", "2001:db8:2::5"] }]);
+    deepStrictEqual(last(), [{ name: "shop/web-1", ips: ["10.2.0.5", "2001:db8:2::5"] }]);
     // web-3 gets its address; web-1 is deleted.
     const w3 = await core.readNamespacedPod({ name: "web-3", namespace: "shop" });
     await core.replaceNamespacedPodStatus({

@@ -1,7 +1,8 @@
 /** Patch formats of the test server: merge, JSON and strategic merge with kubectl's directives. */
+import { deepStrictEqual } from "node:assert/strict";
 import { jsonPatch, mergePatch, strategicMerge } from "../../lab/kube/patch.ts";
 import { ApiError } from "../../lab/kube/status.ts";
-import { assertEquals, assertRejects } from "./_assert.ts";
+import { assertRejects } from "./_assert.ts";
 
 const pod = {
   metadata: { name: "p", finalizers: ["a"] },
@@ -15,7 +16,7 @@ const pod = {
 };
 
 Deno.test("merge patch: objects merge, null deletes, lists replace", () => {
-  assertEquals(
+  deepStrictEqual(
     mergePatch({ a: 1, b: { c: 2, d: 3 }, l: [1, 2] }, { b: { c: null, e: 4 }, l: [3] }),
     {
       a: 1,
@@ -36,13 +37,13 @@ Deno.test("json patch: add, remove, replace, move, copy, test; a failed test or 
     { op: "test", path: "/d", value: "y" },
     { op: "add", path: "/f~1g", value: true },
   ]);
-  assertEquals(out, { a: { b: [3] }, c: "y", d: "y", e: 1, "f/g": true });
-  assertEquals(doc.a.b, [1, 2], "the input is not changed");
+  deepStrictEqual(out, { a: { b: [3] }, c: "y", d: "y", e: 1, "f/g": true });
+  deepStrictEqual(doc.a.b, [1, 2], "the input is not changed");
   const err = await assertRejects(
     () => jsonPatch(doc, [{ op: "test", path: "/c", value: "z" }]),
     "test failed",
   );
-  assertEquals((err as ApiError).code, 422);
+  deepStrictEqual((err as ApiError).code, 422);
   await assertRejects(
     () => jsonPatch(doc, [{ op: "remove", path: "/nope" }]),
     `path "/nope" does not exist`,
@@ -59,13 +60,16 @@ Deno.test("strategic merge: containers and env merge by name, other lists replac
       tolerations: [{ key: "y" }],
     },
   }) as typeof pod;
-  assertEquals(out.spec.containers.map((c) => c.name), ["app", "side", "new"]);
-  assertEquals(out.spec.containers[0]!.image, "app:1");
-  assertEquals(out.spec.containers[0]!.env, [{ name: "A", value: "1" }, { name: "B", value: "3" }, {
+  deepStrictEqual(out.spec.containers.map((c) => c.name), ["app", "side", "new"]);
+  deepStrictEqual(out.spec.containers[0]!.image, "app:1");
+  deepStrictEqual(out.spec.containers[0]!.env, [{ name: "A", value: "1" }, {
+    name: "B",
+    value: "3",
+  }, {
     name: "C",
     value: "4",
   }]);
-  assertEquals(out.spec.tolerations, [{ key: "y" }]);
+  deepStrictEqual(out.spec.tolerations, [{ key: "y" }]);
 });
 
 Deno.test("strategic merge: $patch delete/replace, $setElementOrder, $retainKeys, $deleteFromPrimitiveList", async () => {
@@ -76,24 +80,24 @@ Deno.test("strategic merge: $patch delete/replace, $setElementOrder, $retainKeys
       containers: [{ name: "app", env: [{ name: "A", $patch: "delete" }] }],
     },
   }) as typeof pod;
-  assertEquals(out.metadata.finalizers, []);
-  assertEquals(out.spec.containers.map((c) => c.name), ["side", "app"]);
-  assertEquals(out.spec.containers[1]!.env, [{ name: "B", value: "2" }]);
+  deepStrictEqual(out.metadata.finalizers, []);
+  deepStrictEqual(out.spec.containers.map((c) => c.name), ["side", "app"]);
+  deepStrictEqual(out.spec.containers[1]!.env, [{ name: "B", value: "2" }]);
   const replaced = strategicMerge("Pod", pod, {
     spec: { containers: [{ $patch: "replace" }, { name: "only", image: "o" }] },
   }) as typeof pod;
-  assertEquals(replaced.spec.containers, [{ name: "only", image: "o" }]);
+  deepStrictEqual(replaced.spec.containers, [{ name: "only", image: "o" }]);
   const retained = strategicMerge("Deployment", {
     spec: { strategy: { type: "RollingUpdate", rollingUpdate: { maxSurge: 1 } } },
   }, {
     spec: { strategy: { $retainKeys: ["type"], type: "Recreate" } },
   });
-  assertEquals(retained, { spec: { strategy: { type: "Recreate" } } });
+  deepStrictEqual(retained, { spec: { strategy: { type: "Recreate" } } });
   const err = await assertRejects(
     () => strategicMerge("Pod", pod, { spec: { $bogus: 1 } }),
     `directive "$bogus"`,
   );
-  assertEquals((err as ApiError).code, 400);
+  deepStrictEqual((err as ApiError).code, 400);
 });
 
 Deno.test("strategic merge: Service ports merge by port, finalizers as a set", () => {
@@ -105,7 +109,7 @@ Deno.test("strategic merge: Service ports merge by port, finalizers as a set", (
     metadata: { finalizers: ["b", "a"] },
     spec: { ports: [{ port: 443, targetPort: 8443 }] },
   });
-  assertEquals(out, {
+  deepStrictEqual(out, {
     metadata: { finalizers: ["a", "b"] },
     spec: { ports: [{ port: 80, name: "http" }, { port: 443, name: "https", targetPort: 8443 }] },
   });

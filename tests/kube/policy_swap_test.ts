@@ -3,6 +3,7 @@
  * a module that passes validation replaces `policy.wasm` in ConfigMap `holdfast-policy` with its
  * SHA-256 annotation; a module that fails it (a wrong flow hash) changes nothing and says why.
  */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import {
   kubeConfigFor,
@@ -11,7 +12,7 @@ import {
   startKubeServer,
 } from "../../lab/kube/mod.ts";
 import { main } from "../../scripts/policy_swap.ts";
-import { assert, assertEquals, assertStringIncludes } from "./_assert.ts";
+import { assertStringIncludes } from "./_assert.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const DEBUG_WASM = `${ROOT}policy-as/build/debug.wasm`;
@@ -52,24 +53,27 @@ Deno.test("policy:swap: an accepted module replaces policy.wasm with its sha256;
   const core = await installed(kube);
   const bytes = await Deno.readFile(DEBUG_WASM);
   const before = await readPolicy(core);
-  assert(
+  ok(
     before.binaryData?.["policy.wasm"] !== bytes.toBase64(),
     "the test swaps in another module",
   );
 
   const run = await swap(kube, DEBUG_WASM);
-  assertEquals(run.code, 0, run.err);
+  deepStrictEqual(run.code, 0, run.err);
   const digest = await sha256(bytes);
-  assertEquals(run.out, `configmap/holdfast-policy updated: sha256 ${digest}`);
+  deepStrictEqual(run.out, `configmap/holdfast-policy updated: sha256 ${digest}`);
   const after = await readPolicy(core);
-  assertEquals(after.binaryData?.["policy.wasm"], bytes.toBase64());
-  assertEquals(after.metadata?.annotations?.["holdfast.io/policy-sha256"], digest);
-  assertEquals(after.metadata?.labels, before.metadata?.labels, "labels kept");
+  deepStrictEqual(after.binaryData?.["policy.wasm"], bytes.toBase64());
+  deepStrictEqual(after.metadata?.annotations?.["holdfast.io/policy-sha256"], digest);
+  deepStrictEqual(after.metadata?.labels, before.metadata?.labels, "labels kept");
 
   const again = await swap(kube, DEBUG_WASM);
-  assertEquals(again.code, 0, again.err);
+  deepStrictEqual(again.code, 0, again.err);
   assertStringIncludes(again.out, "unchanged");
-  assertEquals((await readPolicy(core)).metadata?.resourceVersion, after.metadata?.resourceVersion);
+  deepStrictEqual(
+    (await readPolicy(core)).metadata?.resourceVersion,
+    after.metadata?.resourceVersion,
+  );
 });
 
 Deno.test("policy:swap: a rejected module changes nothing and says why", async () => {
@@ -77,15 +81,15 @@ Deno.test("policy:swap: a rejected module changes nothing and says why", async (
   const core = await installed(kube);
   const before = await readPolicy(core);
   const run = await swap(kube, WRONG_HASH_WASM);
-  assertEquals(run.code, 1);
+  deepStrictEqual(run.code, 1);
   assertStringIncludes(run.err, "rejected (vectors)");
   assertStringIncludes(run.err, "five-tuple flow hash of");
   assertStringIncludes(run.err, "ConfigMap holdfast-system/holdfast-policy unchanged");
   const after = await readPolicy(core);
-  assertEquals(after.metadata?.resourceVersion, before.metadata?.resourceVersion);
-  assertEquals(after.binaryData, before.binaryData);
+  deepStrictEqual(after.metadata?.resourceVersion, before.metadata?.resourceVersion);
+  deepStrictEqual(after.binaryData, before.binaryData);
   // Validation fails before any write to the ConfigMap is sent.
-  assert(
+  ok(
     !kube.requests.some((r) => r.method !== "GET" && r.path.includes("configmaps/holdfast-policy")),
   );
 });
@@ -93,7 +97,7 @@ Deno.test("policy:swap: a rejected module changes nothing and says why", async (
 Deno.test("policy:swap: a missing file or FILE is an error before any request", async () => {
   await using kube = await startKubeServer();
   const missing = await swap(kube, `${ROOT}nope.wasm`);
-  assertEquals(missing.code, 1);
+  deepStrictEqual(missing.code, 1);
   assertStringIncludes(missing.err, 'cannot read module "');
-  assertEquals(await main(["--namespace", "x"], { err: () => {} }), 2);
+  deepStrictEqual(await main(["--namespace", "x"], { err: () => {} }), 2);
 });

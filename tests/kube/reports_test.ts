@@ -5,6 +5,7 @@
  * nodes) and on the policy ConfigMap (`PolicyRejected`), written by the leader only; what was
  * reported before the controller started is not replayed.
  */
+import { deepStrictEqual } from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
 import { startController } from "../../controller/k8s/run.ts";
 import { appendReport } from "../../controller/model/reports.ts";
@@ -15,7 +16,6 @@ import { RedisConnection } from "../../lib/redis_connection.ts";
 import { FAST_CHECK } from "../../node/health/_testing.ts";
 import type { HealthChange } from "../../node/health/mod.ts";
 import { AgentReporter } from "../../node/reports.ts";
-import { assertEquals } from "./_assert.ts";
 import { waitFor } from "./_kubectl.ts";
 
 const quarantined = (backendIp: string): HealthChange => ({
@@ -95,11 +95,11 @@ Deno.test("reports: health verdicts from two LB nodes are one Event on the Servi
     cm = await eventsOf("holdfast-policy");
     const shown = (e: k8s.CoreV1Event) =>
       `${e.type} ${e.reason} ${e.involvedObject.kind} ${e.reportingInstance}: ${e.message}`;
-    assertEquals(web.map(shown), [
+    deepStrictEqual(web.map(shown), [
       "Warning BackendUnhealthy Service controller-0: backend 10.1.0.3:8080 unhealthy on " +
       "lb-node-1, lb-node-2: 3 failed probes (connect refused)",
     ]);
-    assertEquals(cm.map(shown), [
+    deepStrictEqual(cm.map(shown), [
       "Warning PolicyRejected ConfigMap controller-0: Policy module sha256 abababababababab " +
       "rejected on lb-node-1 (abi: no export); the module serving there stays",
     ]);

@@ -1,7 +1,8 @@
 /** CRD schemas and selectors of the test server, without HTTP. */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { admit, unsupportedSchemaFeatures } from "../../lab/kube/schema.ts";
 import { parseFieldSelector, parseLabelSelector } from "../../lab/kube/selectors.ts";
-import { assert, assertEquals, assertRejects } from "./_assert.ts";
+import { assertRejects } from "./_assert.ts";
 
 const schema = {
   type: "object",
@@ -49,16 +50,16 @@ Deno.test("schema: defaults, pruning of unknown fields, preserve-unknown-fields,
       free: { any: { thing: 1 } },
     },
   });
-  assertEquals(r.causes, []);
-  assertEquals(r.unknownFields, ["spec.typo"]);
-  assertEquals(r.value.spec, {
+  deepStrictEqual(r.causes, []);
+  deepStrictEqual(r.unknownFields, ["spec.typo"]);
+  deepStrictEqual(r.value.spec, {
     blocks: [{ cidr: "10.0.0.0/24" }],
     port: "http",
     note: null,
     mode: "Stateful",
     free: { any: { thing: 1 } },
   });
-  assertEquals(
+  deepStrictEqual(
     (r.value.metadata as { labels: unknown }).labels,
     { a: "b" },
     "metadata is not pruned by the schema",
@@ -66,8 +67,10 @@ Deno.test("schema: defaults, pruning of unknown fields, preserve-unknown-fields,
 });
 
 Deno.test("schema: required, minItems, oneOf, formats, int-or-string and maxLength name their fields", () => {
-  assertEquals(fields(admit(schema, { spec: {} })), ["spec.blocks: FieldValueRequired"]);
-  assertEquals(fields(admit(schema, { spec: { blocks: [] } })), ["spec.blocks: FieldValueInvalid"]);
+  deepStrictEqual(fields(admit(schema, { spec: {} })), ["spec.blocks: FieldValueRequired"]);
+  deepStrictEqual(fields(admit(schema, { spec: { blocks: [] } })), [
+    "spec.blocks: FieldValueInvalid",
+  ]);
   const r = admit(schema, {
     spec: {
       blocks: [{ cidr: "10.0.0.0/24", start: "10.0.0.1", stop: "10.0.0.9" }, {
@@ -78,7 +81,7 @@ Deno.test("schema: required, minItems, oneOf, formats, int-or-string and maxLeng
       note: "toolong",
     },
   });
-  assertEquals(fields(r), [
+  deepStrictEqual(fields(r), [
     "spec.blocks[0]: FieldValueInvalid",
     "spec.blocks[1].start: FieldValueInvalid",
     "spec.port: FieldValueInvalid",
@@ -105,23 +108,27 @@ Deno.test("schema: CEL rules are evaluated; rules outside the supported subset a
     }],
   };
   const s = { type: "object", properties: { blocks: list } };
-  assertEquals(
+  deepStrictEqual(
     admit(s, { blocks: [{ cidr: "10.0.0.0/8" }, { start: "10.1.0.1", stop: "10.1.0.9" }] }).causes,
     [],
   );
   const bad = admit(s, {
     blocks: [{ cidr: "10.0.0.0/8", start: "10.0.0.1" }, { stop: "1.2.3.4" }, { cidr: "nope" }],
   });
-  assertEquals(bad.causes.map((c) => `${c.field}: ${c.message}`), [
+  deepStrictEqual(bad.causes.map((c) => `${c.field}: ${c.message}`), [
     `blocks[0]: Invalid value: "object": a block is either cidr or both start and stop`,
     `blocks[1]: Invalid value: "object": a block is either cidr or both start and stop`,
     `blocks: Invalid value: "array": failed rule: self.all(b, !has(b.cidr) || isCIDR(b.cidr)) && size(self) < 3`,
   ]);
   const unsupported = (rule: string) =>
     unsupportedSchemaFeatures({ type: "object", "x-kubernetes-validations": [{ rule }] }).length;
-  assertEquals(unsupported("self.a == oldSelf.a"), 1, "transition rules");
-  assertEquals(unsupported("quantity(self.q).isLessThan(quantity('1'))"), 1, "unknown functions");
-  assertEquals(
+  deepStrictEqual(unsupported("self.a == oldSelf.a"), 1, "transition rules");
+  deepStrictEqual(
+    unsupported("quantity(self.q).isLessThan(quantity('1'))"),
+    1,
+    "unknown functions",
+  );
+  deepStrictEqual(
     unsupported("self.x.matches('^a+$') && self.y in ['a', 'b'] && self.z.size() <= 3"),
     0,
   );
@@ -134,12 +141,12 @@ Deno.test("selectors: label operators and field selectors; what cannot be read i
   });
   const match = (sel: string, labels: Record<string, string>) =>
     parseLabelSelector(sel)(obj(labels));
-  assert(match("a=1,b!=2", { a: "1" }));
-  assert(match("a in (1, 2),!c", { a: "2" }));
-  assert(!match("a notin (1,2)", { a: "2" }));
-  assert(match("a", { a: "" }) && !match("a", {}));
-  assert(match("n>3", { n: "4" }) && !match("n<3", { n: "4" }));
-  assert(parseFieldSelector("spec.nodeName=a,metadata.namespace!=x", ["spec.nodeName"])(obj({})));
+  ok(match("a=1,b!=2", { a: "1" }));
+  ok(match("a in (1, 2),!c", { a: "2" }));
+  ok(!match("a notin (1,2)", { a: "2" }));
+  ok(match("a", { a: "" }) && !match("a", {}));
+  ok(match("n>3", { n: "4" }) && !match("n<3", { n: "4" }));
+  ok(parseFieldSelector("spec.nodeName=a,metadata.namespace!=x", ["spec.nodeName"])(obj({})));
   await assertRejects(
     () => parseFieldSelector("spec.nodeName=a", []),
     "field label not supported: spec.nodeName",

@@ -4,7 +4,7 @@
  * the rest), label keys and values, the 256 KiB annotation limit, and no new finalizer on an
  * object being deleted; each refusal a 422 Invalid worded as the real API server words it.
  */
-import { assertEquals } from "./_assert.ts";
+import { deepStrictEqual } from "node:assert/strict";
 import { kubectlEnv } from "./_kubectl.ts";
 import { refused, serviceYaml } from "./_refuse.ts";
 import { call } from "./_http.ts";
@@ -87,7 +87,7 @@ Deno.test("validation: object names follow each kind's rule", async (t) => {
         'metadata.generateName: Invalid value: "web.": a lowercase RFC 1123 subdomain',
       );
       const made = await env.ok(["create", "-f", "-", "-o", "name"], gen("web-"));
-      assertEquals(made.startsWith("configmap/web-"), true, made);
+      deepStrictEqual(made.startsWith("configmap/web-"), true, made);
     },
   );
   await t.step(
@@ -127,8 +127,8 @@ Deno.test("validation: label keys and values, on every kind", async (t) => {
     await t.step(`${what} is refused`, async () => {
       for (const [kind, body] of Object.entries(objects("lbl", { labels }))) {
         const r = await env.kubectl(["create", "-f", "-"], { stdin: body });
-        assertEquals(r.code !== 0, true, `${kind} with ${what} must be refused`);
-        assertEquals(r.stderr.includes(message), true, `${kind}: ${r.stderr}`);
+        deepStrictEqual(r.code !== 0, true, `${kind} with ${what} must be refused`);
+        deepStrictEqual(r.stderr.includes(message), true, `${kind}: ${r.stderr}`);
       }
     });
   }
@@ -145,8 +145,8 @@ Deno.test("validation: annotations may total 262,144 bytes, no more", async (t) 
   await t.step("over the limit is refused on every kind", async () => {
     for (const [kind, body] of Object.entries(objects("big", big(262145)))) {
       const r = await env.kubectl(["create", "-f", "-"], { stdin: body });
-      assertEquals(r.code !== 0, true, `${kind} must be refused`);
-      assertEquals(
+      deepStrictEqual(r.code !== 0, true, `${kind} must be refused`);
+      deepStrictEqual(
         r.stderr.includes("metadata.annotations: Too long: may not be more than 262144 bytes"),
         true,
         `${kind}: ${r.stderr}`,
@@ -196,7 +196,7 @@ Deno.test("validation: no new finalizer on an object being deleted; the 422 carr
         '{"metadata":{"finalizers":null}}',
       ]);
       const gone = await env.kubectl(["get", res, "held"]);
-      assertEquals(gone.code !== 0, true, "the last finalizer removed, the object is gone");
+      deepStrictEqual(gone.code !== 0, true, "the last finalizer removed, the object is gone");
     });
   }
   await t.step("a finalizer must be a qualified name", async () => {
@@ -211,13 +211,13 @@ Deno.test("validation: no new finalizer on an object being deleted; the 422 carr
     const r = await call(env.server, "POST", "/api/v1/namespaces/default/configmaps", {
       metadata: { name: "Bad", labels: { "a/b/c": "x" } },
     });
-    assertEquals([r.code, r.body.reason, r.body.details.kind, r.body.details.name], [
+    deepStrictEqual([r.code, r.body.reason, r.body.details.kind, r.body.details.name], [
       422,
       "Invalid",
       "ConfigMap",
       "Bad",
     ]);
-    assertEquals(
+    deepStrictEqual(
       r.body.details.causes.map((c: { reason: string; field: string }) => [c.reason, c.field]),
       [["FieldValueInvalid", "metadata.name"], ["FieldValueInvalid", "metadata.labels"]],
     );

@@ -4,8 +4,8 @@
  * IP's immutability, node port and cluster IP allocation (range, one owner, freed on delete and
  * on a type change), and the fields a type change drops (dropTypeDependentFields).
  */
+import { deepStrictEqual, match } from "node:assert/strict";
 import { parse } from "yaml";
-import { assertEquals, assertMatch } from "./_assert.ts";
 import { kubectlEnv } from "./_kubectl.ts";
 import { refused, serviceYaml } from "./_refuse.ts";
 
@@ -119,7 +119,7 @@ Deno.test("service validation: cluster IPs are immutable, unique and in range", 
   await using env = await kubectlEnv();
   await env.ok(create, serviceYaml("a"));
   const ip = (await env.ok(["get", "svc", "a", "-o", "jsonpath={.spec.clusterIP}"])).trim();
-  assertMatch(ip, /^10\.96\./);
+  match(ip, /^10\.96\./);
   await t.step("spec.clusterIP may not change", async () => {
     await refused(
       env,
@@ -151,7 +151,7 @@ Deno.test("service validation: cluster IPs are immutable, unique and in range", 
       await env.ok(create, serviceYaml("auto"));
       const auto = (await env.ok(["get", "svc", "auto", "-o", "jsonpath={.spec.clusterIP}"]))
         .trim();
-      assertEquals(auto !== "10.96.0.2" && auto !== ip, true, `auto got ${auto}`);
+      deepStrictEqual(auto !== "10.96.0.2" && auto !== ip, true, `auto got ${auto}`);
       await env.ok(["delete", "svc", "a"]);
       await env.ok(create, serviceYaml("b", { clusterIP: ip }));
     },
@@ -191,7 +191,7 @@ Deno.test("service validation: node ports in 30000-32767, one owner each", async
     await env.ok(create, np("explicit", 30000));
     await env.ok(create, np("auto"));
     const port = await env.ok(["get", "svc", "auto", "-o", "jsonpath={.spec.ports[0].nodePort}"]);
-    assertEquals(["30000", "30080"].includes(port.trim()), false, `auto got ${port}`);
+    deepStrictEqual(["30000", "30080"].includes(port.trim()), false, `auto got ${port}`);
   });
   await t.step("a nodePort on a ClusterIP Service is refused", async () => {
     await refused(
@@ -209,7 +209,7 @@ Deno.test("service validation: a health-check node port for LoadBalancer + Local
     (await env.ok(["get", "svc", name, "-o", "jsonpath={.spec.healthCheckNodePort}"])).trim();
   await t.step("allocated for externalTrafficPolicy Local", async () => {
     await env.ok(create, serviceYaml("local", { ...LB, externalTrafficPolicy: "Local" }));
-    assertMatch(await hc("local"), /^3\d{4}$/);
+    match(await hc("local"), /^3\d{4}$/);
   });
   await t.step("refused elsewhere", async () => {
     await refused(
@@ -243,7 +243,7 @@ Deno.test("service validation: a health-check node port for LoadBalancer + Local
       "-p",
       '{"spec":{"externalTrafficPolicy":"Cluster"}}',
     ]);
-    assertEquals(await hc("local"), "");
+    deepStrictEqual(await hc("local"), "");
     await env.ok(
       create,
       serviceYaml("np", { type: "NodePort", ports: [{ port: 80, nodePort: port }] }),
@@ -278,15 +278,15 @@ Deno.test("service validation: a type change drops what the new type does not us
       '{"spec":{"type":"ClusterIP"}}',
     ]);
     const after = parse(await env.ok(["get", "svc", "web", "-o", "yaml"]));
-    assertEquals(after.spec.type, "ClusterIP");
+    deepStrictEqual(after.spec.type, "ClusterIP");
     for (
       const f of ["loadBalancerClass", "allocateLoadBalancerNodePorts", "externalTrafficPolicy"]
     ) {
-      assertEquals(after.spec[f], undefined, `${f} is dropped`);
+      deepStrictEqual(after.spec[f], undefined, `${f} is dropped`);
     }
-    assertEquals(after.spec.ports[0].nodePort, undefined, "node ports are dropped");
-    assertEquals(after.spec.clusterIP, before.spec.clusterIP, "the cluster IP stays");
-    assertEquals(after.status.loadBalancer, {}, "status.loadBalancer is cleared");
+    deepStrictEqual(after.spec.ports[0].nodePort, undefined, "node ports are dropped");
+    deepStrictEqual(after.spec.clusterIP, before.spec.clusterIP, "the cluster IP stays");
+    deepStrictEqual(after.status.loadBalancer, {}, "status.loadBalancer is cleared");
     // The dropped node port is free for another Service.
     await env.ok(
       create,
@@ -313,9 +313,9 @@ Deno.test("service validation: a type change drops what the new type does not us
     const before = await setUp("np");
     await env.ok(["patch", "service", "np", "--type=merge", "-p", '{"spec":{"type":"NodePort"}}']);
     const after = parse(await env.ok(["get", "svc", "np", "-o", "yaml"]));
-    assertEquals(after.spec.ports[0].nodePort, before.spec.ports[0].nodePort);
-    assertEquals(after.spec.externalTrafficPolicy, "Local");
-    assertEquals([after.spec.loadBalancerClass, after.status.loadBalancer], [undefined, {}]);
+    deepStrictEqual(after.spec.ports[0].nodePort, before.spec.ports[0].nodePort);
+    deepStrictEqual(after.spec.externalTrafficPolicy, "Local");
+    deepStrictEqual([after.spec.loadBalancerClass, after.status.loadBalancer], [undefined, {}]);
   });
   await t.step("→ ExternalName drops cluster IPs and families; the IP is free again", async () => {
     const before = await setUp("ext");
@@ -328,7 +328,7 @@ Deno.test("service validation: a type change drops what the new type does not us
       '{"spec":{"type":"ExternalName","externalName":"web.example.com"}}',
     ]);
     const after = parse(await env.ok(["get", "svc", "ext", "-o", "yaml"]));
-    assertEquals(
+    deepStrictEqual(
       [after.spec.clusterIP, after.spec.clusterIPs, after.spec.ipFamilies],
       [undefined, undefined, undefined],
     );

@@ -3,7 +3,7 @@
  * ports, 1..100 addresses per endpoint, `addressType` immutable; and the cost of an update of a
  * Service with many ports (kubectl label on 1,000 ports was quadratic in managedFields).
  */
-import { assert, assertEquals } from "./_assert.ts";
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { kubectlEnv } from "./_kubectl.ts";
 import { refused } from "./_refuse.ts";
 
@@ -100,7 +100,7 @@ Deno.test("kubectl label on a Service with 4,000 ports costs about 8× one with 
   };
   const small = await cost(500), large = await cost(4000);
   console.log(JSON.stringify({ ports500Ms: small, ports4000Ms: large, ratio: large / small }));
-  assert(large / small < 24, `4,000 ports cost ${large / small}× 500 ports`);
+  ok(large / small < 24, `4,000 ports cost ${large / small}× 500 ports`);
   const labels = await env.ok(["get", "svc", "s4000", "-o", "jsonpath={.metadata.labels.round}"]);
-  assertEquals(labels, "3");
+  deepStrictEqual(labels, "3");
 });

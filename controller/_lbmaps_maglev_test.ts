@@ -122,11 +122,11 @@ Deno.test("tableDigest: one value in every slot is named exactly (value and leng
   const one = (v: number, m: number) => new Uint32Array(m).fill(v);
   const names = [one(1, 251), one(2, 251), one(1, 1021), one(0, 251), one(0xffffffff, 131071)]
     .map(tableDigest);
-  assertEquals(new Set(names).size, names.length);
-  assert(names.every((d) => d < 0 && Number.isSafeInteger(d)));
-  assertEquals(tableDigest(one(7, 251)), names[0]! - 6 * 0x40000);
+  deepStrictEqual(new Set(names).size, names.length);
+  ok(names.every((d) => d < 0 && Number.isSafeInteger(d)));
+  deepStrictEqual(tableDigest(one(7, 251)), names[0]! - 6 * 0x40000);
   const mixed = one(1, 251);
   mixed[250] = 2;
   const d = tableDigest(mixed);
-  assert(d >= 0 && d !== tableDigest(one(1, 251)));
+  ok(d >= 0 && d !== tableDigest(one(1, 251)));
 });

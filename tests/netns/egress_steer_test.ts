@@ -7,15 +7,12 @@
  * takes over and the node agent repoints at once from the owner-changes stream: 20 long-lived
  * TCP connections and a UDP stream keep their translated source address and port.
  */
+import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
 import { createRoutedEgressLab, FLOATING, natIp, NATS } from "../../lab/egress_routed.ts";
 import { Conntrack } from "../../node/conntrack/mod.ts";
 import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 /** Established TCP flows NATed to the floating address in pod `ns`: flow → NAT port. */
 function natFlows(ns: string): Map<string, number> {
@@ -70,7 +67,7 @@ rootTest(
       (l) => l.includes('"msg":"egress client steered"'),
       { timeoutMs: 10_000 },
     );
-    assert(json(steered).owner === owner, `steered to ${json(steered).owner}, owner is ${owner}`);
+    ok(json(steered).owner === owner, `steered to ${json(steered).owner}, owner is ${owner}`);
     const epoch0 = Number(json(steered).epoch);
 
     const holdMs = 10_000, connections = 20;
@@ -89,7 +86,7 @@ rootTest(
       }
       await new Promise((r) => setTimeout(r, 100));
     }
-    assert(gap === "", `the standby is not ready: ${gap}`);
+    ok(gap === "", `the standby is not ready: ${gap}`);
 
     const from = node.lineCount;
     await lab.killNat(owner);
@@ -98,8 +95,8 @@ rootTest(
       { fromLine: from, timeoutMs: 15_000 },
     );
     const r = json(repointed);
-    assert(r.ip === natIp(NATS.indexOf(standby) + 1), `repointed to ${r.ip}`);
-    assert(r.address === FLOATING && Number(r.epoch) > epoch0, `${repointed} (epoch ${epoch0})`);
+    ok(r.ip === natIp(NATS.indexOf(standby) + 1), `repointed to ${r.ip}`);
+    ok(r.address === FLOATING && Number(r.epoch) > epoch0, `${repointed} (epoch ${epoch0})`);
 
     const t = await clientSummary(tcp, holdMs + 20_000);
     const u = await clientSummary<Record<string, number>>(udp, holdMs + 10_000);
@@ -109,14 +106,14 @@ rootTest(
     const tcpSources = server.tcp.lines.map(json).filter((l) => l.msg === "accepted")
       .map((l) => String(l.peer));
     console.log(JSON.stringify({ owner, standby, repointed: r, tcp: t, udp: u, udpSources }));
-    assert(
+    ok(
       t.survived === connections,
       `TCP: ${t.survived} of ${connections} survived: ${JSON.stringify(t)}`,
     );
-    assert(Number(u.last_echo_age_ms) < 5_000, `the UDP stream stopped: ${JSON.stringify(u)}`);
-    assert(udpSources.length === 1, `the server saw the UDP stream from ${udpSources}`);
-    assert(udpSources[0]!.startsWith(`${FLOATING}:`), `UDP from ${udpSources[0]}`);
-    assert(
+    ok(Number(u.last_echo_age_ms) < 5_000, `the UDP stream stopped: ${JSON.stringify(u)}`);
+    ok(udpSources.length === 1, `the server saw the UDP stream from ${udpSources}`);
+    ok(udpSources[0]!.startsWith(`${FLOATING}:`), `UDP from ${udpSources[0]}`);
+    ok(
       tcpSources.length === connections && tcpSources.every((s) => s.startsWith(`${FLOATING}:`)),
       `the server accepted ${JSON.stringify(tcpSources)}`,
     );
@@ -125,7 +122,7 @@ rootTest(
     // clamped so the client's segments still fit once encapsulated).
     const bulk = await lab.topo.exec("cp1", [Deno.execPath(), "eval", BULK], { timeoutMs: 60_000 });
     const b = json(bulk.stdout.trim().split("\n").pop() ?? "");
-    assert(b.ok === true, `bulk transfer through the steering: ${bulk.stdout} ${bulk.stderr}`);
+    ok(b.ok === true, `bulk transfer through the steering: ${bulk.stdout} ${bulk.stderr}`);
 
     // The pod leaves the selection: its entry goes (the controller's next revision).
     await lab.publish([]);

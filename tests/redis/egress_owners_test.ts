@@ -5,6 +5,7 @@
  * reader follows configs and owner changes, re-reading everything after Redis restarts.
  * Run: `deno test -P=redis tests/redis/egress_owners_test.ts`.
  */
+import { ok } from "node:assert/strict";
 import { startRedis } from "../../lab/redis_server.ts";
 import { RedisConnection } from "../../lib/redis_connection.ts";
 import { log } from "../../lib/log.ts";
@@ -18,10 +19,6 @@ import {
 import { publishEgressConfig } from "../../controller/egress/redis_config.ts";
 import { parseEgressConfig } from "../../controller/egress/config.ts";
 import { type SteerEgress, SteerSource } from "../../node/egress_steer/source.ts";
-
-function assert(cond: unknown, msg: string): asserts cond {
-  if (!cond) throw new Error(msg);
-}
 
 async function until(what: string, ok: () => boolean, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -46,14 +43,14 @@ Deno.test("redis: owner records — a stale assume never wins; snapshot then str
   const conn = new RedisConnection({ url: redis.url });
   try {
     const empty = await readOwnersSnapshot(conn, EGRESS);
-    assert(empty.lastId === "0-0" && empty.owners.size === 0, JSON.stringify([...empty.owners]));
-    assert(await publishOwnerChange(conn, EGRESS, change("assumed", "nat1", 7)), "first assume");
-    assert(await publishOwnerChange(conn, EGRESS, change("assumed", "nat2", 8)), "newer assume");
+    ok(empty.lastId === "0-0" && empty.owners.size === 0, JSON.stringify([...empty.owners]));
+    ok(await publishOwnerChange(conn, EGRESS, change("assumed", "nat1", 7)), "first assume");
+    ok(await publishOwnerChange(conn, EGRESS, change("assumed", "nat2", 8)), "newer assume");
     // nat1's late message (an older epoch) is refused whole: no hash write, no stream entry.
-    assert(!await publishOwnerChange(conn, EGRESS, change("assumed", "nat1", 7)), "stale refused");
+    ok(!await publishOwnerChange(conn, EGRESS, change("assumed", "nat1", 7)), "stale refused");
     const snap = await readOwnersSnapshot(conn, EGRESS);
     const rec = snap.owners.get("198.18.0.100");
-    assert(rec?.pod === "nat2" && rec.epoch === 8 && rec.ip === "10.244.3.2", JSON.stringify(rec));
+    ok(rec?.pod === "nat2" && rec.epoch === 8 && rec.ip === "10.244.3.2", JSON.stringify(rec));
     await publishOwnerChange(conn, EGRESS, change("forfeited", "nat2", 8));
     const after = await conn.command([
       "XREAD",
@@ -62,9 +59,9 @@ Deno.test("redis: owner records — a stale assume never wins; snapshot then str
       snap.lastId,
     ]) as [string, [string, string[]][]][];
     const fields = after[0]![1].map(([, f]) => f.join(" "));
-    assert(fields.length === 1 && fields[0]!.startsWith("event forfeited"), fields.join(" | "));
+    ok(fields.length === 1 && fields[0]!.startsWith("event forfeited"), fields.join(" | "));
     const still = await readOwnersSnapshot(conn, EGRESS);
-    assert(still.owners.get("198.18.0.100")?.pod === "nat2", "a forfeit leaves the hash alone");
+    ok(still.owners.get("198.18.0.100")?.pod === "nat2", "a forfeit leaves the hash alone");
   } finally {
     await conn.close();
   }
@@ -111,8 +108,8 @@ Deno.test("redis: the steering source follows configs and owner changes, and re-
     ]);
     await source.start();
     // The owners come before the EgressNAT that uses them.
-    assert(events.join() === `snapshot ${EGRESS},egresses ${EGRESS}:1`, events.join());
-    assert(owners.get(`${EGRESS}|198.18.0.100`)?.pod === "nat1", "owner from the snapshot");
+    ok(events.join() === `snapshot ${EGRESS},egresses ${EGRESS}:1`, events.join());
+    ok(owners.get(`${EGRESS}|198.18.0.100`)?.pod === "nat1", "owner from the snapshot");
 
     await publishOwnerChange(conn, EGRESS, change("assumed", "nat2", 2));
     await until("the change", () => events.includes("change assumed nat2 2"));

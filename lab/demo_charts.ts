@@ -28,11 +28,12 @@ const svg = (id: string, w: number, h: number, label: string, body: string) =>
 
 /** The stall buckets: upper bounds (ms) and labels. */
 const STALL_BUCKETS: Array<[number, string]> = [
-  [200, "< 0.2 s"],
+  [120, "< 0.12 s"],
+  [150, "0.12–0.15 s"],
+  [200, "0.15–0.2 s"],
   [500, "0.2–0.5 s"],
   [1_000, "0.5–1 s"],
-  [2_000, "1–2 s"],
-  [5_000, "2–5 s"],
+  [5_000, "1–5 s"],
   [Infinity, "≥ 5 s"],
 ];
 
@@ -102,6 +103,8 @@ interface Phase {
   mode: string;
   label: string;
   packets: Record<string, number>;
+  /** The phase's length between its readings, s (> 0). */
+  seconds: number;
 }
 
 /** Each mode's phases (before step 1, after step k): packets each node forwarded in it. */
@@ -110,17 +113,17 @@ function phases(modes: readonly ModeReport[]): Phase[] {
   for (const m of modes) {
     const reads = m.lbNodes ?? [];
     if (reads.length < 2) continue;
-    const at = (t: number) => {
-      let last: Record<string, number> = {};
-      for (const r of reads) if (r.t <= t) last = r.forwarded;
-      return last;
-    };
+    // The last reading at or before t (the first one before any).
+    const at = (t: number) => reads.findLast((r) => r.t <= t) ?? reads[0]!;
     const bounds = [-Infinity, ...m.steps.map((s) => s.t), Infinity];
     for (let k = 0; k + 1 < bounds.length; k++) {
       const [a, b] = [at(bounds[k]!), at(bounds[k + 1]!)];
       const packets: Record<string, number> = {};
-      for (const node of Object.keys(b)) packets[node] = Math.max(0, b[node]! - (a[node] ?? 0));
-      out.push({ mode: m.mode, label: `${m.mode} ${k === 0 ? "start" : `after ${k}`}`, packets });
+      for (const [node, v] of Object.entries(b.forwarded)) {
+        packets[node] = Math.max(0, v - (a.forwarded[node] ?? 0));
+      }
+      const label = `${m.mode} ${k === 0 ? "start" : `after ${k}`}`;
+      out.push({ mode: m.mode, label, packets, seconds: Math.max(0.001, (b.t - a.t) / 1000) });
     }
   }
   return out;
@@ -136,24 +139,24 @@ export function lbNodeSection(modes: readonly ModeReport[]): string {
   const nodes = [...new Set(rows.flatMap((r) => Object.keys(r.packets)))].sort();
   const W = 860, rowH = 22, L = 170, R = 60;
   const total = (r: Phase) => Object.values(r.packets).reduce((a, v) => a + v, 0);
-  const max = Math.max(1, ...rows.map(total));
+  const rate = (r: Phase, v: number) => Math.round(v / r.seconds);
+  const max = Math.max(1, ...rows.map((r) => total(r) / r.seconds));
   const bars = rows.map((r, i) => {
     const y = 10 + i * rowH;
     let x = L;
     const segs = nodes.map((n) => {
       const v = r.packets[n] ?? 0;
-      const w = ((W - L - R) * v) / max;
+      const w = ((W - L - R) * v) / r.seconds / max;
       const pct = total(r) ? Math.round((100 * v) / total(r)) : 0;
       const seg = `<rect class="lb" data-mode="${esc(r.mode)}" data-node="${esc(n)}" ` +
         `data-packets="${v}" x="${x}" y="${y}" width="${w}" height="16" ` +
-        `fill="${NODE_COLORS[n] ?? "#999"}"><title>${
-          esc(n)
-        }: ${v} packets (${pct}%)</title></rect>`;
+        `fill="${NODE_COLORS[n] ?? "#999"}"><title>${esc(n)}: ${v} packets, ` +
+        `${rate(r, v)}/s (${pct}%)</title></rect>`;
       x += w;
       return seg;
     }).join("");
     return `<text x="${L - 8}" y="${y + 12}" text-anchor="end">${esc(r.label)}</text>${segs}` +
-      `<text x="${x + 6}" y="${y + 12}">${total(r)}</text>`;
+      `<text x="${x + 6}" y="${y + 12}">${rate(r, total(r))}/s</text>`;
   }).join("");
   const H = 40 + rows.length * rowH;
   const legend = nodes.map((n, i) =>
@@ -171,13 +174,13 @@ export function lbNodeSection(modes: readonly ModeReport[]): string {
     }</tr>`
   ).join("");
   return `<h2>Which LB node carried what</h2>
-<p class="note">Packets each LB node sent on to a backend, between the steps (start: before step 1;
-after k: from step k to the next), read every 500 ms from its pinned datapath counters. Every
+<p class="note">Packets a second each LB node sent on to a backend, between the steps (start: before
+step 1; after k: from step k to the next), read every 500 ms from its pinned datapath counters. Every
 connection sends at the same rate, so a node's share of a bar is about its share of the
 connections; a node that died keeps what it had when last read.</p>
 ${svg("lb-chart", W, H, "packets per LB node between the steps", bars + legend)}
 <table><tr><th>LB node</th>${
-    whole.map((m) => `<th>${esc(m.mode)}: packets</th>`).join("")
+    whole.map((m) => `<th>${esc(m.mode)}: packets in all</th>`).join("")
   }</tr>${table}</table>`;
 }
 

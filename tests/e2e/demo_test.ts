@@ -3,8 +3,9 @@
  * its short mode. The live table renders, Deno prints no warning, Holdfast loses no connection in
  * any chapter (the LB story, egress, anycast; those that end with the backend that dies are counted
  * apart), the baselines lose some or not (ECMP decides) but every change is seen to happen, and
- * the report folder holds the JSON and a self-contained HTML page. Ctrl-C in the middle of a story
- * leaves no namespace or process behind.
+ * the report folder holds the JSON and a self-contained HTML page (its charts drawn with the run's
+ * data: alive over time, losses, stalls per connection, LB nodes, takeovers). Ctrl-C in the
+ * middle of a story leaves no namespace or process behind.
  */
 import { deepStrictEqual, ok } from "node:assert/strict";
 import { listHfNamespaces, run } from "../../lab/mod.ts";

@@ -1,5 +1,5 @@
 /**
- * The flow agent's metrics (docs/architecture.md, "Flow state"), shared by its jobs.
+ * The flow agent's metrics (docs/flows.md), shared by its jobs.
  *
  * @module
  */

@@ -1,6 +1,6 @@
 /**
  * Shared flow state: the node's flow map mirrored with Redis so that connections survive LB-node
- * and backend changes (docs/architecture.md, "Flow state (Redis)").
+ * and backend changes (docs/flows.md).
  *
  * - {@link FlowSyncAgent} — one per LB node: new flows → Redis, peers' flows → the flow map,
  *   restore before ready, activity refresh and idle expiry, bounded outage queue.

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { BTree } from "./btree.ts";
+import type { BTree } from "./btree.ts";
 import {
   copyNode,
   emptyLeaf,
@@ -22,6 +22,14 @@ import {
 import { cmpAt, type Key, lowerIndex, upperIndex } from "./_btree_search.ts";
 
 /** A mutable view over a tree; {@linkcode BTreeEditor.done} publishes the result. */
+/** `BTree`'s constructor, handed in by `BTree.edit()`. */
+export type TreeMaker = new <V>(
+  root: Node<V>,
+  size: number,
+  multi: boolean,
+  hasAux: boolean,
+) => BTree<V>;
+
 export class BTreeEditor<V> {
   #root: Node<V>;
   #size: number;
@@ -44,8 +52,12 @@ export class BTreeEditor<V> {
    */
   #finger: Node<V> | null = null;
 
-  /** Starts editing `tree` (which stays unchanged). */
-  constructor(tree: BTree<V>) {
+  /** Makes the trees this edit publishes: `BTree`'s constructor (no import back to btree.ts). */
+  readonly #make: TreeMaker;
+
+  /** Starts editing `tree` (which stays unchanged); `make` builds the trees it publishes. */
+  constructor(tree: BTree<V>, make: TreeMaker) {
+    this.#make = make;
     this.#root = tree.root;
     this.#size = tree.size;
     this.#multi = tree.multi;
@@ -59,7 +71,7 @@ export class BTreeEditor<V> {
 
   /** A read-only snapshot of the current state (later edits will not change it). */
   snapshot(): BTree<V> {
-    const t = new BTree(this.#root, this.#size, this.#multi, this.#aux);
+    const t = new this.#make<V>(this.#root, this.#size, this.#multi, this.#aux);
     // A fresh owner: nodes created so far are now shared with the snapshot and copied on write.
     this.#tok = {};
     return t;
@@ -72,7 +84,7 @@ export class BTreeEditor<V> {
   view(): BTree<V> {
     const v = this.#view;
     if (v !== null && v.root === this.#root && v.size === this.#size) return v;
-    return this.#view = new BTree(this.#root, this.#size, this.#multi, this.#aux);
+    return this.#view = new this.#make<V>(this.#root, this.#size, this.#multi, this.#aux);
   }
 
   /** Inserts or replaces (key, tiebreak); returns the value replaced, if any (aux in `oldAux`). */
@@ -150,7 +162,7 @@ export class BTreeEditor<V> {
       if (n.a !== null) n.a = n.a.slice();
     }
     this.#slack.clear();
-    return new BTree(this.#root, this.#size, this.#multi, this.#aux);
+    return new this.#make<V>(this.#root, this.#size, this.#multi, this.#aux);
   }
 
   #own(n: Node<V>): Node<V> {

@@ -68,7 +68,7 @@ export class BTree<V> {
 
   /** Starts an edit; the returned editor mutates only nodes it created. */
   edit(): BTreeEditor<V> {
-    return new BTreeEditor(this);
+    return new BTreeEditor(this, BTree);
   }
 
   /** The value of the entry (key, tiebreak) (tiebreak omitted: the first of `key`). */

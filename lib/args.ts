@@ -123,8 +123,7 @@ export function applyTable(
     if (out[alias.to] !== undefined) {
       throw new UsageError(`Cannot use --${old} with --${alias.to}: it is its old name`);
     }
-    const map = (x: string | boolean) =>
-      typeof x === "string" && alias.map ? alias.map(x) : x;
+    const map = (x: string | boolean) => typeof x === "string" && alias.map ? alias.map(x) : x;
     out[alias.to] = Array.isArray(v) ? v.map(map) : map(v);
     delete out[old];
     if (!warned.has(`${spec.command} ${old}`)) {

@@ -86,7 +86,7 @@ const REDIS_FLAGS = {
   "redis-user": { arg: "USER", help: "ACL user (wins over the URL's)", group: GROUP.redis },
   "redis-password-file": {
     arg: "FILE",
-    help: "the password (else $HOLDFAST_REDIS_PASSWORD where read)",
+    help: "a file holding the password",
     group: GROUP.redis,
   },
   "redis-tls": { type: "boolean", help: "TLS with the system roots", group: GROUP.redis },
@@ -138,9 +138,13 @@ export function readRedis(
     try {
       return (options.readFile ?? Deno.readTextFileSync)(path);
     } catch (err) {
-      throw new UsageError(`Cannot read --${flag} "${path}": ${(err as Error).message}`, undefined, {
-        cause: err,
-      });
+      throw new UsageError(
+        `Cannot read --${flag} "${path}": ${(err as Error).message}`,
+        undefined,
+        {
+          cause: err,
+        },
+      );
     }
   };
   const str = (name: string) => stringOption(values, name) || undefined;

@@ -135,7 +135,9 @@ export function usageOf(def: CommandDef): string {
         ? `default ${flag.defaultText}`
         : "",
     ].filter((s) => s !== "").join("; ");
-    const help = (flag.help + (extra ? ` (${extra})` : "")).split("\n");
+    const help = flag.help.split("\n");
+    if (extra && help.at(-1)!.length + extra.length > 64) help.push(`(${extra})`);
+    else if (extra) help[help.length - 1] += ` (${extra})`;
     const first = head.length < COLUMN ? [head.padEnd(COLUMN) + help[0]] : [head, pad(help[0]!)];
     const group = groups.get(flag.group ?? "") ?? [];
     group.push(...first, ...help.slice(1).map(pad));
@@ -149,7 +151,7 @@ export function usageOf(def: CommandDef): string {
   for (const [title, body] of [...groups].sort(([a], [b]) => (a === "" ? -1 : b === "" ? 1 : 0))) {
     lines.push("", ...(title ? [`${title}:`] : []), ...body);
   }
-  lines.push(`  -h, --help`.padEnd(COLUMN) + "this text");
+  lines.push("", `  -h, --help`.padEnd(COLUMN) + "this text");
   if (old.length > 0) {
     lines.push("", "Old names, accepted for one release (each logs a warning once):");
     lines.push(...wrap(old.join(", "), 96).map((l) => "  " + l));

@@ -138,7 +138,9 @@ export function usageOf(def: CommandDef): string {
     const help = flag.help.split("\n");
     if (extra && help.at(-1)!.length + extra.length > 64) help.push(`(${extra})`);
     else if (extra) help[help.length - 1] += ` (${extra})`;
-    const first = head.length < COLUMN ? [head.padEnd(COLUMN) + help[0]] : [head, pad(help[0]!)];
+    const first = head.length < COLUMN - 1
+      ? [head.padEnd(COLUMN) + help[0]]
+      : [head, pad(help[0]!)];
     const group = groups.get(flag.group ?? "") ?? [];
     group.push(...first, ...help.slice(1).map(pad));
     groups.set(flag.group ?? "", group);

@@ -15,7 +15,7 @@ Deno.test("lifecycle: parts stop last first; a failing stop is logged and the re
     await Promise.resolve();
     return { value: "no stop" };
   });
-  life.onStop("d", async () => void order.push("d"));
+  life.onStop("d", () => Promise.resolve().then(() => void order.push("d")));
   deepStrictEqual([a, life.parts], [1, ["a", "b", "d"]]);
   await life.stop();
   deepStrictEqual(order, ["d", "b", "a"]);

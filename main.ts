@@ -27,7 +27,7 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
   },
   agent: {
     summary: "run an LB node: XDP datapath, control plane from a config file, flow sync via Redis",
-    load: () => import("./node/agent.ts"),
+    load: () => import("./node/lb/main.ts"),
   },
   anycast: {
     summary: "run an anycast node: hold LB /32s on lo while a local pod is ready (BGP via bird)",
@@ -47,7 +47,7 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
   },
   "control-plane": {
     summary: "dry run: load a services file into in-memory maps and print the tables",
-    load: () => import("./controller/main.ts"),
+    load: () => import("./node/lb/dry_run.ts"),
   },
   node: {
     summary: "run a node: give the local pods that back frontends the LB's traffic (DSR)",

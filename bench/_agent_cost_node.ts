@@ -1,5 +1,5 @@
 /**
- * One LB node of `bench/agent_cost.ts`: the real agent (`node/agent.ts` `main`, the code
+ * One LB node of `bench/agent_cost.ts`: the real agent (`node/lb/main.ts` `main`, the code
  * `main.ts agent` runs) in a process of its own, which also answers the bench on stdin:
  * `cpu` → one stdout line `{"bench_cpu_us": N}` (user + system CPU of the whole process, every
  * thread, since it started: `getrusage`), `stop` → the agent stops and the process exits.
@@ -10,7 +10,7 @@
 
 import process from "node:process";
 import { Session } from "node:inspector";
-import { main } from "../node/agent.ts";
+import { main } from "../node/lb/main.ts";
 
 const stop = new AbortController();
 const exit = main(Deno.args, { signal: stop.signal });

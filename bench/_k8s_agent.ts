@@ -1,6 +1,6 @@
 /**
  * One agent of `bench/k8s.ts`: a control plane over in-memory BPF maps fed by a
- * `RedisModelSource` (deployed defaults, and the Maglev builder `node/agent.ts` uses: the policy
+ * `RedisModelSource` (deployed defaults, and the Maglev builder `node/lb/main.ts` uses: the policy
  * module's WASM builder with the TypeScript one as fallback), in this thread (`startAgent`) or a
  * Worker of its own (this module as the Worker's main: one agent per thread, as one per node).
  *
@@ -11,10 +11,10 @@
  */
 
 import { setLogLevel } from "../lib/log.ts";
-import { createControlPlane } from "../controller/control_plane.ts";
-import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
+import { createControlPlane } from "../node/lb/control_plane.ts";
+import { MemoryLBMaps } from "../node/lb/maps/memory.ts";
 import { connectModelStore } from "../controller/model/mod.ts";
-import { RedisModelSource } from "../controller/sources/redis_source.ts";
+import { RedisModelSource } from "../node/lb/sources/redis_source.ts";
 import type { MaglevBuilder } from "../policy-as/host/maglev_input.ts";
 import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 
@@ -34,7 +34,7 @@ export interface BenchAgent {
 /** Starts an agent in this thread following the model in the Redis at `url`. */
 export async function startAgent(url: string): Promise<BenchAgent> {
   const maps = new MemoryLBMaps({ checkInvariants: false });
-  // As node/agent.ts: the policy module's builder, the TypeScript one if the module is refused.
+  // As node/lb/main.ts: the policy module's builder, the TypeScript one if the module is refused.
   const policy = await PolicyHost.create();
   const swap = await policy.swap(await Deno.readFile(RELEASE_WASM));
   if (!swap.ok) throw new Error(`Policy module rejected: ${JSON.stringify(swap)}`);

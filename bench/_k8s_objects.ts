@@ -5,8 +5,8 @@
  * @module
  */
 
-import type { K8sEndpointSlice, K8sService } from "../controller/sources/k8s_convert.ts";
-import type { K8sEvent } from "../controller/sources/k8s_source.ts";
+import type { K8sEndpointSlice, K8sService } from "../node/lb/sources/k8s_convert.ts";
+import type { K8sEvent } from "../node/lb/sources/k8s_source.ts";
 
 /** Service i and its EndpointSlice, as a reflector would hand them over (plain objects). */
 export function generate(n: number, b: number, offset = 0): K8sEvent[] {

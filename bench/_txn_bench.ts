@@ -5,7 +5,7 @@
  * @module
  */
 
-import { DB, defineIndex } from "../controller/statedb/mod.ts";
+import { DB, defineIndex } from "../lib/statedb/mod.ts";
 
 export /** Write-transaction commits per second (one row per txn) and commit → watcher wake latency. */
 async function txnBench(): Promise<{ commitsPerS: number; wakeP50Us: number; wakeP99Us: number }> {

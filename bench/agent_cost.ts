@@ -3,7 +3,7 @@
  * per new flow, on the node that learns the flow and on each peer that installs it, beside the
  * same run with flow sharing off.
  *
- * - N = 4 LB nodes, each the real agent (`node/agent.ts` `main`, via `_agent_cost_node.ts`) in
+ * - N = 4 LB nodes, each the real agent (`node/lb/main.ts` `main`, via `_agent_cost_node.ts`) in
  *   a process of its own with its own pinned BPF maps (`/sys/fs/bpf/hf-bench-cost-*`), one
  *   services file (one frontend, 10 backends), one throwaway redis-server.
  * - Traffic (`_agent_cost_gen.ts`): node 0's real XDP program run by BPF_PROG_TEST_RUN over
@@ -51,7 +51,7 @@ import { choiceOption, intOption, listOption, readCommandLineOrExit } from "../l
 import { startRedis } from "../lab/redis_server.ts";
 import { type Family, FlowGenerator, VIP, VIP6 } from "./_agent_cost_gen.ts";
 import { summarize } from "./_agent_cost_profile.ts";
-import { LEARN_COALESCE_MAX_MS } from "../node/flows/burst_timing.ts";
+import { LEARN_COALESCE_MAX_MS } from "../node/lb/flows/burst_timing.ts";
 import { type Node, startNodes } from "./_agent_cost_nodes.ts";
 
 const OPTS = readCommandLineOrExit(Deno.args, {

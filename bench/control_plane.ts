@@ -21,9 +21,9 @@
 
 import process from "node:process";
 import v8 from "node:v8";
-import { createControlPlane } from "../controller/control_plane.ts";
-import { hostPort } from "../controller/lb/address.ts";
-import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
+import { createControlPlane } from "../node/lb/control_plane.ts";
+import { hostPort } from "../node/lb/tables/address.ts";
+import { MemoryLBMaps } from "../node/lb/maps/memory.ts";
 import type { MaglevBuilder } from "../policy-as/host/maglev_input.ts";
 import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import {
@@ -31,8 +31,8 @@ import {
   convertService,
   type K8sEndpointSlice,
   type K8sService,
-} from "../controller/sources/k8s_convert.ts";
-import { type K8sEvent, K8sSource } from "../controller/sources/k8s_source.ts";
+} from "../node/lb/sources/k8s_convert.ts";
+import { type K8sEvent, K8sSource } from "../node/lb/sources/k8s_source.ts";
 import { choiceOption, intOption, readCommandLineOrExit } from "../lib/args.ts";
 import { setLogLevel } from "../lib/log.ts";
 import { startCpuProfile } from "./_cpu_profile.ts";
@@ -84,7 +84,7 @@ const tsMaglev = new TsMaglevBuilder();
 
 /**
  * The Maglev builder the pipeline (and the plain-Maps baseline) uses: `wasm` (default) is what
- * the LB agent runs (`node/agent.ts`: the policy module's WASM builder with the TypeScript one
+ * the LB agent runs (`node/lb/main.ts`: the policy module's WASM builder with the TypeScript one
  * as fallback); `ts` is the TypeScript builder alone. Same tables either way.
  */
 async function maglevBuilder(kind: string): Promise<MaglevBuilder> {

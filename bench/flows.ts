@@ -31,13 +31,13 @@
  */
 
 import { setImmediate } from "node:timers";
-import { FlowSyncAgent } from "../node/flows/agent.ts";
-import { flush } from "../node/flows/_testing.ts";
+import { FlowSyncAgent } from "../node/lb/flows/sync_agent.ts";
+import { flush } from "../node/lb/flows/_testing.ts";
 import type { FlowEntry, FlowEvent } from "../node/bpf/flow.ts";
-import { type FlowTable, MemoryFlowTable } from "../node/flows/table.ts";
-import { connectRedisStore } from "../node/flows/redis_store.ts";
+import { type FlowTable, MemoryFlowTable } from "../node/lb/flows/table.ts";
+import { connectRedisStore } from "../node/lb/flows/redis_store.ts";
 import { setLogLevel } from "../lib/log.ts";
-import { vipKeys } from "../node/flows/schema.ts";
+import { vipKeys } from "../node/lb/flows/schema.ts";
 import { createClient } from "redis";
 import { Registry } from "../lib/metrics.ts";
 import { readCommandLineOrExit } from "../lib/args.ts";

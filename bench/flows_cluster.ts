@@ -8,21 +8,21 @@
  *   over the masters (`INFO commandstats`, EVALSHA + EVAL), as a fraction (0.2 = ±20 %) — with
  *   one hash tag per LB IP, the spread is the luck of the LB IPs' slots;
  * - `busy_vip_flows_per_s`, `busy_vip_write_spread`: the same write of N flows to ONE LB IP with
- *   {@link BUSY_BUCKETS} flow buckets (`node/flows/buckets.ts`, `--flow-buckets`): its tags spread
+ *   {@link BUSY_BUCKETS} flow buckets (`node/lb/flows/buckets.ts`, `--flow-buckets`): its tags spread
  *   it over the masters (with one bucket a single master takes every write: spread 2.0);
  * - `cluster_propagation_p50_ms`/`_p99_ms`: agent A learns flows of every LB IP at a steady
  *   rate, the time until agent B's map has each (B polls the LB IPs' streams,
- *   `node/flows/redis_store.ts` `CLUSTER_POLL_MS`).
+ *   `node/lb/flows/redis_store.ts` `CLUSTER_POLL_MS`).
  *
  * @module
  */
 
 import { setImmediate } from "node:timers";
-import { FlowSyncAgent } from "../node/flows/agent.ts";
-import { flush } from "../node/flows/_testing.ts";
+import { FlowSyncAgent } from "../node/lb/flows/sync_agent.ts";
+import { flush } from "../node/lb/flows/_testing.ts";
 import type { FlowEntry, FlowEvent } from "../node/bpf/flow.ts";
-import { MemoryFlowTable } from "../node/flows/table.ts";
-import { connectRedisStore } from "../node/flows/redis_store.ts";
+import { MemoryFlowTable } from "../node/lb/flows/table.ts";
+import { connectRedisStore } from "../node/lb/flows/redis_store.ts";
 import { Registry } from "../lib/metrics.ts";
 import { startRedisCluster } from "../lab/redis_cluster.ts";
 

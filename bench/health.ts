@@ -14,7 +14,7 @@
  *    they hold, which added up to a poll to every round (max 420 ms then, 312 ms after).
  * 2. Swap: an in-process control plane over real BPF maps (no pinning, not attached) holding
  *    1,000 services × 10 backends; a policy module swap (release → debug build: a different
- *    digest, the same tables) rebuilds every Maglev table (`node/policy_swap.ts`); a table equal
+ *    digest, the same tables) rebuilds every Maglev table (`node/lb/policy_swap.ts`); a table equal
  *    to the installed one is not written again.
  *    → `swap_1000_services_ms` (goal ≤ 500 ms), from the end of the module's validation
  *    (`swap_validate_ms`, apart) until the reconciler is idle; `swap_memory_maps_ms` is the same
@@ -39,16 +39,16 @@
  *
  * @module
  */
-import { createControlPlane } from "../controller/control_plane.ts";
-import { FileSource } from "../controller/sources/file_source.ts";
-import type { DumpOptions, LBMaps } from "../controller/lbmaps.ts";
-import { MemoryLBMaps } from "../controller/lbmaps_memory.ts";
+import { createControlPlane } from "../node/lb/control_plane.ts";
+import { FileSource } from "../node/lb/sources/file_source.ts";
+import type { DumpOptions, LBMaps } from "../node/lb/maps/lbmaps.ts";
+import { MemoryLBMaps } from "../node/lb/maps/memory.ts";
 import { BACKEND_HEALTH_PORT, backendAddress, Cluster, maglevBackendsOf } from "../lab/mod.ts";
 import { tcpFrame } from "../lab/packets.ts";
 import { choiceOption, intOption, readCommandLineOrExit } from "../lib/args.ts";
 import { log, setLogLevel } from "../lib/log.ts";
 import { Datapath, testRun, XDP } from "../node/bpf/mod.ts";
-import { policySwapper } from "../node/policy_swap.ts";
+import { policySwapper } from "../node/lb/policy_swap.ts";
 import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../policy-as/host/mod.ts";
 import { median } from "./_stats.ts";
 

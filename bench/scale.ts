@@ -18,10 +18,10 @@
  */
 
 import process from "node:process";
-import { FlowSyncAgent } from "../node/flows/agent.ts";
+import { FlowSyncAgent } from "../node/lb/flows/sync_agent.ts";
 import type { FlowEvent } from "../node/bpf/flow.ts";
-import { MemoryFlowTable } from "../node/flows/table.ts";
-import { connectRedisStore } from "../node/flows/redis_store.ts";
+import { MemoryFlowTable } from "../node/lb/flows/table.ts";
+import { connectRedisStore } from "../node/lb/flows/redis_store.ts";
 import { Registry } from "../lib/metrics.ts";
 import { setLogLevel } from "../lib/log.ts";
 import { type RedisCluster, startRedisCluster } from "../lab/redis_cluster.ts";

@@ -37,7 +37,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* 1500-byte path − 28 (outer IPv4 + UDP) − 40 (IPv4 + TCP headers). */
 #define HF_STEER_MSS 1432
 
-/* hf_steer_stat reasons (mirrored in node/egress_steer/_datapath.ts). */
+/* hf_steer_stat reasons (mirrored in node/egress_steer/datapath.ts). */
 enum hf_steer_reason {
 	HF_S_ENCAP = 0,       /* encapsulated to the owner */
 	HF_S_NO_OWNER = 1,    /* steered client and destination, no owner known: dropped */

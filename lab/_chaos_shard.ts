@@ -19,7 +19,7 @@ import type { Cluster } from "./cluster.ts";
 import type { HostProcess } from "./host_process.ts";
 import { agentHttp, flowsOf } from "./cluster_probe.ts";
 import { FLOW_F_PEER, FLOW_F_UNSHARED } from "../node/bpf/flow.ts";
-import { flowField } from "../node/flows/field.ts";
+import { flowField } from "../node/lb/flows/field.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

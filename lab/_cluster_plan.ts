@@ -61,7 +61,7 @@ export interface ClusterOptions {
    */
   readonly model?: "file" | "redis";
   /**
-   * The service's `healthCheck` in the services file (controller/sources/health_check.ts), e.g.
+   * The service's `healthCheck` in the services file (node/lb/sources/health_check.ts), e.g.
    * `{ kind: "http", port: BACKEND_HEALTH_PORT, path: "/healthz", intervalMs: 100 }`; backends
    * then serve `GET /healthz` on {@linkcode BACKEND_HEALTH_PORT}. Default none (no probing).
    */
@@ -239,7 +239,7 @@ export function lbAgentArgs(i: number, plan: LbAgentPlan): string[] {
   ];
 }
 
-/** The services file's shape (controller/sources/file_source.ts). */
+/** The services file's shape (node/lb/sources/file_source.ts). */
 interface ServicesFile {
   readonly services: readonly Record<string, unknown>[];
 }

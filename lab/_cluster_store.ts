@@ -11,8 +11,8 @@
 import type { Topology } from "./netns.ts";
 import { type RedisServer, startRedis } from "./redis_server.ts";
 import { type RedisCluster, startRedisCluster } from "./redis_cluster.ts";
-import { bucketTags } from "../node/flows/buckets.ts";
-import { vipKeys } from "../node/flows/schema.ts";
+import { bucketTags } from "../node/lb/flows/buckets.ts";
+import { vipKeys } from "../node/lb/flows/schema.ts";
 
 /** Where the cluster's flows live: one server, or a Redis Cluster. */
 export class ClusterStore implements AsyncDisposable {

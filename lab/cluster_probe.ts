@@ -6,7 +6,7 @@
  * @module
  */
 import type { Cluster } from "./cluster.ts";
-import { splitHostPort } from "../controller/lb/address.ts";
+import { splitHostPort } from "../node/lb/tables/address.ts";
 import {
   BpfError,
   BpfMap,
@@ -23,7 +23,7 @@ import {
 } from "../node/bpf/mod.ts";
 import { countersByName } from "../node/bpf/datapath.ts";
 
-/** The agents' HTTP port (node/agent.ts's default listen address). */
+/** The agents' HTTP port (node/lb/main.ts's default listen address). */
 const AGENT_PORT = 9470;
 
 /** Client addresses (`ip:port`) backend j accepted so far, from its server's log. */

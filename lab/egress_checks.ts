@@ -34,10 +34,15 @@ export function ownerView(metrics: string): { owner: string[]; ownedAddresses: n
  * `src:sport>dst:dport` → NAT port.
  */
 export function natFlows(lab: EgressLab, name: string, k: number): Map<string, number> {
-  const ct = Conntrack.open({ netns: lab.topo.ns(name) });
+  return natFlowsIn(lab.topo.ns(name), floatingAddress(k));
+}
+
+/** Established TCP flows NATed to `address` in namespace `ns`: `src:sport>dst:dport` → NAT port. */
+export function natFlowsIn(ns: string, address: string): Map<string, number> {
+  const ct = Conntrack.open({ netns: ns });
   try {
     const out = new Map<string, number>();
-    for (const e of ct.dump({ natSrcAddrs: new Set([parseIpv4(floatingAddress(k))]) })) {
+    for (const e of ct.dump({ natSrcAddrs: new Set([parseIpv4(address)]) })) {
       if (e.orig.proto !== 6 || e.tcpState !== 3 || !e.natSrc) continue;
       const o = e.orig;
       out.set(`${formatIpv4(o.src)}:${o.sport}>${formatIpv4(o.dst)}:${o.dport}`, e.natSrc.port);

@@ -13,7 +13,7 @@
  *   series (node/anycast/agent.ts, node/bgp/supervisor.ts, node/anycast/redirect_purge.ts);
  * - a value that already lives elsewhere (a hot path's plain counter field, a table's size, a BPF
  *   map) is not copied on every change but read at scrape time with {@link Gauge.onCollect}
- *   (controller/metrics.ts, node/bpf/metrics.ts: `exportXMetrics(source, registry)`).
+ *   (node/lb/metrics.ts, node/bpf/metrics.ts: `exportXMetrics(source, registry)`).
  *
  * Not yet everywhere: node/bgp/bird.ts and controller/k8s/ still register at import time on the
  * process registry.

@@ -1,5 +1,5 @@
 import { deepStrictEqual, ok } from "node:assert/strict";
-import { mulberry32 } from "../_testing.ts";
+import { mulberry32 } from "../../node/lb/_testing.ts";
 import { pool, service, withPoolStatus, withStatus } from "./_testing.ts";
 import { AddressAllocator, type IpamResult } from "./allocator.ts";
 import type { K8sAddressPool } from "./pool.ts";

@@ -10,7 +10,7 @@
  */
 
 import { type Addr, compareAddr, FAMILIES, type Family, parseAddress } from "./_addr.ts";
-import { flat, type K8sMeta, objectName } from "../sources/k8s_convert.ts";
+import { flat, type K8sMeta, objectName } from "../../node/lb/sources/k8s_convert.ts";
 
 /** A timestamp as client-node gives it (`Date`) or as YAML/JSON carries it (RFC 3339). */
 export type K8sTime = string | Date | null;

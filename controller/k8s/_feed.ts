@@ -13,8 +13,8 @@
  */
 
 import type { Logger } from "../../lib/log.ts";
-import type { K8sEvent } from "../sources/k8s_source.ts";
-import { convertService, SERVICE_NAME_LABEL } from "../sources/k8s_convert.ts";
+import type { K8sEvent } from "../../node/lb/sources/k8s_source.ts";
+import { convertService, SERVICE_NAME_LABEL } from "../../node/lb/sources/k8s_convert.ts";
 import { keyOf, type KubeObject } from "./objects.ts";
 
 /** What the feed writes to: {@linkcode K8sSource} fits. */

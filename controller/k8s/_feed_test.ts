@@ -4,8 +4,8 @@
  */
 import { deepStrictEqual } from "node:assert/strict";
 import { captureLogs, log } from "../../lib/log.ts";
-import { convertService, type K8sService } from "../sources/k8s_convert.ts";
-import type { K8sEvent } from "../sources/k8s_source.ts";
+import { convertService, type K8sService } from "../../node/lb/sources/k8s_convert.ts";
+import type { K8sEvent } from "../../node/lb/sources/k8s_source.ts";
 import { readConfig } from "./_config.ts";
 import { SourceFeed } from "./_feed.ts";
 import type { KubeObject } from "./objects.ts";

@@ -4,8 +4,8 @@
  */
 import { deepStrictEqual } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
-import { waitUntil } from "../_testing.ts";
-import type { K8sEvent } from "../sources/k8s_source.ts";
+import { waitUntil } from "../../node/lb/_testing.ts";
+import type { K8sEvent } from "../../node/lb/sources/k8s_source.ts";
 import { LbController } from "./controller.ts";
 import type { KubeObject, ResourceName } from "./objects.ts";
 import { MemoryClusterWriter, mergeConditions, type ServiceStatus } from "./status.ts";

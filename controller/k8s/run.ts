@@ -20,10 +20,10 @@
 import type * as k8s from "@kubernetes/client-node";
 import type { BackoffOptions } from "../../lib/backoff.ts";
 import { log, type Logger } from "../../lib/log.ts";
-import { createLBTables, type LBTables } from "../lb/tables.ts";
-import { Writer } from "../lb/writer.ts";
-import { K8sSource } from "../sources/k8s_source.ts";
-import { DB } from "../statedb/mod.ts";
+import { createLBTables, type LBTables } from "../../node/lb/tables/tables.ts";
+import { Writer } from "../../node/lb/tables/writer.ts";
+import { K8sSource } from "../../node/lb/sources/k8s_source.ts";
+import { DB } from "../../lib/statedb/mod.ts";
 import type { RedisConnection } from "../../lib/redis_connection.ts";
 import type { ModelSettings } from "../model/settings.ts";
 import { CONFIG_NAME } from "./_config.ts";

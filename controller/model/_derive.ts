@@ -5,12 +5,12 @@
  * @module
  */
 
-import { backendsByService } from "../lb/backend.ts";
-import { frontendsByService } from "../lb/frontend.ts";
-import { serviceByName } from "../lb/service.ts";
-import type { LBTables } from "../lb/tables.ts";
-import type { BackendInput } from "../lb/writer.ts";
-import type { ReadTxn } from "../statedb/mod.ts";
+import { backendsByService } from "../../node/lb/tables/backend.ts";
+import { frontendsByService } from "../../node/lb/tables/frontend.ts";
+import { serviceByName } from "../../node/lb/tables/service.ts";
+import type { LBTables } from "../../node/lb/tables/tables.ts";
+import type { BackendInput } from "../../node/lb/tables/writer.ts";
+import type { ReadTxn } from "../../lib/statedb/mod.ts";
 import type { ModelEntry } from "./schema.ts";
 
 /** The entry of service `name` in `txn`, or undefined when the service has no row. */

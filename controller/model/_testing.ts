@@ -5,17 +5,20 @@
  * @module
  */
 
-import { type ControlPlane, createControlPlane } from "../control_plane.ts";
-import { MemoryLBMaps } from "../lbmaps_memory.ts";
-import type { LBMaps } from "../lbmaps.ts";
-import { FileSource } from "../sources/file_source.ts";
-import { RedisModelSource, type RedisModelSourceOptions } from "../sources/redis_source.ts";
+import { type ControlPlane, createControlPlane } from "../../node/lb/control_plane.ts";
+import { MemoryLBMaps } from "../../node/lb/maps/memory.ts";
+import type { LBMaps } from "../../node/lb/maps/lbmaps.ts";
+import { FileSource } from "../../node/lb/sources/file_source.ts";
+import {
+  RedisModelSource,
+  type RedisModelSourceOptions,
+} from "../../node/lb/sources/redis_source.ts";
 import { type RunningModelPublisher, startModelPublisher } from "./publisher.ts";
 import type { ModelChange, ModelStore } from "./store.ts";
 import type { ModelPolicy } from "./schema.ts";
 import type { Logger } from "../../lib/log.ts";
 
-export { waitUntil } from "../_testing.ts";
+export { waitUntil } from "../../node/lb/_testing.ts";
 
 /** A controller publishing the model of a services file. */
 export interface TestController extends AsyncDisposable {

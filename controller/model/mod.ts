@@ -1,6 +1,6 @@
 /**
  * The LB model in Redis: the controller publishes one entry per service; agents follow it as
- * the Writer source `redis` (`controller/sources/redis_source.ts`). Keys, value format and
+ * the Writer source `redis` (`node/lb/sources/redis_source.ts`). Keys, value format and
  * versioning: `schema.ts` and docs/contracts.md ("Model in Redis").
  *
  * The controller's side:

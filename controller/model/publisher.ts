@@ -9,8 +9,8 @@
 import { Backoff, type BackoffOptions, sleep } from "../../lib/backoff.ts";
 import { log, type Logger } from "../../lib/log.ts";
 import { type Registry, registry as rootRegistry } from "../../lib/metrics.ts";
-import type { LBTables } from "../lb/tables.ts";
-import { type ChangeIterator, waitAny, type Watch } from "../statedb/mod.ts";
+import type { LBTables } from "../../node/lb/tables/tables.ts";
+import { type ChangeIterator, waitAny, type Watch } from "../../lib/statedb/mod.ts";
 import { deriveAll, deriveEntry } from "./_derive.ts";
 import { encodeEntry, type ModelEntry, type ModelPolicy } from "./schema.ts";
 import { encodeSettings, type ModelSettings } from "./settings.ts";

@@ -1,9 +1,9 @@
 import { deepStrictEqual, ok } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
-import { createControlPlane } from "../control_plane.ts";
-import { MemoryLBMaps } from "../lbmaps_memory.ts";
-import { K8sSource } from "../sources/k8s_source.ts";
+import { createControlPlane } from "../../node/lb/control_plane.ts";
+import { MemoryLBMaps } from "../../node/lb/maps/memory.ts";
+import { K8sSource } from "../../node/lb/sources/k8s_source.ts";
 import { MemoryModelStore } from "./_memory_model_store.ts";
 import { waitUntil } from "./_testing.ts";
 import { startModelPublisher } from "./publisher.ts";

@@ -22,7 +22,7 @@
  * @module
  */
 
-import type { BackendInput, ServiceInput } from "../lb/writer.ts";
+import type { BackendInput, ServiceInput } from "../../node/lb/tables/writer.ts";
 
 /** One service of the model: the service with its frontends, and its backends. */
 export interface ModelEntry {

@@ -10,7 +10,7 @@
  */
 
 import { type Sample, samplesOf } from "../../lib/prom_text.ts";
-import { splitHostPort } from "../lb/address.ts";
+import { splitHostPort } from "../../node/lb/tables/address.ts";
 import type { ModelEntry } from "../model/schema.ts";
 import { ABI_VERSION } from "../../policy-as/host/abi.ts";
 

@@ -7,7 +7,7 @@
  *   found by SCAN — on every master of a Redis Cluster — HLEN each; a hash of at most
  *   {@linkcode WALK_LIMIT} flows is walked (HSCAN) to count flows per backend — the value starts
  *   with the backend's hex, 8 digits for IPv4 and 32 for IPv6 (docs/contracts.md "Flow map
- *   entry", `node/flows/schema.ts`);
+ *   entry", `node/lb/flows/schema.ts`);
  * - egress: every EgressNAT's config `hf:egress:{NS/NAME}:config` (its addresses) and the leases
  *   `…:lease:ADDR` (`HOLDER EPOCH`, `controller/egress/lease.ts`), so a free address shows too;
  * - the last {@linkcode REPORTS_READ} entries of the LB nodes' reports stream
@@ -112,7 +112,7 @@ export class RedisStatusStore implements StatusStore {
     const head = `${this.#prefix}:{`;
     const keys = await this.#scan(`${this.#prefix}:{*}:flows`);
     const perKey = await Promise.all(keys.map(async (key): Promise<LbIpFlows> => {
-      // `{IP}` or, with flow buckets (node/flows/buckets.ts), `{IP#b}`: one row per LB IP.
+      // `{IP}` or, with flow buckets (node/lb/flows/buckets.ts), `{IP#b}`: one row per LB IP.
       const lbIp = key.slice(head.length, key.length - "}:flows".length).split("#")[0]!;
       const total = Number(await this.#redis.command(["HLEN", key]));
       const byBackend: Record<string, number> = {};

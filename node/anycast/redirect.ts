@@ -6,7 +6,7 @@
  * - hf_lb (XDP) on the uplink, with each anycast service's LB address and ports as frontends and
  *   this node as their only backend (node/anycast/redirect_config.ts). A new flow's backend is
  *   this node: hf_lb passes it to the kernel (`pass_local_backend`), and its flow, naming this
- *   node, is shared through the flow store by the flow-sync agent (node/flows) like any LB
+ *   node, is shared through the flow store by the flow-sync agent (node/lb/flows) like any LB
  *   node's. A flow in the map naming another node — learned from the store — is encapsulated to
  *   that node.
  * - hf_decap / hf_mss_clamp (tc) on the same uplink: encapsulated packets from other nodes are
@@ -25,15 +25,15 @@
  * @module
  */
 
-import { type ControlPlane, createControlPlane } from "../../controller/control_plane.ts";
-import { FileSource } from "../../controller/sources/file_source.ts";
+import { type ControlPlane, createControlPlane } from "../lb/control_plane.ts";
+import { FileSource } from "../lb/sources/file_source.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
 import type { RedisStoreOptions } from "../../lib/redis_connection.ts";
 import { DecapDatapath } from "../bpf/decap_datapath.ts";
-import { type NodeDatapath, openDatapath } from "../_node_datapath.ts";
-import { FlowSyncAgent } from "../flows/agent.ts";
-import { connectRedisStore } from "../flows/redis_store.ts";
-import type { FlowStore } from "../flows/store.ts";
+import { type NodeDatapath, openDatapath } from "../lb/_datapath.ts";
+import { FlowSyncAgent } from "../lb/flows/sync_agent.ts";
+import { connectRedisStore } from "../lb/flows/redis_store.ts";
+import type { FlowStore } from "../lb/flows/store.ts";
 import { IpLoopback, runIp } from "./loopback.ts";
 import { type AnycastService, managedAddresses } from "./model.ts";
 import { redirectAddress, redirectConfig } from "./redirect_config.ts";

@@ -2,22 +2,22 @@
  * What flow redirection (node/anycast/redirect.ts) programs, from the anycast services: a pure
  * translation, so it is unit tested without a datapath.
  *
- * - The **datapath config** (the file source's format, controller/sources/file_source.ts): one LB
+ * - The **datapath config** (the file source's format, node/lb/sources/file_source.ts): one LB
  *   service per anycast service, a frontend per LB address and port, and this node as the only
  *   backend. Maglev then picks this node for every new flow — hf_lb passes such flows to the
  *   kernel (`pass_local_backend`) — while a flow found in the flow map, learned from the node that
  *   owns it, is encapsulated to that node.
- * - The **trust view** for flows read from the shared store (node/flows/frontends.ts): the same
+ * - The **trust view** for flows read from the shared store (node/lb/flows/frontends.ts): the same
  *   frontends served by every anycast node (`owners`), so a flow owned by another node is
  *   installed and one naming any other address is refused.
  *
  * @module
  */
 
-import type { ServicesView } from "../flows/frontends.ts";
+import type { ServicesView } from "../lb/flows/frontends.ts";
 import { isIpv4 } from "../../lib/ipv4.ts";
 import { formatIpv6, ipv6Bytes, isIpv6 } from "../../lib/ipv6.ts";
-import { joinHostPort } from "../../controller/lb/address.ts";
+import { joinHostPort } from "../lb/tables/address.ts";
 import type { AnycastService } from "./model.ts";
 
 /** One port of a service: `80/TCP` → `{ port: 80, protocol: "TCP" }`. */
@@ -115,7 +115,7 @@ function backendsOf(addresses: readonly string[], ports: readonly ServicePort[])
 
 /** The datapath config and the trust view of flow redirection, and the services left out. */
 export interface RedirectConfig {
-  /** The file source's JSON (controller/sources/file_source.ts): this node is every backend. */
+  /** The file source's JSON (node/lb/sources/file_source.ts): this node is every backend. */
   readonly datapath: {
     readonly services: {
       name: string;
@@ -170,7 +170,7 @@ export function redirectConfig(
     datapath: {
       // A service's IPv6 frontends are a datapath service of their own (`NAME.ipv6`; a dot is
       // never in a Service's name): a dual-stack service would pair them with IPv6 backends only
-      // (controller/lb/select.ts), and this node's address is IPv4.
+      // (node/lb/tables/select.ts), and this node's address is IPv4.
       services: list.flatMap((e) => {
         const backends = backendsOf([self], e.ports);
         const draining = serving !== undefined && !serving.has(e.source);

@@ -1,7 +1,7 @@
 import { deepStrictEqual, strictEqual, throws } from "node:assert/strict";
-import { parseConfig } from "../../controller/sources/file_source.ts";
+import { parseConfig } from "../lb/sources/file_source.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-import { ServingBackends } from "../flows/frontends.ts";
+import { ServingBackends } from "../lb/flows/frontends.ts";
 import { parseServicePort, redirectConfig } from "./redirect_config.ts";
 import { main } from "./main.ts";
 

@@ -1,7 +1,7 @@
 /**
  * Purging flows whose owner no longer serves (docs/anycast.md "A node that leaves takes its flows
  * along" and "A node that dies"): the flows go from the store and, through its stream, from every
- * node's flow map — as a backend removed from an LB service (node/flows/purge.ts) — so a client
+ * node's flow map — as a backend removed from an LB service (node/lb/flows/purge.ts) — so a client
  * reusing one of their 5-tuples reaches a node that serves instead of being encapsulated to one
  * that does not.
  *
@@ -13,11 +13,11 @@
  * @module
  */
 
-import { parseAddr } from "../../controller/lb/address.ts";
+import { parseAddr } from "../lb/tables/address.ts";
 import type { Logger } from "../../lib/log.ts";
 import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
-import { purgeBackendFlows } from "../flows/purge.ts";
-import type { FlowStore } from "../flows/store.ts";
+import { purgeBackendFlows } from "../lb/flows/purge.ts";
+import type { FlowStore } from "../lb/flows/store.ts";
 import { redirectAddress, type RedirectConfig } from "./redirect_config.ts";
 
 /** The purger's metric, on `registry` (lib/metrics.ts: registered per instance). */

@@ -1,6 +1,6 @@
 /**
  * The anycast file source: services and pods from a YAML or JSON file the agent watches (the
- * stand-in for the Kubernetes watch, as controller/sources/file_source.ts is for services).
+ * stand-in for the Kubernetes watch, as node/lb/sources/file_source.ts is for services).
  * A file that fails to parse is refused whole and the previous state stays: a typo must not
  * withdraw every address.
  *

@@ -9,8 +9,8 @@
  * @module
  */
 
-import type { FileConfig } from "../../controller/sources/file_source.ts";
-import { parseAddr } from "../../controller/lb/address.ts";
+import type { FileConfig } from "../lb/sources/file_source.ts";
+import { parseAddr } from "../lb/tables/address.ts";
 import type { PodFrontend } from "../bpf/node_structs.ts";
 import { PROTO } from "../bpf/consts.ts";
 import { isIpv4 } from "../../lib/ipv4.ts";

@@ -9,7 +9,7 @@
  * @module
  */
 
-import type { FileConfig } from "../../controller/sources/file_source.ts";
+import type { FileConfig } from "../lb/sources/file_source.ts";
 import type { Logger } from "../../lib/log.ts";
 import type { Registry } from "../../lib/metrics.ts";
 import type { PodFrontend } from "../bpf/node_structs.ts";

@@ -1,5 +1,5 @@
 import { deepStrictEqual, strictEqual, throws } from "node:assert/strict";
-import { parseConfig } from "../../controller/sources/file_source.ts";
+import { parseConfig } from "../lb/sources/file_source.ts";
 import { captureLogs, log } from "../../lib/log.ts";
 import type { PodFrontend } from "../bpf/node_structs.ts";
 import { type LocalPod, planNode, servingKey } from "./plan.ts";

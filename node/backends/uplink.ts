@@ -2,13 +2,13 @@
  * The node's uplinks when `--uplink` does not name them: the interfaces holding the node's
  * addresses (`--node-address`, in Kubernetes `status.hostIPs`), found with
  * `Deno.networkInterfaces()` (the `sys` permission; in `--netns` if given), as the LB agent finds
- * its XDP interface (node/agent_args.ts `interfaceHolding`).
+ * its XDP interface (node/lb/args.ts `interfaceHolding`).
  *
  * @module
  */
 
 import { inNetns } from "../bpf/netns.ts";
-import { interfaceHolding } from "../agent_args.ts";
+import { interfaceHolding } from "../lb/args.ts";
 import { isIpv4 } from "../../lib/ipv4.ts";
 import { canonicalIp } from "./plan.ts";
 

@@ -13,7 +13,7 @@ import { log as rootLog, type Logger } from "../../lib/log.ts";
 import { sleep } from "../../lib/backoff.ts";
 import { isIpv4 } from "../../lib/ipv4.ts";
 import { isIpv6 } from "../../lib/ipv6.ts";
-import { splitHostPort } from "../../controller/lb/address.ts";
+import { splitHostPort } from "../lb/tables/address.ts";
 import { type BgpProblem, type BgpSettings, parseBgpSettingsText } from "./settings.ts";
 import { BirdSupervisor } from "./supervisor.ts";
 import { lbNodeBgpSettings, type ModelBgp } from "../../controller/model/settings.ts";

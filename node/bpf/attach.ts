@@ -240,18 +240,27 @@ export function attachTc(
     const hook = tcHook(idx, direction);
     // A hook of a qdisc made just now has no filter: no query (libbpf prints the kernel's
     // "Cannot find specified filter chain" for an empty hook), for either direction.
+    // A qdisc this process made is not made again (libbpf prints the kernel's "Exclusivity flag
+    // on" for EEXIST); should it be gone meanwhile, the attach fails and it is made then.
     const key = `${options.netns ?? ""}|${idx}`;
-    if (options.createQdisc ?? true) {
+    const create = () => {
       const r = bpf().bpf_tc_hook_create(hook);
       if (r < 0 && r !== -ERRNO.EEXIST) check(r, `Cannot create clsact qdisc on ${where}`);
       if (r === 0) freshQdiscs.set(key, new Set());
-    }
+    };
+    const known = freshQdiscs.has(key);
+    if ((options.createQdisc ?? true) && !known) create();
     const fresh = freshQdiscs.get(key);
     const oldId = fresh && !fresh.has(direction) ? 0 : tcProgramIdAt(hook, filter);
-    check(
-      bpf().bpf_tc_attach(hook, tcOpts(prog.fd, 1, /* BPF_TC_F_REPLACE */ filter)),
-      `Cannot attach tc program "${prog.name}" to ${where}`,
-    );
+    const attach = () =>
+      bpf().bpf_tc_attach(hook, tcOpts(prog.fd, 1, /* BPF_TC_F_REPLACE */ filter));
+    let r = attach();
+    if (r < 0 && known && (options.createQdisc ?? true)) {
+      freshQdiscs.delete(key);
+      create();
+      r = attach();
+    }
+    check(r, `Cannot attach tc program "${prog.name}" to ${where}`);
     fresh?.add(direction);
     return [idx, oldId];
   });

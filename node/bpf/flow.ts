@@ -1,7 +1,7 @@
 /**
  * Flows as the agent sees them: the key and value of the datapath's flow map and its new-flow
  * event (docs/contracts.md), as host-order numbers, with their byte layouts. The one TypeScript
- * home of these structs; the Redis field forms are in node/flows/field.ts.
+ * home of these structs; the Redis field forms are in node/lb/flows/field.ts.
  *
  * Both families: the flow agent works on {@link AnyFlowKey} — an IPv4 {@link FlowKey} (u32
  * addresses, the hot path, unchanged) or an IPv6 {@link FlowKey6} (RFC 5952 text, structs6.ts).

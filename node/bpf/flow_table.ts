@@ -4,7 +4,7 @@
  * `struct flow_value`, docs/contracts.md), {@link BpfFlowTable6} over `hf_flows6`
  * (`struct flow_key6` → `struct flow_value6`, "IPv6"), and {@link DualFlowTable}, both as one
  * table of either family's keys — what the flow agent is given. The in-memory stand-in is
- * `MemoryFlowTable` in node/flows/table.ts. Needs FFI (libbpf) and, for a real map, root.
+ * `MemoryFlowTable` in node/lb/flows/table.ts. Needs FFI (libbpf) and, for a real map, root.
  *
  * @example
  * ```ts ignore

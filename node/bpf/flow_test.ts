@@ -8,8 +8,8 @@ import {
   writeFlowKey,
   writeFlowValue,
 } from "./flow.ts";
-import { BoundedQueue } from "../flows/queue.ts";
-import { flowField, parseFlowField } from "../flows/field.ts";
+import { BoundedQueue } from "../lb/flows/queue.ts";
+import { flowField, parseFlowField } from "../lb/flows/field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
 Deno.test("flow field round-trips in both key modes", () => {

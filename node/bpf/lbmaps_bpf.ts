@@ -1,5 +1,5 @@
 /**
- * The control plane's BPF-maps target (controller/lbmaps.ts) over the real maps: services,
+ * The control plane's BPF-maps target (node/lb/maps/lbmaps.ts) over the real maps: services,
  * backends and Maglev tables. A Maglev table is an inner u32 array (BPF_F_INNER_MAP, so sizes may
  * differ; BPF_F_MMAPABLE, so it is filled by a memory copy, unless an older hf_maglev refuses it)
  * created whole and swapped into hf_maglev in one update, so the datapath never sees a
@@ -26,7 +26,7 @@ import type {
   LBMapsContents,
   ServiceEntry,
   ServiceKey,
-} from "../../controller/lbmaps.ts";
+} from "../lb/maps/lbmaps.ts";
 import type { BpfMap } from "./map.ts";
 import { MaglevTableStore } from "./_maglev_tables.ts";
 import {

@@ -6,10 +6,10 @@
 
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
-import { createControlPlane } from "../../controller/control_plane.ts";
-import { MemoryLBMaps } from "../../controller/lbmaps_memory.ts";
-import { DEFAULT_CONFIG_YAML, FileSource } from "../../controller/sources/file_source.ts";
-import type { LBMaps, LBMapsContents } from "../../controller/lbmaps.ts";
+import { createControlPlane } from "../../node/lb/control_plane.ts";
+import { MemoryLBMaps } from "../../node/lb/maps/memory.ts";
+import { DEFAULT_CONFIG_YAML, FileSource } from "../../node/lb/sources/file_source.ts";
+import type { LBMaps, LBMapsContents } from "../../node/lb/maps/lbmaps.ts";
 import { Datapath, testRun, XDP } from "../../node/bpf/mod.ts";
 import { tcpFrame } from "../../lab/packets.ts";
 

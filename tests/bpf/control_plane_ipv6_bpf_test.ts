@@ -8,10 +8,10 @@
 
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
-import { createControlPlane } from "../../controller/control_plane.ts";
-import { MemoryLBMaps } from "../../controller/lbmaps_memory.ts";
-import { FileSource } from "../../controller/sources/file_source.ts";
-import type { LBMaps, LBMapsContents } from "../../controller/lbmaps.ts";
+import { createControlPlane } from "../../node/lb/control_plane.ts";
+import { MemoryLBMaps } from "../../node/lb/maps/memory.ts";
+import { FileSource } from "../../node/lb/sources/file_source.ts";
+import type { LBMaps, LBMapsContents } from "../../node/lb/maps/lbmaps.ts";
 import { Datapath, Ipv6Maps, testRun, XDP } from "../../node/bpf/mod.ts";
 import { tcpFrame6 } from "../../lab/packets6.ts";
 import { formatIpv6 } from "../../lib/ipv6.ts";

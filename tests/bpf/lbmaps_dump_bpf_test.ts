@@ -9,7 +9,7 @@
 import { deepStrictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
 import { captureLogs } from "../../lib/log.ts";
-import { createControlPlane } from "../../controller/control_plane.ts";
+import { createControlPlane } from "../../node/lb/control_plane.ts";
 import { Datapath } from "../../node/bpf/mod.ts";
 
 rootTest("a pass reads the allocated backend IDs; every Nth periodic pass reads all", async () => {

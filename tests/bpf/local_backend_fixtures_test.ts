@@ -42,6 +42,14 @@ const flow = (sport: number): Flow => ({
 });
 const frame = (f: Flow, flags: number, payload?: Uint8Array) =>
   tcpFrame(f.saddr, f.daddr, { sport: f.sport, dport: f.dport, flags, payload });
+/** `input` as this node sends it to OTHER_NODE, the flow's owner. */
+const toOtherNode = (input: Uint8Array, hash: number) =>
+  encapsulated(input, {
+    outerSrc: LB_SRC,
+    backend: OTHER_NODE,
+    sport: encapSourcePort(hash),
+    dport: ENCAP_PORT,
+  });
 
 /** The fixture datapath plus ANYCAST_VIP:80/TCP served by this node alone (Maglev M = 7). */
 async function openAnycastLb(): Promise<Datapath> {
@@ -109,12 +117,7 @@ rootTest("hf_lb: a flow whose backend is this node is passed to the kernel", asy
     const input = frame(moved, PSH_ACK, new Uint8Array(10).fill(1));
     const r = run(dp, input);
     strictEqual(r.retval, XDP.TX);
-    const want = encapsulated(input, {
-      outerSrc: LB_SRC,
-      backend: OTHER_NODE,
-      sport: encapSourcePort(hash),
-      dport: ENCAP_PORT,
-    });
+    const want = toOtherNode(input, hash);
     strictEqual(hex(r.data), hex(want));
     deepStrictEqual(r.moved, ["tx_hit+1"]);
   });
@@ -179,12 +182,7 @@ rootTest("hf_lb: a draining frontend takes no new TCP connection; known flows go
     const input = frame(moved, SYN);
     const r = run(dp, input);
     strictEqual(r.retval, XDP.TX);
-    const want = encapsulated(input, {
-      outerSrc: LB_SRC,
-      backend: OTHER_NODE,
-      sport: encapSourcePort(hash),
-      dport: ENCAP_PORT,
-    });
+    const want = toOtherNode(input, hash);
     strictEqual(hex(r.data), hex(want));
   });
 

@@ -11,9 +11,9 @@ import { rootTest } from "../harness/root.ts";
 import { BPF_F_INNER_MAP, BpfMap, Datapath, MAP_TYPE } from "../../node/bpf/mod.ts";
 import { MaglevTableStore } from "../../node/bpf/_maglev_tables.ts";
 import { captureLogs } from "../../lib/log.ts";
-import { createControlPlane } from "../../controller/control_plane.ts";
-import { MemoryLBMaps } from "../../controller/lbmaps_memory.ts";
-import type { LBMaps } from "../../controller/lbmaps.ts";
+import { createControlPlane } from "../../node/lb/control_plane.ts";
+import { MemoryLBMaps } from "../../node/lb/maps/memory.ts";
+import type { LBMaps } from "../../node/lb/maps/lbmaps.ts";
 
 /** Writes `n` services of 3 backends each through a control plane over `maps`; waits idle. */
 async function reconcile(maps: LBMaps, n: number) {

@@ -1,5 +1,5 @@
 /**
- * A policy swap over the real maps with the tables built on Workers (`controller/_maglev_workers.ts`,
+ * A policy swap over the real maps with the tables built on Workers (`node/lb/maps/_maglev_workers.ts`,
  * used when a pass rebuilds 32 tables or more): every table the datapath holds afterwards is, slot
  * for slot, the one the reconciler's own thread builds with the same module, for a swap to a
  * module that fills differently (every table written) and back (every table written again).
@@ -9,9 +9,9 @@ import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
 import { Datapath } from "../../node/bpf/mod.ts";
 import { captureLogs } from "../../lib/log.ts";
-import { createControlPlane } from "../../controller/control_plane.ts";
-import type { LBMaps } from "../../controller/lbmaps.ts";
-import { MemoryLBMaps } from "../../controller/lbmaps_memory.ts";
+import { createControlPlane } from "../../node/lb/control_plane.ts";
+import type { LBMaps } from "../../node/lb/maps/lbmaps.ts";
+import { MemoryLBMaps } from "../../node/lb/maps/memory.ts";
 import { PolicyHost, WasmMaglevBuilder } from "../../policy-as/host/mod.ts";
 
 const SERVICES = 48;
@@ -43,7 +43,7 @@ async function plane(maps: LBMaps, workers: number) {
   }
   txn.commit();
   await cp.reconciler.waitIdle();
-  /** Swaps `name` in and rebuilds every table, as the agent does (`node/policy_swap.ts`). */
+  /** Swaps `name` in and rebuilds every table, as the agent does (`node/lb/policy_swap.ts`). */
   const swap = async (name: string) => {
     ok((await policy.swap(await build(name))).ok);
     strictEqual(cp.ops.rebuildMaglevTables(), SERVICES);

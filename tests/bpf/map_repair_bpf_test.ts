@@ -7,9 +7,9 @@
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
 import { captureLogs } from "../../lib/log.ts";
-import { createControlPlane } from "../../controller/control_plane.ts";
-import { FileSource } from "../../controller/sources/file_source.ts";
-import type { LBMapsContents } from "../../controller/lbmaps.ts";
+import { createControlPlane } from "../../node/lb/control_plane.ts";
+import { FileSource } from "../../node/lb/sources/file_source.ts";
+import type { LBMapsContents } from "../../node/lb/maps/lbmaps.ts";
 import { Datapath, testRun, XDP } from "../../node/bpf/mod.ts";
 import { run } from "../../lab/command.ts";
 import { tcpFrame } from "../../lab/packets.ts";

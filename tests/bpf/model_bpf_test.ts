@@ -6,7 +6,7 @@
 
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { rootTest } from "../harness/root.ts";
-import type { LBMapsContents } from "../../controller/lbmaps.ts";
+import type { LBMapsContents } from "../../node/lb/maps/lbmaps.ts";
 import { MemoryModelStore } from "../../controller/model/_memory_model_store.ts";
 import {
   MODEL_YAML,

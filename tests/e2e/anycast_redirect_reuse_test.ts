@@ -4,7 +4,7 @@
  * client reconnecting from a source port it had used for a connection to that node had its SYN
  * encapsulated to the node, which had no listener any more, and got ECONNREFUSED. Now the node
  * purges its flows of the address from the store and, through the store's stream, from every
- * node's flow map, as a backend removed from an LB service does (node/flows/purge.ts). On the way,
+ * node's flow map, as a backend removed from an LB service does (node/lb/flows/purge.ts). On the way,
  * an IPv6 address is added to the running agents' services: they keep following the pods.
  */
 import { ok } from "node:assert/strict";

@@ -16,7 +16,7 @@ import { BpfFlowTable6 } from "../../node/bpf/flow_table.ts";
 import { FLOW_F_PEER, formatFlowAddress } from "../../node/bpf/flow.ts";
 import type { AnyFlowValue } from "../../node/bpf/flow.ts";
 import type { FlowKey6 } from "../../node/bpf/structs6.ts";
-import { flowField } from "../../node/flows/field.ts";
+import { flowField } from "../../node/lb/flows/field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

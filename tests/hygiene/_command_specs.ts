@@ -7,13 +7,13 @@
  */
 
 import type { CommandSpec, OptionSpec } from "../../lib/args.ts";
-import { AGENT_COMMAND } from "../../node/agent_args.ts";
+import { AGENT_COMMAND } from "../../node/lb/args.ts";
 import { ANYCAST_COMMAND } from "../../node/anycast/main.ts";
 import { EGRESS_COMMAND } from "../../node/egress/egress_args.ts";
 import { NODE_COMMAND } from "../../node/backends/args.ts";
 import { CONTROLLER_COMMAND } from "../../controller/k8s/main.ts";
 import { STATUS_COMMAND } from "../../controller/status/main.ts";
-import { CONTROL_PLANE_COMMAND } from "../../controller/main.ts";
+import { CONTROL_PLANE_COMMAND } from "../../node/lb/dry_run.ts";
 import { DECAP_COMMAND } from "../../node/bpf/decap_main.ts";
 import { XDP_PASS_COMMAND } from "../../node/bpf/xdp_pass_main.ts";
 import { POLICY_COMMAND } from "../../policy-as/host/cli.ts";

@@ -6,7 +6,7 @@
  * The rule, for Markdown:
  * - A **command line** is a code span, or one line of a fenced code block (a line ending in `\`
  *   goes on with the next; a `#` comment ends it). In it, each invocation (`main.ts agent`,
- *   `node/agent.ts`, `./hf bench NAME`, `./hf CMD`, `deno task NAME`, `./hf deno task NAME`)
+ *   `node/lb/main.ts`, `./hf bench NAME`, `./hf CMD`, `deno task NAME`, `./hf deno task NAME`)
  *   owns the `--flag`s after it, up to the next invocation or a `&&`, `||` or `;`.
  * - In prose, a code span that starts with `--flag` belongs to the last invocation named in a
  *   code span earlier on the same line (`` `main.ts status --redis URL`; `--json` prints … ``).
@@ -103,7 +103,7 @@ function commandOf(
     // `./hf deno ARGS` passes deno's own flags.
     return g.hf === "deno" ? null : `hf ${g.hf}`;
   }
-  if (m[0].startsWith("node/agent.ts")) return "main.ts agent";
+  if (m[0].startsWith("node/lb/main.ts")) return "main.ts agent";
   if (g.cmd === undefined) return "main.ts";
   return name("main.ts", g.cmd) ? `main.ts ${g.cmd}` : null;
 }

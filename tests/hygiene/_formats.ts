@@ -18,8 +18,8 @@ import {
   PURGE_SCRIPT,
   STREAM_MAXLEN as FLOW_STREAM_MAXLEN,
   vipKeys,
-} from "../../node/flows/schema.ts";
-import { flowField } from "../../node/flows/field.ts";
+} from "../../node/lb/flows/schema.ts";
+import { flowField } from "../../node/lb/flows/field.ts";
 import {
   encodeEntry,
   MODEL_VERSION,
@@ -125,7 +125,7 @@ export const FORMATS: readonly Format[] = [
   {
     name: "flow-records",
     version: FLOW_RECORDS_VERSION,
-    home: "node/flows/schema.ts",
+    home: "node/lb/flows/schema.ts",
     sample: () =>
       lines(
         ["keys", JSON.stringify(vipKeys("10.0.100.1"))],

@@ -8,7 +8,7 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { LineCounter, parseAllDocuments } from "yaml";
 import { parseCommandLine } from "../../lib/args.ts";
-import { readAgentArgs } from "../../node/agent_args.ts";
+import { readAgentArgs } from "../../node/lb/args.ts";
 import { readEgressArgs } from "../../node/egress/egress_args.ts";
 import { readNodeArgs } from "../../node/backends/args.ts";
 import { deriveWorkload } from "../../controller/k8s/_egress_workload.ts";

@@ -7,7 +7,7 @@
 import { deepStrictEqual, ok } from "node:assert/strict";
 import { checkFormats, type Format, FORMATS, goldenPath } from "./_formats.ts";
 import { writeMissingGoldens } from "./formats_update.ts";
-import { encodeFlowValue } from "../../node/flows/schema.ts";
+import { encodeFlowValue } from "../../node/lb/flows/schema.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 

@@ -1,7 +1,7 @@
 /**
  * LB nodes' reports become Kubernetes Events (issue 14), against the Kubernetes API test server
  * and a real redis-server: what agents append to the model's reports stream (their writer,
- * `node/reports.ts`) shows as Events on the Service (`BackendUnhealthy`, one Event naming both
+ * `node/lb/reports.ts`) shows as Events on the Service (`BackendUnhealthy`, one Event naming both
  * nodes) and on the policy ConfigMap (`PolicyRejected`), written by the leader only; what was
  * reported before the controller started is not replayed.
  */
@@ -13,9 +13,9 @@ import { kubeConfigFor, startKubeServer } from "../../lab/kube/mod.ts";
 import { startRedis } from "../../lab/redis_server.ts";
 import { log } from "../../lib/log.ts";
 import { RedisConnection } from "../../lib/redis_connection.ts";
-import { FAST_CHECK } from "../../node/health/_testing.ts";
-import type { HealthChange } from "../../node/health/mod.ts";
-import { AgentReporter } from "../../node/reports.ts";
+import { FAST_CHECK } from "../../node/lb/health/_testing.ts";
+import type { HealthChange } from "../../node/lb/health/mod.ts";
+import { AgentReporter } from "../../node/lb/reports.ts";
 import { waitFor } from "./_kubectl.ts";
 
 const quarantined = (backendIp: string): HealthChange => ({

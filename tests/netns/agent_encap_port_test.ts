@@ -24,7 +24,7 @@ async function pinnedPort(pinDir: string): Promise<number> {
 rootTest(
   "agent --model redis: the model's encapPort reaches the pinned config map and survives a restart without Redis",
   async () => {
-    const { main } = await import("../../node/agent.ts");
+    const { main } = await import("../../node/lb/main.ts");
     const pinDir = `/sys/fs/bpf/hf-test-encap-${Deno.pid}`;
     await using redis = await startRedis();
     const store = connectModelStore({ url: redis.url });

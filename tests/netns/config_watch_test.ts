@@ -1,11 +1,11 @@
 /**
- * The agent's services-file watch (node/_config_watch.ts) as an operator relies on it: a file
+ * The agent's services-file watch (node/lb/_config_watch.ts) as an operator relies on it: a file
  * rewritten in place or replaced by a rename (editors, a Kubernetes ConfigMap volume) is seen
  * within a fraction of a second although the slow safety poll is seconds away, and nothing is
  * checked once the watch stopped. Needs /tmp (the netns permission set), not root.
  */
 import { ok, strictEqual } from "node:assert/strict";
-import { watchConfigFile } from "../../node/_config_watch.ts";
+import { watchConfigFile } from "../../node/lb/_config_watch.ts";
 import { log } from "../../lib/log.ts";
 
 /**

@@ -11,24 +11,7 @@ import { ok } from "node:assert/strict";
 import { rootTest } from "../harness/mod.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
 import { createRoutedEgressLab, FLOATING, natIp, NATS } from "../../lab/egress_routed.ts";
-import { Conntrack } from "../../node/conntrack/mod.ts";
-import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
-
-/** Established TCP flows NATed to the floating address in pod `ns`: flow → NAT port. */
-function natFlows(ns: string): Map<string, number> {
-  const ct = Conntrack.open({ netns: ns });
-  try {
-    const out = new Map<string, number>();
-    for (const e of ct.dump({ natSrcAddrs: new Set([parseIpv4(FLOATING)]) })) {
-      if (e.orig.proto !== 6 || e.tcpState !== 3 || !e.natSrc) continue;
-      const o = e.orig;
-      out.set(`${formatIpv4(o.src)}:${o.sport}>${formatIpv4(o.dst)}:${o.dport}`, e.natSrc.port);
-    }
-    return out;
-  } finally {
-    ct.close();
-  }
-}
+import { natFlowsIn } from "../../lab/egress_checks.ts";
 
 /** 1 MiB to the server's echo and back on one connection, bounded by 30 s; prints a JSON line. */
 const BULK = `
@@ -77,7 +60,8 @@ rootTest(
     const deadline = Date.now() + 15_000;
     let gap = "";
     for (let i = 0; i < 300 && Date.now() < deadline; i++) {
-      const mine = natFlows(lab.topo.ns(owner)), theirs = natFlows(lab.topo.ns(standby));
+      const mine = natFlowsIn(lab.topo.ns(owner), FLOATING);
+      const theirs = natFlowsIn(lab.topo.ns(standby), FLOATING);
       const missing = [...mine].filter(([f, p]) => theirs.get(f) !== p).length;
       gap = `${owner} has ${mine.size} flows, ${standby} misses ${missing}`;
       if (mine.size >= connections && missing === 0) {

@@ -4,14 +4,14 @@
  *
  * @module
  */
-import { FlowSyncAgent, type FlowSyncAgentOptions } from "../../node/flows/agent.ts";
+import { FlowSyncAgent, type FlowSyncAgentOptions } from "../../node/lb/flows/sync_agent.ts";
 import { type AnyFlowEvent, type FlowEvent, makeFlowKey } from "../../node/bpf/flow.ts";
-import { MemoryFlowTable } from "../../node/flows/table.ts";
+import { MemoryFlowTable } from "../../node/lb/flows/table.ts";
 import {
   connectRedisStore,
   type FlowStoreOptions,
   type RedisFlowStore,
-} from "../../node/flows/redis_store.ts";
+} from "../../node/lb/flows/redis_store.ts";
 import { Registry } from "../../lib/metrics.ts";
 import type { RedisServer } from "../../lab/redis_server.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";

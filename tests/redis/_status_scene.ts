@@ -8,14 +8,14 @@
  * @module
  */
 
-import { main as agentMain } from "../../node/agent.ts";
+import { main as agentMain } from "../../node/lb/main.ts";
 import { connectModelStore, encodeEntry, sha256Hex } from "../../controller/model/mod.ts";
 import { appendReport } from "../../controller/model/reports.ts";
 import { type AcquireResult, RedisLeaseStore } from "../../controller/egress/lease.ts";
-import { FlowSyncAgent } from "../../node/flows/agent.ts";
-import { MemoryFlowTable } from "../../node/flows/table.ts";
-import { connectRedisStore } from "../../node/flows/redis_store.ts";
-import { flush } from "../../node/flows/_testing.ts";
+import { FlowSyncAgent } from "../../node/lb/flows/sync_agent.ts";
+import { MemoryFlowTable } from "../../node/lb/flows/table.ts";
+import { connectRedisStore } from "../../node/lb/flows/redis_store.ts";
+import { flush } from "../../node/lb/flows/_testing.ts";
 import type { LogRecord } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { RedisConnection } from "../../lib/redis_connection.ts";

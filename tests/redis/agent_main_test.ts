@@ -1,14 +1,14 @@
 /**
- * The `agent` subcommand (node/agent.ts) in-process against a real redis-server, with the
+ * The `agent` subcommand (node/lb/main.ts) in-process against a real redis-server, with the
  * in-memory datapath: ready signalling, /readyz, /metrics, peer flows, clean stop.
  * Run: `deno test -P=redis tests/redis/agent_main_test.ts`.
  */
-import { flush } from "../../node/flows/_testing.ts";
-import { main } from "../../node/agent.ts";
-import { FlowSyncAgent } from "../../node/flows/agent.ts";
+import { flush } from "../../node/lb/flows/_testing.ts";
+import { main } from "../../node/lb/main.ts";
+import { FlowSyncAgent } from "../../node/lb/flows/sync_agent.ts";
 import { makeFlowKey } from "../../node/bpf/flow.ts";
-import { MemoryFlowTable } from "../../node/flows/table.ts";
-import { connectRedisStore } from "../../node/flows/redis_store.ts";
+import { MemoryFlowTable } from "../../node/lb/flows/table.ts";
+import { connectRedisStore } from "../../node/lb/flows/redis_store.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { freePort, startRedis } from "../../lab/redis_server.ts";

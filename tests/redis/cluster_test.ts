@@ -10,8 +10,8 @@ import { captureLogs } from "../../lib/log.ts";
 import { RedisConnection } from "../../lib/redis_connection.ts";
 import { type RedisCluster, startRedisCluster } from "../../lab/redis_cluster.ts";
 import type { RedisServer } from "../../lab/redis_server.ts";
-import { vipKeys } from "../../node/flows/schema.ts";
-import { flush } from "../../node/flows/_testing.ts";
+import { vipKeys } from "../../node/lb/flows/schema.ts";
+import { flush } from "../../node/lb/flows/_testing.ts";
 import { RedisLeaseStore } from "../../controller/egress/lease.ts";
 import { connectModelStore, modelKeys, type RedisModelStore } from "../../controller/model/mod.ts";
 import {
@@ -20,7 +20,7 @@ import {
   startTestController,
 } from "../../controller/model/_testing.ts";
 import { datapathLearns, event, node, until } from "./_flow_nodes.ts";
-import { main } from "../../node/agent.ts";
+import { main } from "../../node/lb/main.ts";
 import { freePort } from "../../lab/redis_server.ts";
 
 /** LB IPs whose keys land on every master (at most 64 candidates tried), two per master. */

@@ -1,6 +1,6 @@
 /**
  * One busy LB IP over several Redis Cluster masters (issue 28): with `--flow-buckets 16` its flows
- * spread over 16 hash tags (`node/flows/buckets.ts`). Against a real cluster (three masters with
+ * spread over 16 hash tags (`node/lb/flows/buckets.ts`). Against a real cluster (three masters with
  * a replica each): a peer follows every bucket's stream, a joining node restores every bucket, a
  * purge reaches every bucket, idle flows expire in every bucket, and every master holds a share.
  * Run: `deno test -P=redis tests/redis/flow_buckets_test.ts`.
@@ -9,10 +9,10 @@ import { deepStrictEqual, ok } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
 import { startRedisCluster } from "../../lab/redis_cluster.ts";
 import { startRedis } from "../../lab/redis_server.ts";
-import { vipKeys } from "../../node/flows/schema.ts";
-import { bucketTags } from "../../node/flows/buckets.ts";
-import { purgeBackendFlows } from "../../node/flows/purge.ts";
-import { flush } from "../../node/flows/_testing.ts";
+import { vipKeys } from "../../node/lb/flows/schema.ts";
+import { bucketTags } from "../../node/lb/flows/buckets.ts";
+import { purgeBackendFlows } from "../../node/lb/flows/purge.ts";
+import { flush } from "../../node/lb/flows/_testing.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 import { datapathLearns, event, node, until, VIP } from "./_flow_nodes.ts";
 

@@ -3,13 +3,13 @@
  * Run: `deno test -P=redis tests/redis/`.
  */
 import { deepStrictEqual, ok } from "node:assert/strict";
-import { flush } from "../../node/flows/_testing.ts";
-import { connectRedisStore } from "../../node/flows/redis_store.ts";
-import { purgeBackendFlows } from "../../node/flows/purge.ts";
+import { flush } from "../../node/lb/flows/_testing.ts";
+import { connectRedisStore } from "../../node/lb/flows/redis_store.ts";
+import { purgeBackendFlows } from "../../node/lb/flows/purge.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { startRedis } from "../../lab/redis_server.ts";
 import { datapathLearns, event, node, until, VIP } from "./_flow_nodes.ts";
-import { flowField } from "../../node/flows/field.ts";
+import { flowField } from "../../node/lb/flows/field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
 Deno.test("redis: a flow learned by agent A is installed by agent B", async () => {
@@ -81,7 +81,7 @@ Deno.test("redis: idle flows expire in Redis and in both maps; active ones stay"
   // Real time against real Redis, with the limits far apart: a packet on the live flow every
   // 50 ms, its activity reported every 700 ms (idle / 4, in sweeps of 100 ms), the idle timeout
   // 3 s. Only a stall of ~2 s between packets could expire the live flow; the unit tests
-  // (node/flows/agent_test.ts) step the same rules on an injected clock.
+  // (node/lb/flows/sync_agent_test.ts) step the same rules on an injected clock.
   const opts = { idleTimeoutMs: 3_000, sweepIntervalMs: 100 };
   await using a = await node("lb-a", redis, opts);
   await using b = await node("lb-b", redis, opts);

@@ -4,8 +4,8 @@
  * stored forms are checked with redis-cli. Run: `deno test -P=redis tests/redis/`.
  */
 import { deepStrictEqual, ok } from "node:assert/strict";
-import { flush } from "../../node/flows/_testing.ts";
-import { purgeBackendFlows } from "../../node/flows/purge.ts";
+import { flush } from "../../node/lb/flows/_testing.ts";
+import { purgeBackendFlows } from "../../node/lb/flows/purge.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { startRedis } from "../../lab/redis_server.ts";
 import {
@@ -17,7 +17,7 @@ import {
   until,
   VIP,
 } from "./_flow_nodes.ts";
-import { flowField } from "../../node/flows/field.ts";
+import { flowField } from "../../node/lb/flows/field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
 const VIP6 = "2001:db8:100::1";

@@ -9,7 +9,7 @@ import { captureLogs } from "../../lib/log.ts";
 import { freePort, startRedis } from "../../lab/redis_server.ts";
 import { MODEL_YAML, startTestController, waitUntil } from "../../controller/model/_testing.ts";
 import { connectModelStore, modelKeys, sha256Hex } from "../../controller/model/mod.ts";
-import { main as agentMain } from "../../node/agent.ts";
+import { main as agentMain } from "../../node/lb/main.ts";
 import { installAtomically, main as policyMain } from "../../policy-as/host/cli.ts";
 
 const USER = { name: "holdfast", password: "pw", rules: ["~hf:*", "+@all", "-@dangerous"] };

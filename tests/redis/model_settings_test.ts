@@ -12,7 +12,7 @@ import { MODEL_YAML, startTestController, waitUntil } from "../../controller/mod
 import { connectModelStore, modelKeys } from "../../controller/model/mod.ts";
 
 Deno.test("agent --model redis: left out by lbNodes it serves nothing and is not ready; selected again it serves", async () => {
-  const { main } = await import("../../node/agent.ts");
+  const { main } = await import("../../node/lb/main.ts");
   await using redis = await startRedis();
   const store = connectModelStore({ url: redis.url });
   using logs = captureLogs();

@@ -167,7 +167,7 @@ Deno.test("model in Redis: a bad entry is logged naming its service and skipped"
 
 Deno.test("agent --model redis: ready with the model's frontends in its maps; follows their LB IPs and changes", () =>
   withRedis(async (open, redis) => {
-    const { main } = await import("../../node/agent.ts");
+    const { main } = await import("../../node/lb/main.ts");
     const { freePort } = await import("../../lab/redis_server.ts");
     await using ctl = await startTestController(open(), MODEL_YAML);
     using logs = captureLogs();

@@ -3,19 +3,19 @@
  * agent's flow map — only for the frontend that lost it; adding a backend purges nothing. Real redis-server, in-memory flow maps.
  * Run: `deno test -P=redis tests/redis/purge_test.ts`.
  */
-import { FlowSyncAgent } from "../../node/flows/agent.ts";
+import { FlowSyncAgent } from "../../node/lb/flows/sync_agent.ts";
 import { makeFlowKey } from "../../node/bpf/flow.ts";
-import { MemoryFlowTable } from "../../node/flows/table.ts";
-import { connectRedisStore, type RedisFlowStore } from "../../node/flows/redis_store.ts";
-import { purgeRemovedBackends } from "../../node/flows/purge.ts";
+import { MemoryFlowTable } from "../../node/lb/flows/table.ts";
+import { connectRedisStore, type RedisFlowStore } from "../../node/lb/flows/redis_store.ts";
+import { purgeRemovedBackends } from "../../node/lb/flows/purge.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { startRedis } from "../../lab/redis_server.ts";
 import { datapathLearns, node, until, VIP } from "./_flow_nodes.ts";
-import { flowField } from "../../node/flows/field.ts";
+import { flowField } from "../../node/lb/flows/field.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 
-/** The services file format (controller/sources/file_source.ts), one service. */
+/** The services file format (node/lb/sources/file_source.ts), one service. */
 function oneService(backends: string[]) {
   return {
     services: [{

@@ -9,8 +9,8 @@ import { RedisStatusStore } from "../../controller/status/redis_status_store.ts"
 import { main as statusMain } from "../../controller/status/main.ts";
 import { startRedisCluster } from "../../lab/redis_cluster.ts";
 import { RedisConnection } from "../../lib/redis_connection.ts";
-import { bucketTags } from "../../node/flows/buckets.ts";
-import { vipKeys } from "../../node/flows/schema.ts";
+import { bucketTags } from "../../node/lb/flows/buckets.ts";
+import { vipKeys } from "../../node/lb/flows/schema.ts";
 
 const VIP = "10.0.100.1";
 /** A flow map value: the backend's address as 8 hex digits, then the rest (schema.ts). */

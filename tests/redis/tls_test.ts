@@ -3,10 +3,10 @@
  * Certificates in testdata/tls/ are test-only (valid 2000–2100, SAN 127.0.0.1).
  * Run: `deno test -P=redis tests/redis/tls_test.ts`.
  */
-import { FlowSyncAgent } from "../../node/flows/agent.ts";
+import { FlowSyncAgent } from "../../node/lb/flows/sync_agent.ts";
 import { makeFlowKey } from "../../node/bpf/flow.ts";
-import { MemoryFlowTable } from "../../node/flows/table.ts";
-import { connectRedisStore } from "../../node/flows/redis_store.ts";
+import { MemoryFlowTable } from "../../node/lb/flows/table.ts";
+import { connectRedisStore } from "../../node/lb/flows/redis_store.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { freePort } from "../../lab/redis_server.ts";

@@ -6,8 +6,8 @@
  */
 import { ok } from "node:assert/strict";
 import { makeFlowKey } from "../../node/bpf/flow.ts";
-import { flowField } from "../../node/flows/field.ts";
-import { connectRedisStore } from "../../node/flows/redis_store.ts";
+import { flowField } from "../../node/lb/flows/field.ts";
+import { connectRedisStore } from "../../node/lb/flows/redis_store.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 import { startRedis } from "../../lab/redis_server.ts";

@@ -3,11 +3,11 @@
  * in-memory flow tables share one Redis. Run: `deno test -P=redis tests/redis/vips_test.ts`.
  */
 import { ok } from "node:assert/strict";
-import { flush } from "../../node/flows/_testing.ts";
+import { flush } from "../../node/lb/flows/_testing.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { startRedis } from "../../lab/redis_server.ts";
 import { datapathLearns, event, node, until, VIP, VIP2 } from "./_flow_nodes.ts";
-import { flowField } from "../../node/flows/field.ts";
+import { flowField } from "../../node/lb/flows/field.ts";
 
 Deno.test("redis: an LB IP added to two running agents is restored and shared, removal stops it", async () => {
   using logs = captureLogs();

@@ -25,6 +25,7 @@
  */
 
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { log } from "./log.ts";
 
 /** The options table of one command, as `node:util` `parseArgs` takes it. */
 export type OptionSpec = NonNullable<ParseArgsConfig["options"]>;
@@ -48,6 +49,21 @@ export interface CommandSpec<O extends OptionSpec> {
   readonly positionals?: boolean;
   /** Usage text: printed by `--help`, attached to errors. */
   readonly usage?: string;
+  /**
+   * Deprecated spellings (old name → the option it stands for, and how its value reads there):
+   * accepted, rewritten to the new name, and logged once per process (lib/flags.ts makes these).
+   */
+  readonly aliases?: Readonly<Record<string, DeprecatedAlias>>;
+  /** Values of absent options, as they would be written on the command line (lib/flags.ts). */
+  readonly defaults?: Readonly<Record<string, string>>;
+}
+
+/** An old option name kept for one release. */
+export interface DeprecatedAlias {
+  /** The option's name now. */
+  readonly to: string;
+  /** The value under the new name (default: the same text); throws {@link UsageError}. */
+  readonly map?: (value: string) => string;
 }
 
 /** Parsed values (strings, booleans or their arrays) and positionals. */
@@ -71,8 +87,13 @@ export function parseCommandLine<O extends OptionSpec>(
       strict: true,
       allowPositionals: spec.positionals ?? false,
     });
-    return { values: values as CommandLine["values"], positionals };
+    return { values: applyTable(values as CommandLine["values"], spec), positionals };
   } catch (err) {
+    if (err instanceof UsageError) {
+      throw new UsageError(`Cannot parse ${spec.command} arguments: ${err.message}`, spec.usage, {
+        cause: err,
+      });
+    }
     const reason = err instanceof Error
       ? err.message.replace(/(\.\s|\n).*$/s, "").replace(/'([^']*)'/g, '"$1"')
       : String(err);
@@ -82,6 +103,40 @@ export function parseCommandLine<O extends OptionSpec>(
       { cause: err },
     );
   }
+}
+
+const warned = new Set<string>();
+
+/**
+ * Rewrites deprecated spellings to their new names (logging each once per process as a JSON
+ * warning) and fills in the defaults of absent options, by `spec.aliases` and `spec.defaults`.
+ * Idempotent: readers that take raw values (tests) may call it again.
+ */
+export function applyTable(
+  values: CommandLine["values"],
+  spec: Pick<CommandSpec<OptionSpec>, "command" | "aliases" | "defaults">,
+): CommandLine["values"] {
+  const out = { ...values };
+  for (const [old, alias] of Object.entries(spec.aliases ?? {})) {
+    const v = out[old];
+    if (v === undefined) continue;
+    if (out[alias.to] !== undefined) {
+      throw new UsageError(`Cannot use --${old} with --${alias.to}: it is its old name`);
+    }
+    const map = (x: string | boolean) => typeof x === "string" && alias.map ? alias.map(x) : x;
+    out[alias.to] = Array.isArray(v) ? v.map(map) : map(v);
+    delete out[old];
+    if (!warned.has(`${spec.command} ${old}`)) {
+      warned.add(`${spec.command} ${old}`);
+      log.warn("deprecated option: use the new name, the old one goes in the next release", {
+        command: spec.command,
+        option: `--${old}`,
+        use: `--${alias.to}`,
+      });
+    }
+  }
+  for (const [name, v] of Object.entries(spec.defaults ?? {})) out[name] ??= v;
+  return out;
 }
 
 const HELP = { help: { type: "boolean", short: "h" } } as const;

@@ -2,8 +2,21 @@
  * A tiny Prometheus registry: counters, gauges and histograms with labels, and the text
  * exposition format (version 0.0.4) for a `/metrics` endpoint.
  *
- * Registering a name twice with the same type returns the existing metric, so modules can
- * declare their metrics at top level or per instance without coordination.
+ * Registering a name twice with the same type returns the existing metric, so two instances of
+ * a part share their series without coordination.
+ *
+ * **The one style** for a part of a daemon that has metrics:
+ *
+ * - it takes the registry as an option (`registry?: Registry`, default the process-wide
+ *   {@link registry} that `/metrics` serves) and registers its metrics when it is constructed,
+ *   never at import time — a test passes its own `new Registry()` and reads exactly that part's
+ *   series (node/anycast/agent.ts, node/bgp/supervisor.ts, node/anycast/redirect_purge.ts);
+ * - a value that already lives elsewhere (a hot path's plain counter field, a table's size, a BPF
+ *   map) is not copied on every change but read at scrape time with {@link Gauge.onCollect}
+ *   (node/lb/metrics.ts, node/bpf/metrics.ts: `exportXMetrics(source, registry)`).
+ *
+ * Not yet everywhere: node/bgp/bird.ts and controller/k8s/ still register at import time on the
+ * process registry.
  *
  * @example
  * ```ts

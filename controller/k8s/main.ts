@@ -17,6 +17,7 @@
 
 import * as k8s from "@kubernetes/client-node";
 import {
+  applyTable,
   choiceOption,
   intOption,
   listOption,
@@ -24,6 +25,8 @@ import {
   stringOption,
   UsageError,
 } from "../../lib/args.ts";
+import { defineCommand } from "../../lib/flags.ts";
+import { listenFlag, readListen, readRedis, redisFlags } from "../../lib/flag_groups.ts";
 import { log, type LogLevel, setLogLevel } from "../../lib/log.ts";
 import { serveOps } from "../../lib/ops_http.ts";
 import { RedisConnection, type RedisStoreOptions } from "../../lib/redis_connection.ts";
@@ -39,29 +42,6 @@ import { dashboardHandler, StatusFeed } from "../status/dashboard.ts";
 import { RedisStatusStore } from "../status/redis_status_store.ts";
 import { redisUrlProblem } from "../../lib/redis_cluster.ts";
 import { defaultImage, type EgressWorkloadOptions } from "./_egress_workload.ts";
-
-const USAGE = `usage: main.ts controller [OPTIONS]
-  [--kubeconfig FILE]           (default: in-cluster, else $KUBECONFIG or ~/.kube/config)
-  [--namespace NS]              namespace of the Lease (default holdfast-system)
-  [--identity ID]               this replica's name (default the hostname)
-  [--lease NAME]                Lease for leader election (default holdfast-controller)
-  [--lease-duration-ms N] [--renew-deadline-ms N] [--retry-period-ms N]   (15000, 10000, 2000)
-  [--redis URL]                 publish the LB model and the EgressNAT configs here, read the
-                                egress leases (redis:// or rediss://; a Redis Cluster:
-                                redis+cluster://HOST:PORT[,HOST:PORT…]; default: none)
-  [--redis-user USER] [--redis-password-file FILE]
-  [--policy-configmap NAME]     ConfigMap with the WASM policy, validated on every change
-                                (Events PolicyValidated / PolicyRejected; default holdfast-policy)
-  [--listen HOST:PORT]          /metrics, /healthz, /readyz, and with --redis /dashboard
-                                (default 0.0.0.0:9480; "none")
-  [--egress-nat-pods on|off]    make each EgressNAT's NAT pods: a Deployment and a
-                                PodDisruptionBudget it owns (default on; needs --redis)
-  [--egress-image REF]          their image (default holdfast:<this version>)
-  [--egress-redis URL]          Redis as the NAT pods reach it (default --redis, no password)
-  [--egress-redis-secret NAME]  Secret in the EgressNAT's namespace with key "password" (default
-                                holdfast-redis with --redis-password-file; "none": no password)
-  [--agents URL,...]            the dashboard also reads these nodes' /metrics (http://HOST:PORT)
-  [--log-level info|debug|warn|error]`;
 
 /** The parsed command line. */
 export interface ControllerArgs {
@@ -82,77 +62,92 @@ export interface ControllerArgs {
   logLevel: LogLevel;
 }
 
-const OPTIONS = {
-  kubeconfig: { type: "string" },
-  namespace: { type: "string" },
-  identity: { type: "string" },
-  lease: { type: "string" },
-  "lease-duration-ms": { type: "string" },
-  "renew-deadline-ms": { type: "string" },
-  "retry-period-ms": { type: "string" },
-  redis: { type: "string" },
-  "redis-user": { type: "string" },
-  "redis-password-file": { type: "string" },
-  "policy-configmap": { type: "string" },
-  listen: { type: "string" },
-  agents: { type: "string", multiple: true },
-  "egress-nat-pods": { type: "string" },
-  "egress-image": { type: "string" },
-  "egress-redis": { type: "string" },
-  "egress-redis-secret": { type: "string" },
-  "log-level": { type: "string" },
-} as const;
+const EGRESS = "egress NAT pods";
 
-/** The `controller` command for lib/args.ts: its name, usage and options. */
-export const CONTROLLER_COMMAND = {
+/** The `controller` command for lib/args.ts: its flag table, options and usage. */
+export const CONTROLLER_COMMAND = defineCommand({
   command: "controller",
-  usage: USAGE,
-  options: OPTIONS,
-} as const;
+  synopsis: "main.ts controller [OPTIONS]",
+  flags: {
+    kubeconfig: {
+      arg: "FILE",
+      help: "the cluster",
+      defaultText: "in-cluster, else $KUBECONFIG or ~/.kube/config",
+    },
+    namespace: { arg: "NS", help: "namespace of the Lease", default: "holdfast-system" },
+    identity: { arg: "ID", help: "this replica's name", defaultText: "the hostname" },
+    lease: { arg: "NAME", help: "Lease for leader election", default: "holdfast-controller" },
+    "lease-duration-ms": { arg: "N", help: "leader election timing", default: "15000" },
+    "renew-deadline-ms": { arg: "N", help: "leader election timing", default: "10000" },
+    "retry-period-ms": { arg: "N", help: "leader election timing", default: "2000" },
+    "policy-configmap": {
+      arg: "NAME",
+      help: "ConfigMap with the WASM policy, validated on every change\n" +
+        "(Events PolicyValidated / PolicyRejected)",
+      default: "holdfast-policy",
+    },
+    agents: {
+      arg: "URL,...",
+      multiple: true,
+      help: "the dashboard also reads these nodes' /metrics (http://HOST:PORT)",
+    },
+    "log-level": { arg: "info|debug|warn|error", help: "lowest level logged", default: "info" },
+    ...listenFlag("0.0.0.0:9480", {
+      help: '/metrics, /healthz, /readyz, and with --redis /dashboard ("none": not served)',
+    }),
+    ...redisFlags(["redis", "redis-user", "redis-password-file"], {
+      help: "publish the LB model and the EgressNAT configs here, read the\n" +
+        "egress leases (redis:// or rediss://; a Redis Cluster:\n" +
+        "redis+cluster://HOST:PORT[,HOST:PORT…])",
+      defaultText: "none",
+    }),
+    "egress-nat-pods": {
+      arg: "on|off",
+      help: "make each EgressNAT's NAT pods: a Deployment and a\n" +
+        "PodDisruptionBudget it owns (needs --redis)",
+      default: "on",
+      group: EGRESS,
+    },
+    "egress-image": {
+      arg: "REF",
+      help: "their image",
+      defaultText: "holdfast:<this version>",
+      group: EGRESS,
+    },
+    "egress-redis": {
+      arg: "URL",
+      help: "Redis as the NAT pods reach it",
+      defaultText: "--redis, no password",
+      group: EGRESS,
+    },
+    "egress-redis-secret": {
+      arg: "NAME",
+      help: 'Secret in the EgressNAT\'s namespace with key "password" ("none": no password)',
+      defaultText: "holdfast-redis with --redis-password-file",
+      group: EGRESS,
+    },
+  },
+});
 
 /** Reads the command line (throws {@linkcode UsageError} naming a bad argument). */
 export function readControllerArgs(
   values: Record<string, string | boolean | (string | boolean)[] | undefined>,
 ): ControllerArgs {
-  const url = stringOption(values, "redis");
-  let redis: RedisStoreOptions | undefined;
-  if (url !== undefined) {
-    const redisProblem = redisUrlProblem(url);
-    if (redisProblem) throw new UsageError(`Cannot use --redis "${url}": ${redisProblem}`);
-    redis = { url, logComponent: "model-store" };
-    const user = stringOption(values, "redis-user");
-    if (user) redis.username = user;
-    const file = stringOption(values, "redis-password-file");
-    if (file) {
-      try {
-        redis.password = Deno.readTextFileSync(file).trim();
-      } catch (err) {
-        throw new UsageError(`Cannot read --redis-password-file "${file}": ${err}`, undefined, {
-          cause: err,
-        });
-      }
-    }
-  }
-  const listenText = stringOption(values, "listen", { default: "0.0.0.0:9480" });
-  let listen: ControllerArgs["listen"] = null;
-  if (listenText !== "none") {
-    const m = /^(.+):(\d+)$/.exec(listenText);
-    if (!m || Number(m[2]) > 65535) {
-      throw new UsageError(`Cannot use --listen "${listenText}": expected HOST:PORT or none`);
-    }
-    listen = { hostname: m[1]!, port: Number(m[2]) };
-  }
+  values = applyTable(values, CONTROLLER_COMMAND);
+  const flags = readRedis(values);
+  const redis: RedisStoreOptions | undefined = flags && { ...flags, logComponent: "model-store" };
+  const listen = readListen(values);
   return {
     egressWorkload: readEgressWorkload(values, redis),
     kubeconfig: stringOption(values, "kubeconfig"),
-    namespace: stringOption(values, "namespace", { default: "holdfast-system" }),
+    namespace: stringOption(values, "namespace")!,
     identity: stringOption(values, "identity", { default: Deno.hostname() }),
-    lease: stringOption(values, "lease", { default: "holdfast-controller" }),
-    leaseDurationMs: intOption(values, "lease-duration-ms", { default: 15_000, min: 1 }),
-    renewDeadlineMs: intOption(values, "renew-deadline-ms", { default: 10_000, min: 1 }),
-    retryPeriodMs: intOption(values, "retry-period-ms", { default: 2_000, min: 1 }),
+    lease: stringOption(values, "lease")!,
+    leaseDurationMs: intOption(values, "lease-duration-ms", { min: 1 })!,
+    renewDeadlineMs: intOption(values, "renew-deadline-ms", { min: 1 })!,
+    retryPeriodMs: intOption(values, "retry-period-ms", { min: 1 })!,
     redis,
-    policyConfigMap: stringOption(values, "policy-configmap", { default: "holdfast-policy" }),
+    policyConfigMap: stringOption(values, "policy-configmap")!,
     listen,
     agents: listOption(values, "agents").map((a) => {
       try {

@@ -10,6 +10,7 @@
  */
 
 import {
+  applyTable,
   intOption,
   listOption,
   readCommandLine,
@@ -17,40 +18,40 @@ import {
   UsageError,
 } from "../../lib/args.ts";
 import type { RedisStoreOptions } from "../../lib/redis_connection.ts";
-import { redisUrlProblem } from "../../lib/redis_cluster.ts";
+import { defineCommand } from "../../lib/flags.ts";
+import { readRedis, redisFlags } from "../../lib/flag_groups.ts";
 import { metricsUrl, readStatus } from "./collect.ts";
 import { startDashboard } from "./dashboard.ts";
 import { RedisStatusStore } from "./redis_status_store.ts";
 import { renderStatusText } from "./text.ts";
 
-const USAGE = `usage: main.ts status [OPTIONS]
-  [--redis URL]                 the Redis the controller publishes the model to
-                                (redis://, rediss:// or redis+cluster://HOST:PORT,... for a
-                                Redis Cluster; password also from $HOLDFAST_REDIS_PASSWORD)
-  [--redis-user USER] [--redis-password-file FILE]
-  [--prefix P]                  key prefix in Redis (default hf)
-  [--agents URL,...]            /metrics of LB, anycast and egress nodes (http://HOST:PORT)
-  [--json]                      print one JSON object instead of tables
-  [--serve PORT]                serve the live dashboard on http://127.0.0.1:PORT/dashboard
-  [--listen HOST]               with --serve: the address to listen on (default 127.0.0.1)
-  [--interval-ms N]             with --serve: time between readings (default 1000)
-  [--timeout-ms N]              longest wait for Redis or one node (default 2000)`;
-
-const OPTIONS = {
-  redis: { type: "string" },
-  "redis-user": { type: "string" },
-  "redis-password-file": { type: "string" },
-  prefix: { type: "string" },
-  agents: { type: "string", multiple: true },
-  json: { type: "boolean" },
-  serve: { type: "string" },
-  listen: { type: "string" },
-  "interval-ms": { type: "string" },
-  "timeout-ms": { type: "string" },
-} as const;
-
-/** The `status` command for lib/args.ts: its name, usage and options. */
-export const STATUS_COMMAND = { command: "status", usage: USAGE, options: OPTIONS } as const;
+/** The `status` command for lib/args.ts: its flag table, options and usage. */
+export const STATUS_COMMAND = defineCommand({
+  command: "status",
+  synopsis: "main.ts status [OPTIONS]",
+  flags: {
+    prefix: { arg: "P", help: "key prefix in Redis", defaultText: "hf" },
+    agents: {
+      arg: "URL,...",
+      multiple: true,
+      help: "/metrics of LB, anycast and egress nodes (http://HOST:PORT)",
+    },
+    json: { type: "boolean", help: "print one JSON object instead of tables" },
+    serve: { arg: "PORT", help: "serve the live dashboard on http://127.0.0.1:PORT/dashboard" },
+    listen: {
+      arg: "HOST",
+      help: "with --serve: the address to listen on (not the daemons' HOST:PORT)",
+      default: "127.0.0.1",
+    },
+    "interval-ms": { arg: "N", help: "with --serve: time between readings", default: "1000" },
+    "timeout-ms": { arg: "N", help: "longest wait for Redis or one node", default: "2000" },
+    ...redisFlags(["redis", "redis-user", "redis-password-file"], {
+      help: "the Redis the controller publishes the model to\n" +
+        "(redis://, rediss:// or redis+cluster://HOST:PORT,... for a\n" +
+        "Redis Cluster; password also from $HOLDFAST_REDIS_PASSWORD)",
+    }),
+  },
+});
 
 /** The parsed command line. */
 export interface StatusArgs {
@@ -68,24 +69,13 @@ export function readStatusArgs(
   values: Record<string, string | boolean | (string | boolean)[] | undefined>,
   env: { password?: string | undefined } = {},
 ): StatusArgs {
-  const url = stringOption(values, "redis");
+  values = applyTable(values, STATUS_COMMAND);
+  const flags = readRedis(values, { password: env.password });
   let redis: RedisStoreOptions | null = null;
-  if (url !== undefined) {
-    const problem = redisUrlProblem(url);
-    if (problem) throw new UsageError(`Cannot use --redis "${url}": ${problem}`);
-    redis = { url, logComponent: "status" };
-    const user = stringOption(values, "redis-user");
-    if (user) redis.username = user;
+  if (flags) {
+    redis = { ...flags, logComponent: "status" };
     const prefix = stringOption(values, "prefix");
     if (prefix) redis.prefix = prefix;
-    const file = stringOption(values, "redis-password-file");
-    if (file) {
-      try {
-        redis.password = Deno.readTextFileSync(file).trim();
-      } catch (err) {
-        throw new UsageError(`Cannot read --redis-password-file "${file}": ${err}`);
-      }
-    } else if (env.password) redis.password = env.password;
   }
   const agents = listOption(values, "agents").map((a) => {
     try {
@@ -102,9 +92,9 @@ export function readStatusArgs(
     agents,
     json: values.json === true,
     serve,
-    listen: stringOption(values, "listen", { default: "127.0.0.1" }),
-    intervalMs: intOption(values, "interval-ms", { default: 1_000, min: 50 }),
-    timeoutMs: intOption(values, "timeout-ms", { default: 2_000, min: 1 }),
+    listen: stringOption(values, "listen")!,
+    intervalMs: intOption(values, "interval-ms", { min: 50 })!,
+    timeoutMs: intOption(values, "timeout-ms", { min: 1 })!,
   };
 }
 

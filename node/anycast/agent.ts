@@ -9,7 +9,7 @@
  */
 
 import { log as rootLog, type Logger } from "../../lib/log.ts";
-import { registry } from "../../lib/metrics.ts";
+import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
 import { Backoff, sleep } from "../../lib/backoff.ts";
 import { isIpv4, parseIpv4, parseIpv4Cidr } from "../../lib/ipv4.ts";
 import { ipv6BigInt, parseIpv6Cidr } from "../../lib/ipv6.ts";
@@ -17,7 +17,8 @@ import type { Loopback } from "./loopback.ts";
 import { desiredAddresses, type Holding, managedAddresses } from "./model.ts";
 import type { AnycastState } from "./state_file.ts";
 
-const metrics = {
+/** The agent's metrics, on `registry` (lib/metrics.ts: registered per instance). */
+const anycastMetrics = (registry: Registry) => ({
   held: registry.gauge("holdfast_anycast_addresses_held", "Anycast addresses held on lo."),
   address: registry.gauge(
     "holdfast_anycast_address",
@@ -33,7 +34,7 @@ const metrics = {
     "holdfast_anycast_reconcile_errors_total",
     "Failed passes making lo match the desired addresses (retried).",
   ),
-};
+});
 
 /** Options of {@linkcode AnycastAgent}. */
 export interface AnycastAgentOptions {
@@ -47,6 +48,8 @@ export interface AnycastAgentOptions {
   readonly prefixes?: readonly string[];
   /** Retries of one failed state before waiting for the next (default 20). */
   readonly maxRetries?: number;
+  /** Where its metrics go (default the process registry, served at `/metrics`). */
+  readonly registry?: Registry;
 }
 
 /** A prefix as an inclusive range (IPv4 as `number`, IPv6 as `bigint`: never equal). */
@@ -66,6 +69,7 @@ export class AnycastAgent {
   readonly #log: Logger;
   readonly #prefixes: Prefix[];
   readonly #maxRetries: number;
+  readonly #metrics: ReturnType<typeof anycastMetrics>;
   #state: AnycastState = { services: [], pods: [] };
   #held = new Map<string, Holding>();
   readonly #everHeld = new Set<string>();
@@ -82,6 +86,7 @@ export class AnycastAgent {
     this.#log = options.log ?? rootLog.with({ component: "anycast", node });
     this.#prefixes = (options.prefixes ?? []).map(parsePrefix);
     this.#maxRetries = options.maxRetries ?? 20;
+    this.#metrics = anycastMetrics(options.registry ?? processRegistry);
   }
 
   /** Addresses held now, with why. */
@@ -125,7 +130,7 @@ export class AnycastAgent {
         await this.#reconcile();
         return;
       } catch (e) {
-        metrics.errors.inc();
+        this.#metrics.errors.inc();
         this.#log.error("anycast reconcile failed; retrying", { attempt, error: e });
         await sleep(backoff.next());
       }
@@ -168,7 +173,7 @@ export class AnycastAgent {
           added = true;
         });
         if (!added) continue;
-        metrics.changes.inc({ action: "assume" });
+        this.#metrics.changes.inc({ action: "assume" });
         this.#log.info(`assuming address ${address}`, {
           address,
           services: holding.services,
@@ -186,16 +191,16 @@ export class AnycastAgent {
 
   /** The held-addresses gauges: the count, and 1/0 per address this agent ever held. */
   #countHeld(): void {
-    metrics.held.set(undefined, this.#held.size);
+    this.#metrics.held.set(undefined, this.#held.size);
     for (const address of this.#held.keys()) this.#everHeld.add(address);
     for (const address of this.#everHeld) {
-      metrics.address.set({ address }, this.#held.has(address) ? 1 : 0);
+      this.#metrics.address.set({ address }, this.#held.has(address) ? 1 : 0);
     }
   }
 
   #forfeited(address: string, before: Holding, reason: string): void {
     this.#held.delete(address);
-    metrics.changes.inc({ action: "forfeit" });
+    this.#metrics.changes.inc({ action: "forfeit" });
     this.#countHeld();
     this.#log.info(`forfeiting address ${address}`, {
       address,

@@ -1,6 +1,6 @@
 import { deepStrictEqual } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
-import { registry } from "../../lib/metrics.ts";
+import { Registry, registry } from "../../lib/metrics.ts";
 import { AnycastAgent } from "./agent.ts";
 import { MemoryLoopback } from "./loopback.ts";
 import { desiredAddresses } from "./model.ts";
@@ -83,6 +83,22 @@ Deno.test("anycast agent: assumes and forfeits on lo, logging address, services 
       "default/web-1 terminating",
     ],
   ]);
+});
+
+Deno.test("anycast agent: its metrics go to the registry it is given (lib/metrics.ts style)", async () => {
+  using _logs = captureLogs();
+  const own = new Registry();
+  const agent = new AnycastAgent("n1", new MemoryLoopback(), { registry: own });
+  await agent.update(state(`[${pod("default/web-1", { app: "web" })}]`));
+  deepStrictEqual(own.gauge("holdfast_anycast_addresses_held", "").get(), 1);
+  deepStrictEqual(
+    own.counter("holdfast_anycast_changes_total", "", { labelNames: ["action"] }).get({
+      action: "assume",
+    }),
+    1,
+  );
+  await agent.forfeitAll();
+  deepStrictEqual(own.gauge("holdfast_anycast_addresses_held", "").get(), 0);
 });
 
 Deno.test("anycast agent: a failing lo is retried until it converges; forfeitAll withdraws all", async () => {

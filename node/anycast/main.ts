@@ -11,8 +11,8 @@
  * stored flow is restored before the first address goes on `lo` (announced).
  *
  * ```
- * main.ts anycast --node NAME (--state FILE | --kube [--kubeconfig FILE]) [--bgp-config FILE] [--bird-dir DIR]
- *                 [--ops-port N] [--poll-ms N] [--withdraw-wait-ms N]
+ * main.ts anycast --node-name NAME (--state FILE | --kube [--kubeconfig FILE]) [--bgp-config FILE]
+ *                 [--bgp-dir DIR] [--listen HOST:PORT] [--poll-ms N] [--withdraw-wait-ms N]
  *                 [--redirect --redis URL --attach IFACE --src-addr IP --owners IP,IP… [--pin-dir DIR]
  *                  [--liveness-ttl-ms N]]
  * ```
@@ -43,68 +43,111 @@ import { watchFile } from "./watch_file.ts";
 import { FlowRedirect } from "./redirect.ts";
 import { DEFAULT_LIVENESS } from "./liveness.ts";
 import { redisUrlProblem } from "../../lib/redis_cluster.ts";
+import { defineCommand } from "../../lib/flags.ts";
+import {
+  bgpFlags,
+  listenFlag,
+  nodeNameFlag,
+  OPS_PORT_ALIAS,
+  readListen,
+  redisFlags,
+} from "../../lib/flag_groups.ts";
 
-const USAGE = `usage: main.ts anycast --node NAME (--state FILE | --kube) [OPTIONS]
+const REDIRECT = "flow redirection (off by default; needs root, BPF and a shared Redis)";
 
-Holds each anycast service's LB /32 (IPv6: /128) on lo while a ready, non-terminating pod of the
-service runs on this node; with --bgp-config, runs bird to announce those addresses
-(docs/anycast.md).
-
-  --node NAME              this node's name (pods' spec.nodeName)
-  --state FILE             services and pods, YAML or JSON, followed live
-  --kube                   services and this node's pods from the Kubernetes API instead
-  --kubeconfig FILE        with --kube (default: in-cluster, else $KUBECONFIG, ~/.kube/config)
-  --bgp-config FILE        BGP settings (node/bgp/settings.ts), followed live (birdc configure);
-                           with --kube and no file: the LoadBalancerConfig's spec.bgp
-  --bird-dir DIR           bird's config, socket and log (default /run/holdfast/bird-NODE)
-  --ops-port N             serve /metrics /healthz /readyz on 127.0.0.1:N (default off)
-  --poll-ms N              file poll interval besides inotify (default 1000)
-  --withdraw-wait-ms N     on SIGTERM, wait after forfeiting before stopping bird (default 500)
-  --resync-ms N            repair lo against the current state this often (default 10000)
-
-Flow redirection (off by default; needs root, BPF and a shared Redis; docs/anycast.md):
-  --redirect               run the flow-aware datapath: moved flows go to the node owning them
-  --redis URL              the flow store shared by the anycast nodes (redis://host:port, redis+cluster://…)
-  --attach IFACE           the uplink (XDP and tc attach here)
-  --src-addr IP            this node's address on it (outer source; owner of its own flows)
-  --owners IP[,IP...]      every anycast node's --src-addr: flows owned elsewhere are refused
-  --encap-port N           encapsulation UDP port, the same on every node (default 6080)
-  --seed N                 flow hash seed, the same on every node (default 0)
-  --pin-dir DIR            bpffs directory of the maps (default /sys/fs/bpf/holdfast)
-  --liveness-ttl-ms N      TTL of this node's liveness record, refreshed every second; the
-                           others purge a node's flows once it lapses (default 5000)`;
-
-/** The `anycast` command for lib/args.ts: its name, usage and options. */
-export const ANYCAST_COMMAND = {
+/** The `anycast` command for lib/args.ts: its flag table, options and usage. */
+export const ANYCAST_COMMAND = defineCommand({
   command: "anycast",
-  usage: USAGE,
-  options: {
-    node: { type: "string" },
-    state: { type: "string" },
-    kube: { type: "boolean" },
-    kubeconfig: { type: "string" },
-    "bgp-config": { type: "string" },
-    "bird-dir": { type: "string" },
-    "ops-port": { type: "string" },
-    "poll-ms": { type: "string" },
-    "withdraw-wait-ms": { type: "string" },
-    "resync-ms": { type: "string" },
-    redirect: { type: "boolean" },
-    redis: { type: "string" },
-    attach: { type: "string" },
-    "src-addr": { type: "string" },
-    owners: { type: "string", multiple: true },
-    "encap-port": { type: "string" },
-    seed: { type: "string" },
-    "pin-dir": { type: "string" },
-    "liveness-ttl-ms": { type: "string" },
+  synopsis: "main.ts anycast --node-name NAME (--state FILE | --kube) [OPTIONS]",
+  about: "Holds each anycast service's LB /32 (IPv6: /128) on lo while a ready, non-terminating\n" +
+    "pod of the service runs on this node; with --bgp-config, runs bird to announce those\n" +
+    "addresses (docs/anycast.md).",
+  flags: {
+    state: { arg: "FILE", help: "services and pods, YAML or JSON, followed live" },
+    kube: {
+      type: "boolean",
+      help: "services and this node's pods from the Kubernetes API instead",
+    },
+    kubeconfig: {
+      arg: "FILE",
+      help: "with --kube",
+      defaultText: "in-cluster, else $KUBECONFIG, ~/.kube/config",
+    },
+    "poll-ms": { arg: "N", help: "file poll interval besides inotify", default: "1000" },
+    "withdraw-wait-ms": {
+      arg: "N",
+      help: "on SIGTERM, wait after forfeiting before stopping bird",
+      default: "500",
+    },
+    "resync-ms": {
+      arg: "N",
+      help: "repair lo against the current state this often",
+      default: "10000",
+    },
+    ...nodeNameFlag("this node's name (pods' spec.nodeName)", {
+      required: true,
+      aliases: ["node"],
+    }),
+    ...listenFlag("none", { aliases: [OPS_PORT_ALIAS] }),
+    ...bgpFlags(
+      "BGP settings (node/bgp/settings.ts), followed live (birdc configure);\n" +
+        "with --kube and no file: the LoadBalancerConfig's spec.bgp",
+      "/run/holdfast/bird-NODE",
+      { dirAliases: ["bird-dir"] },
+    ),
+    redirect: {
+      type: "boolean",
+      help: "run the flow-aware datapath: moved flows go to the node owning them",
+      group: REDIRECT,
+    },
+    ...redisFlags(["redis"], {
+      help: "with --redirect: the flow store shared by the anycast nodes\n" +
+        "(redis://HOST:PORT, redis+cluster://…)",
+    }),
+    attach: { arg: "IFACE", help: "the uplink (XDP and tc attach here)", group: REDIRECT },
+    "src-addr": {
+      arg: "IP",
+      help: "this node's address on it (outer source; owner of its own flows)",
+      group: REDIRECT,
+    },
+    owners: {
+      arg: "IP[,IP...]",
+      multiple: true,
+      help: "every anycast node's --src-addr: flows owned elsewhere are refused",
+      group: REDIRECT,
+    },
+    "encap-port": {
+      arg: "N",
+      help: "encapsulation UDP port, the same on every node",
+      defaultText: "6080",
+      group: REDIRECT,
+    },
+    seed: {
+      arg: "N",
+      help: "flow hash seed, the same on every node",
+      defaultText: "0",
+      group: REDIRECT,
+    },
+    "pin-dir": {
+      arg: "DIR",
+      help: "bpffs directory of the maps",
+      defaultText: "/sys/fs/bpf/holdfast",
+      group: REDIRECT,
+    },
+    "liveness-ttl-ms": {
+      arg: "N",
+      help: "TTL of this node's liveness record, refreshed every second; the\n" +
+        "others purge a node's flows once it lapses",
+      defaultText: "5000",
+      group: REDIRECT,
+    },
   },
-} as const;
+});
 
 /** Runs the anycast agent until SIGTERM/SIGINT; returns the exit code. */
 export async function main(args: string[]): Promise<number> {
   const read = readCommandLine(args, ANYCAST_COMMAND, ({ values }) => {
-    const node = stringOption(values, "node", { required: true });
+    const node = stringOption(values, "node-name", { required: true });
     const state = stringOption(values, "state");
     const kube = values.kube === true;
     if ((state === undefined) === !kube) {
@@ -120,11 +163,11 @@ export async function main(args: string[]): Promise<number> {
       redirect: redirectOptions(values),
       kubeconfig: stringOption(values, "kubeconfig"),
       bgpConfig: stringOption(values, "bgp-config"),
-      birdDir: stringOption(values, "bird-dir") ?? `/run/holdfast/bird-${node}`,
-      opsPort: intOption(values, "ops-port", { default: 0, max: 65535 }),
-      pollMs: intOption(values, "poll-ms", { default: 1_000, min: 10 }),
-      withdrawWaitMs: intOption(values, "withdraw-wait-ms", { default: 500, max: 60_000 }),
-      resyncMs: intOption(values, "resync-ms", { default: 10_000, min: 100 }),
+      birdDir: stringOption(values, "bgp-dir") ?? `/run/holdfast/bird-${node}`,
+      listen: readListen(values),
+      pollMs: intOption(values, "poll-ms", { min: 10 })!,
+      withdrawWaitMs: intOption(values, "withdraw-wait-ms", { max: 60_000 })!,
+      resyncMs: intOption(values, "resync-ms", { min: 100 })!,
     };
   });
   if ("exit" in read) return read.exit;
@@ -160,9 +203,7 @@ export async function main(args: string[]): Promise<number> {
   /** The services of the last state applied (what a stop drains). */
   let services: AnycastState["services"] = [];
   exportNodeInfo("anycast", o.node);
-  const ops = o.opsPort > 0
-    ? serveOps({ hostname: "127.0.0.1", port: o.opsPort }, () => loaded, { logger: log })
-    : undefined;
+  const ops = o.listen ? serveOps(o.listen, () => loaded, { logger: log }) : undefined;
   const onError = (what: string) => (error: unknown) =>
     log.error(`cannot follow ${what}; the previous one stays`, { error });
   let following = false;

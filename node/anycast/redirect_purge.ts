@@ -15,16 +15,18 @@
 
 import { parseAddr } from "../lb/tables/address.ts";
 import type { Logger } from "../../lib/log.ts";
-import { registry } from "../../lib/metrics.ts";
+import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
 import { purgeBackendFlows } from "../lb/flows/purge.ts";
 import type { FlowStore } from "../lb/flows/store.ts";
 import { redirectAddress, type RedirectConfig } from "./redirect_config.ts";
 
-const purged = registry.counter(
-  "holdfast_anycast_owner_flows_purged_total",
-  "Flows of an owner that no longer serves, purged by this agent (reason: departed, lapsed).",
-  { labelNames: ["owner", "reason"] },
-);
+/** The purger's metric, on `registry` (lib/metrics.ts: registered per instance). */
+const purgedCounter = (registry: Registry) =>
+  registry.counter(
+    "holdfast_anycast_owner_flows_purged_total",
+    "Flows of an owner that no longer serves, purged by this agent (reason: departed, lapsed).",
+    { labelNames: ["owner", "reason"] },
+  );
 
 /**
  * Which redirected addresses this node must purge its flows of, and the addresses it owns now.
@@ -65,8 +67,13 @@ export class OwnerPurger {
   #config?: RedirectConfig;
   #owned?: Set<string>;
   readonly #pending = new Set<string>();
+  readonly #purged: ReturnType<typeof purgedCounter>;
 
-  constructor(o: { store: FlowStore; node: string; self: string; log: Logger }) {
+  /** `registry`: where its metric goes (default the process registry, served at `/metrics`). */
+  constructor(
+    o: { store: FlowStore; node: string; self: string; log: Logger; registry?: Registry },
+  ) {
+    this.#purged = purgedCounter(o.registry ?? processRegistry);
     this.#store = o.store;
     this.#node = o.node;
     this.#self = o.self;
@@ -92,7 +99,7 @@ export class OwnerPurger {
         const flows = await this.#purge(this.#self, vip);
         this.#pending.delete(vip);
         if (flows === 0 && first) continue; // nothing stale at start: nothing to say
-        purged.inc({ owner: this.#self, reason: "departed" }, flows);
+        this.#purged.inc({ owner: this.#self, reason: "departed" }, flows);
         this.#log.info("flows of a departed owner purged", {
           vip,
           owner: this.#self,
@@ -119,7 +126,7 @@ export class OwnerPurger {
     if (!c) throw new Error(`Cannot purge the flows of "${owner}" before a state is applied`);
     let flows = 0;
     for (const vip of c.vips) flows += await this.#purge(owner, vip);
-    purged.inc({ owner, reason: "lapsed" }, flows);
+    this.#purged.inc({ owner, reason: "lapsed" }, flows);
     this.#log.info("flows of a lapsed owner purged", {
       owner,
       flows,

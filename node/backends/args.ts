@@ -12,6 +12,7 @@
  */
 
 import {
+  applyTable,
   type CommandLine,
   intOption,
   listOption,
@@ -19,56 +20,77 @@ import {
   UsageError,
 } from "../../lib/args.ts";
 import type { RedisStoreOptions } from "../../lib/redis_connection.ts";
-import { redisUrlProblem } from "../../lib/redis_cluster.ts";
+import { defineCommand } from "../../lib/flags.ts";
+import {
+  listenFlag,
+  nodeNameFlag,
+  readListen,
+  readRedis as readRedis_,
+  redisFlags,
+} from "../../lib/flag_groups.ts";
 import { canonicalIp } from "./plan.ts";
 
-export const NODE_USAGE =
-  `usage: main.ts node --node-name NAME (--kube [--kubeconfig FILE] | --pods FILE)
-                    (--model redis --redis URL | --config FILE)
-                    (--uplink IF[,IF...] | --node-address IP[,IP...]) [--netns NS]
-                    [--encap-port N] [--mss N (0 = off)]
-                    [--pin-dir DIR] [--object-dir DIR] [--flow-idle-s N (0 = LRU only)]
-                    [--redis-user USER] [--redis-password-file FILE]
-                    [--listen HOST:PORT (default 127.0.0.1:9472; "none")]
-                    [--egress-steer [--redis URL] [--egress-steer-cleanup]]
-  The node side of Holdfast: for every pod on this node that backs a frontend, the LB nodes'
-  encapsulated packets reach the pod at its own address and target port, and its replies leave
-  from the LB IP and port straight to the client. Runs until SIGTERM; the programs and pinned
-  maps stay, so traffic continues across a restart.
-  --uplink: where encapsulated packets arrive and replies leave; or --node-address: the
-  interfaces holding the node's addresses (in Kubernetes status.hostIPs). --netns: a network
-  namespace to work in (the lab).
-  --egress-steer: also steer this node's client pods of every EgressNAT to the NAT pod owning
-  their floating address (docs/egress.md "Steering client pods"; Redis from --redis, which
-  --model redis already gives). --egress-steer-cleanup: detach the steering at stop (default:
-  it stays, as the other programs do, so traffic keeps its path across a restart).`;
+const ATTACH = "attach";
 
-export const NODE_COMMAND = {
+/** The `node` command for lib/args.ts: its flag table, options and usage. */
+export const NODE_COMMAND = defineCommand({
   command: "node",
-  usage: NODE_USAGE,
-  options: {
-    "node-name": { type: "string" },
-    kube: { type: "boolean" },
-    kubeconfig: { type: "string" },
-    pods: { type: "string" },
-    model: { type: "string" },
-    config: { type: "string" },
-    redis: { type: "string" },
-    "redis-user": { type: "string" },
-    "redis-password-file": { type: "string" },
-    uplink: { type: "string", multiple: true },
-    "node-address": { type: "string", multiple: true },
-    netns: { type: "string" },
-    "encap-port": { type: "string" },
-    mss: { type: "string" },
-    "pin-dir": { type: "string" },
-    "object-dir": { type: "string" },
-    "flow-idle-s": { type: "string" },
-    listen: { type: "string" },
-    "egress-steer": { type: "boolean" },
-    "egress-steer-cleanup": { type: "boolean" },
+  synopsis: "main.ts node --node-name NAME (--kube [--kubeconfig FILE] | --pods FILE)\n" +
+    "             (--model redis --redis URL | --config FILE)\n" +
+    "             (--uplink IF[,IF...] | --node-address IP[,IP...]) [OPTIONS]",
+  about:
+    "The node side of Holdfast: for every pod on this node that backs a frontend, the LB nodes'\n" +
+    "encapsulated packets reach the pod at its own address and target port, and its replies leave\n" +
+    "from the LB IP and port straight to the client. Runs until SIGTERM; the programs and pinned\n" +
+    "maps stay, so traffic continues across a restart.",
+  flags: {
+    kube: { type: "boolean", help: "the pods from the Kubernetes API" },
+    kubeconfig: { arg: "FILE", help: "with --kube", defaultText: "in-cluster, else $KUBECONFIG" },
+    pods: { arg: "FILE", help: "instead of --kube: the pods from a file" },
+    model: { arg: "redis", help: "the LB model from Redis (--redis)" },
+    config: { arg: "FILE", help: "instead of --model redis: the LB model from a services file" },
+    "encap-port": {
+      arg: "N",
+      help: "encapsulation UDP port",
+      defaultText: "the model's settings.encapPort, else 6080",
+    },
+    mss: { arg: "N", help: "clamp the TCP MSS of replies (0 = off)", default: "1432" },
+    "pin-dir": { arg: "DIR", help: "bpffs directory of the maps" },
+    "object-dir": { arg: "DIR", help: "where the BPF objects are" },
+    "flow-idle-s": { arg: "N", help: "idle flows expire (0 = LRU only)", default: "7200" },
+    "egress-steer": {
+      type: "boolean",
+      help: "also steer this node's client pods of every EgressNAT to the NAT pod owning\n" +
+        'their floating address (docs/egress.md "Steering client pods"; Redis from --redis,\n' +
+        "which --model redis already gives)",
+    },
+    "egress-steer-cleanup": {
+      type: "boolean",
+      help: "with --egress-steer: detach the steering at stop (default: it stays, as the\n" +
+        "other programs do, so traffic keeps its path across a restart)",
+    },
+    ...nodeNameFlag("this node's name", { defaultText: "the hostname, without --kube" }),
+    ...listenFlag("127.0.0.1:9472"),
+    ...redisFlags(["redis", "redis-user", "redis-password-file"]),
+    uplink: {
+      arg: "IF[,IF...]",
+      multiple: true,
+      help: "where encapsulated packets arrive and replies leave",
+      group: ATTACH,
+    },
+    "node-address": {
+      arg: "IP[,IP...]",
+      multiple: true,
+      help: "instead of --uplink: the interfaces holding the node's addresses\n" +
+        "(in Kubernetes status.hostIPs)",
+      group: ATTACH,
+    },
+    netns: { arg: "NS", help: "a network namespace to work in (the lab)", group: ATTACH },
   },
-} as const;
+});
+
+/** Usage text of `main.ts node`. */
+export const NODE_USAGE = NODE_COMMAND.usage;
 
 /** The node agent's options. */
 export interface NodeArgs {
@@ -92,9 +114,10 @@ export interface NodeArgs {
 
 /** Reads a parsed `node` command line; throws {@link UsageError} naming the bad option. */
 export function readNodeArgs(
-  { values }: CommandLine,
+  line: CommandLine,
   env: { password?: string; readFile?: (path: string) => string } = {},
 ): NodeArgs {
+  const values = applyTable(line.values, NODE_COMMAND);
   const str = (name: string) => stringOption(values, name) || undefined;
   const kube = values.kube === true;
   const podsFile = str("pods");
@@ -112,24 +135,9 @@ export function readNodeArgs(
   if ((model === "redis") === (config !== undefined)) {
     throw new UsageError('Need exactly one of "--model redis" or "--config FILE": the LB model');
   }
-  const readRedis = (): RedisStoreOptions => {
-    const url = stringOption(values, "redis", { required: true });
+  const readRedis = (): RedisStoreOptions =>
     // One Redis or a Redis Cluster, as every Redis user takes (docs/operators.md).
-    const problem = redisUrlProblem(url);
-    if (problem) throw new UsageError(`Cannot use --redis "${url}": ${problem}`);
-    const redis: RedisStoreOptions = { url };
-    const user = str("redis-user");
-    if (user) redis.username = user;
-    const pwFile = str("redis-password-file");
-    if (pwFile) {
-      try {
-        redis.password = (env.readFile ?? Deno.readTextFileSync)(pwFile).trim();
-      } catch (err) {
-        throw new UsageError(`Cannot read --redis-password-file "${pwFile}": ${err}`);
-      }
-    } else if (env.password) redis.password = env.password;
-    return redis;
-  };
+    readRedis_(values, { required: true, password: env.password, readFile: env.readFile })!;
   const modelSource: NodeArgs["model"] = model === "redis"
     ? { redis: readRedis() }
     : { file: config! };
@@ -142,15 +150,7 @@ export function readNodeArgs(
       cleanup: values["egress-steer-cleanup"] === true,
     }
     : undefined;
-  const listenText = stringOption(values, "listen", { default: "127.0.0.1:9472" });
-  let listen: NodeArgs["listen"] = null;
-  if (listenText !== "none") {
-    const m = /^(.+):(\d+)$/.exec(listenText);
-    if (!m || Number(m[2]) > 65535) {
-      throw new UsageError(`Cannot use --listen "${listenText}": expected HOST:PORT or none`);
-    }
-    listen = { hostname: m[1]!, port: Number(m[2]) };
-  }
+  const listen = readListen(values);
   const uplinks = listOption(values, "uplink");
   const nodeAddresses = listOption(values, "node-address");
   for (const a of nodeAddresses) {
@@ -175,10 +175,10 @@ export function readNodeArgs(
     encapPort: values["encap-port"] === undefined
       ? undefined
       : intOption(values, "encap-port", { min: 1, max: 65535 }),
-    mssMax: intOption(values, "mss", { default: 1432, max: 65535 }),
+    mssMax: intOption(values, "mss", { max: 65535 })!,
     pinDir: str("pin-dir"),
     objectDir: str("object-dir"),
-    flowIdleS: intOption(values, "flow-idle-s", { default: 7200 }),
+    flowIdleS: intOption(values, "flow-idle-s")!,
     listen,
     ...(egressSteer ? { egressSteer } : {}),
   };

@@ -24,6 +24,7 @@
 import { readCommandLine } from "../../lib/args.ts";
 import { log, type Logger } from "../../lib/log.ts";
 import { type Registry, registry } from "../../lib/metrics.ts";
+import { Lifecycle } from "../../lib/lifecycle.ts";
 import { serveOps } from "../../lib/ops_http.ts";
 import { DB } from "../../lib/statedb/db.ts";
 import { createLBTables } from "../lb/tables/tables.ts";
@@ -119,7 +120,8 @@ export async function main(
   const onSignal = () => stop.abort();
   for (const s of ["SIGTERM", "SIGINT"] as const) Deno.addSignalListener(s, onSignal);
   options.signal?.addEventListener("abort", onSignal);
-  const cleanup: (() => unknown)[] = [() => stop.abort()];
+  const life = new Lifecycle(nlog);
+  life.onStop("signal", () => stop.abort());
   let ready = false;
   let backends: NodeBackends | null = null;
   try {
@@ -127,14 +129,14 @@ export async function main(
       const server = serveOps(a.listen, () => ready && (backends?.applied ?? false), {
         logger: nlog,
       });
-      cleanup.push(() => server.shutdown());
+      life.onStop("ops", () => server.shutdown());
     }
     // 1. Datapath, adopting what a previous agent pinned.
     const dp = await NodeDatapath.open({
       objectDir: a.objectDir,
       pinDir: a.pinDir ?? NODE_PIN_DIR,
     });
-    cleanup.push(() => dp[Symbol.dispose]());
+    life.onStop("datapath", () => dp[Symbol.dispose]());
     nlog.info("starting", {
       pinDir: a.pinDir ?? NODE_PIN_DIR,
       adopted: { frontends: dp.frontends().length, flows: dp.flows().length },
@@ -163,18 +165,19 @@ export async function main(
       nlog,
       stop.signal,
     );
-    cleanup.push(stopModel);
+    life.onStop("model", stopModel);
     const pods: PodSource = "file" in a.pods
       ? filePodSource(a.pods.file, nlog)
       : kubePodSource(a.pods.kubeconfig, a.nodeName, nlog);
-    cleanup.push(() => pods.stop());
+    life.onStop("pods", () => pods.stop());
     await pods.start((list) => {
       b.setPods(list);
       return Promise.resolve();
     });
     if (a.egressSteer) {
       // Client pods of EgressNATs to their floating address's owner (docs/egress.md).
-      cleanup.push(
+      life.onStop(
+        "egress-steer",
         await startEgressSteer({
           nodeName: a.nodeName,
           ...a.egressSteer,
@@ -190,7 +193,7 @@ export async function main(
         const n = b.sweepIdle(monotonicNs() - BigInt(a.flowIdleS) * 1_000_000_000n);
         if (n > 0) nlog.info("idle flows removed", { flows: n, idleS: a.flowIdleS });
       }, SWEEP_MS);
-      cleanup.push(() => clearInterval(timer));
+      life.onStop("idle-sweep", () => clearInterval(timer));
     }
     ready = true;
     nlog.info("ready", { uplinks, netns: a.netns ?? null, encapPort, applied: b.applied });
@@ -208,13 +211,7 @@ export async function main(
   } finally {
     for (const s of ["SIGTERM", "SIGINT"] as const) Deno.removeSignalListener(s, onSignal);
     options.signal?.removeEventListener("abort", onSignal);
-    for (const fn of cleanup.reverse()) {
-      try {
-        await fn();
-      } catch (err) {
-        nlog.warn("cleanup step failed", { err });
-      }
-    }
+    await life.stop();
   }
 }
 

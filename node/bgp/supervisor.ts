@@ -9,7 +9,7 @@
  */
 
 import { log as rootLog, type Logger } from "../../lib/log.ts";
-import { registry } from "../../lib/metrics.ts";
+import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
 import { Backoff, sleep } from "../../lib/backoff.ts";
 import { BirdDaemon } from "./bird.ts";
 import type { BgpProblem, BgpSettings } from "./settings.ts";
@@ -22,10 +22,12 @@ import type { BgpProblem, BgpSettings } from "./settings.ts";
  */
 export const HEALTHY_RUN_MS = 2_000;
 
-const restarts = registry.counter(
-  "holdfast_bgp_daemon_restarts_total",
-  "Times the node's bird exited unasked and was started again.",
-);
+/** The supervisor's metric, on `registry` (lib/metrics.ts: registered per instance). */
+const restartsCounter = (registry: Registry) =>
+  registry.counter(
+    "holdfast_bgp_daemon_restarts_total",
+    "Times the node's bird exited unasked and was started again.",
+  );
 
 /** Options of {@linkcode BirdSupervisor.start}. */
 export interface BirdSupervisorOptions {
@@ -44,6 +46,8 @@ export interface BirdSupervisorOptions {
    * come back announcing an address the agent lost meanwhile.
    */
   readonly announcedNow?: () => readonly string[];
+  /** Where its metrics go (default the process registry, served at `/metrics`). */
+  readonly registry?: Registry;
 }
 
 /** A bird daemon kept running until {@linkcode BirdSupervisor.stop}. */
@@ -54,9 +58,11 @@ export class BirdSupervisor implements AsyncDisposable {
   #announced: readonly string[];
   #stopped = false;
   readonly #watch: Promise<void>;
+  readonly #restarts: ReturnType<typeof restartsCounter>;
 
   private constructor(daemon: BirdDaemon, readonly options: BirdSupervisorOptions) {
     this.#daemon = daemon;
+    this.#restarts = restartsCounter(options.registry ?? processRegistry);
     this.#settings = daemon.settings;
     this.#problems = options.problems ?? [];
     this.#announced = daemon.announced;
@@ -99,7 +105,7 @@ export class BirdSupervisor implements AsyncDisposable {
     for (let i = 0; i < (this.options.maxRestarts ?? 1_000); i++) {
       const status = await this.#daemon.exited;
       if (this.#stopped || this.#daemon.stopping) return;
-      restarts.inc();
+      this.#restarts.inc();
       if (performance.now() - since >= HEALTHY_RUN_MS) backoff.reset();
       const delay = backoff.next();
       log.error("bird exited unasked; starting it again", {

@@ -6,13 +6,14 @@
  */
 
 import { log } from "../../lib/log.ts";
+import type { FlagTable } from "../../lib/flags.ts";
 
-/** `--iface IF [--netns NS] [--object-dir DIR]`, for the options of a `readCommandLine` spec. */
-export const ATTACH_OPTIONS = {
-  iface: { type: "string" },
-  netns: { type: "string" },
-  "object-dir": { type: "string" },
-} as const;
+/** `--iface IF [--netns NS] [--object-dir DIR]`: the flag-table rows (lib/flags.ts) they share. */
+export const ATTACH_FLAGS = {
+  iface: { arg: "IF", help: "the interface", required: true },
+  netns: { arg: "NS", help: "the network namespace of IF", defaultText: "the current one" },
+  "object-dir": { arg: "DIR", help: "where the BPF objects are" },
+} as const satisfies FlagTable;
 
 /**
  * Runs `attach` and logs `"<what> attached"` with `fields` and whatever `attach` returns, or

@@ -11,7 +11,8 @@
  * @module
  */
 
-import { ATTACH_OPTIONS, attachAndReport } from "./_attach_main.ts";
+import { ATTACH_FLAGS, attachAndReport } from "./_attach_main.ts";
+import { defineCommand } from "../../lib/flags.ts";
 import { DecapDatapath } from "./decap_datapath.ts";
 import { inNetns } from "./netns.ts";
 import { addLocalVip6 } from "./ipv6_maps.ts";
@@ -25,23 +26,25 @@ import {
   UsageError,
 } from "../../lib/args.ts";
 
-const USAGE = `usage: main.ts decap --iface IF [--netns NS] [--vip IP[,IP...]] [--encap-port PORT]
-                     [--mss N (0 = off)] [--object-dir DIR]
-  Attaches decapsulation (tc ingress) and MSS clamping (tc egress) to IF and exits.
-  LB IPs (IPv4 or IPv6): --vip, else the addresses on lo: IPv4 outside 127.0.0.0/8 and
-  global-scope IPv6 (not ::1, not link-local). Re-run to change them.`;
-
-/** The `decap` command for lib/args.ts: its name, usage and options. */
-export const DECAP_COMMAND = {
+/** The `decap` command for lib/args.ts: its flag table, options and usage. */
+export const DECAP_COMMAND = defineCommand({
   command: "decap",
-  usage: USAGE,
-  options: {
-    ...ATTACH_OPTIONS,
-    vip: { type: "string", multiple: true },
-    "encap-port": { type: "string" },
-    mss: { type: "string" },
+  synopsis: "main.ts decap --iface IF [OPTIONS]",
+  about: "Attaches decapsulation (tc ingress) and MSS clamping (tc egress) to IF and exits.",
+  flags: {
+    ...ATTACH_FLAGS,
+    vip: {
+      arg: "IP[,IP...]",
+      multiple: true,
+      help: "LB IPs (IPv4 or IPv6); re-run to change them",
+      defaultText: "the addresses on lo: IPv4 outside 127.0.0.0/8 and\n" +
+        "global-scope IPv6 (not ::1, not link-local)",
+    },
+    "encap-port": { arg: "PORT", help: "encapsulation UDP port", default: "6080" },
+    mss: { arg: "N", help: "clamp the TCP MSS (0 = off)", default: "1432" },
   },
-} as const;
+});
+const USAGE = DECAP_COMMAND.usage;
 
 /**
  * The LB IPs on `lo` in namespace `netns` (or the current one): IPv4 outside 127.0.0.0/8 and
@@ -73,8 +76,8 @@ export async function main(args: string[]): Promise<number> {
       iface: stringOption(values, "iface", { required: true }),
       netns: stringOption(values, "netns"),
       vips,
-      encapPort: intOption(values, "encap-port", { default: 6080, max: 65535 }),
-      mssMax: intOption(values, "mss", { default: 1432, max: 65535 }),
+      encapPort: intOption(values, "encap-port", { max: 65535 })!,
+      mssMax: intOption(values, "mss", { max: 65535 })!,
       objectDir: stringOption(values, "object-dir"),
     };
   });

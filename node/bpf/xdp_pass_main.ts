@@ -6,22 +6,25 @@
  * @module
  */
 
-import { ATTACH_OPTIONS, attachAndReport } from "./_attach_main.ts";
+import { ATTACH_FLAGS, attachAndReport } from "./_attach_main.ts";
+import { defineCommand } from "../../lib/flags.ts";
 import { attachXdp } from "./attach.ts";
 import { DEFAULT_OBJECT_DIR } from "./datapath.ts";
 import { BpfObject } from "./object.ts";
 import { choiceOption, readCommandLine, stringOption } from "../../lib/args.ts";
 
-const USAGE =
-  `usage: main.ts xdp-pass --iface IF [--netns NS] [--mode native|generic] [--object-dir DIR]
-  Attaches a pass-through XDP program to IF (the veth peer of an interface that does XDP_TX).`;
-
-/** The `xdp-pass` command for lib/args.ts: its name, usage and options. */
-export const XDP_PASS_COMMAND = {
+/** The `xdp-pass` command for lib/args.ts: its flag table, options and usage. */
+export const XDP_PASS_COMMAND = defineCommand({
   command: "xdp-pass",
-  usage: USAGE,
-  options: { ...ATTACH_OPTIONS, mode: { type: "string" } },
-} as const;
+  synopsis: "main.ts xdp-pass --iface IF [OPTIONS]",
+  about:
+    "Attaches a pass-through XDP program to IF (the veth peer of an interface that does XDP_TX).",
+  flags: {
+    ...ATTACH_FLAGS,
+    "object-dir": { ...ATTACH_FLAGS["object-dir"], default: DEFAULT_OBJECT_DIR },
+    mode: { arg: "native|generic", help: "the XDP attach mode", default: "native" },
+  },
+});
 
 /** Entry point of the `xdp-pass` subcommand; returns the exit code. */
 export async function main(args: string[]): Promise<number> {

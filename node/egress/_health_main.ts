@@ -16,17 +16,16 @@ import {
   stringOption,
   UsageError,
 } from "../../lib/args.ts";
+import { parseHostPort } from "../../lib/flags.ts";
 import { type PeerAddress, PeerHealth } from "./health.ts";
 
 const USAGE = `usage: _health_main.ts --self NAME --listen HOST:PORT --peer NAME=HOST:PORT...
   [--interval-ms 100] [--multiplier 3]`;
 
-function hostPort(text: string, what: string): { host: string; port: number } {
-  const m = /^([^:]+):(\d{1,5})$/.exec(text);
-  if (!m || Number(m[2]) > 65535) {
-    throw new UsageError(`${what} "${text}" is not HOST:PORT`, USAGE);
-  }
-  return { host: m[1]!, port: Number(m[2]) };
+/** HOST:PORT as lib/flags.ts reads every address (`host` is PeerHealth's name for it). */
+function hostPort(text: string, flag: string): { host: string; port: number } {
+  const { hostname, port } = parseHostPort(text, flag);
+  return { host: hostname, port };
 }
 
 const options = readCommandLineOrExit(Deno.args, {
@@ -41,11 +40,11 @@ const options = readCommandLineOrExit(Deno.args, {
   },
 }, ({ values }) => ({
   self: stringOption(values, "self", { required: true }),
-  listen: hostPort(stringOption(values, "listen", { required: true }), "--listen"),
+  listen: hostPort(stringOption(values, "listen", { required: true }), "listen"),
   peers: listOption(values, "peer").map((p): PeerAddress => {
     const eq = p.indexOf("=");
     if (eq < 1) throw new UsageError(`--peer "${p}" is not NAME=HOST:PORT`, USAGE);
-    return { name: p.slice(0, eq), ...hostPort(p.slice(eq + 1), "--peer") };
+    return { name: p.slice(0, eq), ...hostPort(p.slice(eq + 1), "peer") };
   }),
   intervalMs: intOption(values, "interval-ms", { default: 100, min: 1 }),
   multiplier: intOption(values, "multiplier", { default: 3, min: 1 }),

@@ -16,7 +16,8 @@
  * With `announce` `bgp` or `both` the pod's bird announces the owned addresses (`_bgp.ts`).
  * SIGTERM hands every owned address over (drain: no resets) and exits; SIGINT just stops
  * (`main.ts`, the command).
- * `--metrics-addr` serves /metrics, /healthz and /readyz (ready once ownership runs).
+ * `--listen` (formerly `--metrics-addr`) serves /metrics, /healthz and /readyz (ready once
+ * ownership runs).
  *
  * @module
  */

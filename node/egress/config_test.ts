@@ -80,10 +80,17 @@ Deno.test("egress args: required flags and one-line errors", () => {
   deepStrictEqual(a.noSync, false);
   throws(
     () => parse(["--config", "e.json"]),
-    (e: unknown) => e instanceof Error && e.message.includes('"--name"'),
+    (e: unknown) => e instanceof Error && e.message.includes('"--node-name"'),
   );
   throws(
-    () => parse(["--config", "e", "--name", "n", "--metrics-addr", "x"]),
-    (e: unknown) => e instanceof Error && e.message.includes("--metrics-addr"),
+    () => parse(["--config", "e", "--node-name", "n", "--listen", "x"]),
+    (e: unknown) => e instanceof Error && e.message.includes('--listen "x"'),
+  );
+  // The new names: the shared groups' (lib/flag_groups.ts); the old ones above still work.
+  const b = parse(["--config", "e.json", "--node-name", "nat1", "--listen", "10.8.0.21:9470"]);
+  deepStrictEqual([b.name, b.metrics], ["nat1", { hostname: "10.8.0.21", port: 9470 }]);
+  throws(
+    () => parse(["--config", "e", "--name", "n", "--node-name", "m"]),
+    /Cannot use --name with --node-name: it is its old name/,
   );
 });

@@ -2,9 +2,9 @@
  * The arguments of `main.ts egress` (node/egress/agent.ts), through lib/args.ts.
  *
  * ```
- * main.ts egress --config egress.json --name nat1 [--redis redis://host:port]
- *                [--metrics-addr HOST:PORT] [--no-sync] [--lease-ttl-ms N] [--log-level L]
- * main.ts egress --egress NS/NAME --name POD --redis redis://host:port [--config-wait-ms N] …
+ * main.ts egress --config egress.json --node-name nat1 [--redis redis://host:port]
+ *                [--listen HOST:PORT] [--no-sync] [--lease-ttl-ms N] [--log-level L]
+ * main.ts egress --egress NS/NAME --node-name POD --redis redis://host:port [--config-wait-ms N] …
  * ```
  *
  * @module
@@ -12,61 +12,72 @@
 
 import type { LogLevel } from "../../lib/log.ts";
 import {
+  applyTable,
   choiceOption,
   type CommandLine,
   intOption,
   stringOption,
   UsageError,
 } from "../../lib/args.ts";
-import { redisUrlProblem } from "../../lib/redis_cluster.ts";
+import { defineCommand } from "../../lib/flags.ts";
+import {
+  bgpFlags,
+  listenFlag,
+  nodeNameFlag,
+  readListen,
+  readRedis,
+  redisFlags,
+} from "../../lib/flag_groups.ts";
 
-/** Usage text of `main.ts egress`. */
-export const EGRESS_USAGE = `usage: main.ts egress --config FILE --name POD [OPTIONS]
-       main.ts egress --egress NS/NAME --name POD --redis URL [OPTIONS]
-
-Runs one NAT pod of an egress NAT, inside the pod's network namespace: SNAT rules (nftables
-table ip holdfast_egress), heartbeats with the other NAT pods, a Redis lease per floating address,
-conntrack sync to the standbys, and the floating addresses of the addresses it owns. SIGTERM
-hands every owned address to its standby (planned handover, no resets) and exits.
-
-  --config FILE         the egress NAT config (JSON; see controller/egress/config.ts)
-  --egress NS/NAME      instead of --config: the config the controller publishes to Redis
-                        for EgressNAT NS/NAME (key hf:egress:{NS/NAME}:config); waits for
-                        it, follows its changes (peers live; other fields need a restart)
-  --config-wait-ms N    with --egress: how long to wait for the config (default 120000)
-  --name POD            this pod's name among the config's peers                      required
-  --redis URL           Redis of the leases (default: the config's "redis"; required
-                        with --egress); redis+cluster://HOST:PORT[,…] for a Redis Cluster
-  --metrics-addr H:P    serve /metrics /healthz /readyz there (default: none)
-  --no-sync             do not sync conntrack (the baseline: a takeover resets connections)
-  --lease-ttl-ms N      lease time to live (default: the ownership's)
-  --announce MODE       how routers and neighbours on the external side find the owner:
-                        garp (gratuitous ARP), bgp (announce the /32 to the config's "bgp"
-                        peers through the pod's bird), both, or auto (default: both when the
-                        config has a "bgp" section, else garp)
-  --bgp-dir DIR         bird's config, socket, pid file and log (default
-                        /run/holdfast/bird-egress-POD)
-  --log-level L         debug | info | warn | error (default info)
-  -h, --help            this text`;
-
-/** The `egress` command's options table. */
-export const EGRESS_COMMAND = {
+/** The `egress` command for lib/args.ts: its flag table, options and usage. */
+export const EGRESS_COMMAND = defineCommand({
   command: "egress",
-  usage: EGRESS_USAGE,
-  options: {
-    config: { type: "string" },
-    egress: { type: "string" },
-    "config-wait-ms": { type: "string" },
-    name: { type: "string" },
-    redis: { type: "string" },
-    "metrics-addr": { type: "string" },
-    "no-sync": { type: "boolean" },
-    "lease-ttl-ms": { type: "string" },
-    announce: { type: "string" },
-    "bgp-dir": { type: "string" },
-    "log-level": { type: "string" },
+  synopsis: "main.ts egress --config FILE --node-name POD [OPTIONS]\n" +
+    "main.ts egress --egress NS/NAME --node-name POD --redis URL [OPTIONS]",
+  about:
+    "Runs one NAT pod of an egress NAT, inside the pod's network namespace: SNAT rules (nftables\n" +
+    "table ip holdfast_egress), heartbeats with the other NAT pods, a Redis lease per floating address,\n" +
+    "conntrack sync to the standbys, and the floating addresses of the addresses it owns. SIGTERM\n" +
+    "hands every owned address to its standby (planned handover, no resets) and exits.",
+  flags: {
+    config: { arg: "FILE", help: "the egress NAT config (JSON; see controller/egress/config.ts)" },
+    egress: {
+      arg: "NS/NAME",
+      help: "instead of --config: the config the controller publishes to Redis\n" +
+        "for EgressNAT NS/NAME (key hf:egress:{NS/NAME}:config); waits for\n" +
+        "it, follows its changes (peers live; other fields need a restart)",
+    },
+    "config-wait-ms": {
+      arg: "N",
+      help: "with --egress: how long to wait for the config",
+      default: "120000",
+    },
+    "no-sync": {
+      type: "boolean",
+      help: "do not sync conntrack (the baseline: a takeover resets connections)",
+    },
+    "lease-ttl-ms": { arg: "N", help: "lease time to live", defaultText: "the ownership's" },
+    announce: {
+      arg: "MODE",
+      help: "how routers and neighbours on the external side find the owner:\n" +
+        'garp (gratuitous ARP), bgp (announce the /32 to the config\'s "bgp"\n' +
+        "peers through the pod's bird), both, or auto (both when the\n" +
+        'config has a "bgp" section, else garp)',
+      default: "auto",
+    },
+    "log-level": { arg: "L", help: "debug | info | warn | error", default: "info" },
+    ...nodeNameFlag("this pod's name among the config's peers", {
+      required: true,
+      aliases: ["name"],
+    }),
+    ...listenFlag("none", { aliases: ["metrics-addr"] }),
+    ...redisFlags(["redis"], {
+      help: 'Redis of the leases (default: the config\'s "redis"; required\n' +
+        "with --egress); redis+cluster://HOST:PORT[,…] for a Redis Cluster",
+    }),
+    "bgp-dir": { ...bgpFlags("", "/run/holdfast/bird-egress-POD")["bgp-dir"] },
   },
-} as const;
+});
 
 /** How the owner of a floating address draws the external side's traffic. */
 export type AnnounceMode = "garp" | "bgp" | "both";
@@ -92,19 +103,9 @@ export interface EgressArgs {
 
 /** Reads `egress` arguments; throws {@link UsageError} naming the bad one. */
 export function readEgressArgs(line: CommandLine): EgressArgs {
-  const v = line.values;
-  const metricsText = stringOption(v, "metrics-addr");
-  let metrics: EgressArgs["metrics"] = null;
-  if (metricsText !== undefined) {
-    const m = /^(.+):(\d{1,5})$/.exec(metricsText);
-    if (!m || Number(m[2]) > 65535) {
-      throw new UsageError(`Cannot use --metrics-addr "${metricsText}": expected HOST:PORT`);
-    }
-    metrics = { hostname: m[1]!, port: Number(m[2]) };
-  }
-  const redis = stringOption(v, "redis");
-  const redisProblem = redis === undefined ? null : redisUrlProblem(redis);
-  if (redisProblem) throw new UsageError(`Cannot use --redis "${redis}": ${redisProblem}`);
+  const v = applyTable(line.values, EGRESS_COMMAND);
+  const metrics = readListen(v);
+  const redis = readRedis(v)?.url;
   const config = stringOption(v, "config"), egress = stringOption(v, "egress");
   if ((config === undefined) === (egress === undefined)) {
     throw new UsageError("Pass exactly one of --config FILE and --egress NS/NAME");
@@ -118,8 +119,8 @@ export function readEgressArgs(line: CommandLine): EgressArgs {
   return {
     config,
     egress,
-    configWaitMs: intOption(v, "config-wait-ms", { default: 120_000, min: 0, max: 3_600_000 }),
-    name: stringOption(v, "name", { required: true }),
+    configWaitMs: intOption(v, "config-wait-ms", { min: 0, max: 3_600_000 })!,
+    name: stringOption(v, "node-name", { required: true }),
     redis,
     metrics,
     noSync: v["no-sync"] === true,

@@ -28,15 +28,16 @@
 
 import type { FlowStoreOptions } from "./flows/redis_store.ts";
 import { MAX_FLOW_BUCKETS } from "./flows/buckets.ts";
-import { USAGE } from "./_usage.ts";
+import { AGENT_COMMAND, USAGE } from "./_usage.ts";
 
-export { USAGE };
+export { AGENT_COMMAND, USAGE };
 import { flowAddress } from "./flows/field.ts";
 import { formatFlowAddress } from "../bpf/flow.ts";
 import type { LogLevel } from "../../lib/log.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
 import { isGlobalUnicastIpv6 } from "../../lib/ipv6.ts";
 import {
+  applyTable,
   choiceOption,
   type CommandLine,
   intOption,
@@ -45,7 +46,7 @@ import {
   stringOption,
   UsageError,
 } from "../../lib/args.ts";
-import { redisUrlProblem } from "../../lib/redis_cluster.ts";
+import { readListen, readRedis } from "../../lib/flag_groups.ts";
 
 export { globalIpv6Of, interfaceHolding } from "./_interfaces.ts";
 
@@ -117,55 +118,6 @@ export interface AgentArgs {
   health: boolean;
 }
 
-const string = { type: "string" } as const;
-
-/** The `agent` command for lib/args.ts: its name, usage and options. */
-export const AGENT_COMMAND = {
-  command: "agent",
-  usage: USAGE,
-  options: {
-    config: string,
-    model: string,
-    "maglev-size": string,
-    policy: string,
-    "policy-follow": string,
-    "bgp-config": string,
-    "bgp-dir": string,
-    "config-poll-ms": string,
-    redis: string,
-    "redis-user": string,
-    "redis-password-file": string,
-    "redis-ca": string,
-    "redis-tls": { type: "boolean" },
-    "no-flow-sync": { type: "boolean" },
-    vip: { type: "string", multiple: true },
-    "node-name": string,
-    listen: string,
-    datapath: string,
-    "pin-dir": string,
-    "object-dir": string,
-    "max-flows": string,
-    "max-services": string,
-    "max-backends": string,
-    attach: string,
-    "node-address": string,
-    netns: string,
-    "src-addr": string,
-    "src-addr6": string,
-    "encap-port": string,
-    seed: string,
-    "event-budget": string,
-    "idle-timeout-ms": string,
-    "sweep-interval-ms": string,
-    "queue-capacity": string,
-    "learn-window-ms": string,
-    "flow-buckets": string,
-    "full-reconcile-interval-ms": string,
-    "log-level": string,
-    health: string,
-  },
-} as const;
-
 /** Where secrets come from besides the command line (tests pass stand-ins). */
 export interface AgentArgsEnv {
   /** `HOLDFAST_REDIS_PASSWORD`, used when there is no `--redis-password-file`. */
@@ -179,7 +131,8 @@ export function parseAgentArgs(args: readonly string[], env: AgentArgsEnv = {}):
 }
 
 /** Reads a parsed `agent` command line into {@link AgentArgs}; throws {@link UsageError}. */
-export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): AgentArgs {
+export function readAgentArgs(line: CommandLine, env: AgentArgsEnv = {}): AgentArgs {
+  const values = applyTable(line.values, AGENT_COMMAND);
   const str = (name: string) => stringOption(values, name) || undefined;
   const int = (name: string) => intOption(values, name);
   // An LB IP to follow: IPv4 or IPv6 (the flow agent's form: RFC 5952 for IPv6).
@@ -202,16 +155,6 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
     }
     return text;
   };
-  const readFile = (name: string, path: string) => {
-    try {
-      return (env.readFile ?? Deno.readTextFileSync)(path);
-    } catch (err) {
-      throw new UsageError(`Cannot read --${name} "${path}": ${(err as Error).message}`, USAGE, {
-        cause: err,
-      });
-    }
-  };
-
   const flowSync = values["no-flow-sync"] !== true;
   const config = str("config");
   const model = values.model === undefined
@@ -225,40 +168,23 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
       USAGE,
     );
   }
-  const url = flowSync || model === "redis"
-    ? stringOption(values, "redis", { required: true })
-    : stringOption(values, "redis", { default: "redis://127.0.0.1:6379" });
-  const redisProblem = redisUrlProblem(url);
-  if (redisProblem) throw new UsageError(`Cannot use --redis "${url}": ${redisProblem}`);
   const buckets = values["flow-buckets"] === undefined
     ? undefined
     : intOption(values, "flow-buckets", { max: MAX_FLOW_BUCKETS })!;
   if (buckets !== undefined && (buckets < 1 || (buckets & (buckets - 1)) !== 0)) {
     throw new UsageError(`Cannot use --flow-buckets ${buckets}: a power of two, 1 to 256`, USAGE);
   }
-  const redis: { -readonly [K in keyof FlowStoreOptions]: FlowStoreOptions[K] } = {
-    url,
+  const redis: FlowStoreOptions = {
+    ...readRedis(values, {
+      ...(flowSync || model === "redis"
+        ? { required: true }
+        : { default: "redis://127.0.0.1:6379" }),
+      password: env.password,
+      readFile: env.readFile,
+    })!,
     ...(buckets === undefined ? {} : { buckets }),
   };
-  const user = str("redis-user");
-  if (user) redis.username = user;
-  const pwFile = str("redis-password-file");
-  if (pwFile) redis.password = readFile("redis-password-file", pwFile).trim();
-  else if (env.password) redis.password = env.password;
-  const ca = str("redis-ca");
-  if (values["redis-tls"] === true || ca) {
-    redis.tls = ca ? { ca: readFile("redis-ca", ca) } : {};
-  }
-
-  const listenText = stringOption(values, "listen", { default: "127.0.0.1:9470" });
-  let listen: AgentArgs["listen"] = null;
-  if (listenText !== "none") {
-    const m = /^(.+):(\d+)$/.exec(listenText);
-    if (!m || Number(m[2]) > 65535) {
-      throw new UsageError(`Cannot use --listen "${listenText}": expected HOST:PORT or none`);
-    }
-    listen = { hostname: m[1]!, port: Number(m[2]) };
-  }
+  const listen = readListen(values);
 
   const attach = str("attach");
   const netns = str("netns");
@@ -285,8 +211,8 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
     nodeName: stringOption(values, "node-name", { required: true }),
     listen,
     datapath: choiceOption(values, "datapath", ["bpf", "memory"]),
-    configPollMs: intOption(values, "config-poll-ms", { default: 200 }),
-    fullReconcileIntervalMs: intOption(values, "full-reconcile-interval-ms", { default: 30_000 }),
+    configPollMs: intOption(values, "config-poll-ms")!,
+    fullReconcileIntervalMs: intOption(values, "full-reconcile-interval-ms")!,
     logLevel: choiceOption<LogLevel>(values, "log-level", ["info", "debug", "warn", "error"]),
     health: choiceOption(values, "health", ["on", "off"]) === "on",
     maglevSize: int("maglev-size"),
@@ -308,7 +234,7 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
       ? {
         srcAddr: ipv4("src-addr", srcAddr),
         encapPort: intOption(values, "encap-port", { default: 6080, max: 65535 }),
-        seed: intOption(values, "seed", { default: 0, max: 0xffffffff }),
+        seed: intOption(values, "seed", { max: 0xffffffff })!,
         ...(values["event-budget"] === undefined
           ? {}
           : { eventBudget: intOption(values, "event-budget", { min: 1, max: 0xffffffff }) }),

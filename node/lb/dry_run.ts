@@ -9,6 +9,7 @@
  */
 
 import { intOption, readCommandLine, stringOption } from "../../lib/args.ts";
+import { defineCommand } from "../../lib/flags.ts";
 import { setLogLevel } from "../../lib/log.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { backendHeader, backendToRow } from "./tables/backend.ts";
@@ -20,20 +21,23 @@ import { MemoryLBMaps } from "./maps/memory.ts";
 import { MAGLEV_M_DEFAULT } from "../../policy-as/host/abi.ts";
 import { DEFAULT_CONFIG_YAML, FileSource } from "./sources/file_source.ts";
 
-/** The `control-plane` command for lib/args.ts: its name, usage and options. */
-export const CONTROL_PLANE_COMMAND = {
+/** The `control-plane` command for lib/args.ts: its flag table, options and usage. */
+export const CONTROL_PLANE_COMMAND = defineCommand({
   command: "control-plane",
-  usage: `usage: main.ts control-plane [--config FILE.yaml|FILE.json] [--maglev M]
-  Loads the services file (default: the embedded demo config) into in-memory maps and prints the
-  tables and maps: a dry run of what the agent would program. --maglev: table size (prime).`,
-  options: { config: { type: "string" }, maglev: { type: "string" } },
-} as const;
+  synopsis: "main.ts control-plane [--config FILE.yaml|FILE.json] [--maglev M]",
+  about: "Loads the services file into in-memory maps and prints the tables and maps: a dry run\n" +
+    "of what the agent would program.",
+  flags: {
+    config: { arg: "FILE", help: "the services file", defaultText: "the embedded demo config" },
+    maglev: { arg: "M", help: "Maglev table size (prime)", default: String(MAGLEV_M_DEFAULT) },
+  },
+});
 
 /** Entry point; returns the exit code. */
 export async function main(args: string[]): Promise<number> {
   const read = readCommandLine(args, CONTROL_PLANE_COMMAND, ({ values }) => ({
     config: stringOption(values, "config"),
-    maglev: intOption(values, "maglev", { default: MAGLEV_M_DEFAULT, min: 1 }),
+    maglev: intOption(values, "maglev", { min: 1 })!,
   }));
   if ("exit" in read) return read.exit;
   const { config, maglev } = read.options;

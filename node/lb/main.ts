@@ -42,50 +42,28 @@
  *
  * @module
  */
-import { createControlPlane } from "./control_plane.ts";
-import { exportControlPlaneMetrics } from "./metrics.ts";
-import { ConfigError, type FileConfig, FileSource } from "./sources/file_source.ts";
-import { RedisModelSource } from "./sources/redis_source.ts";
-import { connectModelStore } from "../../controller/model/mod.ts";
-import { PolicyHost, TsMaglevBuilder, WasmMaglevBuilder } from "../../policy-as/host/mod.ts";
-import { followActivePolicy } from "../../policy-as/host/active_file.ts";
-import { policySwapper } from "./policy_swap.ts";
-import { agentReporter } from "./reports.ts";
-import { LbNodeRole } from "./_node_role.ts";
-import { openDatapath } from "./_datapath.ts";
 import { startAgentHealth } from "./health/agent_health.ts";
 import { AGENT_COMMAND, readAgentArgs } from "./args.ts";
 import { readCommandLine } from "../../lib/args.ts";
-import { FlowSyncAgent } from "./flows/sync_agent.ts";
-import { followedVips } from "./flows/config_vips.ts";
-import { announcedLbIps, LbAnnouncer, LbModelBgp } from "../bgp/lb_announcer.ts";
-import { backendsLeaving } from "./flows/frontends.ts";
-import { purgeRemovedBackends } from "./flows/purge.ts";
-import { connectRedisStore, redact } from "./flows/redis_store.ts";
+import { LbAnnouncer } from "../bgp/lb_announcer.ts";
+import { redact } from "./flows/redis_store.ts";
 import { log, setLogLevel } from "../../lib/log.ts";
-import { exportNodeInfo, registry } from "../../lib/metrics.ts";
+import { Lifecycle } from "../../lib/lifecycle.ts";
 import { serveOps } from "../../lib/ops_http.ts";
-import { watchConfigFile } from "./_config_watch.ts";
+import { openDatapath } from "./_datapath.ts";
+import {
+  AgentRun,
+  startControlPlane,
+  startFlowSync,
+  startModel,
+  watchServicesFile,
+} from "./_parts.ts";
 
-const RELEASE_WASM = new URL("../../policy-as/build/release.wasm", import.meta.url);
-
-/** With `--model redis`: longest wait for the model before serving from the pinned maps. */
-export const MODEL_WAIT_MS = 10_000;
-
-/** Longest wait, after a reload, for the maps to carry it before flows are purged. */
-const APPLY_WAIT_MS = 5_000;
-
-async function mtimeOf(path: string): Promise<number> {
-  try {
-    return (await Deno.stat(path)).mtime?.getTime() ?? 0;
-  } catch {
-    return -1;
-  }
-}
+export { MODEL_WAIT_MS } from "./_parts.ts";
 
 /**
  * Runs the agent until SIGTERM/SIGINT or `options.signal`. Exit codes: 0 clean stop, 1 cannot
- * start, 2 bad arguments.
+ * start, 2 bad arguments. Its parts start in order and stop in reverse (lib/lifecycle.ts).
  */
 export async function main(
   args: string[],
@@ -105,10 +83,8 @@ export async function main(
   for (const s of ["SIGTERM", "SIGINT"] as const) Deno.addSignalListener(s, onSignal);
   options.signal?.addEventListener("abort", onSignal);
 
-  const cleanup: (() => Promise<void> | void)[] = [];
-  let ready = false;
-  let flows: FlowSyncAgent | null = null;
-  let role: LbNodeRole | null = null; // --model redis: the model's lbNodeSelector and encap port
+  const life = new Lifecycle(agentLog);
+  const run = new AgentRun(a, agentLog, life, stop.signal);
   try {
     agentLog.info("starting", {
       datapath: a.datapath,
@@ -118,232 +94,59 @@ export async function main(
       flow_buckets: a.redis.buckets ?? 1,
       redis: a.flowSync || a.model ? redact(a.redis.url) : null,
     });
-    // Not ready while flows are restored, or while the lbNodeSelector leaves this node out.
-    const isReady = () => ready && (flows?.ready ?? true) && (role?.serving ?? true);
     if (a.listen) {
-      const server = serveOps(a.listen, isReady, { logger: agentLog });
-      cleanup.push(() => server.shutdown());
+      const server = serveOps(a.listen, run.isReady, { logger: agentLog });
+      life.onStop("ops", () => server.shutdown());
     }
-
     // 1. Datapath.
-    const dp = await openDatapath(a);
-    cleanup.push(() => dp.close());
-
-    // 2. Control plane over the maps, Maglev from the WASM policy.
-    const policy = await PolicyHost.create();
-    const swap = await policy.swap(await Deno.readFile(a.policy ?? RELEASE_WASM));
-    if (!swap.ok) {
-      agentLog.warn("policy module rejected, using the TypeScript Maglev", { reason: swap });
-    }
-    const cp = await createControlPlane(dp.lbMaps, {
-      // While no module serves (the one given at start was rejected), the fallback builds.
-      maglev: new WasmMaglevBuilder(policy, { fallback: new TsMaglevBuilder() }),
-      ...(a.maglevSize ? { maglevSize: a.maglevSize } : {}),
-      logger: agentLog,
-      fullReconcileIntervalMs: a.fullReconcileIntervalMs,
+    const dp = await life.start("datapath", async () => {
+      const dp = await openDatapath(a);
+      return { value: dp, stop: () => dp.close() };
     });
-    exportControlPlaneMetrics(cp, registry);
-    // New policy modules (the model's, the followed file's): validated, swapped, tables rebuilt.
-    const reporter = agentReporter(a, agentLog, cleanup); // --model redis: verdicts, rejections
-    const swapPolicy = policySwapper(policy, cp, agentLog, reporter);
-    if (a.policyFollow) {
-      const following = new AbortController();
-      cleanup.push(() => following.abort());
-      await followActivePolicy(policy, a.policyFollow, {
-        signal: following.signal,
-        swap: swapPolicy,
-      });
-    }
-    // The LB model: the services file, or the model the controller publishes in Redis. Flow
-    // sync (3.) sets onReload to follow each new one.
-    let onReload: ((prev: FileConfig | null, next: FileConfig) => Promise<void>) | null = null;
-    let current: FileConfig | null = null;
-    const config = a.config ?? "";
-    const file = a.model === undefined ? new FileSource(cp.writer) : null;
-    const modelStore = a.model === "redis"
-      ? connectModelStore({ ...a.redis, logComponent: "model-store" })
-      : null;
-    if (modelStore) {
-      const { nodeName, encapPortFlag } = a;
-      const at = { encapPort: dp.encapPort, configureEncap: dp.configureEncap };
-      role = new LbNodeRole({ nodeName, encapPortFlag, ...at, logger: agentLog });
-    }
-    // Who this is and which LB IPs it serves now (announced while BGP runs): `main.ts status`.
-    exportNodeInfo("lb", a.nodeName, registry);
-    const lbIps = registry.gauge(
-      "holdfast_agent_lb_ip",
-      "1 for each LB IP this node serves while ready (what it announces with BGP), 0 for one it served before.",
-      { labelNames: ["address"] },
-    );
-    const everServed = new Set<string>();
-    lbIps.onCollect(() => {
-      const now = new Set(isReady() ? announcedLbIps(current, a.vips) : []);
-      for (const ip of now) everServed.add(ip);
-      for (const ip of everServed) lbIps.set({ address: ip }, now.has(ip) ? 1 : 0);
-    });
-    // The model's BGP section (spec.bgp): bird once ready, unless --bgp-config (it wins).
-    const modelBgp = modelStore
-      ? new LbModelBgp({
-        nodeName: a.nodeName,
-        routerId: a.configure?.srcAddr,
-        fileWins: a.bgpConfig !== undefined,
-        wanted: () => isReady() ? announcedLbIps(current, a.vips) : [],
-        dir: a.bgpDir ?? `/run/holdfast/bird-${a.nodeName}`,
-        log: agentLog,
-      })
-      : null;
-    const model = modelStore
-      ? new RedisModelSource(cp.writer, modelStore, {
-        nodeName: a.nodeName,
-        onSettings: (settings, serving) => {
-          role?.apply(settings, serving);
-          modelBgp?.set(settings.bgp);
-        },
-        onApplied: async (prev, next) => {
-          current = next;
-          await onReload?.(prev, next);
-        },
-        onPolicy: async (p) => void await swapPolicy(p.wasm, `model:${p.sha256.slice(0, 16)}`),
-      })
-      : null;
-    cp.start();
-    cleanup.push(() => cp.stop());
-    const loadConfig = async () => {
-      if (file === null) return null;
-      try {
-        const config = await file.loadFile(a.config!);
-        agentLog.info("config loaded", { file: a.config, services: config.services.length });
-        return config;
-      } catch (err) {
-        const msg = err instanceof ConfigError || err instanceof Deno.errors.NotFound
-          ? "config rejected, keeping the last good one"
-          : "config load failed";
-        agentLog.error(msg, { file: a.config, err });
-        return null;
-      }
-    };
-    let seen = file ? await mtimeOf(config) : 0;
-    if (model) {
-      model.start();
-      cleanup.push(async () => {
-        await model.stop();
-        await modelStore!.close();
-      });
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const got = await Promise.race([
-        model.ready().then(() => true),
-        new Promise<false>((r) => timer = setTimeout(() => r(false), MODEL_WAIT_MS)),
-      ]);
-      clearTimeout(timer);
-      if (!got) {
-        agentLog.warn("no model yet: serving from the pinned maps", { waitedMs: MODEL_WAIT_MS });
-      }
-      current = model.view;
-    } else {
-      current = await loadConfig();
-    }
-    // A node the lbNodeSelector leaves out loaded no frontends: none to wait for.
-    for (const svc of model?.serving === false ? [] : current?.services ?? []) {
-      for (const fe of svc.frontends) await cp.waitFrontend(fe.address, { timeoutMs: 10_000 });
-    }
-
-    // 3. Flow sync. Set once it runs: follows each loaded config's LB IPs, and purges the flows
-    // of backends a reload removed so their clients get a clean new choice.
-    if (a.flowSync) {
-      const store = connectRedisStore(a.redis);
-      cleanup.push(() => store.close());
-      // Flows from Redis are installed only if their backend serves their frontend in the
-      // config the control plane was given (the trust boundary): kept current on every reload.
-      const agent = flows = new FlowSyncAgent(dp.flows, store, {
-        node: a.nodeName,
-        vips: [],
-        services: current,
-        ...(a.idleTimeoutMs !== undefined ? { idleTimeoutMs: a.idleTimeoutMs } : {}),
-        ...(a.sweepIntervalMs !== undefined ? { sweepIntervalMs: a.sweepIntervalMs } : {}),
-        ...(a.queueCapacity !== undefined ? { queueCapacity: a.queueCapacity } : {}),
-      });
-      // Events are taken from the start and queue in the agent until it is ready.
-      const unsubscribe = dp.subscribe((ev) => agent.learn(ev));
-      cleanup.push(async () => {
-        await agent.stop();
-        await unsubscribe();
-      });
-      onReload = async (prev, next) => {
-        // A reload that removes a backend purges once the maps carry it (the datapath picks it
-        // no more), so a packet between the purge and the Maglev update cannot learn it again.
-        // Reloads that only add do not wait.
-        const removes = prev !== null && backendsLeaving(prev, next).size > 0;
-        if (removes && !await cp.reconciler.waitIdleWithin(APPLY_WAIT_MS)) {
-          agentLog.warn("maps not in step with the reload yet; purging anyway", {
-            waitedMs: APPLY_WAIT_MS,
-          });
-        }
-        agent.setServices(next);
-        await agent.setVips(followedVips(next, a.vips))
-          .catch((err) => agentLog.warn("cannot follow LB IPs", { err }));
-        if (prev) {
-          await purgeRemovedBackends(prev, next, { store, node: a.nodeName })
-            .catch((err) => agentLog.warn("flow purge failed", { err }));
-        }
-      };
-      // The first config's LB IPs: recorded now, restored by start() before ready.
-      await agent.setVips(followedVips(current, a.vips));
-      agentLog.info("restoring flows", { vips: agent.vips });
-      await agent.start({ signal: stop.signal });
-    } else {
-      agentLog.info("flow sync disabled: Maglev only", { vips: a.vips });
-    }
-
+    // 2. Control plane over the maps, Maglev from the WASM policy; the LB model.
+    const cp = await startControlPlane(run, dp);
+    const source = await startModel(run, dp, cp);
+    // 3. Flow sync.
+    if (a.flowSync) await startFlowSync(run, dp, cp);
+    else agentLog.info("flow sync disabled: Maglev only", { vips: a.vips });
     // Health probes of the services with a healthCheck: verdicts through the Writer (node/lb/health/).
-    const health = { cp, policy, flows: dp.flows, config: () => current, reporter };
-    if (a.health) cleanup.push(startAgentHealth(a, { ...health, logger: agentLog }));
-
-    // Reloads on file events (a slow safety poll besides), one at a time: a slow one (restoring a
-    // new LB IP's flows) must not interleave with the next. No file (a model from Redis): none.
-    if (file !== null) {
-      const check = async () => {
-        const m = await mtimeOf(config);
-        if (m === seen) return;
-        seen = m;
-        const next = await loadConfig();
-        if (next === null) return;
-        const prev = current;
-        current = next;
-        await onReload?.(prev, next);
-      };
-      cleanup.push(watchConfigFile(config, check, { pollMs: a.configPollMs, log: agentLog }));
+    if (a.health) {
+      const { policy, reporter } = cp;
+      const parts = { cp: cp.cp, policy, flows: dp.flows, config: () => run.current, reporter };
+      life.onStop("health", startAgentHealth(a, { ...parts, logger: agentLog }));
     }
+    watchServicesFile(run, source);
 
     // 4. Attach last: the maps are programmed and flows restored before the first packet.
     dp.attach();
-    ready = true;
+    run.ready = true;
     agentLog.info("ready", {
-      vips: flows?.vips ?? a.vips,
+      vips: run.flows?.vips ?? a.vips,
       datapath: dp.kind,
       flow_sync: a.flowSync,
       attached: dp.attachTo,
       src_addr6: dp.srcAddr6 ?? null,
-      policy_ok: swap.ok,
-      policy: policy.ready ? policy.current.digest : null,
+      policy_ok: cp.swap.ok,
+      policy: cp.policy.ready ? cp.policy.current.digest : null,
     });
     if (a.bgpConfig) {
-      // Announced only while ready; on stop this cleanup runs first: withdraw, wait, stop bird.
-      const bgp = await LbAnnouncer.start(
-        a.bgpConfig,
-        () => isReady() ? announcedLbIps(current, a.vips) : [], // both families
-        { dir: a.bgpDir ?? `/run/holdfast/bird-${a.nodeName}`, log: agentLog },
-      );
-      cleanup.push(() => bgp.withdrawAndStop());
+      // Announced only while ready; on stop this part stops first: withdraw, wait, stop bird.
+      const bgp = await LbAnnouncer.start(a.bgpConfig, run.announced, {
+        dir: run.bgpDir,
+        log: agentLog,
+      });
+      life.onStop("bgp", () => bgp.withdrawAndStop());
     }
+    const { modelBgp } = source;
     if (modelBgp) {
       modelBgp.arm(); // as with --bgp-config: announced while ready, withdrawn first on stop
-      cleanup.push(() => modelBgp.stop());
+      life.onStop("model-bgp", () => modelBgp.stop());
     }
     await new Promise<void>((resolve) => {
       if (stop.signal.aborted) resolve();
       stop.signal.addEventListener("abort", () => resolve());
     });
-    ready = false;
+    run.ready = false;
     agentLog.info("stopping: datapath and pinned maps stay, traffic continues");
     return 0;
   } catch (err) {
@@ -353,12 +156,6 @@ export async function main(
   } finally {
     for (const s of ["SIGTERM", "SIGINT"] as const) Deno.removeSignalListener(s, onSignal);
     options.signal?.removeEventListener("abort", onSignal);
-    for (const fn of cleanup.reverse()) {
-      try {
-        await fn();
-      } catch (err) {
-        agentLog.warn("cleanup step failed", { err });
-      }
-    }
+    await life.stop();
   }
 }

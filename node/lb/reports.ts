@@ -105,7 +105,7 @@ export class AgentReporter {
 export function agentReporter(
   a: { model?: string | undefined; nodeName: string; redis: RedisStoreOptions },
   logger: Logger,
-  cleanup: (() => Promise<void> | void)[],
+  cleanup: { push(stop: () => Promise<void> | void): unknown },
 ): AgentReporter | null {
   if (a.model !== "redis") return null;
   const reporter = new AgentReporter({ redis: a.redis, node: a.nodeName, logger });

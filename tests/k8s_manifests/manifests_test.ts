@@ -239,7 +239,7 @@ Deno.test("k8s/anycast.yaml: every node, host network, NET_ADMIN and NET_BIND_SE
   assertEquals(c.command.join(" "), "deno run -P=anycast --no-prompt");
   assertEquals([...c.securityContext.capabilities.add].sort(), ["NET_ADMIN", "NET_BIND_SERVICE"]);
   const args = c.args.join(" ");
-  for (const part of ["main.ts anycast", "--node $(NODE_NAME)", "--kube", "--bird-dir /run/"]) {
+  for (const part of ["main.ts anycast", "--node-name $(NODE_NAME)", "--kube", "--bgp-dir /run/"]) {
     assert(args.includes(part), `anycast args carry "${part}": ${args}`);
   }
   assert(!args.includes("--redirect"), "flow redirection needs BPF capabilities: off here");

@@ -40,8 +40,8 @@ rootTest("anycast: 'ready' is logged exactly when /readyz says so", async () => 
     const agent = topo.spawn("n1", [
       Deno.execPath(),
       ...["run", "-P=anycast", "--no-prompt", "--quiet", "--config", `${ROOT}deno.json`],
-      ...[`${ROOT}main.ts`, "anycast", "--node", "n1", "--state", file, "--poll-ms", "100"],
-      ...["--ops-port", String(OPS_PORT)],
+      ...[`${ROOT}main.ts`, "anycast", "--node-name", "n1", "--state", file, "--poll-ms", "100"],
+      ...["--listen", `127.0.0.1:${OPS_PORT}`],
     ]);
     await agent.waitForLine((l) => l.includes("not ready until a state applies"), {
       timeoutMs: 20_000,

@@ -22,6 +22,8 @@ export const USAGE =
   [--idle-timeout-ms MS] [--sweep-interval-ms MS] [--queue-capacity N]
   [--learn-window-ms MS (longest wait gathering new flows into one burst; default 200, 0-10000)]
   [--flow-buckets N (Redis hash tags per LB IP, a power of two; default 1; the same on every node)]
+  [--flow-sharing all|exceptions (default all: every flow on every node; exceptions: only flows
+    the current Maglev tables would place elsewhere; the same on every node; docs/scale.md)]
   [--full-reconcile-interval-ms MS (default 30000; 0 = never)]
   [--health on|off (default on: probe the backends of services with a healthCheck)]
   [--bgp-config FILE (announce the LB IPs via bird while ready; wins over the model's spec.bgp)]

@@ -53,6 +53,7 @@ import { policySwapper } from "./policy_swap.ts";
 import { agentReporter } from "./reports.ts";
 import { LbNodeRole } from "./_lb_node_role.ts";
 import { openDatapath } from "./_node_datapath.ts";
+import { MaglevMirror } from "./_maglev_mirror.ts";
 import { startAgentHealth } from "./health/agent_health.ts";
 import { AGENT_COMMAND, readAgentArgs } from "./agent_args.ts";
 import { readCommandLine } from "../lib/args.ts";
@@ -116,6 +117,7 @@ export async function main(
       model: a.model ?? null,
       flow_sync: a.flowSync,
       flow_buckets: a.redis.buckets ?? 1,
+      flow_sharing: a.flowSharing,
       redis: a.flowSync || a.model ? redact(a.redis.url) : null,
     });
     // Not ready while flows are restored, or while the lbNodeSelector leaves this node out.
@@ -135,7 +137,12 @@ export async function main(
     if (!swap.ok) {
       agentLog.warn("policy module rejected, using the TypeScript Maglev", { reason: swap });
     }
-    const cp = await createControlPlane(dp.lbMaps, {
+    // --flow-sharing exceptions: the flow agent asks what the tables pick, and exchanges the
+    // flows a table change moves before the datapath gets the new table (node/_maglev_mirror.ts).
+    const mirror = a.flowSync && a.flowSharing === "exceptions"
+      ? new MaglevMirror(dp.lbMaps, { seed: a.configure?.seed ?? 0, logger: agentLog })
+      : null;
+    const cp = await createControlPlane(mirror ?? dp.lbMaps, {
       // While no module serves (the one given at start was rejected), the fallback builds.
       maglev: new WasmMaglevBuilder(policy, { fallback: new TsMaglevBuilder() }),
       ...(a.maglevSize ? { maglevSize: a.maglevSize } : {}),
@@ -261,7 +268,9 @@ export async function main(
         ...(a.idleTimeoutMs !== undefined ? { idleTimeoutMs: a.idleTimeoutMs } : {}),
         ...(a.sweepIntervalMs !== undefined ? { sweepIntervalMs: a.sweepIntervalMs } : {}),
         ...(a.queueCapacity !== undefined ? { queueCapacity: a.queueCapacity } : {}),
+        ...(mirror ? { sharing: "exceptions" as const, picker: mirror } : {}),
       });
+      if (mirror) mirror.beforeTableChange = (changes) => agent.tableChanging(changes);
       // Events are taken from the start and queue in the agent until it is ready.
       const unsubscribe = dp.subscribe((ev) => agent.learn(ev));
       cleanup.push(async () => {

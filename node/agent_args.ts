@@ -57,6 +57,8 @@ export interface AgentArgs {
   model?: "redis";
   /** Share flows through Redis (default true; false = Maglev only). */
   flowSync: boolean;
+  /** `--flow-sharing`: every flow to every node (`all`), or exceptions only (node/flows/exceptions.ts). */
+  flowSharing: "all" | "exceptions";
   /** Connection and flow layout (`buckets`: `--flow-buckets`, node/flows/buckets.ts). */
   redis: FlowStoreOptions;
   /** LB IPs to follow in addition to the config's frontends. */
@@ -160,6 +162,7 @@ export const AGENT_COMMAND = {
     "queue-capacity": string,
     "learn-window-ms": string,
     "flow-buckets": string,
+    "flow-sharing": string,
     "full-reconcile-interval-ms": string,
     "log-level": string,
     health: string,
@@ -280,6 +283,7 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
     config,
     model,
     flowSync,
+    flowSharing: choiceOption(values, "flow-sharing", ["all", "exceptions"]),
     redis,
     vips: listOption(values, "vip").map((v) => vipFlag(v)),
     nodeName: stringOption(values, "node-name", { required: true }),

@@ -200,7 +200,9 @@ export class MaglevMirror implements LBMaps {
       const k = keyOf(key.address, key.port, proto);
       if (!this.#services.has(k)) this.#services.set(k, { key, entry });
     }
-    for (const [id, b] of c.backends) if (!this.#backends.has(id)) this.#backends.set(id, b.address);
+    for (const [id, b] of c.backends) {
+      if (!this.#backends.has(id)) this.#backends.set(id, b.address);
+    }
     for (const [sid, table] of c.maglev) {
       if (table.length > 0 && !this.#tables.has(sid)) this.#hold(sid, table);
     }

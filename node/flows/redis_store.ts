@@ -12,9 +12,9 @@
 
 import {
   decodeBackend,
+  encodeFlowValue,
   EXPIRE_SCRIPT,
   KEY_TTL_FACTOR,
-  encodeFlowValue,
   LEARN_SCRIPT,
   PURGE_SCRIPT,
   STORE_SCRIPT,

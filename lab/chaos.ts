@@ -344,7 +344,9 @@ export async function main(args: string[]): Promise<number> {
   const results: RunResult[] = [];
   for (const scenario of ALL) {
     if (only.length && !only.includes(scenario.name)) continue;
-    const modes = scenario.redisCluster || scenario.agentArgs ? ["holdfast"] as const : ["holdfast", "baseline"] as const;
+    const modes = scenario.redisCluster || scenario.agentArgs
+      ? ["holdfast"] as const
+      : ["holdfast", "baseline"] as const;
     for (const mode of modes) {
       const r = await runScenario(scenario, mode, { verbose });
       results.push(r);

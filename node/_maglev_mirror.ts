@@ -34,6 +34,12 @@ import { type TableChange, type TablePick, tableVersion } from "./flows/exceptio
 /** Longest wait for the table-change hook before the table is installed anyway, ms. */
 export const HOOK_BOUND_MS = 3_000;
 
+/**
+ * How long after a table change flows the previous table places elsewhere are still announced:
+ * longer than the change takes to reach every LB node (the model's propagation, a reload).
+ */
+export const PREVIOUS_TABLE_MS = 10_000;
+
 export type { TableChange };
 
 const PROTO: Record<string, number> = { TCP: 6, UDP: 17 };
@@ -47,6 +53,14 @@ interface Held {
   entry: ServiceEntry;
 }
 
+/** A table as installed, with the one it replaced and when. */
+interface Installed {
+  table: Uint32Array;
+  version: number;
+  previous?: Uint32Array;
+  changedAt?: number;
+}
+
 /** An {@link LBMaps} that mirrors what it writes and answers Maglev picks for flow keys. */
 export class MaglevMirror implements LBMaps {
   readonly #inner: LBMaps;
@@ -54,7 +68,7 @@ export class MaglevMirror implements LBMaps {
   readonly #log: Logger;
   readonly #services = new Map<string, Held>();
   readonly #backends = new Map<number, string>();
-  readonly #tables = new Map<number, { table: Uint32Array; version: number }>();
+  readonly #tables = new Map<number, Installed>();
   readonly #staged = new Map<number, Uint32Array>();
   /** Set by the flow agent once it runs; awaited before a service's table changes. */
   beforeTableChange: ((changes: readonly TableChange[]) => Promise<void>) | null = null;
@@ -77,7 +91,12 @@ export class MaglevMirror implements LBMaps {
     const t = this.#tables.get(held.entry.serviceId);
     if (!t) return undefined;
     const backend = this.#pickIn(t.table, held.entry, key);
-    return backend === undefined ? undefined : { backend, version: t.version };
+    if (backend === undefined) return undefined;
+    if (!t.previous || performance.now() - t.changedAt! > PREVIOUS_TABLE_MS) {
+      return { backend, version: t.version };
+    }
+    const previous = this.#pickIn(t.previous, held.entry, key) ?? null;
+    return { backend, version: t.version, previous };
   }
 
   #pickIn(table: Uint32Array, entry: ServiceEntry, key: AnyFlowKey): FlowBackend | undefined {
@@ -139,8 +158,18 @@ export class MaglevMirror implements LBMaps {
     }
   }
 
-  #hold(serviceId: number, table: Uint32Array): void {
-    this.#tables.set(serviceId, { table: table.slice(), version: this.#version(table) });
+  #hold(serviceId: number, table: Uint32Array, initial = false): void {
+    const cur = this.#tables.get(serviceId);
+    const version = this.#version(table);
+    const next: Installed = { table: table.slice(), version };
+    if (!initial && cur && cur.version !== version) {
+      next.previous = cur.table;
+      next.changedAt = performance.now();
+    } else if (cur?.previous) {
+      next.previous = cur.previous;
+      next.changedAt = cur.changedAt!;
+    }
+    this.#tables.set(serviceId, next);
   }
 
   async updateBackend(id: number, backend: BackendEntry): Promise<void> {
@@ -204,7 +233,7 @@ export class MaglevMirror implements LBMaps {
       if (!this.#backends.has(id)) this.#backends.set(id, b.address);
     }
     for (const [sid, table] of c.maglev) {
-      if (table.length > 0 && !this.#tables.has(sid)) this.#hold(sid, table);
+      if (table.length > 0 && !this.#tables.has(sid)) this.#hold(sid, table, true);
     }
     return c;
   }

@@ -6,7 +6,9 @@
  * their service picks (created under an older table, or of a quarantined backend).
  *
  * The rule ({@link isException}) is evaluated against a {@link TablePicker}: what this node's
- * current Maglev table picks for a flow key. A flow the picker cannot place (an IPv6 flow, a
+ * current Maglev table picks for a flow key — and, for a while after the table changed, what the
+ * previous one picked (a flow placed differently by either is announced, so peers whose table
+ * still lags hold it too). A flow the picker cannot place (an IPv6 flow, a
  * service or table it does not know) counts as an exception: it is shared as in mode `all`.
  *
  * @module
@@ -23,6 +25,12 @@ export const FLOW_SHARING_MODES: readonly FlowSharingMode[] = ["all", "exception
 /** What a Maglev table picks for a flow, and the table's version. */
 export interface TablePick {
   readonly backend: FlowBackend;
+  /**
+   * What the service's previous table picks, for a while after it changed (`null`: that table
+   * cannot place the flow; absent: no recent change). A flow the previous table places elsewhere
+   * is announced too, so a node whose table lags (the change reaches nodes one by one) holds it.
+   */
+  readonly previous?: FlowBackend | null;
   /** Version of the service's table ({@link tableVersion}): the same table, the same number. */
   readonly version: number;
 }
@@ -50,8 +58,8 @@ export interface TableChange {
  */
 export function isException(pick: TablePick | FlowBackend | undefined, backend: FlowBackend) {
   if (pick === undefined) return true;
-  const picked = typeof pick === "object" ? pick.backend : pick;
-  return picked !== backend;
+  if (typeof pick !== "object") return pick !== backend;
+  return pick.backend !== backend || (pick.previous !== undefined && pick.previous !== backend);
 }
 
 /**

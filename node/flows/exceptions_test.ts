@@ -180,3 +180,26 @@ Deno.test("exceptions mode: flows stored, not announced; an exception reaches pe
 function describe(f: FlowEvent): string {
   return `flow sport ${f.key.sport} → ${formatIpv4(f.backend)}`;
 }
+
+Deno.test("exceptions mode: a node whose table lags holds the flows a switched node learns under the new table", async () => {
+  using _logs = captureLogs();
+  const store = new MemoryFlowStore();
+  const t1 = table([1, 2, 3, 4]);
+  const t2 = table([1, 2, 3]);
+  const a = await node("lb-a", store, t1);
+  const b = await node("lb-b", store, t1);
+  await using _run = await started(a.t, b.t);
+  await a.mirror.updateMaglev(1, t2); // b has not got the change yet
+  const flows: FlowEvent[] = [];
+  for (let p = 5000; p < 5200; p++) flows.push(newFlow(a, key(p), t2));
+  await flush(a.t.agent);
+  const moved = flows.filter((f) => datapathPick(f.key, t1) !== f.backend);
+  ok(moved.length > 20, `${moved.length} flows the lagging table places elsewhere`);
+  ok(store.announcedCount >= moved.length, "announced while the previous table differs");
+  await until(
+    "b (still on the old table) holds them",
+    () => flows.every((f) => placed(b, f.key) === f.backend),
+  );
+  await b.mirror.updateMaglev(1, t2);
+  for (const f of flows) deepStrictEqual(placed(b, f.key), f.backend, describe(f));
+});

@@ -44,8 +44,15 @@ function metricSumWhere(text: string, name: string, label: string): number {
   return sum;
 }
 
-/** The checks of exceptions-only sharing over the cluster's live agents. */
-export async function checkExceptionsShared(cluster: Cluster): Promise<Check[]> {
+/**
+ * The checks of exceptions-only sharing over the cluster's live agents (none unless `scenario`
+ * gives the agents `--flow-sharing exceptions`).
+ */
+export async function checkExceptionsShared(
+  cluster: Cluster,
+  scenario: Scenario,
+): Promise<Check[]> {
+  if (!scenario.agentArgs?.includes("exceptions")) return [];
   const live = [...cluster.lbNodes.values()].filter((n) => n.agent !== null);
   const sums = { learned: 0, unannounced: 0, published: 0, moved: 0, installed: 0, handshakes: 0 };
   for (const n of live) {

@@ -247,9 +247,7 @@ export async function runScenario(
     loops.map((l) => l === null ? null : clientSummary<ShortResult>(l, durationMs + 20_000)),
   );
   await disturb.settle();
-  if (mode === "holdfast" && scenario.agentArgs?.includes("exceptions")) {
-    disturb.checks.push(...await checkExceptionsShared(cluster));
-  }
+  if (mode === "holdfast") disturb.checks.push(...await checkExceptionsShared(cluster, scenario));
   const both = [ipv4!, ...(ipv6 ? [ipv6] : [])];
   return {
     scenario: scenario.name,

@@ -33,6 +33,21 @@ export const EXCEPTION_SCENARIOS: readonly Scenario[] = [
       ["addLbNode", 4],
     ],
   },
+  {
+    name: "exceptions-redis-restarts",
+    description: "--flow-sharing exceptions: Redis restarts empty; then backends scale 3 → 5 and " +
+      "LB node 3 joins, restoring the exceptions from the refilled Redis",
+    start: { lbNodes: 2, backends: 3 },
+    agentArgs: ["--flow-sharing", "exceptions"],
+    steps: [
+      ["restartRedis"],
+      ["sleep", 1_500],
+      ["addBackend", 4],
+      ["addBackend", 5],
+      ["sleep", 500],
+      ["addLbNode", 3],
+    ],
+  },
 ];
 
 /** Sum of a metric's samples whose labels contain `label` (e.g. `why="table_change"`). */

@@ -5,8 +5,11 @@
  * and a stream of short ones run through the LB nodes while 2 backends join 3 (Maglev slots move:
  * the agents' table-change handshake publishes and pulls the flows the new table would send
  * elsewhere), then LB node 1 dies and LB node 4 joins (ECMP moves flows; a node without a flow
- * places it with its own table, the same on every node). No connection may be lost or short one
- * fail, and the agents' metrics and logs must show the mode in force (lab/_chaos_exceptions.ts).
+ * places it with its own table, the same on every node); and, in a second scenario, while Redis
+ * restarts empty, backends scale 3 → 5 and LB node 3 joins (restoring only the exceptions). No
+ * connection may be lost or short one fail, and the agents' metrics and logs must show the mode
+ * in force (lab/_chaos_exceptions.ts). With the handshake switched off the first scenario lost
+ * 6–7 of 40 IPv4 connections (reset): the test sees the window the handshake closes.
  */
 import { rootTest } from "../harness/mod.ts";
 import { holdfastProblems, runScenario } from "../../lab/chaos.ts";

@@ -327,6 +327,13 @@ export function readAgentArgs({ values }: CommandLine, env: AgentArgsEnv = {}): 
     queueCapacity: int("queue-capacity"),
     learnWindowMs: intOption(values, "learn-window-ms", { max: 10_000 }),
   };
+  if (out.flowSharing === "exceptions" && out.datapath === "bpf" && !out.configure) {
+    throw new UsageError(
+      "Cannot use --flow-sharing exceptions without --src-addr or --node-address: the flow hash " +
+        "seed the agent places flows with must be the one it writes into the datapath",
+      USAGE,
+    );
+  }
   // Absent options stay absent (callers spread these over their defaults).
   for (const key of Object.keys(out) as (keyof AgentArgs)[]) {
     if (out[key] === undefined) delete out[key];

@@ -60,6 +60,7 @@ export class Restorer {
           const key = parseFlowField(f.field, addr);
           stored++;
           let lastSeenNs = 0;
+          let held = false;
           if (local.size > 0) {
             const id = flowId(key);
             const cur = local.get(id);
@@ -67,10 +68,12 @@ export class Restorer {
               local.delete(id);
               if (cur.value.backend === f.backend) continue;
               lastSeenNs = cur.value.lastSeenNs;
+              held = true;
             }
           }
-          // Exceptions-only sharing: a flow the current table places alike needs no entry.
-          if (exceptionsOnly && !isException(picker?.pick(key), f.backend)) {
+          // Exceptions-only sharing: a flow the current table places alike needs no entry (unless
+          // the map holds it with another backend: then the stored one replaces it, as in `all`).
+          if (exceptionsOnly && !held && !isException(picker?.pick(key), f.backend)) {
             notExceptions++;
             continue;
           }

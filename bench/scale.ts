@@ -11,6 +11,11 @@
  *   the model's per-install bytes (the flow's share of a stream entry);
  * - a joining node's restore of every stored flow: time and flows/s.
  *
+ * Each N runs twice, side by side: `--flow-sharing all` (every flow announced and installed on
+ * every node) and `exceptions` (every flow stored, only exceptions announced and installed; one flow
+ * in {@link EXC_EVERY} has a backend other than the shared table's pick, as a quarantined backend's
+ * would) — printing installs, Redis bytes and CPU per new flow of both, and their ratio.
+ *
  * One process stands in for N machines, so fixed per-process costs (timers, wake-ups) are shared and
  * per-flow costs are those of a busy agent. `--quick` (CI): N = 2, 4, 8, a few thousand flows.
  *
@@ -18,10 +23,11 @@
  */
 
 import process from "node:process";
-import { FlowSyncAgent } from "../node/lb/flows/sync_agent.ts";
-import type { FlowEvent } from "../node/bpf/flow.ts";
-import { MemoryFlowTable } from "../node/lb/flows/table.ts";
-import { connectRedisStore } from "../node/lb/flows/redis_store.ts";
+import { FlowSyncAgent } from "../node/flows/agent.ts";
+import { type AnyFlowKey, type FlowEvent, isFlowKey6 } from "../node/bpf/flow.ts";
+import type { FlowSharingMode, TablePicker } from "../node/flows/exceptions.ts";
+import { MemoryFlowTable } from "../node/flows/table.ts";
+import { connectRedisStore } from "../node/flows/redis_store.ts";
 import { Registry } from "../lib/metrics.ts";
 import { setLogLevel } from "../lib/log.ts";
 import { type RedisCluster, startRedisCluster } from "../lab/redis_cluster.ts";
@@ -51,16 +57,34 @@ const SERVICES = {
   })),
 };
 
+/** One flow in this many is an exception (its backend is not the table's pick). */
+const EXC_EVERY = 100;
+
+/** The Maglev pick every node's (same) table makes, a function of the flow key. */
+function pickOf(k: AnyFlowKey): number {
+  return isFlowKey6(k) ? 0 : 0x0a000102 + ((k.saddr ^ k.sport ^ k.daddr) >>> 0) % 3;
+}
+
+const PICKER: TablePicker = {
+  pick: (k) => isFlowKey6(k) ? undefined : { backend: pickOf(k), version: 1 },
+};
+
+function isExc(i: number): boolean {
+  return i % EXC_EVERY === 7;
+}
+
 function event(i: number, base: number): FlowEvent {
+  const key = {
+    saddr: (base + (i >>> 8)) >>> 0,
+    daddr: (0x0a007801 + (i % VIPS.length)) >>> 0,
+    sport: 10_000 + (i & 255),
+    dport: 80,
+    proto: 6,
+  };
+  const pick = pickOf(key);
   return {
-    key: {
-      saddr: (base + (i >>> 8)) >>> 0,
-      daddr: (0x0a007801 + (i % VIPS.length)) >>> 0,
-      sport: 10_000 + (i & 255),
-      dport: 80,
-      proto: 6,
-    },
-    backend: 0x0a000102 + (i % 3),
+    key,
+    backend: isExc(i) ? 0x0a000102 + (pick - 0x0a000102 + 1) % 3 : pick,
     serviceId: 1,
     tsNs: 0,
   };
@@ -72,7 +96,7 @@ interface Node {
   close(): Promise<void>;
 }
 
-async function startNode(url: string, name: string): Promise<Node> {
+async function startNode(url: string, name: string, sharing: FlowSharingMode): Promise<Node> {
   const table = new MemoryFlowTable();
   const store = connectRedisStore({ url });
   const agent = new FlowSyncAgent(table, store, {
@@ -82,6 +106,8 @@ async function startNode(url: string, name: string): Promise<Node> {
     queueCapacity: 1_000_000,
     registry: new Registry(),
     readBlockMs: 200,
+    sharing,
+    picker: PICKER,
   });
   await agent.start();
   return {
@@ -130,13 +156,25 @@ interface Run {
   bytesPerInstall: number;
   idleCpuMsPerS: number;
   convergeMs: number;
+  sharing: FlowSharingMode;
+  /** Flows installed on peers per new flow. */
+  installsPerFlow: number;
+  /** Bytes Redis sent per new flow. */
+  bytesPerFlow: number;
 }
 
 /** N agents; FLOWS new flows at RATE spread over them; until every map holds every flow. */
-async function runSize(cluster: RedisCluster, n: number, base: number): Promise<Run> {
+async function runSize(
+  cluster: RedisCluster,
+  n: number,
+  base: number,
+  sharing: FlowSharingMode,
+): Promise<Run> {
   const nodes: Node[] = [];
   try {
-    for (let i = 0; i < n; i++) nodes.push(await startNode(cluster.url, `scale-${n}-${i}`));
+    for (let i = 0; i < n; i++) {
+      nodes.push(await startNode(cluster.url, `scale-${sharing}-${n}-${i}`, sharing));
+    }
     // Flows of earlier sizes are restored at start: count this run's on top of them.
     const start = nodes.map((x) => x.table.size);
     // The idle cost of N agents (stream polls, timers) per second, subtracted below: the model is
@@ -154,6 +192,13 @@ async function runSize(cluster: RedisCluster, n: number, base: number): Promise<
     const c0 = cpuSeconds();
     const t0 = performance.now();
     const perTick = Math.max(1, Math.round(RATE / 50));
+    // What each map must hold at the end: all flows (mode all), or its own and others' exceptions.
+    const want = nodes.map((_, k) => start[k]! + (sharing === "all" ? FLOWS : 0));
+    if (sharing === "exceptions") {
+      for (let i = 0; i < FLOWS; i++) {
+        for (let k = 0; k < n; k++) if (i % n === k || isExc(i)) want[k]!++;
+      }
+    }
     for (let sent = 0, tick = 0; sent < FLOWS && tick < 100_000; tick++) {
       const tickStart = performance.now();
       for (let k = 0; k < perTick && sent < FLOWS; k++, sent++) {
@@ -166,7 +211,7 @@ async function runSize(cluster: RedisCluster, n: number, base: number): Promise<
     }
     await until(
       `every map of ${n} nodes full`,
-      () => nodes.every((x, i) => x.table.size >= start[i]! + FLOWS),
+      () => nodes.every((x, i) => x.table.size >= want[i]!),
       120_000,
     );
     const convergeMs = performance.now() - t0;
@@ -174,7 +219,12 @@ async function runSize(cluster: RedisCluster, n: number, base: number): Promise<
     const cpu = cpuSeconds() - c0 - idle.cpu * s;
     const r1 = await redisTotals(cluster);
     const installs = FLOWS * (n - 1);
+    const held = nodes.reduce((a, x, i) => a + x.table.size - start[i]!, 0);
+    const sent = Math.max(0, r1.sent - r0.sent - idle.sent * s);
     return {
+      sharing,
+      installsPerFlow: (held - FLOWS) / FLOWS,
+      bytesPerFlow: sent / FLOWS,
       nodes: n,
       cpuUsPerFlow: Math.max(0, cpu * 1e6) / FLOWS,
       redisUsPerFlow: Math.max(0, (r1.cpu - r0.cpu - idle.redisCpu * s) * 1e6) / FLOWS,
@@ -206,8 +256,10 @@ async function main(): Promise<void> {
   setLogLevel("warn");
   await using cluster = await startRedisCluster();
   const runs: Run[] = [];
+  const exc: Run[] = [];
   for (const [i, n] of SIZES.entries()) {
-    runs.push(await runSize(cluster, n, 0x0b000000 + i * 0x100000));
+    runs.push(await runSize(cluster, n, 0x0b000000 + i * 0x100000, "all"));
+    exc.push(await runSize(cluster, n, 0x0c000000 + i * 0x100000, "exceptions"));
   }
   // The model: per new flow, CPU(N) = L + (N − 1) · P and bytes(N) = W + (N − 1) · I, fitted
   // (least squares) over every size.
@@ -237,14 +289,30 @@ async function main(): Promise<void> {
       } ms   ${r.idleCpuMsPerS.toFixed(1)} ms/s`,
     );
   }
+  console.log(
+    `--flow-sharing exceptions beside all (1 flow in ${EXC_EVERY} an exception):\n` +
+      "N    installs/new flow (all)  cpu µs/new flow (all)  redis bytes/new flow (all)  redis µs/flow (all)",
+  );
+  for (const [i, r] of exc.entries()) {
+    const a = runs[i]!;
+    console.log(
+      `${String(r.nodes).padEnd(4)} ${r.installsPerFlow.toFixed(3)} (${
+        a.installsPerFlow.toFixed(3)
+      })          ${r.cpuUsPerFlow.toFixed(1)} (${a.cpuUsPerFlow.toFixed(1)})            ${
+        r.bytesPerFlow.toFixed(0)
+      } (${a.bytesPerFlow.toFixed(0)})                 ${r.redisUsPerFlow.toFixed(2)} (${
+        a.redisUsPerFlow.toFixed(2)
+      })`,
+    );
+  }
   const last = runs.at(-1)!;
   const predicted = L + (last.nodes - 1) * P;
   const bytesLast = last.bytesPerInstall * (last.nodes - 1);
 
   // A joining node restores every stored flow (RESTORE_FLOWS written by one agent first).
-  let restoreS: number, restored: number;
+  let restoreS: number, restored: number, restoreExcS: number, restoredExc: number;
   {
-    const writer = await startNode(cluster.url, "scale-writer");
+    const writer = await startNode(cluster.url, "scale-writer", "all");
     try {
       for (let i = 0; i < RESTORE_FLOWS; i++) {
         const ev = event(i, 0x0e000000);
@@ -258,10 +326,19 @@ async function main(): Promise<void> {
       await writer.close();
     }
     const t0 = performance.now();
-    const joiner = await startNode(cluster.url, "scale-joiner");
+    const joiner = await startNode(cluster.url, "scale-joiner", "all");
     restoreS = (performance.now() - t0) / 1000;
     const got = restored = joiner.table.size; // with the flows of the sized runs
     await joiner.close();
+    const t1 = performance.now();
+    const joinerExc = await startNode(cluster.url, "scale-joiner-exc", "exceptions");
+    restoreExcS = (performance.now() - t1) / 1000;
+    restoredExc = joinerExc.table.size; // the exceptions among them
+    await joinerExc.close();
+    console.log(
+      `restore, --flow-sharing exceptions: ${restoredExc} exceptions of the same stored flows ` +
+        `installed in ${restoreExcS.toFixed(2)} s`,
+    );
     if (got < RESTORE_FLOWS) throw new Error(`bench:scale: restored ${got} of ${RESTORE_FLOWS}`);
     console.log(
       `restore: a joining node installed ${got} stored flows before ready in ${
@@ -291,6 +368,19 @@ async function main(): Promise<void> {
     idle_cpu_ms_per_s: runs.map((r) => Number(r.idleCpuMsPerS.toFixed(1))),
     restore_flows: restored,
     restore_flows_per_s: Math.round(restored / restoreS),
+    exc_every: EXC_EVERY,
+    installs_per_flow_all: runs.map((r) => Number(r.installsPerFlow.toFixed(3))),
+    installs_per_flow_exceptions: exc.map((r) => Number(r.installsPerFlow.toFixed(3))),
+    bytes_per_flow_all: runs.map((r) => Math.round(r.bytesPerFlow)),
+    bytes_per_flow_exceptions: exc.map((r) => Math.round(r.bytesPerFlow)),
+    cpu_us_per_flow_exceptions: exc.map((r) => Number(r.cpuUsPerFlow.toFixed(2))),
+    redis_us_per_flow_exceptions: exc.map((r) => Number(r.redisUsPerFlow.toFixed(2))),
+    largest_installs_all_vs_exceptions: Number(
+      (last.installsPerFlow / Math.max(1e-9, exc.at(-1)!.installsPerFlow)).toFixed(1),
+    ),
+    restore_s: Number(restoreS.toFixed(3)),
+    restore_exceptions_s: Number(restoreExcS.toFixed(3)),
+    restore_exceptions_installed: restoredExc,
   }));
 }
 

@@ -33,7 +33,7 @@ function linesSince(agent: HostProcess, from: number): string[] {
 }
 
 /** Sum of a metric's samples (every label set) in a Prometheus text exposition. */
-function metricSum(text: string, name: string): number {
+export function metricSum(text: string, name: string): number {
   let sum = 0;
   for (const m of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "gm"))) {
     sum += Number(m[1]);

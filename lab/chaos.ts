@@ -18,6 +18,7 @@ import { readCommandLine, UsageError } from "../lib/args.ts";
 import { sleep } from "../lib/backoff.ts";
 import { type Check, Disturbances } from "./chaos_steps.ts";
 import { Cluster } from "./cluster.ts";
+import { checkExceptionsShared, EXCEPTION_LAB_SCENARIOS } from "./_chaos_exceptions.ts";
 import { clientSummary, type HoldSummary } from "./clients/summary.ts";
 
 /** What the client of one address family measured. */
@@ -106,6 +107,8 @@ export interface Scenario {
    * LB IP (lab/_cluster_store.ts). Such scenarios run for Holdfast only. Default: one Redis.
    */
   readonly redisCluster?: { readonly flowBuckets: number };
+  /** Extra flags for every agent (e.g. `--flow-sharing exceptions`). */
+  readonly agentArgs?: readonly string[];
 }
 
 /** The scenarios: the five of the stateful-flows issue and an LB node that comes back. */
@@ -220,6 +223,7 @@ export async function runScenario(
     verbose: options.verbose,
     redisCluster: scenario.redisCluster !== undefined,
     flowBuckets: scenario.redisCluster?.flowBuckets,
+    ...(scenario.agentArgs && mode === "holdfast" ? { agentArgs: scenario.agentArgs } : {}),
   });
   const [count, durationMs] = [options.connections ?? 40, options.durationMs ?? 10_000];
   const dual = cluster.vip6 !== null;
@@ -243,6 +247,7 @@ export async function runScenario(
     loops.map((l) => l === null ? null : clientSummary<ShortResult>(l, durationMs + 20_000)),
   );
   await disturb.settle();
+  if (mode === "holdfast") disturb.checks.push(...await checkExceptionsShared(cluster, scenario));
   const both = [ipv4!, ...(ipv6 ? [ipv6] : [])];
   return {
     scenario: scenario.name,
@@ -315,14 +320,14 @@ export function holdfastProblems(r: RunResult): string[] {
   return problems;
 }
 
-const ALL = [...SCENARIOS, ...SHARD_SCENARIOS];
+const ALL = [...SCENARIOS, ...SHARD_SCENARIOS, ...EXCEPTION_LAB_SCENARIOS];
 
 /** `deno task chaos`: every scenario in both modes; the last line is the JSON totals. */
 export async function main(args: string[]): Promise<number> {
   const read = readCommandLine(args, {
     command: "chaos",
     usage: `usage: ./hf chaos [--verbose] [SCENARIO...]   (deno task chaos; as root)
-  Each scenario (default: all) for Holdfast and the baseline (Redis Cluster ones: Holdfast only): ${
+  Each scenario (default: all) for Holdfast and the baseline (Redis Cluster and --flow-sharing ones: Holdfast only): ${
       ALL.map((s) => s.name).join(", ")
     }`,
     positionals: true,
@@ -337,7 +342,9 @@ export async function main(args: string[]): Promise<number> {
   const results: RunResult[] = [];
   for (const scenario of ALL) {
     if (only.length && !only.includes(scenario.name)) continue;
-    const modes = scenario.redisCluster ? ["holdfast"] as const : ["holdfast", "baseline"] as const;
+    const modes = scenario.redisCluster || scenario.agentArgs
+      ? ["holdfast"] as const
+      : ["holdfast", "baseline"] as const;
     for (const mode of modes) {
       const r = await runScenario(scenario, mode, { verbose });
       results.push(r);

@@ -8,6 +8,7 @@
  * @module
  */
 
+import { MaglevMirror } from "./_maglev_mirror.ts";
 import { createControlPlane } from "./control_plane.ts";
 import { exportControlPlaneMetrics } from "./metrics.ts";
 import { ConfigError, type FileConfig, FileSource } from "./sources/file_source.ts";
@@ -82,7 +83,12 @@ export async function startControlPlane(run: AgentRun, dp: NodeDatapath) {
   if (!swap.ok) {
     log.warn("policy module rejected, using the TypeScript Maglev", { reason: swap });
   }
-  const cp = await createControlPlane(dp.lbMaps, {
+  // --flow-sharing exceptions: the flow agent asks what the tables pick, and exchanges the
+  // flows a table change moves before the datapath gets the new table (_maglev_mirror.ts).
+  const mirror = a.flowSync && a.flowSharing === "exceptions"
+    ? new MaglevMirror(dp.lbMaps, { seed: a.configure?.seed ?? 0, logger: log })
+    : null;
+  const cp = await createControlPlane(mirror ?? dp.lbMaps, {
     // While no module serves (the one given at start was rejected), the fallback builds.
     maglev: new WasmMaglevBuilder(policy, { fallback: new TsMaglevBuilder() }),
     ...(a.maglevSize ? { maglevSize: a.maglevSize } : {}),
@@ -101,7 +107,7 @@ export async function startControlPlane(run: AgentRun, dp: NodeDatapath) {
       swap: swapPolicy,
     });
   }
-  return { policy, swap, cp, reporter, swapPolicy };
+  return { policy, swap, cp, reporter, swapPolicy, mirror };
 }
 
 type ControlPlane = Awaited<ReturnType<typeof startControlPlane>>;
@@ -228,7 +234,11 @@ type ModelSource = Awaited<ReturnType<typeof startModel>>;
  * this returns. Sets `run.onReload`: follows each model's LB IPs, and purges the flows of
  * backends a reload removed so their clients get a clean new choice.
  */
-export async function startFlowSync(run: AgentRun, dp: NodeDatapath, { cp }: ControlPlane) {
+export async function startFlowSync(
+  run: AgentRun,
+  dp: NodeDatapath,
+  { cp, mirror }: ControlPlane,
+) {
   const { a, log, life } = run;
   const store = connectRedisStore(a.redis);
   life.onStop("flow-store", () => store.close());
@@ -239,7 +249,9 @@ export async function startFlowSync(run: AgentRun, dp: NodeDatapath, { cp }: Con
     ...(a.idleTimeoutMs !== undefined ? { idleTimeoutMs: a.idleTimeoutMs } : {}),
     ...(a.sweepIntervalMs !== undefined ? { sweepIntervalMs: a.sweepIntervalMs } : {}),
     ...(a.queueCapacity !== undefined ? { queueCapacity: a.queueCapacity } : {}),
+    ...(mirror ? { sharing: "exceptions" as const, picker: mirror } : {}),
   });
+  if (mirror) mirror.beforeTableChange = (changes) => agent.tableChanging(changes);
   // Events are taken from the start and queue in the agent until it is ready.
   const unsubscribe = dp.subscribe((ev) => agent.learn(ev));
   life.onStop("flow-sync", async () => {

@@ -101,6 +101,13 @@ export const AGENT_FLAGS: FlagTable = {
     defaultText: "1",
     group: FLOWS,
   },
+  "flow-sharing": {
+    arg: "all|exceptions",
+    help: "all: every flow on every node; exceptions: only flows the current Maglev tables would " +
+      "place elsewhere (the same on every node; docs/scale.md)",
+    default: "all",
+    group: FLOWS,
+  },
 };
 
 /** The `agent` command for lib/args.ts: its name, options, defaults and usage. */

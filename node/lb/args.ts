@@ -58,6 +58,8 @@ export interface AgentArgs {
   model?: "redis";
   /** Share flows through Redis (default true; false = Maglev only). */
   flowSync: boolean;
+  /** `--flow-sharing`: every flow to every node (`all`), or exceptions only (flows/exceptions.ts). */
+  flowSharing: "all" | "exceptions";
   /** Connection and flow layout (`buckets`: `--flow-buckets`, node/lb/flows/buckets.ts). */
   redis: FlowStoreOptions;
   /** LB IPs to follow in addition to the config's frontends. */
@@ -206,6 +208,7 @@ export function readAgentArgs(line: CommandLine, env: AgentArgsEnv = {}): AgentA
     config,
     model,
     flowSync,
+    flowSharing: choiceOption(values, "flow-sharing", ["all", "exceptions"]),
     redis,
     vips: listOption(values, "vip").map((v) => vipFlag(v)),
     nodeName: stringOption(values, "node-name", { required: true }),
@@ -249,6 +252,13 @@ export function readAgentArgs(line: CommandLine, env: AgentArgsEnv = {}): AgentA
     queueCapacity: int("queue-capacity"),
     learnWindowMs: intOption(values, "learn-window-ms", { max: 10_000 }),
   };
+  if (out.flowSharing === "exceptions" && out.datapath === "bpf" && !out.configure) {
+    throw new UsageError(
+      "Cannot use --flow-sharing exceptions without --src-addr or --node-address: the flow hash " +
+        "seed the agent places flows with must be the one it writes into the datapath",
+      USAGE,
+    );
+  }
   // Absent options stay absent (callers spread these over their defaults).
   for (const key of Object.keys(out) as (keyof AgentArgs)[]) {
     if (out[key] === undefined) delete out[key];

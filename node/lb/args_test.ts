@@ -294,3 +294,16 @@ Deno.test("agent --src-addr6 auto: the attach interface's one global IPv6 addres
     },
   );
 });
+
+Deno.test("agent arguments: --flow-sharing all by default, exceptions on request (with the seed's node settings)", () => {
+  const base = ["--config", "/c.yaml", "--redis", "redis://127.0.0.1:6379", "--node-name", "lb-a"];
+  deepStrictEqual(parseAgentArgs([...base, "--datapath", "memory"]).flowSharing, "all");
+  deepStrictEqual(
+    parseAgentArgs([...base, "--datapath", "memory", "--flow-sharing", "exceptions"]).flowSharing,
+    "exceptions",
+  );
+  const bpf = [...base, "--flow-sharing", "exceptions"];
+  deepStrictEqual(parseAgentArgs([...bpf, "--src-addr", "10.2.1.2"]).flowSharing, "exceptions");
+  throws(() => parseAgentArgs(bpf), /--flow-sharing exceptions without --src-addr/);
+  throws(() => parseAgentArgs([...base, "--flow-sharing", "some"]), /--flow-sharing "some"/);
+});

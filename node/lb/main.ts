@@ -92,6 +92,7 @@ export async function main(
       model: a.model ?? null,
       flow_sync: a.flowSync,
       flow_buckets: a.redis.buckets ?? 1,
+      flow_sharing: a.flowSharing,
       redis: a.flowSync || a.model ? redact(a.redis.url) : null,
     });
     if (a.listen) {

@@ -10,6 +10,7 @@ import type { FollowedVips } from "./_followed.ts";
 import type { FlowGate } from "./_gate.ts";
 import type { AgentMetrics } from "./_metrics.ts";
 import type { AgentStateMachine } from "./_state.ts";
+import type { FlowSharingMode, TablePicker } from "./exceptions.ts";
 import type { FlowTally } from "./_tally.ts";
 import type { FlowStore } from "./store.ts";
 import type { FlowTable } from "./table.ts";
@@ -27,6 +28,10 @@ export interface AgentContext {
   readonly gate: FlowGate;
   /** Learned and installed flows, logged as periodic summary lines. */
   readonly tally: FlowTally;
+  /** `all`: every flow is announced and installed everywhere; `exceptions`: only exceptions. */
+  readonly sharing: FlowSharingMode;
+  /** What this node's current Maglev tables pick (exceptions-only sharing; null: unknown). */
+  readonly picker: TablePicker | null;
   /** Stream position per followed LB IP: set by restores, advanced by the follower. */
   readonly positions: Map<string, string>;
   /** A flow with no packet for this long expires everywhere, ms. */

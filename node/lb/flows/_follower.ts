@@ -149,6 +149,10 @@ export class Follower {
     if (entries.length === 0) return;
     table.putBatch(entries);
     metrics.installed.inc({ vip: change.vip }, entries.length);
+    // Exceptions-only sharing: the stream carries exceptions only (and all of them are installed).
+    if (this.#ctx.sharing === "exceptions") {
+      metrics.exceptionsInstalled.inc({ vip: change.vip, via: "stream" }, entries.length);
+    }
     // Routine installs: a summary line now and then (and each at debug); a flow of ours replaced
     // by a peer's later learn is rare and worth its own line.
     const own = change.node === node;

@@ -17,6 +17,8 @@ import {
 import type { AgentContext } from "./_context.ts";
 import { flowField } from "./field.ts";
 import { BoundedQueue } from "./queue.ts";
+import { isException } from "./exceptions.ts";
+import type { StoredFlow } from "./store.ts";
 
 interface Pending {
   vip: string;
@@ -136,11 +138,9 @@ export class Learner {
     let oldest = Infinity;
     try {
       for (const [vip, list] of byVip) {
-        await store.learn(vip, list, {
-          node: this.#ctx.node,
-          nowMs,
-          idleTimeoutMs: this.#ctx.idleMs,
-        });
+        const o = { node: this.#ctx.node, nowMs, idleTimeoutMs: this.#ctx.idleMs };
+        if (this.#ctx.sharing === "all") await store.learn(vip, list, o);
+        else await this.#learnExceptions(vip, list, o);
         metrics.learned.inc({ vip }, list.length);
         this.#ctx.tally.learned(vip, list.length);
         const logEach = log.enabled("debug");
@@ -165,6 +165,37 @@ export class Learner {
       if (dropped > 0) this.#countDrops(dropped);
       this.#ctx.storeFailed(err, "write");
     }
+  }
+
+  /**
+   * Exceptions-only sharing: every flow is stored (durability), only exceptions are announced —
+   * flows whose backend is not what the current table picks (the table changed since the
+   * datapath placed them, or the pick is unknown). Others carry their table's version.
+   */
+  async #learnExceptions(
+    vip: string,
+    list: Pending[],
+    o: { node: string; nowMs: number; idleTimeoutMs: number },
+  ): Promise<void> {
+    const { picker, store, metrics, log } = this.#ctx;
+    const plain: StoredFlow[] = [];
+    const exceptions: StoredFlow[] = [];
+    for (const p of list) {
+      const pick = picker?.pick(p.key);
+      if (isException(pick, p.backend)) exceptions.push(p);
+      else plain.push({ field: p.field, backend: p.backend, version: pick!.version });
+    }
+    if (plain.length > 0) await store.learn(vip, plain, { ...o, announce: false });
+    if (exceptions.length > 0) await store.learn(vip, exceptions, o);
+    metrics.unannounced.inc({ vip }, plain.length);
+    if (exceptions.length === 0) return;
+    metrics.exceptionsPublished.inc({ vip, why: "learn" }, exceptions.length);
+    log.debug("flow exceptions published", {
+      vip,
+      flows: exceptions.length,
+      stored_unannounced: plain.length,
+      why: "backend differs from the current table's pick (or the pick is unknown)",
+    });
   }
 
   #countDrops(n: number): void {

@@ -11,6 +11,7 @@ import type { FlowBackend } from "../../bpf/flow.ts";
 import {
   type FlowChange,
   type FlowStore,
+  type LearnOptions,
   type PurgeScope,
   type StoredFlow,
   StoreUnavailableError,
@@ -32,6 +33,10 @@ interface MemoryVip {
 export class MemoryFlowStore implements FlowStore {
   /** When false, every call fails as if Redis were down. */
   available = true;
+  /** Flows written by `learn` (for assertions). */
+  storedCount = 0;
+  /** Flows of those announced on a stream (for assertions). */
+  announcedCount = 0;
   #vips = new Map<string, MemoryVip>();
   #instance = 1;
   #seq = 0;
@@ -108,14 +113,15 @@ export class MemoryFlowStore implements FlowStore {
     return Promise.resolve(`memory-${this.#instance}`);
   }
 
-  learn(
-    vip: string,
-    flows: readonly StoredFlow[],
-    options: { node: string; nowMs: number; idleTimeoutMs: number },
-  ): Promise<void> {
+  learn(vip: string, flows: readonly StoredFlow[], options: LearnOptions): Promise<void> {
     this.#check();
     const v = this.#vip(vip);
-    for (const f of flows) v.flows.set(f.field, encodeFlowValue(f.backend, options.nowMs));
+    for (const f of flows) {
+      v.flows.set(f.field, encodeFlowValue(f.backend, options.nowMs, f.version ?? 0));
+    }
+    this.storedCount += flows.length;
+    if (options.announce === false) return Promise.resolve();
+    this.announcedCount += flows.length;
     this.#announce(vip, options.node, "add", [...flows]);
     return Promise.resolve();
   }

@@ -21,6 +21,9 @@ export interface AgentMetrics {
   readonly writeSeconds: Histogram;
   readonly restoreSeconds: Gauge;
   readonly rewritten: Counter;
+  readonly exceptionsPublished: Counter;
+  readonly exceptionsInstalled: Counter;
+  readonly unannounced: Counter;
 }
 
 /** Registers (or finds) the flow agent's metrics in `r`. */
@@ -69,6 +72,23 @@ export function agentMetrics(r: Registry): AgentMetrics {
       "holdfast_flows_rewritten_total",
       "Local flows written to the store by a restore because it lacked them (learned during an " +
         "outage or a shard failover, or the store lost its data).",
+      vip,
+    ),
+    exceptionsPublished: r.counter(
+      "holdfast_flow_exceptions_published_total",
+      "Exceptions announced to peers (--flow-sharing exceptions): flows whose backend differs " +
+        "from what the current Maglev table picks (why: learn, table_change).",
+      { labelNames: ["vip", "why"] },
+    ),
+    exceptionsInstalled: r.counter(
+      "holdfast_flow_exceptions_installed_total",
+      "Exceptions installed into the flow map (--flow-sharing exceptions; via: stream, restore, " +
+        "table_change).",
+      { labelNames: ["vip", "via"] },
+    ),
+    unannounced: r.counter(
+      "holdfast_flows_stored_unannounced_total",
+      "Flows stored for durability but not announced: no exception (--flow-sharing exceptions).",
       vip,
     ),
   };

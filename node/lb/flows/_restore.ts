@@ -11,6 +11,7 @@ import { type AnyFlowEntry, describeFlow, FLOW_F_PEER } from "../../bpf/flow.ts"
 import type { AgentContext } from "./_context.ts";
 import type { VipAddress } from "./_followed.ts";
 import { flowField, flowId, parseFlowField } from "./field.ts";
+import { isException } from "./exceptions.ts";
 
 /** Restores and publishes flows; serializes what must not interleave with a restore. */
 export class Restorer {
@@ -38,7 +39,8 @@ export class Restorer {
   async restore(
     vips: ReadonlyMap<VipAddress, string> = this.#ctx.followed.snapshot(),
   ): Promise<void> {
-    const { table, store, metrics, log, gate } = this.#ctx;
+    const { table, store, metrics, log, gate, picker } = this.#ctx;
+    const exceptionsOnly = this.#ctx.sharing === "exceptions";
     const t0 = performance.now();
     // Entries already in the map (pinned across an agent restart), by identity; those the store
     // also has are struck off while scanning, what remains is unknown to the store.
@@ -51,12 +53,14 @@ export class Restorer {
       let installed = 0;
       let stored = 0;
       let rejected = 0;
+      let notExceptions = 0;
       for await (const page of store.scan(vip)) {
         const entries: AnyFlowEntry[] = [];
         for (const f of page) {
           const key = parseFlowField(f.field, addr);
           stored++;
           let lastSeenNs = 0;
+          let held = false;
           if (local.size > 0) {
             const id = flowId(key);
             const cur = local.get(id);
@@ -64,7 +68,14 @@ export class Restorer {
               local.delete(id);
               if (cur.value.backend === f.backend) continue;
               lastSeenNs = cur.value.lastSeenNs;
+              held = true;
             }
+          }
+          // Exceptions-only sharing: a flow the current table places alike needs no entry (unless
+          // the map holds it with another backend: then the stored one replaces it, as in `all`).
+          if (exceptionsOnly && !held && !isException(picker?.pick(key), f.backend)) {
+            notExceptions++;
+            continue;
           }
           if (!gate.admit(vip, key, f.backend, "restore")) {
             rejected++;
@@ -78,6 +89,7 @@ export class Restorer {
       // Removed meanwhile: not followed (its map entries idle out as unfollowed).
       if (this.#ctx.followed.vipOf(addr) === vip) this.#ctx.positions.set(vip, tail);
       metrics.installed.inc({ vip }, installed);
+      if (exceptionsOnly) metrics.exceptionsInstalled.inc({ vip, via: "restore" }, installed);
       const missing = [...local.values()].filter((e) => e.key.daddr === addr);
       const publish = stored === 0
         ? missing
@@ -98,6 +110,7 @@ export class Restorer {
         stored,
         installed,
         rejected,
+        ...(exceptionsOnly ? { not_exceptions: notExceptions } : {}),
         published: publish.length,
         removed,
         from_stream_id: tail,

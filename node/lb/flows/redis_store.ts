@@ -12,14 +12,16 @@
 
 import {
   decodeBackend,
+  encodeFlowValue,
   EXPIRE_SCRIPT,
   KEY_TTL_FACTOR,
   LEARN_SCRIPT,
   PURGE_SCRIPT,
+  STORE_SCRIPT,
   STREAM_MAXLEN,
   vipKeys,
 } from "./schema.ts";
-import type { FlowChange, FlowStore, PurgeScope, StoredFlow } from "./store.ts";
+import type { FlowChange, FlowStore, LearnOptions, PurgeScope, StoredFlow } from "./store.ts";
 import { backendHex } from "./field.ts";
 import type { FlowBackend } from "../../bpf/flow.ts";
 import { RedisConnection, type RedisStoreOptions } from "../../../lib/redis_connection.ts";
@@ -89,11 +91,7 @@ export class RedisFlowStore implements FlowStore {
     return tokens.join(",");
   }
 
-  async learn(
-    vip: string,
-    flows: readonly StoredFlow[],
-    options: { node: string; nowMs: number; idleTimeoutMs: number },
-  ): Promise<void> {
+  async learn(vip: string, flows: readonly StoredFlow[], options: LearnOptions): Promise<void> {
     if (flows.length === 0) return;
     if (this.#buckets === 1) return await this.#learn(vip, flows, options);
     const tags = this.#tags(vip);
@@ -101,23 +99,25 @@ export class RedisFlowStore implements FlowStore {
     await Promise.all([...groups].map(([b, group]) => this.#learn(tags[b]!, group, options)));
   }
 
-  async #learn(
-    vip: string,
-    flows: readonly StoredFlow[],
-    options: { node: string; nowMs: number; idleTimeoutMs: number },
-  ): Promise<void> {
+  async #learn(vip: string, flows: readonly StoredFlow[], options: LearnOptions): Promise<void> {
     const k = vipKeys(vip, this.#prefix);
     const ttl = String(Math.max(1000, options.idleTimeoutMs * KEY_TTL_FACTOR));
-    const args = [options.node, ttl, String(STREAM_MAXLEN)];
+    const announce = options.announce ?? true;
+    const args = announce ? [options.node, ttl, String(STREAM_MAXLEN)] : [ttl];
     const suffix = `:${Math.round(options.nowMs)}`;
     // Few distinct backends per batch: build each value string once.
     const values = new Map<FlowBackend, string>();
     for (const f of flows) {
+      if (f.version) {
+        args.push(f.field, encodeFlowValue(f.backend, options.nowMs, f.version));
+        continue;
+      }
       let value = values.get(f.backend);
       if (value === undefined) values.set(f.backend, value = `${backendHex(f.backend)}${suffix}`);
       args.push(f.field, value);
     }
-    await this.#redis.eval(LEARN_SCRIPT, [k.flows, k.events], args);
+    if (announce) await this.#redis.eval(LEARN_SCRIPT, [k.flows, k.events], args);
+    else await this.#redis.eval(STORE_SCRIPT, [k.flows], args);
   }
 
   async touch(

@@ -28,6 +28,10 @@
  * differs from its own entry (its own additions are no-ops), so all nodes converge on the stored
  * value even when two nodes learn the same flow at once (last writer wins).
  *
+ * Exceptions-only sharing (`--flow-sharing exceptions`): a flow that is no exception is stored
+ * with STORE_SCRIPT (the same HSET, no stream entry); its value carries the version of the table
+ * that placed it in the epoch slot. Exceptions go through LEARN_SCRIPT as above.
+ *
  * Activity: a flow's last activity is its learn time, raised by the agents' periodic activity
  * report into `seen`. Expiry: one node per round (the `sweeper` lock) walks the hash and removes
  * flows whose last activity is older than the idle timeout, announcing them as `del`. Redis 7.0
@@ -85,9 +89,23 @@ export const STREAM_MAXLEN = 100_000;
 /** Whole-key TTL in idle timeouts: keys of an LB IP nobody writes to vanish after this long. */
 export const KEY_TTL_FACTOR = 4;
 
-/** The stored value of a flow: backend (u32 IPv4 or IPv6 text) and learn time (Unix ms). */
-export function encodeFlowValue(backend: FlowBackend, learnedMs: number): string {
-  return `${backendHex(backend)}:${Math.round(learnedMs)}`;
+/**
+ * The stored value of a flow: backend (u32 IPv4 or IPv6 text) and learn time (Unix ms). With a
+ * table `version` (exceptions-only sharing, node/flows/exceptions.ts: the version of the Maglev
+ * table that placed it) it takes the v1 form's spare epoch slot, `<backend hex>:<version>:<learned
+ * ms>`, which every reader of v1 and v2 values reads (the epoch is skipped).
+ */
+export function encodeFlowValue(backend: FlowBackend, learnedMs: number, version = 0): string {
+  const v = version > 0 ? `:${version >>> 0}` : "";
+  return `${backendHex(backend)}${v}:${Math.round(learnedMs)}`;
+}
+
+/** The table version a stored value carries in its epoch slot (0 when none). */
+export function flowValueVersion(text: string): number {
+  const first = text.indexOf(":"), last = text.lastIndexOf(":");
+  if (first < 0 || first === last) return 0;
+  const v = Number(text.slice(first + 1, last));
+  return Number.isInteger(v) && v >= 0 ? v : 0;
 }
 
 /**
@@ -161,6 +179,19 @@ redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'node', ARGV[1], 'op', 
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return #ann
+`;
+
+/**
+ * Store learned flows without announcing them (exceptions-only sharing: a flow every node's
+ * table places alike): KEYS flows; ARGV key TTL ms, then field, value pairs. Sets the fields and
+ * refreshes the key's TTL; returns the number of pairs.
+ */
+export const STORE_SCRIPT = `
+for i = 2, #ARGV, 1000 do
+  redis.call('HSET', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return (#ARGV - 1) / 2
 `;
 
 /**

@@ -14,6 +14,17 @@ import type { FlowBackend } from "../../bpf/flow.ts";
 export interface StoredFlow {
   readonly field: string;
   readonly backend: FlowBackend;
+  /** Version of the Maglev table that placed it (exceptions-only sharing; 0 or absent: none). */
+  readonly version?: number;
+}
+
+/** How {@link FlowStore.learn} writes. */
+export interface LearnOptions {
+  node: string;
+  nowMs: number;
+  idleTimeoutMs: number;
+  /** Announce on the stream (default true); false: stored only (exceptions-only sharing). */
+  announce?: boolean;
 }
 
 /** A frontend whose flows a purge removes: LB IP (text), port, IP protocol number. */
@@ -56,11 +67,7 @@ export interface FlowStore {
    * Stores flows (last writer wins) learned at `nowMs` and announces them, atomically: stored
    * values and announcements are in the same order.
    */
-  learn(
-    vip: string,
-    flows: readonly StoredFlow[],
-    options: { node: string; nowMs: number; idleTimeoutMs: number },
-  ): Promise<void>;
+  learn(vip: string, flows: readonly StoredFlow[], options: LearnOptions): Promise<void>;
   /** Raises the last activity of flows. */
   touch(
     vip: string,

@@ -42,6 +42,8 @@ import { LEARN_BATCH_FLOWS, LEARN_COALESCE_MS } from "./burst_timing.ts";
 import type { ServicesView } from "./frontends.ts";
 import type { FlowStore } from "./store.ts";
 import type { FlowTable } from "./table.ts";
+import type { FlowSharingMode, TableChange, TablePicker } from "./exceptions.ts";
+import { tableChanging } from "./_handshake.ts";
 
 export type { FlowAgentState } from "./_state.ts";
 
@@ -101,6 +103,14 @@ export interface FlowSyncAgentOptions {
   logger?: Logger;
   /** Wall clock, ms (default `Date.now`; tests drive their own, with the flow table's clock). */
   clockMs?: () => number;
+  /**
+   * `all` (default): every flow is announced and installed on every node. `exceptions`: every
+   * flow is stored, only exceptions are announced, installed and restored (`exceptions.ts`);
+   * needs `picker` and {@link FlowSyncAgent.tableChanging} before every table change.
+   */
+  sharing?: FlowSharingMode;
+  /** What this node's current Maglev tables pick (with `sharing: "exceptions"`). */
+  picker?: TablePicker;
 }
 
 /** Mirrors one LB node's flow map with the shared flow store. */
@@ -132,6 +142,8 @@ export class FlowSyncAgent {
       gate: new FlowGate(options.services ?? null, log, metrics),
       tally: new FlowTally(log),
       positions: new Map(),
+      sharing: options.sharing ?? "all",
+      picker: options.picker ?? null,
       idleMs,
       nowMs: options.clockMs ?? Date.now,
       batchSize: options.batchSize ?? LEARN_BATCH_FLOWS,
@@ -311,6 +323,16 @@ export class FlowSyncAgent {
       });
     }
     return removed;
+  }
+
+  /**
+   * Exceptions-only sharing's handshake (`_handshake.ts`), awaited before the datapath gets a
+   * service's next Maglev table: this node's flows the next table moves are published, stored
+   * flows it would move are installed. Does nothing in mode `all`.
+   */
+  tableChanging(changes: readonly TableChange[]): Promise<void> {
+    if (this.#ctx.sharing !== "exceptions") return Promise.resolve();
+    return tableChanging(this.#ctx, changes);
   }
 
   /**

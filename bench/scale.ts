@@ -23,11 +23,11 @@
  */
 
 import process from "node:process";
-import { FlowSyncAgent } from "../node/flows/agent.ts";
+import { FlowSyncAgent } from "../node/lb/flows/sync_agent.ts";
 import { type AnyFlowKey, type FlowEvent, isFlowKey6 } from "../node/bpf/flow.ts";
-import type { FlowSharingMode, TablePicker } from "../node/flows/exceptions.ts";
-import { MemoryFlowTable } from "../node/flows/table.ts";
-import { connectRedisStore } from "../node/flows/redis_store.ts";
+import type { FlowSharingMode, TablePicker } from "../node/lb/flows/exceptions.ts";
+import { MemoryFlowTable } from "../node/lb/flows/table.ts";
+import { connectRedisStore } from "../node/lb/flows/redis_store.ts";
 import { Registry } from "../lib/metrics.ts";
 import { setLogLevel } from "../lib/log.ts";
 import { type RedisCluster, startRedisCluster } from "../lab/redis_cluster.ts";

@@ -1,6 +1,6 @@
 /**
  * The Maglev tables as exceptions-only flow sharing needs them (`--flow-sharing exceptions`,
- * node/flows/exceptions.ts): an {@link LBMaps} that passes every call to the datapath's maps and
+ * node/lb/flows/exceptions.ts): an {@link LBMaps} that passes every call to the datapath's maps and
  * keeps a copy of the services, backends and tables it wrote, so the flow agent can ask what the
  * current table of a flow's service picks ({@link MaglevMirror.pick}, with each table's version).
  *
@@ -24,11 +24,11 @@ import type {
   LBMapsContents,
   ServiceEntry,
   ServiceKey,
-} from "../controller/lbmaps.ts";
-import { flowHashClientIp, flowHashFiveTuple } from "../policy-as/host/flow_hash.ts";
-import { formatIpv4, isIpv4, parseIpv4 } from "../lib/ipv4.ts";
-import type { Logger } from "../lib/log.ts";
-import { type AnyFlowKey, type FlowBackend, isFlowKey6 } from "./bpf/flow.ts";
+} from "./maps/lbmaps.ts";
+import { flowHashClientIp, flowHashFiveTuple } from "../../policy-as/host/flow_hash.ts";
+import { formatIpv4, isIpv4, parseIpv4 } from "../../lib/ipv4.ts";
+import type { Logger } from "../../lib/log.ts";
+import { type AnyFlowKey, type FlowBackend, isFlowKey6 } from "../bpf/flow.ts";
 import { type TableChange, type TablePick, tableVersion } from "./flows/exceptions.ts";
 
 /** Longest wait for the table-change hook before the table is installed anyway, ms. */

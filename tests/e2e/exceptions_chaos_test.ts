@@ -1,7 +1,7 @@
 /**
  * Exceptions-only flow sharing under chaos traffic (issue 28): every agent of the virtual cluster
  * runs with `--flow-sharing exceptions` (flows stored in Redis, only exceptions announced,
- * installed and restored; node/flows/exceptions.ts). Long-lived TCP connections to both LB IPs
+ * installed and restored; node/lb/flows/exceptions.ts). Long-lived TCP connections to both LB IPs
  * and a stream of short ones run through the LB nodes while 2 backends join 3 (Maglev slots move:
  * the agents' table-change handshake publishes and pulls the flows the new table would send
  * elsewhere), then LB node 1 dies and LB node 4 joins (ECMP moves flows; a node without a flow

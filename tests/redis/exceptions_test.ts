@@ -5,15 +5,15 @@
  * the exceptions only; flow buckets (several hash tags per LB IP) behave alike.
  */
 import { deepStrictEqual, ok } from "node:assert/strict";
-import { flush } from "../../node/flows/_testing.ts";
+import { flush } from "../../node/lb/flows/_testing.ts";
 import { captureLogs } from "../../lib/log.ts";
 import { startRedis } from "../../lab/redis_server.ts";
 import { datapathLearns, event, node, until, VIP } from "./_flow_nodes.ts";
 import { parseIpv4 } from "../../lib/ipv4.ts";
-import type { TablePicker } from "../../node/flows/exceptions.ts";
+import type { TablePicker } from "../../node/lb/flows/exceptions.ts";
 import { isFlowKey6 } from "../../node/bpf/flow.ts";
-import { decodeFlowValue, flowValueVersion, vipKeys } from "../../node/flows/schema.ts";
-import { flowField } from "../../node/flows/field.ts";
+import { decodeFlowValue, flowValueVersion, vipKeys } from "../../node/lb/flows/schema.ts";
+import { flowField } from "../../node/lb/flows/field.ts";
 
 const PICKED = parseIpv4("10.0.1.2");
 /** Every node's table picks 10.0.1.2 for every flow (version 77). */

@@ -1,6 +1,6 @@
 /**
- * The table-change handshake of exceptions-only sharing (node/flows/exceptions.ts): before this
- * node installs a service's next Maglev table (`node/_maglev_mirror.ts` awaits it), it
+ * The table-change handshake of exceptions-only sharing (node/lb/flows/exceptions.ts): before this
+ * node installs a service's next Maglev table (`node/lb/_maglev_mirror.ts` awaits it), it
  *
  * 1. **publishes** its own flows of that service which the next table would send elsewhere —
  *    they become exceptions, announced on the stream so every peer installs them; and
@@ -16,8 +16,8 @@
  * @module
  */
 
-import { type AnyFlowEntry, FLOW_F_PEER, isFlowKey6 } from "../bpf/flow.ts";
-import { parseIpv4 } from "../../lib/ipv4.ts";
+import { type AnyFlowEntry, FLOW_F_PEER, isFlowKey6 } from "../../bpf/flow.ts";
+import { parseIpv4 } from "../../../lib/ipv4.ts";
 import type { AgentContext } from "./_context.ts";
 import type { TableChange } from "./exceptions.ts";
 import { flowField, parseFlowField } from "./field.ts";

@@ -14,7 +14,7 @@
  * @module
  */
 
-import type { AnyFlowKey, FlowBackend } from "../bpf/flow.ts";
+import type { AnyFlowKey, FlowBackend } from "../../bpf/flow.ts";
 
 /** How flows are shared between LB nodes (`--flow-sharing`). */
 export type FlowSharingMode = "all" | "exceptions";

@@ -1,10 +1,10 @@
 import { deepStrictEqual, ok } from "node:assert/strict";
-import { type FlowEvent, type FlowKey, makeFlowKey } from "../bpf/flow.ts";
-import { MemoryLBMaps } from "../../controller/lbmaps_memory.ts";
+import { type FlowEvent, type FlowKey, makeFlowKey } from "../../bpf/flow.ts";
+import { MemoryLBMaps } from "../maps/memory.ts";
 import { MaglevMirror } from "../_maglev_mirror.ts";
-import { flowHashFiveTuple } from "../../policy-as/host/flow_hash.ts";
-import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
-import { captureLogs, log } from "../../lib/log.ts";
+import { flowHashFiveTuple } from "../../../policy-as/host/flow_hash.ts";
+import { formatIpv4, parseIpv4 } from "../../../lib/ipv4.ts";
+import { captureLogs, log } from "../../../lib/log.ts";
 import { MemoryFlowStore } from "./_memory_store.ts";
 import { flush } from "./_testing.ts";
 import { started, type TestAgent, testAgent, until } from "./_test_agents.ts";

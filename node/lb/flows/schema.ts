@@ -91,7 +91,7 @@ export const KEY_TTL_FACTOR = 4;
 
 /**
  * The stored value of a flow: backend (u32 IPv4 or IPv6 text) and learn time (Unix ms). With a
- * table `version` (exceptions-only sharing, node/flows/exceptions.ts: the version of the Maglev
+ * table `version` (exceptions-only sharing, node/lb/flows/exceptions.ts: the version of the Maglev
  * table that placed it) it takes the v1 form's spare epoch slot, `<backend hex>:<version>:<learned
  * ms>`, which every reader of v1 and v2 values reads (the epoch is skipped).
  */

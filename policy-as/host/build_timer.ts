@@ -5,13 +5,19 @@
  * push a module over its budget; a build that really computes that long still goes over. Tests
  * pass a clock, so a verdict depends on nothing outside them.
  *
+ * The CPU clock (`process.cpuUsage`: a `getrusage` over every thread of the process, 2–6 µs a
+ * read on the 2-CPU CI machine) is read only for a build whose wall time is over the budget:
+ * {@linkcode timedBuild} runs such a build again, timed on both clocks. A build within budget by
+ * wall time is within it by the lesser of the two as well, so the verdict is the same, and the
+ * agents' builds (tens of µs each) read no CPU clock at all.
+ *
  * @module
  */
 import process from "node:process";
 
 /**
- * Starts timing a build; the returned function gives the ms since. With `now` (a clock in ms) it
- * is that clock's difference.
+ * Starts timing a build; the returned function gives the ms since: the lesser of wall and
+ * process CPU time. With `now` (a clock in ms) it is that clock's difference.
  *
  * @example
  * ```ts
@@ -33,4 +39,36 @@ export function startBuildTimer(now: (() => number) | undefined): () => number {
     const cpu = process.cpuUsage(cpu0);
     return Math.min(wall, (cpu.user + cpu.system) / 1000);
   };
+}
+
+/**
+ * Runs `build` (deterministic: same input, same result) and times it against `budgetMs`. With
+ * `now`, that clock's difference over one run. Without it, the wall time when within budget;
+ * over it, `build` runs again and the second run's lesser of wall and CPU time is the figure.
+ *
+ * @example
+ * ```ts
+ * import { timedBuild } from "./build_timer.ts";
+ * let runs = 0;
+ * const { value, ms } = timedBuild(undefined, 1_000, () => ++runs);
+ * if (value !== 1 || runs !== 1 || !(ms >= 0 && ms < 1_000)) throw new Error("one run");
+ * ```
+ */
+export function timedBuild<T>(
+  now: (() => number) | undefined,
+  budgetMs: number,
+  build: () => T,
+): { value: T; ms: number } {
+  if (now) {
+    const elapsed = startBuildTimer(now);
+    const value = build();
+    return { value, ms: elapsed() };
+  }
+  const t0 = performance.now();
+  const first = build();
+  const wall = performance.now() - t0;
+  if (wall <= budgetMs) return { value: first, ms: wall };
+  const elapsed = startBuildTimer(undefined);
+  const value = build();
+  return { value, ms: elapsed() };
 }

@@ -307,7 +307,7 @@ export class PolicyModule {
     const n = records.length / 3;
     const e = this.#e;
     return this.#call("maglev_build", () => {
-      const { value: used, ms } = timedBuild(this.#now, this.limits.buildBudgetMs, () => {
+      const { value: used, ms } = timedBuild(this.#now, this.limits.buildBudgetMs, m, () => {
         const ptr = e.maglev_input_ptr(n, m) >>> 0;
         this.#checkMemory("maglev_input_ptr");
         if (ptr === 0) {

@@ -1,6 +1,10 @@
-/** Patch formats of the test server: merge, JSON and strategic merge with kubectl's directives. */
-import { deepStrictEqual } from "node:assert/strict";
+/**
+ * Patch formats of the test server: merge, JSON and strategic merge with kubectl's directives;
+ * `unchanged` (an update that stores nothing).
+ */
+import { deepStrictEqual, ok } from "node:assert/strict";
 import { jsonPatch, mergePatch, strategicMerge } from "../../lab/kube/patch.ts";
+import { canonical, unchanged } from "../../lab/kube/resources.ts";
 import { ApiError } from "../../lab/kube/status.ts";
 import { assertRejects } from "./_assert.ts";
 
@@ -114,3 +118,63 @@ Deno.test("strategic merge: Service ports merge by port, finalizers as a set", (
     spec: { ports: [{ port: 80, name: "http" }, { port: 443, name: "https", targetPort: 8443 }] },
   });
 });
+
+Deno.test("unchanged: as canonical JSON without resourceVersion and managedFields times", () => {
+  const svc = (over: Record<string, unknown> = {}) => ({
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: {
+      name: "web",
+      resourceVersion: "1001",
+      labels: { a: "1", b: "2" },
+      managedFields: [{ manager: "m", operation: "Update", time: "2026-11-29T15:00:00Z" }],
+    },
+    spec: { ports: [{ port: 80, name: "http" }] },
+    status: { loadBalancer: {} },
+    ...over,
+  });
+  const same = (a: Record<string, unknown>, b: Record<string, unknown>) =>
+    deepStrictEqual([unchanged(a, b), unchanged(b, a)], [canonicalSame(a, b), canonicalSame(a, b)]);
+  const base = svc();
+  same(base, svc());
+  // Key order, keys holding undefined, the resourceVersion and managedFields times: no change.
+  same(base, { ...svc(), metadata: { ...svc().metadata, labels: { b: "2", a: "1" } } });
+  same(base, { ...svc(), extra: undefined });
+  same(base, { ...svc(), metadata: { ...svc().metadata, resourceVersion: "1002" } });
+  same(base, {
+    ...svc(),
+    metadata: {
+      ...svc().metadata,
+      managedFields: [{ manager: "m", operation: "Update", time: "2026-11-29T16:00:00Z" }],
+    },
+  });
+  // Changes.
+  same(base, svc({ status: { loadBalancer: { ingress: [{ ip: "10.0.0.1" }] } } }));
+  same(base, svc({ spec: { ports: [{ port: 81, name: "http" }] } }));
+  same(base, svc({ spec: { ports: [{ port: 80, name: "http" }, { port: 81 }] } }));
+  same(base, { ...svc(), metadata: { ...svc().metadata, managedFields: [] } });
+  same(base, { ...svc(), metadata: { ...svc().metadata, managedFields: undefined } });
+  same(base, {
+    ...svc(),
+    metadata: { ...svc().metadata, managedFields: [{ manager: "n", operation: "Update" }] },
+  });
+  same(base, { ...svc(), metadata: { ...svc().metadata, labels: { a: "1" } } });
+  same(base, svc({ spec: { ports: { 0: { port: 80, name: "http" } } } }));
+  same({ metadata: { name: "x" } }, { metadata: { name: "x" }, status: null });
+  same({ n: 1 }, { n: 1.0 });
+  same({}, { metadata: {} });
+  ok(unchanged(base, svc()));
+  ok(!unchanged(base, svc({ status: {} })));
+});
+
+/** The definition `unchanged` had: canonical JSON of copies without the bookkeeping. */
+function canonicalSame(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  const strip = (o: Record<string, unknown>) => {
+    const c = structuredClone(o);
+    const m = (c.metadata ??= {}) as Record<string, unknown>;
+    delete m.resourceVersion;
+    for (const f of (m.managedFields ?? []) as Record<string, unknown>[]) delete f.time;
+    return canonical(c);
+  };
+  return strip(a) === strip(b);
+}

@@ -38,6 +38,8 @@ export interface StatusRun {
   eventsMs: number;
   /** Controller start → informers listed and the first pass fed the tables (ms). */
   syncedMs: number;
+  /** Process CPU from the start to `synced`, per Service (µs). */
+  syncedCpuUs: number;
   /** Process CPU (every thread) from the start to the last status, per Service (µs). */
   statusCpuUs: number;
   /** Same, to the last Event. */
@@ -160,8 +162,12 @@ export async function statusRun(
     await during?.start();
     const a0 = allocated(), c0 = process.cpuUsage(), t0 = performance.now();
     const running = s.run.startController(kc, { identity: `ab-${s.name}` });
-    let syncedMs = NaN;
-    running.synced.then(() => syncedMs = performance.now() - t0);
+    let syncedMs = NaN, syncedCpu = NaN;
+    running.synced.then(() => {
+      syncedMs = performance.now() - t0;
+      const c = process.cpuUsage(c0);
+      syncedCpu = c.user + c.system;
+    });
     await until(() => seen.statuses.size >= n, `${n} statuses (side ${s.name})`);
     const statusMs = performance.now() - t0, cs = process.cpuUsage(c0);
     await until(() => seen.events() >= n, `${n} Events (side ${s.name})`);
@@ -174,6 +180,7 @@ export async function statusRun(
       statusMs,
       eventsMs,
       syncedMs,
+      syncedCpuUs: syncedCpu / n,
       statusCpuUs: (cs.user + cs.system) / n,
       eventsCpuUs: (ce.user + ce.system) / n,
       allocB: (a1 - a0) / n,

@@ -73,6 +73,7 @@ function summary(runs: StatusRun[]) {
     status_ms_median: r1(median(runs.map((r) => r.statusMs))),
     events_ms_median: r1(median(runs.map((r) => r.eventsMs))),
     synced_ms_median: r1(median(runs.map((r) => r.syncedMs))),
+    synced_cpu_us_median: r1(median(runs.map((r) => r.syncedCpuUs))),
     allocated_bytes_median: Math.round(median(runs.map((r) => r.allocB))),
     status_writes_max: Math.max(...runs.map((r) => r.statusWrites)),
   };
@@ -112,7 +113,7 @@ export async function main(): Promise<void> {
     console.log(
       `  ${name}: CPU µs per Service to the last status median ${s.status_cpu_us_median} (q1 ` +
         `${s.status_cpu_us_q1}), to the last Event ${s.events_cpu_us_median} (q1 ` +
-        `${s.events_cpu_us_q1}); wall ms: synced ${s.synced_ms_median}, statuses ` +
+        `${s.events_cpu_us_q1}), to synced ${s.synced_cpu_us_median}; wall ms: synced ${s.synced_ms_median}, statuses ` +
         `${s.status_ms_median}, Events ${s.events_ms_median}; allocated ` +
         `${s.allocated_bytes_median} B per Service`,
     );

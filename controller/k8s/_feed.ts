@@ -75,6 +75,8 @@ function serviceFingerprint(svc: KubeObject): string {
 /** Level-triggered feed of Services and EndpointSlices into a {@linkcode ModelSink}. */
 export class SourceFeed {
   readonly #services = new Map<string, string>();
+  /** Families of the frontends of each Service fed as its fingerprint says (no re-conversion). */
+  readonly #families = new Map<string, Set<string>>();
   /** slice key → resourceVersion fed. */
   readonly #slices = new Map<string, { rv: string; object: KubeObject }>();
   /** Claimed Services left out because they cannot be converted: key → the error's message. */
@@ -95,23 +97,33 @@ export class SourceFeed {
     for (const { object, addresses } of services) {
       const svc = prepared(object, addresses, defaults);
       const key = keyOf(svc);
+      const fp = serviceFingerprint(svc);
+      const before = this.#services.get(key);
+      const known = before === fp ? this.#families.get(key) : undefined;
+      if (known !== undefined) {
+        // What the conversion reads is as fed: same frontends, nothing to convert or write.
+        families.set(key, known);
+        claimed.add(key);
+        continue;
+      }
       try {
         // A Service that cannot be converted is left out, and said so.
         const { frontends } = convertService(svc);
-        families.set(key, new Set(frontends.map((f) => f.address[0] === "[" ? "IPv6" : "IPv4")));
+        const fams = new Set(frontends.map((f) => f.address[0] === "[" ? "IPv6" : "IPv4"));
+        families.set(key, fams);
+        this.#families.set(key, fams);
         this.problems.delete(key);
       } catch (err) {
         this.problems.set(key, (err as Error).message);
-        if (this.#services.get(key) !== "invalid") {
+        this.#families.delete(key);
+        if (before !== "invalid") {
           this.logger.warn("service left out of the model", { service: key, error: String(err) });
-          if (this.#services.has(key)) events.push({ type: "delete", object: svc });
+          if (before !== undefined) events.push({ type: "delete", object: svc });
           this.#services.set(key, "invalid");
         }
         continue;
       }
       claimed.add(key);
-      const fp = serviceFingerprint(svc);
-      const before = this.#services.get(key);
       if (before === fp) continue;
       events.push({
         type: before === undefined || before === "invalid" ? "add" : "update",
@@ -123,6 +135,7 @@ export class SourceFeed {
     for (const [key, fp] of this.#services) {
       if (passed.has(key)) continue;
       this.#services.delete(key);
+      this.#families.delete(key);
       this.problems.delete(key);
       if (fp === "invalid") continue;
       const slash = key.indexOf("/");

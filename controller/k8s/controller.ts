@@ -327,5 +327,10 @@ const PENDING_MS = 5_000;
 
 function errorText(err: unknown): string {
   const e = err as { code?: number; body?: unknown; message?: string };
-  return e?.code !== undefined ? `${e.code}: ${String(e.body ?? e.message)}` : String(err);
+  if (e?.code === undefined) return String(err);
+  // A parsed Status (raw writes) says it in its message; client-node's bodies are text.
+  const body = typeof e.body === "object" && e.body !== null
+    ? (e.body as { message?: unknown }).message ?? JSON.stringify(e.body)
+    : e.body;
+  return `${e.code}: ${String(body ?? e.message)}`;
 }

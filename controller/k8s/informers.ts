@@ -17,6 +17,7 @@ import * as k8s from "@kubernetes/client-node";
 import { Backoff, type BackoffOptions, sleep } from "../../lib/backoff.ts";
 import { log, type Logger } from "../../lib/log.ts";
 import { registry } from "../../lib/metrics.ts";
+import { rawGet } from "./_raw_write.ts";
 import {
   type Batch,
   type ClusterView,
@@ -57,72 +58,34 @@ function specs(
   policy: { namespace: string; name: string } | undefined,
   localPodsOf?: string,
 ): Record<ResourceName, ResourceSpec | undefined> {
-  const core = kc.makeApiClient(k8s.CoreV1Api);
-  const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);
-  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
-  const apps = kc.makeApiClient(k8s.AppsV1Api);
-  const policyApi = kc.makeApiClient(k8s.PolicyV1Api);
-  const crd = (plural: string): ResourceSpec => ({
-    watchPath: `/apis/${GROUP}/${VERSION}/${plural}`,
-    list: () => custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural }),
+  // Lists as the API answers them, not deserialized into client-node's model classes: a listed
+  // object then looks as the same object does in a watch event (timestamps as strings, the
+  // server's field order, no keys holding undefined), and 1,000 Services list in a fraction of
+  // the CPU (`_raw_write.ts`).
+  const spec = (watchPath: string, params?: Record<string, string>): ResourceSpec => ({
+    watchPath,
+    params,
+    list: () => rawGet(kc, watchPath, params),
   });
   return {
-    services: {
-      watchPath: "/api/v1/services",
-      list: () => core.listServiceForAllNamespaces() as never,
-    },
-    endpointslices: {
-      watchPath: "/apis/discovery.k8s.io/v1/endpointslices",
-      list: () => discovery.listEndpointSliceForAllNamespaces() as never,
-    },
-    addresspools: crd("addresspools"),
-    loadbalancerconfigs: crd("loadbalancerconfigs"),
-    egressnats: crd("egressnats"),
-    egresspods: {
-      watchPath: "/api/v1/pods",
-      params: { labelSelector: EGRESS_POD_LABEL },
-      list: () => core.listPodForAllNamespaces({ labelSelector: EGRESS_POD_LABEL }) as never,
-    },
-    egressdeployments: {
-      watchPath: "/apis/apps/v1/deployments",
-      params: { labelSelector: EGRESS_POD_LABEL },
-      list: () => apps.listDeploymentForAllNamespaces({ labelSelector: EGRESS_POD_LABEL }) as never,
-    },
-    egresspdbs: {
-      watchPath: "/apis/policy/v1/poddisruptionbudgets",
-      params: { labelSelector: EGRESS_POD_LABEL },
-      list: () =>
-        policyApi.listPodDisruptionBudgetForAllNamespaces({
-          labelSelector: EGRESS_POD_LABEL,
-        }) as never,
-    },
-    pods: {
-      watchPath: "/api/v1/pods",
-      list: () => core.listPodForAllNamespaces() as never,
-    },
-    namespaces: {
-      watchPath: "/api/v1/namespaces",
-      list: () => core.listNamespace() as never,
-    },
-    nodes: {
-      watchPath: "/api/v1/nodes",
-      list: () => core.listNode() as never,
-    },
-    localpods: localPodsOf === undefined ? undefined : {
-      watchPath: "/api/v1/pods",
-      params: { fieldSelector: `spec.nodeName=${localPodsOf}` },
-      list: () =>
-        core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${localPodsOf}` }) as never,
-    },
-    policy: policy && {
-      watchPath: `/api/v1/namespaces/${policy.namespace}/configmaps`,
-      params: { fieldSelector: `metadata.name=${policy.name}` },
-      list: () =>
-        core.listNamespacedConfigMap({
-          namespace: policy.namespace,
-          fieldSelector: `metadata.name=${policy.name}`,
-        }) as never,
-    },
+    services: spec("/api/v1/services"),
+    endpointslices: spec("/apis/discovery.k8s.io/v1/endpointslices"),
+    addresspools: spec(`/apis/${GROUP}/${VERSION}/addresspools`),
+    loadbalancerconfigs: spec(`/apis/${GROUP}/${VERSION}/loadbalancerconfigs`),
+    egressnats: spec(`/apis/${GROUP}/${VERSION}/egressnats`),
+    egresspods: spec("/api/v1/pods", { labelSelector: EGRESS_POD_LABEL }),
+    egressdeployments: spec("/apis/apps/v1/deployments", { labelSelector: EGRESS_POD_LABEL }),
+    egresspdbs: spec("/apis/policy/v1/poddisruptionbudgets", { labelSelector: EGRESS_POD_LABEL }),
+    pods: spec("/api/v1/pods"),
+    namespaces: spec("/api/v1/namespaces"),
+    nodes: spec("/api/v1/nodes"),
+    localpods: localPodsOf === undefined
+      ? undefined
+      : spec("/api/v1/pods", { fieldSelector: `spec.nodeName=${localPodsOf}` }),
+    policy: policy &&
+      spec(`/api/v1/namespaces/${policy.namespace}/configmaps`, {
+        fieldSelector: `metadata.name=${policy.name}`,
+      }),
   };
 }
 

@@ -2,13 +2,17 @@
  * {@linkcode ClusterWriter} on `@kubernetes/client-node`: merge patches to the `/status`
  * subresources (with the resourceVersion the status was computed from as a precondition) and
  * events.k8s.io/v1 Events reported by `holdfast.io/controller`, over kept-alive connections
- * (`_keep_alive.ts`; `close()` ends them).
+ * (`_keep_alive.ts`; `close()` ends them). Status patches and Events go out through
+ * `_raw_write.ts` (client-node's credentials and agent, not its generated layers, whose
+ * deserialization of every returned object the controller does not need); the NAT workloads
+ * through the generated clients.
  *
  * @module
  */
 
 import * as k8s from "@kubernetes/client-node";
 import { keepAliveConfig } from "./_keep_alive.ts";
+import { rawWrite } from "./_raw_write.ts";
 import type { WorkloadWriter } from "./_egress_workloads.ts";
 import type { KubeObject } from "./objects.ts";
 import {
@@ -26,7 +30,7 @@ const PLURAL: Record<string, string> = {
   LoadBalancerConfig: "loadbalancerconfigs",
   EgressNAT: "egressnats",
 };
-const MERGE = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
+const MERGE_PATCH = "application/merge-patch+json";
 
 function precondition(target: ObjectTarget): { metadata?: { resourceVersion: string } } {
   return target.resourceVersion ? { metadata: { resourceVersion: target.resourceVersion } } : {};
@@ -34,21 +38,17 @@ function precondition(target: ObjectTarget): { metadata?: { resourceVersion: str
 
 /** Writes through `@kubernetes/client-node` as `identity` (the Events' `reportingInstance`). */
 export class KubeClusterWriter implements ClusterWriter, WorkloadWriter {
-  readonly #core: k8s.CoreV1Api;
   readonly #apps: k8s.AppsV1Api;
   readonly #policy: k8s.PolicyV1Api;
-  readonly #custom: k8s.CustomObjectsApi;
-  readonly #events: k8s.EventsV1Api;
+  readonly #kc: k8s.KubeConfig;
   readonly #close: () => void;
 
   constructor(kc: k8s.KubeConfig, readonly identity: string) {
     const kept = keepAliveConfig(kc);
     this.#close = kept.close;
-    this.#core = kept.kc.makeApiClient(k8s.CoreV1Api);
+    this.#kc = kept.kc;
     this.#apps = kept.kc.makeApiClient(k8s.AppsV1Api);
     this.#policy = kept.kc.makeApiClient(k8s.PolicyV1Api);
-    this.#custom = kept.kc.makeApiClient(k8s.CustomObjectsApi);
-    this.#events = kept.kc.makeApiClient(k8s.EventsV1Api);
   }
 
   /** Ends the kept-alive connections (a later write opens new ones). */
@@ -57,12 +57,14 @@ export class KubeClusterWriter implements ClusterWriter, WorkloadWriter {
   }
 
   async patchServiceStatus(target: ObjectTarget, status: ServiceStatus): Promise<void> {
-    await this.#core.patchNamespacedServiceStatus({
-      name: target.name,
-      namespace: target.namespace ?? "default",
+    const ns = encodeURIComponent(target.namespace ?? "default");
+    await rawWrite(this.#kc, {
+      method: "PATCH",
+      path: `/api/v1/namespaces/${ns}/services/${encodeURIComponent(target.name)}/status`,
+      query: { fieldManager: FIELD_MANAGER },
+      contentType: MERGE_PATCH,
       body: { ...precondition(target), status },
-      fieldManager: FIELD_MANAGER,
-    }, MERGE);
+    });
   }
 
   /** Creates an EgressNAT's Deployment or PodDisruptionBudget (`_egress_workloads.ts`). */
@@ -87,20 +89,16 @@ export class KubeClusterWriter implements ClusterWriter, WorkloadWriter {
     if (plural === undefined) {
       throw new Error(`Cannot patch status of "${target.name}": kind "${target.kind}" is not ours`);
     }
-    const request = {
-      group: GROUP,
-      version: VERSION,
-      plural,
-      name: target.name,
+    const ns = target.namespace === undefined
+      ? ""
+      : `/namespaces/${encodeURIComponent(target.namespace)}`;
+    await rawWrite(this.#kc, {
+      method: "PATCH",
+      path: `/apis/${GROUP}/${VERSION}${ns}/${plural}/${encodeURIComponent(target.name)}/status`,
+      query: { fieldManager: FIELD_MANAGER },
+      contentType: MERGE_PATCH,
       body: { ...precondition(target), status },
-      fieldManager: FIELD_MANAGER,
-    };
-    if (target.namespace !== undefined) {
-      await this.#custom.patchNamespacedCustomObjectStatus(
-        { ...request, namespace: target.namespace },
-        MERGE,
-      );
-    } else await this.#custom.patchClusterCustomObjectStatus(request, MERGE);
+    });
   }
 
   /**
@@ -115,11 +113,15 @@ export class KubeClusterWriter implements ClusterWriter, WorkloadWriter {
     const apiVersion = r.kind === "Service" || r.kind === "ConfigMap"
       ? "v1"
       : `${GROUP}/${VERSION}`;
-    await this.#events.createNamespacedEvent({
-      namespace,
+    await rawWrite(this.#kc, {
+      method: "POST",
+      path: `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`,
+      contentType: "application/json",
       body: {
+        apiVersion: "events.k8s.io/v1",
+        kind: "Event",
         metadata: { name: eventName(r.name) },
-        eventTime: new k8s.V1MicroTime(),
+        eventTime: microTime(new Date()),
         type: e.type,
         reason: e.reason,
         note: e.note.slice(0, 1024),
@@ -136,6 +138,11 @@ export class KubeClusterWriter implements ClusterWriter, WorkloadWriter {
       },
     });
   }
+}
+
+/** A `metav1.MicroTime` as client-node's `V1MicroTime` writes it (six fractional digits). */
+export function microTime(d: Date): string {
+  return d.toISOString().slice(0, -1) + "000Z";
 }
 
 let eventSeq = 0n;

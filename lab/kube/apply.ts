@@ -119,6 +119,37 @@ function fromFieldsV1(fields: unknown, prefix: string[] = [], out: Paths = new S
   return out;
 }
 
+const STATUS_PATH = "f:status";
+const isStatusPath = (p: string) => p === STATUS_PATH || p.startsWith(STATUS_PATH + SEP);
+
+/**
+ * Whether `a` and `b` are the same JSON but for the top-level key `skip`: keys holding
+ * `undefined` count as keys (as `collect` walks them), arrays element by element.
+ */
+export function identicalBut(a: Obj, b: Obj, skip: string): boolean {
+  const same = (x: unknown, y: unknown): boolean => {
+    if (x === y) return true;
+    if (typeof x !== "object" || typeof y !== "object" || x === null || y === null) return false;
+    if (Array.isArray(x) !== Array.isArray(y)) return false;
+    if (Array.isArray(x)) {
+      const ya = y as unknown[];
+      return x.length === ya.length && x.every((e, i) => same(e, ya[i]));
+    }
+    return sameKeys(x as Obj, y as Obj, undefined);
+  };
+  const sameKeys = (x: Obj, y: Obj, leave: string | undefined): boolean => {
+    let n = 0;
+    for (const k in x) {
+      if (k === leave) continue;
+      n++;
+      if (!Object.hasOwn(y, k) || !same(x[k], y[k])) return false;
+    }
+    for (const k in y) if (k !== leave) n--;
+    return n === 0;
+  };
+  return sameKeys(a, b, skip);
+}
+
 /** One entry of `metadata.managedFields`, decoded. */
 interface Entry {
   writer: Writer;
@@ -328,8 +359,18 @@ export function recordUpdate(
   listKeys: ListKeys,
   supplied?: readonly unknown[],
 ): void {
-  const old = before ? fieldsOf(before, listKeys) : new Set<string>();
+  // A status write leaves everything else as it was: its fields are the same paths with the
+  // same values, so only the status subtree of `before` is walked and compared.
+  const statusOnly = before !== undefined && identicalBut(before, after, "status");
   const now_ = fieldsOf(after, listKeys);
+  let old: Paths;
+  if (!before) old = new Set<string>();
+  else if (!statusOnly) old = fieldsOf(before, listKeys);
+  else {
+    old = new Set([...now_].filter((p) => !isStatusPath(p)));
+    const sub = Object.hasOwn(before, "status") ? { status: before.status } : {};
+    for (const p of fieldsOf(sub, listKeys)) old.add(p);
+  }
   // managedFields the client changed replace the stored ones (`[{}]` clears them), as on a real
   // server; kubectl rewrites them this way when it moves from client-side to server-side apply.
   const list = supplied
@@ -337,9 +378,11 @@ export function recordUpdate(
     : entries(before ?? after);
   const beforeIndex: ListIndex = new Map(), afterIndex: ListIndex = new Map();
   const changed = new Set([...now_].filter((p) =>
-    !old.has(p) ||
-    JSON.stringify(resolve(before, p, beforeIndex).value) !==
-      JSON.stringify(resolve(after, p, afterIndex).value)
+    (!statusOnly || isStatusPath(p)) && (
+      !old.has(p) ||
+      JSON.stringify(resolve(before, p, beforeIndex).value) !==
+        JSON.stringify(resolve(after, p, afterIndex).value)
+    )
   ));
   for (const e of list) {
     for (const p of [...e.paths]) {

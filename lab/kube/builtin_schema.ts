@@ -32,20 +32,47 @@ function jsonType(v: unknown): string {
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
+/** A model's type string parsed once: `Array<T>` (element T), `{ [key: string]: T; }` (value T). */
+interface Shape {
+  readonly array?: string;
+  readonly map?: string;
+}
+const shapes = new Map<string, Shape>();
+function shapeOf(type: string): Shape {
+  let shape = shapes.get(type);
+  if (shape === undefined) {
+    const array = type.match(/^Array<(.+)>$/);
+    const map = type.match(/^\{ \[key: string\]: (.+); \}$/);
+    shape = array ? { array: array[1]! } : map ? { map: map[1]! } : {};
+    shapes.set(type, shape);
+  }
+  return shape;
+}
+
+/** A model's attributes by JSON name, read once (undefined: no such model). */
+const attributes = new Map<string, Map<string, Attribute> | undefined>();
+function attributesOf(name: string): Map<string, Attribute> | undefined {
+  if (attributes.has(name)) return attributes.get(name);
+  const list = MODELS[name]?.getAttributeTypeMap?.();
+  // The first of a JSON name wins, as `find` did.
+  const byName = list && new Map([...list].reverse().map((a) => [a.baseName, a]));
+  attributes.set(name, byName);
+  return byName;
+}
+
 class Checker {
   readonly unknownFields: string[] = [];
   readonly typeErrors: string[] = [];
 
   value(type: string, format: string, v: unknown, path: string): void {
     if (v === null) return;
-    const array = type.match(/^Array<(.+)>$/);
-    const map = type.match(/^\{ \[key: string\]: (.+); \}$/);
-    if (array) {
+    const shape = shapeOf(type);
+    if (shape.array !== undefined) {
       if (!Array.isArray(v)) return this.wrong(path, "array", v);
-      v.forEach((e, i) => this.value(array[1]!, "", e, `${path}[${i}]`));
-    } else if (map) {
+      v.forEach((e, i) => this.value(shape.array!, "", e, `${path}[${i}]`));
+    } else if (shape.map !== undefined) {
       if (!isObj(v)) return this.wrong(path, "object", v);
-      for (const [k, e] of Object.entries(v)) this.value(map[1]!, format, e, `${path}[${k}]`);
+      for (const [k, e] of Object.entries(v)) this.value(shape.map, format, e, `${path}[${k}]`);
     } else if (type === "string" || type === "Date" || type === "V1MicroTime") {
       if (typeof v !== "string") return this.wrong(path, "string", v);
       if (format === "byte" && !BASE64.test(v.replace(/\s/g, ""))) {
@@ -64,11 +91,11 @@ class Checker {
   }
 
   model(name: string, v: unknown, path: string): void {
-    const attrs = MODELS[name]?.getAttributeTypeMap?.();
+    const attrs = attributesOf(name);
     if (!attrs) return; // an opaque type (RawExtension-like): any JSON is accepted, as upstream.
     if (!isObj(v)) return this.wrong(path, "object", v);
     for (const key of Object.keys(v)) {
-      const a = attrs.find((x) => x.baseName === key);
+      const a = attrs.get(key);
       const at = path ? `${path}.${key}` : key;
       if (!a) {
         this.unknownFields.push(at);

@@ -9,10 +9,11 @@
  */
 import { isObj, type Obj } from "./resources.ts";
 import { ApiError, badRequest } from "./status.ts";
+import { clone } from "./store.ts";
 
 /** Applies an RFC 7386 JSON merge patch. */
 export function mergePatch(target: unknown, patch: unknown): unknown {
-  if (!isObj(patch)) return structuredClone(patch);
+  if (!isObj(patch)) return clone(patch);
   const out: Obj = isObj(target) ? { ...target } : {};
   for (const [k, v] of Object.entries(patch)) {
     if (v === null) delete out[k];
@@ -216,7 +217,7 @@ export function strategicMerge(
   patch: unknown,
   path: string[] = [],
 ): unknown {
-  if (!isObj(patch)) return structuredClone(patch);
+  if (!isObj(patch)) return clone(patch);
   if (patch.$patch === "delete") return undefined;
   const replace = patch.$patch === "replace";
   let out: Obj = isObj(target) && !replace ? { ...target } : {};

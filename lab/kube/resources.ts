@@ -73,14 +73,45 @@ export function canonical(v: unknown): string {
  * times): the real server then stores nothing, keeps the resourceVersion and sends no event.
  */
 export function unchanged(current: Obj, next: Obj): boolean {
-  const strip = (o: Obj) => {
-    const c = structuredClone(o);
-    const m = (c.metadata ??= {}) as Obj;
-    delete m.resourceVersion;
-    for (const f of (m.managedFields ?? []) as Obj[]) delete f.time;
-    return canonical(c);
-  };
-  return strip(current) === strip(next);
+  const a = (current.metadata ?? {}) as Obj, b = (next.metadata ?? {}) as Obj;
+  return sameJson(current, next, "metadata") &&
+    sameJson(a, b, "resourceVersion", "managedFields") &&
+    sameManagedFields(a.managedFields, b.managedFields);
+}
+
+/** Whether two JSON values print equal by {@linkcode canonical} (keys with `undefined` absent). */
+export function sameJson(x: unknown, y: unknown, ...skip: string[]): boolean {
+  if (x === y) return true;
+  if (typeof x !== "object" || typeof y !== "object" || x === null || y === null) {
+    return JSON.stringify(x) === JSON.stringify(y); // NaN, undefined and functions as JSON has them
+  }
+  if (Array.isArray(x) || Array.isArray(y)) {
+    if (!Array.isArray(x) || !Array.isArray(y) || x.length !== y.length) return false;
+    for (let i = 0; i < x.length; i++) {
+      // In an array, undefined prints as null.
+      if (!sameJson(x[i] === undefined ? null : x[i], y[i] === undefined ? null : y[i])) {
+        return false;
+      }
+    }
+    return true;
+  }
+  const ox = x as Obj, oy = y as Obj;
+  let nx = 0;
+  for (const k in ox) {
+    if (skip.includes(k) || ox[k] === undefined) continue;
+    nx++;
+    if (!Object.hasOwn(oy, k) || !sameJson(ox[k], oy[k])) return false;
+  }
+  let ny = 0;
+  for (const k in oy) if (!skip.includes(k) && oy[k] !== undefined) ny++;
+  return nx === ny;
+}
+
+/** managedFields compared without their entries' `time`. */
+function sameManagedFields(x: unknown, y: unknown): boolean {
+  if (!Array.isArray(x) || !Array.isArray(y)) return sameJson(x, y);
+  if (x.length !== y.length) return false;
+  return x.every((e, i) => isObj(e) && isObj(y[i]) ? sameJson(e, y[i], "time") : sameJson(e, y[i]));
 }
 
 /** `apiVersion` of a type: `v1` or `apps/v1`. */

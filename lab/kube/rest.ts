@@ -18,6 +18,7 @@ import {
   writeAs,
 } from "./resources.ts";
 import type { Registry } from "./registry.ts";
+import { clone } from "./store.ts";
 import { CRD_RESOURCE, listKeysFor } from "./registry.ts";
 import { admitObject } from "./admission.ts";
 import { recordUpdate, serverSideApply, type Writer } from "./apply.ts";
@@ -126,7 +127,7 @@ export class Rest {
 
   #checkBody(type: ResourceType, ns: string, body: unknown, name?: string): Obj {
     if (!isObj(body)) throw badRequest(`the request body is not a JSON object for ${type.plural}`);
-    const obj = structuredClone(body);
+    const obj = clone(body);
     const want = apiVersionOf(type);
     if (obj.apiVersion !== undefined && obj.apiVersion !== want) {
       throw badRequest(
@@ -240,7 +241,7 @@ export class Rest {
     let supplied: unknown[] | undefined;
     if (opts.subresource === "status") {
       const status = obj.status;
-      obj = structuredClone(current);
+      obj = clone(current);
       if (status === undefined) delete obj.status;
       else obj.status = status;
     } else {

@@ -24,7 +24,7 @@ import {
 } from "./flow_hash.ts";
 import { flowHash6ExportsProblem } from "./flow_hash6_checks.ts";
 import { MaglevInputError } from "./maglev_input.ts";
-import { startBuildTimer } from "./build_timer.ts";
+import { timedBuild } from "./build_timer.ts";
 
 /** Why a module was rejected; the `reason` label of the rejection metric. */
 export type RejectReason =
@@ -307,17 +307,17 @@ export class PolicyModule {
     const n = records.length / 3;
     const e = this.#e;
     return this.#call("maglev_build", () => {
-      const elapsed = startBuildTimer(this.#now);
-      const ptr = e.maglev_input_ptr(n, m) >>> 0;
-      this.#checkMemory("maglev_input_ptr");
-      if (ptr === 0) {
-        throw new MaglevInputError(
-          `Cannot build Maglev table: module has no memory for N=${n}, M=${m}`,
-        );
-      }
-      new Uint32Array(e.memory.buffer, ptr, records.length).set(records);
-      const used = e.maglev_build(n, m);
-      const ms = elapsed();
+      const { value: used, ms } = timedBuild(this.#now, this.limits.buildBudgetMs, m, () => {
+        const ptr = e.maglev_input_ptr(n, m) >>> 0;
+        this.#checkMemory("maglev_input_ptr");
+        if (ptr === 0) {
+          throw new MaglevInputError(
+            `Cannot build Maglev table: module has no memory for N=${n}, M=${m}`,
+          );
+        }
+        new Uint32Array(e.memory.buffer, ptr, records.length).set(records);
+        return e.maglev_build(n, m);
+      });
       this.#checkMemory("maglev_build");
       if (used < 0) {
         throw new MaglevInputError(

@@ -94,9 +94,11 @@ export class SourceWriter {
     }
     const redirect = redirects.get(txn, redirectByService(svc.name));
     const redirectTo = redirect?.target ?? null;
+    // Its frontends before this upsert, read once: for the stack check and the deletes below
+    // (an insert below only writes addresses in `wanted`, so the others are as read here).
+    const existing = frontends.list(txn, frontendsByService(svc.name));
     // Becoming (or ceasing to be) dual stack changes what every frontend selects (select.ts).
-    const stackChanged = isDualStack(frontends.list(txn, frontendsByService(svc.name))) !==
-      isDualStack(input.frontends);
+    const stackChanged = isDualStack(existing) !== isDualStack(input.frontends);
     const wanted = new Set<string>();
     for (const fi of input.frontends) {
       if (!isAddr(fi.address)) parseAddr(fi.address);
@@ -129,7 +131,7 @@ export class SourceWriter {
       };
       frontends.insert(txn, fe);
     }
-    for (const fe of frontends.list(txn, frontendsByService(svc.name))) {
+    for (const fe of existing) {
       if (!wanted.has(fe.address)) frontends.delete(txn, fe);
     }
     return true;

@@ -47,7 +47,7 @@ const CLIENT_PODS = [
   { name: "client-a", node: "w1", group: "a", address: FLOATING[0]! },
   { name: "client-b", node: "w2", group: "b", address: FLOATING[1]! },
 ];
-const TCP_PORT = 8080, UDP_PORT = 8081, PER_POD = 25, HOLD_MS = 90_000;
+const TCP_PORT = 8080, UDP_PORT = 8081, PER_POD = 25, HOLD_MS = 60_000;
 
 const NAT = {
   apiVersion: "holdfast.io/v1alpha1",

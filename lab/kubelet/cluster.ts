@@ -20,7 +20,10 @@
  * {@linkcode WAN_NET} (a bridge in host `wan`): the external server host `ext` ({@linkcode
  * EXTERNAL_SERVER}) and the router (`.254`) are on it, and pods reach it through the secondary
  * network `wan` (cni.ts: annotation `k8s.v1.cni.cncf.io/networks: wan@IFNAME`, addresses from
- * `.21`). `ext` has no route beyond its segment: it can answer only addresses on it.
+ * `.21`, with a route to {@linkcode FAR_NET} via the router). `ext` has no route beyond its
+ * segment: it can answer only addresses on it. The server host `far` ({@linkcode FAR_SERVER}) is
+ * behind the router (default route via it): it answers whatever the router routes, e.g. floating
+ * addresses the router learns over BGP from peers on `wan` ({@linkcode RouterBird.setPeers}).
  *
  * The router routes each pod CIDR to its node, and runs bird2 (lab/_anycast_router.ts, AS 65000,
  * BFD, ECMP) peering with each LB node's address (AS {@linkcode LB_ASN}): the LB IPs reach the LB
@@ -54,6 +57,12 @@ const BFD = { intervalMs: 100, multiplier: 3 };
 export const WAN_NET = "198.18.0.0/24";
 /** The external server's address on it (host `ext`). */
 export const EXTERNAL_SERVER = "198.18.0.1";
+/** The router's address on `wan` (a BGP peer for pods there). */
+export const WAN_ROUTER = "198.18.0.254";
+/** The network behind the router (host `far`). */
+export const FAR_NET = "203.0.113.0/24";
+/** The server behind the router (host `far`). */
+export const FAR_SERVER = "203.0.113.2";
 
 /**
  * The LoadBalancerConfig `spec.bgp` that peers each LB node with the router on its link; with
@@ -173,7 +182,7 @@ export async function startKubeletCluster(
           name: n.name,
           sysctls: { "net.ipv4.ip_forward": 1, ...(v6 ? SYSCTLS6 : {}) },
         })),
-        ...(wan ? [{ name: "wan" }, { name: "ext" }] : []),
+        ...(wan ? [{ name: "wan" }, { name: "ext" }, { name: "far" }] : []),
       ],
       links: [
         {
@@ -186,13 +195,18 @@ export async function startKubeletCluster(
         })),
         ...(wan
           ? [
-            { a: { host: "router", ifname: "w0", address: "198.18.0.254/24" }, b: WAN("r0") },
+            { a: { host: "router", ifname: "w0", address: `${WAN_ROUTER}/24` }, b: WAN("r0") },
             { a: { host: "ext", ifname: "eth0", address: `${EXTERNAL_SERVER}/24` }, b: WAN("s0") },
+            {
+              a: { host: "router", ifname: "x0", address: "203.0.113.1/24" },
+              b: { host: "far", ifname: "eth0", address: `${FAR_SERVER}/24` },
+            },
           ]
           : []),
       ],
       routes: [
         { host: "client", to: "default", via: "10.10.0.1" },
+        ...(wan ? [{ host: "far", to: "default", via: "203.0.113.1" }] : []),
         ...NODES.flatMap((n) => [
           { host: n.name, to: "default", via: `${n.net}.1` },
           { host: "router", to: `10.2.${n.index}.0/24`, via: `${n.net}.2` },
@@ -207,7 +221,11 @@ export async function startKubeletCluster(
         await topo.exec("wan", ["ip", "link", "set", "dev", port, "master", "br0"]);
       }
       await topo.exec("wan", ["ip", "link", "set", "dev", "br0", "up"]);
-      networks.push(new SecondaryNetwork("wan", "wan", "br0", "198.18.0", 21));
+      networks.push(
+        new SecondaryNetwork("wan", "wan", "br0", "198.18.0", 21, [
+          { to: FAR_NET, via: WAN_ROUTER },
+        ]),
+      );
     }
     if (v6) {
       const addr6 = (h: string, dev: string, a: string) =>

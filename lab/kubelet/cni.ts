@@ -40,7 +40,7 @@ export interface PodAttachment {
 
 /**
  * A secondary network (Multus' NetworkAttachmentDefinition in the lab): a bridge `bridge` in
- * topology host `host`; pods get addresses `PREFIX.first` upwards in `PREFIX.0/24`.
+ * topology host `host`; pods get addresses `PREFIX.first` upwards in `PREFIX.0/24`, and `routes`.
  */
 export class SecondaryNetwork {
   #next: number;
@@ -51,6 +51,8 @@ export class SecondaryNetwork {
     readonly bridge: string,
     readonly prefix: string,
     first: number,
+    /** Routes every attached pod gets through this network (the attachment's IPAM routes). */
+    readonly routes: readonly { to: string; via: string }[] = [],
   ) {
     this.#next = first;
   }
@@ -65,6 +67,7 @@ export class SecondaryNetwork {
       b: { host: this.host, ifname: peer },
     });
     await topo.exec(this.host, ["ip", "link", "set", "dev", peer, "master", this.bridge, "up"]);
+    for (const r of this.routes) await topo.addRoute({ host: pod, to: r.to, via: r.via });
     return { ifname, peer, address, network: this };
   }
 }

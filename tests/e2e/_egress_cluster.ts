@@ -1,14 +1,18 @@
 /**
- * Egress NAT in the lab cluster (issue 23's cluster test, docs/egress.md "In Kubernetes" and
- * "Steering client pods"): `deno task deploy` installs Holdfast (the node agent DaemonSet runs
- * with `--egress-steer`); kubectl applies one EgressNAT with two floating addresses, client pods
- * by pod selector and three NAT pods on the nodes labelled for egress. Every piece runs as the
- * manifests and the controller's Deployment declare it, in the lab kubelet (lab/kubelet/):
+ * The egress NAT cluster test (issue 23, docs/egress.md "In Kubernetes" and "Steering client
+ * pods"), shared by `egress_cluster_test.ts` (floating addresses on the external segment, moved by
+ * gratuitous ARP) and `egress_cluster_bgp_test.ts` (the server behind the router, which learns the
+ * floating addresses over BGP from their owner). `deno task deploy` installs Holdfast (the node
+ * agent DaemonSet runs with `--egress-steer`); kubectl applies one EgressNAT with two floating
+ * addresses, client pods by pod selector and three NAT pods on the nodes labelled for egress.
+ * Every piece runs as the manifests and the controller's Deployment declare it, in the lab
+ * kubelet (lab/kubelet/):
  *
  * ```
  *  w1: client pod a ─┐                   ┌─ w3/w4/w5: NAT pods  eth0 (pod network: decap)
  *  w2: client pod b ─┴─ router (routed ──┘            ext0 (secondary network "wan") ─┐
- *                        pod CIDRs)  ─ w0 ─ wan bridge ─ ext 198.18.0.1 (server) ─────┘
+ *                        pod CIDRs)  ─ w0 ─ wan bridge ─ ext 198.18.0.1 (garp server) ─┘
+ *                          └─ x0 ─ far 203.0.113.2 (bgp server)
  * ```
  *
  * The pod network is routed per node (no shared L2 between client and NAT pods): the client
@@ -17,20 +21,28 @@
  * `ext0`, a second interface the pods get from `spec.podAnnotations` (Multus'
  * `k8s.v1.cni.cncf.io/networks: wan@ext0`, as the lab CNI reads it); the replies it de-NATs
  * leave `eth0` with the server's source, which the node's anti-spoofing lets through because of
- * Calico's `cni.projectcalico.org/allowedSourcePrefixes` annotation. The floating addresses move
- * on `wan` by gratuitous ARP. The router reaches `wan` too, so a client packet that is not
- * steered arrives at the server with its pod address (the server cannot answer it): the server's
- * log of sources shows it.
+ * Calico's `cni.projectcalico.org/allowedSourcePrefixes` annotation. The router reaches the
+ * server either way, so a client packet that is not steered reaches the server with its pod
+ * address: the server's log of sources would show it.
  *
  * Two client pods (one per address) hold 25 TCP connections and a UDP stream each. The owner of
  * the first address loses its node (links down, every process SIGKILLed), then its successor's
  * pod is deleted (SIGTERM: planned handover to the third NAT pod): every connection survives
- * with the same translated source address and port.
+ * with the same translated source address and port. With BGP, the router's route to each
+ * floating address goes via its owner's `ext0` after each step.
  */
 
 import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
-import { rootTest, until } from "../harness/mod.ts";
-import { EXTERNAL_SERVER, startKubeletCluster } from "../../lab/kubelet/cluster.ts";
+import { until } from "../harness/mod.ts";
+import {
+  EXTERNAL_SERVER,
+  FAR_NET,
+  FAR_SERVER,
+  startKubeletCluster,
+  WAN_NET,
+  WAN_ROUTER,
+} from "../../lab/kubelet/cluster.ts";
+import { routeGateways, ROUTER_ASN } from "../../lab/_anycast_router.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
 import { Conntrack } from "../../node/conntrack/mod.ts";
 import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
@@ -38,38 +50,63 @@ import type { HostProcess } from "../../lab/host_process.ts";
 
 const CLIENTS = new URL("../../lab/clients/", import.meta.url).pathname;
 const NS = "holdfast-system"; // the Secret holdfast-redis is there already
-const FLOATING = ["198.18.0.100", "198.18.0.101"];
 // Off w1 and w2, where the lab scheduler puts Redis and the controller (lowest names first): the
 // node that dies must not take the control plane with it (Redis is one pod in the manifests).
 const NAT_NODES = ["w3", "w4", "w5"];
-/** Client pod → its node and its floating address (sources entry i → addresses[i]). */
-const CLIENT_PODS = [
-  { name: "client-a", node: "w1", group: "a", address: FLOATING[0]! },
-  { name: "client-b", node: "w2", group: "b", address: FLOATING[1]! },
-];
 const TCP_PORT = 8080, UDP_PORT = 8081, PER_POD = 25, HOLD_MS = 60_000;
+const NAT_ASN = 65200;
 
-const NAT = {
-  apiVersion: "holdfast.io/v1alpha1",
-  kind: "EgressNAT",
-  metadata: { name: "internet", namespace: NS },
-  spec: {
-    destinations: ["198.18.0.0/24"],
-    addresses: FLOATING,
-    // The internal gateways serve clients on a shared segment; here nothing routes through them.
-    gateways: ["10.8.0.100", "10.8.0.101"],
-    sources: CLIENT_PODS.map((c) => ({
-      podSelector: { matchLabels: { "egress-client": c.group } },
-    })),
-    replicas: 3,
-    nodeSelector: { "holdfast.io/egress-node": "true" },
-    podAnnotations: {
-      "k8s.v1.cni.cncf.io/networks": "wan@ext0",
-      "cni.projectcalico.org/allowedSourcePrefixes": JSON.stringify(["198.18.0.0/24"]),
+/** How the floating addresses reach the server's network. */
+export type EgressClusterMode = "garp" | "bgp";
+
+function plan(mode: EgressClusterMode) {
+  const bgp = mode === "bgp";
+  // GARP: on the server's segment; BGP: outside every segment, reachable only by the routes.
+  const floating = bgp ? ["192.0.2.100", "192.0.2.101"] : ["198.18.0.100", "198.18.0.101"];
+  const destinations = bgp ? FAR_NET : WAN_NET;
+  /** Client pod → its node and its floating address (sources entry i → addresses[i]). */
+  const clients = [
+    { name: "client-a", node: "w1", group: "a", address: floating[0]! },
+    { name: "client-b", node: "w2", group: "b", address: floating[1]! },
+  ];
+  const nat = {
+    apiVersion: "holdfast.io/v1alpha1",
+    kind: "EgressNAT",
+    metadata: { name: "internet", namespace: NS },
+    spec: {
+      destinations: [destinations],
+      addresses: floating,
+      // The internal gateways serve clients on a shared segment; here nothing routes through them.
+      gateways: ["10.8.0.100", "10.8.0.101"],
+      sources: clients.map((c) => ({ podSelector: { matchLabels: { "egress-client": c.group } } })),
+      replicas: 3,
+      nodeSelector: { "holdfast.io/egress-node": "true" },
+      podAnnotations: {
+        "k8s.v1.cni.cncf.io/networks": "wan@ext0",
+        "cni.projectcalico.org/allowedSourcePrefixes": JSON.stringify([destinations]),
+      },
+      interfaces: { internal: "eth0", external: "ext0" },
+      ...(bgp
+        ? {
+          bgp: {
+            localAsn: NAT_ASN,
+            peers: [{
+              address: WAN_ROUTER,
+              asn: ROUTER_ASN,
+              bfd: { intervalMs: 100, multiplier: 3 },
+            }],
+          },
+        }
+        : {}),
     },
-    interfaces: { internal: "eth0", external: "ext0" },
-  },
-};
+  };
+  return {
+    floating,
+    clients,
+    nat,
+    server: bgp ? { host: "far", address: FAR_SERVER } : { host: "ext", address: EXTERNAL_SERVER },
+  };
+}
 
 // deno-lint-ignore no-explicit-any
 type Any = any;
@@ -82,12 +119,12 @@ function json(line: string): Record<string, unknown> {
   }
 }
 
-/** Established TCP flows NATed to a floating address in namespace `ns`: flow → `addr:port`. */
-function natFlows(ns: string): Map<string, string> {
+/** Established TCP flows NATed to one of `floating` in namespace `ns`: flow → `addr:port`. */
+function natFlows(ns: string, floating: readonly string[]): Map<string, string> {
   const ct = Conntrack.open({ netns: ns });
   try {
     const out = new Map<string, string>();
-    for (const e of ct.dump({ natSrcAddrs: new Set(FLOATING.map(parseIpv4)) })) {
+    for (const e of ct.dump({ natSrcAddrs: new Set(floating.map(parseIpv4)) })) {
       if (e.orig.proto !== 6 || e.tcpState !== 3 || !e.natSrc) continue;
       const o = e.orig;
       out.set(
@@ -101,9 +138,10 @@ function natFlows(ns: string): Map<string, string> {
   }
 }
 
-rootTest(
-  "egress cluster: client pods on a routed pod network keep TCP and UDP through an owner's node death and its successor's delete",
-  async (t) => {
+/** The test's body; `rootTest` it. */
+export async function egressClusterTest(t: Deno.TestContext, mode: EgressClusterMode) {
+  {
+    const { floating: FLOATING, clients: CLIENT_PODS, nat: NAT, server: SERVER } = plan(mode);
     await using cluster = await startKubeletCluster({
       extraWorkers: 3,
       wan: true,
@@ -127,6 +165,37 @@ rootTest(
       (kube.store.get("holdfast.io/egressnats", NS, "internet") as Any)?.status ?? {};
     const ownerOf = (address: string): string | undefined =>
       (status().owners ?? []).find((o: Any) => o.address === address)?.pod;
+    /** BGP: the router's route to each floating address goes via its owner's ext0 (only). */
+    const routesFollowOwners = async (what: string) => {
+      if (mode !== "bgp") return;
+      let seen = "";
+      await until(
+        what,
+        async () => {
+          const out = await topo.exec("router", ["ip", "-o", "-4", "route", "show"]);
+          const views: string[] = [];
+          let good = true;
+          for (const a of FLOATING) {
+            const line = out.stdout.split("\n").find((l) => routeGateways(l, a) !== null);
+            const via = line ? routeGateways(line, a)! : [];
+            const owner = ownerOf(a);
+            const host = owner ? kubelet.podHost(NS, owner) : undefined;
+            const ext = host
+              ? (await topo.exec(host, ["ip", "-4", "-o", "addr", "show", "dev", "ext0"])).stdout
+              : "";
+            const own = /inet (198\.18\.0\.\d+)\/24/.exec(ext)?.[1];
+            views.push(`${a} via ${via.join("+") || "none"} (owner ${owner} at ${own})`);
+            good &&= own !== undefined && via.length === 1 && via[0] === own;
+          }
+          seen = views.join("; ");
+          return good;
+        },
+        30_000,
+        100,
+      ).catch((err) => {
+        throw new Error(`${err}: ${seen}`);
+      });
+    };
     const nodeAgentLog = (node: string) => {
       const p = pods().find((p) =>
         p.metadata.labels?.["app.kubernetes.io/name"] === "holdfast-node" &&
@@ -166,6 +235,18 @@ rootTest(
             },
           }, { manager: "test" });
         }
+        if (mode === "bgp") {
+          // The router peers with the addresses the NAT pods get on wan (the lab's IPAM hands out
+          // .21 upwards: three pods and the replacement of a deleted one).
+          await cluster.router.setPeers([
+            ...cluster.router.peers,
+            ...[21, 22, 23, 24, 25].map((i) => ({
+              name: `nat${i}`,
+              address: `198.18.0.${i}`,
+              asn: NAT_ASN,
+            })),
+          ]);
+        }
         await kubectl(["apply", "--server-side", "-f", "-"], [NAT]);
         await until(
           "three ready NAT pods on three nodes",
@@ -188,6 +269,7 @@ rootTest(
         ).catch(async (err) => {
           throw new Error(`${err}; status ${JSON.stringify(status())}; logs:\n${await natLogs()}`);
         });
+        await routesFollowOwners("the router routes each floating address to its owner");
       },
     );
 
@@ -211,12 +293,12 @@ rootTest(
     });
 
     const server = {
-      tcp: topo.spawnDeno("ext", `${CLIENTS}tcp_echo.ts`, {
-        args: ["server", EXTERNAL_SERVER, String(TCP_PORT)],
+      tcp: topo.spawnDeno(SERVER.host, `${CLIENTS}tcp_echo.ts`, {
+        args: ["server", SERVER.address, String(TCP_PORT)],
         permissions: ["--allow-net"],
       }),
-      udp: topo.spawnDeno("ext", `${CLIENTS}udp_echo.ts`, {
-        args: [EXTERNAL_SERVER, String(UDP_PORT)],
+      udp: topo.spawnDeno(SERVER.host, `${CLIENTS}udp_echo.ts`, {
+        args: [SERVER.address, String(UDP_PORT)],
         permissions: ["--allow-net"],
       }),
     };
@@ -227,11 +309,11 @@ rootTest(
       for (const c of CLIENT_PODS) {
         const host = kubelet.podHost(NS, c.name)!;
         const tcp = topo.spawnDeno(host, `${CLIENTS}hold_client.ts`, {
-          args: [EXTERNAL_SERVER, TCP_PORT, PER_POD, HOLD_MS, 200].map(String),
+          args: [SERVER.address, TCP_PORT, PER_POD, HOLD_MS, 200].map(String),
           permissions: ["--allow-net"],
         });
         const udp = topo.spawnDeno(host, `${CLIENTS}udp_stream.ts`, {
-          args: [EXTERNAL_SERVER, String(UDP_PORT), String(HOLD_MS), "100", c.name],
+          args: [SERVER.address, String(UDP_PORT), String(HOLD_MS), "100", c.name],
           permissions: ["--allow-net"],
         });
         await tcp.waitForLine((l) => l.includes('"msg":"connected"'), { timeoutMs: 60_000 });
@@ -248,7 +330,7 @@ rootTest(
         () => {
           const views = live().map((p: Any) => ({
             pod: p.metadata.name,
-            flows: natFlows(topo.ns(kubelet.podHost(NS, p.metadata.name)!)),
+            flows: natFlows(topo.ns(kubelet.podHost(NS, p.metadata.name)!), FLOATING),
           }));
           const all = new Map<string, string>();
           for (const v of views) for (const [f, nat] of v.flows) all.set(f, nat);
@@ -288,6 +370,7 @@ rootTest(
         100,
       );
       second = ownerOf(address)!;
+      await routesFollowOwners("the router's routes follow the owners after the node death");
       for (const c of CLIENT_PODS.filter((c) => c.address === address)) {
         await until(
           `${c.node}'s agent steers to ${second}`,
@@ -319,6 +402,7 @@ rootTest(
         throw new Error(`${err}; status ${JSON.stringify(status())}; logs:\n${await natLogs()}`);
       });
       third = ownerOf(address)!;
+      await routesFollowOwners("the router's routes follow the owners after the delete");
       for (const c of CLIENT_PODS.filter((c) => c.address === address)) {
         await until(
           `${c.node}'s agent steers to ${third}`,
@@ -370,5 +454,5 @@ rootTest(
       );
       strictEqual(new Set(accepted).size, accepted.length, "distinct source ports");
     });
-  },
-);
+  }
+}

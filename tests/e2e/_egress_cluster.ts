@@ -43,6 +43,7 @@ import {
   WAN_ROUTER,
 } from "../../lab/kubelet/cluster.ts";
 import { routeGateways, ROUTER_ASN } from "../../lab/_anycast_router.ts";
+import { RouteHistory } from "../../lab/egress_bgp.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
 import { Conntrack } from "../../node/conntrack/mod.ts";
 import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
@@ -214,6 +215,14 @@ export async function egressClusterTest(t: Deno.TestContext, mode: EgressCluster
       if (!(await t.step(name, fn))) throw new Error(`step failed: ${name}`);
     };
     const dead = new Set<string>();
+    /** BGP: the router's routes to the floating addresses, every change. */
+    const histories: RouteHistory[] = [];
+    const doubles = (from: number[] = []) =>
+      histories.flatMap((h, i) =>
+        h.doubles().filter((c) => h.changes.indexOf(c) >= (from[i] ?? 0)).map((c) =>
+          `${h.prefix} via ${c.hops.join("+")}`
+        )
+      );
     const live = () =>
       natPods().filter((p) => !dead.has(p.spec.nodeName) && !p.metadata.deletionTimestamp);
 
@@ -270,6 +279,21 @@ export async function egressClusterTest(t: Deno.TestContext, mode: EgressCluster
           throw new Error(`${err}; status ${JSON.stringify(status())}; logs:\n${await natLogs()}`);
         });
         await routesFollowOwners("the router routes each floating address to its owner");
+        if (mode === "bgp") {
+          // Every change of the router's routes from now on (lab/egress_bgp.ts).
+          const monitor = topo.spawn("router", ["ip", "-o", "monitor", "route"]);
+          await new Promise((r) => setTimeout(r, 100)); // listening before the snapshot
+          for (const a of FLOATING) {
+            const h = new RouteHistory(a, monitor, []);
+            const now = await topo.exec("router", ["ip", "-4", "-o", "route", "show", `${a}/32`]);
+            h.changes[0] = {
+              at: performance.now(),
+              wall: Date.now(),
+              hops: (routeGateways(now.stdout, a) ?? []).sort(),
+            };
+            histories.push(h);
+          }
+        }
       },
     );
 
@@ -389,6 +413,8 @@ export async function egressClusterTest(t: Deno.TestContext, mode: EgressCluster
     let third = "";
     await step("the new owner's pod is deleted (SIGTERM: planned handover)", async () => {
       await synced("the live NAT pods hold every flow");
+      // Two announcers at once are excluded on a planned handover (docs/egress.md "BGP mode").
+      const from = histories.map((h) => h.changes.length);
       await kubectl(["delete", "pod", second, "-n", NS, "--wait=false"]);
       await until(
         `${address} owned by a third pod`,
@@ -403,6 +429,7 @@ export async function egressClusterTest(t: Deno.TestContext, mode: EgressCluster
       });
       third = ownerOf(address)!;
       await routesFollowOwners("the router's routes follow the owners after the delete");
+      deepStrictEqual(doubles(from), [], "two next hops at once during the planned handover");
       for (const c of CLIENT_PODS.filter((c) => c.address === address)) {
         await until(
           `${c.node}'s agent steers to ${third}`,
@@ -430,7 +457,15 @@ export async function egressClusterTest(t: Deno.TestContext, mode: EgressCluster
       const accepted = server.tcp.lines.map(json).filter((l) => l.msg === "accepted")
         .map((l) => String(l.peer));
       const udpSources = server.udp.lines.map(json).filter((l) => l.msg === "udp source");
-      const report: Record<string, unknown> = { first, second, third, owners: status().owners };
+      const report: Record<string, unknown> = {
+        first,
+        second,
+        third,
+        owners: status().owners,
+        // A node's death leaves its route to the router's BFD (docs/egress.md "BGP mode").
+        ...(mode === "bgp" ? { doubles: doubles() } : {}),
+        routes: histories.map((h) => ({ [h.prefix]: h.changes.map((c) => c.hops.join("+")) })),
+      };
       for (const { c, tcp, udp } of clients) {
         const s = await clientSummary(tcp, HOLD_MS + 60_000);
         const u = await clientSummary<Record<string, number>>(udp, HOLD_MS + 30_000);

@@ -480,7 +480,7 @@ export async function egressClusterTest(t: Deno.TestContext, mode: EgressCluster
         async (name) => {
           const text = name === "deleted" ? secondLog : await kubelet.logs(NS, name);
           return text.split("\n").filter((l) =>
-            /"msg":"[^"]*(address|drain|peer|resync|dump|sync)/.test(l)
+            /"msg":"[^"]*(address|drain|peer|resync|dump|sync|bird|lease|daemon)/.test(l)
           ).map((l) => `${name}: ${l.slice(0, 300)}`);
         },
       );

@@ -486,7 +486,12 @@ export async function egressClusterTest(t: Deno.TestContext, mode: EgressCluster
           ).map((l) => `${name}: ${l.slice(0, 300)}`);
         },
       );
-      const why = async () => (await Promise.all(decisions)).flat().join("\n");
+      // BGP: the router's session changes (a NAT pod's bird killed and restarted shows here).
+      const sessions = async () =>
+        mode !== "bgp" ? [] : (await Deno.readTextFile(`${cluster.dir}/router.log`).catch(() => ""))
+          .split("\n").filter((l) => /hf_nat\d+.*(State changed|rror|eceived)/.test(l)).slice(-60);
+      const why = async () =>
+        [...(await Promise.all(decisions)).flat(), ...(await sessions())].join("\n");
       for (const { c, s, u } of summaries) {
         if (s.survived !== PER_POD) {
           throw new Error(`${c.name}: TCP ${JSON.stringify(s)}; NAT pods:\n${await why()}`);

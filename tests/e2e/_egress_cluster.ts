@@ -186,7 +186,9 @@ export async function egressClusterTest(t: Deno.TestContext, mode: EgressCluster
               : "";
             const own = /inet (198\.18\.0\.\d+)\/24/.exec(ext)?.[1];
             views.push(`${a} via ${via.join("+") || "none"} (owner ${owner} at ${own})`);
-            good &&= own !== undefined && via.length === 1 && via[0] === own;
+            // The owner as the status says, alive: not a dead node's pod nor the deleted one.
+            const alive = live().some((p: Any) => p.metadata.name === owner);
+            good &&= alive && own !== undefined && via.length === 1 && via[0] === own;
           }
           seen = views.join("; ");
           return good;
@@ -217,6 +219,7 @@ export async function egressClusterTest(t: Deno.TestContext, mode: EgressCluster
     const dead = new Set<string>();
     /** BGP: the router's routes to the floating addresses, every change. */
     const histories: RouteHistory[] = [];
+    let monitor: HostProcess | undefined;
     const doubles = (from: number[] = []) =>
       histories.flatMap((h, i) =>
         h.doubles().filter((c) => h.changes.indexOf(c) >= (from[i] ?? 0)).map((c) =>
@@ -281,7 +284,7 @@ export async function egressClusterTest(t: Deno.TestContext, mode: EgressCluster
         await routesFollowOwners("the router routes each floating address to its owner");
         if (mode === "bgp") {
           // Every change of the router's routes from now on (lab/egress_bgp.ts).
-          const monitor = topo.spawn("router", ["ip", "-o", "monitor", "route"]);
+          monitor = topo.spawn("router", ["ip", "-o", "monitor", "route"]);
           await new Promise((r) => setTimeout(r, 100)); // listening before the snapshot
           for (const a of FLOATING) {
             const h = new RouteHistory(a, monitor, []);
@@ -468,6 +471,7 @@ export async function egressClusterTest(t: Deno.TestContext, mode: EgressCluster
         // And the planned handover's (from the delete on, a rebalance to the new pod included).
         ...(mode === "bgp" ? { doubles: doubles(), handoverDoubles: doubles(handoverFrom) } : {}),
         routes: histories.map((h) => ({ [h.prefix]: h.changes.map((c) => c.hops.join("+")) })),
+        monitor: monitor?.lines.filter((l) => FLOATING.some((a) => l.includes(a))),
       };
       const summaries = [];
       for (const { c, tcp, udp } of clients) {

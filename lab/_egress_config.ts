@@ -4,6 +4,8 @@
  * @module
  */
 import type { EgressLabOptions } from "./egress.ts";
+import type { HostProcess } from "./host_process.ts";
+import type { Topology } from "./netns.ts";
 
 /** The external server's address (the destination). */
 export const SERVER = "198.18.0.1";
@@ -48,4 +50,28 @@ export function labEgressConfig(options: EgressLabOptions): Record<string, unkno
     redis: `redis://${REDIS_ADDR}:6379`,
     ...(options.bgp ? { bgp: LAB_BGP } : {}),
   };
+}
+
+const CLIENTS = new URL("./clients/", import.meta.url).pathname;
+
+/**
+ * Starts the external server's TCP and UDP echo in `host` (both egress labs: the shared
+ * segment's and the routed one's); resolves once both listen.
+ */
+export async function startEchoServer(
+  topo: Topology,
+  o: { host?: string; server?: string; tcpPort?: number; udpPort?: number } = {},
+): Promise<{ tcp: HostProcess; udp: HostProcess }> {
+  const host = o.host ?? "ext", server = o.server ?? SERVER;
+  const tcp = topo.spawnDeno(host, `${CLIENTS}tcp_echo.ts`, {
+    args: ["server", server, String(o.tcpPort ?? TCP_PORT)],
+    permissions: ["--allow-net"],
+  });
+  const udp = topo.spawnDeno(host, `${CLIENTS}udp_echo.ts`, {
+    args: [server, String(o.udpPort ?? UDP_PORT)],
+    permissions: ["--allow-net"],
+  });
+  await tcp.waitForLine((l) => l.includes("listening"));
+  await udp.waitForLine((l) => l.includes("listening"));
+  return { tcp, udp };
 }

@@ -27,7 +27,7 @@
  */
 import { intOption, readCommandLine } from "../lib/args.ts";
 import { rootMissingReason } from "./command.ts";
-import { DemoView, type ModeRow, tableLines } from "./demo_view.ts";
+import { DemoView, type ModeRow, tableLines, waitingRows } from "./demo_view.ts";
 import { type EgressReport, type ModeReport, writeReport } from "./demo_report.ts";
 import { egressChapter, egressRows } from "./demo_egress.ts";
 import { anycastChapter, anycastRows } from "./demo_anycast.ts";
@@ -99,15 +99,7 @@ export async function main(args: string[]): Promise<number> {
   Deno.addSignalListener("SIGINT", onInterrupt);
   Deno.addSignalListener("SIGTERM", onInterrupt);
   const rows: ModeRow[] = [
-    ...["holdfast", "maglev-only"].map((mode) => ({
-      mode,
-      state: "waiting",
-      connections: 0,
-      alive: 0,
-      stalled: 0,
-      maxStallMs: 0,
-      families: "",
-    })),
+    ...waitingRows(["holdfast", "maglev-only"]),
     ...egressRows(),
     ...anycastRows(),
   ];

@@ -14,7 +14,7 @@ import { AnycastLab } from "./anycast.ts";
 import { ECHO_PORT, ECHO_SERVICES } from "./_anycast_scale.ts";
 import { REDIRECT_REDIS } from "./_anycast_redirect.ts";
 import { clientSummary } from "./clients/summary.ts";
-import type { DemoView, ModeRow } from "./demo_view.ts";
+import { type DemoView, type ModeRow, waitingRows } from "./demo_view.ts";
 import type { AnycastReport } from "./demo_report.ts";
 import { abortable, Interrupted, latestProgress, sleep } from "./demo_lb.ts";
 
@@ -25,15 +25,7 @@ const gateway = (n: string) => `10.9.${n.slice(1)}.2`;
 
 /** The table rows of the chapter, waiting until it runs. */
 export function anycastRows(): ModeRow[] {
-  return ["anycast", "anycast-plain"].map((mode) => ({
-    mode,
-    state: "waiting",
-    connections: 0,
-    alive: 0,
-    stalled: 0,
-    maxStallMs: 0,
-    families: "",
-  }));
+  return waitingRows(["anycast", "anycast-plain"]);
 }
 
 /**

@@ -9,22 +9,14 @@
  *
  * @module
  */
-import type { DemoView, ModeRow } from "./demo_view.ts";
+import { type DemoView, type ModeRow, waitingRows } from "./demo_view.ts";
 import type { EgressReport } from "./demo_report.ts";
 import { floatingAddress } from "./egress.ts";
 import { runFailover } from "./egress_scenario.ts";
 
 /** The table rows of the chapter, waiting until it runs. */
 export function egressRows(): ModeRow[] {
-  return ["egress", "egress-no-sync"].map((mode) => ({
-    mode,
-    state: "waiting",
-    connections: 0,
-    alive: 0,
-    stalled: 0,
-    maxStallMs: 0,
-    families: "",
-  }));
+  return waitingRows(["egress", "egress-no-sync"]);
 }
 
 /**

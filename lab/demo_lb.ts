@@ -14,7 +14,7 @@
  */
 import { Disturbances } from "./chaos_steps.ts";
 import { BACKEND_HEALTH_PORT, Cluster } from "./cluster.ts";
-import { acceptedBy } from "./cluster_probe.ts";
+import { acceptedBy, forwardedBy } from "./cluster_probe.ts";
 import { clientSummary } from "./clients/summary.ts";
 import type { HostProcess } from "./host_process.ts";
 import type { DemoView, ModeRow } from "./demo_view.ts";
@@ -135,7 +135,14 @@ export async function lbStory(flowSync: boolean, ctx: StoryContext): Promise<Mod
   const { view, signal } = ctx;
   const mode = flowSync ? "holdfast" : "maglev-only";
   const row = ctx.rows.find((r) => r.mode === mode)!;
-  const report: ModeReport = { mode, samples: [], steps: [], families: [], checks: [] };
+  const report: ModeReport = {
+    mode,
+    samples: [],
+    steps: [],
+    families: [],
+    checks: [],
+    lbNodes: [],
+  };
   let t0 = Date.now(); // from the moment the clients are connected: both modes on one time axis
   const step = async (what: string, why: string, act: () => Promise<void>) => {
     if (signal.aborted) throw new Interrupted("interrupted");
@@ -180,6 +187,18 @@ export async function lbStory(flowSync: boolean, ctx: StoryContext): Promise<Mod
   row.state = "running";
   t0 = Date.now();
   const ended = new EndedWithBackend();
+  const forwarded: Record<string, number> = {};
+  // Packets each LB node sent on to backends so far, from its pinned counters (readable after its
+  // agent died); a node whose read fails keeps its last reading.
+  const readLbNodes = () => {
+    for (const i of cluster.lbNodes.keys()) {
+      try {
+        forwarded[`lb${i}`] = forwardedBy(cluster, i);
+      } catch { /* gone or not started: the last reading stands */ }
+    }
+    report.lbNodes!.push({ t: Date.now() - t0, forwarded: { ...forwarded } });
+  };
+  readLbNodes();
   const sample = () => {
     const t = Date.now() - t0;
     let alive = 0, connections = 0, stalled = 0, maxStallMs = 0, gone = 0;
@@ -195,6 +214,7 @@ export async function lbStory(flowSync: boolean, ctx: StoryContext): Promise<Mod
     }
     Object.assign(row, { alive, connections, stalled, maxStallMs, ended: gone });
     view.rows(ctx.rows);
+    readLbNodes();
   };
   const sampler = setInterval(sample, 500);
   try {
@@ -249,6 +269,7 @@ export async function lbStory(flowSync: boolean, ctx: StoryContext): Promise<Mod
       Promise.all(clients.map((c) => clientSummary(c, 40_000))),
       signal,
     );
+    readLbNodes();
     await disturb.settle();
     report.checks = disturb.checks.map((c) => ({ what: c.what, ok: c.ok }));
     report.families = summaries.map((s, k) => ({
@@ -257,6 +278,7 @@ export async function lbStory(flowSync: boolean, ctx: StoryContext): Promise<Mod
       survived: s.survived,
       ended: ended.count(clients[k]!, k),
       maxStallMs: s.max_stall_ms,
+      stallsMs: s.stalls_ms ?? [],
     }));
   } finally {
     clearInterval(sampler);

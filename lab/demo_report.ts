@@ -1,11 +1,14 @@
 /**
  * The demo's report: `report.json` (everything measured) and `report.html`, one self-contained
  * page (inline SVG and CSS, no external resource) with a chart of connections alive over time per
- * mode with the steps marked, the losses and longest stalls per mode and family, the egress and
- * anycast chapters, and the steps.
+ * mode with the steps marked, the losses and longest stalls per mode and family, the distribution
+ * of each connection's longest stall, which LB node carried what between the steps, the egress and
+ * anycast chapters with their takeover times, and the steps (the smaller charts:
+ * `demo_charts.ts`). A chapter without data (an interrupted run) is left out.
  *
  * @module
  */
+import { COLORS, esc, lbNodeSection, stallChart, takeoverChart } from "./demo_charts.ts";
 
 /** One sample of a mode's client of one family. */
 export interface Sample {
@@ -35,10 +38,23 @@ export interface ModeReport {
    * balancer's loss), longest stall (ms).
    */
   families: Array<
-    { family: 4 | 6; connections: number; survived: number; ended: number; maxStallMs: number }
+    {
+      family: 4 | 6;
+      connections: number;
+      survived: number;
+      ended: number;
+      maxStallMs: number;
+      /** Each surviving connection's longest stall (ms), longest first; absent in old reports. */
+      stallsMs?: number[];
+    }
   >;
   /** Checks that each disturbance really happened. */
   checks: Array<{ what: string; ok: boolean }>;
+  /**
+   * Packets each LB node (`lb1`…) had sent on to backends by `t` (ms, as in {@linkcode Sample}),
+   * read every 500 ms from its pinned counters; a node that died keeps its last reading.
+   */
+  lbNodes?: Array<{ t: number; forwarded: Record<string, number> }>;
 }
 
 /** One egress NAT failover (`demo_egress.ts`): with conntrack sync, or without. */
@@ -79,17 +95,6 @@ export interface DemoReport {
   egress: EgressReport[];
   anycast: AnycastReport[];
 }
-
-const COLORS: Record<string, string> = {
-  holdfast: "#1b7f3b",
-  "maglev-only": "#b3261e",
-  egress: "#1b7f3b",
-  "egress-no-sync": "#b3261e",
-  anycast: "#1b7f3b",
-  "anycast-plain": "#b3261e",
-};
-const esc = (s: string) =>
-  s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
 
 /** Alive connections (both families summed) over time for each mode, steps as vertical marks. */
 function aliveChart(modes: readonly ModeReport[]): string {
@@ -268,8 +273,17 @@ ${
       ),
     )
   }
-${egressSection(report.egress)}
+${
+    stallChart(report.modes) &&
+    `<h2>Longest stall per connection</h2>
+<p class="note">Each surviving connection's longest wait for an echo (both families; a message every
+100 ms, so 0.1 s is no stall at all).</p>
+${stallChart(report.modes)}`
+  }
+${lbNodeSection(report.modes)}
+${egressSection(report.egress ?? [])}
 ${anycastSection(report.anycast ?? [])}
+${takeoverChart(report.egress ?? [], report.anycast ?? [])}
 <h2>The steps</h2>
 <table><tr><th>#</th><th>at</th><th>what happens</th><th>why it would break elsewhere</th></tr>
 ${steps}</table>

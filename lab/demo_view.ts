@@ -26,6 +26,19 @@ export interface ModeRow {
   families: string;
 }
 
+/** The table rows of `modes`, waiting until their chapter runs. */
+export function waitingRows(modes: readonly string[]): ModeRow[] {
+  return modes.map((mode) => ({
+    mode,
+    state: "waiting",
+    connections: 0,
+    alive: 0,
+    stalled: 0,
+    maxStallMs: 0,
+    families: "",
+  }));
+}
+
 const enc = new TextEncoder();
 
 /** Column widths and headers of the table. */

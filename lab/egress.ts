@@ -28,13 +28,12 @@ import {
   labEgressConfig,
   REDIS_ADDR,
   SERVER,
+  startEchoServer,
   TCP_PORT,
   UDP_PORT,
 } from "./_egress_config.ts";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
-const TCP_ECHO = new URL("./clients/tcp_echo.ts", import.meta.url).pathname;
-const UDP_ECHO = new URL("./clients/udp_echo.ts", import.meta.url).pathname;
 const HOLD = new URL("./clients/hold_client.ts", import.meta.url).pathname;
 const UDP_STREAM = new URL("./clients/udp_stream.ts", import.meta.url).pathname;
 const LOOP = new URL("./clients/connect_loop.ts", import.meta.url).pathname;
@@ -247,17 +246,7 @@ export class EgressLab implements AsyncDisposable {
 
   /** Starts the external server's TCP and UDP echo. */
   async startServer(): Promise<void> {
-    const tcp = this.topo.spawnDeno("ext", TCP_ECHO, {
-      args: ["server", SERVER, String(TCP_PORT)],
-      permissions: ["--allow-net"],
-    });
-    const udp = this.topo.spawnDeno("ext", UDP_ECHO, {
-      args: [SERVER, String(UDP_PORT)],
-      permissions: ["--allow-net"],
-    });
-    await tcp.waitForLine((l) => l.includes("listening"));
-    await udp.waitForLine((l) => l.includes("listening"));
-    this.server = { tcp, udp };
+    this.server = await startEchoServer(this.topo);
   }
 
   /**

@@ -23,6 +23,7 @@ import { createTopology, type Topology } from "./netns.ts";
 import { run } from "./command.ts";
 import { type RedisServer, startRedis } from "./redis_server.ts";
 import { unmountUnder } from "./_anycast_sweep.ts";
+import { startEchoServer } from "./_egress_config.ts";
 import { publishEgressConfigArgs } from "../controller/egress/redis_config.ts";
 import type { EgressConfig } from "../controller/egress/config.ts";
 
@@ -198,17 +199,11 @@ export class RoutedEgressLab implements AsyncDisposable {
 
   /** The external server's TCP and UDP echo. */
   async startServer(): Promise<void> {
-    const tcp = this.topo.spawnDeno("ext", `${CLIENTS}tcp_echo.ts`, {
-      args: ["server", SERVER, String(TCP_PORT)],
-      permissions: ["--allow-net"],
+    this.server = await startEchoServer(this.topo, {
+      server: SERVER,
+      tcpPort: TCP_PORT,
+      udpPort: UDP_PORT,
     });
-    const udp = this.topo.spawnDeno("ext", `${CLIENTS}udp_echo.ts`, {
-      args: [SERVER, String(UDP_PORT)],
-      permissions: ["--allow-net"],
-    });
-    await tcp.waitForLine((l) => l.includes("listening"));
-    await udp.waitForLine((l) => l.includes("listening"));
-    this.server = { tcp, udp };
   }
 
   /** `count` long-lived TCP connections from client pod `pod`, an exchange every `intervalMs`. */

@@ -13,6 +13,8 @@ export interface HoldSummary {
   survived: number;
   /** Longest gap between two echoes on any connection, ms. */
   max_stall_ms: number;
+  /** Each surviving connection's longest gap between two echoes, ms, longest first (≤ 1,000). */
+  stalls_ms?: number[];
   /** Connections that died: their local port and why. */
   deaths: { port: number; reason: string }[];
 }

@@ -91,18 +91,19 @@ rootTest(
     mark("router: n2, n3");
     const held = await clientSummary(hold, 30_000);
     // The grace period ends once the requests in flight to the pod (redirected ones too) are
-    // answered.
+    // answered; then the pod stops and goes, as the kubelet ends it (its flows are purged: a
+    // client reusing one of their 5-tuples reaches a node that serves, not the stopped pod).
     mark(`n1 idle: ${await untilNoOpenConnections(lab, "n1")}`);
-    await lab.stopPod("default/web-1");
-    mark("web-1 stopped");
+    await lab.deletePod("default/web-1");
+    mark("web-1 stopped and deleted");
     await new Promise((r) => setTimeout(r, 500)); // the load runs on two nodes for a while
     mark("web-2 terminating");
     await lab.updatePod("default/web-2", { terminating: true });
     await route.until(same(["10.9.3.2"]), 15_000);
     mark("router: n3");
     mark(`n2 idle: ${await untilNoOpenConnections(lab, "n2")}`);
-    await lab.stopPod("default/web-2");
-    mark("web-2 stopped");
+    await lab.deletePod("default/web-2");
+    mark("web-2 stopped and deleted");
     const summary = await clientSummary<LoadSummary>(load, 60_000);
     console.log(JSON.stringify({ ...summary, held, msg: "HTTP load and connections, drains" }));
     if (summary.failed > 0) {
@@ -111,8 +112,22 @@ rootTest(
         node.agent.lines.filter((l) => /assuming address|forfeiting address|purged/.test(l))
           .map((l) => `${node.name} ${l}`)
       );
+      // Which kernel answered with resets, and every route change the router saw.
+      const rsts: Record<string, string> = {};
+      for (const n of ["n1", "n2", "n3", "router"]) {
+        const out = await lab.topo.exec(n, ["nstat", "-az", "TcpOutRsts", "TcpActiveOpens"]);
+        rsts[n] = out.stdout.replace(/\s+/g, " ").trim();
+      }
+      const routes = route.monitor.lines.filter((l) => l.includes(lab.vip));
       console.log(
-        JSON.stringify({ msg: "drain timeline", marks, decisions, route: route.gateways }),
+        JSON.stringify({
+          msg: "drain timeline",
+          marks,
+          decisions,
+          route: route.gateways,
+          rsts,
+          routes,
+        }),
       );
     }
     ok(

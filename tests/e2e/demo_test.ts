@@ -3,8 +3,9 @@
  * its short mode. The live table renders, Deno prints no warning, Holdfast loses no connection in
  * any chapter (the LB story, egress, anycast; those that end with the backend that dies are counted
  * apart), the baselines lose some or not (ECMP decides) but every change is seen to happen, and
- * the report folder holds the JSON and a self-contained HTML page. Ctrl-C in the middle of a story
- * leaves no namespace or process behind.
+ * the report folder holds the JSON and a self-contained HTML page (its charts drawn with the run's
+ * data: alive over time, losses, stalls per connection, LB nodes, takeovers). Ctrl-C in the
+ * middle of a story leaves no namespace or process behind.
  */
 import { deepStrictEqual, ok } from "node:assert/strict";
 import { listHfNamespaces, run } from "../../lab/mod.ts";
@@ -223,6 +224,34 @@ rootTest("./hf demo --quick on a terminal: the live table, no warnings, the repo
       "2 bars × 2 families × 2 modes",
     );
     deepStrictEqual(await page.locator("#anycast-chart rect").count(), 4, "2 bars × 2 modes");
+    // The stall distribution counts every surviving connection of each mode once.
+    for (const m of report.modes) {
+      const counts = await page.locator(`#stall-chart rect.stall[data-mode="${m.mode}"]`)
+        .evaluateAll((rs) => rs.map((r) => Number(r.getAttribute("data-count"))));
+      const survived = m.families.reduce((a: number, f: { survived: number }) => a + f.survived, 0);
+      deepStrictEqual(counts.reduce((a, c) => a + c, 0), survived, `${m.mode}: ${counts}`);
+      ok(m.lbNodes.length > 5, `${m.mode}: the LB nodes' counters were read`);
+    }
+    // Which LB node carried what: every node of the story has a row; lb4 carried some after joining.
+    const lbNodes = await page.locator("#lb-chart ~ table tr.lbnode").evaluateAll((rs) =>
+      rs.map((r) => r.getAttribute("data-node"))
+    );
+    deepStrictEqual(lbNodes, ["lb1", "lb2", "lb3", "lb4"]);
+    const lb4 = await page.locator('#lb-chart rect.lb[data-mode="holdfast"][data-node="lb4"]')
+      .evaluateAll((rs) => rs.map((r) => Number(r.getAttribute("data-packets"))));
+    ok(lb4.some((p) => p > 0), `lb4 carried packets after it joined: ${lb4}`);
+    // The takeover times: 2 egress runs and 2 anycast runs, the measured ones drawn as numbers.
+    const takeovers = await page.locator("#takeover-chart rect.takeover").evaluateAll((rs) =>
+      rs.map((r) => [r.getAttribute("data-mode"), r.getAttribute("data-ms")])
+    );
+    deepStrictEqual(takeovers.map(([m]) => m), [
+      "egress",
+      "egress-no-sync",
+      "anycast",
+      "anycast-plain",
+    ]);
+    deepStrictEqual(takeovers[0]![1], String(report.egress[0].takeoverMs ?? ""));
+    deepStrictEqual(takeovers[2]![1], String(report.anycast[0].withdrawnMs));
     const lost = await page.locator('tr.mode[data-mode="holdfast"] td.lost').textContent();
     deepStrictEqual(lost, "0");
     const anycast = await page.locator('tr.anycast[data-mode="anycast"] td.survived').textContent();

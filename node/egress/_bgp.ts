@@ -12,6 +12,13 @@
  * An agent that cannot withdraw itself (stopped, starving, killed) is covered by the
  * {@linkcode BirdWatchdog}: bird is killed by the lease deadline the agent last reported.
  *
+ * Readiness: the pod's Established sessions are followed (`node/bgp/_sessions.ts`); `onReady`
+ * hears whether at least one is up, and the agent says so in its heartbeats, so no pod hands a
+ * floating address to this one (nor does this one take one) while its announcement would reach
+ * no router (`_ownership_parts.ts` `AssignmentCache`). Logged: `BGP session established: taking
+ * floating addresses` (sessions, `waited_ms`) and `no BGP session established: taking no floating
+ * addresses`.
+ *
  * Changes are applied one at a time (one `birdc configure` each, coalesced: a change waits only
  * for the one running, then the latest wanted set is applied).
  *
@@ -26,6 +33,7 @@ import {
   egressBirdSettings,
 } from "../../controller/egress/bgp_config.ts";
 import { BirdWatchdog } from "./_bgp_watchdog.ts";
+import { BirdSessions } from "../bgp/_sessions.ts";
 
 /** How often the watchdog is told the deadline (well inside the ownership's 200 ms window). */
 export const WATCHDOG_FEED_MS = 20;
@@ -43,6 +51,8 @@ export interface EgressBgpOptions {
    * (`EgressOwnership.validUntil`); undefined when it does not own it.
    */
   readonly validUntil: (addr: string) => number | undefined;
+  /** Hears whether at least one BGP session is Established (first call: when one is, or not). */
+  readonly onReady?: (ready: boolean) => void;
   readonly log?: Logger;
 }
 
@@ -58,6 +68,8 @@ export class EgressBgp {
   #chain: Promise<void> = Promise.resolve();
   #watchdog: BirdWatchdog;
   #timer: ReturnType<typeof setInterval>;
+  #sessions: BirdSessions;
+  #ready = false;
   #stopped = false;
 
   private constructor(bird: BirdSupervisor, options: EgressBgpOptions, log: Logger) {
@@ -66,6 +78,28 @@ export class EgressBgp {
     this.#log = log;
     this.#watchdog = BirdWatchdog.start(bird.daemon.pid, log);
     this.#timer = setInterval(() => this.#feed(), WATCHDOG_FEED_MS);
+    const since = performance.now();
+    this.#sessions = BirdSessions.start(bird.daemon.socket, {
+      log,
+      onChange: (established) => {
+        const ready = established.length > 0;
+        if (ready === this.#ready || this.#stopped) return;
+        this.#ready = ready;
+        if (ready) {
+          const waited_ms = Math.round(performance.now() - since);
+          log.info("BGP session established: taking floating addresses", {
+            sessions: established,
+            waited_ms,
+          });
+        } else log.warn("no BGP session established: taking no floating addresses", {});
+        options.onReady?.(ready);
+      },
+    });
+  }
+
+  /** Whether at least one BGP session is Established (as last read). */
+  get ready(): boolean {
+    return this.#ready;
   }
 
   /**
@@ -88,6 +122,7 @@ export class EgressBgp {
       routerId: options.routerId,
       localAsn: section.localAsn,
       peers: section.peers.map((p) => p.address),
+      takes_addresses: "once a BGP session is established",
     });
     return self;
   }
@@ -214,6 +249,7 @@ export class EgressBgp {
     for (const addr of [...this.#wanted.keys()]) await this.withdraw(addr, "agent stopping");
     this.#stopped = true;
     clearInterval(this.#timer);
+    await this.#sessions.stop();
     if (had.length > 0 && waitMs > 0) await sleep(waitMs);
     await this.#watchdog.stop();
     await this.#bird.stop();

@@ -200,6 +200,8 @@ export class EgressAgent {
       peers: others.map((p) => ({ name: p.name, host: p.address, port: config.ports.health })),
       intervalMs: config.healthCheck.intervalMs,
       multiplier: config.healthCheck.multiplier,
+      // BGP mode: given no floating address before a session is up (`_bgp.ts`, `onReady`).
+      ready: (this.#o.announce ?? "garp") === "garp",
       log: this.#log,
       registry,
     });
@@ -320,6 +322,7 @@ export class EgressAgent {
       routerId,
       floating: this.#config.addresses.map((fa) => fa.address),
       validUntil: (addr) => this.#ownership?.validUntil(addr),
+      onReady: (ready) => this.#health?.setReady(ready),
       log: this.#log.with({ component: "egress-bgp" }),
     });
     this.#bgp = bgp;

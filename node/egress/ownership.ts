@@ -19,6 +19,8 @@
  *   same handover moves an address to a pod that joined: its failed acquires leave a "want" that
  *   the holder's renew reads; it is honoured once membership has been stable for
  *   `rebalanceDelayMs` and only for the pod the assignment names (one that can reach Redis).
+ * - A pod not ready (BGP mode: no session up) is left out of the assignment (`AssignmentCache`);
+ *   one that holds addresses hands them over at once, without the rebalance delay.
  *
  * Defaults: heartbeats 100 ms × 3 detect a death within 200–300 ms after it; ttl 250 ms, renew
  * every 50 ms, margin 50 ms. The lease of a dead owner is free at most 250 ms after its last
@@ -71,7 +73,7 @@ export class EgressOwnership {
   readonly #m: OwnershipMetrics;
   readonly #ticker: Ticker;
   readonly #rebalanceDelayMs: number;
-  readonly #plan = new AssignmentCache();
+  readonly #plan: AssignmentCache;
   #membershipChangedAt = performance.now();
   #running = false;
   #draining = false;
@@ -96,6 +98,7 @@ export class EgressOwnership {
     for (const addr of new Set(o.addresses)) this.#slots.set(addr, newSlot(addr));
     this.#log = (o.log ?? rootLog).with({ component: "egress-ownership", egress: o.name });
     this.#m = ownershipMetrics(o.registry ?? rootRegistry);
+    this.#plan = new AssignmentCache(this.#log);
     for (const addr of this.#slots.keys()) this.#m.owner.set({ address: addr }, 0);
     this.#ticker = new Ticker(this.renewMs, () => this.#stepAll());
     o.health.onChange(() => {
@@ -308,9 +311,12 @@ export class EgressOwnership {
       slot.validUntil = Math.max(slot.validUntil, sentAt + this.ttlMs - this.marginMs);
       this.#armFence(slot);
       const wanted = r.wantedBy;
+      // A holder that is not ready itself (no BGP session: its announcement reaches no router)
+      // hands over at once; otherwise membership must have been stable for the rebalance delay.
+      const delay = this.#o.health.unready().includes(this.#o.self) ? 0 : this.#rebalanceDelayMs;
       if (
         wanted && wanted !== this.#o.self && a?.owner === wanted && this.#running &&
-        performance.now() - this.#membershipChangedAt >= this.#rebalanceDelayMs
+        performance.now() - this.#membershipChangedAt >= delay
       ) {
         void this.#handover(slot, `rebalance to ${wanted}`);
       }

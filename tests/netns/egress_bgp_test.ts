@@ -29,6 +29,20 @@ function noDoubles(route: RouteHistory): void {
   );
 }
 
+/**
+ * The first `address assumed` in `lines` (from `from`) comes after a `BGP session established`
+ * line: a pod takes an address only once its announcement can reach the router.
+ */
+function assumedAfterSession(pod: string, lines: readonly string[], from = 0): void {
+  const rest = lines.slice(from);
+  const assumed = rest.findIndex((l) => l.includes('"msg":"address assumed"'));
+  const session = rest.findIndex((l) => l.includes('"msg":"BGP session established'));
+  ok(
+    assumed >= 0 && session >= 0 && session < assumed,
+    `${pod} assumed an address (line ${assumed}) before a BGP session was up (line ${session})`,
+  );
+}
+
 /** The lab with both pods up and the router's route on the settled owner; returns the owner. */
 async function setUp(lab: Awaited<ReturnType<typeof createEgressBgpLab>>) {
   await lab.lab.startAll();
@@ -37,6 +51,7 @@ async function setUp(lab: Awaited<ReturnType<typeof createEgressBgpLab>>) {
   const ownerIndex = lab.lab.pods.get(owner!)!.index;
   // First sessions: bird's connect delay (1 s), then the UPDATE.
   await route.until((h) => h.join() === natExternal(ownerIndex), 30_000);
+  assumedAfterSession(owner!, lab.lab.pods.get(owner!)!.agent!.lines);
   const other = [...lab.lab.pods.keys()].find((p) => p !== owner)!;
   return { owner: owner!, other, route };
 }
@@ -113,6 +128,9 @@ rootTest(
       { fromLine: resumedFrom, timeoutMs: 10_000 },
     );
     const [settled] = await lab.lab.settle({ timeoutMs: 30_000 });
+    // Handed back only once its restarted bird has a session again (its heartbeats said not
+    // ready until then).
+    if (settled === owner) assumedAfterSession(owner, hung.lines, resumedFrom);
     const settledHop = natExternal(lab.lab.pods.get(settled!)!.index);
     await route.until((h) => h.join() === settledHop, 15_000);
     const rib = (await lab.router.birdc("show", "route", `${ADDRESS}/32`, "all")).stdout;

@@ -92,8 +92,9 @@ export async function egressClusterTest(t: Deno.TestContext, mode: EgressCluster
     },
   );
 
-  let traffic: Traffic | undefined;
+  let traffic: Traffic | undefined, trafficAt = 0;
   await rig.step("TCP connections and a UDP stream from each client pod", async () => {
+    trafficAt = performance.now();
     traffic = await startTraffic(rig);
   });
 
@@ -197,7 +198,7 @@ export async function egressClusterTest(t: Deno.TestContext, mode: EgressCluster
   });
 
   await rig.step("every connection survived with the same source address and port", async () => {
-    const summaries = await endTraffic(traffic!);
+    const summaries = await endTraffic(traffic!, trafficAt);
     report.doubles = rig.doubles();
     await checkTraffic(rig, traffic!, summaries, gone, report);
   });

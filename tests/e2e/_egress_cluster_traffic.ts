@@ -11,6 +11,7 @@ import { formatIpv4, parseIpv4 } from "../../lib/ipv4.ts";
 import { clientSummary } from "../../lab/clients/summary.ts";
 import type { HostProcess } from "../../lab/host_process.ts";
 import { type Any, type EgressRig, HOLD_MS, TCP_PORT, UDP_PORT } from "./_egress_cluster_rig.ts";
+import { diagnosis } from "./_egress_cluster_checks.ts";
 
 const CLIENTS = new URL("../../lab/clients/", import.meta.url).pathname;
 
@@ -99,22 +100,39 @@ export async function synced(rig: EgressRig, what: string): Promise<void> {
     },
     30_000,
     200,
-  ).catch((err) => {
-    throw new Error(`${err}: ${gap}`);
+  ).catch(async (err) => {
+    const steer = (await Promise.all(
+      rig.plan.clients.map(async (c) =>
+        (await rig.nodeAgentLog(c.node)).split("\n").filter((l) => l.includes("egress"))
+          .slice(-8).map((l) => `${c.node}: ${l.slice(0, 300)}`)
+      ),
+    )).flat();
+    const flows = rig.live().map((p: Any) => {
+      const f = natFlows(rig.topo.ns(rig.hostOf(p.metadata.name)), floating);
+      return `${p.metadata.name}: ${[...f].map(([k, v]) => `${k}=${v}`).join(" ")}`;
+    });
+    throw new Error(
+      `${err}: ${gap}; owners ${JSON.stringify(rig.status().owners)}\n${flows.join("\n")}\n` +
+        `${steer.join("\n")}\n${await diagnosis(rig, new Map())}`,
+    );
   });
 }
 
-/** Each client's summary after SIGUSR1 (none may have ended before: the run would be short). */
-export async function endTraffic(traffic: Traffic) {
-  for (const { c, tcp, udp } of traffic.clients) {
-    if ([...tcp.lines, ...udp.lines].some((l) => l.includes('"msg":"summary"'))) {
-      throw new Error(`${c.name}'s clients ended before the steps were done: raise HOLD_MS`);
-    }
+/**
+ * Each client's summary after SIGUSR1. A TCP client whose connections all died has ended already
+ * (its summary says so); one that ended because HOLD_MS passed would prove less than the steps
+ * claim: an error.
+ */
+export async function endTraffic(traffic: Traffic, startedAt: number) {
+  if (performance.now() - startedAt >= HOLD_MS - 1_000) {
+    throw new Error(`the steps took longer than the clients hold (${HOLD_MS} ms): raise HOLD_MS`);
   }
-  for (const { tcp, udp } of traffic.clients) {
-    Deno.kill(tcp.pid, "SIGUSR1");
-    Deno.kill(udp.pid, "SIGUSR1");
-  }
+  const signal = (p: HostProcess) => {
+    try {
+      p.child.kill("SIGUSR1");
+    } catch { /* ended already (every connection died): its summary says so */ }
+  };
+  for (const { tcp, udp } of traffic.clients) [tcp, udp].forEach(signal);
   const out = [];
   for (const { c, tcp, udp } of traffic.clients) {
     const s = await clientSummary(tcp, 30_000);

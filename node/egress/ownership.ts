@@ -22,17 +22,12 @@
  * - A pod not ready (BGP mode: no session up) is left out of the assignment (`AssignmentCache`);
  *   one that holds addresses hands them over at once, without the rebalance delay.
  *
- * Defaults: heartbeats 100 ms × 3 detect a death within 200–300 ms after it; ttl 250 ms, renew
- * every 50 ms, margin 50 ms. The lease of a dead owner is free at most 250 ms after its last
- * renew, so when detection comes (≥ 200 ms) the acquire succeeds at once or at the next poll:
- * takeover ≤ ~300 ms + one Redis round trip + `assume`. A holder keeps the address through 3 lost
- * renews (its window is 200 ms from a send); the margin absorbs timer lateness and the time
- * `forfeit` takes. A pod whose event loop stalls for more than ~200 ms forfeits (and re-acquires
- * if it is still the assigned owner): the price of a 400 ms takeover bound.
- *
- * One writer per address: the `assume` and `forfeit` callbacks of an address run one after the
- * other (`serialOp`), so a re-assume never overtakes the forfeit before it. Metrics and log
- * lines: see `_ownership_parts.ts`.
+ * Defaults (heartbeats 100 ms × 3, ttl 250, renew 50, margin 50 ms): a dead owner's lease is free
+ * ≤ 250 ms after its last renew, so the acquire at detection (≥ 200 ms) succeeds at once or at the
+ * next poll: takeover ≤ ~300 ms + a Redis round trip + `assume`. A holder survives 3 lost renews;
+ * an event-loop stall over ~200 ms forfeits (re-acquired if still assigned). One writer per
+ * address: `assume` and `forfeit` of an address run one after the other (`serialOp`). Metrics and
+ * log lines: `_ownership_parts.ts`.
  *
  * @module
  */

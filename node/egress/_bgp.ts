@@ -38,6 +38,16 @@ import { BirdSessions } from "../bgp/_sessions.ts";
 /** How often the watchdog is told the deadline (well inside the ownership's 200 ms window). */
 export const WATCHDOG_FEED_MS = 20;
 
+/**
+ * How long a withdrawal waits after `birdc configure` returned before it counts as done: bird
+ * sends the UPDATE from its main loop, which may sleep until the next wake of its control socket
+ * (node/bgp/_waker.ts, every 50 ms). Two wakes, so that on a planned handover (the lease is
+ * released after the withdrawal) the old owner's withdrawal is on the wire well before the
+ * successor's announcement: a cluster run on a loaded machine saw the router list both for a
+ * moment without it.
+ */
+export const WITHDRAW_SETTLE_MS = 100;
+
 /** Options of {@linkcode EgressBgp.start}. */
 export interface EgressBgpOptions {
   /** bird's directory (config, control socket, pid file, log). */
@@ -235,11 +245,9 @@ export class EgressBgp {
         if (attempt >= 3) return;
       }
     }
-    this.#log.info("floating address withdrawn", {
-      address: addr,
-      why,
-      ms: Math.round((performance.now() - t0) * 10) / 10,
-    });
+    const ms = Math.round((performance.now() - t0) * 10) / 10;
+    await sleep(WITHDRAW_SETTLE_MS);
+    this.#log.info("floating address withdrawn", { address: addr, why, ms });
   }
 
   /** Withdraws everything, waits `waitMs` for the routers, stops bird and the watchdog. */

@@ -32,6 +32,32 @@ export async function diagnosis(rig: EgressRig, gone: Map<string, string>): Prom
 }
 
 /**
+ * BGP: the router never listed two next hops for an address from `mark` on (planned handovers);
+ * else an error with each route change's time and the NAT pods' announce/withdraw lines.
+ */
+export async function noDoubles(
+  rig: EgressRig,
+  mark: number[],
+  gone: Map<string, string>,
+  what: string,
+): Promise<void> {
+  const doubles = rig.doubles(mark);
+  if (doubles.length === 0) return;
+  const changes = rig.histories.flatMap((h) =>
+    h.changes.map((c) => `${new Date(c.wall).toISOString()} ${h.prefix} via ${c.hops.join("+")}`)
+  );
+  const bgp = (await diagnosis(rig, gone)).split("\n").filter((l) =>
+    /floating address (announced|withdrawn)|address (assumed|forfeited|released)|BGP session/.test(
+      l,
+    )
+  );
+  throw new Error(
+    `${what}: the router listed two next hops: ${doubles.join(", ")}\n` +
+      `${changes.join("\n")}\n${bgp.join("\n")}`,
+  );
+}
+
+/**
  * The report (printed before any check), then the checks. `gone`: the logs of pods deleted
  * during the run, as last seen; `report`: what the scenarios add (owners, route doubles).
  */

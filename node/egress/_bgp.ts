@@ -13,11 +13,12 @@
  * {@linkcode BirdWatchdog}: bird is killed by the lease deadline the agent last reported.
  *
  * Readiness: the pod's Established sessions are followed (`node/bgp/_sessions.ts`); `onReady`
- * hears whether at least one is up, and the agent says so in its heartbeats, so no pod hands a
+ * hears when the pod turns ready (a session is up) or not ready (none for
+ * {@linkcode SESSION_LOSS_GRACE_MS}), and the agent says so in its heartbeats, so no pod hands a
  * floating address to this one (nor does this one take one) while its announcement would reach
  * no router (`_ownership_parts.ts` `AssignmentCache`). Logged: `BGP session established: taking
  * floating addresses` (sessions, `waited_ms`) and `no BGP session established: taking no floating
- * addresses`.
+ * addresses` (`for_ms`).
  *
  * Changes are applied one at a time (one `birdc configure` each, coalesced: a change waits only
  * for the one running, then the latest wanted set is applied).
@@ -47,6 +48,9 @@ export const WATCHDOG_FEED_MS = 20;
  * moment without it.
  */
 export const WITHDRAW_SETTLE_MS = 100;
+
+/** How long a pod that was ready may have no Established session before it is not ready. */
+export const SESSION_LOSS_GRACE_MS = 2_000;
 
 /** Options of {@linkcode EgressBgp.start}. */
 export interface EgressBgpOptions {
@@ -80,6 +84,8 @@ export class EgressBgp {
   #timer: ReturnType<typeof setInterval>;
   #sessions: BirdSessions;
   #ready = false;
+  #downSince = performance.now();
+  #lossTimer?: ReturnType<typeof setTimeout>;
   #stopped = false;
 
   private constructor(bird: BirdSupervisor, options: EgressBgpOptions, log: Logger) {
@@ -88,23 +94,44 @@ export class EgressBgp {
     this.#log = log;
     this.#watchdog = BirdWatchdog.start(bird.daemon.pid, log);
     this.#timer = setInterval(() => this.#feed(), WATCHDOG_FEED_MS);
-    const since = performance.now();
     this.#sessions = BirdSessions.start(bird.daemon.socket, {
       log,
-      onChange: (established) => {
-        const ready = established.length > 0;
-        if (ready === this.#ready || this.#stopped) return;
-        this.#ready = ready;
-        if (ready) {
-          const waited_ms = Math.round(performance.now() - since);
-          log.info("BGP session established: taking floating addresses", {
-            sessions: established,
-            waited_ms,
-          });
-        } else log.warn("no BGP session established: taking no floating addresses", {});
-        options.onReady?.(ready);
-      },
+      onChange: (established) => this.#sessionsChanged(established),
     });
+  }
+
+  /**
+   * Ready once a session is Established; not ready again only after none has been for
+   * {@linkcode SESSION_LOSS_GRACE_MS} (a bird restarted by its watchdog is back in about a
+   * second: the pod keeps its addresses, as the other pods, as starved, would lose theirs too).
+   */
+  #sessionsChanged(established: readonly string[]): void {
+    if (this.#stopped) return;
+    const log = this.#log;
+    if (established.length > 0) {
+      clearTimeout(this.#lossTimer);
+      this.#lossTimer = undefined;
+      if (this.#ready) return;
+      this.#ready = true;
+      const waited_ms = Math.round(performance.now() - this.#downSince);
+      log.info("BGP session established: taking floating addresses", {
+        sessions: established,
+        waited_ms,
+      });
+      this.#o.onReady?.(true);
+      return;
+    }
+    if (!this.#ready || this.#lossTimer !== undefined) return;
+    this.#downSince = performance.now();
+    this.#lossTimer = setTimeout(() => {
+      this.#lossTimer = undefined;
+      if (this.#stopped || !this.#ready) return;
+      this.#ready = false;
+      log.warn("no BGP session established: taking no floating addresses", {
+        for_ms: Math.round(performance.now() - this.#downSince),
+      });
+      this.#o.onReady?.(false);
+    }, SESSION_LOSS_GRACE_MS);
   }
 
   /** Whether at least one BGP session is Established (as last read). */
@@ -257,6 +284,7 @@ export class EgressBgp {
     for (const addr of [...this.#wanted.keys()]) await this.withdraw(addr, "agent stopping");
     this.#stopped = true;
     clearInterval(this.#timer);
+    clearTimeout(this.#lossTimer);
     await this.#sessions.stop();
     if (had.length > 0 && waitMs > 0) await sleep(waitMs);
     await this.#watchdog.stop();

@@ -101,9 +101,10 @@ export class EgressBgp {
   }
 
   /**
-   * Ready once a session is Established; not ready again only after none has been for
-   * {@linkcode SESSION_LOSS_GRACE_MS} (a bird restarted by its watchdog is back in about a
-   * second: the pod keeps its addresses, as the other pods, as starved, would lose theirs too).
+   * Ready once a session is Established; not ready again as soon as none is while the pod holds
+   * no address, else only after none has been for {@linkcode SESSION_LOSS_GRACE_MS} (a bird
+   * restarted by its watchdog is back in about a second: the pod keeps its addresses, as the
+   * other pods, as starved, would lose theirs too).
    */
   #sessionsChanged(established: readonly string[]): void {
     if (this.#stopped) return;
@@ -123,20 +124,36 @@ export class EgressBgp {
     }
     if (!this.#ready || this.#lossTimer !== undefined) return;
     this.#downSince = performance.now();
-    this.#lossTimer = setTimeout(() => {
-      this.#lossTimer = undefined;
-      if (this.#stopped || !this.#ready) return;
-      this.#ready = false;
-      log.warn("no BGP session established: taking no floating addresses", {
-        for_ms: Math.round(performance.now() - this.#downSince),
-      });
-      this.#o.onReady?.(false);
-    }, SESSION_LOSS_GRACE_MS);
+    // Holding nothing, it must not be handed anything now; holding addresses, it keeps them for
+    // the grace but takes no other meanwhile (`mayAcquire`).
+    if (this.#wanted.size === 0) return this.#notReady();
+    this.#lossTimer = setTimeout(() => this.#notReady(), SESSION_LOSS_GRACE_MS);
   }
 
-  /** Whether at least one BGP session is Established (as last read). */
+  #notReady(): void {
+    clearTimeout(this.#lossTimer);
+    this.#lossTimer = undefined;
+    if (this.#stopped || !this.#ready) return;
+    this.#ready = false;
+    this.#log.warn("no BGP session established: taking no floating addresses", {
+      for_ms: Math.round(performance.now() - this.#downSince),
+      holding: this.#wanted.size,
+    });
+    this.#o.onReady?.(false);
+  }
+
+  /** Whether the pod is ready (a session is up, or was until less than the grace ago). */
   get ready(): boolean {
     return this.#ready;
+  }
+
+  /**
+   * Whether the pod may take an address it does not hold: not while it is still ready for the
+   * grace with no session up (it keeps what it holds). When not ready, the assignment decides
+   * (left out while another pod is ready; with none ready every pod counts).
+   */
+  get mayAcquire(): boolean {
+    return !this.#ready || this.#sessions.established.length > 0;
   }
 
   /**

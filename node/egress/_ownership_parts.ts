@@ -40,6 +40,11 @@ export interface EgressOwnershipOptions {
   readonly assume: (addr: string, epoch: number) => Promise<void>;
   /** Stops using the address now (fencing). */
   readonly forfeit: (addr: string, why: string) => Promise<void>;
+  /**
+   * False while this pod must take no address it does not hold (BGP: no session up right now,
+   * though still ready for the grace); it keeps what it holds. Default: always true.
+   */
+  readonly mayAcquire?: () => boolean;
   /** Before a planned release: flush the conntrack sync. */
   readonly beforeHandover?: (addr: string) => Promise<void>;
   /** Logger (default the process logger). */

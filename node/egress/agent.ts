@@ -256,6 +256,7 @@ export class EgressAgent {
         void owners.publish("forfeited", addr);
         return this.#holder.forfeit(addr, why);
       },
+      mayAcquire: () => this.#bgp?.mayAcquire ?? true,
       beforeHandover: async () => {
         await this.#sender?.flush();
       },

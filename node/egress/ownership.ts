@@ -212,6 +212,7 @@ export class EgressOwnership {
       return;
     }
     if (slot.busy || this.#draining || !a || now < (slot.retryAt ?? 0)) return;
+    if (this.#o.mayAcquire?.() === false) return void (slot.freeSince = undefined);
     if (a.owner === this.#o.self) {
       slot.state = "acquiring";
       return await this.#acquire(slot, a);

@@ -122,3 +122,26 @@ Deno.test("a holder that is no longer ready hands over at once (no rebalance del
     await Promise.all(all.map((p) => p.own.stop({ abandon: true })));
   }
 });
+
+Deno.test("mayAcquire false: a pod takes nothing new (it keeps what it holds) until it is true", async () => {
+  using _logs = captureLogs();
+  const rec = new OwnershipRecorder();
+  let may = false, asked = 0;
+  const all = pods(["nat1", "nat2"], rec, { mayAcquire: () => (asked++, may) });
+  const [a, b] = all as [Pod, Pod];
+  try {
+    for (const p of all) await p.own.start();
+    await waitFor("twenty steps that asked", () => asked >= 20);
+    deepStrictEqual([a.leases.acquires, b.leases.acquires], [0, 0]);
+    deepStrictEqual(rec.intervals, []);
+    may = true;
+    await waitFor("both owned", () => a.own.owned().size + b.own.owned().size === 2);
+    may = false; // holders keep what they hold (renewals do not ask)
+    const r = a.leases.renewals + b.leases.renewals;
+    await waitFor("ten renewals", () => a.leases.renewals + b.leases.renewals >= r + 10);
+    deepStrictEqual(a.own.owned().size + b.own.owned().size, 2);
+    deepStrictEqual(rec.overlaps(), []);
+  } finally {
+    await Promise.all(all.map((p) => p.own.stop({ abandon: true })));
+  }
+});

@@ -20,6 +20,10 @@
  * 4. BGP convergence (`bench/_egress_bgp.ts`): in BGP mode, the owner SIGKILLed ROUNDS times (10;
  *    `--quick` 3): the successor's `address assumed` → the router's kernel route via it, p50/max,
  *    and the moments the router had two next hops (must be 0).
+ * 5. Routed mode, steering (`bench/_egress_steer.ts`, what `bench:egress-steer` runs): 4 client
+ *    nodes (`--quick` 2), the owner SIGKILLed 20 times (`--quick` 2): the successor's `address
+ *    assumed` → every node agent repointed (the slowest node per round), p50/max, and the
+ *    takeover the client pods' probes see.
  *
  * Last line: one JSON object with `sync_entries_per_s`, `detect_ms_p50`, `takeover_ms_p50`,
  * `takeover_ms_max`, `survived`, `connections` and the baseline's `baseline_survived`.
@@ -35,6 +39,7 @@ import { runFailover, takeoverTimes, waitForSuccessor } from "../lab/egress_scen
 import { median } from "./_stats.ts";
 import { measureSync, type SyncMeasurement } from "./_egress_sync.ts";
 import { type BgpConvergence, measureBgpConvergence } from "./_egress_bgp.ts";
+import { measureSteering } from "./_egress_steer.ts";
 
 const OPTIONS = {
   command: "bench:egress",
@@ -136,6 +141,13 @@ try {
   note("bgp measure failed", { err: (err as Error).message });
 }
 
+let steer: Awaited<ReturnType<typeof measureSteering>> | null = null;
+try {
+  steer = await measureSteering(args.quick ? 2 : 20, args.quick ? 2 : 4, note);
+} catch (err) {
+  note("steering measure failed", { err: (err as Error).message });
+}
+
 const got = (k: keyof Sample) => samples.map((s) => s[k]).filter((v): v is number => v !== null);
 const takeover = got("takeover"), detect = got("detect"), assume = got("assume");
 const follow = got("follow");
@@ -168,6 +180,13 @@ const result = {
   bgp_failovers: bgp ? bgp.convergeMs.length : null,
   bgp_unseen: bgp?.unseen ?? null,
   bgp_two_next_hops: bgp?.doubles ?? null,
+  steer_rounds: steer?.rounds ?? null,
+  steer_client_nodes: steer?.client_nodes ?? null,
+  steer_every_node_repointed_ms_p50: steer?.every_node_repointed_ms_p50 ?? null,
+  steer_every_node_repointed_ms_max: steer?.every_node_repointed_ms_max ?? null,
+  steer_takeover_ms_p50: steer?.takeover_ms_p50 ?? null,
+  steer_takeover_ms_max: steer?.takeover_ms_max ?? null,
+  steer_unseen: steer?.unseen ?? null,
   quick: args.quick,
 };
 console.log(JSON.stringify(result));

@@ -8,7 +8,7 @@
  * the wall-clock time (`at`, epoch ms) of the first echo after a silence longer than three
  * intervals, and after DURATION_MS one summary: sent, echoed, wrong (echoes that do not match a
  * sent datagram), max_gap_ms (longest silence between echoes) and last_echo_age_ms (0 = alive to
- * the end). Bounded by DURATION_MS (+2 s to see the first echo).
+ * the end). SIGUSR1 ends the run early. Bounded by DURATION_MS (+2 s to see the first echo).
  *
  * @module
  */
@@ -53,11 +53,23 @@ socket.on("message", (msg) => {
 });
 await new Promise<void>((resolve) => socket.connect(port, host, resolve));
 const begin = Date.now();
-const until = begin + durationMs;
+let until = begin + durationMs;
 const timer = setInterval(() => {
   socket.send(`${stream}:${sent++}`);
 }, intervalMs);
-await new Promise((r) => setTimeout(r, durationMs));
+await new Promise<void>((resolve) => {
+  const early = () => {
+    until = Date.now();
+    end();
+  };
+  const end = () => {
+    clearTimeout(full);
+    Deno.removeSignalListener("SIGUSR1", early);
+    resolve();
+  };
+  const full = setTimeout(end, durationMs);
+  Deno.addSignalListener("SIGUSR1", early);
+});
 clearInterval(timer);
 await new Promise((r) => setTimeout(r, Math.min(500, 5 * intervalMs)));
 console.log(JSON.stringify({

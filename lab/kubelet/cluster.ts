@@ -15,6 +15,16 @@
  * (`2001:db8:2:N::/64`, cni.ts), Nodes list both addresses and CIDRs, and the LB nodes also peer
  * with the router over IPv6 for the IPv6 pool {@linkcode POOL6} (a session per family).
  *
+ * With `extraWorkers` N there are nodes w3…w(2+N) too (link `nK`, `10.12.K.2`, pod CIDR index
+ * K+2), labelled as `nodeLabels` says. With `wan` there is an external segment
+ * {@linkcode WAN_NET} (a bridge in host `wan`): the external server host `ext` ({@linkcode
+ * EXTERNAL_SERVER}) and the router (`.254`) are on it, and pods reach it through the secondary
+ * network `wan` (cni.ts: annotation `k8s.v1.cni.cncf.io/networks: wan@IFNAME`, addresses from
+ * `.21`, with a route to {@linkcode FAR_NET} via the router). `ext` has no route beyond its
+ * segment: it can answer only addresses on it. The server host `far` ({@linkcode FAR_SERVER}) is
+ * behind the router (default route via it): it answers whatever the router routes, e.g. floating
+ * addresses the router learns over BGP from peers on `wan` ({@linkcode RouterBird.setPeers}).
+ *
  * The router routes each pod CIDR to its node, and runs bird2 (lab/_anycast_router.ts, AS 65000,
  * BFD, ECMP) peering with each LB node's address (AS {@linkcode LB_ASN}): the LB IPs reach the LB
  * nodes once their agents announce them (the LoadBalancerConfig's `spec.bgp`,
@@ -30,7 +40,7 @@ import { type KubeServer, startKubeServer } from "../kube/mod.ts";
 import { attachXdp, BpfObject, DEFAULT_OBJECT_DIR } from "../../node/bpf/mod.ts";
 import { ROUTER_ASN, RouterBird } from "../_anycast_router.ts";
 import { type KubeletNode, LabKubelet } from "./kubelet.ts";
-import { podCidr6 } from "./cni.ts";
+import { podCidr6, SecondaryNetwork } from "./cni.ts";
 
 const REPO = new URL("../../", import.meta.url).pathname;
 /** The addresses the router sends to the LB node. */
@@ -43,6 +53,16 @@ export const CLIENT6 = "2001:db8:10::2";
 /** The LB nodes' AS (one for all: the LoadBalancerConfig has one `localAsn`). */
 export const LB_ASN = 65100;
 const BFD = { intervalMs: 100, multiplier: 3 };
+/** The external segment (`wan`). */
+export const WAN_NET = "198.18.0.0/24";
+/** The external server's address on it (host `ext`). */
+export const EXTERNAL_SERVER = "198.18.0.1";
+/** The router's address on `wan` (a BGP peer for pods there). */
+export const WAN_ROUTER = "198.18.0.254";
+/** The network behind the router (host `far`). */
+export const FAR_NET = "203.0.113.0/24";
+/** The server behind the router (host `far`). */
+export const FAR_SERVER = "203.0.113.2";
 
 /**
  * The LoadBalancerConfig `spec.bgp` that peers each LB node with the router on its link; with
@@ -92,6 +112,23 @@ const NODES = [
   { name: "w2", link: "n2", net: "10.12.2", net6: "2001:db8:12:2", index: 2, lb: false },
 ];
 
+/** The nodes of a cluster with `extra` more workers. */
+function nodesOf(extra: number): typeof NODES {
+  if (!(extra >= 0 && extra <= 8)) throw new Error(`extraWorkers ${extra}: 0..8`);
+  const more = Array.from({ length: extra }, (_, i) => {
+    const k = i + 3;
+    return {
+      name: `w${k}`,
+      link: `n${k}`,
+      net: `10.12.${k}`,
+      net6: `2001:db8:12:${k}`,
+      index: k + 2,
+      lb: false,
+    };
+  });
+  return [...NODES, ...more];
+}
+
 /** IPv6 in fresh namespaces: no duplicate address detection, addresses kept on link down. */
 const SYSCTLS6 = {
   "net.ipv6.conf.all.accept_dad": 0,
@@ -104,13 +141,23 @@ const SYSCTLS6 = {
 export interface KubeletClusterOptions {
   /** Dual stack (default false: IPv4 only). */
   readonly ipv6?: boolean;
+  /** Worker nodes besides w1 and w2 (module doc; default 0). */
+  readonly extraWorkers?: number;
+  /** Labels added to the Nodes, by node name. */
+  readonly nodeLabels?: Readonly<Record<string, Readonly<Record<string, string>>>>;
+  /** The external segment and the secondary network `wan` (module doc; IPv4 only). */
+  readonly wan?: boolean;
 }
+
+const WAN = (ifname: string) => ({ host: "wan", ifname });
 
 /** Builds the network, starts the API server and Nodes, and the kubelet. */
 export async function startKubeletCluster(
   options: KubeletClusterOptions = {},
 ): Promise<KubeletCluster> {
   const v6 = options.ipv6 === true;
+  const wan = options.wan === true;
+  const NODES = nodesOf(options.extraWorkers ?? 0);
   const dir = await Deno.makeTempDir({ prefix: `hf-${Deno.pid}-kubelet-` });
   const cleanups: (() => PromiseLike<void> | void)[] = [];
   const teardown = async () => {
@@ -135,6 +182,7 @@ export async function startKubeletCluster(
           name: n.name,
           sysctls: { "net.ipv4.ip_forward": 1, ...(v6 ? SYSCTLS6 : {}) },
         })),
+        ...(wan ? [{ name: "wan" }, { name: "ext" }, { name: "far" }] : []),
       ],
       links: [
         {
@@ -145,9 +193,20 @@ export async function startKubeletCluster(
           a: { host: "router", ifname: n.link, address: `${n.net}.1/24`, txChecksumOff: true },
           b: { host: n.name, ifname: "eth0", address: `${n.net}.2/24` },
         })),
+        ...(wan
+          ? [
+            { a: { host: "router", ifname: "w0", address: `${WAN_ROUTER}/24` }, b: WAN("r0") },
+            { a: { host: "ext", ifname: "eth0", address: `${EXTERNAL_SERVER}/24` }, b: WAN("s0") },
+            {
+              a: { host: "router", ifname: "x0", address: "203.0.113.1/24" },
+              b: { host: "far", ifname: "eth0", address: `${FAR_SERVER}/24` },
+            },
+          ]
+          : []),
       ],
       routes: [
         { host: "client", to: "default", via: "10.10.0.1" },
+        ...(wan ? [{ host: "far", to: "default", via: "203.0.113.1" }] : []),
         ...NODES.flatMap((n) => [
           { host: n.name, to: "default", via: `${n.net}.1` },
           { host: "router", to: `10.2.${n.index}.0/24`, via: `${n.net}.2` },
@@ -155,6 +214,19 @@ export async function startKubeletCluster(
       ],
     });
     cleanups.push(() => topo.destroy());
+    const networks: SecondaryNetwork[] = [];
+    if (wan) {
+      await topo.exec("wan", "ip link add br0 type bridge stp_state 0 forward_delay 0".split(" "));
+      for (const port of ["r0", "s0"]) {
+        await topo.exec("wan", ["ip", "link", "set", "dev", port, "master", "br0"]);
+      }
+      await topo.exec("wan", ["ip", "link", "set", "dev", "br0", "up"]);
+      networks.push(
+        new SecondaryNetwork("wan", "wan", "br0", "198.18.0", 21, [
+          { to: FAR_NET, via: WAN_ROUTER },
+        ]),
+      );
+    }
     if (v6) {
       const addr6 = (h: string, dev: string, a: string) =>
         topo.exec(h, ["ip", "-6", "addr", "add", a, "dev", dev, "nodad"]);
@@ -215,6 +287,7 @@ export async function startKubeletCluster(
             "kubernetes.io/hostname": n.name,
             "kubernetes.io/os": "linux",
             ...(n.lb ? { "holdfast.io/lb-node": "true" } : {}),
+            ...(options.nodeLabels?.[n.name] ?? {}),
           },
         },
         spec: {
@@ -234,7 +307,7 @@ export async function startKubeletCluster(
         },
       }, { manager: "kubelet", subresource: "status" });
     }
-    const kubelet = new LabKubelet(topo, kube, nodes, dir, kubeconfig);
+    const kubelet = new LabKubelet(topo, kube, nodes, dir, kubeconfig, networks);
     cleanups.push(() => kubelet[Symbol.asyncDispose]());
     await kubelet.start();
     return {

@@ -14,10 +14,91 @@
  * Host-side veth names are never reused (`vk<n>`), so a deleted pod's rule never matches a later
  * pod. A pod's veth is deleted with it (taking its host route); its namespace goes at teardown.
  *
+ * Two pod annotations are honoured, as the plugins that define them read them:
+ *
+ * - `k8s.v1.cni.cncf.io/networks` (Multus): `NAME@IFNAME[,…]` — a second interface `IFNAME` on
+ *   the lab's secondary network `NAME` ({@linkcode SecondaryNetwork}: a veth into one bridge
+ *   shared by every node, as a macvlan on a second NIC would be), with the next free address of
+ *   its range and no route beyond its own prefix. An unknown network fails the pod.
+ * - `cni.projectcalico.org/allowedSourcePrefixes` (Calico): a JSON list of prefixes the pod may
+ *   also send from past the anti-spoofing rule (an egress NAT pod forwarding de-NATed replies).
+ *
  * @module
  */
 
 import type { Topology } from "../netns.ts";
+
+/** A secondary interface of a pod. */
+export interface PodAttachment {
+  /** Its name in the pod. */
+  readonly ifname: string;
+  /** The bridge-side end, in the network's host. */
+  readonly peer: string;
+  readonly address: string;
+  readonly network: SecondaryNetwork;
+}
+
+/**
+ * A secondary network (Multus' NetworkAttachmentDefinition in the lab): a bridge `bridge` in
+ * topology host `host`; pods get addresses `PREFIX.first` upwards in `PREFIX.0/24`, and `routes`.
+ */
+export class SecondaryNetwork {
+  #next: number;
+  static #serial = 0;
+  constructor(
+    readonly name: string,
+    readonly host: string,
+    readonly bridge: string,
+    readonly prefix: string,
+    first: number,
+    /** Routes every attached pod gets through this network (the attachment's IPAM routes). */
+    readonly routes: readonly { to: string; via: string }[] = [],
+  ) {
+    this.#next = first;
+  }
+
+  /** Puts interface `ifname` of pod host `pod` on the bridge with the next address. */
+  async attach(topo: Topology, pod: string, ifname: string): Promise<PodAttachment> {
+    if (this.#next > 250) throw new Error(`secondary network ${this.name} is exhausted`);
+    const address = `${this.prefix}.${this.#next++}`;
+    const peer = `wk${++SecondaryNetwork.#serial}`;
+    await topo.addLink({
+      a: { host: pod, ifname, address: `${address}/24` },
+      b: { host: this.host, ifname: peer },
+    });
+    await topo.exec(this.host, ["ip", "link", "set", "dev", peer, "master", this.bridge, "up"]);
+    for (const r of this.routes) await topo.addRoute({ host: pod, to: r.to, via: r.via });
+    return { ifname, peer, address, network: this };
+  }
+}
+
+const NETWORKS = "k8s.v1.cni.cncf.io/networks";
+const ALLOWED_SOURCES = "cni.projectcalico.org/allowedSourcePrefixes";
+
+/** What a pod's annotations ask of the network (see the module doc); throws on what is not known. */
+export function podNetworkRequests(
+  annotations: Record<string, string>,
+  networks: ReadonlyMap<string, SecondaryNetwork>,
+): { attachments: { network: SecondaryNetwork; ifname: string }[]; allowedSources: string[] } {
+  const attachments = (annotations[NETWORKS] ?? "").split(",").map((w) => w.trim())
+    .filter((w) => w !== "").map((word) => {
+      const [ref = "", ifname = ""] = word.split("@");
+      const name = ref.includes("/") ? ref.slice(ref.indexOf("/") + 1) : ref;
+      const network = networks.get(name);
+      if (network === undefined) throw new Error(`${NETWORKS}: no network "${name}" in the lab`);
+      if (!/^[a-z][a-z0-9]{0,14}$/.test(ifname)) {
+        throw new Error(`${NETWORKS}: "${word}" needs NAME@IFNAME (the lab names no interfaces)`);
+      }
+      return { network, ifname };
+    });
+  const raw = annotations[ALLOWED_SOURCES];
+  const allowedSources = raw === undefined ? [] : JSON.parse(raw);
+  if (
+    !Array.isArray(allowedSources) ||
+    !allowedSources.every((p) => typeof p === "string" && /^[0-9.]+\/\d+$/.test(p))
+  ) throw new Error(`${ALLOWED_SOURCES}: expected a JSON list of IPv4 prefixes, got ${raw}`);
+  return { attachments, allowedSources };
+}
 
 /** A pod's network as the helper made it. */
 export interface PodNet {
@@ -28,6 +109,8 @@ export interface PodNet {
   readonly ip6?: string;
   /** The host-side veth on the node. */
   readonly veth: string;
+  /** Its secondary interfaces (`k8s.v1.cni.cncf.io/networks`). */
+  readonly attachments?: readonly PodAttachment[];
 }
 
 const TABLE = `table inet hf_antispoof {
@@ -50,6 +133,7 @@ export class NodePodNetwork {
     readonly index: number,
     readonly dir: string,
     readonly ipv6 = false,
+    readonly networks: ReadonlyMap<string, SecondaryNetwork> = new Map(),
   ) {}
 
   get cidr(): string {
@@ -69,8 +153,12 @@ export class NodePodNetwork {
     })();
   }
 
-  /** Creates a pod's namespace, veth, address, routes and anti-spoofing rule. */
-  async add(): Promise<PodNet> {
+  /**
+   * Creates a pod's namespace, veth, address, routes and anti-spoofing rule; with `annotations`,
+   * its secondary interfaces and allowed sources (module doc).
+   */
+  async add(annotations: Record<string, string> = {}): Promise<PodNet> {
+    const asks = podNetworkRequests(annotations, this.networks);
     await this.#init();
     if (this.#next > 250) throw new Error(`pod CIDR ${this.cidr} of ${this.node} is exhausted`);
     const last = this.#next++;
@@ -111,6 +199,7 @@ export class NodePodNetwork {
     for (
       const rule of [
         ["ip", "saddr", ip, "counter", "accept"],
+        ...asks.allowedSources.map((p) => ["ip", "saddr", p, "counter", "accept"]),
         ["ip", "saddr", "!=", ip, "counter", "drop"],
         ...(ip6 ? [["ip6", "saddr", ip6, "counter", "accept"]] : []),
         // Besides its own address: only link-local and unspecified sources (neighbour discovery).
@@ -122,12 +211,34 @@ export class NodePodNetwork {
         ...rule,
       ]);
     }
-    return { host, ip, ...(ip6 ? { ip6 } : {}), veth };
+    const attachments: PodAttachment[] = [];
+    for (const a of asks.attachments) {
+      attachments.push(await a.network.attach(this.topo, host, a.ifname));
+    }
+    return {
+      host,
+      ip,
+      ...(ip6 ? { ip6 } : {}),
+      veth,
+      ...(attachments.length > 0 ? { attachments } : {}),
+    };
   }
 
-  /** Removes a pod's veth (and with it the host route). */
+  /** Removes a pod's veth (and with it the host route) and its secondary interfaces. */
   async remove(pod: PodNet): Promise<void> {
     await this.topo.exec(this.node, ["ip", "link", "del", pod.veth], { check: false });
+    for (const a of pod.attachments ?? []) {
+      await this.topo.exec(a.network.host, ["ip", "link", "del", a.peer], { check: false });
+    }
+  }
+
+  /** A dead node's pod: its secondary interfaces go down too (their bridge-side ends). */
+  async cut(pod: PodNet): Promise<void> {
+    for (const a of pod.attachments ?? []) {
+      await this.topo.exec(a.network.host, ["ip", "link", "set", "dev", a.peer, "down"], {
+        check: false,
+      });
+    }
   }
 
   /** Packets the anti-spoofing rules [accepted, dropped] on this node (one family, or both). */

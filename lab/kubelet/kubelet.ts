@@ -19,7 +19,7 @@ import type { Topology } from "../netns.ts";
 import type { HostProcess } from "../host_process.ts";
 import { type Relay, relayIntoNamespace } from "../_anycast_kube.ts";
 import { run } from "../command.ts";
-import { NodePodNetwork, type PodNet } from "./cni.ts";
+import { NodePodNetwork, type PodNet, type SecondaryNetwork } from "./cni.ts";
 import { type ContainerRun, containerRuns } from "./pod_spec.ts";
 import { KUBELET_FINALIZER, podReady, Workloads } from "./workloads.ts";
 import { EndpointSlices } from "./endpoints.ts";
@@ -82,12 +82,23 @@ export class LabKubelet implements AsyncDisposable {
     readonly nodes: readonly KubeletNode[],
     readonly dir: string,
     readonly kubeconfig: string,
+    /** Secondary networks pods may ask for (cni.ts, `k8s.v1.cni.cncf.io/networks`). */
+    networks: readonly SecondaryNetwork[] = [],
   ) {
     this.#workloads = new Workloads(kube.rest);
     this.#slices = new EndpointSlices(kube.rest);
+    const byName = new Map(networks.map((n) => [n.name, n]));
     for (const n of nodes) {
-      this.#nets.set(n.name, new NodePodNetwork(topo, n.name, n.index, dir, n.ip6 !== undefined));
+      this.#nets.set(
+        n.name,
+        new NodePodNetwork(topo, n.name, n.index, dir, n.ip6 !== undefined, byName),
+      );
     }
+  }
+
+  /** The topology host (network namespace) of a running pod not on the host network. */
+  podHost(namespace: string, name: string): string | undefined {
+    return this.#pods.get(`${namespace}/${name}`)?.net?.host;
   }
 
   /** The pod network helper of `node`. */
@@ -166,7 +177,17 @@ export class LabKubelet implements AsyncDisposable {
   async #startPod(pod: Obj, node: KubeletNode): Promise<void> {
     const m = o(pod.metadata), key = `${m.namespace}/${m.name}`;
     const host = o(pod.spec).hostNetwork === true;
-    const net = host ? undefined : await this.#nets.get(node.name)!.add();
+    let net: PodNet | undefined;
+    try {
+      net = host ? undefined : await this.#nets.get(node.name)!.add(
+        o(m.annotations) as Record<string, string>,
+      );
+    } catch (e) {
+      console.error(
+        JSON.stringify({ msg: "lab kubelet cannot run pod", pod: key, error: String(e) }),
+      );
+      return;
+    }
     const ip = net?.ip ?? node.ip;
     const hostIPs = [node.ip, ...(node.ip6 ? [node.ip6] : [])];
     const podIPs = net ? [net.ip, ...(net.ip6 ? [net.ip6] : [])] : hostIPs;
@@ -327,13 +348,15 @@ export class LabKubelet implements AsyncDisposable {
   }
 
   /**
-   * Node `name` died: its containers are killed at once, nothing on it is run again, and its pods
-   * turn NotReady (as the node lifecycle controller marks them); the pod objects stay.
+   * Node `name` died: its containers are killed at once, its pods' secondary interfaces go down,
+   * nothing on it is run again, and its pods turn NotReady (as the node lifecycle controller marks
+   * them); the pod objects stay.
    */
   async killNode(name: string): Promise<void> {
     this.#dead.add(name);
     for (const p of this.#pods.values()) {
       if (p.node.name !== name) continue;
+      if (p.net) await this.#nets.get(name)!.cut(p.net);
       await Promise.all(p.containers.map((c) => c.proc?.stop("SIGKILL", 1_000)));
       await this.#killLeftovers(p);
       const [ns, pod] = p.key.split("/") as [string, string];

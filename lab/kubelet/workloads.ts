@@ -3,7 +3,8 @@
  * Pods for each Deployment (its `replicas`, rolling update with one surge, scale down newest
  * first) and for each DaemonSet (one per Node its nodeSelector and tolerations admit; rolling
  * update one node at a time: the old pod is deleted, its successor created once it is gone), each
- * placed on a Node (nodeSelector, NoSchedule/NoExecute taints, fewest pods of the workload), and
+ * placed on a Node (nodeSelector, NoSchedule/NoExecute taints — for a Deployment's pods a Node not
+ * Ready counts as tainted `node.kubernetes.io/unreachable` — fewest pods of the workload), and
  * the workloads' `status` as those controllers write it. Pods carry the label
  * `pod-template-hash` (a hash of the template) and an ownerReference to their workload.
  *
@@ -34,11 +35,20 @@ export function podReady(pod: Obj): boolean {
 
 const deleting = (pod: Obj) => o(pod.metadata).deletionTimestamp !== undefined;
 
-function admits(node: Obj, podSpec: Any): boolean {
+/** A Node's taints, with the one the node lifecycle controller adds to a node not Ready. */
+function taints(node: Obj): Any[] {
+  const own = (o(node.spec).taints ?? []) as Any[];
+  const conds = (o(node.status).conditions ?? []) as Any[];
+  const ready = conds.find((c) => c.type === "Ready");
+  if (ready === undefined || ready.status === "True") return own;
+  return [...own, { key: "node.kubernetes.io/unreachable", effect: "NoSchedule" }];
+}
+
+function admits(node: Obj, podSpec: Any, unreachable = false): boolean {
   const labels = o(o(node.metadata).labels);
   for (const [k, v] of Object.entries(o(podSpec.nodeSelector))) if (labels[k] !== v) return false;
   const tolerations = (podSpec.tolerations ?? []) as Any[];
-  for (const taint of (o(node.spec).taints ?? []) as Any[]) {
+  for (const taint of unreachable ? taints(node) : (o(node.spec).taints ?? []) as Any[]) {
     if (taint.effect === "PreferNoSchedule") continue;
     const ok = tolerations.some((t) =>
       (t.operator === "Exists" && (t.key === undefined || t.key === taint.key)) ||
@@ -90,6 +100,7 @@ export class Workloads {
       metadata: {
         name,
         labels: { ...o(o(tpl.metadata).labels), "pod-template-hash": hash },
+        ...(o(tpl.metadata).annotations ? { annotations: o(tpl.metadata).annotations } : {}),
         ownerReferences: [{
           apiVersion: "apps/v1",
           kind,
@@ -134,7 +145,7 @@ export class Workloads {
     const readyCurrent = current.filter(podReady);
     if (current.length < want && old.length + current.length <= want) {
       const podSpec = o(o(o(d.spec).template).spec);
-      const fit = nodes.filter((n) => admits(n, podSpec));
+      const fit = nodes.filter((n) => admits(n, podSpec, true));
       if (fit.length > 0) {
         const count = (n: Obj) =>
           pods.filter((p) => o(p.spec).nodeName === o(n.metadata).name).length;

@@ -12,6 +12,14 @@
  * An agent that cannot withdraw itself (stopped, starving, killed) is covered by the
  * {@linkcode BirdWatchdog}: bird is killed by the lease deadline the agent last reported.
  *
+ * Readiness: the pod's Established sessions are followed (`node/bgp/_sessions.ts`); `onReady`
+ * hears when the pod turns ready (a session is up) or not ready (none for
+ * {@linkcode SESSION_LOSS_GRACE_MS}), and the agent says so in its heartbeats, so no pod hands a
+ * floating address to this one (nor does this one take one) while its announcement would reach
+ * no router (`_ownership_parts.ts` `AssignmentCache`). Logged: `BGP session established: taking
+ * floating addresses` (sessions, `waited_ms`) and `no BGP session established: taking no floating
+ * addresses` (`for_ms`).
+ *
  * Changes are applied one at a time (one `birdc configure` each, coalesced: a change waits only
  * for the one running, then the latest wanted set is applied).
  *
@@ -26,9 +34,23 @@ import {
   egressBirdSettings,
 } from "../../controller/egress/bgp_config.ts";
 import { BirdWatchdog } from "./_bgp_watchdog.ts";
+import { BirdSessions } from "../bgp/_sessions.ts";
 
 /** How often the watchdog is told the deadline (well inside the ownership's 200 ms window). */
 export const WATCHDOG_FEED_MS = 20;
+
+/**
+ * How long a withdrawal waits after `birdc configure` returned before it counts as done: bird
+ * sends the UPDATE from its main loop, which may sleep until the next wake of its control socket
+ * (node/bgp/_waker.ts, every 50 ms). Two wakes, so that on a planned handover (the lease is
+ * released after the withdrawal) the old owner's withdrawal is on the wire well before the
+ * successor's announcement: a cluster run on a loaded machine saw the router list both for a
+ * moment without it.
+ */
+export const WITHDRAW_SETTLE_MS = 100;
+
+/** How long a pod that was ready may have no Established session before it is not ready. */
+export const SESSION_LOSS_GRACE_MS = 2_000;
 
 /** Options of {@linkcode EgressBgp.start}. */
 export interface EgressBgpOptions {
@@ -43,6 +65,8 @@ export interface EgressBgpOptions {
    * (`EgressOwnership.validUntil`); undefined when it does not own it.
    */
   readonly validUntil: (addr: string) => number | undefined;
+  /** Hears whether at least one BGP session is Established (first call: when one is, or not). */
+  readonly onReady?: (ready: boolean) => void;
   readonly log?: Logger;
 }
 
@@ -58,6 +82,10 @@ export class EgressBgp {
   #chain: Promise<void> = Promise.resolve();
   #watchdog: BirdWatchdog;
   #timer: ReturnType<typeof setInterval>;
+  #sessions: BirdSessions;
+  #ready = false;
+  #downSince = performance.now();
+  #lossTimer?: ReturnType<typeof setTimeout>;
   #stopped = false;
 
   private constructor(bird: BirdSupervisor, options: EgressBgpOptions, log: Logger) {
@@ -66,6 +94,66 @@ export class EgressBgp {
     this.#log = log;
     this.#watchdog = BirdWatchdog.start(bird.daemon.pid, log);
     this.#timer = setInterval(() => this.#feed(), WATCHDOG_FEED_MS);
+    this.#sessions = BirdSessions.start(bird.daemon.socket, {
+      log,
+      onChange: (established) => this.#sessionsChanged(established),
+    });
+  }
+
+  /**
+   * Ready once a session is Established; not ready again as soon as none is while the pod holds
+   * no address, else only after none has been for {@linkcode SESSION_LOSS_GRACE_MS} (a bird
+   * restarted by its watchdog is back in about a second: the pod keeps its addresses, as the
+   * other pods, as starved, would lose theirs too).
+   */
+  #sessionsChanged(established: readonly string[]): void {
+    if (this.#stopped) return;
+    const log = this.#log;
+    if (established.length > 0) {
+      clearTimeout(this.#lossTimer);
+      this.#lossTimer = undefined;
+      if (this.#ready) return;
+      this.#ready = true;
+      const waited_ms = Math.round(performance.now() - this.#downSince);
+      log.info("BGP session established: taking floating addresses", {
+        sessions: established,
+        waited_ms,
+      });
+      this.#o.onReady?.(true);
+      return;
+    }
+    if (!this.#ready || this.#lossTimer !== undefined) return;
+    this.#downSince = performance.now();
+    // Holding nothing, it must not be handed anything now; holding addresses, it keeps them for
+    // the grace but takes no other meanwhile (`mayAcquire`).
+    if (this.#wanted.size === 0) return this.#notReady();
+    this.#lossTimer = setTimeout(() => this.#notReady(), SESSION_LOSS_GRACE_MS);
+  }
+
+  #notReady(): void {
+    clearTimeout(this.#lossTimer);
+    this.#lossTimer = undefined;
+    if (this.#stopped || !this.#ready) return;
+    this.#ready = false;
+    this.#log.warn("no BGP session established: taking no floating addresses", {
+      for_ms: Math.round(performance.now() - this.#downSince),
+      holding: this.#wanted.size,
+    });
+    this.#o.onReady?.(false);
+  }
+
+  /** Whether the pod is ready (a session is up, or was until less than the grace ago). */
+  get ready(): boolean {
+    return this.#ready;
+  }
+
+  /**
+   * Whether the pod may take an address it does not hold: not while it is still ready for the
+   * grace with no session up (it keeps what it holds). When not ready, the assignment decides
+   * (left out while another pod is ready; with none ready every pod counts).
+   */
+  get mayAcquire(): boolean {
+    return !this.#ready || this.#sessions.established.length > 0;
   }
 
   /**
@@ -88,6 +176,7 @@ export class EgressBgp {
       routerId: options.routerId,
       localAsn: section.localAsn,
       peers: section.peers.map((p) => p.address),
+      takes_addresses: "once a BGP session is established",
     });
     return self;
   }
@@ -200,11 +289,9 @@ export class EgressBgp {
         if (attempt >= 3) return;
       }
     }
-    this.#log.info("floating address withdrawn", {
-      address: addr,
-      why,
-      ms: Math.round((performance.now() - t0) * 10) / 10,
-    });
+    const ms = Math.round((performance.now() - t0) * 10) / 10;
+    await sleep(WITHDRAW_SETTLE_MS);
+    this.#log.info("floating address withdrawn", { address: addr, why, ms });
   }
 
   /** Withdraws everything, waits `waitMs` for the routers, stops bird and the watchdog. */
@@ -214,6 +301,8 @@ export class EgressBgp {
     for (const addr of [...this.#wanted.keys()]) await this.withdraw(addr, "agent stopping");
     this.#stopped = true;
     clearInterval(this.#timer);
+    clearTimeout(this.#lossTimer);
+    await this.#sessions.stop();
     if (had.length > 0 && waitMs > 0) await sleep(waitMs);
     await this.#watchdog.stop();
     await this.#bird.stop();

@@ -1,7 +1,10 @@
 /**
  * The heartbeat datagram of {@link PeerHealth} (`health.ts`): a small JSON object,
- * `{"t":"hf-egress-hb","v":1,"n":NAME,"s":SEQ,"b":BOOT,"d":0|1}`. Anything else on the port
- * (malformed, oversized, another version) decodes to `null` and is ignored.
+ * `{"t":"hf-egress-hb","v":1,"n":NAME,"s":SEQ,"b":BOOT,"d":0|1}`, and `"r":0` from a pod that
+ * must not be given floating addresses yet (BGP mode: no session established; absent means ready,
+ * so a ready pod's datagram is the same as before and an older pod reading it ignores the field).
+ * Anything else on the port (malformed, oversized, another version) decodes to `null` and is
+ * ignored.
  *
  * @module
  */
@@ -16,6 +19,8 @@ export interface Heartbeat {
   readonly boot: string;
   /** The sender is draining (handing its addresses over). */
   readonly draining: boolean;
+  /** The sender may be given floating addresses (false: its BGP sessions are down). Default true. */
+  readonly ready?: boolean;
 }
 
 const TAG = "hf-egress-hb";
@@ -40,6 +45,7 @@ export function encodeHeartbeat(hb: Heartbeat): Uint8Array {
       s: hb.seq,
       b: hb.boot,
       d: hb.draining ? 1 : 0,
+      ...(hb.ready === false ? { r: 0 } : {}),
     }),
   );
 }
@@ -59,5 +65,6 @@ export function decodeHeartbeat(data: Uint8Array): Heartbeat | null {
   if (typeof o.n !== "string" || o.n === "" || typeof o.b !== "string" || o.b === "") return null;
   if (typeof o.s !== "number" || !Number.isSafeInteger(o.s) || o.s < 0) return null;
   if (o.d !== 0 && o.d !== 1) return null;
-  return { name: o.n, seq: o.s, boot: o.b, draining: o.d === 1 };
+  if (o.r !== undefined && o.r !== 0 && o.r !== 1) return null;
+  return { name: o.n, seq: o.s, boot: o.b, draining: o.d === 1, ready: o.r !== 0 };
 }

@@ -40,6 +40,11 @@ export interface EgressOwnershipOptions {
   readonly assume: (addr: string, epoch: number) => Promise<void>;
   /** Stops using the address now (fencing). */
   readonly forfeit: (addr: string, why: string) => Promise<void>;
+  /**
+   * False while this pod must take no address it does not hold (BGP: no session up right now,
+   * though still ready for the grace); it keeps what it holds. Default: always true.
+   */
+  readonly mayAcquire?: () => boolean;
   /** Before a planned release: flush the conntrack sync. */
   readonly beforeHandover?: (addr: string) => Promise<void>;
   /** Logger (default the process logger). */
@@ -129,23 +134,53 @@ export function newSlot(addr: string): Slot {
   };
 }
 
-/** The assignment over the live pods that are not draining, recomputed when they change. */
+/**
+ * The assignment over the live pods that are not draining, recomputed when they change. Pods that
+ * say they are not ready (BGP mode: no session established, `HealthView.unready`) are left out
+ * while at least one other pod is ready: they are neither owner nor standby of anything, so no
+ * address is handed to a pod whose announcement would reach no router. When no pod is ready (the
+ * routers are away for everyone), every live pod counts, as before.
+ */
 export class AssignmentCache {
   #key = "";
   #assignment: Map<string, Assignment> | null = null;
 
+  #leftOut = 0;
+
+  /** `log` gets a line each time pods are left out, or no longer are. */
+  constructor(readonly log?: Logger) {}
+
   /** The assignment of `addresses` over `health`'s live, non-draining pods (and not `leaving`). */
   get(addresses: string[], health: HealthView, leaving?: string): Map<string, Assignment> {
-    const draining = new Set(health.draining());
-    if (leaving !== undefined) draining.add(leaving);
-    const pods = health.live().filter((p) => !draining.has(p));
-    const key = pods.join(",");
+    const { pods, unready } = candidates(health, leaving);
+    const key = `${pods.join(",")}/${unready.join(",")}`;
     if (!this.#assignment || this.#key !== key) {
       this.#key = key;
       this.#assignment = assignAddresses(addresses, pods);
+      if (unready.length > 0 || this.#leftOut > 0) {
+        this.log?.info("assignment leaves out pods not ready", { pods, unready });
+      }
+      this.#leftOut = unready.length;
     }
     return this.#assignment;
   }
+}
+
+/**
+ * The pods an assignment is made over (live, not draining, not `leaving`, ready unless none is)
+ * and the live ones left out because they are not ready.
+ */
+export function candidates(
+  health: HealthView,
+  leaving?: string,
+): { pods: string[]; unready: string[] } {
+  const draining = new Set(health.draining());
+  if (leaving !== undefined) draining.add(leaving);
+  const pods = health.live().filter((p) => !draining.has(p));
+  const notReady = new Set(health.unready());
+  const ready = pods.filter((p) => !notReady.has(p));
+  if (ready.length === 0) return { pods, unready: [] };
+  return { pods: ready, unready: pods.filter((p) => notReady.has(p)) };
 }
 
 /** Why this pod is taking `slot`'s address (the takeovers metric's label); clears lastHolder. */

@@ -18,6 +18,7 @@ import type {
 export class FakeHealth implements HealthView {
   readonly #live = new Set<string>();
   readonly #draining = new Set<string>();
+  readonly #unready = new Set<string>();
   readonly #callbacks: ((peer: string, up: boolean) => void)[] = [];
 
   constructor(readonly self: string, peers: readonly string[], readonly detectMs = 30) {
@@ -33,8 +34,24 @@ export class FakeHealth implements HealthView {
     return [...this.#draining].filter((p) => this.#live.has(p)).sort();
   }
 
+  unready(): string[] {
+    return [...this.#unready].filter((p) => this.#live.has(p)).sort();
+  }
+
   onChange(cb: (peer: string, up: boolean) => void): void {
     this.#callbacks.push(cb);
+  }
+
+  setReady(r: boolean): void {
+    this.setPeerReady(this.self, r);
+  }
+
+  /** Marks `peer` (or self) ready or not, as its heartbeats would. */
+  setPeerReady(peer: string, r: boolean): void {
+    if (r === !this.#unready.has(peer)) return;
+    if (r) this.#unready.delete(peer);
+    else this.#unready.add(peer);
+    for (const cb of this.#callbacks) cb(peer, true);
   }
 
   setDraining(d: boolean): void {

@@ -201,6 +201,8 @@ export class EgressAgent {
       peers: others.map((p) => ({ name: p.name, host: p.address, port: config.ports.health })),
       intervalMs: config.healthCheck.intervalMs,
       multiplier: config.healthCheck.multiplier,
+      // BGP mode: given no floating address before a session is up (`_bgp.ts`, `onReady`).
+      ready: (this.#o.announce ?? "garp") === "garp",
       log: this.#log,
       registry,
     });
@@ -255,6 +257,7 @@ export class EgressAgent {
         void owners.publish("forfeited", addr);
         return this.#holder.forfeit(addr, why);
       },
+      mayAcquire: () => this.#bgp?.mayAcquire ?? true,
       beforeHandover: async () => {
         await this.#sender?.flush();
       },
@@ -321,6 +324,7 @@ export class EgressAgent {
       routerId,
       floating: this.#config.addresses.map((fa) => fa.address),
       validUntil: (addr) => this.#ownership?.validUntil(addr),
+      onReady: (ready) => this.#health?.setReady(ready),
       log: this.#log.with({ component: "egress-bgp" }),
     });
     this.#bgp = bgp;

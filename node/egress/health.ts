@@ -4,8 +4,9 @@
  * intervals pass without one: detection within 300 ms by default. Heartbeats come from the
  * agent's own event loop, so a hung (SIGSTOPped) agent falls silent and is detected exactly like
  * a dead one. Each carries the sender's name, a sequence number (old or duplicated datagrams are
- * dropped), a boot id (a restarted peer is seen going down and up again) and a draining flag
- * (planned handover: peers stop counting on a draining pod at once).
+ * dropped), a boot id (a restarted peer is seen going down and up again), a draining flag
+ * (planned handover: peers stop counting on a draining pod at once) and a ready flag (a pod in
+ * BGP mode without an established session: peers leave it out of the assignment, `assign.ts`).
  *
  * The send schedule is anchored to `performance.now()` at start (tick k at start + k·interval),
  * so it does not drift; a late tick skips to the next slot instead of bunching up. Detection uses
@@ -16,7 +17,7 @@
  * Malformed or foreign datagrams are counted (`holdfast_egress_heartbeats_ignored_total`) and
  * ignored. Metrics: `holdfast_egress_peer_up{peer}`, `holdfast_egress_heartbeats_total{dir}`,
  * `holdfast_egress_peer_down_total{peer}`. Log lines: "peer up", "peer down" (with how long
- * since the last heartbeat), "peer restarted", "peer draining".
+ * since the last heartbeat), "peer restarted", "peer draining", "peer ready" / "peer not ready".
  *
  * @module
  */
@@ -49,6 +50,8 @@ export interface PeerHealthOptions {
   readonly intervalMs?: number;
   /** Intervals without a heartbeat before a peer is down (default 3). */
   readonly multiplier?: number;
+  /** Whether this pod starts ready to be given floating addresses (default true; `setReady`). */
+  readonly ready?: boolean;
   /** Logger (default the process logger). */
   readonly log?: Logger;
   /** Metrics registry (default the process registry). */
@@ -61,10 +64,20 @@ export interface HealthView {
   live(): string[];
   /** Pods (self included) that announced they are draining and are still up. */
   draining(): string[];
-  /** Called when a peer goes up or down, or a live peer's draining flag changes (`up` true). */
+  /**
+   * Live pods (self included) that must not be given floating addresses now (BGP mode: no
+   * session established), sorted.
+   */
+  unready(): string[];
+  /**
+   * Called when a peer goes up or down, or a live peer's draining or ready flag changes (`up`
+   * true), or this pod's own ready flag changes (`peer` = self).
+   */
   onChange(cb: (peer: string, up: boolean) => void): void;
   /** Announces (or withdraws) this pod's draining in its heartbeats. */
   setDraining(d: boolean): void;
+  /** Announces whether this pod may be given floating addresses (in its heartbeats, at once). */
+  setReady(r: boolean): void;
   /** How long a silent peer takes to be declared down, ms. */
   readonly detectMs: number;
 }
@@ -75,6 +88,7 @@ interface PeerState {
   boot: string;
   seq: number;
   draining: boolean;
+  ready: boolean;
   lastHeardAt: number;
   changedAt: number;
   timer?: ReturnType<typeof setTimeout>;
@@ -82,7 +96,8 @@ interface PeerState {
 
 /** A peer not heard from yet: down until its first heartbeat. */
 function unheardPeer(address: PeerAddress): PeerState {
-  return { address, up: false, boot: "", seq: -1, draining: false, lastHeardAt: 0, changedAt: 0 };
+  const times = { lastHeardAt: 0, changedAt: 0 };
+  return { address, up: false, boot: "", seq: -1, draining: false, ready: true, ...times };
 }
 
 /** UDP heartbeats to and from the peers; see the module doc. */
@@ -99,6 +114,7 @@ export class PeerHealth implements HealthView {
   readonly #m;
   #socket: dgram.Socket | null = null;
   #draining = false;
+  #ready: boolean;
   #seq = 0;
   readonly #ticker: Ticker;
   #stopped = false;
@@ -113,6 +129,7 @@ export class PeerHealth implements HealthView {
       );
     }
     this.#listen = { ...o.listen };
+    this.#ready = o.ready ?? true;
     for (const p of o.peers) {
       if (p.name === o.self) continue;
       if (this.#peers.has(p.name)) {
@@ -210,6 +227,14 @@ export class PeerHealth implements HealthView {
     return out.sort();
   }
 
+  unready(): string[] {
+    const out = [...this.#peers.values()].filter((p) => p.up && !p.ready).map((p) =>
+      p.address.name
+    );
+    if (!this.#ready) out.push(this.self);
+    return out.sort();
+  }
+
   /**
    * Replaces the peer list while running (the controller's config in Redis changed): new peers
    * start as down until their heartbeats arrive, a removed peer that was up is declared down
@@ -252,6 +277,13 @@ export class PeerHealth implements HealthView {
     this.#send(); // at once: the standbys should not wait for the next tick
   }
 
+  setReady(r: boolean): void {
+    if (this.#ready === r) return;
+    this.#ready = r;
+    this.#send(); // at once: the peers recompute the assignment
+    this.#emit(this.self, true);
+  }
+
   /** Sends one heartbeat to every peer now. */
   #send(): void {
     const socket = this.#socket;
@@ -261,6 +293,7 @@ export class PeerHealth implements HealthView {
       seq: this.#seq++,
       boot: this.bootId,
       draining: this.#draining,
+      ready: this.#ready,
     });
     for (const p of this.#peers.values()) {
       socket.send(datagram, p.address.port, p.address.host, (err: Error | null) => {
@@ -289,17 +322,23 @@ export class PeerHealth implements HealthView {
     peer.lastHeardAt = now;
     this.#m.heartbeats.inc({ dir: "rx" });
     const drainingChanged = peer.draining !== hb.draining;
+    const readyChanged = peer.ready !== (hb.ready ?? true);
     peer.draining = hb.draining;
+    peer.ready = hb.ready ?? true;
     if (!peer.up) {
       peer.up = true;
       const downMs = peer.changedAt ? Math.round(now - peer.changedAt) : undefined;
       peer.changedAt = now;
       this.#m.up.set({ peer: hb.name }, 1);
-      this.#log.info("peer up", { peer: hb.name, down_ms: downMs, draining: hb.draining });
+      const { draining, ready } = peer;
+      this.#log.info("peer up", { peer: hb.name, down_ms: downMs, draining, ready });
       this.#armCheck(peer, this.detectMs);
       this.#emit(hb.name, true);
     } else if (drainingChanged) {
       this.#log.info(hb.draining ? "peer draining" : "peer no longer draining", { peer: hb.name });
+      this.#emit(hb.name, true);
+    } else if (readyChanged) {
+      this.#log.info(peer.ready ? "peer ready" : "peer not ready", { peer: hb.name });
       this.#emit(hb.name, true);
     }
   }

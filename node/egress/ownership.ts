@@ -19,18 +19,15 @@
  *   same handover moves an address to a pod that joined: its failed acquires leave a "want" that
  *   the holder's renew reads; it is honoured once membership has been stable for
  *   `rebalanceDelayMs` and only for the pod the assignment names (one that can reach Redis).
+ * - A pod not ready (BGP mode: no session up) is left out of the assignment (`AssignmentCache`);
+ *   one that holds addresses hands them over at once, without the rebalance delay.
  *
- * Defaults: heartbeats 100 ms × 3 detect a death within 200–300 ms after it; ttl 250 ms, renew
- * every 50 ms, margin 50 ms. The lease of a dead owner is free at most 250 ms after its last
- * renew, so when detection comes (≥ 200 ms) the acquire succeeds at once or at the next poll:
- * takeover ≤ ~300 ms + one Redis round trip + `assume`. A holder keeps the address through 3 lost
- * renews (its window is 200 ms from a send); the margin absorbs timer lateness and the time
- * `forfeit` takes. A pod whose event loop stalls for more than ~200 ms forfeits (and re-acquires
- * if it is still the assigned owner): the price of a 400 ms takeover bound.
- *
- * One writer per address: the `assume` and `forfeit` callbacks of an address run one after the
- * other (`serialOp`), so a re-assume never overtakes the forfeit before it. Metrics and log
- * lines: see `_ownership_parts.ts`.
+ * Defaults (heartbeats 100 ms × 3, ttl 250, renew 50, margin 50 ms): a dead owner's lease is free
+ * ≤ 250 ms after its last renew, so the acquire at detection (≥ 200 ms) succeeds at once or at the
+ * next poll: takeover ≤ ~300 ms + a Redis round trip + `assume`. A holder survives 3 lost renews;
+ * an event-loop stall over ~200 ms forfeits (re-acquired if still assigned). One writer per
+ * address: `assume` and `forfeit` of an address run one after the other (`serialOp`). Metrics and
+ * log lines: `_ownership_parts.ts`.
  *
  * @module
  */
@@ -71,7 +68,7 @@ export class EgressOwnership {
   readonly #m: OwnershipMetrics;
   readonly #ticker: Ticker;
   readonly #rebalanceDelayMs: number;
-  readonly #plan = new AssignmentCache();
+  readonly #plan: AssignmentCache;
   #membershipChangedAt = performance.now();
   #running = false;
   #draining = false;
@@ -96,6 +93,7 @@ export class EgressOwnership {
     for (const addr of new Set(o.addresses)) this.#slots.set(addr, newSlot(addr));
     this.#log = (o.log ?? rootLog).with({ component: "egress-ownership", egress: o.name });
     this.#m = ownershipMetrics(o.registry ?? rootRegistry);
+    this.#plan = new AssignmentCache(this.#log);
     for (const addr of this.#slots.keys()) this.#m.owner.set({ address: addr }, 0);
     this.#ticker = new Ticker(this.renewMs, () => this.#stepAll());
     o.health.onChange(() => {
@@ -214,6 +212,7 @@ export class EgressOwnership {
       return;
     }
     if (slot.busy || this.#draining || !a || now < (slot.retryAt ?? 0)) return;
+    if (this.#o.mayAcquire?.() === false) return void (slot.freeSince = undefined);
     if (a.owner === this.#o.self) {
       slot.state = "acquiring";
       return await this.#acquire(slot, a);
@@ -308,9 +307,12 @@ export class EgressOwnership {
       slot.validUntil = Math.max(slot.validUntil, sentAt + this.ttlMs - this.marginMs);
       this.#armFence(slot);
       const wanted = r.wantedBy;
+      // A holder that is not ready itself (no BGP session: its announcement reaches no router)
+      // hands over at once; otherwise membership must have been stable for the rebalance delay.
+      const delay = this.#o.health.unready().includes(this.#o.self) ? 0 : this.#rebalanceDelayMs;
       if (
         wanted && wanted !== this.#o.self && a?.owner === wanted && this.#running &&
-        performance.now() - this.#membershipChangedAt >= this.#rebalanceDelayMs
+        performance.now() - this.#membershipChangedAt >= delay
       ) {
         void this.#handover(slot, `rebalance to ${wanted}`);
       }

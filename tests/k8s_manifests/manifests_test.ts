@@ -274,6 +274,7 @@ Deno.test("k8s/node.yaml: every node, host network, BPF NET_ADMIN PERFMON, --kub
       "--pin-dir /sys/fs/bpf/holdfast-node",
       "--listen 127.0.0.1:9472",
       "--node-address $(HOST_IPS)",
+      "--egress-steer",
     ]
   ) assert(args.includes(part), `node args carry "${part}": ${args}`);
   assertEquals(c.readinessProbe.httpGet, { host: "127.0.0.1", path: "/readyz", port: 9472 });

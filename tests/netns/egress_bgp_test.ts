@@ -29,6 +29,23 @@ function noDoubles(route: RouteHistory): void {
   );
 }
 
+/**
+ * A pod assumes an address only while it is a candidate: its own last `assignment leaves out pods
+ * not ready` line before that (if any) does not leave it out. (Left out = no BGP session while
+ * another pod has one; with none ready every pod counts, so at a cold start or when every bird
+ * restarts a pod may assume before its session is up, and its route comes with the session.)
+ */
+function assumedOnlyAsCandidate(pod: string, lines: readonly string[]): void {
+  let leftOut = false;
+  for (const [i, line] of lines.entries()) {
+    if (line.includes('"msg":"assignment leaves out pods not ready"')) {
+      leftOut = (JSON.parse(line).unready as string[]).includes(pod);
+    } else if (line.includes('"msg":"address assumed"')) {
+      ok(!leftOut, `${pod} assumed an address while left out for want of a BGP session: line ${i}`);
+    }
+  }
+}
+
 /** The lab with both pods up and the router's route on the settled owner; returns the owner. */
 async function setUp(lab: Awaited<ReturnType<typeof createEgressBgpLab>>) {
   await lab.lab.startAll();
@@ -61,6 +78,7 @@ rootTest(
     pod.agent = null;
     await route.until((h) => h.join() === natExternal(lab.lab.pods.get(other)!.index), 15_000);
     noDoubles(route);
+    assumedOnlyAsCandidate(other, lab.lab.pods.get(other)!.agent!.lines);
     const t = await clientSummary(tcp, holdMs + 20_000);
     const u = await clientSummary<Record<string, number>>(udp, holdMs + 10_000);
     const sources = lab.lab.server!.udp.lines.filter((l) => l.includes('"msg":"udp source"'));
@@ -113,6 +131,9 @@ rootTest(
       { fromLine: resumedFrom, timeoutMs: 10_000 },
     );
     const [settled] = await lab.lab.settle({ timeoutMs: 30_000 });
+    // Its restarted bird has no session for a while (its heartbeats say not ready): it takes
+    // nothing meanwhile while the other pod has one.
+    for (const p of [owner, other]) assumedOnlyAsCandidate(p, lab.lab.pods.get(p)!.agent!.lines);
     const settledHop = natExternal(lab.lab.pods.get(settled!)!.index);
     await route.until((h) => h.join() === settledHop, 15_000);
     const rib = (await lab.router.birdc("show", "route", `${ADDRESS}/32`, "all")).stdout;

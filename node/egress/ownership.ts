@@ -20,15 +20,12 @@
  *   the holder's renew reads; it is honoured once membership has been stable for
  *   `rebalanceDelayMs` and only for the pod the assignment names (one that can reach Redis).
  * - A pod not ready (BGP mode: no session up) is left out of the assignment (`AssignmentCache`);
- *   one that holds addresses hands them over at once, without the rebalance delay.
- *
- * Defaults (heartbeats 100 ms × 3, ttl 250, renew 50, margin 50 ms): a dead owner's lease is free
+ *   one that holds addresses hands them over at once, without the rebalance delay. Defaults (heartbeats 100 ms × 3, ttl 250, renew 50, margin 50 ms): a dead owner's lease is free
  * ≤ 250 ms after its last renew, so the acquire at detection (≥ 200 ms) succeeds at once or at the
  * next poll: takeover ≤ ~300 ms + a Redis round trip + `assume`. A holder survives 3 lost renews;
  * an event-loop stall over ~200 ms forfeits (re-acquired if still assigned). One writer per
  * address: `assume` and `forfeit` of an address run one after the other (`serialOp`). Metrics and
  * log lines: `_ownership_parts.ts`.
- *
  * @module
  */
 

@@ -4,9 +4,11 @@
  * a rolling restart keeps established connections. See docs/egress.md.
  *
  * - `agent.ts` the NAT pod's agent (`main.ts egress`), composing the parts below;
- * - `config.ts` the file source (JSON), `egress_args.ts` the command line;
+ * - `controller/egress/config.ts` the config (the file source's JSON; shared with the controller),
+ *   `egress_args.ts` the command line;
  * - `nft.ts` the SNAT rules, `addresses.ts` the floating /32s and gratuitous ARP;
- * - `health.ts` heartbeats, `lease.ts` / `assign.ts` / `ownership.ts` who owns what;
+ * - `health.ts` heartbeats, `controller/egress/lease.ts` (the Redis lease) / `assign.ts` /
+ *   `ownership.ts` who owns what;
  * - `sync.ts` conntrack sync between NAT pods (over `node/conntrack/`).
  *
  * @module

@@ -20,19 +20,40 @@ import { isDualStack } from "./select.ts";
 import { redirectByService } from "./redirect.ts";
 import type { Service } from "./service.ts";
 import { sameHealthCheck } from "../sources/health_check.ts";
-import type { BackendInput, ServiceInput, Writer } from "./writer.ts";
+import type { BackendInput, ServiceInput } from "./inputs.ts";
+import type { LBTables } from "./tables.ts";
+import type { ReconcileStatus } from "../reconciler/status.ts";
+import type { Logger } from "../../../lib/log.ts";
+
+/**
+ * What a {@linkcode SourceWriter} needs of the Writer (`writer.ts`, which implements it): the
+ * tables, the priorities, the rows' pending status and the cross-table refresh.
+ */
+export interface WriterCore {
+  readonly tables: LBTables;
+  readonly log: Logger;
+  readonly metrics: {
+    holdfast_writer_rejected_services_total: number;
+    holdfast_writer_rejected_frontends_total: number;
+  };
+  txn(): WriteTxn;
+  priority(source: string): number;
+  intern(s: string): string;
+  pending(prev?: ReconcileStatus): ReconcileStatus;
+  refreshFrontends(txn: WriteTxn, name: string): void;
+}
 
 /** Distinct backend parameter sets one `setBackends` call shares instance objects among. */
 const MAX_SHARED = 16;
 
 /** The Writer as one data source sees it: every row written is owned by `source`. */
 export class SourceWriter {
-  readonly writer: Writer;
+  readonly writer: WriterCore;
   readonly source: string;
   readonly priority: number;
 
   /** @internal */
-  constructor(writer: Writer, source: string) {
+  constructor(writer: WriterCore, source: string) {
     this.writer = writer;
     this.source = writer.intern(source);
     this.priority = writer.priority(source);

@@ -17,13 +17,10 @@
  */
 
 import { log, type Logger } from "../../../lib/log.ts";
-import type { FlowKeyMode } from "../maps/lbmaps.ts";
 import { pendingStatus, type ReconcileStatus } from "../reconciler/status.ts";
 import type { WriteTxn } from "../../../lib/statedb/mod.ts";
-import type { HealthCheck } from "../sources/health_check.ts";
-import type { BackendState } from "./backend.ts";
 import { type Frontend, frontendsByService, frontendsRedirectedTo } from "./frontend.ts";
-import { SourceWriter } from "./source_writer.ts";
+import { SourceWriter, type WriterCore } from "./source_writer.ts";
 import { type LBTables, lbWriteTxn } from "./tables.ts";
 
 /**
@@ -41,36 +38,7 @@ export const DEFAULT_PRIORITIES: Readonly<Record<string, number>> = Object.freez
 /** Priority of a source not in the priority table. */
 export const UNKNOWN_PRIORITY = 100;
 
-/** A service as a source describes it, with its frontends. */
-export interface ServiceInput {
-  /** `namespace/name`. */
-  readonly name: string;
-  readonly flowKeyMode?: FlowKeyMode;
-  /** Maglev table size (prime); omitted: the reconciler's default. */
-  readonly maglevSize?: number;
-  /** No new TCP connections (`Service.draining`); omitted: false. */
-  readonly draining?: boolean;
-  /** Active health check the LB nodes run (carried to agents in the model). */
-  readonly healthCheck?: HealthCheck;
-  readonly frontends: readonly FrontendInput[];
-}
-
-/** A frontend of a {@linkcode ServiceInput}. */
-export interface FrontendInput {
-  /** `IP:PORT/PROTO`. */
-  readonly address: string;
-  readonly portName?: string;
-}
-
-/** A backend as a source reports it for one service. */
-export interface BackendInput {
-  /** `IP:PORT/PROTO`. */
-  readonly address: string;
-  readonly portName?: string;
-  readonly state?: BackendState;
-  readonly weight?: number;
-  readonly zone?: string;
-}
+export type { BackendInput, FrontendInput, ServiceInput } from "./inputs.ts";
 
 /** Counters of the writer's decisions, Prometheus-style names. */
 export interface WriterMetrics {
@@ -79,7 +47,7 @@ export interface WriterMetrics {
 }
 
 /** Owns cross-table consistency of the LB tables. */
-export class Writer {
+export class Writer implements WriterCore {
   readonly tables: LBTables;
   readonly #priorities: Readonly<Record<string, number>>;
   /** Backend-services already refreshed in a txn: refresh each at most once per txn. */

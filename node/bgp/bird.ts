@@ -14,14 +14,15 @@
  */
 
 import { log as rootLog, type Logger } from "../../lib/log.ts";
-import { registry } from "../../lib/metrics.ts";
+import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
 import { sleep } from "../../lib/backoff.ts";
 import { renderBirdConfig } from "./bird_config.ts";
 import { adoptedBird, type BirdProcess, childBird, notOurBird } from "./_proc.ts";
 import { BirdWaker } from "./_waker.ts";
 import type { BgpProblem, BgpSettings } from "./settings.ts";
 
-const metrics = {
+/** The daemon's metrics, on `registry` (lib/metrics.ts: registered per instance). */
+const birdMetrics = (registry: Registry) => ({
   up: registry.gauge("holdfast_bgp_daemon_up", "1 while the node's bird daemon runs."),
   reloads: registry.counter("holdfast_bgp_reloads_total", "birdc configure runs by result.", {
     labelNames: ["result"],
@@ -35,7 +36,7 @@ const metrics = {
     "holdfast_bgp_daemon_adopted_total",
     "Times a starting agent adopted the bird a previous agent left running instead of starting one.",
   ),
-};
+});
 
 /** Raised when bird or birdc fails; the message carries bird's own words. */
 export class BirdError extends Error {
@@ -63,10 +64,16 @@ export interface BirdStartOptions {
   readonly readyTimeoutMs?: number;
   /** Announce mode `lb`: the addresses to announce from the start (default none). */
   readonly announced?: readonly string[];
+  /** Where its metrics go (default the process registry, served at `/metrics`). */
+  readonly registry?: Registry;
 }
 
 /** Logs each refused peer (one line naming it) and sets `holdfast_bgp_peers_refused`. */
-export function reportBgpProblems(problems: readonly BgpProblem[], log: Logger): void {
+export function reportBgpProblems(
+  problems: readonly BgpProblem[],
+  log: Logger,
+  registry: Registry = processRegistry,
+): void {
   for (const p of problems) {
     log.warn("BGP peer refused; the other peers keep announcing", {
       peer: p.peer,
@@ -74,7 +81,7 @@ export function reportBgpProblems(problems: readonly BgpProblem[], log: Logger):
       reason: p.message,
     });
   }
-  metrics.refused.set(undefined, problems.length);
+  birdMetrics(registry).refused.set(undefined, problems.length);
 }
 
 async function runTool(argv: string[], timeoutMs = 5_000): Promise<Deno.CommandOutput> {
@@ -102,6 +109,7 @@ const text = (b: Uint8Array) => new TextDecoder().decode(b);
 export class BirdDaemon implements AsyncDisposable {
   readonly #proc: BirdProcess;
   readonly #log: Logger;
+  readonly #metrics: ReturnType<typeof birdMetrics>;
   #settings: BgpSettings;
   #announced: readonly string[];
   #stopped = false;
@@ -113,6 +121,8 @@ export class BirdDaemon implements AsyncDisposable {
     settings: BgpSettings,
     log: Logger,
     announced: readonly string[],
+    /** Where its metrics go. */
+    readonly registry: Registry,
     /** Whether a previous agent started this bird (adopted, not our child). */
     readonly adopted = false,
   ) {
@@ -120,6 +130,7 @@ export class BirdDaemon implements AsyncDisposable {
     this.#settings = settings;
     this.#announced = announced;
     this.#log = log;
+    this.#metrics = birdMetrics(registry);
   }
 
   /** The control socket path (`birdc -s`). */
@@ -164,20 +175,22 @@ export class BirdDaemon implements AsyncDisposable {
     await Deno.mkdir(options.dir, { recursive: true });
     const conf = `${options.dir}/bird.conf`;
     const announced = options.announced ?? [];
+    const registry = options.registry ?? processRegistry;
     const adopted = await BirdDaemon.#adopt(settings, options, log);
     if (adopted) return adopted;
     await Deno.writeTextFile(
       conf,
       renderBirdConfig(settings, { logFile: `${options.dir}/bird.log`, announced }),
     );
-    reportBgpProblems(options.problems ?? [], log);
+    reportBgpProblems(options.problems ?? [], log, registry);
     const child = new Deno.Command("bird", {
       args: ["-f", "-c", conf, "-s", `${options.dir}/bird.ctl`, "-P", `${options.dir}/bird.pid`],
       stdin: "null",
       stdout: "null",
       stderr: "piped",
     }).spawn();
-    const daemon = new BirdDaemon(childBird(child), options.dir, settings, log, announced);
+    const proc = childBird(child);
+    const daemon = new BirdDaemon(proc, options.dir, settings, log, announced, registry);
     const deadline = Date.now() + (options.readyTimeoutMs ?? 5_000);
     let last = "";
     for (let i = 0; i < 500 && Date.now() < deadline; i++) {
@@ -192,8 +205,8 @@ export class BirdDaemon implements AsyncDisposable {
       const r = await runTool(["birdc", "-s", daemon.socket, "show", "status"], 1_000);
       if (r.success && text(r.stdout).includes("Daemon is up")) {
         daemon.#wake();
-        metrics.up.set(undefined, 1);
-        metrics.peers.set(undefined, settings.peers.length);
+        daemon.#metrics.up.set(undefined, 1);
+        daemon.#metrics.peers.set(undefined, settings.peers.length);
         log.info("bird started", {
           pid: child.pid,
           dir: options.dir,
@@ -235,6 +248,7 @@ export class BirdDaemon implements AsyncDisposable {
       settings,
       log,
       options.announced ?? [],
+      options.registry ?? processRegistry,
       true,
     );
     const status = await daemon.birdc("show", "status").catch((e) => e as Error);
@@ -249,7 +263,7 @@ export class BirdDaemon implements AsyncDisposable {
       await daemon.#proc.release();
       return null;
     }
-    reportBgpProblems(options.problems ?? [], log);
+    reportBgpProblems(options.problems ?? [], log, daemon.registry);
     try {
       await daemon.#configure(settings, options.announced ?? []);
     } catch (e) {
@@ -257,8 +271,8 @@ export class BirdDaemon implements AsyncDisposable {
       throw e;
     }
     daemon.#wake();
-    metrics.up.set(undefined, 1);
-    metrics.adopted.inc();
+    daemon.#metrics.up.set(undefined, 1);
+    daemon.#metrics.adopted.inc();
     log.info("adopted bird", {
       pid,
       dir: options.dir,
@@ -294,7 +308,7 @@ export class BirdDaemon implements AsyncDisposable {
    * previous one and this throws. Problems are reported as at start.
    */
   async reload(settings: BgpSettings, problems: readonly BgpProblem[] = []): Promise<void> {
-    reportBgpProblems(problems, this.#log);
+    reportBgpProblems(problems, this.#log, this.registry);
     await this.#configure(settings, this.#announced);
     this.#log.info("bird reconfigured", { peers: settings.peers.map((p) => p.address) });
   }
@@ -323,15 +337,15 @@ export class BirdDaemon implements AsyncDisposable {
     const out = await this.birdc("configure").catch((e) => e as Error);
     if (out instanceof Error || !/Reconfigur/.test(out)) {
       await Deno.writeTextFile(this.configPath, previous);
-      metrics.reloads.inc({ result: "refused" });
+      this.#metrics.reloads.inc({ result: "refused" });
       const why = out instanceof Error ? out.message : out.trim();
       this.#log.error("bird refused the new configuration; the previous one stays", { why });
       throw new BirdError(`bird refused the configuration: ${why}`);
     }
     this.#settings = settings;
     this.#announced = announced;
-    metrics.reloads.inc({ result: "ok" });
-    metrics.peers.set(undefined, settings.peers.length);
+    this.#metrics.reloads.inc({ result: "ok" });
+    this.#metrics.peers.set(undefined, settings.peers.length);
   }
 
   /** `birdc show protocols`, parsed. */
@@ -349,7 +363,7 @@ export class BirdDaemon implements AsyncDisposable {
     clearTimeout(timer);
     await this.#waker?.stop();
     await this.#proc.release();
-    metrics.up.set(undefined, 0);
+    this.#metrics.up.set(undefined, 0);
     this.#log.info("bird stopped", { pid: this.#proc.pid, adopted: this.adopted });
   }
 

@@ -1,6 +1,6 @@
 import { deepStrictEqual, ok, throws } from "node:assert/strict";
 import { captureLogs, log } from "../../lib/log.ts";
-import { registry } from "../../lib/metrics.ts";
+import { Registry } from "../../lib/metrics.ts";
 import {
   BgpSettingsError,
   parseBgpSettings,
@@ -130,7 +130,8 @@ Deno.test("bgp: refused peers are logged by name and counted in holdfast_bgp_pee
     ...BASE,
     peers: [{ address: "10.9.1.1", asn: 65000 }, { address: "bad", asn: 65000 }],
   });
-  reportBgpProblems(problems, log);
+  const registry = new Registry();
+  reportBgpProblems(problems, log, registry);
   const line = logs.records.find((r) => r.msg.startsWith("BGP peer refused"));
   ok(line?.peer === "bad" && line.path === "$.peers[1].address", JSON.stringify(line));
   ok(registry.expose().includes("holdfast_bgp_peers_refused 1"), registry.expose());

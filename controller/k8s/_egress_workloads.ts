@@ -14,7 +14,7 @@
  */
 
 import type { Logger } from "../../lib/log.ts";
-import { registry } from "../../lib/metrics.ts";
+import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
 import type { IpamCondition } from "../ipam/mod.ts";
 import {
   controlledBy,
@@ -37,11 +37,16 @@ export interface WorkloadWriter {
 /** The condition type this part owns. */
 export const NAT_PODS = "NATPods";
 
-const writes = registry.counter(
-  "holdfast_controller_egress_workload_writes_total",
-  "Writes of EgressNATs' Deployments and PodDisruptionBudgets by kind, op and result",
-  { labelNames: ["kind", "op", "result"] },
-);
+/**
+ * The workload writes' metric, on `registry` (lib/metrics.ts: registered by the part that
+ * reconciles, controller/k8s/egress.ts, and passed to {@linkcode reconcileWorkload}).
+ */
+export const workloadWritesCounter = (registry: Registry) =>
+  registry.counter(
+    "holdfast_controller_egress_workload_writes_total",
+    "Writes of EgressNATs' Deployments and PodDisruptionBudgets by kind, op and result",
+    { labelNames: ["kind", "op", "result"] },
+  );
 
 /** The workload part of one pass over one EgressNAT. */
 export async function reconcileWorkload(
@@ -52,6 +57,7 @@ export async function reconcileWorkload(
   writer: WorkloadWriter,
   logger: Logger,
   isLeader: () => boolean,
+  writes: ReturnType<typeof workloadWritesCounter> = workloadWritesCounter(processRegistry),
 ): Promise<IpamCondition> {
   const gen: number | undefined = nat.metadata?.generation;
   const g = gen !== undefined ? { observedGeneration: gen } : {};

@@ -17,7 +17,7 @@
 
 import { Backoff, type BackoffOptions } from "../../lib/backoff.ts";
 import { log, type Logger } from "../../lib/log.ts";
-import { registry } from "../../lib/metrics.ts";
+import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
 import { AddressAllocator, type IpamResult, isClaimed } from "../ipam/mod.ts";
 import { CONFIG_NAME, type ConfigView, readConfig } from "./_config.ts";
 import { type FedService, type ModelSink, SourceFeed } from "./_feed.ts";
@@ -26,37 +26,40 @@ import { withRetry } from "./_write_retry.ts";
 import { type ClusterView, keyOf, type KubeObject } from "./objects.ts";
 import type { ClusterWriter, EventInput } from "./status.ts";
 
-const reconciles = registry.counter(
-  "holdfast_controller_reconciles_total",
-  "Reconcile passes (every Service and pool each time)",
-);
-const reconcileSeconds = registry.histogram(
-  "holdfast_controller_reconcile_seconds",
-  "Duration of a reconcile pass, writes included",
-);
-const allocations = registry.counter(
-  "holdfast_controller_allocations_total",
-  "Addresses allocated (AddressAllocated Events)",
-);
-const allocationFailures = registry.counter(
-  "holdfast_controller_allocation_failures_total",
-  "Services that could not get an address (AllocationFailed Events)",
-);
-const writes = registry.counter(
-  "holdfast_controller_writes_total",
-  "Writes to the API server by kind (Service, AddressPool, LoadBalancerConfig, Event)",
-  { labelNames: ["kind"] },
-);
-const writeFailures = registry.counter(
-  "holdfast_controller_write_failures_total",
-  "Failed writes to the API server by kind (retried on the next pass)",
-  { labelNames: ["kind"] },
-);
-const writeRetries = registry.counter(
-  "holdfast_controller_write_retries_total",
-  "Writes tried again at once by kind (429, 500/503/504, or 409 on a write without precondition)",
-  { labelNames: ["kind"] },
-);
+/** The controller's metrics, on `registry` (lib/metrics.ts: registered per instance). */
+const controllerMetrics = (registry: Registry) => ({
+  reconciles: registry.counter(
+    "holdfast_controller_reconciles_total",
+    "Reconcile passes (every Service and pool each time)",
+  ),
+  reconcileSeconds: registry.histogram(
+    "holdfast_controller_reconcile_seconds",
+    "Duration of a reconcile pass, writes included",
+  ),
+  allocations: registry.counter(
+    "holdfast_controller_allocations_total",
+    "Addresses allocated (AddressAllocated Events)",
+  ),
+  allocationFailures: registry.counter(
+    "holdfast_controller_allocation_failures_total",
+    "Services that could not get an address (AllocationFailed Events)",
+  ),
+  writes: registry.counter(
+    "holdfast_controller_writes_total",
+    "Writes to the API server by kind (Service, AddressPool, LoadBalancerConfig, Event)",
+    { labelNames: ["kind"] },
+  ),
+  writeFailures: registry.counter(
+    "holdfast_controller_write_failures_total",
+    "Failed writes to the API server by kind (retried on the next pass)",
+    { labelNames: ["kind"] },
+  ),
+  writeRetries: registry.counter(
+    "holdfast_controller_write_retries_total",
+    "Writes tried again at once by kind (429, 500/503/504, or 409 on a write without precondition)",
+    { labelNames: ["kind"] },
+  ),
+});
 
 /** Options of {@linkcode LbController}. */
 export interface ControllerOptions {
@@ -83,6 +86,8 @@ export interface ControllerOptions {
   /** Clock of conditions' lastTransitionTime (default `new Date()`). */
   now?: () => Date;
   logger?: Logger;
+  /** Where its metrics go (default the process registry, served at `/metrics`). */
+  registry?: Registry;
 }
 
 /** What one pass did. */
@@ -109,6 +114,7 @@ export class LbController {
   readonly #log: Logger;
   readonly #feed: SourceFeed | undefined;
   readonly #backoff: Backoff;
+  readonly #metrics: ReturnType<typeof controllerMetrics>;
   #allocator: AddressAllocator | undefined;
   #claimKey = "";
   #led = false;
@@ -136,6 +142,7 @@ export class LbController {
     this.#log = (options.logger ?? log).with({ component: "k8s-controller" });
     this.#feed = options.sink ? new SourceFeed(options.sink, this.#log) : undefined;
     this.#backoff = new Backoff(options.retry ?? { minMs: 100, maxMs: 30_000 });
+    this.#metrics = controllerMetrics(options.registry ?? processRegistry);
     this.firstPass = new Promise((r) => (this.#markFirst = r));
   }
 
@@ -186,7 +193,7 @@ export class LbController {
   /** One pass now (tests call it directly, never while `trigger` runs passes). */
   async reconcile(): Promise<PassSummary> {
     const started = performance.now();
-    reconciles.inc();
+    this.#metrics.reconciles.inc();
     const view = this.#o.view;
     const leader = this.#o.isLeader?.() ?? true;
     if (leader && !this.#led) this.#allocator = undefined;
@@ -219,7 +226,7 @@ export class LbController {
     if (result) await this.#write(result, services, pools, cfg, summary);
     if (summary.failures > 0) this.trigger(this.#backoff.next());
     else this.#backoff.reset();
-    reconcileSeconds.observe(undefined, (performance.now() - started) / 1000);
+    this.#metrics.reconcileSeconds.observe(undefined, (performance.now() - started) / 1000);
     this.#log.debug("reconciled", { ...summary, events: summary.events.length });
     return summary;
   }
@@ -248,12 +255,12 @@ export class LbController {
           conflictRetries: w.resourceVersion === undefined,
           sleep: this.#o.sleep,
         });
-        if (retries > 0) writeRetries.inc({ kind: w.kind }, retries);
-        writes.inc({ kind: w.kind });
+        if (retries > 0) this.#metrics.writeRetries.inc({ kind: w.kind }, retries);
+        this.#metrics.writes.inc({ kind: w.kind });
         summary.writes++;
       } catch (err) {
         this.#pending.delete(w.key);
-        writeFailures.inc({ kind: w.kind });
+        this.#metrics.writeFailures.inc({ kind: w.kind });
         summary.failures++;
         this.#log.warn("write failed; retrying", {
           kind: w.kind,
@@ -265,8 +272,8 @@ export class LbController {
     const fresh = planEvents(result, services, pools);
     for (const e of fresh) {
       summary.events.push(`${e.reason} ${e.regarding.name}`);
-      if (e.reason === "AddressAllocated") allocations.inc();
-      if (e.reason === "AllocationFailed") allocationFailures.inc();
+      if (e.reason === "AddressAllocated") this.#metrics.allocations.inc();
+      if (e.reason === "AllocationFailed") this.#metrics.allocationFailures.inc();
     }
     await limited(tasks, this.#o.concurrency ?? CONCURRENCY);
     // Events after status, so a reader who sees the Event finds the status it speaks of. The
@@ -282,10 +289,10 @@ export class LbController {
             conflictRetries: true, // a generated name taken: the next try generates another
             sleep: this.#o.sleep,
           });
-          if (retries > 0) writeRetries.inc({ kind: "Event" }, retries);
-          writes.inc({ kind: "Event" });
+          if (retries > 0) this.#metrics.writeRetries.inc({ kind: "Event" }, retries);
+          this.#metrics.writes.inc({ kind: "Event" });
         } catch (err) {
-          writeFailures.inc({ kind: "Event" });
+          this.#metrics.writeFailures.inc({ kind: "Event" });
           summary.failures++;
           const keep = e.tries + 1 < EVENT_TRIES && this.#eventBacklog.length < EVENT_BACKLOG;
           if (keep) this.#eventBacklog.push({ event: e.event, tries: e.tries + 1 });

@@ -19,7 +19,7 @@
  */
 
 import { log, type Logger } from "../../lib/log.ts";
-import { registry } from "../../lib/metrics.ts";
+import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
 import type { RedisConnection } from "../../lib/redis_connection.ts";
 import { type LeaseState, RedisLeaseStore } from "../egress/lease.ts";
 import { deleteEgressConfig, publishEgressConfig } from "../egress/redis_config.ts";
@@ -31,23 +31,32 @@ import {
   readyCondition,
 } from "./_egress_derive.ts";
 import type { EgressWorkloadOptions } from "./_egress_workload.ts";
-import { NAT_PODS, reconcileWorkload, type WorkloadWriter } from "./_egress_workloads.ts";
+import {
+  NAT_PODS,
+  reconcileWorkload,
+  type WorkloadWriter,
+  workloadWritesCounter,
+} from "./_egress_workloads.ts";
 import { type ClusterView, keyOf, type KubeObject } from "./objects.ts";
 import { type ClusterWriter, mergeConditions, sameConditions } from "./status.ts";
 
-const published = registry.counter(
-  "holdfast_controller_egress_configs_published_total",
-  "EgressNAT configs published to Redis with a new revision",
-);
-const invalidGauge = registry.gauge(
-  "holdfast_controller_egress_invalid",
-  "EgressNAT objects whose spec cannot be turned into a config (Ready=False InvalidSpec)",
-);
-const statusWrites = registry.counter(
-  "holdfast_controller_egress_status_writes_total",
-  "EgressNAT status writes by result",
-  { labelNames: ["result"] },
-);
+/** The reconciler's metrics, on `registry` (lib/metrics.ts: registered per instance). */
+const egressMetrics = (registry: Registry) => ({
+  published: registry.counter(
+    "holdfast_controller_egress_configs_published_total",
+    "EgressNAT configs published to Redis with a new revision",
+  ),
+  invalid: registry.gauge(
+    "holdfast_controller_egress_invalid",
+    "EgressNAT objects whose spec cannot be turned into a config (Ready=False InvalidSpec)",
+  ),
+  statusWrites: registry.counter(
+    "holdfast_controller_egress_status_writes_total",
+    "EgressNAT status writes by result",
+    { labelNames: ["result"] },
+  ),
+  workloadWrites: workloadWritesCounter(registry),
+});
 
 /** Options of {@linkcode EgressReconciler}. */
 export interface EgressReconcilerOptions {
@@ -74,12 +83,15 @@ export interface EgressReconcilerOptions {
   /** Clock of conditions' lastTransitionTime. */
   now?: () => Date;
   logger?: Logger;
+  /** Where its metrics go (default the process registry, served at `/metrics`). */
+  registry?: Registry;
 }
 
 /** See the module doc. */
 export class EgressReconciler {
   readonly #o: EgressReconcilerOptions;
   readonly #log: Logger;
+  readonly #metrics: ReturnType<typeof egressMetrics>;
   /** key → JSON of the config last published (this leadership). */
   readonly #published = new Map<string, string>();
   /** key → the status written and the resourceVersion it was written over. */
@@ -94,6 +106,7 @@ export class EgressReconciler {
   constructor(options: EgressReconcilerOptions) {
     this.#o = options;
     this.#log = (options.logger ?? log).with({ component: "egress-controller" });
+    this.#metrics = egressMetrics(options.registry ?? processRegistry);
   }
 
   /** Starts the lease poll (passes also run on {@link trigger}). */
@@ -150,7 +163,7 @@ export class EgressReconciler {
         });
       }
     }
-    invalidGauge.set(undefined, invalid);
+    this.#metrics.invalid.set(undefined, invalid);
     const live = new Set(nats.map(keyOf));
     for (const key of [...this.#published.keys()]) {
       if (live.has(key) || !this.#o.redis || !this.#leader()) continue;
@@ -181,7 +194,7 @@ export class EgressReconciler {
           derived.clients,
         );
         this.#published.set(key, json);
-        published.inc();
+        this.#metrics.published.inc();
         this.#log.info("egress config published", {
           egress: key,
           rev,
@@ -210,6 +223,7 @@ export class EgressReconciler {
           workloadWriter,
           this.#log,
           () => this.#leader(),
+          this.#metrics.workloadWrites,
         ),
       );
     }
@@ -254,7 +268,7 @@ export class EgressReconciler {
     try {
       await this.#o.writer.patchObjectStatus(target, status);
       this.#written.set(key, { rv, json });
-      statusWrites.inc({ result: "ok" });
+      this.#metrics.statusWrites.inc({ result: "ok" });
       this.#log.info("egress status written", {
         egress: key,
         ready: `${ready.status} ${ready.reason}`,
@@ -262,7 +276,7 @@ export class EgressReconciler {
         owners: owners.map((o) => `${o.address}=${o.pod}@${o.epoch}`),
       });
     } catch (err) {
-      statusWrites.inc({ result: "error" });
+      this.#metrics.statusWrites.inc({ result: "error" });
       this.#log.warn("egress status not written; retrying", { egress: key, error: String(err) });
       return;
     }

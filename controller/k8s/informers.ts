@@ -16,7 +16,7 @@
 import * as k8s from "@kubernetes/client-node";
 import { Backoff, type BackoffOptions, sleep } from "../../lib/backoff.ts";
 import { log, type Logger } from "../../lib/log.ts";
-import { registry } from "../../lib/metrics.ts";
+import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
 import { rawGet } from "./_raw_write.ts";
 import {
   type Batch,
@@ -30,16 +30,19 @@ import {
 
 export * from "./objects.ts";
 
-const relists = registry.counter(
-  "holdfast_controller_informer_lists_total",
-  "Full lists per resource (the first one and every re-list after 410 Gone or an error)",
-  { labelNames: ["resource"] },
-);
-const watchErrors = registry.counter(
-  "holdfast_controller_informer_errors_total",
-  "Failed lists or watches per resource (each retried with backoff)",
-  { labelNames: ["resource"] },
-);
+/** The informers' metrics, on `registry` (lib/metrics.ts: registered per instance). */
+const informerMetrics = (registry: Registry) => ({
+  relists: registry.counter(
+    "holdfast_controller_informer_lists_total",
+    "Full lists per resource (the first one and every re-list after 410 Gone or an error)",
+    { labelNames: ["resource"] },
+  ),
+  watchErrors: registry.counter(
+    "holdfast_controller_informer_errors_total",
+    "Failed lists or watches per resource (each retried with backoff)",
+    { labelNames: ["resource"] },
+  ),
+});
 
 /** How a resource is listed and where it is watched. */
 interface ResourceSpec {
@@ -112,6 +115,7 @@ class Reflector {
     readonly kc: k8s.KubeConfig,
     readonly emit: (e: ObjectEvent) => void,
     readonly logger: Logger,
+    readonly metrics: ReturnType<typeof informerMetrics>,
   ) {}
 
   /** Runs until `signal` aborts; `onListed` after each successful list. */
@@ -133,7 +137,7 @@ class Reflector {
         }
       } catch (err) {
         if (signal.aborted) break;
-        watchErrors.inc({ resource: this.name });
+        this.metrics.watchErrors.inc({ resource: this.name });
         if (statusCodeOf(err) === 410) this.#rv = "";
         this.logger.warn("list or watch failed; retrying", {
           resource: this.name,
@@ -146,7 +150,7 @@ class Reflector {
   }
 
   async #list(): Promise<void> {
-    relists.inc({ resource: this.name });
+    this.metrics.relists.inc({ resource: this.name });
     const list = await this.spec.list();
     const seen = new Set<string>();
     for (const o of list.items) {
@@ -236,6 +240,8 @@ export interface InformersOptions {
   /** Only these resources (default {@linkcode RESOURCES}). */
   resources?: readonly ResourceName[];
   logger?: Logger;
+  /** Where its metrics go (default the process registry, served at `/metrics`). */
+  registry?: Registry;
 }
 
 /** The watched resources' caches and the batching of their events. */
@@ -256,6 +262,7 @@ export class Informers implements ClusterView, AsyncDisposable {
     this.#options = options;
     const logger = (options.logger ?? log).with({ component: "informers" });
     const all = specs(kc, options.policyConfigMap, options.localPodsOf);
+    const metrics = informerMetrics(options.registry ?? processRegistry);
     const names = [...(options.resources ?? RESOURCES)];
     if (options.policyConfigMap && !names.includes("policy")) names.push("policy");
     this.#reflectors = names.map((name) => {
@@ -264,7 +271,7 @@ export class Informers implements ClusterView, AsyncDisposable {
         const option = name === "localpods" ? "localPodsOf" : "policyConfigMap";
         throw new Error(`Cannot watch "${name}": ${option} is not set`);
       }
-      return new Reflector(name, spec, kc, (e) => this.#push(name, e), logger);
+      return new Reflector(name, spec, kc, (e) => this.#push(name, e), logger, metrics);
     });
     this.synced = new Promise((resolve) => (this.#markSynced = resolve));
   }

@@ -12,7 +12,7 @@
  */
 
 import { log, type Logger } from "../../lib/log.ts";
-import { registry } from "../../lib/metrics.ts";
+import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
 import {
   loadVectors,
   PolicyRejectedError,
@@ -26,11 +26,13 @@ import type { ClusterWriter } from "./status.ts";
 /** The ConfigMap key of the module. */
 export const POLICY_KEY = "policy.wasm";
 
-const validations = registry.counter(
-  "holdfast_controller_policy_validations_total",
-  "Policy modules validated from the ConfigMap, by result (accepted, rejected)",
-  { labelNames: ["result"] },
-);
+/** The checker's metric, on `registry` (lib/metrics.ts: registered per instance). */
+const validationsCounter = (registry: Registry) =>
+  registry.counter(
+    "holdfast_controller_policy_validations_total",
+    "Policy modules validated from the ConfigMap, by result (accepted, rejected)",
+    { labelNames: ["result"] },
+  );
 
 /** Validates module bytes; resolves with the module's digest or throws PolicyRejectedError. */
 export type PolicyValidator = (bytes: Uint8Array) => Promise<string>;
@@ -59,6 +61,8 @@ export interface PolicyCheckerOptions {
   isLeader?: () => boolean;
   validate?: PolicyValidator;
   logger?: Logger;
+  /** Where its metrics go (default the process registry, served at `/metrics`). */
+  registry?: Registry;
 }
 
 /** Validates the policy ConfigMap's module on every change; see the module doc. */
@@ -66,6 +70,7 @@ export class PolicyChecker {
   readonly #o: PolicyCheckerOptions;
   readonly #log: Logger;
   readonly #validate: PolicyValidator;
+  readonly #validations: ReturnType<typeof validationsCounter>;
   #seen = "";
   #active: string | undefined;
   #activeWasm: Uint8Array | undefined;
@@ -76,6 +81,7 @@ export class PolicyChecker {
     this.#o = options;
     this.#log = (options.logger ?? log).with({ component: "policy" });
     this.#validate = options.validate ?? defaultValidator();
+    this.#validations = validationsCounter(options.registry ?? processRegistry);
   }
 
   /** SHA-256 of the active (last accepted) module, if any. */
@@ -121,7 +127,7 @@ export class PolicyChecker {
       this.#active = sha;
       this.#activeWasm = bytes;
       for (const fn of this.#listeners) fn({ sha256: sha, wasm: bytes });
-      validations.inc({ result: "accepted" });
+      this.#validations.inc({ result: "accepted" });
       this.#log.info("policy module accepted", { sha256: sha, digest: digest.slice(0, 16) });
       event = {
         type: "Normal",
@@ -130,7 +136,7 @@ export class PolicyChecker {
       };
     } catch (err) {
       if (!(err instanceof PolicyRejectedError)) throw err;
-      validations.inc({ result: "rejected" });
+      this.#validations.inc({ result: "rejected" });
       const kept = this.#active ? `sha256 ${this.#active.slice(0, 16)}` : "none";
       this.#log.warn("policy module rejected", { sha256: sha, reason: err.reason, kept });
       event = {

@@ -12,17 +12,19 @@
 
 import { sleep } from "../../lib/backoff.ts";
 import { log as rootLog, type Logger } from "../../lib/log.ts";
-import { registry } from "../../lib/metrics.ts";
+import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
 import type { RedisConnection } from "../../lib/redis_connection.ts";
 import { readReports, reportsTail } from "../model/reports.ts";
 import { ReportAggregator, type ReportAggregatorOptions } from "./_report_events.ts";
 import type { ClusterWriter } from "./status.ts";
 
-const relayed = registry.counter(
-  "holdfast_controller_report_events_total",
-  "LB node reports turned into Events, by result (written, failed, rate_limited, unreadable)",
-  { labelNames: ["result"] },
-);
+/** The relay's metric, on `registry` (lib/metrics.ts: registered per instance). */
+const relayedCounter = (registry: Registry) =>
+  registry.counter(
+    "holdfast_controller_report_events_total",
+    "LB node reports turned into Events, by result (written, failed, rate_limited, unreadable)",
+    { labelNames: ["result"] },
+  );
 
 /** Options of {@linkcode ReportRelay}. */
 export interface ReportRelayOptions extends ReportAggregatorOptions {
@@ -35,6 +37,8 @@ export interface ReportRelayOptions extends ReportAggregatorOptions {
   /** Longest XREAD BLOCK, ms (default 500); also how often leadership is looked at. */
   blockMs?: number;
   logger?: Logger;
+  /** Where its metrics go (default the process registry, served at `/metrics`). */
+  registry?: Registry;
 }
 
 /** Follows the reports stream while leading; `stop()` ends it. */
@@ -42,6 +46,7 @@ export class ReportRelay {
   readonly #o: ReportRelayOptions;
   readonly #log: Logger;
   readonly #agg: ReportAggregator;
+  readonly #relayed: ReturnType<typeof relayedCounter>;
   readonly #stop = new AbortController();
   #done: Promise<void> = Promise.resolve();
 
@@ -49,6 +54,7 @@ export class ReportRelay {
     this.#o = options;
     this.#log = (options.logger ?? rootLog).with({ component: "reports" });
     this.#agg = new ReportAggregator(options);
+    this.#relayed = relayedCounter(options.registry ?? processRegistry);
   }
 
   /** Starts following (in the background). */
@@ -90,7 +96,7 @@ export class ReportRelay {
         const now = Date.now();
         for (const { id, report } of entries) {
           after = id;
-          if (!report || !this.#agg.add(report, now)) relayed.inc({ result: "unreadable" });
+          if (!report || !this.#agg.add(report, now)) this.#relayed.inc({ result: "unreadable" });
         }
         await this.#flush(Date.now());
       } catch (err) {
@@ -104,7 +110,7 @@ export class ReportRelay {
   async #flush(nowMs: number): Promise<void> {
     const { events, dropped } = this.#agg.due(nowMs);
     if (dropped > 0) {
-      relayed.inc({ result: "rate_limited" }, dropped);
+      this.#relayed.inc({ result: "rate_limited" }, dropped);
       this.#log.warn("report Events rate-limited", { dropped });
     }
     if (!(this.#o.isLeader?.() ?? true)) return;
@@ -112,10 +118,10 @@ export class ReportRelay {
       const object = `${e.regarding.namespace ?? ""}/${e.regarding.name}`;
       try {
         await this.#o.writer.emitEvent(e);
-        relayed.inc({ result: "written" });
+        this.#relayed.inc({ result: "written" });
         this.#log.info("report Event", { object, reason: e.reason, note: e.note });
       } catch (err) {
-        relayed.inc({ result: "failed" });
+        this.#relayed.inc({ result: "failed" });
         this.#log.warn("cannot write report Event", { object, reason: e.reason, err });
       }
     }

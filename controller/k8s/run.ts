@@ -20,6 +20,7 @@
 import type * as k8s from "@kubernetes/client-node";
 import type { BackoffOptions } from "../../lib/backoff.ts";
 import { log, type Logger } from "../../lib/log.ts";
+import type { Registry } from "../../lib/metrics.ts";
 import { createLBTables, type LBTables } from "../../node/lb/tables/tables.ts";
 import { Writer } from "../../node/lb/tables/writer.ts";
 import { K8sSource } from "../../node/lb/sources/k8s_source.ts";
@@ -69,6 +70,8 @@ export interface StartControllerOptions {
   /** Gathering window of report Events, ms (default 2,000). */
   reportsWindowMs?: number;
   logger?: Logger;
+  /** Where every part's metrics go (default the process registry, served at `/metrics`). */
+  registry?: Registry;
 }
 
 /** A running controller. */
@@ -116,6 +119,7 @@ export function startController(
     debounceMs: options.debounceMs,
     retry: options.backoff,
     logger,
+    registry: options.registry,
   });
   const policy = options.policyConfigMap
     ? new PolicyChecker({
@@ -123,6 +127,7 @@ export function startController(
       isLeader: options.isLeader,
       validate: options.validatePolicy,
       logger,
+      registry: options.registry,
     })
     : undefined;
   const egress = new EgressReconciler({
@@ -136,6 +141,7 @@ export function startController(
       ? clusterWriter as unknown as WorkloadWriter
       : undefined,
     logger,
+    registry: options.registry,
   });
   const reports = options.reportsRedis
     ? new ReportRelay({
@@ -145,6 +151,7 @@ export function startController(
       policyConfigMap: options.policyConfigMap,
       windowMs: options.reportsWindowMs,
       logger,
+      registry: options.registry,
     })
     : undefined;
   reports?.start();
@@ -194,6 +201,7 @@ export function startController(
     debounceMs: options.debounceMs,
     backoff: options.backoff,
     logger,
+    registry: options.registry,
   });
   informers.start();
   let synced = false;

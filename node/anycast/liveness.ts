@@ -23,13 +23,14 @@
  */
 
 import { log as rootLog, type Logger } from "../../lib/log.ts";
-import { registry } from "../../lib/metrics.ts";
+import { type Registry, registry as processRegistry } from "../../lib/metrics.ts";
 import { RedisConnection, type RedisStoreOptions } from "../../lib/redis_connection.ts";
 
 /** Refresh interval and TTL of the record (docs/anycast.md says why these). */
 export const DEFAULT_LIVENESS = { intervalMs: 1_000, ttlMs: 5_000 } as const;
 
-const metrics = {
+/** The watcher's metrics, on `registry` (lib/metrics.ts: registered per instance). */
+const livenessMetrics = (registry: Registry) => ({
   alive: registry.gauge(
     "holdfast_anycast_owners_alive",
     "Other anycast owners whose liveness record this agent saw at its last check.",
@@ -43,7 +44,7 @@ const metrics = {
     "holdfast_anycast_liveness_errors_total",
     "Failed refreshes or checks of the liveness records (the store unreachable); retried.",
   ),
-};
+});
 
 /** The liveness records as the watcher needs them; Redis below, an in-memory one in tests. */
 export interface LivenessStore {
@@ -116,6 +117,8 @@ export interface OwnerLivenessOptions {
   readonly intervalMs?: number;
   readonly ttlMs?: number;
   readonly log?: Logger;
+  /** Where its metrics go (default the process registry, served at `/metrics`). */
+  readonly registry?: Registry;
 }
 
 /**
@@ -126,6 +129,7 @@ export class OwnerLiveness {
   readonly #o: OwnerLivenessOptions;
   readonly #log: Logger;
   readonly #watched: string[];
+  readonly #metrics: ReturnType<typeof livenessMetrics>;
   /** Owners seen alive at the last successful check. */
   readonly #seen = new Set<string>();
   /** Lapses this agent claimed and has not purged yet (retried each tick). */
@@ -140,6 +144,7 @@ export class OwnerLiveness {
     this.#o = o;
     this.#log = o.log ?? rootLog.with({ component: "anycast-liveness", node: o.node });
     this.#watched = [...new Set(o.owners)].filter((a) => a !== o.self);
+    this.#metrics = livenessMetrics(o.registry ?? processRegistry);
   }
 
   get intervalMs(): number {
@@ -208,10 +213,10 @@ export class OwnerLiveness {
         if (alive[i]) this.#seen.add(owner);
         else if (this.#seen.delete(owner)) lapsed.push(owner);
       });
-      metrics.alive.set(undefined, this.#seen.size);
+      this.#metrics.alive.set(undefined, this.#seen.size);
       for (const owner of lapsed) {
         const claimed = await store.claim(owner);
-        metrics.lapses.inc({ owner, claimed: String(claimed) });
+        this.#metrics.lapses.inc({ owner, claimed: String(claimed) });
         this.#log.warn("an owner's liveness record lapsed", {
           owner,
           ttlMs: this.ttlMs,
@@ -223,7 +228,7 @@ export class OwnerLiveness {
       if (this.#failing) this.#log.info("liveness records followed again", {});
       this.#failing = false;
     } catch (error) {
-      metrics.errors.inc();
+      this.#metrics.errors.inc();
       if (!this.#failing) {
         this.#log.warn("cannot keep or read the liveness records; retrying", { error });
       }

@@ -15,8 +15,9 @@
  *   map) is not copied on every change but read at scrape time with {@link Gauge.onCollect}
  *   (node/lb/metrics.ts, node/bpf/metrics.ts: `exportXMetrics(source, registry)`).
  *
- * Not yet everywhere: node/bgp/bird.ts and controller/k8s/ still register at import time on the
- * process registry.
+ * Every part of every daemon follows it (node/bgp/bird.ts, controller/k8s/ included:
+ * `startController` passes its `registry` option to each part); tests/hygiene/metrics_style_test.ts
+ * fails on a product file that registers a metric at import time.
  *
  * @example
  * ```ts

@@ -4,6 +4,7 @@
  */
 import { deepStrictEqual } from "node:assert/strict";
 import { captureLogs } from "../../lib/log.ts";
+import { Registry } from "../../lib/metrics.ts";
 import { waitUntil } from "../../node/lb/_testing.ts";
 import type { K8sEvent } from "../../node/lb/sources/k8s_source.ts";
 import { LbController } from "./controller.ts";
@@ -46,13 +47,24 @@ Deno.test("LbController: writes status, pool status and an Event once; the same 
   const services = [svc("web")], pools = [structuredClone(pool)];
   const writer = new MemoryClusterWriter();
   const fed: K8sEvent[] = [];
+  const metrics = new Registry(); // its own, not the process one (lib/metrics.ts style)
   const c = new LbController({
     view: cluster({ services, addresspools: pools }),
     writer,
     sink: { apply: (e) => fed.push(...e) },
     now: () => new Date("2026-01-01T00:00:00Z"),
+    registry: metrics,
   });
   const first = await c.reconcile();
+  const counter = (name: string) => metrics.counter(`holdfast_controller_${name}_total`, "");
+  deepStrictEqual(
+    [
+      counter("reconciles").get(),
+      counter("allocations").get(),
+      counter("writes").get({ kind: "Event" }),
+    ],
+    [1, 1, 1],
+  );
   deepStrictEqual(first.writes, 2);
   deepStrictEqual(writer.events(), ["AddressAllocated shop/web"]);
   const write = writer.writes.find((w) => w.op === "service")!;

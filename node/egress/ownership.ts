@@ -104,31 +104,19 @@ export class EgressOwnership {
     if (this.#running) return Promise.resolve();
     this.#running = true;
     const delay = this.#o.startupDelayMs ?? this.#o.health.detectMs;
+    const [holder, addresses] = [this.holderId, [...this.#slots.keys()]];
     const [ttl_ms, renew_ms, margin_ms] = [this.ttlMs, this.renewMs, this.marginMs];
-    const addresses = [...this.#slots.keys()];
-    this.#log.info("ownership started", {
-      holder: this.holderId,
-      addresses,
-      ttl_ms,
-      renew_ms,
-      margin_ms,
-    });
+    this.#log.info("ownership started", { holder, addresses, ttl_ms, renew_ms, margin_ms });
     this.#startTimer = setTimeout(() => this.#running && this.#ticker.start(), delay);
     return Promise.resolve();
   }
 
-  /**
-   * Stops: forfeits every held address, then releases its lease so a standby takes it at once.
-   * With `abandon`, stops without either, as a crash would (tests).
-   */
+  /** Stops: forfeits, then releases every held address (`abandon`: neither, as a crash would). */
   async stop(options: { abandon?: boolean } = {}): Promise<void> {
     this.#running = false;
     clearTimeout(this.#startTimer);
     this.#ticker.stop();
-    for (const slot of this.#slots.values()) {
-      clearTimeout(slot.fence);
-      clearTimeout(slot.useTimer);
-    }
+    for (const slot of this.#slots.values()) [slot.fence, slot.useTimer].forEach(clearTimeout);
     if (options.abandon) return;
     const held = [...this.#slots.values()].filter((s) => s.state === "owner");
     await Promise.all(held.map((slot) => this.#forfeitAndRelease(slot, "stopping")));
@@ -233,6 +221,13 @@ export class EgressOwnership {
     }
   }
 
+  /** Whether the assignment now names this pod for `addr` (its owner, or its first standby). */
+  #stillNamed(addr: string, asStandby: boolean): boolean {
+    const now = this.#assignment().get(addr), self = this.#o.self;
+    if (this.#o.mayAcquire?.() === false) return false;
+    return now?.owner === self || (asStandby && now?.standbys[0] === self);
+  }
+
   async #acquire(slot: Slot, a: Assignment, reason?: string, nested = false): Promise<void> {
     if (!nested) slot.busy = true;
     const sentAt = performance.now();
@@ -249,6 +244,11 @@ export class EgressOwnership {
       if (!this.#running || this.#draining) {
         await this.#leases.release(slot.addr, this.holderId, r.epoch).catch(() => {});
         return;
+      }
+      // The assignment moved while the acquire was in flight (e.g. this pod's BGP session went
+      // down): a pod no longer the one named gives the lease back instead of assuming it.
+      if (!this.#stillNamed(slot.addr, reason === "lease free")) {
+        return void await this.#leases.release(slot.addr, this.holderId, r.epoch).catch(() => {});
       }
       // An answer too late to use: the next acquire (same holder) extends the lease and retries.
       if (performance.now() >= sentAt + this.ttlMs - this.marginMs) return;
@@ -357,9 +357,7 @@ export class EgressOwnership {
   }
 
   /** A lease call bounded by the ttl (an answer later than that is of no use). */
-  #call<T>(what: string, p: Promise<T>): Promise<T> {
-    return withTimeout(p, this.ttlMs, what);
-  }
+  #call = <T>(what: string, p: Promise<T>): Promise<T> => withTimeout(p, this.ttlMs, what);
 
   /** Forfeit first, then release: the lease is free only once the address is out of use. */
   async #forfeitAndRelease(slot: Slot, why: string): Promise<void> {

@@ -9,7 +9,8 @@
  * objects, fed in write transactions of S services, as `bench/control_plane.ts`. Per side: CPU µs
  * per service (process CPU, GC threads included) as median, first quartile and minimum, ingest CPU,
  * wall time, allocated bytes; then the paired ratios (base ÷ this tree: above 1, this tree is
- * cheaper). The first `--skip` pairs are dropped as warm-up.
+ * cheaper), of the whole pipeline and of ingest alone (the feed into the tables). The first
+ * `--skip` pairs are dropped as warm-up.
  *
  * Run (the base read from its directory: `--allow-read`):
  * `git archive REV | tar -x -C /tmp/base` (no build needed there), then
@@ -166,6 +167,7 @@ export async function main(): Promise<void> {
   }
   const ka = ra.slice(o.skip), kb = rb.slice(o.skip);
   const ratios = ka.map((x, i) => x.cpuUs / kb[i]!.cpuUs);
+  const ingestRatios = ka.map((x, i) => x.ingestCpuUs / kb[i]!.ingestCpuUs);
   const sa = summary(ka), sb = summary(kb);
   console.log(
     `${o.services} services × ${o.backends} backends, ${o.batch} per write txn; ` +
@@ -180,7 +182,8 @@ export async function main(): Promise<void> {
   }
   console.log(
     `  paired CPU ratio base ÷ this tree: median ${median(ratios).toFixed(3)} ` +
-      `(${ratios.map((r) => r.toFixed(2)).join(" ")})`,
+      `(${ratios.map((r) => r.toFixed(2)).join(" ")}); ingest only: median ` +
+      `${median(ingestRatios).toFixed(3)} (${ingestRatios.map((r) => r.toFixed(2)).join(" ")})`,
   );
   console.log(JSON.stringify({
     bench: "control-plane-ab",
@@ -191,6 +194,7 @@ export async function main(): Promise<void> {
     base: sa,
     this_tree: sb,
     cpu_ratio_base_over_this_median: Number(median(ratios).toFixed(3)),
+    ingest_cpu_ratio_base_over_this_median: Number(median(ingestRatios).toFixed(3)),
   }));
 }
 

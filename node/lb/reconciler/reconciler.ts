@@ -19,7 +19,7 @@
 
 import { backoffDelay, type BackoffOptions } from "../../../lib/backoff.ts";
 import { log, type Logger } from "../../../lib/log.ts";
-import type { ChangeIterator, DB, Key, ReadTxn, Table } from "../../../lib/statedb/mod.ts";
+import type { DB, Key, ReadTxn, Table } from "../../../lib/statedb/mod.ts";
 import { waitAny, Watch } from "../../../lib/statedb/mod.ts";
 import { doneStatus, errorStatus, type ReconcileStatus } from "./status.ts";
 
@@ -209,7 +209,7 @@ export class Reconciler<R> {
         ) {
           await this.#fullReconcile(statuses);
         }
-        this.#writeStatuses(statuses, iter);
+        this.#writeStatuses(statuses);
         this.metrics.holdfast_reconciler_failing = this.#retries.size;
         if (watch.stale && changes.length >= batchSize) continue;
         let timeoutMs: number | undefined;
@@ -341,28 +341,20 @@ export class Reconciler<R> {
     return failed;
   }
 
-  /**
-   * Writes the statuses in one txn. When the change iterator had seen every change before it and
-   * every status written is done, it moves past them: the next round would skip each one anyway.
-   */
-  #writeStatuses(statuses: [R, ReconcileStatus][], iter: ChangeIterator<R>): void {
+  #writeStatuses(statuses: [R, ReconcileStatus][]): void {
     if (statuses.length === 0) return;
     const { db, table, setStatus, getStatus } = this.config;
     const w = db.writeTxn(table);
     try {
-      let onlyDone = iter.seen === table.editRevision(w);
       for (const [row, st] of statuses) {
         const cur = table.get(w, { index: table.schema.primary, key: table.primaryKey(row) });
         // Only the version we reconciled; a newer one stays pending for the next round.
         if (cur !== row) continue;
         const old = getStatus(row);
         if (old.kind === st.kind && old.error === st.error) continue;
-        if (st.kind !== "done") onlyDone = false;
         table.insert(w, setStatus(row, st));
       }
-      const rev = table.editRevision(w);
       w.commit();
-      if (onlyDone) iter.seen = rev;
     } finally {
       w.abort();
     }

@@ -134,11 +134,6 @@ export class Table<R> {
     return txn.state(this).rev;
   }
 
-  /** The table's revision in write txn `txn` (which must lock it), without copying its state. */
-  editRevision(txn: WriteTxn): number {
-    return txn.edit(this).rev;
-  }
-
   /** The revision of the row with primary key `key`, or 0 if absent. */
   rowRevision(txn: ReadTxn, key: Key): number {
     return Math.max(0, txn.tree(this, 0).getAux(key));

@@ -41,7 +41,6 @@ export interface WriterCore {
   intern(s: string): string;
   pending(prev?: ReconcileStatus): ReconcileStatus;
   refreshFrontends(txn: WriteTxn, name: string): void;
-  wroteFrontends(txn: WriteTxn, name: string, rows: Frontend[]): void;
 }
 
 /** Distinct backend parameter sets one `setBackends` call shares instance objects among. */
@@ -122,12 +121,8 @@ export class SourceWriter {
     // Becoming (or ceasing to be) dual stack changes what every frontend selects (select.ts).
     const stackChanged = isDualStack(existing) !== isDualStack(input.frontends);
     const wanted = new Set<string>();
-    // Its frontends after this upsert, if every one is written (pending) here: the Writer's
-    // refresh later in this txn then needs neither to list them nor to check each one.
-    let written: Frontend[] | null = [];
     for (const fi of input.frontends) {
       if (!isAddr(fi.address)) parseAddr(fi.address);
-      if (wanted.has(fi.address)) written = null;
       wanted.add(fi.address);
       const portName = this.writer.intern(fi.portName ?? "");
       const cur = frontends.get(txn, { index: frontends.schema.primary, key: fi.address });
@@ -147,10 +142,7 @@ export class SourceWriter {
         cur !== undefined && !svcChanged && !stackChanged && cur.serviceName === svc.name &&
         cur.portName === portName &&
         cur.redirectTo === redirectTo
-      ) {
-        written = null;
-        continue;
-      }
+      ) continue;
       const fe: Frontend = {
         address: fi.address,
         serviceName: svc.name,
@@ -159,12 +151,10 @@ export class SourceWriter {
         status: this.writer.pending(cur?.status),
       };
       frontends.insert(txn, fe);
-      written?.push(fe);
     }
     for (const fe of existing) {
       if (!wanted.has(fe.address)) frontends.delete(txn, fe);
     }
-    if (written !== null) this.writer.wroteFrontends(txn, svc.name, written);
     return true;
   }
 

@@ -60,11 +60,6 @@ export class Writer implements WriterCore {
   /** @internal Where the writer's decisions (rejections) are logged. */
   readonly log: Logger;
   readonly #now: () => number;
-  /**
-   * The frontends the last `upsertService` wrote (pending) as its service's whole set, and the
-   * frontends table's revision right after: still the set while that revision holds.
-   */
-  #wrote: { txn: WriteTxn; name: string; rev: number; rows: Frontend[] } | null = null;
   /** The last pending status handed out: rows written in the same millisecond share it. */
   #pending: ReconcileStatus = pendingStatus(0);
 
@@ -121,15 +116,6 @@ export class Writer implements WriterCore {
   }
 
   /**
-   * Notes that `rows`, just written pending in `txn`, are all of service `name`'s frontends.
-   * @internal
-   */
-  wroteFrontends(txn: WriteTxn, name: string, rows: Frontend[]): void {
-    rows.sort((a, b) => a.address < b.address ? -1 : 1); // the index's order
-    this.#wrote = { txn, name, rev: this.tables.frontends.editRevision(txn), rows };
-  }
-
-  /**
    * Marks pending every frontend whose selection depends on service `name`'s backends: those
    * using its backends (its own and those redirected to it) and its redirected frontends (they
    * fall back to it).
@@ -141,12 +127,7 @@ export class Writer implements WriterCore {
     if (done.has(name)) return;
     done.add(name);
     const fes = this.tables.frontends;
-    // Written pending in this very txn as the service's whole set, nothing written since.
-    const wrote = this.#wrote;
-    this.#wrote = null;
-    const fresh = wrote !== null && wrote.txn === txn && wrote.name === name &&
-      wrote.rev === fes.editRevision(txn);
-    const own = fresh ? wrote.rows : fes.list(txn, frontendsByService(name));
+    const own = fes.list(txn, frontendsByService(name));
     // Those using its backends, in address order (as one index held them before): its own
     // without a redirect (or redirected to itself) and the others redirected to it.
     let uses = own;
@@ -161,7 +142,7 @@ export class Writer implements WriterCore {
       if (uses === own && !usesOwnBackends(fe, name)) continue;
       // Written pending in this very txn (e.g. its service arrived with its backends): it
       // already has a revision no reconciler has seen; a second insert would change nothing.
-      if (fe.status.kind === "pending" && (fresh || fes.writtenIn(txn, fe.address))) continue;
+      if (fe.status.kind === "pending" && fes.writtenIn(txn, fe.address)) continue;
       fes.insert(txn, { ...fe, status: this.pending(fe.status) });
     }
     for (const fe of own) {

@@ -9,7 +9,9 @@
  * objects, fed in write transactions of S services, as `bench/control_plane.ts`. Per side: CPU µs
  * per service (process CPU, GC threads included) as median, first quartile and minimum, ingest CPU,
  * wall time, allocated bytes; then the paired ratios (base ÷ this tree: above 1, this tree is
- * cheaper). The first `--skip` pairs are dropped as warm-up.
+ * cheaper), of the whole pipeline and of ingest alone (the feed into the tables), as median and
+ * geometric mean. Runs alternate strictly (base first and last), each run of this tree compared
+ * with the two base runs around it. The first `--skip` pairs are dropped as warm-up.
  *
  * Run (the base read from its directory: `--allow-read`):
  * `git archive REV | tar -x -C /tmp/base` (no build needed there), then
@@ -121,6 +123,8 @@ const sorted = (xs: number[]) => xs.slice().sort((x, y) => x - y);
 const median = (xs: number[]) => sorted(xs)[xs.length >> 1]!;
 const quartile = (xs: number[]) => sorted(xs)[xs.length >> 2]!;
 const r1 = (x: number) => Number(x.toFixed(1));
+/** Geometric mean of ratios. */
+const geomean = (xs: number[]) => Math.exp(xs.reduce((s, x) => s + Math.log(x), 0) / xs.length);
 
 function summary(runs: Run[]) {
   const cpu = runs.map((r) => r.cpuUs);
@@ -155,21 +159,24 @@ export async function main(): Promise<void> {
   const wasm = await Deno.readFile(new URL("../policy-as/build/release.wasm", import.meta.url));
   const root = o.base === null ? null : new URL(`file://${Deno.realPathSync(o.base)}/`).href;
   const a = await side("base", root, wasm), b = await side("this tree", null, wasm);
+  // Strictly alternating, base first and last: a b a b … a. Every run follows one of the other
+  // side (a side run right after itself is 10–30 % cheaper: bench/RESULTS.md), and each run of
+  // this tree is compared with the two base runs around it, which cancels a drift of the load
+  // and the position within a pair.
   const ra: Run[] = [], rb: Run[] = [];
   for (let k = 0; k < o.pairs; k++) {
-    // Alternate which side goes first: neither always runs right after the other's garbage.
-    const first = k % 2 === 0 ? a : b, second = first === a ? b : a;
-    const x = await run(first, o.services, o.backends, o.batch, (2 * k + 1) * stride);
-    const y = await run(second, o.services, o.backends, o.batch, (2 * k + 2) * stride);
-    (first === a ? ra : rb).push(x);
-    (first === a ? rb : ra).push(y);
+    ra.push(await run(a, o.services, o.backends, o.batch, (2 * k + 1) * stride));
+    rb.push(await run(b, o.services, o.backends, o.batch, (2 * k + 2) * stride));
   }
+  ra.push(await run(a, o.services, o.backends, o.batch, (2 * o.pairs + 1) * stride));
   const ka = ra.slice(o.skip), kb = rb.slice(o.skip);
-  const ratios = ka.map((x, i) => x.cpuUs / kb[i]!.cpuUs);
+  const around = (f: (r: Run) => number, i: number) => Math.sqrt(f(ka[i]!) * f(ka[i + 1]!));
+  const ratios = kb.map((y, i) => around((r) => r.cpuUs, i) / y.cpuUs);
+  const ingestRatios = kb.map((y, i) => around((r) => r.ingestCpuUs, i) / y.ingestCpuUs);
   const sa = summary(ka), sb = summary(kb);
   console.log(
     `${o.services} services × ${o.backends} backends, ${o.batch} per write txn; ` +
-      `${ka.length} pairs (${o.skip} dropped); base ${o.base ?? "(this tree: A/A)"}`,
+      `${kb.length} pairs (${o.skip} dropped); base ${o.base ?? "(this tree: A/A)"}`,
   );
   for (const [name, s] of [["base", sa], ["this tree", sb]] as const) {
     console.log(
@@ -180,17 +187,23 @@ export async function main(): Promise<void> {
   }
   console.log(
     `  paired CPU ratio base ÷ this tree: median ${median(ratios).toFixed(3)} ` +
-      `(${ratios.map((r) => r.toFixed(2)).join(" ")})`,
+      `(${ratios.map((r) => r.toFixed(2)).join(" ")}), geometric mean ` +
+      `${geomean(ratios).toFixed(3)}; ingest only: median ${median(ingestRatios).toFixed(3)}, ` +
+      `geometric mean ${geomean(ingestRatios).toFixed(3)} ` +
+      `(${ingestRatios.map((r) => r.toFixed(2)).join(" ")})`,
   );
   console.log(JSON.stringify({
     bench: "control-plane-ab",
     services: o.services,
     backends: o.backends,
     batch_services_per_txn: o.batch,
-    pairs: ka.length,
+    pairs: kb.length,
     base: sa,
     this_tree: sb,
     cpu_ratio_base_over_this_median: Number(median(ratios).toFixed(3)),
+    cpu_ratio_base_over_this_geomean: Number(geomean(ratios).toFixed(3)),
+    ingest_cpu_ratio_base_over_this_median: Number(median(ingestRatios).toFixed(3)),
+    ingest_cpu_ratio_base_over_this_geomean: Number(geomean(ingestRatios).toFixed(3)),
   }));
 }
 

@@ -16,7 +16,7 @@
  * hears when the pod turns ready (a session is up) or not ready (none for
  * {@linkcode SESSION_LOSS_GRACE_MS}), and the agent says so in its heartbeats, so no pod hands a
  * floating address to this one (nor does this one take one) while its announcement would reach
- * no router (`_ownership_parts.ts` `AssignmentCache`). Logged: `BGP session established: taking
+ * no router (`ownership.ts` `AssignmentCache`). Logged: `BGP session established: taking
  * floating addresses` (sessions, `waited_ms`) and `no BGP session established: taking no floating
  * addresses` (`for_ms`).
  *

@@ -8,7 +8,7 @@
  *   `egress_args.ts` the command line;
  * - `nft.ts` the SNAT rules, `addresses.ts` the floating /32s and gratuitous ARP;
  * - `health.ts` heartbeats, `controller/egress/lease.ts` (the Redis lease) / `assign.ts` /
- *   `ownership.ts` who owns what;
+ *   `ownership.ts` who owns what (one `address_lease.ts` per address);
  * - `sync.ts` conntrack sync between NAT pods (over `node/conntrack/`).
  *
  * @module

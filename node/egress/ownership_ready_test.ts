@@ -9,7 +9,7 @@ import { captureLogs } from "../../lib/log.ts";
 import { Registry } from "../../lib/metrics.ts";
 import { MemoryLeaseStore } from "../../controller/egress/lease.ts";
 import { EgressOwnership, type EgressOwnershipOptions } from "./ownership.ts";
-import { candidates } from "./_ownership_parts.ts";
+import { candidates } from "./ownership.ts";
 import { CuttableLeases, FakeHealth, OwnershipRecorder, waitFor } from "./_ownership_testing.ts";
 
 const A1 = "198.18.0.100";
